@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# Makes this machine ready to run forgehand's tests, idempotently:
+#   1. a Docker engine that answers (Debian's docker.io, started with
+#      --bridge=none so no test can reach a private-range address),
+#   2. the base image `debian:bookworm-slim` (made locally with debootstrap
+#      when it is not present, since no container registry may be reachable).
+# Each step is skipped when its result is already there.
+set -euo pipefail
+
+log() { printf '[dev-env] %s\n' "$*" >&2; }
+die() { printf '[dev-env] ERROR: %s\n' "$*" >&2; exit 1; }
+
+STATE_DIR="${FORGEHAND_DEV_STATE:-/tmp/forgehand-dev}"
+BASE_IMAGE="${FORGEHAND_BASE_IMAGE:-debian:bookworm-slim}"
+mkdir -p "$STATE_DIR"
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; elif command -v sudo >/dev/null; then sudo "$@"; else
+    die "need root to run: $* (run as root or install sudo)"; fi
+}
+
+apt_install() {
+  local missing=()
+  for pkg in "$@"; do dpkg -s "$pkg" >/dev/null 2>&1 || missing+=("$pkg"); done
+  [ "${#missing[@]}" -eq 0 ] && return 0
+  command -v apt-get >/dev/null || die "packages ${missing[*]} are missing and apt-get is not available; install them by hand"
+  log "installing ${missing[*]} from Debian's packages"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+}
+
+ensure_docker() {
+  if docker info >/dev/null 2>&1; then log "docker engine answers"; return 0; fi
+  command -v dockerd >/dev/null 2>&1 || apt_install docker.io
+  command -v dockerd >/dev/null 2>&1 || die "dockerd is still missing after installing docker.io"
+  if ! docker info >/dev/null 2>&1; then
+    log "starting dockerd --bridge=none --iptables=false (log: $STATE_DIR/dockerd.log)"
+    # setsid: the engine must outlive this script and the test run's process group.
+    as_root setsid dockerd --bridge=none --iptables=false >"$STATE_DIR/dockerd.log" 2>&1 < /dev/null &
+    for _ in $(seq 1 60); do docker info >/dev/null 2>&1 && break; sleep 1; done
+  fi
+  docker info >/dev/null 2>&1 || { tail -n 30 "$STATE_DIR/dockerd.log" >&2 || true; die "dockerd did not answer within 60 s; see $STATE_DIR/dockerd.log"; }
+  log "docker engine $(docker version --format '{{.Server.Version}}') is up"
+}
+
+# The Debian mirror this machine's apt already uses.
+apt_mirror() {
+  local uri
+  uri=$(grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -n1 || true)
+  [ -n "$uri" ] || uri=$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -v security | head -n1 || true)
+  [ -n "$uri" ] || die "cannot find a Debian mirror in /etc/apt/sources.list*; set FORGEHAND_DEBIAN_MIRROR"
+  printf '%s' "$uri"
+}
+
+ensure_base_image() {
+  if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then log "base image $BASE_IMAGE present"; return 0; fi
+  apt_install debootstrap
+  local mirror="${FORGEHAND_DEBIAN_MIRROR:-$(apt_mirror)}"
+  local root="$STATE_DIR/rootfs-bookworm"
+  log "making $BASE_IMAGE locally with debootstrap from $mirror (no registry needed)"
+  as_root rm -rf "$root"
+  as_root debootstrap --variant=minbase bookworm "$root" "$mirror" >"$STATE_DIR/debootstrap.log" 2>&1 \
+    || { tail -n 30 "$STATE_DIR/debootstrap.log" >&2; die "debootstrap failed; see $STATE_DIR/debootstrap.log"; }
+  as_root rm -rf "$root/var/cache/apt/archives/"*.deb "$root/var/lib/apt/lists/"*
+  as_root tar -C "$root" -c . | docker import - "$BASE_IMAGE" >/dev/null
+  as_root rm -rf "$root"
+  log "base image $BASE_IMAGE made"
+}
+
+ensure_docker
+ensure_base_image

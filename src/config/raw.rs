@@ -1,0 +1,149 @@
+//! The configuration file as written: every key optional (defaults are the
+//! values in the shipped `config.yaml`), unknown keys rejected. Units are
+//! parsed here so errors carry the key path; cross-field rules live in
+//! `Config::from_raw`.
+
+use super::units::{ByteSize, HumanDuration};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawConfig {
+    pub daemon: RawDaemon,
+    pub docker: RawDocker,
+    pub images: RawImages,
+    pub sandbox: RawSandbox,
+    pub text_editor_mcp: RawTextEditorMcp,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawDaemon {
+    pub instance_id: String,
+    pub state_dir: String,
+}
+
+impl Default for RawDaemon {
+    fn default() -> Self {
+        RawDaemon {
+            instance_id: "forgehand".into(),
+            state_dir: "state".into(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawDocker {
+    pub host: String,
+    pub api_timeout: HumanDuration,
+}
+
+impl Default for RawDocker {
+    fn default() -> Self {
+        RawDocker {
+            host: String::new(),
+            api_timeout: HumanDuration(Duration::from_secs(120)),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawImages {
+    pub dir: String,
+    pub tag_prefix: String,
+    pub tag: String,
+    pub base_image: String,
+    pub build_network: String,
+    pub pins: BTreeMap<String, String>,
+}
+
+impl Default for RawImages {
+    fn default() -> Self {
+        RawImages {
+            dir: "images".into(),
+            tag_prefix: "forgehand/".into(),
+            tag: "latest".into(),
+            base_image: "debian:bookworm-slim".into(),
+            build_network: "host".into(),
+            pins: BTreeMap::new(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawSandbox {
+    pub network_mode: String,
+    pub drop_all_capabilities: bool,
+    pub no_new_privileges: bool,
+    pub user: String,
+    pub pids_limit: i64,
+    pub memory: ByteSize,
+    pub cpus: f64,
+    pub read_only_root: bool,
+    pub tmp_size: ByteSize,
+    pub home_dir: String,
+    pub home_size: ByteSize,
+    pub workspace_dir: String,
+    pub project_dir: String,
+    pub exec_timeout: HumanDuration,
+    pub output_limit: ByteSize,
+}
+
+impl Default for RawSandbox {
+    fn default() -> Self {
+        RawSandbox {
+            network_mode: "none".into(),
+            drop_all_capabilities: true,
+            no_new_privileges: true,
+            user: "1000:1000".into(),
+            pids_limit: 512,
+            memory: ByteSize(4 << 30),
+            cpus: 2.0,
+            read_only_root: true,
+            tmp_size: ByteSize(1 << 30),
+            home_dir: "/home/agent".into(),
+            home_size: ByteSize(1 << 30),
+            workspace_dir: "/workspace".into(),
+            project_dir: "/workspace/project".into(),
+            exec_timeout: HumanDuration(Duration::from_secs(1800)),
+            output_limit: ByteSize(1 << 20),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawTextEditorMcp {
+    pub enabled: bool,
+    pub mcp_server: RawMcpServer,
+}
+
+impl Default for RawTextEditorMcp {
+    fn default() -> Self {
+        RawTextEditorMcp {
+            enabled: true,
+            mcp_server: RawMcpServer::default(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawMcpServer {
+    pub name: String,
+    pub command: Vec<String>,
+}
+
+impl Default for RawMcpServer {
+    fn default() -> Self {
+        RawMcpServer {
+            name: "text-editor".into(),
+            command: Vec::new(),
+        }
+    }
+}

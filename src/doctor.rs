@@ -1,0 +1,200 @@
+//! `forgehand doctor`: checks what a running daemon needs and prints a
+//! pass/fail table. Secrets are reported as set or not set, never shown.
+
+use crate::config::{Config, Secrets};
+use crate::images;
+use crate::sandbox::docker as docker_sandbox;
+use std::fmt::Write as _;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Status {
+    Pass,
+    Warn,
+    Fail,
+}
+
+impl Status {
+    fn label(self) -> &'static str {
+        match self {
+            Status::Pass => "PASS",
+            Status::Warn => "WARN",
+            Status::Fail => "FAIL",
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct Check {
+    pub name: String,
+    pub status: Status,
+    pub detail: String,
+}
+
+fn check(name: impl Into<String>, status: Status, detail: impl Into<String>) -> Check {
+    Check {
+        name: name.into(),
+        status,
+        detail: detail.into(),
+    }
+}
+
+/// Runs every check. `config_source` says where the config came from.
+pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets) -> Vec<Check> {
+    let mut checks = vec![check(
+        "config",
+        Status::Pass,
+        format!("loaded {config_source}"),
+    )];
+
+    checks.push(match std::fs::create_dir_all(&config.daemon.state_dir) {
+        Ok(()) => check(
+            "state dir",
+            Status::Pass,
+            config.daemon.state_dir.display().to_string(),
+        ),
+        Err(e) => check(
+            "state dir",
+            Status::Fail,
+            format!(
+                "cannot create {}: {e}; set daemon.state_dir",
+                config.daemon.state_dir.display()
+            ),
+        ),
+    });
+
+    match docker_sandbox::connect(&config.docker).await {
+        Err(err) => {
+            checks.push(check("docker", Status::Fail, err.to_string()));
+            checks.push(check(
+                "images",
+                Status::Fail,
+                "not checked: Docker is not reachable",
+            ));
+        }
+        Ok(docker) => {
+            let detail = match docker.version().await {
+                Ok(v) => format!(
+                    "engine {} (API {})",
+                    v.version.unwrap_or_else(|| "?".into()),
+                    v.api_version.unwrap_or_else(|| "?".into())
+                ),
+                Err(e) => format!("reachable, but its version is unknown: {e}"),
+            };
+            checks.push(check("docker", Status::Pass, detail));
+            checks.extend(image_checks(&docker, config).await);
+        }
+    }
+
+    for (var, purpose, present) in secrets.presence() {
+        let (status, detail) = if present {
+            (Status::Pass, format!("set ({purpose})"))
+        } else {
+            (Status::Warn, format!("not set; needed for {purpose}"))
+        };
+        checks.push(check(var, status, detail));
+    }
+    let forge = secrets.github_token.is_some() || secrets.gitlab_token.is_some();
+    let model = secrets.openai_api_key.is_some()
+        || secrets.gemini_api_key.is_some()
+        || secrets.anthropic_api_key.is_some();
+    if !forge {
+        checks.push(check(
+            "forge token",
+            Status::Fail,
+            "neither GITHUB_TOKEN nor GITLAB_TOKEN is set",
+        ));
+    }
+    if !model {
+        checks.push(check(
+            "model key",
+            Status::Fail,
+            "none of OPENAI_API_KEY, GEMINI_API_KEY, ANTHROPIC_API_KEY is set",
+        ));
+    }
+
+    let editor = &config.text_editor_mcp;
+    checks.push(check(
+        "text editor",
+        Status::Pass,
+        match (editor.enabled, editor.command.is_empty()) {
+            (false, _) => "disabled (text_editor_mcp.enabled / TEXT_EDITOR_MCP_ENABLED)".to_owned(),
+            (true, true) => "enabled, built-in server".to_owned(),
+            (true, false) => format!("enabled, command: {}", editor.command.join(" ")),
+        },
+    ));
+    checks
+}
+
+async fn image_checks(docker: &bollard::Docker, config: &Config) -> Vec<Check> {
+    let names = match images::available_images(&config.images) {
+        Ok(names) => names,
+        Err(e) => {
+            return vec![check(
+                "images",
+                Status::Fail,
+                format!(
+                    "cannot read {}: {e}; set images.dir",
+                    config.images.dir.display()
+                ),
+            )]
+        }
+    };
+    let mut wanted: Vec<(String, String)> = names
+        .iter()
+        .map(|n| (format!("image {n}"), images::image_tag(&config.images, n)))
+        .collect();
+    wanted.extend(
+        config
+            .images
+            .pins
+            .iter()
+            .map(|(repo, image)| (format!("pin {repo}"), image.clone())),
+    );
+    let mut checks = Vec::new();
+    for (name, image) in wanted {
+        checks.push(match images::image_present(docker, &image).await {
+            Ok(true) => check(name, Status::Pass, format!("{image} present")),
+            Ok(false) => check(
+                name,
+                Status::Fail,
+                format!("{image} missing; run `forgehand images build` (or pull the pinned image)"),
+            ),
+            Err(e) => check(name, Status::Fail, e.to_string()),
+        });
+    }
+    checks
+}
+
+/// The checks as an aligned text table.
+pub fn render(checks: &[Check]) -> String {
+    let width = checks
+        .iter()
+        .map(|c| c.name.len())
+        .max()
+        .unwrap_or(5)
+        .max(5);
+    let mut out = format!("{:<width$}  STATUS  DETAIL\n", "CHECK");
+    for c in checks {
+        let _ = writeln!(
+            out,
+            "{:<width$}  {:<6}  {}",
+            c.name,
+            c.status.label(),
+            c.detail
+        );
+    }
+    let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
+    let warned = checks.iter().filter(|c| c.status == Status::Warn).count();
+    let _ = writeln!(
+        out,
+        "\n{} checks: {} failed, {} warnings",
+        checks.len(),
+        failed,
+        warned
+    );
+    out
+}
+
+pub fn all_passed(checks: &[Check]) -> bool {
+    checks.iter().all(|c| c.status != Status::Fail)
+}

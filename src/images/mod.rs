@@ -1,0 +1,64 @@
+//! Sandbox images: which one a repository gets (language detection, per-repo
+//! pins) and building `images/<name>/Dockerfile` through the Docker API.
+
+mod build;
+mod detect;
+
+pub use build::{build_images, image_present, ImageError};
+pub use detect::{detect_language, Language};
+
+use crate::config::ImagesConfig;
+use std::path::Path;
+
+/// The tag forgehand gives the image built from `images/<name>`.
+pub fn image_tag(config: &ImagesConfig, name: &str) -> String {
+    format!("{}{}:{}", config.tag_prefix, name, config.tag)
+}
+
+/// The image a task on `repository`, checked out at `checkout`, runs in: a
+/// pin from `images.pins` when there is one, else the detected language's.
+pub fn image_for_repository(config: &ImagesConfig, repository: &str, checkout: &Path) -> String {
+    if let Some(pinned) = config.pins.get(repository) {
+        return pinned.clone();
+    }
+    image_tag(config, detect_language(checkout).image_name())
+}
+
+/// Names of the image folders under `images.dir` that hold a Dockerfile, sorted.
+pub fn available_images(config: &ImagesConfig) -> std::io::Result<Vec<String>> {
+    let mut names = Vec::new();
+    for entry in std::fs::read_dir(&config.dir)? {
+        let entry = entry?;
+        if entry.path().join("Dockerfile").is_file() {
+            if let Some(name) = entry.file_name().to_str() {
+                names.push(name.to_owned());
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    #[test]
+    fn a_pin_wins_over_detection() {
+        let mut config = Config::defaults().images;
+        config
+            .pins
+            .insert("acme/api".into(), "registry.local/acme:1".into());
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("go.mod"), "module x").unwrap();
+        assert_eq!(
+            image_for_repository(&config, "acme/api", dir.path()),
+            "registry.local/acme:1"
+        );
+        assert_eq!(
+            image_for_repository(&config, "acme/web", dir.path()),
+            "forgehand/go:latest"
+        );
+    }
+}

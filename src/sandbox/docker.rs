@@ -1,0 +1,766 @@
+//! The Docker implementation of the sandbox traits, on bollard.
+//!
+//! A sandbox is one container: read-only root, `/workspace` an anonymous
+//! volume (so the archive API can write to it), `/tmp` and the agent's home
+//! as tmpfs, no network, no capabilities, no new privileges, a non-root user
+//! and pids / memory / CPU limits, all from `sandbox.*` in the config.
+
+use super::archive;
+use super::{
+    labels, CappedOutput, ExecOutput, ExecStatus, ExecStream, Sandbox, SandboxBackend,
+    SandboxError, SandboxSpec,
+};
+use crate::config::{DockerConfig, SandboxConfig};
+use async_trait::async_trait;
+use bollard::container::LogOutput;
+use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
+use bollard::query_parameters::{
+    ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder,
+    DownloadFromContainerOptionsBuilder, ListContainersOptionsBuilder,
+    RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+};
+use bollard::Docker;
+use bytes::Bytes;
+use futures_util::{StreamExt, TryStreamExt};
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::mpsc;
+use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
+
+/// Grace given after the in-sandbox `timeout` should have fired before the
+/// host stops waiting for an exec.
+const HOST_DEADLINE_GRACE: Duration = Duration::from_secs(15);
+/// Seconds between SIGTERM and SIGKILL for a command that outlived its timeout.
+const KILL_AFTER_SECS: u64 = 5;
+
+/// Connects to the engine named in the config (or `DOCKER_HOST`, or the local
+/// socket) and agrees on an API version it speaks.
+pub async fn connect(config: &DockerConfig) -> Result<Docker, SandboxError> {
+    let endpoint = config
+        .host
+        .clone()
+        .or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()))
+        .unwrap_or_else(|| "unix:///var/run/docker.sock".to_owned());
+    let unreachable = |detail: String| SandboxError::DockerUnreachable {
+        endpoint: endpoint.clone(),
+        detail,
+    };
+    let docker = Docker::connect_with_host(&endpoint).map_err(|e| unreachable(e.to_string()))?;
+    let docker = docker.with_timeout(config.api_timeout);
+    docker
+        .negotiate_version()
+        .await
+        .map_err(|e| unreachable(e.to_string()))
+}
+
+/// Turns a bollard error into a sandbox error that says what was attempted.
+fn docker_error(action: impl Into<String>, err: bollard::errors::Error) -> SandboxError {
+    use bollard::errors::Error as E;
+    let action = action.into();
+    match err {
+        E::DockerResponseServerError {
+            status_code,
+            message,
+        } => SandboxError::Docker {
+            action,
+            retryable: status_code >= 500 && !message.contains("is not running"),
+            detail: format!("{message} (HTTP {status_code})"),
+        },
+        E::RequestTimeoutError => SandboxError::Docker {
+            action,
+            detail: "the Docker API did not answer in time (docker.api_timeout)".into(),
+            retryable: true,
+        },
+        E::HyperResponseError { .. }
+        | E::HttpClientError { .. }
+        | E::IOError { .. }
+        | E::SocketNotFoundError(_) => SandboxError::Docker {
+            action,
+            detail: format!("{err}; is the Docker engine still running?"),
+            retryable: true,
+        },
+        other => SandboxError::Docker {
+            action,
+            detail: other.to_string(),
+            retryable: false,
+        },
+    }
+}
+
+fn status_of(err: &bollard::errors::Error) -> Option<u16> {
+    match err {
+        bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
+        _ => None,
+    }
+}
+
+/// Parses `uid[:gid]`; a name (resolved by the image) owns files as 1000:1000.
+fn numeric_owner(user: &str) -> (u64, u64) {
+    let mut parts = user.splitn(2, ':');
+    let uid = parts.next().and_then(|u| u.parse().ok());
+    let gid = parts.next().and_then(|g| g.parse().ok());
+    match (uid, gid) {
+        (Some(uid), Some(gid)) => (uid, gid),
+        (Some(uid), None) => (uid, uid),
+        _ => (1000, 1000),
+    }
+}
+
+/// Container names allow `[a-zA-Z0-9][a-zA-Z0-9_.-]`.
+fn container_name(instance: &str, task_id: &str) -> String {
+    let clean: String = task_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "_.-".contains(c) {
+                c
+            } else {
+                '-'
+            }
+        })
+        .collect();
+    format!("forgehand-{instance}-{clean}")
+}
+
+/// Makes Docker sandboxes for one daemon instance.
+#[derive(Clone)]
+pub struct DockerBackend {
+    docker: Docker,
+    config: Arc<SandboxConfig>,
+    instance_id: String,
+}
+
+impl DockerBackend {
+    pub fn new(
+        docker: Docker,
+        config: SandboxConfig,
+        instance_id: impl Into<String>,
+    ) -> DockerBackend {
+        DockerBackend {
+            docker,
+            config: Arc::new(config),
+            instance_id: instance_id.into(),
+        }
+    }
+
+    pub fn docker(&self) -> &Docker {
+        &self.docker
+    }
+
+    fn container_body(&self, spec: &SandboxSpec) -> ContainerCreateBody {
+        let c = &self.config;
+        let (uid, gid) = numeric_owner(&c.user);
+        let labels = HashMap::from([
+            (labels::MANAGED.to_owned(), "true".to_owned()),
+            (labels::INSTANCE.to_owned(), self.instance_id.clone()),
+            (labels::TASK.to_owned(), spec.task_id.clone()),
+            (labels::FORGE.to_owned(), spec.forge.clone()),
+            (labels::REPOSITORY.to_owned(), spec.repository.clone()),
+        ]);
+        let tmpfs = HashMap::from([
+            (
+                "/tmp".to_owned(),
+                format!("rw,nosuid,nodev,size={},mode=1777", c.tmp_size),
+            ),
+            (
+                c.home_dir.clone(),
+                format!(
+                    "rw,nosuid,nodev,size={},mode=0755,uid={uid},gid={gid}",
+                    c.home_size
+                ),
+            ),
+        ]);
+        let host_config = HostConfig {
+            network_mode: Some(c.network_mode.clone()),
+            cap_drop: c.drop_all_capabilities.then(|| vec!["ALL".to_owned()]),
+            security_opt: c
+                .no_new_privileges
+                .then(|| vec!["no-new-privileges:true".to_owned()]),
+            pids_limit: Some(c.pids_limit),
+            memory: Some(c.memory_bytes as i64),
+            // Equal to memory: no swap on top of the limit.
+            memory_swap: Some(c.memory_bytes as i64),
+            nano_cpus: Some((c.cpus * 1e9) as i64),
+            readonly_rootfs: Some(c.read_only_root),
+            tmpfs: Some(tmpfs),
+            mounts: Some(vec![Mount {
+                target: Some(c.workspace_dir.clone()),
+                typ: Some(MountType::VOLUME),
+                ..Default::default()
+            }]),
+            // A tiny init reaps the zombies that agent commands leave behind.
+            init: Some(true),
+            ..Default::default()
+        };
+        ContainerCreateBody {
+            image: Some(spec.image.clone()),
+            user: Some(c.user.clone()),
+            working_dir: Some(c.workspace_dir.clone()),
+            cmd: Some(vec!["sleep".to_owned(), "infinity".to_owned()]),
+            entrypoint: Some(vec![]),
+            env: Some(vec![format!("HOME={}", c.home_dir)]),
+            labels: Some(labels),
+            network_disabled: Some(c.network_mode == "none"),
+            host_config: Some(host_config),
+            ..Default::default()
+        }
+    }
+
+    async fn create_and_start(&self, spec: &SandboxSpec) -> Result<DockerSandbox, SandboxError> {
+        let name = container_name(&self.instance_id, &spec.task_id);
+        let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        let mut created = self
+            .docker
+            .create_container(Some(options.clone()), self.container_body(spec))
+            .await;
+        if let Err(err) = &created {
+            if status_of(err) == Some(409) {
+                // A sandbox of this task survived a crash: replace it, so a
+                // task never has two.
+                tracing::warn!(container = %name, task = %spec.task_id, "replacing a leftover sandbox of this task");
+                remove_container(&self.docker, &name).await?;
+                created = self
+                    .docker
+                    .create_container(Some(options), self.container_body(spec))
+                    .await;
+            }
+        }
+        let created = created.map_err(|err| match status_of(&err) {
+            Some(404) => SandboxError::ImageMissing {
+                image: spec.image.clone(),
+            },
+            _ => docker_error(format!("create a container from {}", spec.image), err),
+        })?;
+        let sandbox = DockerSandbox {
+            docker: self.docker.clone(),
+            id: created.id,
+            config: self.config.clone(),
+        };
+        if let Err(err) = self.docker.start_container(&sandbox.id, None).await {
+            let _ = sandbox.remove().await;
+            return Err(docker_error(format!("start container {name}"), err));
+        }
+        tracing::info!(container = %sandbox.short_id(), task = %spec.task_id, image = %spec.image, "sandbox started");
+        Ok(sandbox)
+    }
+}
+
+async fn remove_container(docker: &Docker, id: &str) -> Result<(), SandboxError> {
+    let options = RemoveContainerOptionsBuilder::default()
+        .force(true)
+        .v(true)
+        .build();
+    match docker.remove_container(id, Some(options)).await {
+        Ok(()) => Ok(()),
+        Err(err) if status_of(&err) == Some(404) => Ok(()),
+        // 409: removal already in progress (a second remove, or the reaper).
+        Err(err) if status_of(&err) == Some(409) => Ok(()),
+        Err(err) => Err(docker_error(format!("remove container {id}"), err)),
+    }
+}
+
+#[async_trait]
+impl SandboxBackend for DockerBackend {
+    async fn prepare(
+        &self,
+        spec: &SandboxSpec,
+        workspace: Option<&Path>,
+    ) -> Result<Box<dyn Sandbox>, SandboxError> {
+        if let Some(dir) = workspace {
+            // Checked before anything is created: nothing to clean up.
+            check_copy_source(dir)?;
+        }
+        let sandbox = self.create_and_start(spec).await?;
+        if let Some(dir) = workspace {
+            if let Err(err) = sandbox.copy_in(dir, &self.config.project_dir).await {
+                let _ = sandbox.remove().await;
+                return Err(err);
+            }
+        }
+        Ok(Box::new(sandbox))
+    }
+
+    async fn reap(&self, running: &[String]) -> Result<Vec<String>, SandboxError> {
+        let filters = HashMap::from([(
+            "label",
+            vec![
+                format!("{}=true", labels::MANAGED),
+                format!("{}={}", labels::INSTANCE, self.instance_id),
+            ],
+        )]);
+        let options = ListContainersOptionsBuilder::default()
+            .all(true)
+            .filters(&filters)
+            .build();
+        let containers = self
+            .docker
+            .list_containers(Some(options))
+            .await
+            .map_err(|e| docker_error("list forgehand's containers", e))?;
+        let mut removed = Vec::new();
+        for container in containers {
+            let Some(id) = container.id else { continue };
+            let task = container
+                .labels
+                .as_ref()
+                .and_then(|l| l.get(labels::TASK))
+                .cloned()
+                .unwrap_or_default();
+            if running.contains(&task) {
+                continue;
+            }
+            tracing::info!(container = %&id[..12.min(id.len())], task = %task, "reaping orphaned sandbox");
+            remove_container(&self.docker, &id).await?;
+            removed.push(id);
+        }
+        Ok(removed)
+    }
+}
+
+fn check_copy_source(dir: &Path) -> Result<(), SandboxError> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(SandboxError::CopyInSource {
+            path: dir.to_owned(),
+            detail: "it is not a folder; pass the workspace folder".into(),
+        }),
+        Err(e) => Err(SandboxError::CopyInSource {
+            path: dir.to_owned(),
+            detail: format!("{e}; check that the workspace was cloned"),
+        }),
+    }
+}
+
+/// One running sandbox container.
+pub struct DockerSandbox {
+    docker: Docker,
+    id: String,
+    config: Arc<SandboxConfig>,
+}
+
+impl DockerSandbox {
+    fn short_id(&self) -> &str {
+        &self.id[..12.min(self.id.len())]
+    }
+
+    /// After a failed call, tells whether the container itself is gone, which
+    /// is the error worth reporting.
+    async fn explain(&self, action: &str, err: bollard::errors::Error) -> SandboxError {
+        match self.docker.inspect_container(&self.id, None).await {
+            Ok(info) => {
+                let state = info.state.unwrap_or_default();
+                if state.running == Some(true) {
+                    return docker_error(action, err);
+                }
+                let mut how = format!(
+                    "state {}",
+                    state
+                        .status
+                        .map(|s| s.to_string())
+                        .unwrap_or_else(|| "unknown".into())
+                );
+                if let Some(code) = state.exit_code {
+                    how.push_str(&format!(", exit code {code}"));
+                }
+                if state.oom_killed == Some(true) {
+                    how.push_str(", killed for exceeding sandbox.memory");
+                }
+                SandboxError::ContainerGone {
+                    container: self.short_id().to_owned(),
+                    state: how,
+                }
+            }
+            Err(inspect) if status_of(&inspect) == Some(404) => SandboxError::ContainerGone {
+                container: self.short_id().to_owned(),
+                state: "removed".into(),
+            },
+            Err(_) => docker_error(action, err),
+        }
+    }
+
+    async fn create_exec(&self, argv: Vec<String>, stdin: bool) -> Result<String, SandboxError> {
+        let options = CreateExecOptions {
+            attach_stdin: Some(stdin),
+            attach_stdout: Some(true),
+            attach_stderr: Some(true),
+            tty: Some(false),
+            cmd: Some(argv),
+            user: Some(self.config.user.clone()),
+            working_dir: Some(self.config.project_dir.clone()),
+            ..Default::default()
+        };
+        match self.docker.create_exec(&self.id, options).await {
+            Ok(created) => Ok(created.id),
+            Err(err) => Err(self.explain("start a process in the sandbox", err).await),
+        }
+    }
+
+    /// Maps the result of an archive upload into `parent` to a sandbox error.
+    async fn upload_outcome(
+        &self,
+        result: Result<(), bollard::errors::Error>,
+        parent: &str,
+        what: &str,
+    ) -> Result<(), SandboxError> {
+        match result {
+            Ok(()) => Ok(()),
+            Err(err) => Err(self
+                .explain(&format!("copy {what} into {parent}"), err)
+                .await),
+        }
+    }
+}
+
+/// Splits `/a/b/c` into (`/a/b`, `c`).
+fn split_parent(path: &str) -> Option<(&str, &str)> {
+    let trimmed = path.trim_end_matches('/');
+    let (parent, name) = trimmed.rsplit_once('/')?;
+    if name.is_empty() || name == ".." || name == "." {
+        return None;
+    }
+    Some((if parent.is_empty() { "/" } else { parent }, name))
+}
+
+#[async_trait]
+impl Sandbox for DockerSandbox {
+    fn id(&self) -> &str {
+        &self.id
+    }
+
+    fn project_dir(&self) -> &str {
+        &self.config.project_dir
+    }
+
+    async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError> {
+        check_copy_source(host_dir)?;
+        let (parent, name) =
+            split_parent(sandbox_dir).ok_or_else(|| SandboxError::CopyInSource {
+                path: host_dir.to_owned(),
+                detail: format!("the destination {sandbox_dir:?} is not an absolute folder path"),
+            })?;
+        let (uid, gid) = numeric_owner(&self.config.user);
+        // Stream the tar: a blocking thread packs into one end of a pipe while
+        // the upload reads the other, so memory stays flat for any size.
+        let (reader, writer) = tokio::io::duplex(256 * 1024);
+        let src = host_dir.to_owned();
+        let top = name.to_owned();
+        let packer = tokio::task::spawn_blocking(move || {
+            let bridge = SyncIoBridge::new(writer);
+            archive::pack_dir(&src, &top, uid, gid, bridge).map(|mut w| {
+                use std::io::Write;
+                w.flush()
+            })
+        });
+        let body = bollard::body_try_stream(ReaderStream::new(reader));
+        let options = UploadToContainerOptionsBuilder::default()
+            .path(parent)
+            .build();
+        let result = self
+            .docker
+            .upload_to_container(&self.id, Some(options), body)
+            .await;
+        let uploaded = self
+            .upload_outcome(result, parent, &host_dir.display().to_string())
+            .await;
+        let packed = packer.await.map_err(|e| SandboxError::Io {
+            action: format!("pack {}", host_dir.display()),
+            source: std::io::Error::other(e),
+        })?;
+        // A packing error explains a failed upload better than the upload's own.
+        match packed {
+            Ok(Ok(())) => uploaded,
+            Ok(Err(source)) | Err(source) => Err(SandboxError::CopyInSource {
+                path: host_dir.to_owned(),
+                detail: source.to_string(),
+            }),
+        }
+    }
+
+    async fn copy_out(&self, sandbox_dir: &str, host_dir: &Path) -> Result<(), SandboxError> {
+        let copy_err = |detail: String| SandboxError::CopyOut {
+            path: sandbox_dir.to_owned(),
+            dest: host_dir.to_owned(),
+            detail,
+        };
+        if let Ok(mut entries) = std::fs::read_dir(host_dir) {
+            if entries.next().is_some() {
+                return Err(copy_err(
+                    "the destination is not empty; pass a missing or empty folder".into(),
+                ));
+            }
+        }
+        // Ask once up front so a missing path or a dead container gets its
+        // own clear error rather than a broken stream.
+        let info_options = ContainerArchiveInfoOptionsBuilder::default()
+            .path(sandbox_dir)
+            .build();
+        if let Err(err) = self
+            .docker
+            .get_container_archive_info(&self.id, Some(info_options))
+            .await
+        {
+            return Err(match status_of(&err) {
+                Some(404) if self.docker.inspect_container(&self.id, None).await.is_ok() => {
+                    copy_err("no such path in the sandbox".into())
+                }
+                _ => self.explain(&format!("read {sandbox_dir}"), err).await,
+            });
+        }
+        let options = DownloadFromContainerOptionsBuilder::default()
+            .path(sandbox_dir)
+            .build();
+        let stream = self
+            .docker
+            .download_from_container(&self.id, Some(options))
+            .map_err(std::io::Error::other);
+        let reader = StreamReader::new(stream);
+        let dest: PathBuf = host_dir.to_owned();
+        let unpacked = tokio::task::spawn_blocking(move || {
+            archive::unpack_stripped(SyncIoBridge::new(reader), &dest)
+        })
+        .await
+        .map_err(|e| copy_err(e.to_string()))?;
+        unpacked.map(|_| ()).map_err(|e| copy_err(e.to_string()))
+    }
+
+    async fn put_file(&self, path: &str, contents: &[u8], mode: u32) -> Result<(), SandboxError> {
+        let workspace = format!("{}/", self.config.workspace_dir.trim_end_matches('/'));
+        let (parent, name) = split_parent(path)
+            .filter(|_| path.starts_with(&workspace) && !path.contains("/../"))
+            .ok_or_else(|| SandboxError::Docker {
+                action: format!("write {path}"),
+                detail: format!(
+                    "files can only be put under {workspace} (the writable volume); the rest of the sandbox is read-only or tmpfs"
+                ),
+                retryable: false,
+            })?;
+        let (uid, gid) = numeric_owner(&self.config.user);
+        let tar = archive::single_file(name, contents, mode, uid, gid).map_err(|source| {
+            SandboxError::Io {
+                action: format!("pack {path}"),
+                source,
+            }
+        })?;
+        let options = UploadToContainerOptionsBuilder::default()
+            .path(parent)
+            .build();
+        let result = self
+            .docker
+            .upload_to_container(
+                &self.id,
+                Some(options),
+                bollard::body_full(Bytes::from(tar)),
+            )
+            .await;
+        self.upload_outcome(result, parent, path).await
+    }
+
+    async fn exec(
+        &self,
+        command: &str,
+        timeout: Option<Duration>,
+    ) -> Result<ExecOutput, SandboxError> {
+        let timeout = timeout.unwrap_or(self.config.exec_timeout);
+        let secs = timeout.as_secs().max(1);
+        // `timeout` (coreutils or busybox) puts the command in its own process
+        // group and signals the whole group, so children die with it. Images
+        // without it still run the command, bounded by the host deadline.
+        let wrapper = format!(
+            "if command -v timeout >/dev/null 2>&1; then exec timeout -k {KILL_AFTER_SECS} {secs} sh -c \"$1\"; else exec sh -c \"$1\"; fi"
+        );
+        let argv = vec![
+            "sh".into(),
+            "-c".into(),
+            wrapper,
+            "forgehand-exec".into(),
+            command.to_owned(),
+        ];
+        let started = Instant::now();
+        let exec_id = self.create_exec(argv, false).await?;
+        let output = match self
+            .docker
+            .start_exec(&exec_id, Some(StartExecOptions::default()))
+            .await
+        {
+            Ok(StartExecResults::Attached { output, .. }) => output,
+            Ok(StartExecResults::Detached) => {
+                return Err(SandboxError::Docker {
+                    action: "run a command".into(),
+                    detail: "Docker started the exec detached".into(),
+                    retryable: false,
+                })
+            }
+            Err(err) => return Err(self.explain("run a command", err).await),
+        };
+        let limit = self.config.output_limit;
+        let mut stdout = CappedOutput::new(limit);
+        let mut stderr = CappedOutput::new(limit);
+        let deadline = Duration::from_secs(secs + KILL_AFTER_SECS) + HOST_DEADLINE_GRACE;
+        let collect = async {
+            let mut output = output;
+            while let Some(item) = output.next().await {
+                match item {
+                    Ok(LogOutput::StdOut { message } | LogOutput::Console { message }) => {
+                        stdout.push(&message)
+                    }
+                    Ok(LogOutput::StdErr { message }) => stderr.push(&message),
+                    Ok(LogOutput::StdIn { .. }) => {}
+                    Err(err) => return Err(err),
+                }
+            }
+            Ok(())
+        };
+        let host_timed_out = match tokio::time::timeout(deadline, collect).await {
+            Ok(Ok(())) => false,
+            Ok(Err(err)) => return Err(self.explain("read a command's output", err).await),
+            Err(_) => true,
+        };
+        let duration = started.elapsed();
+        let exit_code = if host_timed_out {
+            None
+        } else {
+            self.exec_status(&exec_id).await?.exit_code
+        };
+        // 124: timeout's TERM worked; 137: it had to KILL.
+        let timed_out = host_timed_out
+            || (duration >= Duration::from_secs(secs)
+                && matches!(exit_code, Some(124) | Some(137)));
+        let (stdout, stdout_truncated) = stdout.finish();
+        let (mut stderr, stderr_truncated) = stderr.finish();
+        if timed_out {
+            stderr.push_str(&format!(
+                "\n[forgehand: the command was stopped after the {secs} s timeout]\n"
+            ));
+        }
+        Ok(ExecOutput {
+            exit_code: if timed_out { None } else { exit_code },
+            stdout,
+            stderr,
+            duration,
+            timed_out,
+            stdout_truncated,
+            stderr_truncated,
+        })
+    }
+
+    async fn exec_stream(&self, argv: &[String]) -> Result<ExecStream, SandboxError> {
+        let exec_id = self.create_exec(argv.to_vec(), true).await?;
+        let (output, input) = match self
+            .docker
+            .start_exec(&exec_id, Some(StartExecOptions::default()))
+            .await
+        {
+            Ok(StartExecResults::Attached { output, input }) => (output, input),
+            Ok(StartExecResults::Detached) => {
+                return Err(SandboxError::Docker {
+                    action: "start a streamed process".into(),
+                    detail: "Docker started the exec detached".into(),
+                    retryable: false,
+                })
+            }
+            Err(err) => return Err(self.explain("start a streamed process", err).await),
+        };
+        let (stdout_tx, stdout_rx) = mpsc::channel::<std::io::Result<Bytes>>(64);
+        let (stderr_tx, stderr_rx) = mpsc::channel::<std::io::Result<Bytes>>(256);
+        let short_id = self.short_id().to_owned();
+        tokio::spawn(async move {
+            let mut output = output;
+            let mut stderr_dropped = 0usize;
+            while let Some(item) = output.next().await {
+                match item {
+                    Ok(LogOutput::StdOut { message } | LogOutput::Console { message }) => {
+                        if stdout_tx.send(Ok(message)).await.is_err() {
+                            break;
+                        }
+                    }
+                    // Nobody may be reading stderr: never let it block stdout.
+                    Ok(LogOutput::StdErr { message }) => {
+                        if stderr_tx.try_send(Ok(message)).is_err() {
+                            stderr_dropped += 1;
+                        }
+                    }
+                    Ok(LogOutput::StdIn { .. }) => {}
+                    Err(err) => {
+                        let _ = stdout_tx
+                            .send(Err(std::io::Error::other(err.to_string())))
+                            .await;
+                        break;
+                    }
+                }
+            }
+            if stderr_dropped > 0 {
+                tracing::debug!(container = %short_id, chunks = stderr_dropped, "stderr of a streamed process was not read; chunks dropped");
+            }
+        });
+        Ok(ExecStream {
+            id: exec_id,
+            stdin: input,
+            stdout: Box::pin(StreamReader::new(tokio_stream_from(stdout_rx))),
+            stderr: Box::pin(StreamReader::new(tokio_stream_from(stderr_rx))),
+        })
+    }
+
+    async fn exec_status(&self, exec_id: &str) -> Result<ExecStatus, SandboxError> {
+        let info = self
+            .docker
+            .inspect_exec(exec_id)
+            .await
+            .map_err(|e| docker_error("inspect a process in the sandbox", e))?;
+        Ok(ExecStatus {
+            running: info.running.unwrap_or(false),
+            exit_code: info.exit_code,
+        })
+    }
+
+    async fn remove(&self) -> Result<(), SandboxError> {
+        remove_container(&self.docker, &self.id).await?;
+        tracing::info!(container = %self.short_id(), "sandbox removed");
+        Ok(())
+    }
+}
+
+/// An mpsc receiver as a `Stream`, without pulling in tokio-stream.
+fn tokio_stream_from<T: Send + 'static>(
+    rx: mpsc::Receiver<T>,
+) -> impl futures_util::Stream<Item = T> + Send + 'static {
+    futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_parse_from_the_user_setting() {
+        assert_eq!(numeric_owner("1000:1000"), (1000, 1000));
+        assert_eq!(numeric_owner("1001"), (1001, 1001));
+        assert_eq!(numeric_owner("agent"), (1000, 1000));
+    }
+
+    #[test]
+    fn container_names_are_valid_for_docker() {
+        assert_eq!(
+            container_name("prod", "github/o/r#12"),
+            "forgehand-prod-github-o-r-12"
+        );
+    }
+
+    #[test]
+    fn parent_split_accepts_absolute_folders_only() {
+        assert_eq!(
+            split_parent("/workspace/project"),
+            Some(("/workspace", "project"))
+        );
+        assert_eq!(
+            split_parent("/workspace/project/"),
+            Some(("/workspace", "project"))
+        );
+        assert_eq!(split_parent("/tmp"), Some(("/", "tmp")));
+        assert_eq!(split_parent("relative"), None);
+        assert_eq!(split_parent("/a/.."), None);
+    }
+}

@@ -1,0 +1,172 @@
+//! Where a task's code runs. The [`SandboxBackend`] trait starts sandboxes and
+//! reaps leftovers; a [`Sandbox`] is one task's isolated environment with
+//! exec, a long-lived stdio stream (for MCP servers) and tree copies in and
+//! out. Docker ([`docker`]) is the real backend; core logic depends on the
+//! traits only.
+
+pub mod archive;
+pub mod docker;
+pub mod output;
+
+use async_trait::async_trait;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWrite};
+
+pub use output::CappedOutput;
+
+/// Labels put on every container forgehand makes, so it can find its own.
+pub mod labels {
+    pub const MANAGED: &str = "io.forgehand.managed";
+    pub const INSTANCE: &str = "io.forgehand.instance";
+    pub const TASK: &str = "io.forgehand.task";
+    pub const FORGE: &str = "io.forgehand.forge";
+    pub const REPOSITORY: &str = "io.forgehand.repository";
+}
+
+/// What a sandbox is made for: the task it serves and the image it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SandboxSpec {
+    /// Stable id of the task (the journal key); one sandbox per task.
+    pub task_id: String,
+    /// `github`, `gitlab`, or `local` for a task run by hand.
+    pub forge: String,
+    /// `owner/name` (GitLab: the full project path).
+    pub repository: String,
+    pub image: String,
+}
+
+/// The result of one command run by the command executor.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExecOutput {
+    /// The command's exit code; `None` when it was killed on timeout.
+    pub exit_code: Option<i64>,
+    pub stdout: String,
+    pub stderr: String,
+    pub duration: Duration,
+    pub timed_out: bool,
+    pub stdout_truncated: bool,
+    pub stderr_truncated: bool,
+}
+
+impl ExecOutput {
+    pub fn success(&self) -> bool {
+        self.exit_code == Some(0) && !self.timed_out
+    }
+}
+
+/// A process inside the sandbox whose stdin/stdout are a byte stream (no TTY;
+/// stderr kept apart). MCP stdio sessions run over this.
+pub struct ExecStream {
+    /// Backend id of the process, for [`Sandbox::exec_status`].
+    pub id: String,
+    pub stdin: Pin<Box<dyn AsyncWrite + Send>>,
+    pub stdout: Pin<Box<dyn AsyncRead + Send>>,
+    pub stderr: Pin<Box<dyn AsyncRead + Send>>,
+}
+
+/// Whether a streamed process still runs, and how it ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ExecStatus {
+    pub running: bool,
+    pub exit_code: Option<i64>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum SandboxError {
+    #[error("cannot reach Docker at {endpoint}: {detail}. Is dockerd running and is its socket readable by this user? Set docker.host in config.yaml or DOCKER_HOST to point elsewhere")]
+    DockerUnreachable { endpoint: String, detail: String },
+    #[error("image {image} is not present in the Docker engine; build it with `forgehand images build`, or pin an existing image under images.pins")]
+    ImageMissing { image: String },
+    #[error("sandbox container {container} is no longer running ({state}); the task needs a new sandbox")]
+    ContainerGone { container: String, state: String },
+    #[error("cannot copy {path} into the sandbox: {detail}")]
+    CopyInSource { path: PathBuf, detail: String },
+    #[error("cannot copy {path} out of the sandbox into {dest}: {detail}")]
+    CopyOut {
+        path: String,
+        dest: PathBuf,
+        detail: String,
+    },
+    #[error("Docker refused to {action}: {detail}")]
+    Docker {
+        action: String,
+        detail: String,
+        retryable: bool,
+    },
+    #[error("local I/O failed while trying to {action}: {source}")]
+    Io {
+        action: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl SandboxError {
+    /// Whether trying again later can help (the engine was briefly away or
+    /// overloaded), as opposed to an error that needs a person.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            SandboxError::DockerUnreachable { .. } => true,
+            SandboxError::Docker { retryable, .. } => *retryable,
+            _ => false,
+        }
+    }
+}
+
+/// One task's isolated environment.
+#[async_trait]
+pub trait Sandbox: Send + Sync {
+    /// Backend id (the Docker container id).
+    fn id(&self) -> &str;
+
+    /// The folder commands run in and the project is copied to.
+    fn project_dir(&self) -> &str;
+
+    /// Copies the contents of `host_dir` into `sandbox_dir` (created if
+    /// missing; its parent must exist and be writable).
+    async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError>;
+
+    /// Copies the contents of `sandbox_dir` into `host_dir`, which must be
+    /// missing or empty. Special files are skipped; nothing lands outside.
+    async fn copy_out(&self, sandbox_dir: &str, host_dir: &Path) -> Result<(), SandboxError>;
+
+    /// Writes one file (for example a helper executable) at an absolute path
+    /// inside the workspace folder, the only place the archive API can write
+    /// to under a read-only root. Missing parent folders are an error.
+    async fn put_file(&self, path: &str, contents: &[u8], mode: u32) -> Result<(), SandboxError>;
+
+    /// The command executor: runs `command` with `sh -c` in the project folder.
+    /// `timeout` defaults to the configured `sandbox.exec_timeout`.
+    async fn exec(
+        &self,
+        command: &str,
+        timeout: Option<Duration>,
+    ) -> Result<ExecOutput, SandboxError>;
+
+    /// Starts `argv` with its stdin/stdout as a byte stream.
+    async fn exec_stream(&self, argv: &[String]) -> Result<ExecStream, SandboxError>;
+
+    async fn exec_status(&self, exec_id: &str) -> Result<ExecStatus, SandboxError>;
+
+    /// Removes the sandbox and everything in it. Removing twice is fine.
+    async fn remove(&self) -> Result<(), SandboxError>;
+}
+
+/// Makes sandboxes and cleans up after crashes.
+#[async_trait]
+pub trait SandboxBackend: Send + Sync {
+    /// Creates and starts a sandbox for `spec`, then copies `workspace` (when
+    /// given) into its project folder. On any error nothing is left behind.
+    /// A leftover sandbox of the same task is replaced, never duplicated.
+    async fn prepare(
+        &self,
+        spec: &SandboxSpec,
+        workspace: Option<&Path>,
+    ) -> Result<Box<dyn Sandbox>, SandboxError>;
+
+    /// Removes every sandbox of this daemon instance whose task id is not in
+    /// `running`; returns the ids removed.
+    async fn reap(&self, running: &[String]) -> Result<Vec<String>, SandboxError>;
+}

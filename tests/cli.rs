@@ -1,0 +1,214 @@
+//! The `forgehand` binary as an operator runs it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use forgehand::sandbox::{labels, SandboxBackend};
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_forgehand");
+const FAKE_TOKEN: &str = "ghp_doctorMustNeverPrintThis0123456789";
+
+fn write_config(dir: &Path, instance: &str) -> std::path::PathBuf {
+    let path = dir.join("config.yaml");
+    let yaml = format!(
+        "daemon:\n  instance_id: {instance}\n  state_dir: {}\nimages:\n  dir: {}\n",
+        dir.join("state").display(),
+        common::repo_root().join("images").display()
+    );
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+fn forgehand(config: &Path) -> Command {
+    let mut cmd = Command::new(BIN);
+    cmd.arg("--config").arg(config);
+    for (var, _) in forgehand::config::Secrets::default()
+        .presence()
+        .iter()
+        .map(|(v, p, _)| (v, p))
+    {
+        cmd.env_remove(var);
+    }
+    cmd.env_remove("TEXT_EDITOR_MCP_ENABLED")
+        .env_remove("RUST_LOG");
+    cmd
+}
+
+#[tokio::test]
+async fn doctor_prints_a_table_and_never_a_secret() {
+    common::ensure_images().await;
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &common::unique("doctor"));
+    let out = forgehand(&config)
+        .arg("doctor")
+        .env("GITHUB_TOKEN", FAKE_TOKEN)
+        .env("OPENAI_API_KEY", "sk-alsoSecret42")
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "doctor failed:\n{stdout}\n{stderr}");
+    for row in [
+        "docker",
+        "image python",
+        "image java",
+        "GITHUB_TOKEN",
+        "OPENAI_API_KEY",
+        "text editor",
+    ] {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(row))
+            .unwrap_or_else(|| panic!("no {row} row:\n{stdout}"));
+        assert!(line.contains("PASS"), "{line}");
+    }
+    let gitlab = stdout
+        .lines()
+        .find(|l| l.starts_with("GITLAB_TOKEN"))
+        .unwrap();
+    assert!(
+        gitlab.contains("WARN") && gitlab.contains("not set"),
+        "{gitlab}"
+    );
+    for secret in [
+        FAKE_TOKEN,
+        "sk-alsoSecret42",
+        "doctorMustNever",
+        "alsoSecret",
+    ] {
+        assert!(
+            !stdout.contains(secret) && !stderr.contains(secret),
+            "a secret leaked"
+        );
+    }
+}
+
+#[test]
+fn doctor_fails_without_any_forge_token_or_model_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &common::unique("doctor"));
+    let out = forgehand(&config).arg("doctor").output().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success());
+    assert!(
+        stdout.contains("forge token") && stdout.contains("model key"),
+        "{stdout}"
+    );
+}
+
+#[test]
+fn a_bad_config_stops_the_binary_with_the_key_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "sandbox:\n  memory: \"4 gigs\"\n").unwrap();
+    let out = forgehand(&config).arg("run").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains(r#"sandbox.memory: "4 gigs" is not a size; use e.g. "4g""#),
+        "{stderr}"
+    );
+    assert!(out.stdout.is_empty(), "errors go to stderr only");
+}
+
+#[test]
+fn json_logs_are_one_object_per_line_on_stderr() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, "daemon: {bogus: 1}\n").unwrap();
+    let out = forgehand(&config)
+        .args(["--log-format", "json", "doctor"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let line = stderr.lines().last().expect("a log line");
+    assert!(line.starts_with('{') && line.ends_with('}'), "{line}");
+    assert!(
+        line.contains("\"level\":\"ERROR\"") && line.contains("daemon.bogus"),
+        "{line}"
+    );
+}
+
+#[test]
+fn images_list_names_every_image_and_its_tag() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "list");
+    let out = forgehand(&config)
+        .args(["images", "list"])
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success());
+    for name in ["base", "python", "node", "go", "rust", "java"] {
+        assert!(
+            stdout.contains(&format!("{name}\tforgehand/{name}:latest")),
+            "{stdout}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn run_reaps_orphans_at_start_and_stops_on_sigterm() {
+    common::ensure_images().await;
+    let instance = common::unique("run");
+    let (backend, _) = common::backend().await;
+    let backend = forgehand::sandbox::docker::DockerBackend::new(
+        backend.docker().clone(),
+        common::shipped_config().sandbox,
+        instance.clone(),
+    );
+    let orphan = backend
+        .prepare(&common::spec(&common::base_image()), None)
+        .await
+        .unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &instance);
+    let mut child = forgehand(&config)
+        .arg("run")
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let started = Instant::now();
+    let mut log = Vec::new();
+    while !log.iter().any(|l: &String| l.contains("forgehand started")) {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "daemon did not start: {log:?}"
+        );
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(200)) {
+            log.push(line);
+        }
+    }
+    assert!(
+        log.iter().any(|l| l.contains("reaping orphaned sandbox")),
+        "{log:?}"
+    );
+    assert!(
+        common::containers_with_label(backend.docker(), labels::INSTANCE, &instance)
+            .await
+            .is_empty()
+    );
+    drop(orphan);
+
+    let status = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let exit = child.wait().unwrap();
+    assert!(exit.success(), "{exit:?}");
+}

@@ -1,0 +1,122 @@
+//! Shared helpers for tests that need the real Docker engine. They never skip:
+//! without an engine they fail with a message saying how to get one.
+#![allow(dead_code)]
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use bollard::Docker;
+use forgehand::config::{Config, SandboxConfig};
+use forgehand::images;
+use forgehand::sandbox::docker::{connect, DockerBackend};
+use forgehand::sandbox::{Sandbox, SandboxBackend, SandboxSpec};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::sync::OnceCell;
+
+pub fn repo_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// The shipped config.yaml, read without the process environment.
+pub fn shipped_config() -> Config {
+    let path = repo_root().join("config.yaml");
+    let text = std::fs::read_to_string(&path).expect("config.yaml is readable");
+    Config::from_yaml(&text, &path, &repo_root(), &|_| None).expect("config.yaml loads")
+}
+
+pub async fn docker() -> Docker {
+    match connect(&shipped_config().docker).await {
+        Ok(docker) => docker,
+        Err(err) => panic!(
+            "these tests need a running Docker engine and found none: {err}\n\
+             Run `scripts/test` (it installs and starts one), or `scripts/dev-env.sh` to only prepare the machine."
+        ),
+    }
+}
+
+static BUILT: OnceCell<()> = OnceCell::const_new();
+
+/// Makes sure every image in images/ is built (a cached no-op when it is).
+pub async fn ensure_images() {
+    BUILT
+        .get_or_init(|| async {
+            let docker = docker().await;
+            let config = shipped_config().images;
+            for name in images::available_images(&config).expect("images/ is readable") {
+                let tag = images::image_tag(&config, &name);
+                if !images::image_present(&docker, &tag)
+                    .await
+                    .expect("inspect image")
+                {
+                    let mut quiet = |_: &str, _: &str| {};
+                    images::build_images(&docker, &config, std::slice::from_ref(&name), &mut quiet)
+                        .await
+                        .unwrap_or_else(|e| panic!("building {tag} failed: {e}"));
+                }
+            }
+        })
+        .await;
+}
+
+pub fn base_image() -> String {
+    images::image_tag(&shipped_config().images, "base")
+}
+
+static COUNTER: AtomicUsize = AtomicUsize::new(0);
+
+/// A name unique to this test process and call, so parallel tests (and
+/// parallel test binaries) never share containers.
+pub fn unique(prefix: &str) -> String {
+    format!(
+        "{prefix}-{}-{}",
+        std::process::id(),
+        COUNTER.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+/// A backend with its own instance id, so its reaper only sees its own.
+pub async fn backend_with(config: SandboxConfig) -> (DockerBackend, String) {
+    let instance = unique("test");
+    (
+        DockerBackend::new(docker().await, config, instance.clone()),
+        instance,
+    )
+}
+
+pub async fn backend() -> (DockerBackend, String) {
+    backend_with(shipped_config().sandbox).await
+}
+
+pub fn spec(image: &str) -> SandboxSpec {
+    SandboxSpec {
+        task_id: unique("task"),
+        forge: "local".into(),
+        repository: "tests/forgehand".into(),
+        image: image.into(),
+    }
+}
+
+/// Starts a sandbox on the base image, optionally with a workspace.
+pub async fn base_sandbox(backend: &DockerBackend, workspace: Option<&Path>) -> Box<dyn Sandbox> {
+    ensure_images().await;
+    backend
+        .prepare(&spec(&base_image()), workspace)
+        .await
+        .unwrap_or_else(|e| panic!("sandbox did not start: {e}"))
+}
+
+/// Ids of containers carrying `label=value`, running or not.
+pub async fn containers_with_label(docker: &Docker, label: &str, value: &str) -> Vec<String> {
+    use bollard::query_parameters::ListContainersOptionsBuilder;
+    let filters = std::collections::HashMap::from([("label", vec![format!("{label}={value}")])]);
+    let options = ListContainersOptionsBuilder::default()
+        .all(true)
+        .filters(&filters)
+        .build();
+    docker
+        .list_containers(Some(options))
+        .await
+        .expect("list containers")
+        .into_iter()
+        .filter_map(|c| c.id)
+        .collect()
+}

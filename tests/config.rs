@@ -1,0 +1,227 @@
+//! The configuration as an operator meets it: the shipped file, environment
+//! overrides, and one clear error per kind of mistake.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use forgehand::config::{Config, ConfigError};
+use std::collections::HashMap;
+use std::path::Path;
+use std::time::Duration;
+
+fn load(yaml: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
+    let env: HashMap<String, String> = env
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    Config::from_yaml(
+        yaml,
+        Path::new("test.yaml"),
+        Path::new("/etc/forgehand"),
+        &|name| env.get(name).cloned(),
+    )
+}
+
+#[test]
+fn the_shipped_config_loads_and_matches_the_built_in_defaults() {
+    let shipped = common::shipped_config();
+    let root = common::repo_root();
+    let empty = Config::from_yaml("", Path::new("empty.yaml"), &root, &|_| None).unwrap();
+    assert_eq!(
+        shipped, empty,
+        "config.yaml and the built-in defaults must agree"
+    );
+    assert!(shipped.text_editor_mcp.enabled);
+    assert_eq!(shipped.sandbox.network_mode, "none");
+    assert_eq!(shipped.sandbox.exec_timeout, Duration::from_secs(1800));
+    assert_eq!(shipped.sandbox.output_limit, 1 << 20);
+    assert_eq!(shipped.sandbox.memory_bytes, 4 << 30);
+    assert_eq!(shipped.daemon.state_dir, root.join("state"));
+    assert_eq!(shipped.images.dir, root.join("images"));
+}
+
+#[test]
+fn text_editor_env_override_wins_over_the_file() {
+    let yaml = "text_editor_mcp:\n  enabled: true\n";
+    assert!(
+        !load(yaml, &[("TEXT_EDITOR_MCP_ENABLED", "false")])
+            .unwrap()
+            .text_editor_mcp
+            .enabled
+    );
+    assert!(
+        load(
+            "text_editor_mcp: {enabled: false}",
+            &[("TEXT_EDITOR_MCP_ENABLED", "1")]
+        )
+        .unwrap()
+        .text_editor_mcp
+        .enabled
+    );
+    assert!(
+        !load("text_editor_mcp: {enabled: false}", &[])
+            .unwrap()
+            .text_editor_mcp
+            .enabled
+    );
+    let err = load("", &[("TEXT_EDITOR_MCP_ENABLED", "maybe")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("TEXT_EDITOR_MCP_ENABLED") && err.contains("maybe"),
+        "{err}"
+    );
+}
+
+#[test]
+fn variables_are_substituted_in_string_values() {
+    let yaml =
+        "daemon:\n  instance_id: \"${POD_NAME:-local}\"\n  state_dir: \"${STATE}/forgehand\"\n";
+    let config = load(yaml, &[("STATE", "/var/lib")]).unwrap();
+    assert_eq!(config.daemon.instance_id, "local");
+    assert_eq!(config.daemon.state_dir, Path::new("/var/lib/forgehand"));
+    let config = load(yaml, &[("STATE", "/srv"), ("POD_NAME", "forgehand-7f9c")]).unwrap();
+    assert_eq!(config.daemon.instance_id, "forgehand-7f9c");
+}
+
+#[test]
+fn relative_paths_are_taken_from_the_config_folder() {
+    let config = load("images: {dir: my-images}\ndaemon: {state_dir: /abs}", &[]).unwrap();
+    assert_eq!(config.images.dir, Path::new("/etc/forgehand/my-images"));
+    assert_eq!(config.daemon.state_dir, Path::new("/abs"));
+}
+
+#[test]
+fn units_are_read_the_way_operators_write_them() {
+    let config = load(
+        "sandbox: {memory: 512m, exec_timeout: 90s, output_limit: 64k, tmp_size: 1073741824}",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(config.sandbox.memory_bytes, 512 << 20);
+    assert_eq!(config.sandbox.exec_timeout, Duration::from_secs(90));
+    assert_eq!(config.sandbox.output_limit, 64 << 10);
+    assert_eq!(config.sandbox.tmp_size, 1 << 30);
+}
+
+/// Each bad input: the YAML, then fragments its error must contain.
+#[test]
+fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
+    let cases: &[(&str, &[&str])] = &[
+        (
+            "sandbox:\n  memory: \"4 gigs\"\n",
+            &["sandbox.memory", "\"4 gigs\" is not a size", "4g"],
+        ),
+        (
+            "sandbox:\n  memory: 4m\n",
+            &["sandbox.memory", "at least \"16m\""],
+        ),
+        (
+            "sandbox:\n  output_limit: lots\n",
+            &["sandbox.output_limit", "not a size"],
+        ),
+        (
+            "sandbox:\n  exec_timeout: 1800\n",
+            &["sandbox.exec_timeout", "no unit", "1800s"],
+        ),
+        (
+            "sandbox:\n  exec_timeout: soon\n",
+            &["sandbox.exec_timeout", "not a duration"],
+        ),
+        (
+            "sandbox:\n  exec_timeout: 0s\n",
+            &["sandbox.exec_timeout", "longer than zero"],
+        ),
+        (
+            "sandbox:\n  pids_limit: many\n",
+            &["sandbox.pids_limit", "wrong type", "whole number"],
+        ),
+        (
+            "sandbox:\n  pids_limit: 3\n",
+            &["sandbox.pids_limit", "at least 16"],
+        ),
+        (
+            "sandbox:\n  cpus: -1\n",
+            &["sandbox.cpus", "positive number"],
+        ),
+        (
+            "sandbox:\n  read_only_root: sometimes\n",
+            &["sandbox.read_only_root", "true or false"],
+        ),
+        (
+            "sandbox:\n  netwrk_mode: none\n",
+            &["sandbox.netwrk_mode", "unknown key", "network_mode"],
+        ),
+        ("sandboxes: {}\n", &["sandboxes", "unknown key", "sandbox"]),
+        (
+            "sandbox:\n  user: \"\"\n",
+            &["sandbox.user", "must not be empty"],
+        ),
+        (
+            "sandbox:\n  project_dir: project\n",
+            &["sandbox.project_dir", "absolute"],
+        ),
+        (
+            "sandbox:\n  project_dir: /srv/project\n",
+            &["sandbox.project_dir", "inside sandbox.workspace_dir"],
+        ),
+        (
+            "daemon:\n  instance_id: \"\"\n",
+            &["daemon.instance_id", "must not be empty"],
+        ),
+        (
+            "daemon:\n  instance_id: \"my daemon\"\n",
+            &["daemon.instance_id", "letters, digits"],
+        ),
+        (
+            "daemon:\n  state_dir: \"${FORGEHAND_STATE}\"\n",
+            &["daemon.state_dir", "FORGEHAND_STATE", "is not set"],
+        ),
+        (
+            "images:\n  pins:\n    justaname: img\n",
+            &["images.pins.justaname", "owner/name"],
+        ),
+        ("images:\n  pins: [a, b]\n", &["images.pins", "wrong type"]),
+        (
+            "text_editor_mcp:\n  mcp_server:\n    command: [npx, \"\"]\n",
+            &["text_editor_mcp.mcp_server.command", "empty argument"],
+        ),
+        (
+            "text_editor_mcp:\n  enabled: yes please\n",
+            &["text_editor_mcp.enabled", "true or false"],
+        ),
+        ("docker:\n  api_timeout: 0s\n", &["docker.api_timeout"]),
+        (
+            "sandbox: [1, 2]\n",
+            &["sandbox", "wrong type", "expected a mapping of settings"],
+        ),
+        (
+            "sandbox:\n  memory: 4g\n bad indent: x\n",
+            &["test.yaml", "not valid YAML"],
+        ),
+    ];
+    for (yaml, expected) in cases {
+        let err = match load(yaml, &[]) {
+            Ok(_) => panic!("{yaml:?} should be refused"),
+            Err(err) => err.to_string(),
+        };
+        for fragment in *expected {
+            assert!(
+                err.contains(fragment),
+                "error for {yaml:?} lacks {fragment:?}: {err}"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_missing_file_says_how_to_point_at_one() {
+    let err = Config::load(Path::new("/nonexistent/forgehand.yaml"))
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("/nonexistent/forgehand.yaml") && err.contains("--config"),
+        "{err}"
+    );
+}

@@ -1,0 +1,178 @@
+//! The command executor and the long-lived exec stream, on a real container.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+
+use std::time::Duration;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+
+#[tokio::test]
+async fn exit_codes_stdout_and_stderr_come_back_apart() {
+    let (backend, _) = common::backend().await;
+    let sandbox = common::base_sandbox(&backend, None).await;
+    let out = sandbox
+        .exec("echo out; echo err >&2; exit 3", None)
+        .await
+        .unwrap();
+    assert_eq!(out.exit_code, Some(3));
+    assert_eq!(out.stdout, "out\n");
+    assert_eq!(out.stderr, "err\n");
+    assert!(!out.timed_out && !out.success());
+    let out = sandbox.exec("pwd", None).await.unwrap();
+    assert_eq!(
+        (out.exit_code, out.stdout.as_str()),
+        (Some(0), "/workspace/project\n")
+    );
+    let out = sandbox.exec("no-such-command-here", None).await.unwrap();
+    assert_eq!(out.exit_code, Some(127), "{out:?}");
+    sandbox.remove().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
+    let (backend, _) = common::backend().await;
+    let sandbox = common::base_sandbox(&backend, None).await;
+    let out = sandbox
+        .exec(
+            "echo started; sleep 300 & sleep 301; echo never",
+            Some(Duration::from_secs(2)),
+        )
+        .await
+        .unwrap();
+    assert!(out.timed_out, "{out:?}");
+    assert_eq!(out.exit_code, None);
+    assert!(
+        out.stdout.contains("started") && !out.stdout.contains("never"),
+        "{out:?}"
+    );
+    assert!(out.stderr.contains("timeout"), "{out:?}");
+    assert!(out.duration < Duration::from_secs(30), "{out:?}");
+    // (PID 1's own `sleep infinity` is not one of them.)
+    let left = sandbox
+        .exec("pgrep -c -f 'sleep 30[01]' || true", None)
+        .await
+        .unwrap();
+    assert_eq!(
+        left.stdout.trim(),
+        "0",
+        "no sleep may survive its timeout: {left:?}"
+    );
+    sandbox.remove().await.unwrap();
+}
+
+#[tokio::test]
+async fn output_above_the_cap_is_truncated_with_a_marker() {
+    let mut config = common::shipped_config().sandbox;
+    config.output_limit = 64 * 1024;
+    let (backend, _) = common::backend_with(config).await;
+    let sandbox = common::base_sandbox(&backend, None).await;
+    let out = sandbox
+        .exec(
+            "head -c 3000000 /dev/zero | tr '\\0' a; echo; echo LAST-LINE",
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(out.success(), "{}", out.stderr);
+    assert!(out.stdout_truncated && !out.stderr_truncated);
+    assert!(out.stdout.contains("output truncated"), "marker missing");
+    assert!(
+        out.stdout.trim_end().ends_with("LAST-LINE"),
+        "the tail is kept"
+    );
+    assert!(
+        out.stdout.len() < 64 * 1024 + 512,
+        "kept {} bytes",
+        out.stdout.len()
+    );
+    sandbox.remove().await.unwrap();
+}
+
+#[tokio::test]
+async fn non_utf8_output_is_decoded_lossily() {
+    let (backend, _) = common::backend().await;
+    let sandbox = common::base_sandbox(&backend, None).await;
+    let out = sandbox
+        .exec("printf 'a\\377\\376b'; printf '\\300' >&2", None)
+        .await
+        .unwrap();
+    assert!(out.success());
+    assert_eq!(out.stdout, "a\u{fffd}\u{fffd}b");
+    assert_eq!(out.stderr, "\u{fffd}");
+    sandbox.remove().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_exec_stream_carries_bytes_both_ways_and_keeps_stderr_apart() {
+    let (backend, _) = common::backend().await;
+    let sandbox = common::base_sandbox(&backend, None).await;
+    let argv: Vec<String> = ["sh", "-c", "echo ready >&2; exec cat"]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+    let mut stream = sandbox.exec_stream(&argv).await.unwrap();
+    let mut stdout = BufReader::new(stream.stdout);
+    for i in 0..100 {
+        let message = format!("{{\"jsonrpc\":\"2.0\",\"id\":{i}}}\n");
+        stream.stdin.write_all(message.as_bytes()).await.unwrap();
+        stream.stdin.flush().await.unwrap();
+        let mut line = String::new();
+        stdout.read_line(&mut line).await.unwrap();
+        assert_eq!(line, message);
+    }
+    let mut err_line = String::new();
+    BufReader::new(stream.stderr)
+        .read_line(&mut err_line)
+        .await
+        .unwrap();
+    assert_eq!(err_line, "ready\n");
+    assert!(sandbox.exec_status(&stream.id).await.unwrap().running);
+    stream.stdin.shutdown().await.unwrap();
+    let mut rest = Vec::new();
+    stdout.read_to_end(&mut rest).await.unwrap();
+    assert!(rest.is_empty());
+    let mut status = sandbox.exec_status(&stream.id).await.unwrap();
+    for _ in 0..50 {
+        if !status.running {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        status = sandbox.exec_status(&stream.id).await.unwrap();
+    }
+    assert_eq!((status.running, status.exit_code), (false, Some(0)));
+    sandbox.remove().await.unwrap();
+}
+
+#[tokio::test]
+async fn put_file_writes_an_executable_the_sandbox_can_run() {
+    let (backend, _) = common::backend().await;
+    let sandbox = common::base_sandbox(&backend, None).await;
+    sandbox
+        .put_file(
+            "/workspace/hello.sh",
+            b"#!/bin/sh\necho hi from $(id -u)\n",
+            0o755,
+        )
+        .await
+        .unwrap();
+    let out = sandbox.exec("/workspace/hello.sh", None).await.unwrap();
+    assert_eq!(out.stdout, "hi from 1000\n", "{out:?}");
+    for outside in [
+        "/tmp/hello.sh",
+        "/usr/local/bin/hello",
+        "/workspace/../etc/x",
+        "relative",
+    ] {
+        let err = sandbox
+            .put_file(outside, b"x", 0o644)
+            .await
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains(outside) && err.contains("/workspace/"),
+            "{err}"
+        );
+    }
+    sandbox.remove().await.unwrap();
+}
