@@ -77,9 +77,14 @@ async fn the_reaper_removes_orphans_of_its_instance_only() {
         .unwrap();
     // An unlabelled container that is none of forgehand's business.
     let docker = backend.docker();
+    // Named so the test script's cleanup finds it should this test fail.
+    let stranger_name = common::unique("forgehand-test-stranger");
+    let stranger_options = bollard::query_parameters::CreateContainerOptionsBuilder::default()
+        .name(&stranger_name)
+        .build();
     let stranger = docker
         .create_container(
-            None,
+            Some(stranger_options),
             ContainerCreateBody {
                 image: Some(common::base_image()),
                 cmd: Some(vec!["sleep".into(), "60".into()]),
