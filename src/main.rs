@@ -44,7 +44,12 @@ enum Command {
 #[derive(Subcommand)]
 enum ImagesCommand {
     /// Build images/<NAME>/Dockerfile (all of them when no name is given)
-    Build { names: Vec<String> },
+    Build {
+        names: Vec<String>,
+        /// Run every build step again instead of reusing cached layers
+        #[arg(long)]
+        no_cache: bool,
+    },
     /// List the images forgehand can build and their tags
     List,
 }
@@ -105,11 +110,17 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Images {
-            command: ImagesCommand::Build { names },
+            command: ImagesCommand::Build { names, no_cache },
         } => {
             let docker = connect(&config.docker).await?;
             let mut progress = |name: &str, line: &str| eprintln!("[{name}] {line}");
-            let tags = images::build_images(&docker, &config.images, &names, &mut progress).await?;
+            let cache = if no_cache {
+                images::BuildCache::Ignore
+            } else {
+                images::BuildCache::Use
+            };
+            let tags =
+                images::build_images(&docker, &config.images, &names, cache, &mut progress).await?;
             tracing::info!(images = %tags.join(", "), "images built");
             Ok(ExitCode::SUCCESS)
         }

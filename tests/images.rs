@@ -16,9 +16,15 @@ async fn every_image_builds_and_its_toolchain_runs() {
     assert_eq!(names, vec!["base", "go", "java", "node", "python", "rust"]);
     let mut lines = 0usize;
     let mut progress = |_: &str, _: &str| lines += 1;
-    let tags = images::build_images(&docker, &config, &[], &mut progress)
-        .await
-        .unwrap();
+    let tags = images::build_images(
+        &docker,
+        &config,
+        &[],
+        images::BuildCache::Use,
+        &mut progress,
+    )
+    .await
+    .unwrap();
     assert!(lines > names.len(), "build progress is reported");
     assert_eq!(tags.len(), names.len());
 
@@ -52,9 +58,15 @@ async fn building_an_unknown_image_names_the_known_ones() {
     let docker = common::docker().await;
     let config = common::shipped_config().images;
     let mut progress = |_: &str, _: &str| {};
-    let err = images::build_images(&docker, &config, &["cobol".into()], &mut progress)
-        .await
-        .unwrap_err();
+    let err = images::build_images(
+        &docker,
+        &config,
+        &["cobol".into()],
+        images::BuildCache::Use,
+        &mut progress,
+    )
+    .await
+    .unwrap_err();
     let text = err.to_string();
     assert!(
         text.contains("cobol") && text.contains("python") && text.contains("rust"),

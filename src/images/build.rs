@@ -30,12 +30,22 @@ pub enum ImageError {
     Docker(#[from] SandboxError),
 }
 
+/// How a build treats Docker's layer cache.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BuildCache {
+    /// Reuse cached layers: a rebuild of an unchanged Dockerfile is instant.
+    Use,
+    /// Run every step again, e.g. to pick up package updates.
+    Ignore,
+}
+
 /// Builds the named images (all of them when `names` is empty) and returns
 /// their tags. `progress` receives every line of build output.
 pub async fn build_images(
     docker: &Docker,
     config: &ImagesConfig,
     names: &[String],
+    cache: BuildCache,
     progress: &mut (dyn FnMut(&str, &str) + Send),
 ) -> Result<Vec<String>, ImageError> {
     let known = super::available_images(config).map_err(|source| ImageError::Folder {
@@ -58,7 +68,7 @@ pub async fn build_images(
     }
     let mut tags = Vec::new();
     for name in &selected {
-        tags.push(build_one(docker, config, name, progress).await?);
+        tags.push(build_one(docker, config, name, cache, progress).await?);
     }
     Ok(tags)
 }
@@ -67,6 +77,7 @@ async fn build_one(
     docker: &Docker,
     config: &ImagesConfig,
     name: &str,
+    cache: BuildCache,
     progress: &mut (dyn FnMut(&str, &str) + Send),
 ) -> Result<String, ImageError> {
     let tag = image_tag(config, name);
@@ -95,6 +106,7 @@ async fn build_one(
         .t(&tag)
         .rm(true)
         .forcerm(true)
+        .nocache(cache == BuildCache::Ignore)
         .buildargs(&build_args)
         .networkmode(&config.build_network)
         .build();

@@ -4,7 +4,7 @@
 mod build;
 mod detect;
 
-pub use build::{build_images, image_present, ImageError};
+pub use build::{build_images, image_present, BuildCache, ImageError};
 pub use detect::{detect_language, Language};
 
 use crate::config::ImagesConfig;

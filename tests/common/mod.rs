@@ -48,9 +48,15 @@ pub async fn ensure_images() {
                     .expect("inspect image")
                 {
                     let mut quiet = |_: &str, _: &str| {};
-                    images::build_images(&docker, &config, std::slice::from_ref(&name), &mut quiet)
-                        .await
-                        .unwrap_or_else(|e| panic!("building {tag} failed: {e}"));
+                    images::build_images(
+                        &docker,
+                        &config,
+                        std::slice::from_ref(&name),
+                        images::BuildCache::Use,
+                        &mut quiet,
+                    )
+                    .await
+                    .unwrap_or_else(|e| panic!("building {tag} failed: {e}"));
                 }
             }
         })
