@@ -74,9 +74,7 @@ async fn main() {
     };
     println!(
         "forgehand sandbox benchmarks ({} cores); reproduce with: cargo bench --bench sandbox",
-        std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(0)
+        std::thread::available_parallelism().map(|n| n.get()).unwrap_or(0)
     );
 
     // Warm-up: the first container pays for the engine's caches.
@@ -90,10 +88,7 @@ async fn main() {
     let mut ready = Vec::new();
     for i in 1..=20 {
         let started = Instant::now();
-        let sandbox = backend
-            .prepare(&spec(i), Some(workspace.path()))
-            .await
-            .unwrap();
+        let sandbox = backend.prepare(&spec(i), Some(workspace.path())).await.unwrap();
         ready.push(started.elapsed());
         sandbox.remove().await.unwrap();
     }

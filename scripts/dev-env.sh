@@ -26,7 +26,7 @@ apt_install() {
   command -v apt-get >/dev/null || die "packages ${missing[*]} are missing and apt-get is not available; install them by hand"
   log "installing ${missing[*]} from Debian's packages"
   as_root apt-get update -qq
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing[@]}" >/dev/null
+  as_root env DEBIAN_FRONTEND=noninteractive NEEDRESTART_SUSPEND=1 apt-get install -y -qq "${missing[@]}" >/dev/null
 }
 
 ensure_docker() {
@@ -67,5 +67,12 @@ ensure_base_image() {
   log "base image $BASE_IMAGE made"
 }
 
+# A static busybox, for the test image that has nothing but a shell.
+ensure_test_tools() {
+  [ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' && return 0
+  apt_install busybox-static file
+}
+
 ensure_docker
 ensure_base_image
+ensure_test_tools

@@ -40,11 +40,7 @@ fn check(name: impl Into<String>, status: Status, detail: impl Into<String>) -> 
 
 /// Runs every check. `config_source` says where the config came from.
 pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets) -> Vec<Check> {
-    let mut checks = vec![check(
-        "config",
-        Status::Pass,
-        format!("loaded {config_source}"),
-    )];
+    let mut checks = vec![check("config", Status::Pass, format!("loaded {config_source}"))];
 
     checks.push(match std::fs::create_dir_all(&config.daemon.state_dir) {
         Ok(()) => check(
@@ -132,10 +128,7 @@ async fn image_checks(docker: &bollard::Docker, config: &Config) -> Vec<Check> {
             return vec![check(
                 "images",
                 Status::Fail,
-                format!(
-                    "cannot read {}: {e}; set images.dir",
-                    config.images.dir.display()
-                ),
+                format!("cannot read {}: {e}; set images.dir", config.images.dir.display()),
             )]
         }
     };
@@ -167,21 +160,10 @@ async fn image_checks(docker: &bollard::Docker, config: &Config) -> Vec<Check> {
 
 /// The checks as an aligned text table.
 pub fn render(checks: &[Check]) -> String {
-    let width = checks
-        .iter()
-        .map(|c| c.name.len())
-        .max()
-        .unwrap_or(5)
-        .max(5);
+    let width = checks.iter().map(|c| c.name.len()).max().unwrap_or(5).max(5);
     let mut out = format!("{:<width$}  STATUS  DETAIL\n", "CHECK");
     for c in checks {
-        let _ = writeln!(
-            out,
-            "{:<width$}  {:<6}  {}",
-            c.name,
-            c.status.label(),
-            c.detail
-        );
+        let _ = writeln!(out, "{:<width$}  {:<6}  {}", c.name, c.status.label(), c.detail);
     }
     let failed = checks.iter().filter(|c| c.status == Status::Fail).count();
     let warned = checks.iter().filter(|c| c.status == Status::Warn).count();

@@ -1,8 +1,20 @@
 //! forgehand: a daemon that turns labelled GitHub and GitLab issues into
 //! pushed branches and draft PRs/MRs, working inside hardened sandboxes.
+//!
+//! Without the default `daemon` feature only [`editor`] is built: that is
+//! what the static `forgehand-editor` executable put in every sandbox needs.
 
+pub mod editor;
+
+#[cfg(feature = "daemon")]
 pub mod config;
+#[cfg(feature = "daemon")]
 pub mod doctor;
+#[cfg(feature = "daemon")]
 pub mod images;
+#[cfg(feature = "daemon")]
 pub mod logging;
+#[cfg(feature = "daemon")]
+pub mod mcp;
+#[cfg(feature = "daemon")]
 pub mod sandbox;

@@ -5,6 +5,7 @@ use clap::{Parser, Subcommand};
 use forgehand::config::{Config, Secrets, CONFIG_ENV};
 use forgehand::logging::{self, LogFormat};
 use forgehand::sandbox::docker::{connect, DockerBackend};
+use forgehand::sandbox::helper::EditorBinary;
 use forgehand::sandbox::SandboxBackend;
 use forgehand::{doctor, images};
 use std::io::Write;
@@ -38,6 +39,24 @@ enum Command {
     Images {
         #[command(subcommand)]
         command: ImagesCommand,
+    },
+    /// Run one of forgehand's MCP servers on stdio
+    Mcp {
+        #[command(subcommand)]
+        command: McpCommand,
+    },
+}
+
+#[derive(Subcommand)]
+enum McpCommand {
+    /// The text-editor server (the same one the sandboxes run)
+    TextEditor {
+        /// The only folder it may view and edit
+        #[arg(long, default_value = forgehand::editor::DEFAULT_ROOT)]
+        root: PathBuf,
+        /// Longest `view` output before it is cut
+        #[arg(long, default_value_t = 16 * 1024)]
+        max_view_bytes: usize,
     },
 }
 
@@ -79,13 +98,27 @@ async fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    if let Command::Mcp {
+        command: McpCommand::TextEditor { root, max_view_bytes },
+    } = &cli.command
+    {
+        // Needs no config: it serves one folder on stdio.
+        let root = forgehand::editor::Root::new(root)
+            .with_context(|| format!("using {} as the root", root.display()))?;
+        let limits = forgehand::editor::Limits {
+            max_view_bytes: *max_view_bytes,
+            ..Default::default()
+        };
+        forgehand::editor::server::serve_stdio(root, limits)
+            .await
+            .map_err(anyhow::Error::msg)?;
+        return Ok(ExitCode::SUCCESS);
+    }
     let path = config_path(&cli);
     let config = Config::load(&path)?;
     match cli.command {
         Command::Doctor => {
-            let checks =
-                doctor::run_checks(&config, &path.display().to_string(), &Secrets::from_env())
-                    .await;
+            let checks = doctor::run_checks(&config, &path.display().to_string(), &Secrets::from_env()).await;
             let mut stdout = std::io::stdout().lock();
             stdout.write_all(doctor::render(&checks).as_bytes())?;
             Ok(if doctor::all_passed(&checks) {
@@ -101,17 +134,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for name in images::available_images(&config.images)
                 .with_context(|| format!("reading {}", config.images.dir.display()))?
             {
-                writeln!(
-                    stdout,
-                    "{name}\t{}",
-                    images::image_tag(&config.images, &name)
-                )?;
+                writeln!(stdout, "{name}\t{}", images::image_tag(&config.images, &name))?;
             }
             Ok(ExitCode::SUCCESS)
         }
         Command::Images {
             command: ImagesCommand::Build { names, no_cache },
         } => {
+            let editor = EditorBinary::locate(config.text_editor_mcp.editor_binary.as_deref())?;
             let docker = connect(&config.docker).await?;
             let mut progress = |name: &str, line: &str| eprintln!("[{name}] {line}");
             let cache = if no_cache {
@@ -120,22 +150,18 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 images::BuildCache::Use
             };
             let tags =
-                images::build_images(&docker, &config.images, &names, cache, &mut progress).await?;
+                images::build_images(&docker, &config.images, &editor, &names, cache, &mut progress).await?;
             tracing::info!(images = %tags.join(", "), "images built");
             Ok(ExitCode::SUCCESS)
         }
+        // Served above, before any config is read.
+        Command::Mcp { .. } => Ok(ExitCode::SUCCESS),
         Command::Run => {
             let docker = connect(&config.docker).await?;
-            let backend = DockerBackend::new(
-                docker,
-                config.sandbox.clone(),
-                config.daemon.instance_id.clone(),
-            );
+            let backend =
+                DockerBackend::new(docker, config.sandbox.clone(), config.daemon.instance_id.clone());
             std::fs::create_dir_all(&config.daemon.state_dir).with_context(|| {
-                format!(
-                    "creating daemon.state_dir {}",
-                    config.daemon.state_dir.display()
-                )
+                format!("creating daemon.state_dir {}", config.daemon.state_dir.display())
             })?;
             // Nothing runs yet at start, so every sandbox of this instance is an orphan.
             let reaped = backend.reap(&[]).await?;

@@ -34,8 +34,7 @@ fn forgehand(config: &Path) -> Command {
     {
         cmd.env_remove(var);
     }
-    cmd.env_remove("TEXT_EDITOR_MCP_ENABLED")
-        .env_remove("RUST_LOG");
+    cmd.env_remove("TEXT_EDITOR_MCP_ENABLED").env_remove("RUST_LOG");
     cmd
 }
 
@@ -67,20 +66,9 @@ async fn doctor_prints_a_table_and_never_a_secret() {
             .unwrap_or_else(|| panic!("no {row} row:\n{stdout}"));
         assert!(line.contains("PASS"), "{line}");
     }
-    let gitlab = stdout
-        .lines()
-        .find(|l| l.starts_with("GITLAB_TOKEN"))
-        .unwrap();
-    assert!(
-        gitlab.contains("WARN") && gitlab.contains("not set"),
-        "{gitlab}"
-    );
-    for secret in [
-        FAKE_TOKEN,
-        "sk-alsoSecret42",
-        "doctorMustNever",
-        "alsoSecret",
-    ] {
+    let gitlab = stdout.lines().find(|l| l.starts_with("GITLAB_TOKEN")).unwrap();
+    assert!(gitlab.contains("WARN") && gitlab.contains("not set"), "{gitlab}");
+    for secret in [FAKE_TOKEN, "sk-alsoSecret42", "doctorMustNever", "alsoSecret"] {
         assert!(
             !stdout.contains(secret) && !stderr.contains(secret),
             "a secret leaked"
@@ -138,10 +126,7 @@ fn json_logs_are_one_object_per_line_on_stderr() {
 fn images_list_names_every_image_and_its_tag() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), "list");
-    let out = forgehand(&config)
-        .args(["images", "list"])
-        .output()
-        .unwrap();
+    let out = forgehand(&config).args(["images", "list"]).output().unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success());
     for name in ["base", "python", "node", "go", "rust", "java"] {

@@ -11,10 +11,7 @@ use std::path::Path;
 use std::time::Duration;
 
 fn load(yaml: &str, env: &[(&str, &str)]) -> Result<Config, ConfigError> {
-    let env: HashMap<String, String> = env
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect();
+    let env: HashMap<String, String> = env.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
     Config::from_yaml(
         yaml,
         Path::new("test.yaml"),
@@ -28,10 +25,7 @@ fn the_shipped_config_loads_and_matches_the_built_in_defaults() {
     let shipped = common::shipped_config();
     let root = common::repo_root();
     let empty = Config::from_yaml("", Path::new("empty.yaml"), &root, &|_| None).unwrap();
-    assert_eq!(
-        shipped, empty,
-        "config.yaml and the built-in defaults must agree"
-    );
+    assert_eq!(shipped, empty, "config.yaml and the built-in defaults must agree");
     assert!(shipped.text_editor_mcp.enabled);
     assert_eq!(shipped.sandbox.network_mode, "none");
     assert_eq!(shipped.sandbox.exec_timeout, Duration::from_secs(1800));
@@ -75,9 +69,23 @@ fn text_editor_env_override_wins_over_the_file() {
 }
 
 #[test]
+fn the_editor_binary_comes_from_the_file_or_its_env_override() {
+    assert_eq!(load("", &[]).unwrap().text_editor_mcp.editor_binary, None);
+    let config = load("text_editor_mcp: {editor_binary: bin/forgehand-editor}", &[]).unwrap();
+    assert_eq!(
+        config.text_editor_mcp.editor_binary.as_deref(),
+        Some(Path::new("/etc/forgehand/bin/forgehand-editor"))
+    );
+    let config = load("", &[("FORGEHAND_EDITOR_BINARY", "/opt/fh/forgehand-editor")]).unwrap();
+    assert_eq!(
+        config.text_editor_mcp.editor_binary.as_deref(),
+        Some(Path::new("/opt/fh/forgehand-editor"))
+    );
+}
+
+#[test]
 fn variables_are_substituted_in_string_values() {
-    let yaml =
-        "daemon:\n  instance_id: \"${POD_NAME:-local}\"\n  state_dir: \"${STATE}/forgehand\"\n";
+    let yaml = "daemon:\n  instance_id: \"${POD_NAME:-local}\"\n  state_dir: \"${STATE}/forgehand\"\n";
     let config = load(yaml, &[("STATE", "/var/lib")]).unwrap();
     assert_eq!(config.daemon.instance_id, "local");
     assert_eq!(config.daemon.state_dir, Path::new("/var/lib/forgehand"));
@@ -141,10 +149,7 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
             "sandbox:\n  pids_limit: 3\n",
             &["sandbox.pids_limit", "at least 16"],
         ),
-        (
-            "sandbox:\n  cpus: -1\n",
-            &["sandbox.cpus", "positive number"],
-        ),
+        ("sandbox:\n  cpus: -1\n", &["sandbox.cpus", "positive number"]),
         (
             "sandbox:\n  read_only_root: sometimes\n",
             &["sandbox.read_only_root", "true or false"],
@@ -154,10 +159,7 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
             &["sandbox.netwrk_mode", "unknown key", "network_mode"],
         ),
         ("sandboxes: {}\n", &["sandboxes", "unknown key", "sandbox"]),
-        (
-            "sandbox:\n  user: \"\"\n",
-            &["sandbox.user", "must not be empty"],
-        ),
+        ("sandbox:\n  user: \"\"\n", &["sandbox.user", "must not be empty"]),
         (
             "sandbox:\n  project_dir: project\n",
             &["sandbox.project_dir", "absolute"],
@@ -192,6 +194,14 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
             &["text_editor_mcp.enabled", "true or false"],
         ),
         ("docker:\n  api_timeout: 0s\n", &["docker.api_timeout"]),
+        (
+            "text_editor_mcp:\n  max_view_bytes: 10\n",
+            &["text_editor_mcp.max_view_bytes", "at least"],
+        ),
+        (
+            "text_editor_mcp:\n  call_timeout: 5\n",
+            &["text_editor_mcp.call_timeout", "no unit"],
+        ),
         (
             "sandbox: [1, 2]\n",
             &["sandbox", "wrong type", "expected a mapping of settings"],

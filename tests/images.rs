@@ -16,9 +16,11 @@ async fn every_image_builds_and_its_toolchain_runs() {
     assert_eq!(names, vec!["base", "go", "java", "node", "python", "rust"]);
     let mut lines = 0usize;
     let mut progress = |_: &str, _: &str| lines += 1;
+    let editor = common::editor_binary();
     let tags = images::build_images(
         &docker,
         &config,
+        &editor,
         &[],
         images::BuildCache::Use,
         &mut progress,
@@ -27,6 +29,21 @@ async fn every_image_builds_and_its_toolchain_runs() {
     .unwrap();
     assert!(lines > names.len(), "build progress is reported");
     assert_eq!(tags.len(), names.len());
+    for tag in &tags {
+        let labels = docker
+            .inspect_image(tag)
+            .await
+            .unwrap()
+            .config
+            .unwrap()
+            .labels
+            .unwrap();
+        assert_eq!(
+            labels.get("io.forgehand.editor-sha256").map(String::as_str),
+            Some(editor.sha256()),
+            "{tag}"
+        );
+    }
 
     let (backend, _) = common::backend().await;
     let checks = [
@@ -46,10 +63,7 @@ async fn every_image_builds_and_its_toolchain_runs() {
         sandbox.remove().await.unwrap();
         assert!(out.success(), "{name}: {command}: {out:?}");
         let text = format!("{}{}", out.stdout, out.stderr);
-        assert!(
-            text.starts_with(expected),
-            "{name}: {command} printed {text:?}"
-        );
+        assert!(text.starts_with(expected), "{name}: {command} printed {text:?}");
     }
 }
 
@@ -61,6 +75,7 @@ async fn building_an_unknown_image_names_the_known_ones() {
     let err = images::build_images(
         &docker,
         &config,
+        &common::editor_binary(),
         &["cobol".into()],
         images::BuildCache::Use,
         &mut progress,
@@ -88,9 +103,7 @@ async fn images_carry_no_credentials() {
         for var in env {
             let upper = var.to_uppercase();
             assert!(
-                !(upper.contains("TOKEN")
-                    || upper.contains("API_KEY")
-                    || upper.contains("PASSWORD")),
+                !(upper.contains("TOKEN") || upper.contains("API_KEY") || upper.contains("PASSWORD")),
                 "{name} image has {var}"
             );
         }

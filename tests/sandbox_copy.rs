@@ -33,19 +33,11 @@ fn assert_same_tree(a: &Path, b: &Path) {
         );
     }
     assert_eq!(
-        fs::metadata(b.join("build.sh"))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o111,
+        fs::metadata(b.join("build.sh")).unwrap().permissions().mode() & 0o111,
         0o111
     );
     assert_eq!(
-        fs::metadata(b.join("README.md"))
-            .unwrap()
-            .permissions()
-            .mode()
-            & 0o111,
+        fs::metadata(b.join("README.md")).unwrap().permissions().mode() & 0o111,
         0
     );
     assert_eq!(
@@ -65,7 +57,10 @@ async fn a_tree_round_trips_through_the_sandbox() {
 
     // Inside: owned by the sandbox user, exec bit works, symlink is a symlink.
     let out = sandbox
-        .exec("stat -c '%u:%g' build.sh big.bin && ./build.sh && readlink link-to-mod && wc -c < big.bin", None)
+        .exec(
+            "stat -c '%u:%g' build.sh big.bin && ./build.sh && readlink link-to-mod && wc -c < big.bin",
+            None,
+        )
         .await
         .unwrap();
     assert!(out.success(), "{out:?}");
@@ -90,16 +85,10 @@ async fn a_tree_round_trips_through_the_sandbox() {
     assert!(out.success(), "{out:?}");
 
     let back = host.path().join("back");
-    sandbox
-        .copy_out(sandbox.project_dir(), &back)
-        .await
-        .unwrap();
+    sandbox.copy_out(sandbox.project_dir(), &back).await.unwrap();
     fs::write(src.join("README.md"), "# 日本語のテキスト\nchanged\n").unwrap();
     assert_same_tree(&src, &back);
-    assert_eq!(
-        fs::read_to_string(back.join("new/dir/file")).unwrap(),
-        "x\n"
-    );
+    assert_eq!(fs::read_to_string(back.join("new/dir/file")).unwrap(), "x\n");
     sandbox.remove().await.unwrap();
 }
 
@@ -138,10 +127,7 @@ async fn copy_out_refuses_a_folder_that_is_not_empty_and_a_missing_path() {
         .unwrap_err()
         .to_string();
     assert!(err.contains("not empty"), "{err}");
-    assert_eq!(
-        fs::read_to_string(host.path().join("keep.txt")).unwrap(),
-        "mine"
-    );
+    assert_eq!(fs::read_to_string(host.path().join("keep.txt")).unwrap(), "mine");
     let err = sandbox
         .copy_out("/workspace/nope", &host.path().join("x"))
         .await

@@ -77,10 +77,7 @@ async fn output_above_the_cap_is_truncated_with_a_marker() {
     assert!(out.success(), "{}", out.stderr);
     assert!(out.stdout_truncated && !out.stderr_truncated);
     assert!(out.stdout.contains("output truncated"), "marker missing");
-    assert!(
-        out.stdout.trim_end().ends_with("LAST-LINE"),
-        "the tail is kept"
-    );
+    assert!(out.stdout.trim_end().ends_with("LAST-LINE"), "the tail is kept");
     assert!(
         out.stdout.len() < 64 * 1024 + 512,
         "kept {} bytes",
@@ -169,10 +166,7 @@ async fn put_file_writes_an_executable_the_sandbox_can_run() {
             .await
             .unwrap_err()
             .to_string();
-        assert!(
-            err.contains(outside) && err.contains("/workspace/"),
-            "{err}"
-        );
+        assert!(err.contains(outside) && err.contains("/workspace/"), "{err}");
     }
     sandbox.remove().await.unwrap();
 }

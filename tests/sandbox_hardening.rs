@@ -78,8 +78,7 @@ async fn only_workspace_tmp_and_home_are_writable() {
         let out = run(sandbox.as_ref(), &format!("echo bad > {path}")).await;
         assert!(!out.success(), "{path} should not be writable: {out:?}");
         assert!(
-            out.stderr.contains("Read-only file system")
-                || out.stderr.contains("Permission denied"),
+            out.stderr.contains("Read-only file system") || out.stderr.contains("Permission denied"),
             "{path}: {out:?}"
         );
     }
@@ -108,11 +107,7 @@ async fn memory_and_cpu_limits_are_set_on_the_container() {
         "cat /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null || cat /sys/fs/cgroup/memory.max",
     )
     .await;
-    assert_eq!(
-        out.stdout.trim(),
-        config.memory_bytes.to_string(),
-        "{out:?}"
-    );
+    assert_eq!(out.stdout.trim(), config.memory_bytes.to_string(), "{out:?}");
     sandbox.remove().await.unwrap();
 }
 
@@ -132,18 +127,13 @@ async fn a_fork_loop_hits_the_pids_limit_and_everything_survives() {
         .expect("the exec itself is reported, not an error");
     let text = format!("{}{}", out.stdout, out.stderr).to_lowercase();
     assert!(
-        !out.success()
-            || text.contains("fork")
-            || text.contains("resource temporarily unavailable"),
+        !out.success() || text.contains("fork") || text.contains("resource temporarily unavailable"),
         "the loop should have run into the pids limit: {out:?}"
     );
     // Once the sleeps end, the sandbox works again.
     let mut recovered = false;
     for _ in 0..30 {
-        if let Ok(out) = sandbox
-            .exec("echo alive", Some(Duration::from_secs(10)))
-            .await
-        {
+        if let Ok(out) = sandbox.exec("echo alive", Some(Duration::from_secs(10))).await {
             if out.stdout == "alive\n" {
                 recovered = true;
                 break;

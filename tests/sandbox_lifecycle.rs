@@ -48,11 +48,7 @@ async fn a_second_prepare_of_the_same_task_replaces_the_first() {
     let second = backend.prepare(&spec, None).await.unwrap();
     assert_ne!(first.id(), second.id());
     let ids = common::containers_with_label(backend.docker(), labels::TASK, &spec.task_id).await;
-    assert_eq!(
-        ids,
-        vec![second.id().to_owned()],
-        "exactly one sandbox per task"
-    );
+    assert_eq!(ids, vec![second.id().to_owned()], "exactly one sandbox per task");
     second.remove().await.unwrap();
 }
 
@@ -66,8 +62,7 @@ async fn the_reaper_removes_orphans_of_its_instance_only() {
         .prepare(&common::spec(&common::base_image()), None)
         .await
         .unwrap();
-    let running_task =
-        common::containers_with_label(backend.docker(), labels::INSTANCE, &instance).await;
+    let running_task = common::containers_with_label(backend.docker(), labels::INSTANCE, &instance).await;
     assert_eq!(running_task.len(), 1);
     let orphan_spec = common::spec(&common::base_image());
     let orphan = backend.prepare(&orphan_spec, None).await.unwrap();
@@ -120,10 +115,7 @@ async fn the_reaper_removes_orphans_of_its_instance_only() {
         "running task kept"
     );
     assert!(
-        docker
-            .inspect_container(other_instance.id(), None)
-            .await
-            .is_ok(),
+        docker.inspect_container(other_instance.id(), None).await.is_ok(),
         "other instance kept"
     );
     assert!(
@@ -204,11 +196,7 @@ async fn a_container_that_died_under_us_is_reported_as_gone() {
         .await
         .unwrap()
         .success());
-    backend
-        .docker()
-        .kill_container(sandbox.id(), None)
-        .await
-        .unwrap();
+    backend.docker().kill_container(sandbox.id(), None).await.unwrap();
     let err = sandbox
         .exec("true", None)
         .await

@@ -22,10 +22,7 @@ pub fn substitute(
             for (key, item) in map.iter_mut() {
                 let name = match key {
                     Value::String(name) => name.clone(),
-                    other => yaml_serde::to_string(other)
-                        .unwrap_or_default()
-                        .trim()
-                        .to_owned(),
+                    other => yaml_serde::to_string(other).unwrap_or_default().trim().to_owned(),
                 };
                 let child = if key_path.is_empty() {
                     name

@@ -17,6 +17,8 @@ use std::time::Duration;
 
 /// The environment variable the specification gives to switch the editor.
 pub const TEXT_EDITOR_MCP_ENABLED: &str = "TEXT_EDITOR_MCP_ENABLED";
+/// Overrides `text_editor_mcp.editor_binary`.
+pub const EDITOR_BINARY_ENV: &str = "FORGEHAND_EDITOR_BINARY";
 /// Where a config file is looked for when none is given on the command line.
 pub const CONFIG_ENV: &str = "FORGEHAND_CONFIG";
 
@@ -105,6 +107,10 @@ pub struct SandboxConfig {
 #[derive(Debug, Clone, PartialEq)]
 pub struct TextEditorMcpConfig {
     pub enabled: bool,
+    /// The static `forgehand-editor`; `None`: next to the forgehand executable.
+    pub editor_binary: Option<PathBuf>,
+    pub call_timeout: Duration,
+    pub max_view_bytes: usize,
     pub server_name: String,
     /// Empty: forgehand's own editor server. Otherwise argv of a stdio MCP
     /// server started inside the sandbox (for example the Node one).
@@ -138,22 +144,17 @@ impl Config {
         base_dir: &Path,
         lookup: &dyn Fn(&str) -> Option<String>,
     ) -> Result<Config, ConfigError> {
-        let mut value: yaml_serde::Value =
-            yaml_serde::from_str(text).map_err(|e| ConfigError::Syntax {
-                path: origin.to_owned(),
-                message: e.to_string(),
-            })?;
+        let mut value: yaml_serde::Value = yaml_serde::from_str(text).map_err(|e| ConfigError::Syntax {
+            path: origin.to_owned(),
+            message: e.to_string(),
+        })?;
         if value.is_null() {
             value = yaml_serde::Value::Mapping(Default::default());
         }
         env::substitute(&mut value, "", lookup)?;
         let raw: RawConfig = serde_path_to_error::deserialize(value).map_err(|err| {
             let key = err.path().to_string();
-            let key = if key == "." {
-                "(top level)".to_owned()
-            } else {
-                key
-            };
+            let key = if key == "." { "(top level)".to_owned() } else { key };
             ConfigError::Invalid {
                 key,
                 message: friendly_serde_message(&err.into_inner().to_string()),
@@ -164,16 +165,15 @@ impl Config {
         Ok(config)
     }
 
-    fn apply_env_overrides(
-        &mut self,
-        lookup: &dyn Fn(&str) -> Option<String>,
-    ) -> Result<(), ConfigError> {
+    fn apply_env_overrides(&mut self, lookup: &dyn Fn(&str) -> Option<String>) -> Result<(), ConfigError> {
         if let Some(value) = lookup(TEXT_EDITOR_MCP_ENABLED).filter(|v| !v.trim().is_empty()) {
-            self.text_editor_mcp.enabled =
-                parse_bool(&value).ok_or_else(|| ConfigError::BadEnvOverride {
-                    var: TEXT_EDITOR_MCP_ENABLED.into(),
-                    value: value.clone(),
-                })?;
+            self.text_editor_mcp.enabled = parse_bool(&value).ok_or_else(|| ConfigError::BadEnvOverride {
+                var: TEXT_EDITOR_MCP_ENABLED.into(),
+                value: value.clone(),
+            })?;
+        }
+        if let Some(path) = lookup(EDITOR_BINARY_ENV).filter(|v| !v.trim().is_empty()) {
+            self.text_editor_mcp.editor_binary = Some(PathBuf::from(path.trim()));
         }
         Ok(())
     }
@@ -320,8 +320,25 @@ impl Config {
                 "holds an empty argument; list the program and its arguments, or leave the list empty for the built-in editor",
             ));
         }
+        let max_view_bytes = usize::try_from(editor.max_view_bytes.bytes())
+            .ok()
+            .filter(|n| *n >= 256)
+            .ok_or_else(|| {
+                ConfigError::invalid(
+                    "text_editor_mcp.max_view_bytes",
+                    format!(
+                        r#""{}" is too small; use at least "256" (default "16k")"#,
+                        editor.max_view_bytes
+                    ),
+                )
+            })?;
         let text_editor_mcp = TextEditorMcpConfig {
             enabled: editor.enabled,
+            editor_binary: Some(editor.editor_binary.trim())
+                .filter(|p| !p.is_empty())
+                .map(resolve_path),
+            call_timeout: positive_duration("text_editor_mcp.call_timeout", editor.call_timeout)?,
+            max_view_bytes,
             server_name: non_empty("text_editor_mcp.mcp_server.name", &editor.mcp_server.name)?,
             command: editor.mcp_server.command,
         };

@@ -120,6 +120,9 @@ impl Default for RawSandbox {
 #[serde(deny_unknown_fields, default)]
 pub struct RawTextEditorMcp {
     pub enabled: bool,
+    pub editor_binary: String,
+    pub call_timeout: HumanDuration,
+    pub max_view_bytes: ByteSize,
     pub mcp_server: RawMcpServer,
 }
 
@@ -127,6 +130,9 @@ impl Default for RawTextEditorMcp {
     fn default() -> Self {
         RawTextEditorMcp {
             enabled: true,
+            editor_binary: String::new(),
+            call_timeout: HumanDuration(Duration::from_secs(60)),
+            max_view_bytes: ByteSize(16 << 10),
             mcp_server: RawMcpServer::default(),
         }
     }

@@ -112,13 +112,9 @@ mod tests {
         let secret = Secret::new("ghp_supersecret");
         assert_eq!(format!("{secret}"), "***");
         assert!(!format!("{secret:?}").contains("supersecret"));
-        let all =
-            Secrets::from_lookup(&|n| (n == "GITHUB_TOKEN").then(|| "ghp_supersecret".to_owned()));
+        let all = Secrets::from_lookup(&|n| (n == "GITHUB_TOKEN").then(|| "ghp_supersecret".to_owned()));
         assert!(!format!("{all:?}").contains("supersecret"));
         assert_eq!(all.values(), vec!["ghp_supersecret"]);
-        assert!(all
-            .presence()
-            .iter()
-            .any(|(v, _, p)| *v == "GITHUB_TOKEN" && *p));
+        assert!(all.presence().iter().any(|(v, _, p)| *v == "GITHUB_TOKEN" && *p));
     }
 }

@@ -41,21 +41,15 @@ impl ByteSize {
         }
         let fractional: f64 = number.parse().ok()?;
         let bytes = fractional * multiplier as f64;
-        (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64)
-            .then_some(ByteSize(bytes as u64))
+        (bytes.is_finite() && bytes >= 0.0 && bytes < u64::MAX as f64).then_some(ByteSize(bytes as u64))
     }
 }
 
 impl fmt::Display for ByteSize {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        const UNITS: [(u64, &str); 4] = [
-            (1 << 40, "t"),
-            (1 << 30, "g"),
-            (1 << 20, "m"),
-            (1 << 10, "k"),
-        ];
+        const UNITS: [(u64, &str); 4] = [(1 << 40, "t"), (1 << 30, "g"), (1 << 20, "m"), (1 << 10, "k")];
         for (size, suffix) in UNITS {
-            if self.0 >= size && self.0 % size == 0 {
+            if self.0 >= size && self.0.is_multiple_of(size) {
                 return write!(f, "{}{}", self.0 / size, suffix);
             }
         }

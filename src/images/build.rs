@@ -3,6 +3,7 @@
 
 use super::image_tag;
 use crate::config::ImagesConfig;
+use crate::sandbox::helper::{self, EditorBinary};
 use crate::sandbox::SandboxError;
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use bollard::Docker;
@@ -44,6 +45,7 @@ pub enum BuildCache {
 pub async fn build_images(
     docker: &Docker,
     config: &ImagesConfig,
+    editor: &EditorBinary,
     names: &[String],
     cache: BuildCache,
     progress: &mut (dyn FnMut(&str, &str) + Send),
@@ -68,7 +70,7 @@ pub async fn build_images(
     }
     let mut tags = Vec::new();
     for name in &selected {
-        tags.push(build_one(docker, config, name, cache, progress).await?);
+        tags.push(build_one(docker, config, editor, name, cache, progress).await?);
     }
     Ok(tags)
 }
@@ -76,6 +78,7 @@ pub async fn build_images(
 async fn build_one(
     docker: &Docker,
     config: &ImagesConfig,
+    editor: &EditorBinary,
     name: &str,
     cache: BuildCache,
     progress: &mut (dyn FnMut(&str, &str) + Send),
@@ -84,10 +87,17 @@ async fn build_one(
     let dir = config.dir.join(name);
     let context = {
         let context_dir = dir.clone();
+        let editor = editor.clone();
         tokio::task::spawn_blocking(move || {
             let mut builder = tar::Builder::new(Vec::new());
             builder.follow_symlinks(false);
             builder.append_dir_all(".", &context_dir)?;
+            // Every Dockerfile copies the static editor from its context.
+            let mut header = tar::Header::new_gnu();
+            header.set_size(editor.bytes().len() as u64);
+            header.set_mode(0o755);
+            header.set_entry_type(tar::EntryType::Regular);
+            builder.append_data(&mut header, helper::FILE_NAME, editor.bytes())?;
             builder.into_inner()
         })
         .await
@@ -101,6 +111,8 @@ async fn build_one(
         })?
     };
     let build_args = HashMap::from([("BASE_IMAGE", config.base_image.as_str())]);
+    // The sandbox backend compares this with its own editor to skip the copy.
+    let labels = HashMap::from([(helper::IMAGE_LABEL, editor.sha256())]);
     let options = BuildImageOptionsBuilder::default()
         .dockerfile("Dockerfile")
         .t(&tag)
@@ -108,6 +120,7 @@ async fn build_one(
         .forcerm(true)
         .nocache(cache == BuildCache::Ignore)
         .buildargs(&build_args)
+        .labels(&labels)
         .networkmode(&config.build_network)
         .build();
     progress(name, &format!("building {tag} from {}", dir.display()));
@@ -122,9 +135,7 @@ async fn build_one(
                 }
             }
             Err(bollard::errors::Error::DockerStreamError { error }) => {
-                let hint = if error.contains(&config.base_image)
-                    || error.contains("pull access denied")
-                {
+                let hint = if error.contains(&config.base_image) || error.contains("pull access denied") {
                     format!("; the base image {} must be present (run scripts/dev-env.sh, or set images.base_image)", config.base_image)
                 } else {
                     String::new()
@@ -156,9 +167,7 @@ async fn build_one(
 pub async fn image_present(docker: &Docker, image: &str) -> Result<bool, SandboxError> {
     match docker.inspect_image(image).await {
         Ok(_) => Ok(true),
-        Err(bollard::errors::Error::DockerResponseServerError {
-            status_code: 404, ..
-        }) => Ok(false),
+        Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(false),
         Err(err) => Err(SandboxError::Docker {
             action: format!("inspect image {image}"),
             detail: err.to_string(),

@@ -36,10 +36,7 @@ const MARKERS: [(Language, &[&str]); 5] = [
     (Language::Node, &["package.json"]),
     (Language::Go, &["go.mod"]),
     (Language::Rust, &["Cargo.toml"]),
-    (
-        Language::Java,
-        &["pom.xml", "build.gradle", "build.gradle.kts"],
-    ),
+    (Language::Java, &["pom.xml", "build.gradle", "build.gradle.kts"]),
 ];
 
 pub fn detect_language(checkout: &Path) -> Language {

@@ -20,28 +20,49 @@ pub fn pack_dir<W: Write>(src_dir: &Path, top: &str, uid: u64, gid: u64, out: W)
     builder.into_inner()
 }
 
-/// A tar holding one file at `name` (relative), for [`super::Sandbox::put_file`].
-pub fn single_file(
-    name: &str,
+/// A tar holding one file at `relative` (e.g. `.forgehand/bin/tool`) and
+/// every folder above it, all owned by `uid:gid`.
+pub fn file_with_parents(
+    relative: &str,
     contents: &[u8],
     mode: u32,
     uid: u64,
     gid: u64,
 ) -> io::Result<Vec<u8>> {
-    let mut header = tar::Header::new_gnu();
-    header.set_entry_type(tar::EntryType::Regular);
-    header.set_size(contents.len() as u64);
-    header.set_mode(mode);
-    header.set_uid(uid);
-    header.set_gid(gid);
-    header.set_mtime(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0),
-    );
-    let mut builder = tar::Builder::new(Vec::with_capacity(contents.len() + 1024));
-    builder.append_data(&mut header, name, contents)?;
+    let mtime = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let header = |kind: tar::EntryType, size: u64, mode: u32| {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(kind);
+        header.set_size(size);
+        header.set_mode(mode);
+        header.set_uid(uid);
+        header.set_gid(gid);
+        header.set_mtime(mtime);
+        header
+    };
+    let mut builder = tar::Builder::new(Vec::with_capacity(contents.len() + 4096));
+    let path = Path::new(relative);
+    let mut parents: Vec<&Path> = path
+        .ancestors()
+        .skip(1)
+        .filter(|p| !p.as_os_str().is_empty())
+        .collect();
+    parents.reverse();
+    for parent in parents {
+        builder.append_data(
+            &mut header(tar::EntryType::Directory, 0, 0o755),
+            parent,
+            io::empty(),
+        )?;
+    }
+    builder.append_data(
+        &mut header(tar::EntryType::Regular, contents.len() as u64, mode),
+        path,
+        contents,
+    )?;
     builder.into_inner()
 }
 
@@ -204,9 +225,7 @@ fn remove_existing(target: &Path) -> io::Result<()> {
 /// Drops the first path component; `None` for anything with `..`, a root or
 /// a prefix in it.
 fn strip_top(path: &Path) -> Option<PathBuf> {
-    let mut components = path
-        .components()
-        .filter(|c| !matches!(c, Component::CurDir));
+    let mut components = path.components().filter(|c| !matches!(c, Component::CurDir));
     components.next()?;
     let mut out = PathBuf::new();
     for component in components {
@@ -238,16 +257,9 @@ mod tests {
         let out = dest.path().join("out");
         unpack_stripped(&tar[..], &out).unwrap();
 
+        assert_eq!(fs::read_to_string(out.join("a/b/file.txt")).unwrap(), "hello");
         assert_eq!(
-            fs::read_to_string(out.join("a/b/file.txt")).unwrap(),
-            "hello"
-        );
-        assert_eq!(
-            fs::metadata(out.join("run.sh"))
-                .unwrap()
-                .permissions()
-                .mode()
-                & 0o777,
+            fs::metadata(out.join("run.sh")).unwrap().permissions().mode() & 0o777,
             0o755
         );
         assert_eq!(

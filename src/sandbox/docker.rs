@@ -6,9 +6,10 @@
 //! and pids / memory / CPU limits, all from `sandbox.*` in the config.
 
 use super::archive;
+use super::helper::{self, EditorBinary};
 use super::{
-    labels, CappedOutput, ExecOutput, ExecStatus, ExecStream, Sandbox, SandboxBackend,
-    SandboxError, SandboxSpec,
+    labels, CappedOutput, ExecOutput, ExecStatus, ExecStream, Sandbox, SandboxBackend, SandboxError,
+    SandboxSpec,
 };
 use crate::config::{DockerConfig, SandboxConfig};
 use async_trait::async_trait;
@@ -16,9 +17,8 @@ use bollard::container::LogOutput;
 use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
-    ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder,
-    DownloadFromContainerOptionsBuilder, ListContainersOptionsBuilder,
-    RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+    ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
+    ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
 use bollard::Docker;
 use bytes::Bytes;
@@ -61,10 +61,7 @@ fn docker_error(action: impl Into<String>, err: bollard::errors::Error) -> Sandb
     use bollard::errors::Error as E;
     let action = action.into();
     match err {
-        E::DockerResponseServerError {
-            status_code,
-            message,
-        } => SandboxError::Docker {
+        E::DockerResponseServerError { status_code, message } => SandboxError::Docker {
             action,
             retryable: status_code >= 500 && !message.contains("is not running"),
             detail: format!("{message} (HTTP {status_code})"),
@@ -130,26 +127,67 @@ pub struct DockerBackend {
     docker: Docker,
     config: Arc<SandboxConfig>,
     instance_id: String,
+    editor: Option<EditorBinary>,
 }
 
 impl DockerBackend {
-    pub fn new(
-        docker: Docker,
-        config: SandboxConfig,
-        instance_id: impl Into<String>,
-    ) -> DockerBackend {
+    pub fn new(docker: Docker, config: SandboxConfig, instance_id: impl Into<String>) -> DockerBackend {
         DockerBackend {
             docker,
             config: Arc::new(config),
             instance_id: instance_id.into(),
+            editor: None,
         }
+    }
+
+    /// Gives every sandbox forgehand's editor: it becomes the container's
+    /// idle main process (so images need no `sleep`, not even a shell) and
+    /// the text-editor MCP server. Without it, containers idle on `sleep`.
+    pub fn with_editor(mut self, editor: EditorBinary) -> DockerBackend {
+        self.editor = Some(editor);
+        self
+    }
+
+    fn injected_editor_path(&self) -> String {
+        format!(
+            "{}/.forgehand/bin/{}",
+            self.config.workspace_dir.trim_end_matches('/'),
+            helper::FILE_NAME
+        )
+    }
+
+    /// Where the editor will be in a container of `image`, and whether it
+    /// must be copied in (the image does not carry this exact build).
+    async fn editor_placement(&self, image: &str) -> Result<Option<(String, bool)>, SandboxError> {
+        let info = self
+            .docker
+            .inspect_image(image)
+            .await
+            .map_err(|err| match status_of(&err) {
+                Some(404) => SandboxError::ImageMissing {
+                    image: image.to_owned(),
+                },
+                _ => docker_error(format!("inspect image {image}"), err),
+            })?;
+        let Some(editor) = &self.editor else {
+            return Ok(None);
+        };
+        let carried = info
+            .config
+            .and_then(|c| c.labels)
+            .and_then(|labels| labels.get(helper::IMAGE_LABEL).cloned());
+        Ok(Some(if carried.as_deref() == Some(editor.sha256()) {
+            (helper::IMAGE_PATH.to_owned(), false)
+        } else {
+            (self.injected_editor_path(), true)
+        }))
     }
 
     pub fn docker(&self) -> &Docker {
         &self.docker
     }
 
-    fn container_body(&self, spec: &SandboxSpec) -> ContainerCreateBody {
+    fn container_body(&self, spec: &SandboxSpec, editor_path: Option<&str>) -> ContainerCreateBody {
         let c = &self.config;
         let (uid, gid) = numeric_owner(&c.user);
         let labels = HashMap::from([
@@ -198,7 +236,10 @@ impl DockerBackend {
             image: Some(spec.image.clone()),
             user: Some(c.user.clone()),
             working_dir: Some(c.workspace_dir.clone()),
-            cmd: Some(vec!["sleep".to_owned(), "infinity".to_owned()]),
+            cmd: Some(match editor_path {
+                Some(path) => vec![path.to_owned(), "idle".to_owned()],
+                None => vec!["sleep".to_owned(), "infinity".to_owned()],
+            }),
             entrypoint: Some(vec![]),
             env: Some(vec![format!("HOME={}", c.home_dir)]),
             labels: Some(labels),
@@ -209,11 +250,14 @@ impl DockerBackend {
     }
 
     async fn create_and_start(&self, spec: &SandboxSpec) -> Result<DockerSandbox, SandboxError> {
+        let placement = self.editor_placement(&spec.image).await?;
+        let editor_path = placement.as_ref().map(|(path, _)| path.clone());
         let name = container_name(&self.instance_id, &spec.task_id);
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
+        let body = self.container_body(spec, editor_path.as_deref());
         let mut created = self
             .docker
-            .create_container(Some(options.clone()), self.container_body(spec))
+            .create_container(Some(options.clone()), body.clone())
             .await;
         if let Err(err) = &created {
             if status_of(err) == Some(409) {
@@ -221,10 +265,7 @@ impl DockerBackend {
                 // task never has two.
                 tracing::warn!(container = %name, task = %spec.task_id, "replacing a leftover sandbox of this task");
                 remove_container(&self.docker, &name).await?;
-                created = self
-                    .docker
-                    .create_container(Some(options), self.container_body(spec))
-                    .await;
+                created = self.docker.create_container(Some(options), body).await;
             }
         }
         let created = created.map_err(|err| match status_of(&err) {
@@ -237,7 +278,15 @@ impl DockerBackend {
             docker: self.docker.clone(),
             id: created.id,
             config: self.config.clone(),
+            editor_path,
         };
+        // The editor is the main process, so it must be in place before start.
+        if let (Some((path, true)), Some(editor)) = (&placement, &self.editor) {
+            if let Err(err) = sandbox.put_file(path, editor.bytes(), 0o755).await {
+                let _ = sandbox.remove().await;
+                return Err(err);
+            }
+        }
         if let Err(err) = self.docker.start_container(&sandbox.id, None).await {
             let _ = sandbox.remove().await;
             return Err(docker_error(format!("start container {name}"), err));
@@ -338,6 +387,7 @@ pub struct DockerSandbox {
     docker: Docker,
     id: String,
     config: Arc<SandboxConfig>,
+    editor_path: Option<String>,
 }
 
 impl DockerSandbox {
@@ -406,9 +456,7 @@ impl DockerSandbox {
     ) -> Result<(), SandboxError> {
         match result {
             Ok(()) => Ok(()),
-            Err(err) => Err(self
-                .explain(&format!("copy {what} into {parent}"), err)
-                .await),
+            Err(err) => Err(self.explain(&format!("copy {what} into {parent}"), err).await),
         }
     }
 }
@@ -433,13 +481,16 @@ impl Sandbox for DockerSandbox {
         &self.config.project_dir
     }
 
+    fn editor_path(&self) -> Option<&str> {
+        self.editor_path.as_deref()
+    }
+
     async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError> {
         check_copy_source(host_dir)?;
-        let (parent, name) =
-            split_parent(sandbox_dir).ok_or_else(|| SandboxError::CopyInSource {
-                path: host_dir.to_owned(),
-                detail: format!("the destination {sandbox_dir:?} is not an absolute folder path"),
-            })?;
+        let (parent, name) = split_parent(sandbox_dir).ok_or_else(|| SandboxError::CopyInSource {
+            path: host_dir.to_owned(),
+            detail: format!("the destination {sandbox_dir:?} is not an absolute folder path"),
+        })?;
         let (uid, gid) = numeric_owner(&self.config.user);
         // Stream the tar: a blocking thread packs into one end of a pipe while
         // the upload reads the other, so memory stays flat for any size.
@@ -454,9 +505,7 @@ impl Sandbox for DockerSandbox {
             })
         });
         let body = bollard::body_try_stream(ReaderStream::new(reader));
-        let options = UploadToContainerOptionsBuilder::default()
-            .path(parent)
-            .build();
+        let options = UploadToContainerOptionsBuilder::default().path(parent).build();
         let result = self
             .docker
             .upload_to_container(&self.id, Some(options), body)
@@ -517,51 +566,42 @@ impl Sandbox for DockerSandbox {
             .map_err(std::io::Error::other);
         let reader = StreamReader::new(stream);
         let dest: PathBuf = host_dir.to_owned();
-        let unpacked = tokio::task::spawn_blocking(move || {
-            archive::unpack_stripped(SyncIoBridge::new(reader), &dest)
-        })
-        .await
-        .map_err(|e| copy_err(e.to_string()))?;
+        let unpacked =
+            tokio::task::spawn_blocking(move || archive::unpack_stripped(SyncIoBridge::new(reader), &dest))
+                .await
+                .map_err(|e| copy_err(e.to_string()))?;
         unpacked.map(|_| ()).map_err(|e| copy_err(e.to_string()))
     }
 
     async fn put_file(&self, path: &str, contents: &[u8], mode: u32) -> Result<(), SandboxError> {
-        let workspace = format!("{}/", self.config.workspace_dir.trim_end_matches('/'));
-        let (parent, name) = split_parent(path)
-            .filter(|_| path.starts_with(&workspace) && !path.contains("/../"))
+        let workspace = self.config.workspace_dir.trim_end_matches('/');
+        let relative = path
+            .strip_prefix(workspace)
+            .and_then(|rest| rest.strip_prefix('/'))
+            .filter(|rest| !rest.is_empty() && !rest.split('/').any(|part| part == ".." || part.is_empty()))
             .ok_or_else(|| SandboxError::Docker {
                 action: format!("write {path}"),
                 detail: format!(
-                    "files can only be put under {workspace} (the writable volume); the rest of the sandbox is read-only or tmpfs"
+                    "files can only be put under {workspace}/ (the writable volume); the rest of the sandbox is read-only or tmpfs"
                 ),
                 retryable: false,
             })?;
         let (uid, gid) = numeric_owner(&self.config.user);
-        let tar = archive::single_file(name, contents, mode, uid, gid).map_err(|source| {
+        let tar = archive::file_with_parents(relative, contents, mode, uid, gid).map_err(|source| {
             SandboxError::Io {
                 action: format!("pack {path}"),
                 source,
             }
         })?;
-        let options = UploadToContainerOptionsBuilder::default()
-            .path(parent)
-            .build();
+        let options = UploadToContainerOptionsBuilder::default().path(workspace).build();
         let result = self
             .docker
-            .upload_to_container(
-                &self.id,
-                Some(options),
-                bollard::body_full(Bytes::from(tar)),
-            )
+            .upload_to_container(&self.id, Some(options), bollard::body_full(Bytes::from(tar)))
             .await;
-        self.upload_outcome(result, parent, path).await
+        self.upload_outcome(result, workspace, path).await
     }
 
-    async fn exec(
-        &self,
-        command: &str,
-        timeout: Option<Duration>,
-    ) -> Result<ExecOutput, SandboxError> {
+    async fn exec(&self, command: &str, timeout: Option<Duration>) -> Result<ExecOutput, SandboxError> {
         let timeout = timeout.unwrap_or(self.config.exec_timeout);
         let secs = timeout.as_secs().max(1);
         // `timeout` (coreutils or busybox) puts the command in its own process
@@ -625,8 +665,7 @@ impl Sandbox for DockerSandbox {
         };
         // 124: timeout's TERM worked; 137: it had to KILL.
         let timed_out = host_timed_out
-            || (duration >= Duration::from_secs(secs)
-                && matches!(exit_code, Some(124) | Some(137)));
+            || (duration >= Duration::from_secs(secs) && matches!(exit_code, Some(124) | Some(137)));
         let (stdout, stdout_truncated) = stdout.finish();
         let (mut stderr, stderr_truncated) = stderr.finish();
         if timed_out {
@@ -683,9 +722,7 @@ impl Sandbox for DockerSandbox {
                     }
                     Ok(LogOutput::StdIn { .. }) => {}
                     Err(err) => {
-                        let _ = stdout_tx
-                            .send(Err(std::io::Error::other(err.to_string())))
-                            .await;
+                        let _ = stdout_tx.send(Err(std::io::Error::other(err.to_string()))).await;
                         break;
                     }
                 }
@@ -725,9 +762,7 @@ impl Sandbox for DockerSandbox {
 fn tokio_stream_from<T: Send + 'static>(
     rx: mpsc::Receiver<T>,
 ) -> impl futures_util::Stream<Item = T> + Send + 'static {
-    futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    })
+    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
 }
 
 #[cfg(test)]

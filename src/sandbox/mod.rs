@@ -6,6 +6,7 @@
 
 pub mod archive;
 pub mod docker;
+pub mod helper;
 pub mod output;
 
 use async_trait::async_trait;
@@ -124,6 +125,9 @@ pub trait Sandbox: Send + Sync {
     /// The folder commands run in and the project is copied to.
     fn project_dir(&self) -> &str;
 
+    /// Path of forgehand's editor executable inside the sandbox, when it has one.
+    fn editor_path(&self) -> Option<&str>;
+
     /// Copies the contents of `host_dir` into `sandbox_dir` (created if
     /// missing; its parent must exist and be writable).
     async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError>;
@@ -134,16 +138,12 @@ pub trait Sandbox: Send + Sync {
 
     /// Writes one file (for example a helper executable) at an absolute path
     /// inside the workspace folder, the only place the archive API can write
-    /// to under a read-only root. Missing parent folders are an error.
+    /// to under a read-only root. Missing parent folders are created.
     async fn put_file(&self, path: &str, contents: &[u8], mode: u32) -> Result<(), SandboxError>;
 
     /// The command executor: runs `command` with `sh -c` in the project folder.
     /// `timeout` defaults to the configured `sandbox.exec_timeout`.
-    async fn exec(
-        &self,
-        command: &str,
-        timeout: Option<Duration>,
-    ) -> Result<ExecOutput, SandboxError>;
+    async fn exec(&self, command: &str, timeout: Option<Duration>) -> Result<ExecOutput, SandboxError>;
 
     /// Starts `argv` with its stdin/stdout as a byte stream.
     async fn exec_stream(&self, argv: &[String]) -> Result<ExecStream, SandboxError>;

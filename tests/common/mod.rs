@@ -4,9 +4,10 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use bollard::Docker;
-use forgehand::config::{Config, SandboxConfig};
+use forgehand::config::{Config, SandboxConfig, EDITOR_BINARY_ENV};
 use forgehand::images;
 use forgehand::sandbox::docker::{connect, DockerBackend};
+use forgehand::sandbox::helper::{self, EditorBinary};
 use forgehand::sandbox::{Sandbox, SandboxBackend, SandboxSpec};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -33,6 +34,30 @@ pub async fn docker() -> Docker {
     }
 }
 
+static EDITOR: std::sync::OnceLock<EditorBinary> = std::sync::OnceLock::new();
+
+/// The static editor: `FORGEHAND_EDITOR_BINARY`, else what scripts/build-editor
+/// makes (built here when it is missing).
+pub fn editor_binary() -> EditorBinary {
+    EDITOR
+        .get_or_init(|| {
+            if let Some(path) = std::env::var_os(EDITOR_BINARY_ENV) {
+                return EditorBinary::load(Path::new(&path)).expect("FORGEHAND_EDITOR_BINARY loads");
+            }
+            let out = std::process::Command::new(repo_root().join("scripts/build-editor"))
+                .output()
+                .expect("scripts/build-editor runs");
+            assert!(
+                out.status.success(),
+                "scripts/build-editor failed: {}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            let path = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+            EditorBinary::load(Path::new(&path)).expect("the built editor loads")
+        })
+        .clone()
+}
+
 static BUILT: OnceCell<()> = OnceCell::const_new();
 
 /// Makes sure every image in images/ is built (a cached no-op when it is).
@@ -43,14 +68,20 @@ pub async fn ensure_images() {
             let config = shipped_config().images;
             for name in images::available_images(&config).expect("images/ is readable") {
                 let tag = images::image_tag(&config, &name);
-                if !images::image_present(&docker, &tag)
+                let label = docker
+                    .inspect_image(&tag)
                     .await
-                    .expect("inspect image")
-                {
+                    .ok()
+                    .and_then(|info| info.config)
+                    .and_then(|c| c.labels)
+                    .and_then(|l| l.get(helper::IMAGE_LABEL).cloned());
+                // Missing, or carrying another build of the editor: (re)build.
+                if label.as_deref() != Some(editor_binary().sha256()) {
                     let mut quiet = |_: &str, _: &str| {};
                     images::build_images(
                         &docker,
                         &config,
+                        &editor_binary(),
                         std::slice::from_ref(&name),
                         images::BuildCache::Use,
                         &mut quiet,

@@ -1,0 +1,102 @@
+//! `forgehand-editor`: the text-editor MCP server, as a small static
+//! executable copied into (or built into) every sandbox image.
+//!
+//!     forgehand-editor [--root DIR] [--max-view-bytes N]
+//!     forgehand-editor idle
+//!
+//! `idle` does nothing until it is stopped: it is the sandbox container's main
+//! process, so an image needs no `sleep` (not even a shell) to stay up.
+//!
+//! stdout carries MCP JSON-RPC only; logs go to stderr (level from
+//! `FORGEHAND_EDITOR_LOG`, default `warn`).
+
+use forgehand::editor::{server, Limits, Root, DEFAULT_ROOT};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+const USAGE: &str = "usage: forgehand-editor [--root DIR] [--max-view-bytes N] | forgehand-editor idle";
+
+enum Action {
+    Serve(PathBuf, Limits),
+    Print(String),
+    Idle,
+}
+
+fn parse_args() -> Result<Action, String> {
+    let mut root = PathBuf::from(DEFAULT_ROOT);
+    let mut limits = Limits::default();
+    let mut args = std::env::args().skip(1);
+    while let Some(arg) = args.next() {
+        match arg.as_str() {
+            "--root" => root = args.next().ok_or("--root needs a folder")?.into(),
+            "--max-view-bytes" => {
+                let value = args.next().ok_or("--max-view-bytes needs a number")?;
+                limits.max_view_bytes =
+                    value.parse().ok().filter(|n| *n >= 256).ok_or_else(|| {
+                        format!("--max-view-bytes {value:?} is not a number of at least 256")
+                    })?;
+            }
+            "idle" => return Ok(Action::Idle),
+            "--version" => {
+                return Ok(Action::Print(format!(
+                    "forgehand-editor {}",
+                    env!("CARGO_PKG_VERSION")
+                )))
+            }
+            "-h" | "--help" => return Ok(Action::Print(USAGE.to_owned())),
+            other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+        }
+    }
+    Ok(Action::Serve(root, limits))
+}
+
+fn main() -> ExitCode {
+    let filter = tracing_subscriber::EnvFilter::try_from_env("FORGEHAND_EDITOR_LOG")
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .with_ansi(false)
+        .init();
+    let (root_dir, limits) = match parse_args() {
+        Ok(Action::Serve(root, limits)) => (root, limits),
+        Ok(Action::Idle) => loop {
+            // The container's init (tini) delivers SIGTERM, whose default
+            // action ends this process.
+            std::thread::sleep(std::time::Duration::from_secs(3600));
+        },
+        Ok(Action::Print(text)) => {
+            use std::io::Write;
+            let _ = writeln!(std::io::stdout(), "{text}");
+            return ExitCode::SUCCESS;
+        }
+        Err(message) => {
+            eprintln!("{message}");
+            return ExitCode::from(2);
+        }
+    };
+    let root = match Root::new(&root_dir) {
+        Ok(root) => root,
+        Err(e) => {
+            eprintln!(
+                "forgehand-editor: cannot use {} as the root: {e}",
+                root_dir.display()
+            );
+            return ExitCode::from(2);
+        }
+    };
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(e) => {
+            eprintln!("forgehand-editor: cannot start: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(server::serve_stdio(root, limits)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("forgehand-editor: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
