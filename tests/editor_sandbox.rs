@@ -152,24 +152,23 @@ fn assert_edited(out: &Path) {
     assert!(!out.join("tmp.txt").exists());
 }
 
-#[tokio::test]
-async fn the_editor_is_injected_into_an_image_with_nothing_but_a_shell() {
+/// A sandbox from `image` (which lacks the editor) with a README in its project.
+async fn injected_sandbox(image: &str) -> (DockerBackend, Arc<dyn Sandbox>) {
     ensure_test_images().await;
     let backend = backend_with_editor().await;
     let workspace = workspace_with_readme();
-    let sandbox: Arc<dyn Sandbox> = Arc::from(
-        backend
-            .prepare(
-                &common::spec("forgehand-test/shell-only:latest"),
-                Some(workspace.path()),
-            )
-            .await
-            .unwrap(),
-    );
-    assert_eq!(
-        sandbox.editor_path(),
-        Some("/workspace/.forgehand/bin/forgehand-editor")
-    );
+    let sandbox = backend
+        .prepare(&common::spec(image), Some(workspace.path()))
+        .await
+        .unwrap();
+    (backend, Arc::from(sandbox))
+}
+
+#[tokio::test]
+async fn the_editor_is_injected_into_an_image_with_nothing_but_a_shell() {
+    let (backend, sandbox) = injected_sandbox("forgehand-test/shell-only:latest").await;
+    let injected = "/workspace/.forgehand/bin/forgehand-editor";
+    assert_eq!(sandbox.editor_path(), Some(injected));
     // The injected editor is the container's idle main process.
     let info = backend
         .docker()
@@ -178,10 +177,7 @@ async fn the_editor_is_injected_into_an_image_with_nothing_but_a_shell() {
         .unwrap();
     assert_eq!(
         info.config.unwrap().cmd.unwrap(),
-        vec![
-            "/workspace/.forgehand/bin/forgehand-editor".to_owned(),
-            "idle".to_owned()
-        ]
+        vec![injected.to_owned(), "idle".to_owned()]
     );
     let out = sandbox.exec("echo shell works", None).await.unwrap();
     assert_eq!(out.stdout, "shell works\n", "{out:?}");
@@ -192,18 +188,7 @@ async fn the_editor_is_injected_into_an_image_with_nothing_but_a_shell() {
 
 #[tokio::test]
 async fn the_editor_is_injected_into_an_image_without_a_shell_or_libc() {
-    ensure_test_images().await;
-    let backend = backend_with_editor().await;
-    let workspace = workspace_with_readme();
-    let sandbox: Arc<dyn Sandbox> = Arc::from(
-        backend
-            .prepare(
-                &common::spec("forgehand-test/empty:latest"),
-                Some(workspace.path()),
-            )
-            .await
-            .unwrap(),
-    );
+    let (_backend, sandbox) = injected_sandbox("forgehand-test/empty:latest").await;
     let host = edit_session(sandbox.clone()).await;
     assert_edited(&host.path().join("out"));
     // The command executor says clearly that there is no shell.

@@ -2,7 +2,8 @@
 
 use super::history::History;
 use super::text::{
-    is_binary, line_count, line_ending, line_of_offset, lines_with_endings, number_lines, to_crlf,
+    line_count, line_ending, line_of_offset, lines_with_endings, number_lines, read_text_file, to_crlf,
+    Purpose,
 };
 use super::{EditorError, Limits};
 use std::fs;
@@ -39,20 +40,7 @@ fn read_editable(real: &Path, shown: &str, limits: &Limits) -> Result<Vec<u8>, E
             "{shown} is a folder; only files can be edited. Use `view` to list it."
         )));
     }
-    if meta.len() > limits.max_file_bytes {
-        return Err(EditorError::Refused(format!(
-            "{shown} is {} bytes, more than the editor edits ({} bytes). Change it with the command executor (e.g. `sed -i`).",
-            meta.len(),
-            limits.max_file_bytes
-        )));
-    }
-    let bytes = fs::read(real).map_err(|e| EditorError::io(real, e))?;
-    if is_binary(&bytes) {
-        return Err(EditorError::Refused(format!(
-            "{shown} is a binary file; the editor only edits text."
-        )));
-    }
-    Ok(bytes)
+    read_text_file(real, shown, limits, Purpose::Edit)
 }
 
 fn write_edit(

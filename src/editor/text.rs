@@ -2,7 +2,10 @@
 //! bytes, so any encoding survives an edit; text is decoded lossily only for
 //! display.
 
+use super::{EditorError, Limits};
 use std::fmt::Write as _;
+use std::fs;
+use std::path::Path;
 
 /// Bytes looked at to decide whether a file is binary.
 const SNIFF_BYTES: usize = 8192;
@@ -10,6 +13,49 @@ const SNIFF_BYTES: usize = 8192;
 /// A NUL byte in the first few KiB marks a binary file (as git and grep do).
 pub fn is_binary(bytes: &[u8]) -> bool {
     memchr::memchr(0, &bytes[..bytes.len().min(SNIFF_BYTES)]).is_some()
+}
+
+/// Why a file is read; it decides the advice given when it is refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Purpose {
+    View,
+    Edit,
+}
+
+/// Reads a text file for `view` or an edit, refusing files that are too big
+/// or binary with advice that fits what the model was trying to do.
+pub fn read_text_file(
+    real: &Path,
+    shown: &str,
+    limits: &Limits,
+    purpose: Purpose,
+) -> Result<Vec<u8>, EditorError> {
+    let meta = fs::metadata(real).map_err(|e| EditorError::io(real, e))?;
+    if meta.len() > limits.max_file_bytes {
+        let advice = match purpose {
+            Purpose::View => format!("Use the command executor for it, e.g. `sed -n '1,100p' {shown}` or `grep -n PATTERN {shown}`."),
+            Purpose::Edit => "Change it with the command executor (e.g. `sed -i`).".to_owned(),
+        };
+        return Err(EditorError::Refused(format!(
+            "{shown} is {} bytes, more than the editor handles ({} bytes). {advice}",
+            meta.len(),
+            limits.max_file_bytes
+        )));
+    }
+    let bytes = fs::read(real).map_err(|e| EditorError::io(real, e))?;
+    if is_binary(&bytes) {
+        let advice = match purpose {
+            Purpose::View => {
+                format!("Inspect it with the command executor (e.g. `file {shown}` or `xxd {shown} | head`).")
+            }
+            Purpose::Edit => "The editor only edits text.".to_owned(),
+        };
+        return Err(EditorError::Refused(format!(
+            "{shown} is a binary file ({} bytes); the editor only handles text. {advice}",
+            bytes.len()
+        )));
+    }
+    Ok(bytes)
 }
 
 /// The lines of `bytes`, each with its line ending.

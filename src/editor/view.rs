@@ -1,6 +1,6 @@
 //! `view`: a file as numbered lines, or a folder two levels deep.
 
-use super::text::{is_binary, line_count, lines_with_endings, number_lines};
+use super::text::{line_count, lines_with_endings, number_lines, read_text_file, Purpose};
 use super::{EditorError, Limits};
 use std::fs;
 use std::path::Path;
@@ -20,20 +20,7 @@ pub fn view(
         }
         return Ok(view_dir(real, shown, limits));
     }
-    if meta.len() > limits.max_file_bytes {
-        return Err(EditorError::Refused(format!(
-            "{shown} is {} bytes, more than the editor reads ({} bytes). Use the command executor for it, e.g. `sed -n '1,100p' {shown}` or `grep -n PATTERN {shown}`.",
-            meta.len(),
-            limits.max_file_bytes
-        )));
-    }
-    let bytes = fs::read(real).map_err(|e| EditorError::io(real, e))?;
-    if is_binary(&bytes) {
-        return Err(EditorError::Refused(format!(
-            "{shown} is a binary file ({} bytes); the editor only shows text. Inspect it with the command executor (e.g. `file {shown}` or `xxd {shown} | head`).",
-            bytes.len()
-        )));
-    }
+    let bytes = read_text_file(real, shown, limits, Purpose::View)?;
     let lines = lines_with_endings(&bytes);
     let total = line_count(&bytes);
     let (first, last) = match range {
