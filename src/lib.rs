@@ -7,11 +7,15 @@
 pub mod editor;
 
 #[cfg(feature = "daemon")]
+pub mod agent;
+#[cfg(feature = "daemon")]
 pub mod config;
 #[cfg(feature = "daemon")]
 pub mod doctor;
 #[cfg(feature = "daemon")]
 pub mod images;
+#[cfg(feature = "daemon")]
+pub mod llm;
 #[cfg(feature = "daemon")]
 pub mod logging;
 #[cfg(feature = "daemon")]

@@ -57,6 +57,61 @@ pub struct Config {
     pub images: ImagesConfig,
     pub sandbox: SandboxConfig,
     pub text_editor_mcp: TextEditorMcpConfig,
+    pub llm: LlmConfig,
+    pub agent: AgentConfig,
+    pub mcp_servers: Vec<McpServerConfig>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    OpenAi,
+    Gemini,
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub fn key_var(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "OPENAI_API_KEY",
+            ProviderKind::Gemini => "GEMINI_API_KEY",
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    pub provider: ProviderKind,
+    pub model: String,
+    pub max_input_tokens: u64,
+    pub reasoning_effort: Option<String>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmConfig {
+    pub request_timeout: Duration,
+    pub max_output_tokens: u32,
+    pub retry: crate::llm::retry::RetryPolicy,
+    pub openai_base_url: String,
+    pub gemini_base_url: String,
+    pub anthropic_base_url: String,
+    /// In order of preference.
+    pub models: Vec<ModelConfig>,
+    pub prices: BTreeMap<String, crate::llm::usage::Price>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentConfig {
+    pub limits: crate::agent::AgentLimits,
+    pub prompts_dir: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct McpServerConfig {
+    pub name: String,
+    pub command: Vec<String>,
+    pub allowed_tools: Option<Vec<String>>,
+    pub excluded_tools: Vec<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -171,6 +226,15 @@ impl Config {
                 var: TEXT_EDITOR_MCP_ENABLED.into(),
                 value: value.clone(),
             })?;
+        }
+        for (var, url) in [
+            ("OPENAI_BASE_URL", &mut self.llm.openai_base_url),
+            ("GEMINI_BASE_URL", &mut self.llm.gemini_base_url),
+            ("ANTHROPIC_BASE_URL", &mut self.llm.anthropic_base_url),
+        ] {
+            if let Some(value) = lookup(var).filter(|v| !v.trim().is_empty()) {
+                *url = value.trim().trim_end_matches('/').to_owned();
+            }
         }
         if let Some(path) = lookup(EDITOR_BINARY_ENV).filter(|v| !v.trim().is_empty()) {
             self.text_editor_mcp.editor_binary = Some(PathBuf::from(path.trim()));
@@ -343,14 +407,176 @@ impl Config {
             command: editor.mcp_server.command,
         };
 
+        let llm = resolve_llm(raw.llm)?;
+        let agent = resolve_agent(raw.agent, llm.max_output_tokens, &resolve_path)?;
+        let mcp_servers = resolve_mcp_servers(raw.mcp_servers)?;
         Ok(Config {
             daemon,
             docker,
             images,
             sandbox,
             text_editor_mcp,
+            llm,
+            agent,
+            mcp_servers,
         })
     }
+}
+
+fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
+    let mut models = Vec::new();
+    for (i, m) in raw.models.into_iter().enumerate() {
+        let key = |field: &str| format!("llm.models[{i}].{field}");
+        let provider = match m.provider.trim() {
+            "openai" => ProviderKind::OpenAi,
+            "gemini" => ProviderKind::Gemini,
+            "anthropic" => ProviderKind::Anthropic,
+            other => {
+                return Err(ConfigError::invalid(
+                    &key("provider"),
+                    format!(
+                        r#""{other}" is not a provider; use "openai" (also for OpenAI-compatible servers), "gemini" or "anthropic""#
+                    ),
+                ))
+            }
+        };
+        if m.max_input_tokens == 0 {
+            return Err(ConfigError::invalid(
+                &key("max_input_tokens"),
+                "must be above 0 (the model's context size in tokens)",
+            ));
+        }
+        if let Some(effort) = &m.reasoning_effort {
+            if !["low", "medium", "high"].contains(&effort.as_str()) {
+                return Err(ConfigError::invalid(
+                    &key("reasoning_effort"),
+                    format!(r#""{effort}" is not one of "low", "medium", "high""#),
+                ));
+            }
+        }
+        models.push(ModelConfig {
+            provider,
+            model: non_empty(&key("model"), &m.model)?,
+            max_input_tokens: m.max_input_tokens,
+            reasoning_effort: m.reasoning_effort,
+        });
+    }
+    let mut prices = BTreeMap::new();
+    for (model, price) in raw.prices {
+        if !(price.input >= 0.0 && price.output >= 0.0 && price.input.is_finite() && price.output.is_finite())
+        {
+            return Err(ConfigError::invalid(
+                &format!("llm.prices.{model}"),
+                "prices must be numbers of US dollars per million tokens, 0 or more",
+            ));
+        }
+        prices.insert(
+            model,
+            crate::llm::usage::Price {
+                input_per_million: price.input,
+                output_per_million: price.output,
+            },
+        );
+    }
+    if raw.max_output_tokens == 0 {
+        return Err(ConfigError::invalid("llm.max_output_tokens", "must be above 0"));
+    }
+    let url = |key: &str, value: &str| {
+        let value = non_empty(key, value)?;
+        if !(value.starts_with("http://") || value.starts_with("https://")) {
+            return Err(ConfigError::invalid(
+                key,
+                format!(r#""{value}" is not an http:// or https:// URL"#),
+            ));
+        }
+        Ok(value.trim_end_matches('/').to_owned())
+    };
+    Ok(LlmConfig {
+        request_timeout: positive_duration("llm.request_timeout", raw.request_timeout)?,
+        max_output_tokens: raw.max_output_tokens,
+        retry: crate::llm::retry::RetryPolicy {
+            initial_backoff: positive_duration("llm.retry.initial_backoff", raw.retry.initial_backoff)?,
+            max_backoff: positive_duration("llm.retry.max_backoff", raw.retry.max_backoff)?,
+            max_retries: raw.retry.max_retries,
+        },
+        openai_base_url: url("llm.providers.openai.base_url", &raw.providers.openai.base_url)?,
+        gemini_base_url: url("llm.providers.gemini.base_url", &raw.providers.gemini.base_url)?,
+        anthropic_base_url: url(
+            "llm.providers.anthropic.base_url",
+            &raw.providers.anthropic.base_url,
+        )?,
+        models,
+        prices,
+    })
+}
+
+fn resolve_agent(
+    raw: raw::RawAgent,
+    max_output_tokens: u32,
+    resolve_path: &dyn Fn(&str) -> PathBuf,
+) -> Result<AgentConfig, ConfigError> {
+    let at_least_one = |key: &str, value: u64| {
+        if value == 0 {
+            Err(ConfigError::invalid(key, "must be at least 1"))
+        } else {
+            Ok(())
+        }
+    };
+    at_least_one("agent.max_steps", raw.max_steps.into())?;
+    at_least_one("agent.token_budget", raw.token_budget)?;
+    at_least_one("agent.max_repeated_failures", raw.max_repeated_failures.into())?;
+    at_least_one(
+        "agent.max_tool_calls_per_step",
+        raw.max_tool_calls_per_step as u64,
+    )?;
+    let max_tool_result_bytes = usize::try_from(raw.max_tool_result_bytes.bytes())
+        .ok()
+        .filter(|n| *n >= 1024)
+        .ok_or_else(|| {
+            ConfigError::invalid(
+                "agent.max_tool_result_bytes",
+                r#"use a size of at least "1k" (default "32k")"#,
+            )
+        })?;
+    Ok(AgentConfig {
+        limits: crate::agent::AgentLimits {
+            max_steps: raw.max_steps,
+            token_budget: raw.token_budget,
+            wall_clock: positive_duration("agent.wall_clock_limit", raw.wall_clock_limit)?,
+            max_tool_result_bytes,
+            max_repeated_failures: raw.max_repeated_failures,
+            max_tool_calls_per_step: raw.max_tool_calls_per_step,
+            max_output_tokens,
+            temperature: None,
+        },
+        prompts_dir: resolve_path(&non_empty("agent.prompts_dir", &raw.prompts_dir)?),
+    })
+}
+
+fn resolve_mcp_servers(raw: Vec<raw::RawMcpServerEntry>) -> Result<Vec<McpServerConfig>, ConfigError> {
+    let mut servers: Vec<McpServerConfig> = Vec::new();
+    for (i, entry) in raw.into_iter().enumerate() {
+        let name = non_empty(&format!("mcp_servers[{i}].name"), &entry.name)?;
+        if servers.iter().any(|s| s.name == name) {
+            return Err(ConfigError::invalid(
+                &format!("mcp_servers[{i}].name"),
+                format!(r#""{name}" is used twice; server names must be unique"#),
+            ));
+        }
+        if entry.command.is_empty() || entry.command.iter().any(|a| a.is_empty()) {
+            return Err(ConfigError::invalid(
+                &format!("mcp_servers[{i}].command"),
+                "list the program and its arguments, none empty",
+            ));
+        }
+        servers.push(McpServerConfig {
+            name,
+            command: entry.command,
+            allowed_tools: entry.allowed_tools,
+            excluded_tools: entry.excluded_tools,
+        });
+    }
+    Ok(servers)
 }
 
 fn non_empty(key: &str, value: &str) -> Result<String, ConfigError> {

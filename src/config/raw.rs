@@ -16,6 +16,9 @@ pub struct RawConfig {
     pub images: RawImages,
     pub sandbox: RawSandbox,
     pub text_editor_mcp: RawTextEditorMcp,
+    pub llm: RawLlm,
+    pub agent: RawAgent,
+    pub mcp_servers: Vec<RawMcpServerEntry>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -152,4 +155,158 @@ impl Default for RawMcpServer {
             command: Vec::new(),
         }
     }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawLlm {
+    pub request_timeout: HumanDuration,
+    pub max_output_tokens: u32,
+    pub retry: RawRetry,
+    pub providers: RawProviders,
+    pub models: Vec<RawModel>,
+    pub prices: BTreeMap<String, RawPrice>,
+}
+
+impl Default for RawLlm {
+    fn default() -> Self {
+        RawLlm {
+            request_timeout: HumanDuration(Duration::from_secs(600)),
+            max_output_tokens: 16384,
+            retry: RawRetry::default(),
+            providers: RawProviders::default(),
+            models: vec![
+                RawModel {
+                    provider: "openai".into(),
+                    model: "o3".into(),
+                    max_input_tokens: 200_000,
+                    reasoning_effort: Some("medium".into()),
+                },
+                RawModel {
+                    provider: "gemini".into(),
+                    model: "gemini-2.5-pro".into(),
+                    max_input_tokens: 1_000_000,
+                    reasoning_effort: None,
+                },
+            ],
+            prices: BTreeMap::from([
+                (
+                    "o3".into(),
+                    RawPrice {
+                        input: 2.0,
+                        output: 8.0,
+                    },
+                ),
+                (
+                    "gemini-2.5-pro".into(),
+                    RawPrice {
+                        input: 1.25,
+                        output: 10.0,
+                    },
+                ),
+            ]),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawRetry {
+    pub initial_backoff: HumanDuration,
+    pub max_backoff: HumanDuration,
+    pub max_retries: usize,
+}
+
+impl Default for RawRetry {
+    fn default() -> Self {
+        RawRetry {
+            initial_backoff: HumanDuration(Duration::from_secs(1)),
+            max_backoff: HumanDuration(Duration::from_secs(30)),
+            max_retries: 5,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawProviders {
+    pub openai: RawProvider,
+    pub gemini: RawProvider,
+    pub anthropic: RawProvider,
+}
+
+impl Default for RawProviders {
+    fn default() -> Self {
+        RawProviders {
+            openai: RawProvider {
+                base_url: "https://api.openai.com/v1".into(),
+            },
+            gemini: RawProvider {
+                base_url: "https://generativelanguage.googleapis.com".into(),
+            },
+            anthropic: RawProvider {
+                base_url: "https://api.anthropic.com".into(),
+            },
+        }
+    }
+}
+
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawProvider {
+    pub base_url: String,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawModel {
+    pub provider: String,
+    pub model: String,
+    pub max_input_tokens: u64,
+    #[serde(default)]
+    pub reasoning_effort: Option<String>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawPrice {
+    pub input: f64,
+    pub output: f64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawAgent {
+    pub max_steps: u32,
+    pub token_budget: u64,
+    pub wall_clock_limit: HumanDuration,
+    pub max_tool_result_bytes: ByteSize,
+    pub max_repeated_failures: u32,
+    pub max_tool_calls_per_step: usize,
+    pub prompts_dir: String,
+}
+
+impl Default for RawAgent {
+    fn default() -> Self {
+        RawAgent {
+            max_steps: 50,
+            token_budget: 2_000_000,
+            wall_clock_limit: HumanDuration(Duration::from_secs(7200)),
+            max_tool_result_bytes: ByteSize(32 << 10),
+            max_repeated_failures: 3,
+            max_tool_calls_per_step: 16,
+            prompts_dir: "prompts".into(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RawMcpServerEntry {
+    pub name: String,
+    pub command: Vec<String>,
+    #[serde(default)]
+    pub allowed_tools: Option<Vec<String>>,
+    #[serde(default)]
+    pub excluded_tools: Vec<String>,
 }

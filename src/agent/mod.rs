@@ -1,0 +1,348 @@
+//! The tool-calling loop (seed 002): send the system prompt, the conversation
+//! and the tools; run every tool call the model asks for, in order; append
+//! the results (a failure is result text, never a crash); repeat until the
+//! model answers without tool calls, or a cap stops it.
+
+pub mod prompts;
+pub mod tools;
+
+use crate::llm::router::Router;
+use crate::llm::usage::{Price, UsageReport};
+use crate::llm::{ChatRequest, ChatResponse, LlmError, Message, ToolCall, ToolResult};
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tools::ToolRegistry;
+
+/// Whatever answers chat requests: the router in production, a fake in tests.
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
+}
+
+#[async_trait]
+impl ChatModel for Router {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        Router::chat(self, request).await
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct AgentLimits {
+    pub max_steps: u32,
+    /// Input + output tokens over the whole run.
+    pub token_budget: u64,
+    pub wall_clock: Duration,
+    /// Longer tool results are cut, with a marker.
+    pub max_tool_result_bytes: usize,
+    /// The same failing call this often stops the run (the model is warned before).
+    pub max_repeated_failures: u32,
+    /// Tool calls run per model turn; the rest are refused.
+    pub max_tool_calls_per_step: usize,
+    pub max_output_tokens: u32,
+    pub temperature: Option<f32>,
+}
+
+impl Default for AgentLimits {
+    fn default() -> Self {
+        AgentLimits {
+            max_steps: 50,
+            token_budget: 2_000_000,
+            wall_clock: Duration::from_secs(2 * 3600),
+            max_tool_result_bytes: 32 * 1024,
+            max_repeated_failures: 3,
+            max_tool_calls_per_step: 16,
+            max_output_tokens: 8192,
+            temperature: None,
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum StopReason {
+    Answered,
+    MaxSteps { limit: u32 },
+    TokenBudget { used: u64, limit: u64 },
+    WallClock { limit: Duration },
+    RepeatedFailure { tool: String, times: u32 },
+    Model(String),
+}
+
+impl std::fmt::Display for StopReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            StopReason::Answered => write!(f, "the model answered"),
+            StopReason::MaxSteps { limit } => write!(f, "stopped after {limit} steps (agent.max_steps)"),
+            StopReason::TokenBudget { used, limit } => {
+                write!(f, "stopped: {used} tokens used, over the budget of {limit} (agent.token_budget)")
+            }
+            StopReason::WallClock { limit } => {
+                write!(f, "stopped: the run took longer than {} s (agent.wall_clock_limit)", limit.as_secs())
+            }
+            StopReason::RepeatedFailure { tool, times } => write!(
+                f,
+                "stopped: the model made the same failing call to {tool} {times} times (agent.max_repeated_failures)"
+            ),
+            StopReason::Model(error) => write!(f, "stopped: the model could not be asked: {error}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone)]
+pub struct AgentOutcome {
+    /// The model's final answer, when it gave one.
+    pub answer: Option<String>,
+    pub stop: StopReason,
+    pub steps: u32,
+    pub tool_calls: u32,
+    pub usage: UsageReport,
+    pub messages: Vec<Message>,
+}
+
+pub struct Agent {
+    model: Arc<dyn ChatModel>,
+    tools: ToolRegistry,
+    limits: AgentLimits,
+    prices: BTreeMap<String, Price>,
+}
+
+impl Agent {
+    pub fn new(
+        model: Arc<dyn ChatModel>,
+        tools: ToolRegistry,
+        limits: AgentLimits,
+        prices: BTreeMap<String, Price>,
+    ) -> Agent {
+        Agent {
+            model,
+            tools,
+            limits,
+            prices,
+        }
+    }
+
+    pub fn tools(&self) -> &ToolRegistry {
+        &self.tools
+    }
+
+    /// Runs the loop from `messages` (normally one user message) to an answer
+    /// or a cap.
+    pub async fn run(&self, system: &str, messages: Vec<Message>) -> AgentOutcome {
+        let started = Instant::now();
+        let mut run = Run {
+            messages,
+            usage: UsageReport::new(self.prices.clone()),
+            steps: 0,
+            tool_calls: 0,
+            failures: HashMap::new(),
+        };
+        loop {
+            if run.steps >= self.limits.max_steps {
+                return run.finish(
+                    None,
+                    StopReason::MaxSteps {
+                        limit: self.limits.max_steps,
+                    },
+                );
+            }
+            let Some(remaining) = self.limits.wall_clock.checked_sub(started.elapsed()) else {
+                return run.finish(
+                    None,
+                    StopReason::WallClock {
+                        limit: self.limits.wall_clock,
+                    },
+                );
+            };
+            run.steps += 1;
+            let request = ChatRequest {
+                model: String::new(),
+                system: system.to_owned(),
+                messages: run.messages.clone(),
+                tools: self.tools.specs().to_vec(),
+                max_output_tokens: self.limits.max_output_tokens,
+                temperature: self.limits.temperature,
+                reasoning_effort: None,
+            };
+            let response = match tokio::time::timeout(remaining, self.model.chat(&request)).await {
+                Err(_) => {
+                    return run.finish(
+                        None,
+                        StopReason::WallClock {
+                            limit: self.limits.wall_clock,
+                        },
+                    )
+                }
+                Ok(Err(err)) => return run.finish(None, StopReason::Model(err.to_string())),
+                Ok(Ok(response)) => response,
+            };
+            run.usage.add(&response.model, response.usage);
+            let used = run.usage.total().input_tokens + run.usage.total().output_tokens;
+            run.messages.push(Message::Assistant {
+                text: response.text.clone(),
+                tool_calls: response.tool_calls.clone(),
+            });
+            if response.tool_calls.is_empty() {
+                return run.finish(Some(response.text), StopReason::Answered);
+            }
+            if used > self.limits.token_budget {
+                return run.finish(
+                    None,
+                    StopReason::TokenBudget {
+                        used,
+                        limit: self.limits.token_budget,
+                    },
+                );
+            }
+            let mut results = Vec::with_capacity(response.tool_calls.len());
+            let mut stop = None;
+            for (index, call) in response.tool_calls.iter().enumerate() {
+                if index >= self.limits.max_tool_calls_per_step || stop.is_some() {
+                    let why = match &stop {
+                        Some(_) => "Not run: the task was stopped.".to_owned(),
+                        None => format!(
+                            "Not run: at most {} tool calls are run per turn. Make fewer calls at a time.",
+                            self.limits.max_tool_calls_per_step
+                        ),
+                    };
+                    results.push(error_result(call, why));
+                    continue;
+                }
+                run.tool_calls += 1;
+                let mut result = self.call_tool(call).await;
+                if result.is_error {
+                    let key = (call.name.clone(), canonical_arguments(&call.arguments));
+                    let times = run.failures.entry(key).or_insert(0);
+                    *times += 1;
+                    if *times >= self.limits.max_repeated_failures {
+                        stop = Some(StopReason::RepeatedFailure {
+                            tool: call.name.clone(),
+                            times: *times,
+                        });
+                    } else if *times > 1 {
+                        result.content.push_str(&format!(
+                            "\n\n[forgehand: this exact call has now failed {times} times. Do something different; after {} identical failures the task is stopped.]",
+                            self.limits.max_repeated_failures
+                        ));
+                    }
+                }
+                results.push(result);
+            }
+            run.messages.push(Message::ToolResults(results));
+            if let Some(stop) = stop {
+                return run.finish(None, stop);
+            }
+        }
+    }
+
+    async fn call_tool(&self, call: &ToolCall) -> ToolResult {
+        if !self.tools.contains(&call.name) {
+            return error_result(
+                call,
+                format!(
+                    "Unknown tool `{}`. Available tools: {}.",
+                    call.name,
+                    self.tools
+                        .specs()
+                        .iter()
+                        .map(|s| s.name.as_str())
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                ),
+            );
+        }
+        let arguments: Map<String, Value> = match serde_json::from_str::<Value>(if call.arguments.trim().is_empty() {
+            "{}"
+        } else {
+            &call.arguments
+        }) {
+            Ok(Value::Object(map)) => map,
+            Ok(other) => {
+                return error_result(call, format!("The arguments must be a JSON object, not {other}. Call the tool again with an object."))
+            }
+            Err(e) => {
+                return error_result(
+                    call,
+                    format!("The arguments are not valid JSON ({e}). Call the tool again with a JSON object that matches its schema."),
+                )
+            }
+        };
+        let missing = self.tools.missing_required(&call.name, &arguments);
+        if !missing.is_empty() {
+            return error_result(
+                call,
+                format!(
+                    "Missing required argument(s): {}. Call the tool again with them.",
+                    missing.join(", ")
+                ),
+            );
+        }
+        let output = self.tools.call(&call.name, arguments).await;
+        ToolResult {
+            call_id: call.id.clone(),
+            name: call.name.clone(),
+            content: clip_result(&output.text, self.limits.max_tool_result_bytes),
+            is_error: output.is_error,
+        }
+    }
+}
+
+struct Run {
+    messages: Vec<Message>,
+    usage: UsageReport,
+    steps: u32,
+    tool_calls: u32,
+    failures: HashMap<(String, String), u32>,
+}
+
+impl Run {
+    fn finish(self, answer: Option<String>, stop: StopReason) -> AgentOutcome {
+        match &stop {
+            StopReason::Answered => {
+                tracing::info!(steps = self.steps, tool_calls = self.tool_calls, "agent finished")
+            }
+            other => tracing::warn!(steps = self.steps, tool_calls = self.tool_calls, "agent {other}"),
+        }
+        AgentOutcome {
+            answer,
+            stop,
+            steps: self.steps,
+            tool_calls: self.tool_calls,
+            usage: self.usage,
+            messages: self.messages,
+        }
+    }
+}
+
+fn error_result(call: &ToolCall, content: String) -> ToolResult {
+    ToolResult {
+        call_id: call.id.clone(),
+        name: call.name.clone(),
+        content,
+        is_error: true,
+    }
+}
+
+/// Arguments in a form where key order and spacing do not matter.
+fn canonical_arguments(arguments: &str) -> String {
+    serde_json::from_str::<Value>(arguments)
+        .map(|v| v.to_string())
+        .unwrap_or_else(|_| arguments.trim().to_owned())
+}
+
+/// Cuts `text` to `limit` bytes (on a character boundary) with a marker.
+pub fn clip_result(text: &str, limit: usize) -> String {
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!(
+        "{}\n[... forgehand: result cut at {limit} of {} bytes; ask for a smaller part (e.g. view_range, head, grep) ...]",
+        &text[..end],
+        text.len()
+    )
+}

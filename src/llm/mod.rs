@@ -1,0 +1,156 @@
+//! Model providers behind one small trait, and what sits around them:
+//! retries with backoff ([`retry`]), token counting ([`tokens`]), choosing a
+//! model by size and available keys with fallback ([`router`]), and usage
+//! accounting ([`usage`]).
+
+pub mod anthropic;
+pub mod gemini;
+mod http;
+pub mod openai;
+pub mod retry;
+pub mod router;
+pub mod tokens;
+pub mod usage;
+
+use async_trait::async_trait;
+use serde_json::{Map, Value};
+use std::time::Duration;
+
+/// A tool call the model asked for. `arguments` is the JSON text as the model
+/// sent it: it may be invalid, and the agent loop says so to the model.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolCall {
+    pub id: String,
+    pub name: String,
+    pub arguments: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResult {
+    pub call_id: String,
+    pub name: String,
+    pub content: String,
+    pub is_error: bool,
+}
+
+/// One turn of the conversation (the system prompt travels apart).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Message {
+    User(String),
+    Assistant {
+        text: String,
+        tool_calls: Vec<ToolCall>,
+    },
+    /// Results of the previous assistant turn's tool calls, in order.
+    ToolResults(Vec<ToolResult>),
+}
+
+/// A function the model may call; `parameters` is a JSON Schema object.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolSpec {
+    pub name: String,
+    pub description: String,
+    pub parameters: Map<String, Value>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatRequest {
+    pub model: String,
+    pub system: String,
+    pub messages: Vec<Message>,
+    pub tools: Vec<ToolSpec>,
+    pub max_output_tokens: u32,
+    /// Ignored by reasoning models, which do not take one.
+    pub temperature: Option<f32>,
+    /// For reasoning models (OpenAI o-series): "low", "medium" or "high".
+    pub reasoning_effort: Option<String>,
+}
+
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TokenUsage {
+    pub input_tokens: u64,
+    pub output_tokens: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatResponse {
+    pub text: String,
+    pub tool_calls: Vec<ToolCall>,
+    pub usage: TokenUsage,
+    /// The model that answered, as the provider names it.
+    pub model: String,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum LlmError {
+    /// Rate limits and overload (429, 529, 503, an "overloaded" body): worth
+    /// waiting for, honouring `retry_after` when the provider gave one.
+    #[error("{provider} is overloaded or rate-limited (HTTP {status}): {message}")]
+    Overloaded {
+        provider: String,
+        status: u16,
+        message: String,
+        retry_after: Option<Duration>,
+    },
+    /// A server-side failure (other 5xx): worth another try.
+    #[error("{provider} failed on its side (HTTP {status}): {message}")]
+    Server {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+    /// The request itself was refused (4xx); the provider's message says why.
+    #[error("{provider} refused the request (HTTP {status}): {message}")]
+    Rejected {
+        provider: String,
+        status: u16,
+        message: String,
+    },
+    /// The provider could not be reached or did not answer in time.
+    #[error("cannot reach {provider}: {detail}")]
+    Network { provider: String, detail: String },
+    #[error("{provider} answered something forgehand cannot read: {detail}")]
+    Decode { provider: String, detail: String },
+    #[error("{tokens} tokens do not fit any usable model: {limits}. Send fewer files, or configure a model with a larger context under llm.models")]
+    TooLarge { tokens: u64, limits: String },
+    #[error("no model can be used: {detail}")]
+    NoModel { detail: String },
+}
+
+impl LlmError {
+    /// Whether waiting and sending the same request again can help.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, LlmError::Overloaded { .. } | LlmError::Server { .. })
+    }
+
+    /// Whether the next model in line should be tried (after retries).
+    pub fn falls_back(&self) -> bool {
+        matches!(
+            self,
+            LlmError::Overloaded { .. } | LlmError::Server { .. } | LlmError::Network { .. }
+        )
+    }
+
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            LlmError::Overloaded { retry_after, .. } => *retry_after,
+            _ => None,
+        }
+    }
+}
+
+/// One model API.
+#[async_trait]
+pub trait Provider: Send + Sync {
+    /// `openai`, `gemini` or `anthropic`.
+    fn name(&self) -> &str;
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
+}
+
+/// Arguments as a JSON object for APIs that want one; invalid text becomes `{}`.
+pub(crate) fn arguments_object(arguments: &str) -> Value {
+    match serde_json::from_str::<Value>(arguments) {
+        Ok(Value::Object(map)) => Value::Object(map),
+        _ => Value::Object(Map::new()),
+    }
+}

@@ -1,0 +1,160 @@
+//! Choosing the model for a request (seed 000): the configured models in
+//! order, each usable when its provider's key is set and the request fits its
+//! context; retries on overload, then the next model on persistent overload
+//! or a network failure.
+
+use super::retry::RetryPolicy;
+use super::tokens::count_request;
+use super::{ChatRequest, ChatResponse, LlmError, Provider};
+use std::sync::Arc;
+
+#[derive(Clone)]
+pub struct Route {
+    pub model: String,
+    pub max_input_tokens: u64,
+    pub reasoning_effort: Option<String>,
+    pub provider: Arc<dyn Provider>,
+}
+
+pub struct Router {
+    routes: Vec<Route>,
+    retry: RetryPolicy,
+    /// Models configured but left out for a missing key, for error messages.
+    unavailable: Vec<String>,
+}
+
+impl Router {
+    pub fn new(routes: Vec<Route>, retry: RetryPolicy, unavailable: Vec<String>) -> Router {
+        Router {
+            routes,
+            retry,
+            unavailable,
+        }
+    }
+
+    /// The routes a request of `tokens` input tokens may use, in order.
+    pub fn candidates(&self, tokens: u64) -> Result<Vec<&Route>, LlmError> {
+        if self.routes.is_empty() {
+            let detail = if self.unavailable.is_empty() {
+                "llm.models is empty".to_owned()
+            } else {
+                format!(
+                    "every configured model lacks its key ({}); set OPENAI_API_KEY, GEMINI_API_KEY or ANTHROPIC_API_KEY",
+                    self.unavailable.join(", ")
+                )
+            };
+            return Err(LlmError::NoModel { detail });
+        }
+        let fitting: Vec<&Route> = self
+            .routes
+            .iter()
+            .filter(|r| tokens <= r.max_input_tokens)
+            .collect();
+        if fitting.is_empty() {
+            let limits = self
+                .routes
+                .iter()
+                .map(|r| format!("{} takes up to {}", r.model, r.max_input_tokens))
+                .collect::<Vec<_>>()
+                .join(", ");
+            return Err(LlmError::TooLarge { tokens, limits });
+        }
+        Ok(fitting)
+    }
+
+    /// Sends `request` (its `model` is filled in per route) to the first
+    /// model that fits, falling back along the list.
+    pub async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let tokens = count_request(request);
+        let candidates = self.candidates(tokens)?;
+        let mut last_error = None;
+        for route in candidates {
+            let mut routed = request.clone();
+            routed.model = route.model.clone();
+            routed.reasoning_effort = route.reasoning_effort.clone();
+            let attempt = || {
+                let routed = &routed;
+                let provider = route.provider.clone();
+                async move { provider.chat(routed).await }
+            };
+            match self.retry.run(&route.model, attempt).await {
+                Ok(response) => return Ok(response),
+                Err(err) if err.falls_back() => {
+                    tracing::warn!(model = %route.model, "{err}; falling back to the next model");
+                    last_error = Some(err);
+                }
+                Err(err) => return Err(err),
+            }
+        }
+        Err(last_error.unwrap_or_else(|| LlmError::NoModel {
+            detail: "no model answered".into(),
+        }))
+    }
+}
+
+/// The default OpenAI endpoint; any other base URL is an OpenAI-compatible
+/// server (Ollama, vLLM, ...) that may need no key.
+const OPENAI_DEFAULT: &str = "https://api.openai.com/v1";
+
+/// Builds the router from config and the keys that are set. A model whose
+/// provider has no key is left out (and named in errors), as seed 000 asks.
+pub fn from_config(
+    config: &crate::config::LlmConfig,
+    secrets: &crate::config::Secrets,
+) -> Result<Router, LlmError> {
+    use super::{anthropic::Anthropic, gemini::Gemini, openai::OpenAi};
+    use crate::config::ProviderKind;
+    let timeout = config.request_timeout;
+    let mut openai: Option<Arc<dyn Provider>> = None;
+    let mut gemini: Option<Arc<dyn Provider>> = None;
+    let mut anthropic: Option<Arc<dyn Provider>> = None;
+    let mut routes = Vec::new();
+    let mut unavailable = Vec::new();
+    for model in &config.models {
+        let provider: Option<Arc<dyn Provider>> = match model.provider {
+            ProviderKind::OpenAi => {
+                let keyless_ok = config.openai_base_url != OPENAI_DEFAULT;
+                match (&openai, &secrets.openai_api_key) {
+                    (Some(p), _) => Some(p.clone()),
+                    (None, key) if key.is_some() || keyless_ok => {
+                        let p: Arc<dyn Provider> =
+                            Arc::new(OpenAi::new(&config.openai_base_url, key.clone(), timeout)?);
+                        openai = Some(p.clone());
+                        Some(p)
+                    }
+                    _ => None,
+                }
+            }
+            ProviderKind::Gemini => match (&gemini, &secrets.gemini_api_key) {
+                (Some(p), _) => Some(p.clone()),
+                (None, Some(key)) => {
+                    let p: Arc<dyn Provider> =
+                        Arc::new(Gemini::new(&config.gemini_base_url, key.clone(), timeout)?);
+                    gemini = Some(p.clone());
+                    Some(p)
+                }
+                _ => None,
+            },
+            ProviderKind::Anthropic => match (&anthropic, &secrets.anthropic_api_key) {
+                (Some(p), _) => Some(p.clone()),
+                (None, Some(key)) => {
+                    let p: Arc<dyn Provider> =
+                        Arc::new(Anthropic::new(&config.anthropic_base_url, key.clone(), timeout)?);
+                    anthropic = Some(p.clone());
+                    Some(p)
+                }
+                _ => None,
+            },
+        };
+        match provider {
+            Some(provider) => routes.push(Route {
+                model: model.model.clone(),
+                max_input_tokens: model.max_input_tokens,
+                reasoning_effort: model.reasoning_effort.clone(),
+                provider,
+            }),
+            None => unavailable.push(format!("{} ({} not set)", model.model, model.provider.key_var())),
+        }
+    }
+    Ok(Router::new(routes, config.retry, unavailable))
+}

@@ -1,0 +1,54 @@
+//! Token counts with a real tokenizer (`o200k_base`, the encoding of OpenAI's
+//! current models). Other providers count a little differently; this is the
+//! estimate routing decisions are made on.
+
+use super::{ChatRequest, Message};
+
+pub fn count_text(text: &str) -> u64 {
+    tiktoken_rs::o200k_base_singleton()
+        .encode_with_special_tokens(text)
+        .len() as u64
+}
+
+/// Tokens a request will take as input: system prompt, messages and tools.
+pub fn count_request(request: &ChatRequest) -> u64 {
+    // A few tokens of framing per message, as the chat formats add them.
+    const PER_MESSAGE: u64 = 4;
+    let mut total = count_text(&request.system) + PER_MESSAGE;
+    for message in &request.messages {
+        total += PER_MESSAGE
+            + match message {
+                Message::User(text) => count_text(text),
+                Message::Assistant { text, tool_calls } => {
+                    count_text(text)
+                        + tool_calls
+                            .iter()
+                            .map(|c| count_text(&c.name) + count_text(&c.arguments))
+                            .sum::<u64>()
+                }
+                Message::ToolResults(results) => {
+                    results.iter().map(|r| count_text(&r.content) + PER_MESSAGE).sum()
+                }
+            };
+    }
+    for tool in &request.tools {
+        total += count_text(&tool.name)
+            + count_text(&tool.description)
+            + count_text(&serde_json::Value::Object(tool.parameters.clone()).to_string());
+    }
+    total
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn counts_are_real_token_counts() {
+        assert_eq!(count_text(""), 0);
+        assert_eq!(count_text("hello world"), 2);
+        let long = "word ".repeat(1000);
+        let n = count_text(&long);
+        assert!((900..=1100).contains(&n), "{n}");
+    }
+}

@@ -1,0 +1,160 @@
+//! Tokens used per model and what they cost, from the price table in config.
+
+use super::TokenUsage;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// US dollars per million tokens.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Price {
+    pub input_per_million: f64,
+    pub output_per_million: f64,
+}
+
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct UsageReport {
+    per_model: BTreeMap<String, TokenUsage>,
+    prices: BTreeMap<String, Price>,
+}
+
+impl UsageReport {
+    pub fn new(prices: BTreeMap<String, Price>) -> UsageReport {
+        UsageReport {
+            per_model: BTreeMap::new(),
+            prices,
+        }
+    }
+
+    pub fn add(&mut self, model: &str, usage: TokenUsage) {
+        let entry = self.per_model.entry(model.to_owned()).or_default();
+        entry.input_tokens += usage.input_tokens;
+        entry.output_tokens += usage.output_tokens;
+    }
+
+    pub fn total(&self) -> TokenUsage {
+        self.per_model
+            .values()
+            .fold(TokenUsage::default(), |acc, u| TokenUsage {
+                input_tokens: acc.input_tokens + u.input_tokens,
+                output_tokens: acc.output_tokens + u.output_tokens,
+            })
+    }
+
+    pub fn per_model(&self) -> &BTreeMap<String, TokenUsage> {
+        &self.per_model
+    }
+
+    /// The price of `model`: an exact entry, else the longest entry that
+    /// prefixes it (a dated model name uses its family's price).
+    fn price_of(&self, model: &str) -> Option<Price> {
+        self.prices.get(model).copied().or_else(|| {
+            self.prices
+                .iter()
+                .filter(|(name, _)| model.starts_with(name.as_str()))
+                .max_by_key(|(name, _)| name.len())
+                .map(|(_, p)| *p)
+        })
+    }
+
+    /// Estimated cost in US dollars; models without a price count as 0 and
+    /// are listed in the second value.
+    pub fn estimated_cost(&self) -> (f64, Vec<String>) {
+        let mut cost = 0.0;
+        let mut unpriced = Vec::new();
+        for (model, usage) in &self.per_model {
+            match self.price_of(model) {
+                Some(p) => {
+                    cost += usage.input_tokens as f64 / 1e6 * p.input_per_million
+                        + usage.output_tokens as f64 / 1e6 * p.output_per_million
+                }
+                None => unpriced.push(model.clone()),
+            }
+        }
+        (cost, unpriced)
+    }
+
+    /// One line per model and a total, for logs and the progress comment.
+    pub fn summary(&self) -> String {
+        let mut out = String::new();
+        for (model, u) in &self.per_model {
+            let _ = writeln!(
+                out,
+                "{model}: {} input + {} output tokens",
+                u.input_tokens, u.output_tokens
+            );
+        }
+        let (cost, unpriced) = self.estimated_cost();
+        let total = self.total();
+        let _ = write!(
+            out,
+            "total: {} input + {} output tokens, estimated ${cost:.4}",
+            total.input_tokens, total.output_tokens
+        );
+        if !unpriced.is_empty() {
+            let _ = write!(out, " (no price configured for {})", unpriced.join(", "));
+        }
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cost_uses_exact_or_family_prices() {
+        let prices = BTreeMap::from([
+            (
+                "o3".to_owned(),
+                Price {
+                    input_per_million: 2.0,
+                    output_per_million: 8.0,
+                },
+            ),
+            (
+                "gemini-2.5-pro".to_owned(),
+                Price {
+                    input_per_million: 1.25,
+                    output_per_million: 10.0,
+                },
+            ),
+        ]);
+        let mut report = UsageReport::new(prices);
+        report.add(
+            "o3-2025-04-16",
+            TokenUsage {
+                input_tokens: 1_000_000,
+                output_tokens: 500_000,
+            },
+        );
+        report.add(
+            "gemini-2.5-pro",
+            TokenUsage {
+                input_tokens: 200_000,
+                output_tokens: 0,
+            },
+        );
+        report.add(
+            "local-llama",
+            TokenUsage {
+                input_tokens: 10,
+                output_tokens: 10,
+            },
+        );
+        let (cost, unpriced) = report.estimated_cost();
+        assert!((cost - (2.0 + 4.0 + 0.25)).abs() < 1e-9, "{cost}");
+        assert_eq!(unpriced, vec!["local-llama"]);
+        assert_eq!(
+            report.total(),
+            TokenUsage {
+                input_tokens: 1_200_010,
+                output_tokens: 500_010
+            }
+        );
+        assert!(
+            report.summary().contains("estimated $6.2500"),
+            "{}",
+            report.summary()
+        );
+    }
+}

@@ -1,0 +1,168 @@
+//! A scripted model server for tests: a real HTTP server (wiremock) that
+//! answers in the wire format of OpenAI, Gemini or Anthropic with the replies
+//! a test queued, in order, and records what the client sent.
+#![allow(dead_code)]
+
+use serde_json::{json, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use wiremock::matchers::{method, path, path_regex};
+use wiremock::{Mock, MockServer, ResponseTemplate};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    OpenAi,
+    Gemini,
+    Anthropic,
+}
+
+pub enum Reply {
+    Text(String),
+    /// (name, arguments as JSON text; may be deliberately invalid).
+    ToolCalls(Vec<(String, String)>),
+    /// An HTTP error with the provider's error body and an optional Retry-After.
+    Status {
+        code: u16,
+        message: String,
+        retry_after: Option<u64>,
+    },
+}
+
+pub fn text(t: &str) -> Reply {
+    Reply::Text(t.to_owned())
+}
+
+pub fn call(name: &str, arguments: Value) -> Reply {
+    Reply::ToolCalls(vec![(name.to_owned(), arguments.to_string())])
+}
+
+pub struct ScriptedModel {
+    pub server: MockServer,
+    pub format: Format,
+    pushed: AtomicUsize,
+}
+
+impl ScriptedModel {
+    pub async fn start(format: Format) -> ScriptedModel {
+        ScriptedModel {
+            server: MockServer::start().await,
+            format,
+            pushed: AtomicUsize::new(0),
+        }
+    }
+
+    /// The base URL a provider client is configured with.
+    pub fn base_url(&self) -> String {
+        match self.format {
+            Format::OpenAi => format!("{}/v1", self.server.uri()),
+            Format::Gemini | Format::Anthropic => self.server.uri(),
+        }
+    }
+
+    /// Queues one reply; replies are served in the order they were pushed.
+    pub async fn push(&self, reply: Reply) {
+        let n = self.pushed.fetch_add(1, Ordering::SeqCst);
+        let template = match reply {
+            Reply::Status {
+                code,
+                message,
+                retry_after,
+            } => {
+                let body = match self.format {
+                    Format::Anthropic => {
+                        json!({"type": "error", "error": {"type": if code == 529 { "overloaded_error" } else { "invalid_request_error" }, "message": message}})
+                    }
+                    Format::Gemini => {
+                        json!({"error": {"code": code, "message": message, "status": "UNAVAILABLE"}})
+                    }
+                    Format::OpenAi => {
+                        json!({"error": {"message": message, "type": "server_error", "code": null}})
+                    }
+                };
+                let mut t = ResponseTemplate::new(code).set_body_json(body);
+                if let Some(seconds) = retry_after {
+                    t = t.insert_header("retry-after", seconds.to_string().as_str());
+                }
+                t
+            }
+            other => ResponseTemplate::new(200).set_body_json(self.body(other, n)),
+        };
+        let mock = match self.format {
+            Format::OpenAi => Mock::given(method("POST")).and(path("/v1/chat/completions")),
+            Format::Anthropic => Mock::given(method("POST")).and(path("/v1/messages")),
+            Format::Gemini => {
+                Mock::given(method("POST")).and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+            }
+        };
+        mock.respond_with(template)
+            .up_to_n_times(1)
+            .mount(&self.server)
+            .await;
+    }
+
+    fn body(&self, reply: Reply, n: usize) -> Value {
+        let (text, calls) = match reply {
+            Reply::Text(t) => (t, Vec::new()),
+            Reply::ToolCalls(calls) => (String::new(), calls),
+            Reply::Status { .. } => unreachable!(),
+        };
+        match self.format {
+            Format::OpenAi => {
+                let tool_calls: Vec<Value> = calls
+                    .iter()
+                    .enumerate()
+                    .map(|(i, (name, args))| json!({"id": format!("call_{n}_{i}"), "type": "function", "function": {"name": name, "arguments": args}}))
+                    .collect();
+                let mut message = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
+                if !tool_calls.is_empty() {
+                    message["tool_calls"] = json!(tool_calls);
+                }
+                json!({
+                    "id": format!("chatcmpl-{n}"), "object": "chat.completion", "model": "o3-2025-04-16",
+                    "choices": [{"index": 0, "message": message, "finish_reason": if tool_calls.is_empty() { "stop" } else { "tool_calls" }}],
+                    "usage": {"prompt_tokens": 100 + n as u64, "completion_tokens": 10, "total_tokens": 110 + n as u64}
+                })
+            }
+            Format::Anthropic => {
+                let mut content = Vec::new();
+                if !text.is_empty() {
+                    content.push(json!({"type": "text", "text": text}));
+                }
+                for (i, (name, args)) in calls.iter().enumerate() {
+                    let input: Value = serde_json::from_str(args).unwrap_or(json!({}));
+                    content.push(json!({"type": "tool_use", "id": format!("toolu_{n}_{i}"), "name": name, "input": input}));
+                }
+                json!({
+                    "id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "claude-test",
+                    "content": content, "stop_reason": if calls.is_empty() { "end_turn" } else { "tool_use" },
+                    "usage": {"input_tokens": 200 + n as u64, "output_tokens": 20}
+                })
+            }
+            Format::Gemini => {
+                let mut parts = Vec::new();
+                if !text.is_empty() {
+                    parts.push(json!({"text": text}));
+                }
+                for (name, args) in &calls {
+                    let args: Value = serde_json::from_str(args).unwrap_or(json!({}));
+                    parts.push(json!({"functionCall": {"name": name, "args": args}}));
+                }
+                json!({
+                    "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
+                    "usageMetadata": {"promptTokenCount": 300 + n as u64, "candidatesTokenCount": 30, "totalTokenCount": 330 + n as u64},
+                    "modelVersion": "gemini-2.5-pro"
+                })
+            }
+        }
+    }
+
+    /// Every request received so far: (headers, JSON body).
+    pub async fn requests(&self) -> Vec<(wiremock::http::HeaderMap, Value)> {
+        self.server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| (r.headers.clone(), r.body_json::<Value>().unwrap_or(Value::Null)))
+            .collect()
+    }
+}
