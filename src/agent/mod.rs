@@ -13,7 +13,9 @@ use async_trait::async_trait;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
+// tokio's clock, so the limit and the timeouts it drives agree (and tests can pause it).
+use tokio::time::Instant;
 use tools::ToolRegistry;
 
 /// Whatever answers chat requests: the router in production, a fake in tests.

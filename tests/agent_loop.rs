@@ -1,0 +1,558 @@
+//! The tool-calling loop with a fake model and fake tools: answers, every
+//! cap, malformed calls, and which tools the model is offered.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use async_trait::async_trait;
+use forgehand::agent::tools::{CommandExecutor, ServerTools, ToolRegistry};
+use forgehand::agent::{Agent, AgentLimits, ChatModel, StopReason};
+use forgehand::llm::{ChatRequest, ChatResponse, LlmError, Message, TokenUsage, ToolCall};
+use forgehand::mcp::{McpClient, McpError, ToolInfo, ToolOutput};
+use forgehand::sandbox::ExecOutput;
+use serde_json::{json, Map, Value};
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+// --- fakes ---------------------------------------------------------------
+
+enum Step {
+    Calls(Vec<(&'static str, String)>),
+    Text(&'static str),
+    Fail,
+}
+
+struct FakeModel {
+    script: Mutex<VecDeque<Step>>,
+    /// Used when the script runs out: keep calling this tool.
+    forever: Option<(&'static str, String)>,
+    usage: TokenUsage,
+    delay: Duration,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl FakeModel {
+    fn new(script: Vec<Step>) -> FakeModel {
+        FakeModel {
+            script: Mutex::new(script.into()),
+            forever: None,
+            usage: TokenUsage {
+                input_tokens: 10,
+                output_tokens: 5,
+            },
+            delay: Duration::ZERO,
+            requests: Mutex::new(Vec::new()),
+        }
+    }
+}
+
+#[async_trait]
+impl ChatModel for FakeModel {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.requests.lock().unwrap().push(request.clone());
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+        let step = self.script.lock().unwrap().pop_front();
+        let step = match step {
+            Some(step) => step,
+            None => match &self.forever {
+                Some((name, args)) => Step::Calls(vec![(name, args.clone())]),
+                None => Step::Text("out of script"),
+            },
+        };
+        let n = self.requests.lock().unwrap().len();
+        let (text, tool_calls) = match step {
+            Step::Text(t) => (t.to_owned(), vec![]),
+            Step::Calls(calls) => (
+                String::new(),
+                calls
+                    .into_iter()
+                    .enumerate()
+                    .map(|(i, (name, arguments))| ToolCall {
+                        id: format!("c{n}-{i}"),
+                        name: name.into(),
+                        arguments,
+                    })
+                    .collect(),
+            ),
+            Step::Fail => {
+                return Err(LlmError::Rejected {
+                    provider: "fake".into(),
+                    status: 400,
+                    message: "bad request".into(),
+                })
+            }
+        };
+        Ok(ChatResponse {
+            text,
+            tool_calls,
+            usage: self.usage,
+            model: "fake-model".into(),
+        })
+    }
+}
+
+struct FakeServer {
+    name: String,
+    tools: Vec<&'static str>,
+    reply: ToolOutput,
+    calls: Mutex<Vec<(String, Map<String, Value>)>>,
+}
+
+impl FakeServer {
+    fn new(name: &str, tools: Vec<&'static str>, reply: ToolOutput) -> Arc<FakeServer> {
+        Arc::new(FakeServer {
+            name: name.into(),
+            tools,
+            reply,
+            calls: Mutex::new(Vec::new()),
+        })
+    }
+}
+
+#[async_trait]
+impl McpClient for FakeServer {
+    fn server_name(&self) -> &str {
+        &self.name
+    }
+    async fn list_tools(&self) -> Result<Vec<ToolInfo>, McpError> {
+        Ok(self
+            .tools
+            .iter()
+            .map(|t| ToolInfo {
+                name: t.to_string(),
+                description: format!("{t} tool"),
+                input_schema: json!({"type": "object"}).as_object().unwrap().clone(),
+            })
+            .collect())
+    }
+    async fn call_tool(&self, name: &str, arguments: Map<String, Value>) -> Result<ToolOutput, McpError> {
+        self.calls.lock().unwrap().push((name.into(), arguments));
+        Ok(self.reply.clone())
+    }
+}
+
+struct FakeExecutor {
+    stdout: String,
+}
+
+#[async_trait]
+impl CommandExecutor for FakeExecutor {
+    async fn execute(&self, command: &str, _timeout: Option<Duration>) -> Result<ExecOutput, String> {
+        Ok(ExecOutput {
+            exit_code: Some(if command == "false" { 1 } else { 0 }),
+            stdout: self.stdout.clone(),
+            stderr: String::new(),
+            duration: Duration::from_millis(5),
+            timed_out: false,
+            stdout_truncated: false,
+            stderr_truncated: false,
+        })
+    }
+}
+
+fn ok(text: &str) -> ToolOutput {
+    ToolOutput {
+        text: text.into(),
+        is_error: false,
+    }
+}
+
+async fn registry(editor: Option<Arc<FakeServer>>, stdout: &str, servers: Vec<ServerTools>) -> ToolRegistry {
+    let executor: Arc<dyn CommandExecutor> = Arc::new(FakeExecutor {
+        stdout: stdout.into(),
+    });
+    ToolRegistry::build(editor.map(|e| e as Arc<dyn McpClient>), Some(executor), servers)
+        .await
+        .unwrap()
+}
+
+fn editor(reply: ToolOutput) -> Arc<FakeServer> {
+    FakeServer::new("text-editor", vec!["text_editor"], reply)
+}
+
+fn agent(model: Arc<FakeModel>, tools: ToolRegistry, limits: AgentLimits) -> Agent {
+    Agent::new(model, tools, limits, BTreeMap::new())
+}
+
+fn user(text: &str) -> Vec<Message> {
+    vec![Message::User(text.into())]
+}
+
+fn results_of(messages: &[Message]) -> Vec<(String, String, bool)> {
+    messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::ToolResults(r) => Some(
+                r.iter()
+                    .map(|r| (r.name.clone(), r.content.clone(), r.is_error))
+                    .collect::<Vec<_>>(),
+            ),
+            _ => None,
+        })
+        .flatten()
+        .collect()
+}
+
+// --- tests ---------------------------------------------------------------
+
+#[tokio::test]
+async fn tool_calls_run_in_order_until_the_model_answers() {
+    let editor = editor(ok("     1\thello"));
+    let model = Arc::new(FakeModel::new(vec![
+        Step::Calls(vec![(
+            "text_editor_view",
+            json!({"path": "/workspace/project/a.txt"}).to_string(),
+        )]),
+        Step::Calls(vec![(
+            "command_executor_execute_command",
+            json!({"command": "ls"}).to_string(),
+        )]),
+        Step::Text("All done."),
+    ]));
+    let agent = agent(
+        model.clone(),
+        registry(Some(editor.clone()), "a.txt\n", vec![]).await,
+        AgentLimits::default(),
+    );
+    let outcome = agent.run("system", user("look around")).await;
+    assert_eq!(outcome.stop, StopReason::Answered);
+    assert_eq!(outcome.answer.as_deref(), Some("All done."));
+    assert_eq!((outcome.steps, outcome.tool_calls), (3, 2));
+    let calls = editor.calls.lock().unwrap().clone();
+    assert_eq!(
+        calls,
+        vec![(
+            "text_editor".to_owned(),
+            json!({"command": "view", "path": "/workspace/project/a.txt"})
+                .as_object()
+                .unwrap()
+                .clone()
+        )]
+    );
+    let results = results_of(&outcome.messages);
+    assert_eq!(
+        results[0],
+        ("text_editor_view".into(), "     1\thello".into(), false)
+    );
+    assert!(
+        results[1].1.starts_with("exit code 0") && results[1].1.contains("a.txt"),
+        "{:?}",
+        results[1]
+    );
+    assert_eq!(
+        outcome.usage.total(),
+        TokenUsage {
+            input_tokens: 30,
+            output_tokens: 15
+        }
+    );
+    // The model saw the system prompt and every tool each time.
+    let requests = model.requests.lock().unwrap();
+    assert_eq!(requests[0].system, "system");
+    assert_eq!(requests[2].messages.len(), 5);
+}
+
+#[tokio::test]
+async fn malformed_arguments_and_unknown_tools_are_told_to_the_model() {
+    let editor = editor(ok("fine"));
+    let model = Arc::new(FakeModel::new(vec![
+        Step::Calls(vec![
+            ("text_editor_view", "{\"path\": \"/workspace/project/a\"".into()),
+            ("text_editor_view", "[1, 2]".into()),
+            (
+                "text_editor_str_replace",
+                json!({"path": "/workspace/project/a"}).to_string(),
+            ),
+            ("delete_everything", "{}".into()),
+        ]),
+        Step::Text("ok"),
+    ]));
+    let agent = agent(
+        model,
+        registry(Some(editor.clone()), "", vec![]).await,
+        AgentLimits::default(),
+    );
+    let outcome = agent.run("system", user("go")).await;
+    assert_eq!(outcome.stop, StopReason::Answered);
+    let results = results_of(&outcome.messages);
+    assert!(results.iter().all(|(_, _, error)| *error), "{results:?}");
+    assert!(results[0].1.contains("not valid JSON"), "{}", results[0].1);
+    assert!(results[1].1.contains("must be a JSON object"), "{}", results[1].1);
+    assert!(
+        results[2].1.contains("Missing required argument(s): old_str"),
+        "{}",
+        results[2].1
+    );
+    assert!(
+        results[3].1.contains("Unknown tool `delete_everything`")
+            && results[3].1.contains("text_editor_view"),
+        "{}",
+        results[3].1
+    );
+    assert!(
+        editor.calls.lock().unwrap().is_empty(),
+        "no malformed call reaches a tool"
+    );
+}
+
+#[tokio::test]
+async fn max_steps_stops_a_model_that_never_answers() {
+    let mut model = FakeModel::new(vec![]);
+    model.forever = Some((
+        "command_executor_execute_command",
+        json!({"command": "true"}).to_string(),
+    ));
+    let limits = AgentLimits {
+        max_steps: 4,
+        ..AgentLimits::default()
+    };
+    let outcome = agent(Arc::new(model), registry(None, "", vec![]).await, limits)
+        .run("s", user("go"))
+        .await;
+    assert_eq!(outcome.stop, StopReason::MaxSteps { limit: 4 });
+    assert_eq!(outcome.steps, 4);
+    assert!(outcome.answer.is_none());
+    assert!(outcome.stop.to_string().contains("agent.max_steps"));
+}
+
+#[tokio::test]
+async fn the_token_budget_stops_the_run() {
+    let mut model = FakeModel::new(vec![]);
+    model.forever = Some((
+        "command_executor_execute_command",
+        json!({"command": "true"}).to_string(),
+    ));
+    model.usage = TokenUsage {
+        input_tokens: 500,
+        output_tokens: 100,
+    };
+    let limits = AgentLimits {
+        token_budget: 1000,
+        ..AgentLimits::default()
+    };
+    let outcome = agent(Arc::new(model), registry(None, "", vec![]).await, limits)
+        .run("s", user("go"))
+        .await;
+    assert_eq!(
+        outcome.stop,
+        StopReason::TokenBudget {
+            used: 1200,
+            limit: 1000
+        }
+    );
+    assert_eq!(outcome.steps, 2);
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_wall_clock_limit_stops_a_slow_run() {
+    let mut model = FakeModel::new(vec![]);
+    model.forever = Some((
+        "command_executor_execute_command",
+        json!({"command": "true"}).to_string(),
+    ));
+    model.delay = Duration::from_secs(600);
+    let limits = AgentLimits {
+        wall_clock: Duration::from_secs(1500),
+        ..AgentLimits::default()
+    };
+    let outcome = agent(Arc::new(model), registry(None, "", vec![]).await, limits)
+        .run("s", user("go"))
+        .await;
+    assert_eq!(
+        outcome.stop,
+        StopReason::WallClock {
+            limit: Duration::from_secs(1500)
+        }
+    );
+    assert_eq!(outcome.steps, 3, "the third request is cut short by the limit");
+}
+
+#[tokio::test]
+async fn the_same_failing_call_is_warned_about_then_stopped() {
+    let editor = editor(ToolOutput {
+        text: "No replacement was performed".into(),
+        is_error: true,
+    });
+    let mut model = FakeModel::new(vec![]);
+    model.forever = Some((
+        "text_editor_str_replace",
+        json!({"path": "/workspace/project/a", "old_str": "x", "new_str": "y"}).to_string(),
+    ));
+    let outcome = agent(
+        Arc::new(model),
+        registry(Some(editor), "", vec![]).await,
+        AgentLimits::default(),
+    )
+    .run("s", user("go"))
+    .await;
+    assert_eq!(
+        outcome.stop,
+        StopReason::RepeatedFailure {
+            tool: "text_editor_str_replace".into(),
+            times: 3
+        }
+    );
+    let results = results_of(&outcome.messages);
+    assert_eq!(results.len(), 3);
+    assert!(!results[0].1.contains("[forgehand"));
+    assert!(
+        results[1].1.contains("has now failed 2 times") && results[1].1.contains("Do something different"),
+        "{}",
+        results[1].1
+    );
+}
+
+#[tokio::test]
+async fn a_flood_of_tool_calls_is_bounded_per_turn() {
+    let calls: Vec<(&'static str, String)> = (0..20)
+        .map(|i| {
+            (
+                "command_executor_execute_command",
+                json!({"command": format!("echo {i}")}).to_string(),
+            )
+        })
+        .collect();
+    let model = Arc::new(FakeModel::new(vec![Step::Calls(calls), Step::Text("done")]));
+    let limits = AgentLimits {
+        max_tool_calls_per_step: 5,
+        ..AgentLimits::default()
+    };
+    let outcome = agent(model, registry(None, "", vec![]).await, limits)
+        .run("s", user("go"))
+        .await;
+    assert_eq!(outcome.tool_calls, 5);
+    let results = results_of(&outcome.messages);
+    assert_eq!(results.len(), 20, "every call gets a result");
+    assert!(results[5..]
+        .iter()
+        .all(|(_, text, error)| *error && text.contains("at most 5 tool calls")));
+}
+
+#[tokio::test]
+async fn long_results_are_cut_with_a_marker() {
+    let model = Arc::new(FakeModel::new(vec![
+        Step::Calls(vec![(
+            "command_executor_execute_command",
+            json!({"command": "cat big"}).to_string(),
+        )]),
+        Step::Text("done"),
+    ]));
+    let limits = AgentLimits {
+        max_tool_result_bytes: 1024,
+        ..AgentLimits::default()
+    };
+    let outcome = agent(model, registry(None, &"x".repeat(100_000), vec![]).await, limits)
+        .run("s", user("go"))
+        .await;
+    let results = results_of(&outcome.messages);
+    assert!(
+        results[0].1.len() < 1300 && results[0].1.contains("result cut at 1024"),
+        "{}",
+        results[0].1.len()
+    );
+}
+
+#[tokio::test]
+async fn a_model_error_ends_the_run_with_its_reason() {
+    let model = Arc::new(FakeModel::new(vec![Step::Fail]));
+    let outcome = agent(model, registry(None, "", vec![]).await, AgentLimits::default())
+        .run("s", user("go"))
+        .await;
+    assert!(
+        matches!(&outcome.stop, StopReason::Model(e) if e.contains("bad request")),
+        "{:?}",
+        outcome.stop
+    );
+}
+
+#[tokio::test]
+async fn platform_tools_are_hidden_only_while_the_editor_is_enabled() {
+    let servers = || {
+        vec![
+            ServerTools {
+                client: FakeServer::new("github", vec!["create_or_update_file", "create_issue"], ok("")),
+                allowed_tools: None,
+                excluded_tools: vec![],
+            },
+            ServerTools {
+                client: FakeServer::new("docs", vec!["search", "delete", "admin"], ok("")),
+                allowed_tools: Some(vec!["search".into(), "delete".into()]),
+                excluded_tools: vec!["delete".into()],
+            },
+        ]
+    };
+    let names = |r: &ToolRegistry| r.specs().iter().map(|s| s.name.clone()).collect::<Vec<_>>();
+
+    let with_editor = registry(Some(editor(ok(""))), "", servers()).await;
+    assert_eq!(
+        names(&with_editor),
+        vec![
+            "text_editor_view",
+            "text_editor_create",
+            "text_editor_str_replace",
+            "text_editor_insert",
+            "text_editor_undo_edit",
+            "command_executor_execute_command",
+            "docs__search"
+        ]
+    );
+    let without_editor = registry(None, "", servers()).await;
+    assert_eq!(
+        names(&without_editor),
+        vec![
+            "command_executor_execute_command",
+            "github__create_or_update_file",
+            "github__create_issue",
+            "docs__search"
+        ]
+    );
+
+    // Each editor function carries only its own parameters.
+    let spec = |name: &str| {
+        with_editor
+            .specs()
+            .iter()
+            .find(|s| s.name == name)
+            .unwrap()
+            .parameters
+            .clone()
+    };
+    let params = |name: &str| {
+        spec(name)["properties"]
+            .as_object()
+            .unwrap()
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(params("text_editor_view"), vec!["path", "view_range"]);
+    assert_eq!(params("text_editor_undo_edit"), vec!["path"]);
+    assert_eq!(
+        spec("text_editor_insert")["required"],
+        json!(["path", "insert_line", "new_str"])
+    );
+}
+
+#[tokio::test]
+async fn server_tools_are_routed_by_their_exposed_name() {
+    let docs = FakeServer::new("docs", vec!["search"], ok("found it"));
+    let servers = vec![ServerTools {
+        client: docs.clone(),
+        allowed_tools: None,
+        excluded_tools: vec![],
+    }];
+    let model = Arc::new(FakeModel::new(vec![
+        Step::Calls(vec![("docs__search", json!({"q": "tokio"}).to_string())]),
+        Step::Text("done"),
+    ]));
+    let outcome = agent(model, registry(None, "", servers).await, AgentLimits::default())
+        .run("s", user("go"))
+        .await;
+    assert_eq!(
+        results_of(&outcome.messages)[0],
+        ("docs__search".into(), "found it".into(), false)
+    );
+    assert_eq!(docs.calls.lock().unwrap()[0].0, "search");
+}
