@@ -245,3 +245,21 @@ async fn an_unreachable_provider_is_a_network_error() {
         "{err}"
     );
 }
+
+#[tokio::test]
+async fn malformed_arguments_reach_the_loop_as_the_model_sent_them() {
+    let scripted = ScriptedModel::start(Format::OpenAi).await;
+    scripted
+        .push(Reply::ToolCalls(vec![(
+            "read_file".into(),
+            "{\"path\": \"README.md\"".into(),
+        )]))
+        .await;
+    let provider = provider(Format::OpenAi, &scripted.base_url());
+    let response = provider
+        .chat(&request("o3", vec![Message::User("hi".into())]))
+        .await
+        .unwrap();
+    assert_eq!(response.tool_calls[0].arguments, "{\"path\": \"README.md\"");
+    assert!(serde_json::from_str::<Value>(&response.tool_calls[0].arguments).is_err());
+}
