@@ -1,7 +1,10 @@
 //! Anthropic Messages with `tool_use` / `tool_result` blocks.
 
 use super::http::{client, post_json};
-use super::{arguments_object, ChatRequest, ChatResponse, LlmError, Message, Provider, TokenUsage, ToolCall};
+use super::{
+    answering_model, arguments_object, ChatRequest, ChatResponse, LlmError, Message, Provider, TokenUsage,
+    ToolCall,
+};
 use crate::config::Secret;
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -102,21 +105,8 @@ pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatRespons
             _ => {}
         }
     }
-    let usage = TokenUsage {
-        input_tokens: body
-            .pointer("/usage/input_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-        output_tokens: body
-            .pointer("/usage/output_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-    };
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or(requested_model)
-        .to_owned();
+    let usage = TokenUsage::at(body, "/usage/input_tokens", "/usage/output_tokens");
+    let model = answering_model(body, "model", requested_model);
     Ok(ChatResponse {
         text,
         tool_calls,

@@ -2,7 +2,10 @@
 //! `functionResponse`. Tool schemas are cut down to the subset Gemini accepts.
 
 use super::http::{client, post_json};
-use super::{arguments_object, ChatRequest, ChatResponse, LlmError, Message, Provider, TokenUsage, ToolCall};
+use super::{
+    answering_model, arguments_object, ChatRequest, ChatResponse, LlmError, Message, Provider, TokenUsage,
+    ToolCall,
+};
 use crate::config::Secret;
 use async_trait::async_trait;
 use serde_json::{json, Map, Value};
@@ -193,21 +196,12 @@ pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatRespons
             });
         }
     }
-    let usage = TokenUsage {
-        input_tokens: body
-            .pointer("/usageMetadata/promptTokenCount")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-        output_tokens: body
-            .pointer("/usageMetadata/candidatesTokenCount")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-    };
-    let model = body
-        .get("modelVersion")
-        .and_then(Value::as_str)
-        .unwrap_or(requested_model)
-        .to_owned();
+    let usage = TokenUsage::at(
+        body,
+        "/usageMetadata/promptTokenCount",
+        "/usageMetadata/candidatesTokenCount",
+    );
+    let model = answering_model(body, "modelVersion", requested_model);
     Ok(ChatResponse {
         text,
         tool_calls,

@@ -147,6 +147,25 @@ pub trait Provider: Send + Sync {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
 }
 
+impl TokenUsage {
+    /// Reads the input and output counts at two JSON pointers (0 when absent).
+    pub(crate) fn at(body: &Value, input: &str, output: &str) -> TokenUsage {
+        let count = |pointer: &str| body.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
+        TokenUsage {
+            input_tokens: count(input),
+            output_tokens: count(output),
+        }
+    }
+}
+
+/// The model the provider says answered (at `key`), else the one asked for.
+pub(crate) fn answering_model(body: &Value, key: &str, requested: &str) -> String {
+    body.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or(requested)
+        .to_owned()
+}
+
 /// Arguments as a JSON object for APIs that want one; invalid text becomes `{}`.
 pub(crate) fn arguments_object(arguments: &str) -> Value {
     match serde_json::from_str::<Value>(arguments) {

@@ -4,7 +4,7 @@
 //! `reasoning_effort`, and no `temperature`.
 
 use super::http::{client, post_json};
-use super::{ChatRequest, ChatResponse, LlmError, Message, Provider, TokenUsage, ToolCall};
+use super::{answering_model, ChatRequest, ChatResponse, LlmError, Message, Provider, TokenUsage, ToolCall};
 use crate::config::Secret;
 use async_trait::async_trait;
 use serde_json::{json, Value};
@@ -118,21 +118,8 @@ pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatRespons
             arguments,
         });
     }
-    let usage = TokenUsage {
-        input_tokens: body
-            .pointer("/usage/prompt_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-        output_tokens: body
-            .pointer("/usage/completion_tokens")
-            .and_then(Value::as_u64)
-            .unwrap_or(0),
-    };
-    let model = body
-        .get("model")
-        .and_then(Value::as_str)
-        .unwrap_or(requested_model)
-        .to_owned();
+    let usage = TokenUsage::at(body, "/usage/prompt_tokens", "/usage/completion_tokens");
+    let model = answering_model(body, "model", requested_model);
     Ok(ChatResponse {
         text,
         tool_calls,

@@ -105,46 +105,49 @@ pub fn from_config(
     use super::{anthropic::Anthropic, gemini::Gemini, openai::OpenAi};
     use crate::config::ProviderKind;
     let timeout = config.request_timeout;
-    let mut openai: Option<Arc<dyn Provider>> = None;
-    let mut gemini: Option<Arc<dyn Provider>> = None;
-    let mut anthropic: Option<Arc<dyn Provider>> = None;
-    let mut routes = Vec::new();
-    let mut unavailable = Vec::new();
-    for model in &config.models {
-        let provider: Option<Arc<dyn Provider>> = match model.provider {
+    // One client per provider kind, made the first time a model needs it.
+    let make = |kind: ProviderKind| -> Result<Option<Arc<dyn Provider>>, LlmError> {
+        Ok(match kind {
             ProviderKind::OpenAi => {
                 let keyless_ok = config.openai_base_url != OPENAI_DEFAULT;
-                match (&openai, &secrets.openai_api_key) {
-                    (Some(p), _) => Some(p.clone()),
-                    (None, key) if key.is_some() || keyless_ok => {
-                        let p: Arc<dyn Provider> =
-                            Arc::new(OpenAi::new(&config.openai_base_url, key.clone(), timeout)?);
-                        openai = Some(p.clone());
-                        Some(p)
-                    }
+                match &secrets.openai_api_key {
+                    key if key.is_some() || keyless_ok => Some(Arc::new(OpenAi::new(
+                        &config.openai_base_url,
+                        key.clone(),
+                        timeout,
+                    )?)),
                     _ => None,
                 }
             }
-            ProviderKind::Gemini => match (&gemini, &secrets.gemini_api_key) {
-                (Some(p), _) => Some(p.clone()),
-                (None, Some(key)) => {
-                    let p: Arc<dyn Provider> =
-                        Arc::new(Gemini::new(&config.gemini_base_url, key.clone(), timeout)?);
-                    gemini = Some(p.clone());
-                    Some(p)
-                }
-                _ => None,
+            ProviderKind::Gemini => match &secrets.gemini_api_key {
+                Some(key) => Some(Arc::new(Gemini::new(
+                    &config.gemini_base_url,
+                    key.clone(),
+                    timeout,
+                )?)),
+                None => None,
             },
-            ProviderKind::Anthropic => match (&anthropic, &secrets.anthropic_api_key) {
-                (Some(p), _) => Some(p.clone()),
-                (None, Some(key)) => {
-                    let p: Arc<dyn Provider> =
-                        Arc::new(Anthropic::new(&config.anthropic_base_url, key.clone(), timeout)?);
-                    anthropic = Some(p.clone());
-                    Some(p)
-                }
-                _ => None,
+            ProviderKind::Anthropic => match &secrets.anthropic_api_key {
+                Some(key) => Some(Arc::new(Anthropic::new(
+                    &config.anthropic_base_url,
+                    key.clone(),
+                    timeout,
+                )?)),
+                None => None,
             },
+        })
+    };
+    let mut made: Vec<(ProviderKind, Option<Arc<dyn Provider>>)> = Vec::new();
+    let mut routes = Vec::new();
+    let mut unavailable = Vec::new();
+    for model in &config.models {
+        let provider = match made.iter().find(|(kind, _)| *kind == model.provider) {
+            Some((_, provider)) => provider.clone(),
+            None => {
+                let provider = make(model.provider)?;
+                made.push((model.provider, provider.clone()));
+                provider
+            }
         };
         match provider {
             Some(provider) => routes.push(Route {
