@@ -3,7 +3,9 @@
 
 use crate::config::{Config, Secrets};
 use crate::images;
+use crate::llm::router;
 use crate::sandbox::docker as docker_sandbox;
+use crate::sandbox::helper::EditorBinary;
 use std::fmt::Write as _;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,15 +111,47 @@ pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets)
     }
 
     let editor = &config.text_editor_mcp;
-    checks.push(check(
-        "text editor",
-        Status::Pass,
-        match (editor.enabled, editor.command.is_empty()) {
-            (false, _) => "disabled (text_editor_mcp.enabled / TEXT_EDITOR_MCP_ENABLED)".to_owned(),
-            (true, true) => "enabled, built-in server".to_owned(),
-            (true, false) => format!("enabled, command: {}", editor.command.join(" ")),
+    checks.push(match (editor.enabled, editor.command.is_empty()) {
+        (false, _) => check(
+            "text editor",
+            Status::Pass,
+            "disabled (text_editor_mcp.enabled / TEXT_EDITOR_MCP_ENABLED)",
+        ),
+        (true, false) => check(
+            "text editor",
+            Status::Pass,
+            format!("enabled, command: {}", editor.command.join(" ")),
+        ),
+        (true, true) => match EditorBinary::locate(editor.editor_binary.as_deref()) {
+            Ok(binary) => check(
+                "text editor",
+                Status::Pass,
+                format!(
+                    "built-in server {} (sha256 {})",
+                    binary.path().display(),
+                    &binary.sha256()[..12]
+                ),
+            ),
+            Err(e) => check("text editor", Status::Fail, e.to_string()),
         },
-    ));
+    });
+
+    // Which configured models this daemon could use with the keys it has.
+    checks.push(match router::from_config(&config.llm, secrets) {
+        Err(e) => check("models", Status::Fail, e.to_string()),
+        Ok(router) => match router.candidates(0) {
+            Ok(routes) => check(
+                "models",
+                Status::Pass,
+                routes
+                    .iter()
+                    .map(|r| format!("{} (up to {} tokens)", r.model, r.max_input_tokens))
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ),
+            Err(e) => check("models", Status::Fail, e.to_string()),
+        },
+    });
     checks
 }
 

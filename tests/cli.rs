@@ -66,6 +66,11 @@ async fn doctor_prints_a_table_and_never_a_secret() {
             .unwrap_or_else(|| panic!("no {row} row:\n{stdout}"));
         assert!(line.contains("PASS"), "{line}");
     }
+    let models = stdout.lines().find(|l| l.starts_with("models")).unwrap();
+    assert!(
+        models.contains("o3 (up to 200000 tokens)") && !models.contains("gemini"),
+        "{models}"
+    );
     let gitlab = stdout.lines().find(|l| l.starts_with("GITLAB_TOKEN")).unwrap();
     assert!(gitlab.contains("WARN") && gitlab.contains("not set"), "{gitlab}");
     for secret in [FAKE_TOKEN, "sk-alsoSecret42", "doctorMustNever", "alsoSecret"] {
