@@ -67,8 +67,11 @@ ensure_base_image() {
   log "base image $BASE_IMAGE made"
 }
 
-# A static busybox, for the test image that has nothing but a shell.
+# Build prerequisites (git2's https needs OpenSSL's headers), git with its
+# http-backend for the git tests, and a static busybox for the test image that
+# has nothing but a shell.
 ensure_test_tools() {
+  apt_install libssl-dev pkg-config git
   [ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' && return 0
   apt_install busybox-static file
 }

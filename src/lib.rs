@@ -13,6 +13,8 @@ pub mod config;
 #[cfg(feature = "daemon")]
 pub mod doctor;
 #[cfg(feature = "daemon")]
+pub mod git;
+#[cfg(feature = "daemon")]
 pub mod images;
 #[cfg(feature = "daemon")]
 pub mod llm;

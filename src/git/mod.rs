@@ -1,0 +1,228 @@
+//! Git on the host, with git2: clone, branch, commit, fetch and push. The
+//! forge token is handed to libgit2 only through a credential callback (never
+//! in a URL, never in `.git/config`), so the working tree that is later
+//! copied into a sandbox carries no credential. These calls block; async
+//! callers run them with `spawn_blocking`.
+
+use crate::config::Secret;
+use git2::{
+    build::RepoBuilder, Cred, CredentialType, ErrorClass, ErrorCode, FetchOptions, IndexAddOption, Oid,
+    PushOptions, RemoteCallbacks, Repository, Signature,
+};
+use std::cell::{Cell, RefCell};
+use std::path::Path;
+
+/// Credential callbacks libgit2 may make per operation before it gives up
+/// (a wrong token would otherwise be retried forever).
+pub const MAX_AUTH_ATTEMPTS: u32 = 3;
+
+/// HTTPS credentials: GitHub takes `x-access-token`, GitLab `oauth2`, with
+/// the token as the password.
+#[derive(Clone)]
+pub struct Credentials {
+    pub username: String,
+    pub token: Secret,
+}
+
+impl std::fmt::Debug for Credentials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Credentials({}, ***)", self.username)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum GitError {
+    #[error("authentication to {url} failed ({detail}); check that the token is set and may access the repository")]
+    Auth { url: String, detail: String },
+    /// The remote refused the update: it moved (not a fast-forward) or a
+    /// server-side rule rejected it. Fetch, rebase, and push again.
+    #[error("the push of {refname} was rejected: {reason}")]
+    Rejected { refname: String, reason: String },
+    #[error("cannot reach {url}: {detail}")]
+    Network { url: String, detail: String },
+    #[error("git failed to {action}: {detail}")]
+    Failed { action: String, detail: String },
+}
+
+impl GitError {
+    /// Whether the same operation may succeed later without a change.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, GitError::Network { .. })
+    }
+
+    fn failed(action: &str, err: git2::Error) -> GitError {
+        GitError::Failed {
+            action: action.to_owned(),
+            detail: err.message().to_owned(),
+        }
+    }
+}
+
+/// Maps a libgit2 error from talking to `url`.
+fn remote_error(action: &str, url: &str, err: git2::Error, auth_attempts: u32) -> GitError {
+    let message = err.message().to_owned();
+    let lower = message.to_ascii_lowercase();
+    if err.code() == ErrorCode::Auth
+        || auth_attempts > MAX_AUTH_ATTEMPTS
+        || lower.contains("authentication")
+        || lower.contains("status code: 401")
+        || lower.contains("status code: 403")
+    {
+        return GitError::Auth {
+            url: url.to_owned(),
+            detail: message,
+        };
+    }
+    if matches!(
+        err.class(),
+        ErrorClass::Net | ErrorClass::Http | ErrorClass::Ssl | ErrorClass::Os
+    ) {
+        return GitError::Network {
+            url: url.to_owned(),
+            detail: message,
+        };
+    }
+    GitError::failed(action, err)
+}
+
+/// Callbacks that answer credential requests at most [`MAX_AUTH_ATTEMPTS`] times.
+fn callbacks<'a>(credentials: Option<&'a Credentials>, attempts: &'a Cell<u32>) -> RemoteCallbacks<'a> {
+    let mut callbacks = RemoteCallbacks::new();
+    callbacks.credentials(move |_url, _user_from_url, allowed| {
+        attempts.set(attempts.get() + 1);
+        if attempts.get() > MAX_AUTH_ATTEMPTS {
+            return Err(git2::Error::from_str(
+                "authentication failed: the token was refused",
+            ));
+        }
+        match credentials {
+            Some(c) if allowed.contains(CredentialType::USER_PASS_PLAINTEXT) => {
+                Cred::userpass_plaintext(&c.username, c.token.expose())
+            }
+            Some(_) => Err(git2::Error::from_str(
+                "authentication failed: the remote wants a credential type other than a token",
+            )),
+            None => Err(git2::Error::from_str(
+                "authentication failed: no token is configured for this remote",
+            )),
+        }
+    });
+    callbacks
+}
+
+/// Clones `url` into `dest` (which must not exist or be empty), checking out
+/// `branch` or the remote's default branch.
+pub fn clone(
+    url: &str,
+    dest: &Path,
+    branch: Option<&str>,
+    credentials: Option<&Credentials>,
+) -> Result<Repository, GitError> {
+    let attempts = Cell::new(0);
+    let mut fetch = FetchOptions::new();
+    fetch.remote_callbacks(callbacks(credentials, &attempts));
+    let mut builder = RepoBuilder::new();
+    builder.fetch_options(fetch);
+    if let Some(branch) = branch {
+        builder.branch(branch);
+    }
+    builder
+        .clone(url, dest)
+        .map_err(|e| remote_error("clone", url, e, attempts.get()))
+}
+
+/// Creates `name` at HEAD (or resets it there) and checks it out.
+pub fn checkout_new_branch(repo: &Repository, name: &str) -> Result<(), GitError> {
+    let head = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(|e| GitError::failed("read HEAD", e))?;
+    repo.branch(name, &head, true)
+        .map_err(|e| GitError::failed(&format!("create branch {name}"), e))?;
+    repo.set_head(&format!("refs/heads/{name}"))
+        .map_err(|e| GitError::failed(&format!("check out {name}"), e))
+}
+
+/// Stages every change (new, modified and deleted files; ignored files stay
+/// out) and commits it on HEAD. `None` when there was nothing to commit.
+pub fn commit_all(repo: &Repository, message: &str, author: &Signature<'_>) -> Result<Option<Oid>, GitError> {
+    fn fail(action: &'static str) -> impl Fn(git2::Error) -> GitError {
+        move |e| GitError::failed(action, e)
+    }
+    let mut index = repo.index().map_err(fail("open the index"))?;
+    index
+        .add_all(["*"], IndexAddOption::DEFAULT, None)
+        .map_err(fail("stage changes"))?;
+    index.update_all(["*"], None).map_err(fail("stage deletions"))?;
+    index.write().map_err(fail("write the index"))?;
+    let tree_id = index.write_tree().map_err(fail("write the tree"))?;
+    let parent = repo
+        .head()
+        .and_then(|h| h.peel_to_commit())
+        .map_err(fail("read HEAD"))?;
+    if parent.tree_id() == tree_id {
+        return Ok(None);
+    }
+    let tree = repo.find_tree(tree_id).map_err(fail("read the tree"))?;
+    repo.commit(Some("HEAD"), author, author, message, &tree, &[&parent])
+        .map(Some)
+        .map_err(fail("commit"))
+}
+
+/// Fetches `refspecs` from `url` into this repository.
+pub fn fetch(
+    repo: &Repository,
+    url: &str,
+    refspecs: &[&str],
+    credentials: Option<&Credentials>,
+) -> Result<(), GitError> {
+    let attempts = Cell::new(0);
+    let mut remote = repo
+        .remote_anonymous(url)
+        .map_err(|e| GitError::failed("set up the remote", e))?;
+    let mut options = FetchOptions::new();
+    options.remote_callbacks(callbacks(credentials, &attempts));
+    remote
+        .fetch(refspecs, Some(&mut options), None)
+        .map_err(|e| remote_error("fetch", url, e, attempts.get()))
+}
+
+/// Pushes `local_branch` to `remote_branch` at `url`. A rejection, whether
+/// libgit2 sees it locally (not a fast-forward) or the server reports it
+/// through the push status, is [`GitError::Rejected`].
+pub fn push(
+    repo: &Repository,
+    url: &str,
+    local_branch: &str,
+    remote_branch: &str,
+    credentials: Option<&Credentials>,
+) -> Result<(), GitError> {
+    let attempts = Cell::new(0);
+    let rejected: RefCell<Option<(String, String)>> = RefCell::new(None);
+    let mut remote = repo
+        .remote_anonymous(url)
+        .map_err(|e| GitError::failed("set up the remote", e))?;
+    let mut callbacks = callbacks(credentials, &attempts);
+    callbacks.push_update_reference(|refname, status| {
+        if let Some(reason) = status {
+            *rejected.borrow_mut() = Some((refname.to_owned(), reason.to_owned()));
+        }
+        Ok(())
+    });
+    let mut options = PushOptions::new();
+    options.remote_callbacks(callbacks);
+    let refspec = format!("refs/heads/{local_branch}:refs/heads/{remote_branch}");
+    let pushed = remote.push(&[refspec.as_str()], Some(&mut options));
+    drop(options);
+    if let Some((refname, reason)) = rejected.into_inner() {
+        return Err(GitError::Rejected { refname, reason });
+    }
+    match pushed {
+        Ok(()) => Ok(()),
+        Err(e) if e.code() == ErrorCode::NotFastForward => Err(GitError::Rejected {
+            refname: format!("refs/heads/{remote_branch}"),
+            reason: "the remote branch has commits this push does not contain (not a fast-forward)".into(),
+        }),
+        Err(e) => Err(remote_error("push", url, e, attempts.get())),
+    }
+}
