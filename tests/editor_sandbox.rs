@@ -152,16 +152,28 @@ fn assert_edited(out: &Path) {
     assert!(!out.join("tmp.txt").exists());
 }
 
-/// A sandbox from `image` (which lacks the editor) with a README in its project.
-async fn injected_sandbox(image: &str) -> (DockerBackend, Arc<dyn Sandbox>) {
-    ensure_test_images().await;
+/// A sandbox from `image` with the editor and `workspace` in its project.
+async fn editor_sandbox(image: &str, workspace: &Path) -> (DockerBackend, Arc<dyn Sandbox>) {
     let backend = backend_with_editor().await;
-    let workspace = workspace_with_readme();
     let sandbox = backend
-        .prepare(&common::spec(image), Some(workspace.path()))
+        .prepare(&common::spec(image), Some(workspace))
         .await
         .unwrap();
     (backend, Arc::from(sandbox))
+}
+
+/// A sandbox from a test image (which lacks the editor) with a README.
+async fn injected_sandbox(image: &str) -> (DockerBackend, Arc<dyn Sandbox>) {
+    ensure_test_images().await;
+    editor_sandbox(image, workspace_with_readme().path()).await
+}
+
+/// A sandbox from forgehand's base image (which carries the editor) with a README.
+async fn base_sandbox() -> Arc<dyn Sandbox> {
+    common::ensure_images().await;
+    editor_sandbox(&common::base_image(), workspace_with_readme().path())
+        .await
+        .1
 }
 
 #[tokio::test]
@@ -199,15 +211,7 @@ async fn the_editor_is_injected_into_an_image_without_a_shell_or_libc() {
 
 #[tokio::test]
 async fn forgehands_own_images_start_without_the_copy() {
-    common::ensure_images().await;
-    let backend = backend_with_editor().await;
-    let workspace = workspace_with_readme();
-    let sandbox: Arc<dyn Sandbox> = Arc::from(
-        backend
-            .prepare(&common::spec(&common::base_image()), Some(workspace.path()))
-            .await
-            .unwrap(),
-    );
+    let sandbox = base_sandbox().await;
     assert_eq!(sandbox.editor_path(), Some(helper::IMAGE_PATH));
     let out = sandbox
         .exec(
@@ -224,15 +228,7 @@ async fn forgehands_own_images_start_without_the_copy() {
 
 #[tokio::test]
 async fn a_server_killed_mid_session_gives_a_clear_error_and_one_restart() {
-    common::ensure_images().await;
-    let backend = backend_with_editor().await;
-    let workspace = workspace_with_readme();
-    let sandbox: Arc<dyn Sandbox> = Arc::from(
-        backend
-            .prepare(&common::spec(&common::base_image()), Some(workspace.path()))
-            .await
-            .unwrap(),
-    );
+    let sandbox = base_sandbox().await;
     let server: SandboxedServer = text_editor::start(sandbox.clone(), &editor_config())
         .await
         .unwrap();
@@ -276,15 +272,9 @@ async fn a_server_killed_mid_session_gives_a_clear_error_and_one_restart() {
 #[tokio::test]
 async fn an_operator_command_runs_instead_of_the_built_in_server() {
     common::ensure_images().await;
-    let backend = backend_with_editor().await;
     let workspace = tempfile::tempdir().unwrap();
     std::fs::write(workspace.path().join("long.txt"), "a line of text\n".repeat(200)).unwrap();
-    let sandbox: Arc<dyn Sandbox> = Arc::from(
-        backend
-            .prepare(&common::spec(&common::base_image()), Some(workspace.path()))
-            .await
-            .unwrap(),
-    );
+    let (_backend, sandbox) = editor_sandbox(&common::base_image(), workspace.path()).await;
     let mut config = editor_config();
     config.command = [
         "/usr/local/bin/forgehand-editor",

@@ -72,6 +72,18 @@ fn route(model: &str, provider: Arc<Flaky>, max_input_tokens: u64) -> Route {
     }
 }
 
+/// o3 first, Gemini second, with the default retry policy.
+fn two_routes(first: &Arc<Flaky>, second: &Arc<Flaky>) -> Router {
+    Router::new(
+        vec![
+            route("o3", first.clone(), 200_000),
+            route("gemini-2.5-pro", second.clone(), 1_000_000),
+        ],
+        RetryPolicy::default(),
+        vec![],
+    )
+}
+
 fn request() -> ChatRequest {
     ChatRequest {
         model: String::new(),
@@ -88,14 +100,7 @@ fn request() -> ChatRequest {
 async fn overload_backs_off_1_2_4_8_16_seconds_then_falls_back() {
     let first = Flaky::new("first", (0..6).map(|_| overloaded(None)).collect());
     let second = Flaky::new("second", vec![]);
-    let router = Router::new(
-        vec![
-            route("o3", first.clone(), 200_000),
-            route("gemini-2.5-pro", second.clone(), 1_000_000),
-        ],
-        RetryPolicy::default(),
-        vec![],
-    );
+    let router = two_routes(&first, &second);
     let response = router.chat(&request()).await.unwrap();
     assert_eq!(first.gaps(), vec![1, 2, 4, 8, 16], "1 try + 5 retries");
     assert_eq!(response.text, "answer from gemini-2.5-pro");
@@ -138,14 +143,7 @@ async fn a_rejected_request_neither_retries_nor_falls_back() {
     };
     let first = Flaky::new("first", vec![rejected]);
     let second = Flaky::new("second", vec![]);
-    let router = Router::new(
-        vec![
-            route("o3", first.clone(), 200_000),
-            route("g", second.clone(), 1_000_000),
-        ],
-        RetryPolicy::default(),
-        vec![],
-    );
+    let router = two_routes(&first, &second);
     let err = router.chat(&request()).await.unwrap_err();
     assert!(err.to_string().contains("bad tools"), "{err}");
     assert_eq!(first.attempts.lock().unwrap().len(), 1);
@@ -162,14 +160,7 @@ async fn a_network_error_falls_back_at_once() {
         }],
     );
     let second = Flaky::new("second", vec![]);
-    let router = Router::new(
-        vec![
-            route("o3", first.clone(), 200_000),
-            route("gemini-2.5-pro", second.clone(), 1_000_000),
-        ],
-        RetryPolicy::default(),
-        vec![],
-    );
+    let router = two_routes(&first, &second);
     let started = Instant::now();
     assert_eq!(
         router.chat(&request()).await.unwrap().text,
