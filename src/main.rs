@@ -158,8 +158,15 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Mcp { .. } => Ok(ExitCode::SUCCESS),
         Command::Run => {
             let docker = connect(&config.docker).await?;
-            let backend =
+            let mut backend =
                 DockerBackend::new(docker, config.sandbox.clone(), config.daemon.instance_id.clone());
+            // Sandboxes need the static editor (their main process and the
+            // editor server): fail at start, not at the first task.
+            if config.text_editor_mcp.enabled && config.text_editor_mcp.command.is_empty() {
+                let editor = EditorBinary::locate(config.text_editor_mcp.editor_binary.as_deref())?;
+                tracing::info!(path = %editor.path().display(), sha256 = %editor.sha256(), "text editor ready");
+                backend = backend.with_editor(editor);
+            }
             std::fs::create_dir_all(&config.daemon.state_dir).with_context(|| {
                 format!("creating daemon.state_dir {}", config.daemon.state_dir.display())
             })?;

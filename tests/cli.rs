@@ -110,6 +110,23 @@ fn a_bad_config_stops_the_binary_with_the_key_named() {
 }
 
 #[test]
+fn run_stops_at_start_when_the_editor_executable_is_missing() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), &common::unique("noeditor"));
+    let out = forgehand(&config)
+        .arg("run")
+        .env("FORGEHAND_EDITOR_BINARY", "/nonexistent/forgehand-editor")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("/nonexistent/forgehand-editor") && stderr.contains("scripts/build-editor"),
+        "{stderr}"
+    );
+}
+
+#[test]
 fn json_logs_are_one_object_per_line_on_stderr() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.yaml");
