@@ -11,7 +11,11 @@ pub mod agent;
 #[cfg(feature = "daemon")]
 pub mod config;
 #[cfg(feature = "daemon")]
+pub mod daemon;
+#[cfg(feature = "daemon")]
 pub mod doctor;
+#[cfg(feature = "daemon")]
+pub mod forge;
 #[cfg(feature = "daemon")]
 pub mod git;
 #[cfg(feature = "daemon")]
@@ -24,3 +28,5 @@ pub mod logging;
 pub mod mcp;
 #[cfg(feature = "daemon")]
 pub mod sandbox;
+#[cfg(feature = "daemon")]
+pub mod task;

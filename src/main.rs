@@ -3,14 +3,16 @@
 use anyhow::Context;
 use clap::{Parser, Subcommand};
 use forgehand::config::{Config, Secrets, CONFIG_ENV};
+use forgehand::daemon::{setup, Daemon};
 use forgehand::logging::{self, LogFormat};
-use forgehand::sandbox::docker::{connect, DockerBackend};
+use forgehand::sandbox::docker::connect;
 use forgehand::sandbox::helper::EditorBinary;
-use forgehand::sandbox::SandboxBackend;
+use forgehand::task::TaskEnd;
 use forgehand::{doctor, images};
 use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
+use tokio_util::sync::CancellationToken;
 
 #[derive(Parser)]
 #[command(
@@ -33,6 +35,11 @@ struct Cli {
 enum Command {
     /// Run the daemon until SIGTERM or SIGINT
     Run,
+    /// Run one task in the foreground: an issue or PR/MR address
+    Once {
+        /// e.g. https://github.com/OWNER/REPO/issues/12 or https://HOST/GROUP/PROJECT/-/merge_requests/3
+        url: String,
+    },
     /// Check configuration, Docker, images and credentials; print a table
     Doctor,
     /// Manage sandbox images
@@ -157,29 +164,39 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         // Served above, before any config is read.
         Command::Mcp { .. } => Ok(ExitCode::SUCCESS),
         Command::Run => {
-            let docker = connect(&config.docker).await?;
-            let mut backend =
-                DockerBackend::new(docker, config.sandbox.clone(), config.daemon.instance_id.clone());
-            // Sandboxes need the static editor (their main process and the
-            // editor server): fail at start, not at the first task.
-            if config.text_editor_mcp.enabled && config.text_editor_mcp.command.is_empty() {
-                let editor = EditorBinary::locate(config.text_editor_mcp.editor_binary.as_deref())?;
-                tracing::info!(path = %editor.path().display(), sha256 = %editor.sha256(), "text editor ready");
-                backend = backend.with_editor(editor);
-            }
-            std::fs::create_dir_all(&config.daemon.state_dir).with_context(|| {
-                format!("creating daemon.state_dir {}", config.daemon.state_dir.display())
-            })?;
-            // Nothing runs yet at start, so every sandbox of this instance is an orphan.
-            let reaped = backend.reap(&[]).await?;
-            tracing::info!(
-                instance = %config.daemon.instance_id,
-                reaped = reaped.len(),
-                "forgehand started; no forge intake is configured in this version, waiting for SIGTERM/SIGINT"
-            );
-            shutdown_signal().await;
-            tracing::info!("shutting down");
+            let assembly = setup::assemble(config, Secrets::from_env(), None).await?;
+            let daemon = Daemon::new(assembly.env, assembly.forges);
+            let shutdown = CancellationToken::new();
+            let trigger = shutdown.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                tracing::info!("shutdown requested");
+                trigger.cancel();
+            });
+            daemon.run(shutdown).await?;
             Ok(ExitCode::SUCCESS)
+        }
+        Command::Once { url } => {
+            let item = forgehand::forge::parse_item_url(&url).with_context(|| {
+                format!("{url:?} is not an issue or PR/MR address; give e.g. https://github.com/OWNER/REPO/issues/12")
+            })?;
+            let assembly = setup::assemble(config, Secrets::from_env(), Some(&[item.forge])).await?;
+            let mut env =
+                std::sync::Arc::into_inner(assembly.env).context("the task environment is shared")?;
+            env.echo_progress = true;
+            let forge = assembly.forges.into_iter().next().context("no forge connected")?;
+            let shutdown = CancellationToken::new();
+            let trigger = shutdown.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                trigger.cancel();
+            });
+            let end = forgehand::task::run(&env, forge, item, shutdown).await;
+            eprintln!("{end:?}");
+            Ok(match end {
+                TaskEnd::Delivered { .. } | TaskEnd::NoChanges | TaskEnd::Skipped { .. } => ExitCode::SUCCESS,
+                _ => ExitCode::FAILURE,
+            })
         }
     }
 }

@@ -31,6 +31,14 @@ impl ChatModel for Router {
     }
 }
 
+/// Asked before every model turn whether the run may go on: the task runner
+/// uses it for the pause and stop labels and for daemon shutdown.
+#[async_trait]
+pub trait StepGate: Send + Sync {
+    /// `None`: go on (after waiting, while paused). `Some(reason)`: stop now.
+    async fn before_step(&self, step: u32) -> Option<String>;
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentLimits {
     pub max_steps: u32,
@@ -65,11 +73,23 @@ impl Default for AgentLimits {
 #[derive(Debug, Clone, PartialEq)]
 pub enum StopReason {
     Answered,
-    MaxSteps { limit: u32 },
-    TokenBudget { used: u64, limit: u64 },
-    WallClock { limit: Duration },
-    RepeatedFailure { tool: String, times: u32 },
+    MaxSteps {
+        limit: u32,
+    },
+    TokenBudget {
+        used: u64,
+        limit: u64,
+    },
+    WallClock {
+        limit: Duration,
+    },
+    RepeatedFailure {
+        tool: String,
+        times: u32,
+    },
     Model(String),
+    /// The step gate stopped the run (label removed, daemon shutting down).
+    Halted(String),
 }
 
 impl std::fmt::Display for StopReason {
@@ -88,6 +108,7 @@ impl std::fmt::Display for StopReason {
                 "stopped: the model made the same failing call to {tool} {times} times (agent.max_repeated_failures)"
             ),
             StopReason::Model(error) => write!(f, "stopped: the model could not be asked: {error}"),
+            StopReason::Halted(reason) => write!(f, "stopped: {reason}"),
         }
     }
 }
@@ -108,6 +129,7 @@ pub struct Agent {
     tools: ToolRegistry,
     limits: AgentLimits,
     prices: BTreeMap<String, Price>,
+    gate: Option<Arc<dyn StepGate>>,
 }
 
 impl Agent {
@@ -122,7 +144,14 @@ impl Agent {
             tools,
             limits,
             prices,
+            gate: None,
         }
+    }
+
+    /// Consults `gate` before every model turn.
+    pub fn with_gate(mut self, gate: Arc<dyn StepGate>) -> Agent {
+        self.gate = Some(gate);
+        self
     }
 
     pub fn tools(&self) -> &ToolRegistry {
@@ -157,6 +186,11 @@ impl Agent {
                     },
                 );
             };
+            if let Some(gate) = &self.gate {
+                if let Some(reason) = gate.before_step(run.steps + 1).await {
+                    return run.finish(None, StopReason::Halted(reason));
+                }
+            }
             run.steps += 1;
             let request = ChatRequest {
                 model: String::new(),

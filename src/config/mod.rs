@@ -6,9 +6,14 @@ mod env;
 mod raw;
 mod secrets;
 mod units;
+mod work;
 
 pub use secrets::{Secret, Secrets};
 pub use units::{ByteSize, HumanDuration};
+pub use work::{
+    DeliveryConfig, GitHubApp, GitHubConfig, GitLabConfig, LabelsConfig, SchedulingConfig,
+    GITHUB_API_URL_ENV, GITLAB_URL_ENV,
+};
 
 use raw::RawConfig;
 use std::collections::BTreeMap;
@@ -60,6 +65,11 @@ pub struct Config {
     pub llm: LlmConfig,
     pub agent: AgentConfig,
     pub mcp_servers: Vec<McpServerConfig>,
+    pub scheduling: SchedulingConfig,
+    pub github: GitHubConfig,
+    pub gitlab: GitLabConfig,
+    pub labels: LabelsConfig,
+    pub delivery: DeliveryConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -239,7 +249,7 @@ impl Config {
         if let Some(path) = lookup(EDITOR_BINARY_ENV).filter(|v| !v.trim().is_empty()) {
             self.text_editor_mcp.editor_binary = Some(PathBuf::from(path.trim()));
         }
-        Ok(())
+        work::apply_url_overrides(&mut self.github, &mut self.gitlab, lookup)
     }
 
     fn from_raw(raw: RawConfig, base_dir: &Path) -> Result<Config, ConfigError> {
@@ -410,7 +420,13 @@ impl Config {
         let llm = resolve_llm(raw.llm)?;
         let agent = resolve_agent(raw.agent, llm.max_output_tokens, &resolve_path)?;
         let mcp_servers = resolve_mcp_servers(raw.mcp_servers)?;
+        let scheduling = work::resolve_scheduling(&raw.daemon)?;
         Ok(Config {
+            scheduling,
+            github: work::resolve_github(raw.github)?,
+            gitlab: work::resolve_gitlab(raw.gitlab)?,
+            labels: work::resolve_labels(raw.labels)?,
+            delivery: work::resolve_delivery(raw.delivery)?,
             daemon,
             docker,
             images,

@@ -19,6 +19,10 @@ pub struct RawConfig {
     pub llm: RawLlm,
     pub agent: RawAgent,
     pub mcp_servers: Vec<RawMcpServerEntry>,
+    pub github: RawGitHub,
+    pub gitlab: RawGitLab,
+    pub labels: RawLabels,
+    pub delivery: RawDelivery,
 }
 
 #[derive(Debug, Deserialize)]
@@ -26,6 +30,11 @@ pub struct RawConfig {
 pub struct RawDaemon {
     pub instance_id: String,
     pub state_dir: String,
+    pub poll_interval: HumanDuration,
+    pub poll_jitter: HumanDuration,
+    pub max_concurrent_tasks: usize,
+    pub shutdown_grace: HumanDuration,
+    pub max_task_attempts: u32,
 }
 
 impl Default for RawDaemon {
@@ -33,6 +42,99 @@ impl Default for RawDaemon {
         RawDaemon {
             instance_id: "forgehand".into(),
             state_dir: "state".into(),
+            poll_interval: HumanDuration(Duration::from_secs(60)),
+            poll_jitter: HumanDuration(Duration::from_secs(10)),
+            max_concurrent_tasks: 2,
+            shutdown_grace: HumanDuration(Duration::from_secs(60)),
+            max_task_attempts: 3,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawGitHub {
+    pub api_url: String,
+    pub repositories: Vec<String>,
+    pub all_repositories: bool,
+    pub app_id: u64,
+    pub installation_id: u64,
+}
+
+impl Default for RawGitHub {
+    fn default() -> Self {
+        RawGitHub {
+            api_url: "https://api.github.com".into(),
+            repositories: Vec::new(),
+            all_repositories: false,
+            app_id: 0,
+            installation_id: 0,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawGitLab {
+    pub url: String,
+    pub projects: Vec<String>,
+    pub all_projects: bool,
+    pub min_access_level: u32,
+}
+
+impl Default for RawGitLab {
+    fn default() -> Self {
+        RawGitLab {
+            url: "https://gitlab.com".into(),
+            projects: Vec::new(),
+            all_projects: false,
+            min_access_level: 30,
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawLabels {
+    pub trigger: String,
+    pub processing: String,
+    pub done: String,
+    pub failed: String,
+    pub paused: String,
+}
+
+impl Default for RawLabels {
+    fn default() -> Self {
+        RawLabels {
+            trigger: "coding agent".into(),
+            processing: "coding agent processing".into(),
+            done: "coding agent done".into(),
+            failed: "coding agent failed".into(),
+            paused: "coding agent paused".into(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawDelivery {
+    pub branch_prefix: String,
+    pub protected_paths: Vec<String>,
+    pub allow_protected_paths: bool,
+    pub max_push_attempts: u32,
+    pub author_name: String,
+    pub author_email: String,
+}
+
+impl Default for RawDelivery {
+    fn default() -> Self {
+        RawDelivery {
+            branch_prefix: "forgehand/".into(),
+            protected_paths: vec![".github/workflows/".into(), ".gitlab-ci.yml".into()],
+            allow_protected_paths: false,
+            max_push_attempts: 3,
+            author_name: "forgehand".into(),
+            author_email: "forgehand@localhost".into(),
         }
     }
 }

@@ -33,8 +33,12 @@ impl fmt::Display for Secret {
 }
 
 /// The environment variables forgehand reads secrets from, with what each is for.
-pub const SECRET_VARS: [(&str, &str); 5] = [
+pub const SECRET_VARS: [(&str, &str); 6] = [
     ("GITHUB_TOKEN", "GitHub API and git over HTTPS"),
+    (
+        "GITHUB_APP_PRIVATE_KEY",
+        "GitHub App authentication (PEM), with github.app_id",
+    ),
     ("GITLAB_TOKEN", "GitLab API and git over HTTPS"),
     ("OPENAI_API_KEY", "OpenAI models"),
     ("GEMINI_API_KEY", "Gemini models"),
@@ -44,6 +48,7 @@ pub const SECRET_VARS: [(&str, &str); 5] = [
 #[derive(Debug, Clone, Default)]
 pub struct Secrets {
     pub github_token: Option<Secret>,
+    pub github_app_private_key: Option<Secret>,
     pub gitlab_token: Option<Secret>,
     pub openai_api_key: Option<Secret>,
     pub gemini_api_key: Option<Secret>,
@@ -64,6 +69,7 @@ impl Secrets {
         };
         Secrets {
             github_token: get("GITHUB_TOKEN"),
+            github_app_private_key: get("GITHUB_APP_PRIVATE_KEY"),
             gitlab_token: get("GITLAB_TOKEN"),
             openai_api_key: get("OPENAI_API_KEY"),
             gemini_api_key: get("GEMINI_API_KEY"),
@@ -75,6 +81,7 @@ impl Secrets {
     pub fn presence(&self) -> Vec<(&'static str, &'static str, bool)> {
         let present = [
             self.github_token.is_some(),
+            self.github_app_private_key.is_some(),
             self.gitlab_token.is_some(),
             self.openai_api_key.is_some(),
             self.gemini_api_key.is_some(),
@@ -87,10 +94,23 @@ impl Secrets {
             .collect()
     }
 
+    /// `text` with every secret value replaced by `***`: a last guard on
+    /// anything forgehand writes where people can read it.
+    pub fn scrub(&self, text: &str) -> String {
+        let mut out = text.to_owned();
+        for value in self.values() {
+            if value.len() >= 4 && out.contains(value) {
+                out = out.replace(value, "***");
+            }
+        }
+        out
+    }
+
     /// Every secret value that is set, for scrubbing and leak checks.
     pub fn values(&self) -> Vec<&str> {
         [
             &self.github_token,
+            &self.github_app_private_key,
             &self.gitlab_token,
             &self.openai_api_key,
             &self.gemini_api_key,

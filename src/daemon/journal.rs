@@ -1,0 +1,300 @@
+//! The task journal: one row per task in an embedded SQLite database (WAL,
+//! so a killed daemon loses nothing that was written). Every step that has
+//! an effect outside the daemon (comment posted, branch pushed, PR opened)
+//! is recorded here as soon as it is done; a restarted daemon reads it to
+//! resume or fail each unfinished task.
+
+use rusqlite::{params, Connection, OptionalExtension};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+/// How far a task got. Ordered: a later phase implies the earlier ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Phase {
+    Claimed,
+    Working,
+    Pushed,
+    Delivered,
+    Done,
+    Failed,
+    Stopped,
+}
+
+impl Phase {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Phase::Claimed => "claimed",
+            Phase::Working => "working",
+            Phase::Pushed => "pushed",
+            Phase::Delivered => "delivered",
+            Phase::Done => "done",
+            Phase::Failed => "failed",
+            Phase::Stopped => "stopped",
+        }
+    }
+
+    fn parse(text: &str) -> Phase {
+        match text {
+            "working" => Phase::Working,
+            "pushed" => Phase::Pushed,
+            "delivered" => Phase::Delivered,
+            "done" => Phase::Done,
+            "failed" => Phase::Failed,
+            "stopped" => Phase::Stopped,
+            _ => Phase::Claimed,
+        }
+    }
+
+    pub fn is_final(self) -> bool {
+        matches!(self, Phase::Done | Phase::Failed | Phase::Stopped)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskRecord {
+    /// `ItemRef::key()`.
+    pub key: String,
+    pub phase: Phase,
+    /// Times the task was started (a resume counts).
+    pub attempts: u32,
+    pub branch: Option<String>,
+    pub comment_id: Option<u64>,
+    pub container_id: Option<String>,
+    pub change_url: Option<String>,
+    pub outcome: Option<String>,
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum JournalError {
+    #[error("cannot create the state folder {path}: {source}; check daemon.state_dir and its permissions")]
+    StateDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("task journal {path}: {source}")]
+    Sqlite {
+        path: PathBuf,
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+pub struct Journal {
+    path: PathBuf,
+    db: Mutex<Connection>,
+}
+
+impl Journal {
+    /// Opens (or creates) `<state_dir>/journal.sqlite3`.
+    pub fn open(state_dir: &Path) -> Result<Journal, JournalError> {
+        std::fs::create_dir_all(state_dir).map_err(|source| JournalError::StateDir {
+            path: state_dir.to_owned(),
+            source,
+        })?;
+        let path = state_dir.join("journal.sqlite3");
+        let fail = |source| JournalError::Sqlite {
+            path: path.clone(),
+            source,
+        };
+        let db = Connection::open(&path).map_err(fail)?;
+        db.busy_timeout(std::time::Duration::from_secs(5)).map_err(fail)?;
+        db.pragma_update(None, "journal_mode", "WAL").map_err(fail)?;
+        // WAL with NORMAL survives a killed process; only a power cut can lose the last commit.
+        db.pragma_update(None, "synchronous", "NORMAL").map_err(fail)?;
+        db.execute_batch(
+            "CREATE TABLE IF NOT EXISTS tasks (
+                key TEXT PRIMARY KEY,
+                phase TEXT NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                branch TEXT,
+                comment_id INTEGER,
+                container_id TEXT,
+                change_url TEXT,
+                outcome TEXT,
+                updated_at INTEGER NOT NULL
+            );",
+        )
+        .map_err(fail)?;
+        Ok(Journal {
+            path,
+            db: Mutex::new(db),
+        })
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, JournalError> {
+        let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
+        f(&db).map_err(|source| JournalError::Sqlite {
+            path: self.path.clone(),
+            source,
+        })
+    }
+
+    pub fn get(&self, key: &str) -> Result<Option<TaskRecord>, JournalError> {
+        self.with(|db| {
+            db.query_row(
+                "SELECT key, phase, attempts, branch, comment_id, container_id, change_url, outcome FROM tasks WHERE key = ?1",
+                params![key],
+                row_to_record,
+            )
+            .optional()
+        })
+    }
+
+    /// Tasks not yet done, failed or stopped.
+    pub fn unfinished(&self) -> Result<Vec<TaskRecord>, JournalError> {
+        self.with(|db| {
+            let mut stmt = db.prepare(
+                "SELECT key, phase, attempts, branch, comment_id, container_id, change_url, outcome FROM tasks
+                 WHERE phase NOT IN ('done', 'failed', 'stopped') ORDER BY updated_at",
+            )?;
+            let rows = stmt.query_map([], row_to_record)?;
+            rows.collect()
+        })
+    }
+
+    /// Starts (or resumes) the task: a finished earlier run of the same item
+    /// is replaced by a fresh record; an unfinished one keeps its progress.
+    /// Returns the record with `attempts` counted up.
+    pub fn begin(&self, key: &str) -> Result<TaskRecord, JournalError> {
+        self.with(|db| {
+            let existing: Option<String> = db
+                .query_row("SELECT phase FROM tasks WHERE key = ?1", params![key], |r| r.get(0))
+                .optional()?;
+            match existing.map(|p| Phase::parse(&p)) {
+                Some(phase) if !phase.is_final() => {
+                    db.execute(
+                        "UPDATE tasks SET attempts = attempts + 1, updated_at = ?2 WHERE key = ?1",
+                        params![key, now()],
+                    )?;
+                }
+                _ => {
+                    db.execute(
+                        "INSERT OR REPLACE INTO tasks (key, phase, attempts, updated_at) VALUES (?1, 'claimed', 1, ?2)",
+                        params![key, now()],
+                    )?;
+                }
+            }
+            db.query_row(
+                "SELECT key, phase, attempts, branch, comment_id, container_id, change_url, outcome FROM tasks WHERE key = ?1",
+                params![key],
+                row_to_record,
+            )
+        })
+    }
+
+    pub fn set_phase(&self, key: &str, phase: Phase) -> Result<(), JournalError> {
+        self.update(key, "phase", phase.as_str())
+    }
+
+    pub fn set_branch(&self, key: &str, branch: &str) -> Result<(), JournalError> {
+        self.update(key, "branch", branch)
+    }
+
+    pub fn set_comment(&self, key: &str, id: u64) -> Result<(), JournalError> {
+        self.with(|db| {
+            db.execute(
+                "UPDATE tasks SET comment_id = ?2, updated_at = ?3 WHERE key = ?1",
+                params![key, id as i64, now()],
+            )
+            .map(drop)
+        })
+    }
+
+    pub fn set_container(&self, key: &str, id: Option<&str>) -> Result<(), JournalError> {
+        self.with(|db| {
+            db.execute(
+                "UPDATE tasks SET container_id = ?2, updated_at = ?3 WHERE key = ?1",
+                params![key, id, now()],
+            )
+            .map(drop)
+        })
+    }
+
+    pub fn set_change(&self, key: &str, url: &str) -> Result<(), JournalError> {
+        self.update(key, "change_url", url)
+    }
+
+    /// The model's summary, kept for the PR/MR body in case of a restart
+    /// between the push and the PR/MR.
+    pub fn set_summary(&self, key: &str, summary: &str) -> Result<(), JournalError> {
+        self.update(key, "outcome", summary)
+    }
+
+    /// Ends the task with a final phase and a one-line outcome.
+    pub fn finish(&self, key: &str, phase: Phase, outcome: &str) -> Result<(), JournalError> {
+        self.with(|db| {
+            db.execute(
+                "UPDATE tasks SET phase = ?2, outcome = ?3, container_id = NULL, updated_at = ?4 WHERE key = ?1",
+                params![key, phase.as_str(), outcome, now()],
+            )
+            .map(drop)
+        })
+    }
+
+    fn update(&self, key: &str, column: &'static str, value: &str) -> Result<(), JournalError> {
+        let sql = format!("UPDATE tasks SET {column} = ?2, updated_at = ?3 WHERE key = ?1");
+        self.with(|db| db.execute(&sql, params![key, value, now()]).map(drop))
+    }
+}
+
+fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
+    Ok(TaskRecord {
+        key: row.get(0)?,
+        phase: Phase::parse(&row.get::<_, String>(1)?),
+        attempts: row.get(2)?,
+        branch: row.get(3)?,
+        comment_id: row.get::<_, Option<i64>>(4)?.map(|v| v as u64),
+        container_id: row.get(5)?,
+        change_url: row.get(6)?,
+        outcome: row.get(7)?,
+    })
+}
+
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn records_survive_reopening_and_resume_counts_attempts() {
+        let dir = tempfile::tempdir().unwrap();
+        {
+            let journal = Journal::open(dir.path()).unwrap();
+            let first = journal.begin("github:a/b:issue:1").unwrap();
+            assert_eq!((first.phase, first.attempts), (Phase::Claimed, 1));
+            journal.set_comment("github:a/b:issue:1", 42).unwrap();
+            journal
+                .set_branch("github:a/b:issue:1", "forgehand/issue-1")
+                .unwrap();
+            journal.set_phase("github:a/b:issue:1", Phase::Pushed).unwrap();
+        }
+        let journal = Journal::open(dir.path()).unwrap();
+        let unfinished = journal.unfinished().unwrap();
+        assert_eq!(unfinished.len(), 1);
+        let resumed = journal.begin("github:a/b:issue:1").unwrap();
+        assert_eq!(resumed.attempts, 2);
+        assert_eq!(resumed.phase, Phase::Pushed);
+        assert_eq!(resumed.comment_id, Some(42));
+        journal
+            .finish("github:a/b:issue:1", Phase::Done, "draft PR opened")
+            .unwrap();
+        assert!(journal.unfinished().unwrap().is_empty());
+        // A new trigger of a finished item starts over.
+        let again = journal.begin("github:a/b:issue:1").unwrap();
+        assert_eq!(
+            (again.phase, again.attempts, again.comment_id),
+            (Phase::Claimed, 1, None)
+        );
+    }
+}

@@ -1,0 +1,164 @@
+//! The long-running daemon, written as a reconcile loop: observe the forges
+//! (labelled items, cheaply) and the journal, start or resume tasks up to the
+//! concurrency limit, and on shutdown stop claiming, give running tasks a
+//! grace period, then checkpoint them for the next start.
+
+pub mod intake;
+pub mod journal;
+pub mod setup;
+
+use crate::forge::{Forge, ForgeKind, ItemRef};
+use crate::task::{self, TaskEnd, TaskEnv};
+use std::collections::{BTreeMap, HashSet, VecDeque};
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    #[error(transparent)]
+    Journal(#[from] journal::JournalError),
+    #[error("cannot clean up leftover sandboxes: {0}")]
+    Reap(#[from] crate::sandbox::SandboxError),
+}
+
+pub struct Daemon {
+    env: Arc<TaskEnv>,
+    forges: BTreeMap<ForgeKind, Arc<dyn Forge>>,
+}
+
+impl Daemon {
+    pub fn new(env: Arc<TaskEnv>, forges: Vec<Arc<dyn Forge>>) -> Daemon {
+        Daemon {
+            env,
+            forges: forges.into_iter().map(|f| (f.kind(), f)).collect(),
+        }
+    }
+
+    /// Runs until `shutdown` is cancelled, then winds down (see module docs).
+    pub async fn run(&self, shutdown: CancellationToken) -> Result<(), DaemonError> {
+        let scheduling = self.env.config.scheduling.clone();
+        // Tasks are cancelled separately, only after the grace period.
+        let tasks_stop = CancellationToken::new();
+        let mut running: JoinSet<(String, TaskEnd)> = JoinSet::new();
+        let mut active: HashSet<String> = HashSet::new();
+        let mut queue: VecDeque<(ItemRef, &'static str)> = VecDeque::new();
+
+        // Reconcile: nothing runs yet, so every container of this instance is an orphan.
+        let removed = self.env.backend.reap(&[]).await?;
+        if !removed.is_empty() {
+            tracing::info!(
+                count = removed.len(),
+                "removed sandboxes left by an earlier run: {}",
+                removed.join(", ")
+            );
+        }
+        for record in self.env.journal.unfinished()? {
+            match ItemRef::parse_key(&record.key) {
+                Some(item) if self.forges.contains_key(&item.forge) => {
+                    tracing::info!(task = %item, phase = record.phase.as_str(), "resuming an unfinished task");
+                    queue.push_back((item, "resume"));
+                }
+                Some(item) => tracing::warn!(
+                    task = %item,
+                    "unfinished task of a forge that is no longer configured; it stays in the journal"
+                ),
+                None => tracing::warn!(key = %record.key, "unreadable journal key; ignored"),
+            }
+        }
+
+        let mut intake = intake::Intake::new(self.env.config.labels.clone());
+        let mut next_poll = tokio::time::Instant::now();
+        loop {
+            while active.len() < scheduling.max_concurrent_tasks {
+                let Some((item, why)) = queue.pop_front() else {
+                    break;
+                };
+                let key = item.key();
+                if !active.insert(key.clone()) {
+                    continue;
+                }
+                let Some(forge) = self.forges.get(&item.forge).cloned() else {
+                    continue;
+                };
+                tracing::info!(task = %item, "starting ({why})");
+                let env = self.env.clone();
+                let stop = tasks_stop.clone();
+                running.spawn(async move {
+                    let end = task::run(&env, forge, item, stop).await;
+                    (key, end)
+                });
+            }
+            if shutdown.is_cancelled() {
+                break;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                Some(done) = running.join_next(), if !running.is_empty() => {
+                    finished(&mut active, done);
+                }
+                _ = tokio::time::sleep_until(next_poll) => {
+                    for forge in self.forges.values() {
+                        for item in intake.poll(forge.as_ref()).await {
+                            let key = item.key();
+                            if !active.contains(&key) && !queue.iter().any(|(q, _)| q.key() == key) {
+                                queue.push_back((item, "label"));
+                            }
+                        }
+                    }
+                    let jitter = if scheduling.poll_jitter.is_zero() {
+                        Duration::ZERO
+                    } else {
+                        Duration::from_millis(fastrand::u64(0..=scheduling.poll_jitter.as_millis() as u64))
+                    };
+                    next_poll = tokio::time::Instant::now() + scheduling.poll_interval + jitter;
+                }
+            }
+        }
+
+        if !running.is_empty() {
+            tracing::info!(
+                running = running.len(),
+                "shutting down: no new tasks; running tasks get {} s to finish",
+                scheduling.shutdown_grace.as_secs()
+            );
+            let grace = tokio::time::sleep(scheduling.shutdown_grace);
+            tokio::pin!(grace);
+            loop {
+                tokio::select! {
+                    _ = &mut grace => break,
+                    done = running.join_next() => match done {
+                        Some(done) => finished(&mut active, done),
+                        None => break,
+                    },
+                }
+            }
+            if !running.is_empty() {
+                tracing::info!(
+                    running = running.len(),
+                    "grace period over; checkpointing running tasks"
+                );
+                tasks_stop.cancel();
+                while let Some(done) = running.join_next().await {
+                    finished(&mut active, done);
+                }
+            }
+        }
+        tracing::info!("stopped");
+        Ok(())
+    }
+}
+
+fn finished(active: &mut HashSet<String>, done: Result<(String, TaskEnd), tokio::task::JoinError>) {
+    match done {
+        Ok((key, end)) => {
+            active.remove(&key);
+            tracing::debug!(key = %key, "task finished: {end:?}");
+        }
+        Err(e) => {
+            // A panicking task is a bug; its key stays active so it is not restarted in a loop.
+            tracing::error!("a task crashed: {e}");
+        }
+    }
+}

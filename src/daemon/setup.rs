@@ -1,0 +1,93 @@
+//! Builds everything a daemon (or `forgehand once`) needs from the config
+//! and the secrets, failing early with errors that say what to fix.
+
+use super::journal::Journal;
+use crate::agent::prompts::Prompts;
+use crate::config::{Config, Secrets};
+use crate::forge::github::GitHub;
+use crate::forge::gitlab::GitLab;
+use crate::forge::{Forge, ForgeKind};
+use crate::sandbox::docker::{connect, DockerBackend};
+use crate::sandbox::helper::EditorBinary;
+use crate::task::TaskEnv;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Debug, thiserror::Error)]
+pub enum SetupError {
+    #[error(transparent)]
+    Sandbox(#[from] crate::sandbox::SandboxError),
+    #[error(transparent)]
+    Editor(#[from] crate::sandbox::helper::HelperError),
+    #[error(transparent)]
+    Journal(#[from] super::journal::JournalError),
+    #[error(transparent)]
+    Prompts(#[from] crate::agent::prompts::PromptError),
+    #[error("models: {0}")]
+    Models(#[from] crate::llm::LlmError),
+    #[error(transparent)]
+    Forge(#[from] crate::forge::ForgeError),
+    #[error("nothing to watch: set github.repositories (or github.all_repositories) and/or gitlab.projects (or gitlab.all_projects) in the config")]
+    NothingWatched,
+}
+
+/// The shared task environment and the forges.
+pub struct Assembly {
+    pub env: Arc<TaskEnv>,
+    pub forges: Vec<Arc<dyn Forge>>,
+}
+
+/// Connects Docker, loads the editor, prompts and models, opens the journal
+/// and connects the forges named in `forges` (all watched ones when `None`).
+pub async fn assemble(
+    config: Config,
+    secrets: Secrets,
+    forges: Option<&[ForgeKind]>,
+) -> Result<Assembly, SetupError> {
+    let wanted = |kind: ForgeKind| match forges {
+        Some(list) => list.contains(&kind),
+        None => match kind {
+            ForgeKind::GitHub => config.github.watches_anything(),
+            ForgeKind::GitLab => config.gitlab.watches_anything(),
+        },
+    };
+    let mut connected: Vec<Arc<dyn Forge>> = Vec::new();
+    if wanted(ForgeKind::GitHub) {
+        let timeout = Duration::from_secs(60);
+        connected.push(Arc::new(GitHub::new(&config.github, &secrets, timeout)?));
+        tracing::info!(url = %config.github.api_url, "GitHub ready");
+    }
+    if wanted(ForgeKind::GitLab) {
+        connected.push(Arc::new(GitLab::connect(&config.gitlab, &secrets).await?));
+        tracing::info!(url = %config.gitlab.url, "GitLab ready");
+    }
+    if connected.is_empty() {
+        return Err(SetupError::NothingWatched);
+    }
+
+    let docker = connect(&config.docker).await?;
+    let mut backend = DockerBackend::new(docker, config.sandbox.clone(), config.daemon.instance_id.clone());
+    // Sandboxes need the static editor (their main process and the editor
+    // server): fail at start, not at the first task.
+    if config.text_editor_mcp.enabled && config.text_editor_mcp.command.is_empty() {
+        let editor = EditorBinary::locate(config.text_editor_mcp.editor_binary.as_deref())?;
+        tracing::info!(path = %editor.path().display(), sha256 = %editor.sha256(), "text editor ready");
+        backend = backend.with_editor(editor);
+    }
+    let router = crate::llm::router::from_config(&config.llm, &secrets)?;
+    let prompts = Prompts::load(Some(&config.agent.prompts_dir))?;
+    let journal = Journal::open(&config.daemon.state_dir)?;
+    let env = TaskEnv {
+        config: Arc::new(config),
+        secrets: Arc::new(secrets),
+        backend: Arc::new(backend),
+        model: Arc::new(router),
+        prompts,
+        journal: Arc::new(journal),
+        echo_progress: false,
+    };
+    Ok(Assembly {
+        env: Arc::new(env),
+        forges: connected,
+    })
+}

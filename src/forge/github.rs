@@ -1,0 +1,633 @@
+//! GitHub through octocrab: a personal token or a GitHub App installation,
+//! any base URL (GitHub Enterprise Server). Every GET is conditional: the
+//! ETag of the last answer is sent as `If-None-Match`, and a 304 (which GitHub
+//! does not count against the rate limit) is answered from the cache.
+
+use super::http_util::{encode, next_link, path_and_query, remaining, wait_from_headers};
+use super::{ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll, RepoInfo};
+use crate::config::{GitHubConfig, Secret, Secrets};
+use crate::git::Credentials;
+use async_trait::async_trait;
+use http::{HeaderMap, Method, StatusCode};
+use octocrab::Octocrab;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+use tokio::time::Instant;
+
+const FORGE: &str = "github";
+/// Cached answers kept for conditional requests; past this the cache starts over.
+const MAX_CACHED: usize = 4096;
+
+enum Auth {
+    Token(Secret),
+    App,
+}
+
+pub struct GitHub {
+    crab: Octocrab,
+    auth: Auth,
+    config: GitHubConfig,
+    /// request path -> (ETag, body) of the last 200 answer.
+    cache: Mutex<HashMap<String, (String, String)>>,
+    /// Set while the rate limit is exhausted: no request is sent before.
+    blocked_until: Mutex<Option<Instant>>,
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: String,
+}
+
+impl GitHub {
+    /// A client for `config.api_url`, authenticated with the App (when
+    /// configured) or GITHUB_TOKEN.
+    pub fn new(config: &GitHubConfig, secrets: &Secrets, timeout: Duration) -> Result<GitHub, ForgeError> {
+        let setup = |message: String| ForgeError::Setup {
+            forge: FORGE,
+            message,
+        };
+        let builder = Octocrab::builder()
+            .base_uri(config.api_url.as_str())
+            .map_err(|e| setup(format!("github.api_url {:?} is not usable: {e}", config.api_url)))?
+            .set_connect_timeout(Some(timeout.min(Duration::from_secs(30))))
+            .set_read_timeout(Some(timeout))
+            .set_write_timeout(Some(timeout));
+        let (crab, auth) = match config.app {
+            Some(app) => {
+                let pem = secrets.github_app_private_key.as_ref().ok_or_else(|| {
+                    setup("github.app_id is set but GITHUB_APP_PRIVATE_KEY is not; put the App's private key (PEM) there".into())
+                })?;
+                let key = octocrab::EncodingKey::from_rsa_pem(pem.expose().as_bytes()).map_err(|e| {
+                    setup(format!(
+                        "GITHUB_APP_PRIVATE_KEY is not an RSA private key in PEM form ({e})"
+                    ))
+                })?;
+                let app_crab = builder
+                    .app(octocrab::models::AppId(app.app_id), key)
+                    .build()
+                    .map_err(|e| setup(format!("cannot build the GitHub client: {e}")))?;
+                let crab = app_crab
+                    .installation(octocrab::models::InstallationId(app.installation_id))
+                    .map_err(|e| setup(format!("cannot use installation {}: {e}", app.installation_id)))?;
+                (crab, Auth::App)
+            }
+            None => {
+                let token = secrets.github_token.clone().ok_or_else(|| {
+                    setup("GITHUB_TOKEN is not set; export a token with contents, issues and pull-request write access (or configure a GitHub App)".into())
+                })?;
+                let crab = builder
+                    .personal_token(token.expose().to_owned())
+                    .build()
+                    .map_err(|e| setup(format!("cannot build the GitHub client: {e}")))?;
+                (crab, Auth::Token(token))
+            }
+        };
+        Ok(GitHub {
+            crab,
+            auth,
+            config: config.clone(),
+            cache: Mutex::new(HashMap::new()),
+            blocked_until: Mutex::new(None),
+        })
+    }
+
+    async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        what: &str,
+    ) -> Result<Answer, ForgeError> {
+        if let Some(until) = *lock(&self.blocked_until) {
+            let now = Instant::now();
+            if until > now {
+                return Err(ForgeError::RateLimited {
+                    forge: FORGE,
+                    retry_after: until - now,
+                });
+            }
+        }
+        let cached = (method == Method::GET)
+            .then(|| lock(&self.cache).get(path).cloned())
+            .flatten();
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static("application/vnd.github+json"),
+        );
+        if let Some((etag, _)) = &cached {
+            if let Ok(value) = http::HeaderValue::from_str(etag) {
+                headers.insert(http::header::IF_NONE_MATCH, value);
+            }
+        }
+        let result = match method {
+            Method::GET => self.crab._get_with_headers(path, Some(headers)).await,
+            Method::POST => self.crab._post(path, body).await,
+            Method::PATCH => self.crab._patch(path, body).await,
+            Method::PUT => self.crab._put(path, body).await,
+            Method::DELETE => self.crab._delete(path, body).await,
+            other => {
+                return Err(ForgeError::Setup {
+                    forge: FORGE,
+                    message: format!("method {other} is not used"),
+                })
+            }
+        };
+        let response = result.map_err(|e| ForgeError::Network {
+            forge: FORGE,
+            what: what.to_owned(),
+            message: e.to_string(),
+        })?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        let text = self
+            .crab
+            .body_to_string(response)
+            .await
+            .map_err(|e| ForgeError::Network {
+                forge: FORGE,
+                what: what.to_owned(),
+                message: e.to_string(),
+            })?;
+        if remaining(&headers) == Some(0) {
+            if let Some(wait) = wait_from_headers(&headers) {
+                *lock(&self.blocked_until) = Some(Instant::now() + wait);
+            }
+        }
+        if status == StatusCode::NOT_MODIFIED {
+            if let Some((_, body)) = cached {
+                return Ok(Answer {
+                    status,
+                    headers,
+                    body,
+                });
+            }
+        }
+        if status.is_success() {
+            if method == Method::GET {
+                if let Some(etag) = headers.get(http::header::ETAG).and_then(|v| v.to_str().ok()) {
+                    let mut cache = lock(&self.cache);
+                    if cache.len() >= MAX_CACHED {
+                        cache.clear();
+                    }
+                    cache.insert(path.to_owned(), (etag.to_owned(), text.clone()));
+                }
+            }
+            return Ok(Answer {
+                status,
+                headers,
+                body: text,
+            });
+        }
+        Err(error_for(status, &headers, &text, what))
+    }
+
+    async fn get<T: DeserializeOwned>(&self, path: &str, what: &str) -> Result<T, ForgeError> {
+        let answer = self.send(Method::GET, path, None, what).await?;
+        decode(&answer.body, what)
+    }
+
+    /// Every page of a list, following `Link: rel="next"`. The flag says
+    /// whether the first page was unchanged (304).
+    async fn get_all<T: DeserializeOwned>(
+        &self,
+        path: &str,
+        what: &str,
+    ) -> Result<(Vec<T>, bool), ForgeError> {
+        let first = self.send(Method::GET, path, None, what).await?;
+        let unchanged = first.status == StatusCode::NOT_MODIFIED;
+        let mut items: Vec<T> = decode(&first.body, what)?;
+        let mut next = next_link(&first.headers);
+        let mut pages = 1;
+        while let Some(address) = next.take() {
+            pages += 1;
+            if pages > 100 {
+                break;
+            }
+            let page = self
+                .send(Method::GET, &path_and_query(&address), None, what)
+                .await?;
+            items.extend(decode::<Vec<T>>(&page.body, what)?);
+            next = next_link(&page.headers);
+        }
+        Ok((items, unchanged))
+    }
+
+    async fn write<T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        body: &Value,
+        what: &str,
+    ) -> Result<T, ForgeError> {
+        let answer = self.send(method, path, Some(body), what).await?;
+        decode(&answer.body, what)
+    }
+
+    fn repo_path(repo: &str) -> Result<String, ForgeError> {
+        let (owner, name) = repo.split_once('/').ok_or_else(|| ForgeError::Setup {
+            forge: FORGE,
+            message: format!("{repo:?} is not owner/name"),
+        })?;
+        Ok(format!("/repos/{}/{}", encode(owner), encode(name)))
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn decode<T: DeserializeOwned>(body: &str, what: &str) -> Result<T, ForgeError> {
+    serde_json::from_str(body).map_err(|e| ForgeError::Decode {
+        forge: FORGE,
+        what: what.to_owned(),
+        message: e.to_string(),
+    })
+}
+
+fn error_for(status: StatusCode, headers: &HeaderMap, body: &str, what: &str) -> ForgeError {
+    let message = serde_json::from_str::<Value>(body)
+        .ok()
+        .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
+        .unwrap_or_else(|| body.chars().take(200).collect());
+    let limited = status == StatusCode::TOO_MANY_REQUESTS
+        || (status == StatusCode::FORBIDDEN
+            && (remaining(headers) == Some(0)
+                || headers.contains_key("retry-after")
+                || message.to_ascii_lowercase().contains("rate limit")));
+    if limited {
+        return ForgeError::RateLimited {
+            forge: FORGE,
+            retry_after: wait_from_headers(headers).unwrap_or(Duration::from_secs(60)),
+        };
+    }
+    match status {
+        StatusCode::UNAUTHORIZED => ForgeError::Auth {
+            forge: FORGE,
+            status: status.as_u16(),
+            message,
+        },
+        StatusCode::NOT_FOUND => ForgeError::NotFound {
+            forge: FORGE,
+            what: what.to_owned(),
+        },
+        _ => ForgeError::Api {
+            forge: FORGE,
+            what: what.to_owned(),
+            status: status.as_u16(),
+            message,
+        },
+    }
+}
+
+#[derive(Deserialize)]
+struct User {
+    login: String,
+}
+
+#[derive(Deserialize)]
+struct Label {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct Issue {
+    number: u64,
+    title: String,
+    #[serde(default)]
+    body: Option<String>,
+    user: User,
+    #[serde(default)]
+    labels: Vec<Label>,
+    state: String,
+    html_url: String,
+    #[serde(default)]
+    pull_request: Option<Value>,
+}
+
+impl Issue {
+    fn into_item(self, repo: &str) -> Item {
+        Item {
+            reference: ItemRef {
+                forge: ForgeKind::GitHub,
+                repo: repo.to_owned(),
+                kind: if self.pull_request.is_some() {
+                    ItemKind::Change
+                } else {
+                    ItemKind::Issue
+                },
+                number: self.number,
+            },
+            title: self.title,
+            body: self.body.unwrap_or_default(),
+            author: self.user.login,
+            labels: self.labels.into_iter().map(|l| l.name).collect(),
+            open: self.state == "open",
+            web_url: self.html_url,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct IssueComment {
+    id: u64,
+    user: User,
+    #[serde(default)]
+    body: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct IssueEvent {
+    event: String,
+    #[serde(default)]
+    actor: Option<User>,
+    #[serde(default)]
+    label: Option<Label>,
+}
+
+#[derive(Deserialize)]
+struct Permission {
+    permission: String,
+}
+
+#[derive(Deserialize)]
+struct Repository {
+    full_name: String,
+    clone_url: String,
+    default_branch: String,
+}
+
+#[derive(Deserialize)]
+struct InstallationRepositories {
+    repositories: Vec<Repository>,
+}
+
+#[derive(Deserialize)]
+struct PullRef {
+    #[serde(rename = "ref")]
+    name: String,
+    #[serde(default)]
+    repo: Option<RepoName>,
+}
+
+#[derive(Deserialize)]
+struct RepoName {
+    full_name: String,
+}
+
+#[derive(Deserialize)]
+struct Pull {
+    number: u64,
+    html_url: String,
+    state: String,
+    head: PullRef,
+    base: PullRef,
+}
+
+impl Pull {
+    fn into_change(self, repo: &str) -> ChangeInfo {
+        ChangeInfo {
+            number: self.number,
+            web_url: self.html_url,
+            same_repo: self
+                .head
+                .repo
+                .as_ref()
+                .is_some_and(|r| r.full_name.eq_ignore_ascii_case(repo)),
+            source_branch: self.head.name,
+            target_branch: self.base.name,
+            open: self.state == "open",
+        }
+    }
+}
+
+#[async_trait]
+impl Forge for GitHub {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::GitHub
+    }
+
+    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
+        let token = match &self.auth {
+            Auth::Token(token) => token.clone(),
+            Auth::App => {
+                use octocrab::secrecy::ExposeSecret;
+                let token = self
+                    .crab
+                    .installation_token()
+                    .await
+                    .map_err(|e| ForgeError::Auth {
+                        forge: FORGE,
+                        status: 0,
+                        message: format!("cannot get an installation token: {e}"),
+                    })?;
+                Secret::new(token.expose_secret().to_owned())
+            }
+        };
+        Ok(Credentials {
+            username: "x-access-token".into(),
+            token,
+        })
+    }
+
+    async fn watched_repositories(&self) -> Result<Vec<String>, ForgeError> {
+        let mut repos = self.config.repositories.clone();
+        if self.config.all_repositories {
+            let visible: Vec<String> = match self.auth {
+                Auth::App => {
+                    let mut names = Vec::new();
+                    let mut path = "/installation/repositories?per_page=100".to_owned();
+                    for _ in 0..100 {
+                        let answer = self
+                            .send(Method::GET, &path, None, "list installation repositories")
+                            .await?;
+                        let page: InstallationRepositories =
+                            decode(&answer.body, "list installation repositories")?;
+                        names.extend(page.repositories.into_iter().map(|r| r.full_name));
+                        match next_link(&answer.headers) {
+                            Some(next) => path = path_and_query(&next),
+                            None => break,
+                        }
+                    }
+                    names
+                }
+                Auth::Token(_) => self
+                    .get_all::<Repository>("/user/repos?per_page=100", "list repositories")
+                    .await?
+                    .0
+                    .into_iter()
+                    .map(|r| r.full_name)
+                    .collect(),
+            };
+            for name in visible {
+                if !repos.iter().any(|r| r.eq_ignore_ascii_case(&name)) {
+                    repos.push(name);
+                }
+            }
+        }
+        Ok(repos)
+    }
+
+    async fn poll_labelled(&self, repo: &str, label: &str) -> Result<Poll, ForgeError> {
+        // Sorted by update, so any change to a labelled item changes page 1 and its ETag.
+        let path = format!(
+            "{}/issues?state=open&labels={}&sort=updated&direction=desc&per_page=100",
+            Self::repo_path(repo)?,
+            encode(label)
+        );
+        let (issues, unchanged) = self.get_all::<Issue>(&path, "list labelled issues").await?;
+        if unchanged {
+            return Ok(Poll::Unchanged);
+        }
+        Ok(Poll::Items(
+            issues.into_iter().map(|i| i.into_item(repo)).collect(),
+        ))
+    }
+
+    async fn item(&self, item: &ItemRef) -> Result<Item, ForgeError> {
+        let path = format!("{}/issues/{}", Self::repo_path(&item.repo)?, item.number);
+        let issue: Issue = self.get(&path, "read the issue").await?;
+        Ok(issue.into_item(&item.repo))
+    }
+
+    async fn label_added_by(&self, item: &ItemRef, label: &str) -> Result<Option<String>, ForgeError> {
+        let path = format!(
+            "{}/issues/{}/events?per_page=100",
+            Self::repo_path(&item.repo)?,
+            item.number
+        );
+        let (events, _) = self
+            .get_all::<IssueEvent>(&path, "read the issue's events")
+            .await?;
+        Ok(events
+            .into_iter()
+            .rev()
+            .find(|e| e.event == "labeled" && e.label.as_ref().is_some_and(|l| l.name == label))
+            .and_then(|e| e.actor.map(|a| a.login)))
+    }
+
+    async fn may_trigger(&self, repo: &str, user: &str) -> Result<bool, ForgeError> {
+        let path = format!(
+            "{}/collaborators/{}/permission",
+            Self::repo_path(repo)?,
+            encode(user)
+        );
+        match self
+            .get::<Permission>(&path, "read a collaborator's permission")
+            .await
+        {
+            Ok(p) => Ok(matches!(p.permission.as_str(), "admin" | "maintain" | "write")),
+            Err(ForgeError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
+        let path = format!(
+            "{}/issues/{}/comments?per_page=100",
+            Self::repo_path(&item.repo)?,
+            item.number
+        );
+        let (comments, _) = self.get_all::<IssueComment>(&path, "read comments").await?;
+        Ok(comments
+            .into_iter()
+            .map(|c| Comment {
+                id: c.id,
+                author: c.user.login,
+                body: c.body.unwrap_or_default(),
+            })
+            .collect())
+    }
+
+    async fn create_comment(&self, item: &ItemRef, body: &str) -> Result<u64, ForgeError> {
+        let path = format!("{}/issues/{}/comments", Self::repo_path(&item.repo)?, item.number);
+        let comment: IssueComment = self
+            .write(Method::POST, &path, &json!({ "body": body }), "post a comment")
+            .await?;
+        Ok(comment.id)
+    }
+
+    async fn edit_comment(&self, item: &ItemRef, id: u64, body: &str) -> Result<(), ForgeError> {
+        let path = format!("{}/issues/comments/{id}", Self::repo_path(&item.repo)?);
+        let _: Value = self
+            .write(Method::PATCH, &path, &json!({ "body": body }), "edit a comment")
+            .await?;
+        Ok(())
+    }
+
+    async fn edit_labels(&self, item: &ItemRef, add: &[&str], remove: &[&str]) -> Result<(), ForgeError> {
+        let base = format!("{}/issues/{}/labels", Self::repo_path(&item.repo)?, item.number);
+        if !add.is_empty() {
+            let _: Value = self
+                .write(Method::POST, &base, &json!({ "labels": add }), "add labels")
+                .await?;
+        }
+        for label in remove {
+            let path = format!("{base}/{}", encode(label));
+            match self.send(Method::DELETE, &path, None, "remove a label").await {
+                Ok(_) | Err(ForgeError::NotFound { .. }) => {}
+                Err(e) => return Err(e),
+            }
+        }
+        Ok(())
+    }
+
+    async fn repository(&self, repo: &str) -> Result<RepoInfo, ForgeError> {
+        let info: Repository = self.get(&Self::repo_path(repo)?, "read the repository").await?;
+        Ok(RepoInfo {
+            clone_url: info.clone_url,
+            default_branch: info.default_branch,
+        })
+    }
+
+    async fn change(&self, item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
+        let path = format!("{}/pulls/{}", Self::repo_path(&item.repo)?, item.number);
+        let pull: Pull = self.get(&path, "read the pull request").await?;
+        Ok(pull.into_change(&item.repo))
+    }
+
+    async fn find_open_change(
+        &self,
+        repo: &str,
+        source_branch: &str,
+    ) -> Result<Option<ChangeInfo>, ForgeError> {
+        let owner = repo.split('/').next().unwrap_or_default();
+        let path = format!(
+            "{}/pulls?state=open&head={}&per_page=100",
+            Self::repo_path(repo)?,
+            encode(&format!("{owner}:{source_branch}"))
+        );
+        let (pulls, _) = self.get_all::<Pull>(&path, "list pull requests").await?;
+        Ok(pulls
+            .into_iter()
+            .map(|p| p.into_change(repo))
+            .find(|p| p.source_branch == source_branch && p.same_repo))
+    }
+
+    async fn create_draft_change(
+        &self,
+        repo: &str,
+        source_branch: &str,
+        target_branch: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<ChangeInfo, ForgeError> {
+        let path = format!("{}/pulls", Self::repo_path(repo)?);
+        let request = json!({
+            "title": title,
+            "head": source_branch,
+            "base": target_branch,
+            "body": body,
+            "draft": true,
+        });
+        let pull: Pull = self
+            .write(Method::POST, &path, &request, "open a draft pull request")
+            .await?;
+        Ok(pull.into_change(repo))
+    }
+}

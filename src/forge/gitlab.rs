@@ -1,0 +1,580 @@
+//! GitLab (gitlab.com or self-managed) through the gitlab crate: its async
+//! client, authentication, error decoding and pagination, with one small
+//! endpoint type for the REST calls forgehand makes. Polling asks only for
+//! what changed since the newest update already seen (`updated_after`).
+
+use super::{ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll, RepoInfo};
+use crate::config::{GitLabConfig, Secret, Secrets};
+use crate::git::Credentials;
+use async_trait::async_trait;
+use gitlab::api::{self, ApiError, AsyncQuery, Endpoint, Pageable, Pagination, QueryParams};
+use gitlab::{AsyncGitlab, GitlabBuilder, RestError};
+use http::Method;
+use serde::de::DeserializeOwned;
+use serde::Deserialize;
+use serde_json::{json, Value};
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+const FORGE: &str = "gitlab";
+
+pub struct GitLab {
+    client: AsyncGitlab,
+    token: Secret,
+    config: GitLabConfig,
+    /// project -> newest `updated_at` seen by a poll.
+    watermarks: Mutex<HashMap<String, String>>,
+    user_ids: Mutex<HashMap<String, u64>>,
+}
+
+/// One REST call: method, path under /api/v4, query and JSON body.
+struct Rest {
+    method: Method,
+    path: String,
+    query: Vec<(&'static str, String)>,
+    body: Option<Value>,
+}
+
+impl Rest {
+    fn get(path: String) -> Rest {
+        Rest {
+            method: Method::GET,
+            path,
+            query: Vec::new(),
+            body: None,
+        }
+    }
+
+    fn send(method: Method, path: String, body: Value) -> Rest {
+        Rest {
+            method,
+            path,
+            query: Vec::new(),
+            body: Some(body),
+        }
+    }
+
+    fn with(mut self, key: &'static str, value: impl Into<String>) -> Rest {
+        self.query.push((key, value.into()));
+        self
+    }
+}
+
+impl Endpoint for Rest {
+    fn method(&self) -> Method {
+        self.method.clone()
+    }
+
+    fn endpoint(&self) -> Cow<'static, str> {
+        Cow::Owned(self.path.clone())
+    }
+
+    fn parameters(&self) -> QueryParams<'_> {
+        let mut params = QueryParams::default();
+        for (key, value) in &self.query {
+            params.push(*key, value.as_str());
+        }
+        params
+    }
+
+    fn body(&self) -> Result<Option<(&'static str, Vec<u8>)>, api::BodyError> {
+        match &self.body {
+            None => Ok(None),
+            Some(value) => Ok(Some(("application/json", serde_json::to_vec(value)?))),
+        }
+    }
+}
+
+impl Pageable for Rest {}
+
+fn project(path: &str) -> String {
+    format!("projects/{}", super::http_util::encode(path))
+}
+
+fn map_error(err: ApiError<RestError>, what: &str) -> ForgeError {
+    let what_s = what.to_owned();
+    match err {
+        ApiError::GitlabRateLimited { rl_reset, .. } => {
+            let now = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            let reset = rl_reset.to_string().parse::<u64>().unwrap_or(now + 60);
+            ForgeError::RateLimited {
+                forge: FORGE,
+                retry_after: Duration::from_secs(reset.saturating_sub(now).max(1)),
+            }
+        }
+        ApiError::Client { source } => ForgeError::Network {
+            forge: FORGE,
+            what: what_s,
+            message: source.to_string(),
+        },
+        ApiError::GitlabWithStatus { status, msg } => status_error(status.as_u16(), msg, what),
+        ApiError::GitlabObjectWithStatus { status, obj } => {
+            status_error(status.as_u16(), obj.to_string(), what)
+        }
+        ApiError::GitlabUnrecognizedWithStatus { status, obj } => {
+            status_error(status.as_u16(), obj.to_string(), what)
+        }
+        ApiError::GitlabService { status, data } => status_error(
+            status.as_u16(),
+            String::from_utf8_lossy(&data).chars().take(200).collect(),
+            what,
+        ),
+        ApiError::DataType { source, .. } | ApiError::Json { source } => ForgeError::Decode {
+            forge: FORGE,
+            what: what_s,
+            message: source.to_string(),
+        },
+        other => ForgeError::Api {
+            forge: FORGE,
+            what: what_s,
+            status: 0,
+            message: other.to_string(),
+        },
+    }
+}
+
+fn status_error(status: u16, message: String, what: &str) -> ForgeError {
+    match status {
+        401 => ForgeError::Auth {
+            forge: FORGE,
+            status,
+            message,
+        },
+        404 => ForgeError::NotFound {
+            forge: FORGE,
+            what: what.to_owned(),
+        },
+        429 => ForgeError::RateLimited {
+            forge: FORGE,
+            retry_after: Duration::from_secs(60),
+        },
+        _ => ForgeError::Api {
+            forge: FORGE,
+            what: what.to_owned(),
+            status,
+            message,
+        },
+    }
+}
+
+#[derive(Deserialize)]
+struct User {
+    id: u64,
+    username: String,
+}
+
+#[derive(Deserialize)]
+struct Issue {
+    iid: u64,
+    title: String,
+    #[serde(default)]
+    description: Option<String>,
+    author: User,
+    #[serde(default)]
+    labels: Vec<String>,
+    state: String,
+    web_url: String,
+    updated_at: String,
+}
+
+impl Issue {
+    fn into_item(self, repo: &str, kind: ItemKind) -> Item {
+        Item {
+            reference: ItemRef {
+                forge: ForgeKind::GitLab,
+                repo: repo.to_owned(),
+                kind,
+                number: self.iid,
+            },
+            title: self.title,
+            body: self.description.unwrap_or_default(),
+            author: self.author.username,
+            labels: self.labels,
+            open: self.state == "opened",
+            web_url: self.web_url,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct Note {
+    id: u64,
+    author: User,
+    body: String,
+    #[serde(default)]
+    system: bool,
+}
+
+#[derive(Deserialize)]
+struct LabelEvent {
+    #[serde(default)]
+    user: Option<User>,
+    #[serde(default)]
+    label: Option<LabelName>,
+    action: String,
+}
+
+#[derive(Deserialize)]
+struct LabelName {
+    name: String,
+}
+
+#[derive(Deserialize)]
+struct Member {
+    access_level: u32,
+}
+
+#[derive(Deserialize)]
+struct Project {
+    path_with_namespace: String,
+    http_url_to_repo: String,
+    #[serde(default)]
+    default_branch: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct MergeRequest {
+    iid: u64,
+    web_url: String,
+    state: String,
+    source_branch: String,
+    target_branch: String,
+    source_project_id: u64,
+    target_project_id: u64,
+}
+
+impl MergeRequest {
+    fn into_change(self) -> ChangeInfo {
+        ChangeInfo {
+            number: self.iid,
+            web_url: self.web_url,
+            same_repo: self.source_project_id == self.target_project_id,
+            source_branch: self.source_branch,
+            target_branch: self.target_branch,
+            open: self.state == "opened",
+        }
+    }
+}
+
+impl GitLab {
+    /// Connects to `config.url` with GITLAB_TOKEN; the token is checked now.
+    pub async fn connect(config: &GitLabConfig, secrets: &Secrets) -> Result<GitLab, ForgeError> {
+        let token = secrets.gitlab_token.clone().ok_or_else(|| ForgeError::Setup {
+            forge: FORGE,
+            message: "GITLAB_TOKEN is not set; export a token with the \"api\" scope".into(),
+        })?;
+        let url = url::Url::parse(&config.url).map_err(|e| ForgeError::Setup {
+            forge: FORGE,
+            message: format!("gitlab.url {:?}: {e}", config.url),
+        })?;
+        let mut host = url.host_str().unwrap_or_default().to_owned();
+        if let Some(port) = url.port() {
+            host = format!("{host}:{port}");
+        }
+        let prefix = url.path().trim_end_matches('/');
+        host.push_str(prefix);
+        let mut builder = GitlabBuilder::new(host, token.expose());
+        if url.scheme() == "http" {
+            builder.insecure();
+        }
+        let client = builder.build_async().await.map_err(|e| {
+            let message = e.to_string().replace(token.expose(), "***");
+            if message.contains("401") || message.to_ascii_lowercase().contains("unauthorized") {
+                ForgeError::Auth {
+                    forge: FORGE,
+                    status: 401,
+                    message,
+                }
+            } else {
+                ForgeError::Network {
+                    forge: FORGE,
+                    what: config.url.clone(),
+                    message,
+                }
+            }
+        })?;
+        Ok(GitLab {
+            client,
+            token,
+            config: config.clone(),
+            watermarks: Mutex::new(HashMap::new()),
+            user_ids: Mutex::new(HashMap::new()),
+        })
+    }
+
+    async fn one<T: DeserializeOwned + Send + 'static>(
+        &self,
+        rest: Rest,
+        what: &str,
+    ) -> Result<T, ForgeError> {
+        rest.query_async(&self.client)
+            .await
+            .map_err(|e| map_error(e, what))
+    }
+
+    async fn all<T: DeserializeOwned + Send + 'static>(
+        &self,
+        rest: Rest,
+        what: &str,
+    ) -> Result<Vec<T>, ForgeError> {
+        api::paged(rest, Pagination::All)
+            .query_async(&self.client)
+            .await
+            .map_err(|e| map_error(e, what))
+    }
+
+    fn item_path(item: &ItemRef) -> String {
+        let kind = match item.kind {
+            ItemKind::Issue => "issues",
+            ItemKind::Change => "merge_requests",
+        };
+        format!("{}/{kind}/{}", project(&item.repo), item.number)
+    }
+
+    async fn user_id(&self, username: &str) -> Result<Option<u64>, ForgeError> {
+        if let Some(id) = lock(&self.user_ids).get(username) {
+            return Ok(Some(*id));
+        }
+        let users: Vec<User> = self
+            .all(
+                Rest::get("users".into()).with("username", username),
+                "look up a user",
+            )
+            .await?;
+        let id = users.into_iter().find(|u| u.username == username).map(|u| u.id);
+        if let Some(id) = id {
+            lock(&self.user_ids).insert(username.to_owned(), id);
+        }
+        Ok(id)
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[async_trait]
+impl Forge for GitLab {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::GitLab
+    }
+
+    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
+        Ok(Credentials {
+            username: "oauth2".into(),
+            token: self.token.clone(),
+        })
+    }
+
+    async fn watched_repositories(&self) -> Result<Vec<String>, ForgeError> {
+        let mut projects = self.config.projects.clone();
+        if self.config.all_projects {
+            let member: Vec<Project> = self
+                .all(
+                    Rest::get("projects".into())
+                        .with("membership", "true")
+                        .with("archived", "false")
+                        .with("simple", "true"),
+                    "list projects",
+                )
+                .await?;
+            for p in member {
+                if !projects
+                    .iter()
+                    .any(|q| q.eq_ignore_ascii_case(&p.path_with_namespace))
+                {
+                    projects.push(p.path_with_namespace);
+                }
+            }
+        }
+        Ok(projects)
+    }
+
+    async fn poll_labelled(&self, repo: &str, label: &str) -> Result<Poll, ForgeError> {
+        let since = lock(&self.watermarks).get(repo).cloned();
+        let mut items = Vec::new();
+        let mut newest = since.clone();
+        for (kind, segment) in [(ItemKind::Issue, "issues"), (ItemKind::Change, "merge_requests")] {
+            let mut rest = Rest::get(format!("{}/{segment}", project(repo)))
+                .with("state", "opened")
+                .with("labels", label)
+                .with("order_by", "updated_at")
+                .with("sort", "desc");
+            if let Some(since) = &since {
+                rest = rest.with("updated_after", since.clone());
+            }
+            let found: Vec<Issue> = self.all(rest, "list labelled issues and merge requests").await?;
+            for issue in found {
+                if newest.as_deref().is_none_or(|n| issue.updated_at.as_str() > n) {
+                    newest = Some(issue.updated_at.clone());
+                }
+                items.push(issue.into_item(repo, kind));
+            }
+        }
+        if let Some(newest) = newest {
+            lock(&self.watermarks).insert(repo.to_owned(), newest);
+        }
+        if items.is_empty() && since.is_some() {
+            return Ok(Poll::Unchanged);
+        }
+        Ok(Poll::Items(items))
+    }
+
+    async fn item(&self, item: &ItemRef) -> Result<Item, ForgeError> {
+        let issue: Issue = self
+            .one(Rest::get(Self::item_path(item)), "read the issue")
+            .await?;
+        Ok(issue.into_item(&item.repo, item.kind))
+    }
+
+    async fn label_added_by(&self, item: &ItemRef, label: &str) -> Result<Option<String>, ForgeError> {
+        let events: Vec<LabelEvent> = self
+            .all(
+                Rest::get(format!("{}/resource_label_events", Self::item_path(item))),
+                "read label events",
+            )
+            .await?;
+        Ok(events
+            .into_iter()
+            .rev()
+            .find(|e| e.action == "add" && e.label.as_ref().is_some_and(|l| l.name == label))
+            .and_then(|e| e.user.map(|u| u.username)))
+    }
+
+    async fn may_trigger(&self, repo: &str, user: &str) -> Result<bool, ForgeError> {
+        let Some(id) = self.user_id(user).await? else {
+            return Ok(false);
+        };
+        let path = format!("{}/members/all/{id}", project(repo));
+        match self
+            .one::<Member>(Rest::get(path), "read a member's access level")
+            .await
+        {
+            Ok(member) => Ok(member.access_level >= self.config.min_access_level),
+            Err(ForgeError::NotFound { .. }) => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
+        let notes: Vec<Note> = self
+            .all(
+                Rest::get(format!("{}/notes", Self::item_path(item)))
+                    .with("sort", "asc")
+                    .with("order_by", "created_at"),
+                "read comments",
+            )
+            .await?;
+        Ok(notes
+            .into_iter()
+            .filter(|n| !n.system)
+            .map(|n| Comment {
+                id: n.id,
+                author: n.author.username,
+                body: n.body,
+            })
+            .collect())
+    }
+
+    async fn create_comment(&self, item: &ItemRef, body: &str) -> Result<u64, ForgeError> {
+        let path = format!("{}/notes", Self::item_path(item));
+        let note: Note = self
+            .one(
+                Rest::send(Method::POST, path, json!({ "body": body })),
+                "post a comment",
+            )
+            .await?;
+        Ok(note.id)
+    }
+
+    async fn edit_comment(&self, item: &ItemRef, id: u64, body: &str) -> Result<(), ForgeError> {
+        let path = format!("{}/notes/{id}", Self::item_path(item));
+        let _: Value = self
+            .one(
+                Rest::send(Method::PUT, path, json!({ "body": body })),
+                "edit a comment",
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn edit_labels(&self, item: &ItemRef, add: &[&str], remove: &[&str]) -> Result<(), ForgeError> {
+        let body = json!({ "add_labels": add.join(","), "remove_labels": remove.join(",") });
+        let _: Value = self
+            .one(
+                Rest::send(Method::PUT, Self::item_path(item), body),
+                "change labels",
+            )
+            .await?;
+        Ok(())
+    }
+
+    async fn repository(&self, repo: &str) -> Result<RepoInfo, ForgeError> {
+        let p: Project = self.one(Rest::get(project(repo)), "read the project").await?;
+        Ok(RepoInfo {
+            clone_url: p.http_url_to_repo,
+            default_branch: p.default_branch.unwrap_or_else(|| "main".into()),
+        })
+    }
+
+    async fn change(&self, item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
+        let mr: MergeRequest = self
+            .one(Rest::get(Self::item_path(item)), "read the merge request")
+            .await?;
+        Ok(mr.into_change())
+    }
+
+    async fn find_open_change(
+        &self,
+        repo: &str,
+        source_branch: &str,
+    ) -> Result<Option<ChangeInfo>, ForgeError> {
+        let found: Vec<MergeRequest> = self
+            .all(
+                Rest::get(format!("{}/merge_requests", project(repo)))
+                    .with("state", "opened")
+                    .with("source_branch", source_branch),
+                "list merge requests",
+            )
+            .await?;
+        Ok(found
+            .into_iter()
+            .map(MergeRequest::into_change)
+            .find(|c| c.source_branch == source_branch && c.same_repo))
+    }
+
+    async fn create_draft_change(
+        &self,
+        repo: &str,
+        source_branch: &str,
+        target_branch: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<ChangeInfo, ForgeError> {
+        // GitLab marks drafts by the title prefix.
+        let title = if title.starts_with("Draft:") {
+            title.to_owned()
+        } else {
+            format!("Draft: {title}")
+        };
+        let request = json!({
+            "source_branch": source_branch,
+            "target_branch": target_branch,
+            "title": title,
+            "description": body,
+            "remove_source_branch": true,
+        });
+        let mr: MergeRequest = self
+            .one(
+                Rest::send(Method::POST, format!("{}/merge_requests", project(repo)), request),
+                "open a draft merge request",
+            )
+            .await?;
+        Ok(mr.into_change())
+    }
+}

@@ -1,0 +1,365 @@
+//! Forges: GitHub (octocrab) and GitLab (the gitlab crate) behind one trait,
+//! so intake, claiming, reporting and delivery are written once and tested
+//! against fakes.
+
+pub mod github;
+pub mod gitlab;
+mod http_util;
+
+use crate::git::Credentials;
+use async_trait::async_trait;
+use std::fmt;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ForgeKind {
+    GitHub,
+    GitLab,
+}
+
+impl ForgeKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ForgeKind::GitHub => "github",
+            ForgeKind::GitLab => "gitlab",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ForgeKind> {
+        match text {
+            "github" => Some(ForgeKind::GitHub),
+            "gitlab" => Some(ForgeKind::GitLab),
+            _ => None,
+        }
+    }
+}
+
+/// An issue, or a change request (GitHub pull request, GitLab merge request).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum ItemKind {
+    Issue,
+    Change,
+}
+
+impl ItemKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ItemKind::Issue => "issue",
+            ItemKind::Change => "change",
+        }
+    }
+
+    pub fn parse(text: &str) -> Option<ItemKind> {
+        match text {
+            "issue" => Some(ItemKind::Issue),
+            "change" => Some(ItemKind::Change),
+            _ => None,
+        }
+    }
+}
+
+/// Names one issue or PR/MR on one forge.
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ItemRef {
+    pub forge: ForgeKind,
+    /// `owner/name` (GitHub) or the project's full path (GitLab).
+    pub repo: String,
+    pub kind: ItemKind,
+    /// The issue/PR number (GitHub) or IID (GitLab).
+    pub number: u64,
+}
+
+impl ItemRef {
+    /// The journal key: stable across restarts, one per item.
+    pub fn key(&self) -> String {
+        format!(
+            "{}:{}:{}:{}",
+            self.forge.as_str(),
+            self.repo,
+            self.kind.as_str(),
+            self.number
+        )
+    }
+
+    pub fn parse_key(key: &str) -> Option<ItemRef> {
+        let mut parts = key.splitn(2, ':');
+        let forge = ForgeKind::parse(parts.next()?)?;
+        let rest = parts.next()?;
+        let (rest, number) = rest.rsplit_once(':')?;
+        let (repo, kind) = rest.rsplit_once(':')?;
+        Some(ItemRef {
+            forge,
+            repo: repo.to_owned(),
+            kind: ItemKind::parse(kind)?,
+            number: number.parse().ok()?,
+        })
+    }
+
+    /// A name usable in container names and branch names: `github-acme-api-issue-12`.
+    pub fn slug(&self) -> String {
+        let repo: String = self
+            .repo
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() {
+                    c.to_ascii_lowercase()
+                } else {
+                    '-'
+                }
+            })
+            .collect();
+        let kind = match self.kind {
+            ItemKind::Issue => "issue",
+            ItemKind::Change => match self.forge {
+                ForgeKind::GitHub => "pr",
+                ForgeKind::GitLab => "mr",
+            },
+        };
+        format!("{}-{repo}-{kind}-{}", self.forge.as_str(), self.number)
+    }
+}
+
+impl fmt::Display for ItemRef {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let sigil = match (self.forge, self.kind) {
+            (ForgeKind::GitLab, ItemKind::Change) => '!',
+            _ => '#',
+        };
+        write!(f, "{}{sigil}{}", self.repo, self.number)
+    }
+}
+
+/// An issue or PR/MR as read from the forge.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Item {
+    pub reference: ItemRef,
+    pub title: String,
+    pub body: String,
+    pub author: String,
+    pub labels: Vec<String>,
+    pub open: bool,
+    pub web_url: String,
+}
+
+impl Item {
+    pub fn has_label(&self, label: &str) -> bool {
+        self.labels.iter().any(|l| l == label)
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comment {
+    pub id: u64,
+    pub author: String,
+    pub body: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepoInfo {
+    /// HTTPS clone address (no credentials in it).
+    pub clone_url: String,
+    pub default_branch: String,
+}
+
+/// A pull request or merge request.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChangeInfo {
+    pub number: u64,
+    pub web_url: String,
+    pub source_branch: String,
+    pub target_branch: String,
+    /// False when the source branch lives in a fork (forgehand cannot push there).
+    pub same_repo: bool,
+    pub open: bool,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub enum Poll {
+    /// Nothing changed since the last poll (GitHub answered 304; GitLab had nothing newer).
+    Unchanged,
+    Items(Vec<Item>),
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum ForgeError {
+    #[error("{forge}: authentication failed ({status}): {message}; check the token (GITHUB_TOKEN / GITLAB_TOKEN) and its scopes")]
+    Auth {
+        forge: &'static str,
+        status: u16,
+        message: String,
+    },
+    #[error("{forge}: not found: {what}")]
+    NotFound { forge: &'static str, what: String },
+    #[error("{forge}: rate limited; waiting {} s before the next request", retry_after.as_secs())]
+    RateLimited {
+        forge: &'static str,
+        retry_after: Duration,
+    },
+    #[error("{forge}: cannot reach {what}: {message}")]
+    Network {
+        forge: &'static str,
+        what: String,
+        message: String,
+    },
+    #[error("{forge}: {what} failed with HTTP {status}: {message}")]
+    Api {
+        forge: &'static str,
+        what: String,
+        status: u16,
+        message: String,
+    },
+    #[error("{forge}: unexpected answer to {what}: {message}")]
+    Decode {
+        forge: &'static str,
+        what: String,
+        message: String,
+    },
+    #[error("{forge}: {message}")]
+    Setup { forge: &'static str, message: String },
+}
+
+impl ForgeError {
+    /// Worth trying again later: the forge was unreachable, busy or rate limited.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ForgeError::RateLimited { .. } | ForgeError::Network { .. } => true,
+            ForgeError::Api { status, .. } => *status >= 500,
+            _ => false,
+        }
+    }
+
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ForgeError::RateLimited { retry_after, .. } => Some(*retry_after),
+            _ => None,
+        }
+    }
+}
+
+/// Everything forgehand does on a forge, besides git.
+#[async_trait]
+pub trait Forge: Send + Sync {
+    fn kind(&self) -> ForgeKind;
+
+    /// Credentials for git over HTTPS (fresh: App tokens expire).
+    async fn git_credentials(&self) -> Result<Credentials, ForgeError>;
+
+    /// The repositories to poll: the configured ones, plus all visible ones when configured so.
+    async fn watched_repositories(&self) -> Result<Vec<String>, ForgeError>;
+
+    /// Open issues and PRs/MRs of `repo` carrying `label`, or `Unchanged`.
+    async fn poll_labelled(&self, repo: &str, label: &str) -> Result<Poll, ForgeError>;
+
+    async fn item(&self, item: &ItemRef) -> Result<Item, ForgeError>;
+
+    /// Who last applied `label` to the item, if anyone did.
+    async fn label_added_by(&self, item: &ItemRef, label: &str) -> Result<Option<String>, ForgeError>;
+
+    /// Whether `user` has write access (GitHub) / the configured access level (GitLab).
+    async fn may_trigger(&self, repo: &str, user: &str) -> Result<bool, ForgeError>;
+
+    /// The item's comments, oldest first.
+    async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError>;
+
+    async fn create_comment(&self, item: &ItemRef, body: &str) -> Result<u64, ForgeError>;
+
+    async fn edit_comment(&self, item: &ItemRef, id: u64, body: &str) -> Result<(), ForgeError>;
+
+    /// Adds and removes labels in one go where the forge allows it.
+    async fn edit_labels(&self, item: &ItemRef, add: &[&str], remove: &[&str]) -> Result<(), ForgeError>;
+
+    async fn repository(&self, repo: &str) -> Result<RepoInfo, ForgeError>;
+
+    /// The PR/MR behind a change item.
+    async fn change(&self, item: &ItemRef) -> Result<ChangeInfo, ForgeError>;
+
+    /// The open PR/MR from `source_branch` in `repo`, if one exists.
+    async fn find_open_change(
+        &self,
+        repo: &str,
+        source_branch: &str,
+    ) -> Result<Option<ChangeInfo>, ForgeError>;
+
+    async fn create_draft_change(
+        &self,
+        repo: &str,
+        source_branch: &str,
+        target_branch: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<ChangeInfo, ForgeError>;
+}
+
+/// Parses an issue or PR/MR address as a user pastes it:
+/// `https://github.com/o/r/issues/5`, `.../pull/5`,
+/// `https://gitlab.example.com/g/p/-/issues/5`, `.../-/merge_requests/5`.
+pub fn parse_item_url(url: &str) -> Option<ItemRef> {
+    let parsed = url::Url::parse(url.trim()).ok()?;
+    let segments: Vec<&str> = parsed.path_segments()?.filter(|s| !s.is_empty()).collect();
+    if let Some(dash) = segments.iter().position(|s| *s == "-") {
+        let repo = segments[..dash].join("/");
+        let kind = match *segments.get(dash + 1)? {
+            "issues" => ItemKind::Issue,
+            "merge_requests" => ItemKind::Change,
+            _ => return None,
+        };
+        let number = segments.get(dash + 2)?.parse().ok()?;
+        if repo.contains('/') {
+            return Some(ItemRef {
+                forge: ForgeKind::GitLab,
+                repo,
+                kind,
+                number,
+            });
+        }
+        return None;
+    }
+    if segments.len() == 4 {
+        let kind = match segments[2] {
+            "issues" => ItemKind::Issue,
+            "pull" => ItemKind::Change,
+            _ => return None,
+        };
+        return Some(ItemRef {
+            forge: ForgeKind::GitHub,
+            repo: format!("{}/{}", segments[0], segments[1]),
+            kind,
+            number: segments[3].parse().ok()?,
+        });
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn keys_round_trip_and_slugs_are_container_safe() {
+        let item = ItemRef {
+            forge: ForgeKind::GitLab,
+            repo: "Group/Sub.Group/app".into(),
+            kind: ItemKind::Change,
+            number: 7,
+        };
+        assert_eq!(ItemRef::parse_key(&item.key()), Some(item.clone()));
+        assert_eq!(item.slug(), "gitlab-group-sub-group-app-mr-7");
+        assert_eq!(item.to_string(), "Group/Sub.Group/app!7");
+    }
+
+    #[test]
+    fn item_addresses_parse_for_both_forges() {
+        let gh = parse_item_url("https://github.com/acme/api/pull/12").unwrap();
+        assert_eq!(
+            (gh.forge, gh.repo.as_str(), gh.kind, gh.number),
+            (ForgeKind::GitHub, "acme/api", ItemKind::Change, 12)
+        );
+        let gl = parse_item_url("https://git.example.com/a/b/c/-/issues/3").unwrap();
+        assert_eq!(
+            (gl.forge, gl.repo.as_str(), gl.kind, gl.number),
+            (ForgeKind::GitLab, "a/b/c", ItemKind::Issue, 3)
+        );
+        assert!(parse_item_url("https://github.com/acme/api").is_none());
+        assert!(parse_item_url("not a url").is_none());
+    }
+}

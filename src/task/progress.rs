@@ -1,0 +1,154 @@
+//! The one progress comment of a task: created at claim, then edited in
+//! place. A hidden marker names the task, so a restarted daemon finds the
+//! comment and continues it instead of posting another.
+
+use crate::forge::{ForgeKind, ItemRef};
+
+/// The marker put in every progress comment of `item`.
+pub fn marker(item: &ItemRef) -> String {
+    format!("<!-- forgehand:task {} -->", item.key())
+}
+
+/// Whether a comment is a progress comment of forgehand (of any task).
+pub fn is_progress_comment(body: &str) -> bool {
+    body.contains("<!-- forgehand:task ")
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Claim,
+    Workspace,
+    Change,
+    Push,
+    Review,
+}
+
+const STEPS: [Step; 5] = [
+    Step::Claim,
+    Step::Workspace,
+    Step::Change,
+    Step::Push,
+    Step::Review,
+];
+
+#[derive(Debug, Clone)]
+pub struct Progress {
+    item: ItemRef,
+    branch: Option<String>,
+    /// Steps done so far.
+    done: usize,
+    phase: String,
+    history: Vec<String>,
+    outcome: Option<String>,
+}
+
+impl Progress {
+    pub fn new(item: &ItemRef) -> Progress {
+        Progress {
+            item: item.clone(),
+            branch: None,
+            done: 0,
+            phase: "Claimed".into(),
+            history: Vec::new(),
+            outcome: None,
+        }
+    }
+
+    pub fn set_branch(&mut self, branch: &str) {
+        self.branch = Some(branch.to_owned());
+    }
+
+    /// Marks every step before `step` done and says what happens now.
+    pub fn at(&mut self, step: Step, phase: impl Into<String>) {
+        self.done = STEPS.iter().position(|s| *s == step).unwrap_or(0);
+        self.phase = phase.into();
+        self.note(self.phase.clone());
+    }
+
+    pub fn note(&mut self, line: impl Into<String>) {
+        const KEEP: usize = 20;
+        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
+        self.history.push(format!(
+            "{} {}",
+            stamp.replace('T', " ").trim_end_matches('Z'),
+            line.into()
+        ));
+        if self.history.len() > KEEP {
+            self.history.remove(0);
+        }
+    }
+
+    pub fn finish(&mut self, all_done: bool, phase: impl Into<String>, outcome: impl Into<String>) {
+        if all_done {
+            self.done = STEPS.len();
+        }
+        self.phase = phase.into();
+        self.note(self.phase.clone());
+        self.outcome = Some(outcome.into());
+    }
+
+    /// The current status, one line.
+    pub fn status(&self) -> &str {
+        self.history.last().map(String::as_str).unwrap_or(&self.phase)
+    }
+
+    pub fn render(&self) -> String {
+        let change = match self.item.forge {
+            ForgeKind::GitHub => "pull request",
+            ForgeKind::GitLab => "merge request",
+        };
+        let branch = self.branch.as_deref().unwrap_or("the task branch");
+        let labels = [
+            "Claim the task".to_owned(),
+            "Prepare the workspace and sandbox".to_owned(),
+            "Make the change (model with editor and commands)".to_owned(),
+            format!("Push `{branch}`"),
+            format!("Open or update the draft {change}"),
+        ];
+        let mut out = String::new();
+        out.push_str(&marker(&self.item));
+        out.push_str("\n### forgehand\n\n");
+        out.push_str(&format!("**Status:** {}\n\n", self.phase));
+        for (i, label) in labels.iter().enumerate() {
+            let mark = if i < self.done { "x" } else { " " };
+            out.push_str(&format!("- [{mark}] {label}\n"));
+        }
+        if let Some(outcome) = &self.outcome {
+            out.push_str(&format!("\n{outcome}\n"));
+        }
+        out.push_str("\n<details><summary>History</summary>\n\n");
+        for line in &self.history {
+            out.push_str(&format!("- {line}\n"));
+        }
+        out.push_str("\n</details>\n");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forge::ItemKind;
+
+    #[test]
+    fn the_comment_carries_the_marker_checklist_and_outcome() {
+        let item = ItemRef {
+            forge: ForgeKind::GitHub,
+            repo: "acme/api".into(),
+            kind: ItemKind::Issue,
+            number: 3,
+        };
+        let mut p = Progress::new(&item);
+        p.set_branch("forgehand/issue-3");
+        p.at(Step::Change, "Working: the model is making the change");
+        let text = p.render();
+        assert!(text.starts_with("<!-- forgehand:task github:acme/api:issue:3 -->"));
+        assert!(text.contains("- [x] Claim the task"));
+        assert!(text.contains("- [ ] Push `forgehand/issue-3`"));
+        assert!(is_progress_comment(&text));
+        p.finish(true, "Done", "Draft pull request: https://example/pr/1");
+        let text = p.render();
+        assert!(text.contains("- [x] Open or update the draft pull request"));
+        assert!(text.contains("Draft pull request: https://example/pr/1"));
+    }
+}

@@ -1,0 +1,343 @@
+//! The task's git work on the host. The trusted clone (made with the token,
+//! pushed from) never runs anything the model wrote: the model's result is
+//! copied out of the sandbox into a separate, untrusted folder and only its
+//! commits are fetched from there, so nothing in a model-edited `.git/config`
+//! (remote rewrites, hooks) can touch the credential.
+
+use crate::git::{self, Credentials, GitError};
+use git2::{Delta, Oid, Repository, Signature};
+use std::path::{Path, PathBuf};
+
+#[derive(Debug, thiserror::Error)]
+pub enum DeliveryError {
+    #[error(transparent)]
+    Git(#[from] GitError),
+    #[error("cannot prepare the work folder {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("the result is not on the task branch `{branch}` (the sandbox's HEAD is {head}); the model must commit on `{branch}`")]
+    WrongBranch { branch: String, head: String },
+    #[error("the result does not contain the branch's starting point {base}; it was reset or rewritten instead of built on top")]
+    NotDescendant { base: String },
+    #[error("the change touches protected paths: {}; an operator may allow it with delivery.allow_protected_paths", paths.join(", "))]
+    Protected { paths: Vec<String> },
+}
+
+/// What the model's work amounts to.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Collected {
+    pub head: Oid,
+    pub commits: usize,
+    pub files: Vec<String>,
+    /// Other branches the model created or moved (not pushed).
+    pub other_branches: Vec<String>,
+}
+
+pub struct Workspace {
+    pub root: PathBuf,
+    pub clone_url: String,
+    pub branch: String,
+    /// Where the branch stood when the sandbox got it (moves to the new
+    /// upstream after a rebase request).
+    pub base: Oid,
+    repo: Repository,
+}
+
+impl Workspace {
+    /// Clones `clone_url` into `<root>/repo` at `base_branch` and checks out
+    /// `branch`: the remote's copy of it when it exists (an earlier attempt or
+    /// an existing PR), else a new branch at `base_branch`.
+    pub fn prepare(
+        root: &Path,
+        clone_url: &str,
+        base_branch: &str,
+        branch: &str,
+        credentials: &Credentials,
+        author: (&str, &str),
+    ) -> Result<Workspace, DeliveryError> {
+        let io = |source| DeliveryError::Io {
+            path: root.to_owned(),
+            source,
+        };
+        if root.exists() {
+            std::fs::remove_dir_all(root).map_err(io)?;
+        }
+        std::fs::create_dir_all(root).map_err(io)?;
+        let repo = git::clone(
+            clone_url,
+            &root.join("repo"),
+            Some(base_branch),
+            Some(credentials),
+        )?;
+        let remote_ref = format!("refs/remotes/origin/{branch}");
+        git::fetch(
+            &repo,
+            clone_url,
+            &[&format!("+refs/heads/{branch}:{remote_ref}")],
+            Some(credentials),
+        )?;
+        match repo.refname_to_id(&remote_ref) {
+            Ok(oid) => {
+                let commit = repo.find_commit(oid).map_err(|e| failed("read the branch", e))?;
+                repo.branch(branch, &commit, true)
+                    .map_err(|e| failed("create the branch", e))?;
+                repo.set_head(&format!("refs/heads/{branch}"))
+                    .map_err(|e| failed("check out the branch", e))?;
+                repo.checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
+                    .map_err(|e| failed("check out the branch", e))?;
+            }
+            Err(_) => git::checkout_new_branch(&repo, branch)?,
+        }
+        {
+            let mut config = repo
+                .config()
+                .map_err(|e| failed("open the repository config", e))?;
+            for (key, value) in [
+                ("user.name", author.0),
+                ("user.email", author.1),
+                // No terminal in the sandbox: `git rebase --continue` must not wait for an editor.
+                ("core.editor", "true"),
+                ("rebase.autoStash", "true"),
+            ] {
+                config
+                    .set_str(key, value)
+                    .map_err(|e| failed("write the repository config", e))?;
+            }
+        }
+        let base = head_oid(&repo)?;
+        Ok(Workspace {
+            root: root.to_owned(),
+            clone_url: clone_url.to_owned(),
+            branch: branch.to_owned(),
+            base,
+            repo,
+        })
+    }
+
+    /// The checkout copied into the sandbox.
+    pub fn checkout_dir(&self) -> PathBuf {
+        self.root.join("repo")
+    }
+
+    /// The git folder copied into the sandbox when the remote moved.
+    pub fn git_dir(&self) -> PathBuf {
+        self.repo.path().to_owned()
+    }
+
+    /// A fresh, empty folder for the sandbox's copy.
+    pub fn fresh_out_dir(&self, round: u32) -> Result<PathBuf, DeliveryError> {
+        let dir = self.root.join(format!("out-{round}"));
+        if dir.exists() {
+            std::fs::remove_dir_all(&dir).map_err(|source| DeliveryError::Io {
+                path: dir.clone(),
+                source,
+            })?;
+        }
+        Ok(dir)
+    }
+
+    /// Takes the model's work from `out_dir` (the sandbox project, copied
+    /// out): commits what was left uncommitted, fetches the task branch into
+    /// the trusted clone, checks it, and moves the local branch to it.
+    /// `None`: the model changed nothing. `commit_leftovers` is false when
+    /// only the `.git` folder was copied out (leftovers were committed inside
+    /// the sandbox already).
+    pub fn collect(
+        &mut self,
+        out_dir: &Path,
+        commit_leftovers: bool,
+        leftover_message: &str,
+        author: (&str, &str),
+        protected: &[String],
+    ) -> Result<Option<Collected>, DeliveryError> {
+        let author = Signature::now(author.0, author.1).map_err(|e| failed("make the commit author", e))?;
+        let untrusted = Repository::open(out_dir).map_err(|e| failed("open the sandbox's repository", e))?;
+        let head_name = {
+            let head = untrusted
+                .head()
+                .map_err(|e| failed("read the sandbox's HEAD", e))?;
+            head.name().unwrap_or("(detached)").to_owned()
+        };
+        if head_name != format!("refs/heads/{}", self.branch) {
+            return Err(DeliveryError::WrongBranch {
+                branch: self.branch.clone(),
+                head: head_name,
+            });
+        }
+        if commit_leftovers {
+            git::commit_all(&untrusted, leftover_message, &author)?;
+        }
+        let mut other_branches = Vec::new();
+        if let Ok(branches) = untrusted.branches(Some(git2::BranchType::Local)) {
+            for (b, _) in branches.flatten() {
+                let Some(name) = b.name().ok().flatten().map(str::to_owned) else {
+                    continue;
+                };
+                if name == self.branch {
+                    continue;
+                }
+                let theirs = b.get().target();
+                let ours = self.repo.refname_to_id(&format!("refs/heads/{name}")).ok();
+                if theirs != ours {
+                    other_branches.push(name);
+                }
+            }
+        }
+        drop(untrusted);
+        let result_ref = "refs/forgehand/result";
+        let source = out_dir.to_string_lossy().into_owned();
+        git::fetch(
+            &self.repo,
+            &source,
+            &[&format!("+refs/heads/{}:{result_ref}", self.branch)],
+            None,
+        )?;
+        let result = self
+            .repo
+            .refname_to_id(result_ref)
+            .map_err(|e| failed("read the fetched result", e))?;
+        if result == self.base {
+            return Ok(None);
+        }
+        let descends = self
+            .repo
+            .graph_descendant_of(result, self.base)
+            .map_err(|e| failed("compare the result with its base", e))?;
+        if !descends {
+            return Err(DeliveryError::NotDescendant {
+                base: self.base.to_string(),
+            });
+        }
+        let files = changed_files(&self.repo, self.base, result)?;
+        let touched: Vec<String> = files
+            .iter()
+            .filter(|f| is_protected(f, protected))
+            .cloned()
+            .collect();
+        if !touched.is_empty() {
+            return Err(DeliveryError::Protected { paths: touched });
+        }
+        let (commits, _) = self
+            .repo
+            .graph_ahead_behind(result, self.base)
+            .map_err(|e| failed("count the commits", e))?;
+        let commit = self
+            .repo
+            .find_commit(result)
+            .map_err(|e| failed("read the result", e))?;
+        self.repo
+            .branch(&self.branch, &commit, true)
+            .map_err(|e| failed("move the task branch", e))?;
+        Ok(Some(Collected {
+            head: result,
+            commits,
+            files,
+            other_branches,
+        }))
+    }
+
+    /// Pushes the task branch to the forge.
+    pub fn push(&self, credentials: &Credentials) -> Result<(), GitError> {
+        git::push(
+            &self.repo,
+            &self.clone_url,
+            &self.branch,
+            &self.branch,
+            Some(credentials),
+        )
+    }
+
+    /// Fetches the moved remote branch; it becomes the new base the model
+    /// must build on. Returns its commit.
+    pub fn fetch_upstream(&mut self, credentials: &Credentials) -> Result<Oid, DeliveryError> {
+        let remote_ref = format!("refs/remotes/origin/{}", self.branch);
+        git::fetch(
+            &self.repo,
+            &self.clone_url,
+            &[&format!("+refs/heads/{}:{remote_ref}", self.branch)],
+            Some(credentials),
+        )?;
+        let upstream = self
+            .repo
+            .refname_to_id(&remote_ref)
+            .map_err(|e| failed("read the fetched branch", e))?;
+        self.base = upstream;
+        Ok(upstream)
+    }
+
+    /// Whether the remote already has exactly our branch head (a push done
+    /// before a restart).
+    pub fn remote_has(&self, oid: Oid) -> bool {
+        self.repo
+            .refname_to_id(&format!("refs/remotes/origin/{}", self.branch))
+            .is_ok_and(|r| r == oid)
+    }
+}
+
+fn head_oid(repo: &Repository) -> Result<Oid, DeliveryError> {
+    repo.head()
+        .and_then(|h| h.peel_to_commit())
+        .map(|c| c.id())
+        .map_err(|e| failed("read HEAD", e))
+}
+
+fn failed(action: &str, err: git2::Error) -> DeliveryError {
+    DeliveryError::Git(GitError::Failed {
+        action: action.to_owned(),
+        detail: err.message().to_owned(),
+    })
+}
+
+fn changed_files(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<String>, DeliveryError> {
+    let tree = |oid: Oid| {
+        repo.find_commit(oid)
+            .and_then(|c| c.tree())
+            .map_err(|e| failed("read a tree", e))
+    };
+    let (old, new) = (tree(from)?, tree(to)?);
+    let diff = repo
+        .diff_tree_to_tree(Some(&old), Some(&new), None)
+        .map_err(|e| failed("diff the result", e))?;
+    let mut files = Vec::new();
+    for delta in diff.deltas() {
+        for file in [delta.old_file(), delta.new_file()] {
+            if delta.status() == Delta::Added && file.id().is_zero() {
+                continue;
+            }
+            if let Some(path) = file.path().map(|p| p.to_string_lossy().into_owned()) {
+                if !files.contains(&path) {
+                    files.push(path);
+                }
+            }
+        }
+    }
+    Ok(files)
+}
+
+/// `.github/workflows/` protects the folder; `.gitlab-ci.yml` the file.
+pub fn is_protected(path: &str, protected: &[String]) -> bool {
+    protected.iter().any(|p| {
+        if p.ends_with('/') {
+            path.starts_with(p.as_str())
+        } else {
+            path == p || path.starts_with(&format!("{p}/"))
+        }
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_paths_match_folders_and_files() {
+        let protected = vec![".github/workflows/".to_owned(), ".gitlab-ci.yml".to_owned()];
+        assert!(is_protected(".github/workflows/ci.yml", &protected));
+        assert!(is_protected(".gitlab-ci.yml", &protected));
+        assert!(!is_protected(".github/CODEOWNERS", &protected));
+        assert!(!is_protected("src/.gitlab-ci.yml.txt", &protected));
+    }
+}
