@@ -16,7 +16,7 @@ const FAKE_TOKEN: &str = "ghp_doctorMustNeverPrintThis0123456789";
 fn write_config(dir: &Path, instance: &str) -> std::path::PathBuf {
     let path = dir.join("config.yaml");
     let yaml = format!(
-        "daemon:\n  instance_id: {instance}\n  state_dir: {}\nimages:\n  dir: {}\n",
+        "daemon:\n  instance_id: {instance}\n  state_dir: {}\nimages:\n  dir: {}\ngithub:\n  api_url: \"http://127.0.0.1:9\"\n  repositories: [\"acme/quiet\"]\n",
         dir.join("state").display(),
         common::repo_root().join("images").display()
     );
@@ -35,6 +35,8 @@ fn forgehand(config: &Path) -> Command {
         cmd.env_remove(var);
     }
     cmd.env_remove("TEXT_EDITOR_MCP_ENABLED").env_remove("RUST_LOG");
+    // A token for the watched repository; its API address answers nothing.
+    cmd.env("GITHUB_TOKEN", "ghp_cli_test_token");
     cmd
 }
 
@@ -124,6 +126,37 @@ fn run_stops_at_start_when_the_editor_executable_is_missing() {
         stderr.contains("/nonexistent/forgehand-editor") && stderr.contains("scripts/build-editor"),
         "{stderr}"
     );
+}
+
+#[test]
+fn run_without_a_watched_repository_says_what_to_configure() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!("daemon:\n  state_dir: {}\n", dir.path().join("state").display()),
+    )
+    .unwrap();
+    let out = forgehand(&config).arg("run").output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("github.repositories") && stderr.contains("gitlab.projects"),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn once_rejects_an_address_that_is_not_an_issue() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "once");
+    let out = forgehand(&config)
+        .args(["once", "https://github.com/acme/api"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(stderr.contains("is not an issue or PR/MR address"), "{stderr}");
 }
 
 #[test]

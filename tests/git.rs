@@ -8,7 +8,7 @@ mod git_http;
 
 use forgehand::config::Secret;
 use forgehand::git::{self, Credentials, GitError, MAX_AUTH_ATTEMPTS};
-use git2::{Repository, RepositoryInitOptions, Signature};
+use git2::{Repository, Signature};
 use git_http::GitHttpServer;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
@@ -26,27 +26,8 @@ fn signature() -> Signature<'static> {
     Signature::now("forgehand", "forgehand@localhost").unwrap()
 }
 
-/// A bare repository `name` under `root` whose main branch has a README.
 fn bare_repo(root: &Path, name: &str) -> PathBuf {
-    let bare = root.join(name);
-    let repo = Repository::init_bare(&bare).unwrap();
-    repo.set_head("refs/heads/main").unwrap();
-    let work = tempfile::tempdir().unwrap();
-    let mut options = RepositoryInitOptions::new();
-    options.initial_head("main");
-    let seed = Repository::init_opts(work.path(), &options).unwrap();
-    std::fs::write(work.path().join("README.md"), "# app\n").unwrap();
-    let mut index = seed.index().unwrap();
-    index.add_path(Path::new("README.md")).unwrap();
-    index.write().unwrap();
-    let tree = seed.find_tree(index.write_tree().unwrap()).unwrap();
-    seed.commit(Some("HEAD"), &signature(), &signature(), "initial", &tree, &[])
-        .unwrap();
-    seed.remote_anonymous(&format!("file://{}", bare.display()))
-        .unwrap()
-        .push(&["refs/heads/main:refs/heads/main"], None)
-        .unwrap();
-    bare
+    git_http::bare_repo(root, name, &[("README.md", "# app\n")])
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {

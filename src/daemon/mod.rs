@@ -68,6 +68,12 @@ impl Daemon {
             }
         }
 
+        tracing::info!(
+            instance = %self.env.config.daemon.instance_id,
+            forges = %self.forges.keys().map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
+            resuming = queue.len(),
+            "forgehand started"
+        );
         let mut intake = intake::Intake::new(self.env.config.labels.clone());
         let mut next_poll = tokio::time::Instant::now();
         loop {

@@ -224,12 +224,18 @@ impl Workspace {
             .repo
             .graph_ahead_behind(result, self.base)
             .map_err(|e| failed("count the commits", e))?;
-        let commit = self
-            .repo
-            .find_commit(result)
-            .map_err(|e| failed("read the result", e))?;
+        // libgit2 will not force-move the checked-out branch: detach HEAD
+        // first (the trusted clone's working tree is never used again).
         self.repo
-            .branch(&self.branch, &commit, true)
+            .set_head_detached(result)
+            .map_err(|e| failed("detach HEAD", e))?;
+        self.repo
+            .reference(
+                &format!("refs/heads/{}", self.branch),
+                result,
+                true,
+                "forgehand: take the sandbox's result",
+            )
             .map_err(|e| failed("move the task branch", e))?;
         Ok(Some(Collected {
             head: result,

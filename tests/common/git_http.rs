@@ -178,3 +178,74 @@ async fn serve(
     stream.write_all(content).await?;
     stream.shutdown().await
 }
+
+/// A bare repository `name` under `root` whose `main` branch holds `files`
+/// in one commit.
+pub fn bare_repo(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
+    use git2::{Repository, RepositoryInitOptions};
+    let bare = root.join(name);
+    let repo = Repository::init_bare(&bare).unwrap();
+    repo.set_head("refs/heads/main").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut options = RepositoryInitOptions::new();
+    options.initial_head("main");
+    let seed = Repository::init_opts(work.path(), &options).unwrap();
+    let mut index = seed.index().unwrap();
+    for (path, text) in files {
+        let full = work.path().join(path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(&full, text).unwrap();
+        index.add_path(Path::new(path)).unwrap();
+    }
+    index.write().unwrap();
+    let tree = seed.find_tree(index.write_tree().unwrap()).unwrap();
+    let who = git2::Signature::now("seed", "seed@localhost").unwrap();
+    seed.commit(Some("HEAD"), &who, &who, "initial", &tree, &[])
+        .unwrap();
+    seed.remote_anonymous(&format!("file://{}", bare.display()))
+        .unwrap()
+        .push(&["refs/heads/main:refs/heads/main"], None)
+        .unwrap();
+    bare
+}
+
+/// Someone else's commit: `file` set to `text` on `branch` (created from
+/// `main` when missing), pushed straight into the bare repository.
+pub fn push_commit(bare: &Path, branch: &str, file: &str, text: &str, message: &str) {
+    let work = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", bare.display());
+    let repo = git2::Repository::clone(&url, work.path()).unwrap();
+    let start = repo
+        .find_reference(&format!("refs/remotes/origin/{branch}"))
+        .or_else(|_| repo.find_reference("refs/remotes/origin/main"))
+        .unwrap()
+        .peel_to_commit()
+        .unwrap();
+    std::fs::write(work.path().join(file), text).unwrap();
+    let mut index = repo.index().unwrap();
+    index.read_tree(&start.tree().unwrap()).unwrap();
+    index.add_path(Path::new(file)).unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    let who = git2::Signature::now("someone", "someone@localhost").unwrap();
+    let oid = repo.commit(None, &who, &who, message, &tree, &[&start]).unwrap();
+    repo.reference(&format!("refs/heads/{branch}"), oid, true, "push")
+        .unwrap();
+    repo.find_remote("origin")
+        .unwrap()
+        .push(&[format!("+refs/heads/{branch}:refs/heads/{branch}")], None)
+        .unwrap();
+}
+
+/// The subject lines of `branch` in the bare repository, newest first.
+pub fn log(bare: &Path, branch: &str) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(["log", "--format=%s", branch])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}

@@ -84,7 +84,7 @@ impl ScriptedModel {
                 }
                 t
             }
-            other => ResponseTemplate::new(200).set_body_json(self.body(other, n)),
+            other => ResponseTemplate::new(200).set_body_json(reply_body(self.format, other, n)),
         };
         let mock = match self.format {
             Format::OpenAi => Mock::given(method("POST")).and(path("/v1/chat/completions")),
@@ -98,14 +98,17 @@ impl ScriptedModel {
             .mount(&self.server)
             .await;
     }
+}
 
-    fn body(&self, reply: Reply, n: usize) -> Value {
+/// The provider's success body for a text or tool-call reply.
+fn reply_body(format: Format, reply: Reply, n: usize) -> Value {
+    {
         let (text, calls) = match reply {
             Reply::Text(t) => (t, Vec::new()),
             Reply::ToolCalls(calls) => (String::new(), calls),
             Reply::Status { .. } => unreachable!(),
         };
-        match self.format {
+        match format {
             Format::OpenAi => {
                 let tool_calls: Vec<Value> = calls
                     .iter()
@@ -154,7 +157,9 @@ impl ScriptedModel {
             }
         }
     }
+}
 
+impl ScriptedModel {
     /// Every request received so far: (headers, JSON body).
     pub async fn requests(&self) -> Vec<(wiremock::http::HeaderMap, Value)> {
         self.server
@@ -163,6 +168,77 @@ impl ScriptedModel {
             .unwrap_or_default()
             .into_iter()
             .map(|r| (r.headers.clone(), r.body_json::<Value>().unwrap_or(Value::Null)))
+            .collect()
+    }
+}
+
+/// An OpenAI-format model that answers by turn: the reply is picked by how
+/// many assistant messages the request already holds, so a conversation
+/// started again from the beginning (a resumed task) gets the same replies.
+/// Turns past the end get the last reply.
+pub struct TurnModel {
+    pub server: MockServer,
+}
+
+struct ByTurn(Vec<(Reply, Option<std::time::Duration>)>);
+
+impl wiremock::Respond for ByTurn {
+    fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let turn = body["messages"]
+            .as_array()
+            .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
+            .unwrap_or(0);
+        let (reply, delay) = &self.0[turn.min(self.0.len() - 1)];
+        let reply = match reply {
+            Reply::Text(t) => Reply::Text(t.clone()),
+            Reply::ToolCalls(c) => Reply::ToolCalls(c.clone()),
+            Reply::Status {
+                code,
+                message,
+                retry_after,
+            } => Reply::Status {
+                code: *code,
+                message: message.clone(),
+                retry_after: *retry_after,
+            },
+        };
+        let template = match reply {
+            Reply::Status { code, message, .. } => ResponseTemplate::new(code)
+                .set_body_json(json!({"error": {"message": message, "type": "server_error", "code": null}})),
+            other => ResponseTemplate::new(200).set_body_json(reply_body(Format::OpenAi, other, turn)),
+        };
+        match delay {
+            Some(d) => template.set_delay(*d),
+            None => template,
+        }
+    }
+}
+
+impl TurnModel {
+    pub async fn start(turns: Vec<(Reply, Option<std::time::Duration>)>) -> TurnModel {
+        assert!(!turns.is_empty());
+        let server = MockServer::start().await;
+        Mock::given(method("POST"))
+            .and(path("/v1/chat/completions"))
+            .respond_with(ByTurn(turns))
+            .mount(&server)
+            .await;
+        TurnModel { server }
+    }
+
+    pub fn base_url(&self) -> String {
+        format!("{}/v1", self.server.uri())
+    }
+
+    /// The JSON bodies of every request so far.
+    pub async fn requests(&self) -> Vec<Value> {
+        self.server
+            .received_requests()
+            .await
+            .unwrap_or_default()
+            .into_iter()
+            .map(|r| r.body_json::<Value>().unwrap_or(Value::Null))
             .collect()
     }
 }

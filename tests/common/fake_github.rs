@@ -1,0 +1,657 @@
+//! A stateful fake of the GitHub REST API (the parts forgehand uses), on a
+//! real HTTP server: the same paths, JSON shapes, status codes, `ETag` /
+//! `If-None-Match` with 304 answers that cost no rate limit, `Link`
+//! pagination and `x-ratelimit-*` headers. Labels move, comments are stored,
+//! pull requests are created and listed, permissions are enforced.
+#![allow(dead_code)]
+
+use super::fake_http::{decode, paged, query, Reply};
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+use std::collections::{BTreeMap, HashMap};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+pub const BOT: &str = "forgehand-bot";
+const LIMIT: u64 = 5000;
+
+#[derive(Debug, Clone)]
+pub struct Issue {
+    pub number: u64,
+    pub title: String,
+    pub body: String,
+    pub user: String,
+    pub labels: Vec<String>,
+    pub open: bool,
+    pub is_pr: bool,
+    pub comments: Vec<(u64, String, String)>,
+    pub events: Vec<(String, String, String)>,
+    pub updated: u64,
+}
+
+#[derive(Debug, Clone)]
+pub struct Pull {
+    pub number: u64,
+    pub head: String,
+    pub base: String,
+    pub title: String,
+    pub body: String,
+    pub draft: bool,
+}
+
+#[derive(Default)]
+struct Repo {
+    clone_url: String,
+    default_branch: String,
+    bare: Option<PathBuf>,
+    issues: BTreeMap<u64, Issue>,
+    pulls: BTreeMap<u64, Pull>,
+    permissions: HashMap<String, String>,
+}
+
+#[derive(Default)]
+struct State {
+    token: String,
+    repos: BTreeMap<String, Repo>,
+    next_id: u64,
+    clock: u64,
+    rate_used: u64,
+    requests: Vec<String>,
+    /// How long POST /pulls waits after creating the PR before answering.
+    pull_delay: Option<Duration>,
+}
+
+pub struct FakeGitHub {
+    pub server: MockServer,
+    state: Arc<Mutex<State>>,
+}
+
+struct Handler(Arc<Mutex<State>>);
+
+impl FakeGitHub {
+    pub async fn start(token: &str) -> FakeGitHub {
+        let server = MockServer::start().await;
+        let state = Arc::new(Mutex::new(State {
+            token: token.to_owned(),
+            next_id: 1000,
+            ..State::default()
+        }));
+        Mock::given(wiremock::matchers::any())
+            .respond_with(Handler(state.clone()))
+            .mount(&server)
+            .await;
+        FakeGitHub { server, state }
+    }
+
+    pub fn api_url(&self) -> String {
+        self.server.uri()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.state.lock().unwrap())
+    }
+
+    /// A repository whose git remote is `clone_url` (served elsewhere) and,
+    /// when given, the bare repository behind it (to check PR branches).
+    pub fn add_repo(&self, name: &str, clone_url: &str, bare: Option<PathBuf>) {
+        self.with(|s| {
+            s.repos.insert(
+                name.to_owned(),
+                Repo {
+                    clone_url: clone_url.to_owned(),
+                    default_branch: "main".into(),
+                    bare,
+                    ..Repo::default()
+                },
+            );
+        });
+    }
+
+    /// `admin`, `maintain`, `write`, `triage`, `read` or `none`.
+    pub fn set_permission(&self, repo: &str, user: &str, permission: &str) {
+        self.with(|s| {
+            s.repos
+                .get_mut(repo)
+                .unwrap()
+                .permissions
+                .insert(user.to_owned(), permission.to_owned());
+        });
+    }
+
+    pub fn open_issue(&self, repo: &str, author: &str, title: &str, body: &str) -> u64 {
+        self.with(|s| {
+            let number = next_number(s.repos.get(repo).unwrap());
+            s.clock += 1;
+            let clock = s.clock;
+            s.repos.get_mut(repo).unwrap().issues.insert(
+                number,
+                Issue {
+                    number,
+                    title: title.into(),
+                    body: body.into(),
+                    user: author.into(),
+                    labels: vec![],
+                    open: true,
+                    is_pr: false,
+                    comments: vec![],
+                    events: vec![],
+                    updated: clock,
+                },
+            );
+            number
+        })
+    }
+
+    /// A pull request from `head` (a branch of the same repository).
+    pub fn open_pull(&self, repo: &str, author: &str, title: &str, head: &str) -> u64 {
+        let number = self.open_issue(repo, author, title, "PR description");
+        self.with(|s| {
+            let r = s.repos.get_mut(repo).unwrap();
+            r.issues.get_mut(&number).unwrap().is_pr = true;
+            r.pulls.insert(
+                number,
+                Pull {
+                    number,
+                    head: head.into(),
+                    base: "main".into(),
+                    title: title.into(),
+                    body: "PR description".into(),
+                    draft: false,
+                },
+            );
+        });
+        number
+    }
+
+    pub fn add_label(&self, repo: &str, number: u64, label: &str, actor: &str) {
+        self.with(|s| add_labels(s, repo, number, &[label.to_owned()], actor));
+    }
+
+    pub fn remove_label(&self, repo: &str, number: u64, label: &str, actor: &str) {
+        self.with(|s| remove_label(s, repo, number, label, actor));
+    }
+
+    pub fn comment(&self, repo: &str, number: u64, author: &str, body: &str) {
+        self.with(|s| {
+            s.next_id += 1;
+            s.clock += 1;
+            let (id, clock) = (s.next_id, s.clock);
+            let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
+            issue.comments.push((id, author.into(), body.into()));
+            issue.updated = clock;
+        });
+    }
+
+    pub fn issue(&self, repo: &str, number: u64) -> Issue {
+        self.with(|s| s.repos[repo].issues[&number].clone())
+    }
+
+    pub fn pulls(&self, repo: &str) -> Vec<Pull> {
+        self.with(|s| s.repos[repo].pulls.values().cloned().collect())
+    }
+
+    /// Rate-limit units used so far (304 answers are free).
+    pub fn rate_used(&self) -> u64 {
+        self.with(|s| s.rate_used)
+    }
+
+    /// "METHOD path?query" of every request, in order.
+    pub fn requests(&self) -> Vec<String> {
+        self.with(|s| s.requests.clone())
+    }
+
+    pub fn set_pull_delay(&self, delay: Option<Duration>) {
+        self.with(|s| s.pull_delay = delay);
+    }
+}
+
+fn next_number(repo: &Repo) -> u64 {
+    repo.issues.keys().max().copied().unwrap_or(0) + 1
+}
+
+fn add_labels(s: &mut State, repo: &str, number: u64, labels: &[String], actor: &str) {
+    s.clock += 1;
+    let clock = s.clock;
+    let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
+    for label in labels {
+        if !issue.labels.contains(label) {
+            issue.labels.push(label.clone());
+            issue.events.push(("labeled".into(), actor.into(), label.clone()));
+        }
+    }
+    issue.updated = clock;
+}
+
+fn remove_label(s: &mut State, repo: &str, number: u64, label: &str, actor: &str) -> bool {
+    s.clock += 1;
+    let clock = s.clock;
+    let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
+    let had = issue.labels.iter().any(|l| l == label);
+    issue.labels.retain(|l| l != label);
+    if had {
+        issue
+            .events
+            .push(("unlabeled".into(), actor.into(), label.into()));
+        issue.updated = clock;
+    }
+    had
+}
+
+fn user(login: &str) -> Value {
+    json!({ "login": login, "id": login.len() as u64 * 7919, "type": "User",
+            "html_url": format!("https://github.example/{login}") })
+}
+
+fn issue_json(base: &str, repo: &str, i: &Issue) -> Value {
+    let mut v = json!({
+        "id": i.number * 31,
+        "number": i.number,
+        "title": i.title,
+        "body": i.body,
+        "user": user(&i.user),
+        "labels": i.labels.iter().map(|l| json!({"name": l, "color": "ededed"})).collect::<Vec<_>>(),
+        "state": if i.open { "open" } else { "closed" },
+        "comments": i.comments.len(),
+        "html_url": format!("https://github.example/{repo}/{}/{}", if i.is_pr { "pull" } else { "issues" }, i.number),
+        "url": format!("{base}/repos/{repo}/issues/{}", i.number),
+        "updated_at": format!("2026-01-01T00:00:{:02}Z", i.updated % 60),
+    });
+    if i.is_pr {
+        v["pull_request"] = json!({ "url": format!("{base}/repos/{repo}/pulls/{}", i.number) });
+    }
+    v
+}
+
+fn pull_json(repo: &str, p: &Pull, open: bool) -> Value {
+    json!({
+        "number": p.number,
+        "html_url": format!("https://github.example/{repo}/pull/{}", p.number),
+        "state": if open { "open" } else { "closed" },
+        "draft": p.draft,
+        "title": p.title,
+        "body": p.body,
+        "head": { "ref": p.head, "label": format!("{}:{}", repo.split('/').next().unwrap(), p.head), "repo": { "full_name": repo } },
+        "base": { "ref": p.base, "repo": { "full_name": repo } },
+    })
+}
+
+impl Handler {
+    fn handle(&self, req: &Request) -> Reply {
+        let mut s = self.0.lock().unwrap();
+        let method = req.method.as_str().to_owned();
+        let full = match req.url.query() {
+            Some(q) => format!("{}?{q}", req.url.path()),
+            None => req.url.path().to_owned(),
+        };
+        s.requests.push(format!("{method} {full}"));
+        let auth = req
+            .headers
+            .get("authorization")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        let token = auth
+            .strip_prefix("Bearer ")
+            .or_else(|| auth.strip_prefix("token "))
+            .unwrap_or("");
+        if token != s.token {
+            return Reply::json(
+                401,
+                json!({"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}),
+            );
+        }
+        let base = format!("{}://{}", req.url.scheme(), req.url.authority());
+        let segs: Vec<String> = req
+            .url
+            .path()
+            .trim_start_matches('/')
+            .split('/')
+            .map(decode)
+            .collect();
+        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let q = query(req);
+        let not_found = || Reply::json(404, json!({"message": "Not Found"}));
+        let ok = |v: Value| Reply::json(200, v);
+
+        match (method.as_str(), segs.as_slice()) {
+            ("GET", ["user", "repos"]) => {
+                let list: Vec<Value> = s
+                    .repos
+                    .iter()
+                    .map(|(name, r)| json!({"full_name": name, "clone_url": r.clone_url, "default_branch": r.default_branch}))
+                    .collect();
+                paged(req, list)
+            }
+            ("GET", ["repos", o, r]) => {
+                let name = format!("{o}/{r}");
+                match s.repos.get(&name) {
+                    Some(repo) => ok(
+                        json!({"full_name": name, "clone_url": repo.clone_url, "default_branch": repo.default_branch, "private": true}),
+                    ),
+                    None => not_found(),
+                }
+            }
+            ("GET", ["repos", o, r, "issues"]) => {
+                let name = format!("{o}/{r}");
+                let Some(repo) = s.repos.get(&name) else {
+                    return not_found();
+                };
+                let wanted: Vec<&str> = q
+                    .get("labels")
+                    .map(|l| l.split(',').collect())
+                    .unwrap_or_default();
+                let state = q.get("state").map(String::as_str).unwrap_or("open");
+                let mut list: Vec<&Issue> = repo
+                    .issues
+                    .values()
+                    .filter(|i| state == "all" || (state == "open") == i.open)
+                    .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l == w)))
+                    .collect();
+                list.sort_by_key(|i| std::cmp::Reverse(i.updated));
+                let values = list.iter().map(|i| issue_json(&base, &name, i)).collect();
+                paged(req, values)
+            }
+            ("GET", ["repos", o, r, "issues", n]) => {
+                let name = format!("{o}/{r}");
+                match s
+                    .repos
+                    .get(&name)
+                    .and_then(|repo| repo.issues.get(&n.parse().unwrap_or(0)))
+                {
+                    Some(i) => ok(issue_json(&base, &name, i)),
+                    None => not_found(),
+                }
+            }
+            ("GET", ["repos", o, r, "issues", n, "events"]) => {
+                let name = format!("{o}/{r}");
+                match s
+                    .repos
+                    .get(&name)
+                    .and_then(|repo| repo.issues.get(&n.parse().unwrap_or(0)))
+                {
+                    Some(i) => {
+                        let events = i
+                            .events
+                            .iter()
+                            .enumerate()
+                            .map(|(k, (event, actor, label))| json!({"id": k, "event": event, "actor": user(actor), "label": {"name": label, "color": "ededed"}}))
+                            .collect();
+                        paged(req, events)
+                    }
+                    None => not_found(),
+                }
+            }
+            ("GET", ["repos", o, r, "issues", n, "comments"]) => {
+                let name = format!("{o}/{r}");
+                match s
+                    .repos
+                    .get(&name)
+                    .and_then(|repo| repo.issues.get(&n.parse().unwrap_or(0)))
+                {
+                    Some(i) => {
+                        let list = i
+                            .comments
+                            .iter()
+                            .map(|(id, a, b)| json!({"id": id, "user": user(a), "body": b}))
+                            .collect();
+                        paged(req, list)
+                    }
+                    None => not_found(),
+                }
+            }
+            ("POST", ["repos", o, r, "issues", n, "comments"]) => {
+                let name = format!("{o}/{r}");
+                let number: u64 = n.parse().unwrap_or(0);
+                if !s.repos.get(&name).is_some_and(|r| r.issues.contains_key(&number)) {
+                    return not_found();
+                }
+                let Some(text) = body.get("body").and_then(Value::as_str) else {
+                    return Reply::json(422, json!({"message": "Validation Failed"}));
+                };
+                s.next_id += 1;
+                s.clock += 1;
+                let (id, clock) = (s.next_id, s.clock);
+                let issue = s.repos.get_mut(&name).unwrap().issues.get_mut(&number).unwrap();
+                issue.comments.push((id, BOT.into(), text.into()));
+                issue.updated = clock;
+                Reply::json(201, json!({"id": id, "user": user(BOT), "body": text}))
+            }
+            ("PATCH", ["repos", o, r, "issues", "comments", id]) => {
+                let name = format!("{o}/{r}");
+                let id: u64 = id.parse().unwrap_or(0);
+                let text = body
+                    .get("body")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let Some(repo) = s.repos.get_mut(&name) else {
+                    return not_found();
+                };
+                for issue in repo.issues.values_mut() {
+                    if let Some(c) = issue.comments.iter_mut().find(|c| c.0 == id) {
+                        if c.1 != BOT {
+                            return Reply::json(
+                                403,
+                                json!({"message": "Must have admin rights to Repository."}),
+                            );
+                        }
+                        c.2 = text.clone();
+                        return ok(json!({"id": id, "user": user(BOT), "body": text}));
+                    }
+                }
+                not_found()
+            }
+            ("POST", ["repos", o, r, "issues", n, "labels"]) => {
+                let name = format!("{o}/{r}");
+                let number: u64 = n.parse().unwrap_or(0);
+                if !s.repos.get(&name).is_some_and(|r| r.issues.contains_key(&number)) {
+                    return not_found();
+                }
+                let labels: Vec<String> = body
+                    .get("labels")
+                    .and_then(Value::as_array)
+                    .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
+                    .unwrap_or_default();
+                add_labels(&mut s, &name, number, &labels, BOT);
+                let now = s.repos[&name].issues[&number]
+                    .labels
+                    .iter()
+                    .map(|l| json!({"name": l}))
+                    .collect();
+                ok(Value::Array(now))
+            }
+            ("DELETE", ["repos", o, r, "issues", n, "labels", label]) => {
+                let name = format!("{o}/{r}");
+                let number: u64 = n.parse().unwrap_or(0);
+                if !s.repos.get(&name).is_some_and(|r| r.issues.contains_key(&number)) {
+                    return not_found();
+                }
+                if !remove_label(&mut s, &name, number, label, BOT) {
+                    return Reply::json(404, json!({"message": "Label does not exist"}));
+                }
+                let now = s.repos[&name].issues[&number]
+                    .labels
+                    .iter()
+                    .map(|l| json!({"name": l}))
+                    .collect();
+                ok(Value::Array(now))
+            }
+            ("GET", ["repos", o, r, "collaborators", who, "permission"]) => {
+                let name = format!("{o}/{r}");
+                let Some(repo) = s.repos.get(&name) else {
+                    return not_found();
+                };
+                let permission = repo
+                    .permissions
+                    .get(*who)
+                    .cloned()
+                    .unwrap_or_else(|| "read".into());
+                let legacy = match permission.as_str() {
+                    "maintain" => "write",
+                    "triage" => "read",
+                    p => p,
+                };
+                ok(json!({"permission": legacy, "role_name": permission, "user": user(who)}))
+            }
+            ("GET", ["repos", o, r, "pulls", n]) => {
+                let name = format!("{o}/{r}");
+                let number: u64 = n.parse().unwrap_or(0);
+                let Some(repo) = s.repos.get(&name) else {
+                    return not_found();
+                };
+                match repo.pulls.get(&number) {
+                    Some(p) => ok(pull_json(&name, p, repo.issues[&number].open)),
+                    None => not_found(),
+                }
+            }
+            ("GET", ["repos", o, r, "pulls"]) => {
+                let name = format!("{o}/{r}");
+                let Some(repo) = s.repos.get(&name) else {
+                    return not_found();
+                };
+                let head = q.get("head").cloned();
+                let list = repo
+                    .pulls
+                    .values()
+                    .filter(|p| repo.issues[&p.number].open)
+                    .filter(|p| head.as_ref().is_none_or(|h| *h == format!("{o}:{}", p.head)))
+                    .map(|p| pull_json(&name, p, true))
+                    .collect();
+                paged(req, list)
+            }
+            ("POST", ["repos", o, r, "pulls"]) => {
+                let name = format!("{o}/{r}");
+                let Some(repo) = s.repos.get(&name) else {
+                    return not_found();
+                };
+                let head = body
+                    .get("head")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let base_branch = body
+                    .get("base")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let exists = repo.bare.as_ref().is_none_or(|bare| {
+                    std::process::Command::new("git")
+                        .arg("--git-dir")
+                        .arg(bare)
+                        .args(["rev-parse", "--verify", "-q", &format!("refs/heads/{head}")])
+                        .output()
+                        .is_ok_and(|o| o.status.success())
+                });
+                if !exists {
+                    return Reply::json(
+                        422,
+                        json!({"message": "Validation Failed", "errors": [{"resource": "PullRequest", "field": "head", "code": "invalid"}]}),
+                    );
+                }
+                if repo
+                    .pulls
+                    .values()
+                    .any(|p| p.head == head && repo.issues[&p.number].open)
+                {
+                    return Reply::json(
+                        422,
+                        json!({"message": "Validation Failed", "errors": [{"message": format!("A pull request already exists for {o}:{head}.")}]}),
+                    );
+                }
+                let title = body
+                    .get("title")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let text = body
+                    .get("body")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let number = next_number(repo);
+                s.clock += 1;
+                let clock = s.clock;
+                let pull = Pull {
+                    number,
+                    head,
+                    base: base_branch,
+                    title: title.clone(),
+                    body: text.clone(),
+                    draft: body.get("draft").and_then(Value::as_bool).unwrap_or(false),
+                };
+                let repo = s.repos.get_mut(&name).unwrap();
+                repo.issues.insert(
+                    number,
+                    Issue {
+                        number,
+                        title,
+                        body: text,
+                        user: BOT.into(),
+                        labels: vec![],
+                        open: true,
+                        is_pr: true,
+                        comments: vec![],
+                        events: vec![],
+                        updated: clock,
+                    },
+                );
+                let answer = pull_json(&name, &pull, true);
+                repo.pulls.insert(number, pull);
+                let mut response = Reply::json(201, answer);
+                response.delay = s.pull_delay;
+                response
+            }
+            _ => not_found(),
+        }
+    }
+}
+
+impl Respond for Handler {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let reply = self.handle(req);
+        let mut s = self.0.lock().unwrap();
+        let reset = 4_102_444_800u64;
+        let mut headers = reply.headers.clone();
+        // Conditional requests: an ETag over the body; a match is a 304 that costs no rate limit.
+        if req.method.as_str() == "GET" && reply.status == 200 {
+            let etag = format!("W/\"{:x}\"", Sha256::digest(&reply.body));
+            let matches = req
+                .headers
+                .get("if-none-match")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|v| v == etag);
+            headers.push(("etag".into(), etag));
+            if matches {
+                let mut response = ResponseTemplate::new(304);
+                for (k, v) in headers.iter().filter(|(k, _)| k == "etag") {
+                    response = response.insert_header(k.as_str(), v.as_str());
+                }
+                return rate_headers(response, s.rate_used, reset);
+            }
+        }
+        s.rate_used += 1;
+        let mut response =
+            ResponseTemplate::new(reply.status).set_body_raw(reply.body, "application/json; charset=utf-8");
+        for (k, v) in &headers {
+            response = response.insert_header(k.as_str(), v.as_str());
+        }
+        if let Some(delay) = reply.delay {
+            response = response.set_delay(delay);
+        }
+        rate_headers(response, s.rate_used, reset)
+    }
+}
+
+fn rate_headers(response: ResponseTemplate, used: u64, reset: u64) -> ResponseTemplate {
+    response
+        .insert_header("x-ratelimit-limit", LIMIT.to_string().as_str())
+        .insert_header(
+            "x-ratelimit-remaining",
+            LIMIT.saturating_sub(used).to_string().as_str(),
+        )
+        .insert_header("x-ratelimit-used", used.to_string().as_str())
+        .insert_header("x-ratelimit-reset", reset.to_string().as_str())
+        .insert_header("x-ratelimit-resource", "core")
+}

@@ -1,0 +1,406 @@
+//! A stateful fake of the GitLab REST API v4 (the parts forgehand uses), on
+//! a real HTTP server: `PRIVATE-TOKEN` auth, URL-encoded project paths,
+//! `updated_after` filtering, offset pagination with `Link`/`x-next-page`,
+//! resource label events, member access levels, notes and merge requests.
+#![allow(dead_code)]
+
+use super::fake_http::{decode, paged, query, Reply};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+
+pub const BOT: &str = "forgehand-bot";
+
+#[derive(Debug, Clone)]
+pub struct Item {
+    pub iid: u64,
+    pub title: String,
+    pub description: String,
+    pub author: String,
+    pub labels: Vec<String>,
+    pub open: bool,
+    pub notes: Vec<(u64, String, String)>,
+    /// (action, user, label)
+    pub label_events: Vec<(String, String, String)>,
+    pub updated: u64,
+    /// Merge requests only.
+    pub source_branch: String,
+    pub target_branch: String,
+}
+
+#[derive(Default)]
+struct Project {
+    id: u64,
+    clone_url: String,
+    issues: BTreeMap<u64, Item>,
+    merge_requests: BTreeMap<u64, Item>,
+    /// username -> access level
+    members: HashMap<String, u32>,
+}
+
+#[derive(Default)]
+struct State {
+    token: String,
+    projects: BTreeMap<String, Project>,
+    users: Vec<String>,
+    next_id: u64,
+    clock: u64,
+    requests: Vec<String>,
+}
+
+pub struct FakeGitLab {
+    pub server: MockServer,
+    state: Arc<Mutex<State>>,
+}
+
+struct Handler(Arc<Mutex<State>>);
+
+fn stamp(clock: u64) -> String {
+    format!("2026-01-01T{:02}:{:02}:{:02}.000Z", clock / 3600 % 24, clock / 60 % 60, clock % 60)
+}
+
+fn user_id(s: &State, name: &str) -> u64 {
+    s.users.iter().position(|u| u == name).map(|i| i as u64 + 1).unwrap_or(0)
+}
+
+impl FakeGitLab {
+    pub async fn start(token: &str) -> FakeGitLab {
+        let server = MockServer::start().await;
+        let state = Arc::new(Mutex::new(State {
+            token: token.to_owned(),
+            next_id: 500,
+            users: vec![BOT.to_owned()],
+            ..State::default()
+        }));
+        Mock::given(wiremock::matchers::any())
+            .respond_with(Handler(state.clone()))
+            .mount(&server)
+            .await;
+        FakeGitLab { server, state }
+    }
+
+    pub fn url(&self) -> String {
+        self.server.uri()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.state.lock().unwrap())
+    }
+
+    pub fn add_project(&self, path: &str, clone_url: &str) {
+        self.with(|s| {
+            let id = s.projects.len() as u64 + 10;
+            s.projects.insert(
+                path.to_owned(),
+                Project {
+                    id,
+                    clone_url: clone_url.to_owned(),
+                    ..Project::default()
+                },
+            );
+        });
+    }
+
+    /// 10 Guest, 20 Reporter, 30 Developer, 40 Maintainer, 50 Owner.
+    pub fn add_member(&self, project: &str, user: &str, level: u32) {
+        self.with(|s| {
+            if !s.users.iter().any(|u| u == user) {
+                s.users.push(user.to_owned());
+            }
+            s.projects.get_mut(project).unwrap().members.insert(user.to_owned(), level);
+        });
+    }
+
+    pub fn open_issue(&self, project: &str, author: &str, title: &str, description: &str) -> u64 {
+        self.with(|s| {
+            if !s.users.iter().any(|u| u == author) {
+                s.users.push(author.to_owned());
+            }
+            s.clock += 1;
+            let clock = s.clock;
+            let p = s.projects.get_mut(project).unwrap();
+            let iid = p.issues.keys().max().copied().unwrap_or(0) + 1;
+            p.issues.insert(
+                iid,
+                Item {
+                    iid,
+                    title: title.into(),
+                    description: description.into(),
+                    author: author.into(),
+                    labels: vec![],
+                    open: true,
+                    notes: vec![],
+                    label_events: vec![],
+                    updated: clock,
+                    source_branch: String::new(),
+                    target_branch: String::new(),
+                },
+            );
+            iid
+        })
+    }
+
+    pub fn add_label(&self, project: &str, iid: u64, label: &str, user: &str) {
+        self.with(|s| {
+            s.clock += 1;
+            let clock = s.clock;
+            let item = s.projects.get_mut(project).unwrap().issues.get_mut(&iid).unwrap();
+            edit_labels(item, &[label.to_owned()], &[], user, clock);
+        });
+    }
+
+    pub fn issue(&self, project: &str, iid: u64) -> Item {
+        self.with(|s| s.projects[project].issues[&iid].clone())
+    }
+
+    pub fn merge_requests(&self, project: &str) -> Vec<Item> {
+        self.with(|s| s.projects[project].merge_requests.values().cloned().collect())
+    }
+
+    pub fn requests(&self) -> Vec<String> {
+        self.with(|s| s.requests.clone())
+    }
+}
+
+fn edit_labels(item: &mut Item, add: &[String], remove: &[String], user: &str, clock: u64) {
+    for label in add {
+        if !label.is_empty() && !item.labels.contains(label) {
+            item.labels.push(label.clone());
+            item.label_events.push(("add".into(), user.into(), label.clone()));
+        }
+    }
+    for label in remove {
+        if item.labels.contains(label) {
+            item.labels.retain(|l| l != label);
+            item.label_events.push(("remove".into(), user.into(), label.clone()));
+        }
+    }
+    item.updated = clock;
+}
+
+fn user_json(s: &State, name: &str) -> Value {
+    json!({ "id": user_id(s, name), "username": name, "name": name, "state": "active" })
+}
+
+fn item_json(s: &State, base: &str, path: &str, p: &Project, i: &Item, mr: bool) -> Value {
+    let mut v = json!({
+        "id": p.id * 1000 + i.iid,
+        "iid": i.iid,
+        "project_id": p.id,
+        "title": i.title,
+        "description": i.description,
+        "author": user_json(s, &i.author),
+        "labels": i.labels,
+        "state": if i.open { "opened" } else { "closed" },
+        "web_url": format!("{base}/{path}/-/{}/{}", if mr { "merge_requests" } else { "issues" }, i.iid),
+        "updated_at": stamp(i.updated),
+        "created_at": stamp(0),
+    });
+    if mr {
+        v["source_branch"] = json!(i.source_branch);
+        v["target_branch"] = json!(i.target_branch);
+        v["source_project_id"] = json!(p.id);
+        v["target_project_id"] = json!(p.id);
+        v["draft"] = json!(i.title.starts_with("Draft:"));
+    }
+    v
+}
+
+impl Handler {
+    fn handle(&self, req: &Request) -> Reply {
+        let mut s = self.0.lock().unwrap();
+        let method = req.method.as_str().to_owned();
+        let full = match req.url.query() {
+            Some(q) => format!("{}?{q}", req.url.path()),
+            None => req.url.path().to_owned(),
+        };
+        s.requests.push(format!("{method} {full}"));
+        let token = req.headers.get("private-token").and_then(|v| v.to_str().ok()).unwrap_or("");
+        if token != s.token {
+            return Reply::json(401, json!({"message": "401 Unauthorized"}));
+        }
+        let base = format!("{}://{}", req.url.scheme(), req.url.authority());
+        let Some(rest) = req.url.path().strip_prefix("/api/v4/") else {
+            return Reply::json(404, json!({"error": "404 Not Found"}));
+        };
+        // Segments stay encoded until split, so "group%2Fapp" is one segment.
+        let segs: Vec<String> = rest.trim_end_matches('/').split('/').map(decode).collect();
+        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let q = query(req);
+        let not_found = |what: &str| Reply::json(404, json!({"message": format!("404 {what} Not Found")}));
+
+        match (method.as_str(), segs.as_slice()) {
+            ("GET", ["user"]) => Reply::json(200, user_json(&s, BOT)),
+            ("GET", ["users"]) => {
+                let name = q.get("username").cloned().unwrap_or_default();
+                let list = if s.users.contains(&name) { vec![user_json(&s, &name)] } else { vec![] };
+                paged(req, list)
+            }
+            ("GET", ["projects"]) => {
+                let list = s
+                    .projects
+                    .iter()
+                    .filter(|(_, p)| p.members.contains_key(BOT) || q.get("membership").is_none())
+                    .map(|(path, p)| json!({"id": p.id, "path_with_namespace": path, "http_url_to_repo": p.clone_url, "default_branch": "main"}))
+                    .collect();
+                paged(req, list)
+            }
+            ("GET", ["projects", path]) => match s.projects.get(*path) {
+                Some(p) => Reply::json(200, json!({"id": p.id, "path_with_namespace": path, "http_url_to_repo": p.clone_url, "default_branch": "main"})),
+                None => not_found("Project"),
+            },
+            ("GET", ["projects", path, kind @ ("issues" | "merge_requests")]) => {
+                let Some(p) = s.projects.get(*path) else { return not_found("Project") };
+                let mr = *kind == "merge_requests";
+                let items = if mr { &p.merge_requests } else { &p.issues };
+                let state = q.get("state").cloned().unwrap_or_else(|| "all".into());
+                let wanted: Vec<&str> = q.get("labels").map(|l| l.split(',').collect()).unwrap_or_default();
+                let after = q.get("updated_after").cloned();
+                let source = q.get("source_branch").cloned();
+                let mut list: Vec<&Item> = items
+                    .values()
+                    .filter(|i| state == "all" || (state == "opened") == i.open)
+                    .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l == w)))
+                    .filter(|i| after.as_ref().is_none_or(|a| stamp(i.updated).as_str() > a.as_str()))
+                    .filter(|i| source.as_ref().is_none_or(|b| &i.source_branch == b))
+                    .collect();
+                list.sort_by_key(|i| std::cmp::Reverse(i.updated));
+                let values = list.iter().map(|i| item_json(&s, &base, path, p, i, mr)).collect();
+                paged(req, values)
+            }
+            ("GET", ["projects", path, kind @ ("issues" | "merge_requests"), iid]) => {
+                let Some(p) = s.projects.get(*path) else { return not_found("Project") };
+                let mr = *kind == "merge_requests";
+                let items = if mr { &p.merge_requests } else { &p.issues };
+                match items.get(&iid.parse().unwrap_or(0)) {
+                    Some(i) => Reply::json(200, item_json(&s, &base, path, p, i, mr)),
+                    None => not_found("Issue"),
+                }
+            }
+            ("PUT", ["projects", path, kind @ ("issues" | "merge_requests"), iid]) => {
+                let split = |key: &str| -> Vec<String> {
+                    body.get(key)
+                        .and_then(Value::as_str)
+                        .map(|v| v.split(',').map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect())
+                        .unwrap_or_default()
+                };
+                let (add, remove) = (split("add_labels"), split("remove_labels"));
+                s.clock += 1;
+                let clock = s.clock;
+                let mr = *kind == "merge_requests";
+                let Some(p) = s.projects.get_mut(*path) else { return not_found("Project") };
+                let items = if mr { &mut p.merge_requests } else { &mut p.issues };
+                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else { return not_found("Issue") };
+                edit_labels(item, &add, &remove, BOT, clock);
+                let p = &s.projects[*path];
+                let items = if mr { &p.merge_requests } else { &p.issues };
+                Reply::json(200, item_json(&s, &base, path, p, &items[&iid.parse().unwrap_or(0)], mr))
+            }
+            ("GET", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "resource_label_events"]) => {
+                let Some(p) = s.projects.get(*path) else { return not_found("Project") };
+                let items = if *kind == "merge_requests" { &p.merge_requests } else { &p.issues };
+                let Some(item) = items.get(&iid.parse().unwrap_or(0)) else { return not_found("Issue") };
+                let list = item
+                    .label_events
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (action, user, label))| json!({"id": k + 1, "action": action, "user": user_json(&s, user), "label": {"id": 1, "name": label}, "created_at": stamp(0)}))
+                    .collect();
+                paged(req, list)
+            }
+            ("GET", ["projects", path, "members", "all", uid]) => {
+                let Some(p) = s.projects.get(*path) else { return not_found("Project") };
+                let uid: u64 = uid.parse().unwrap_or(0);
+                let name = s.users.get((uid as usize).wrapping_sub(1)).cloned().unwrap_or_default();
+                match p.members.get(&name) {
+                    Some(level) => Reply::json(200, json!({"id": uid, "username": name, "access_level": level})),
+                    None => not_found("Member"),
+                }
+            }
+            ("GET", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes"]) => {
+                let Some(p) = s.projects.get(*path) else { return not_found("Project") };
+                let items = if *kind == "merge_requests" { &p.merge_requests } else { &p.issues };
+                let Some(item) = items.get(&iid.parse().unwrap_or(0)) else { return not_found("Issue") };
+                let list = item
+                    .notes
+                    .iter()
+                    .map(|(id, a, b)| json!({"id": id, "author": user_json(&s, a), "body": b, "system": false}))
+                    .collect();
+                paged(req, list)
+            }
+            ("POST", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes"]) => {
+                let Some(text) = body.get("body").and_then(Value::as_str).map(str::to_owned) else {
+                    return Reply::json(400, json!({"message": "400 Bad request - body is missing"}));
+                };
+                s.next_id += 1;
+                s.clock += 1;
+                let (id, clock) = (s.next_id, s.clock);
+                let Some(p) = s.projects.get_mut(*path) else { return not_found("Project") };
+                let items = if *kind == "merge_requests" { &mut p.merge_requests } else { &mut p.issues };
+                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else { return not_found("Issue") };
+                item.notes.push((id, BOT.into(), text.clone()));
+                item.updated = clock;
+                let author = user_json(&s, BOT);
+                Reply::json(201, json!({"id": id, "author": author, "body": text, "system": false}))
+            }
+            ("PUT", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes", id]) => {
+                let text = body.get("body").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let id: u64 = id.parse().unwrap_or(0);
+                let Some(p) = s.projects.get_mut(*path) else { return not_found("Project") };
+                let items = if *kind == "merge_requests" { &mut p.merge_requests } else { &mut p.issues };
+                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else { return not_found("Issue") };
+                let Some(note) = item.notes.iter_mut().find(|n| n.0 == id) else { return not_found("Note") };
+                if note.1 != BOT {
+                    return Reply::json(403, json!({"message": "403 Forbidden"}));
+                }
+                note.2 = text.clone();
+                let author = user_json(&s, BOT);
+                Reply::json(200, json!({"id": id, "author": author, "body": text, "system": false}))
+            }
+            ("POST", ["projects", path, "merge_requests"]) => {
+                let field = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+                let (source, target, title) = (field("source_branch"), field("target_branch"), field("title"));
+                if source.is_empty() || target.is_empty() || title.is_empty() {
+                    return Reply::json(400, json!({"message": "400 Bad request - source_branch, target_branch, title are missing"}));
+                }
+                s.clock += 1;
+                let clock = s.clock;
+                let Some(p) = s.projects.get_mut(*path) else { return not_found("Project") };
+                if p.merge_requests.values().any(|m| m.open && m.source_branch == source) {
+                    return Reply::json(409, json!({"message": [format!("Another open merge request already exists for this source branch: !1")]}));
+                }
+                let iid = p.merge_requests.keys().max().copied().unwrap_or(0) + 1;
+                p.merge_requests.insert(
+                    iid,
+                    Item {
+                        iid,
+                        title,
+                        description: field("description"),
+                        author: BOT.into(),
+                        labels: vec![],
+                        open: true,
+                        notes: vec![],
+                        label_events: vec![],
+                        updated: clock,
+                        source_branch: source,
+                        target_branch: target,
+                    },
+                );
+                let p = &s.projects[*path];
+                Reply::json(201, item_json(&s, &base, path, p, &p.merge_requests[&iid], true))
+            }
+            _ => Reply::json(404, json!({"error": "404 Not Found"})),
+        }
+    }
+}
+
+impl Respond for Handler {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let mut reply = self.handle(req);
+        reply.headers.push(("ratelimit-limit".into(), "2000".into()));
+        reply.headers.push(("ratelimit-remaining".into(), "1999".into()));
+        reply.into_template()
+    }
+}
