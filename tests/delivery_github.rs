@@ -13,102 +13,17 @@ mod fake_github;
 mod fake_http;
 #[path = "common/git_http.rs"]
 mod git_http;
+#[path = "common/github_world.rs"]
+mod github_world;
 #[path = "common/scripted_model.rs"]
 mod scripted_model;
 
-use daemon_rig::{assert_container_clean, containers_of, wait_until, DaemonProcess};
-use fake_github::{FakeGitHub, BOT};
-use git_http::GitHttpServer;
-use scripted_model::{call, text, Reply, TurnModel};
+use daemon_rig::{assert_container_clean, containers_of, wait_until};
+use fake_github::BOT;
+use github_world::{edit_and_commit, World, DONE, MODEL_KEY, REPO, TOKEN};
+use scripted_model::{call, text};
 use serde_json::json;
-use std::path::PathBuf;
 use std::time::Duration;
-
-const TOKEN: &str = "ghp_e2eGitHubTokenThatMustNeverLeak01";
-const MODEL_KEY: &str = "sk-e2eModelKeyThatMustNeverLeak0002";
-const REPO: &str = "acme/app";
-const DONE: &str = "coding agent done";
-
-struct World {
-    dir: tempfile::TempDir,
-    _git: GitHttpServer,
-    bare: PathBuf,
-    github: FakeGitHub,
-    model: TurnModel,
-    instance: String,
-    config: PathBuf,
-}
-
-impl World {
-    async fn new(turns: Vec<(Reply, Option<Duration>)>) -> World {
-        common::ensure_images().await;
-        let dir = tempfile::tempdir().unwrap();
-        let root = dir.path().join("git");
-        let bare = git_http::bare_repo(
-            &root,
-            "acme/app.git",
-            &[("greet.py", "print('Hello')\n"), ("README.md", "# app\n")],
-        );
-        let git = GitHttpServer::start(&root, "x-access-token", TOKEN).await;
-        let github = FakeGitHub::start(TOKEN).await;
-        github.add_repo(REPO, &git.url("acme/app.git"), Some(bare.clone()));
-        github.set_permission(REPO, "maya", "maintain");
-        github.set_permission(REPO, "otto", "read");
-        let model = TurnModel::start(turns).await;
-        let instance = common::unique("gh");
-        let forge = format!(
-            "github:\n  api_url: \"{}\"\n  repositories: [\"{REPO}\"]\n",
-            github.api_url()
-        );
-        let config = daemon_rig::write_config(dir.path(), &instance, &forge);
-        World {
-            dir,
-            _git: git,
-            bare,
-            github,
-            model,
-            instance,
-            config,
-        }
-    }
-
-    fn start(&self) -> DaemonProcess {
-        let env = [
-            ("GITHUB_TOKEN", TOKEN.to_owned()),
-            ("OPENAI_API_KEY", MODEL_KEY.to_owned()),
-            ("OPENAI_BASE_URL", self.model.base_url()),
-        ];
-        DaemonProcess::start(&self.config, &["run"], &env, &self.dir.path().join("daemon.log"))
-    }
-
-    fn log_path(&self) -> PathBuf {
-        self.dir.path().join("daemon.log")
-    }
-}
-
-fn edit_and_commit(scan_window: Duration) -> Vec<(Reply, Option<Duration>)> {
-    vec![
-        (
-            call(
-                "text_editor_str_replace",
-                json!({"path": "/workspace/project/greet.py", "old_str": "Hello", "new_str": "Hello, world"}),
-            ),
-            None,
-        ),
-        (
-            call(
-                "command_executor_execute_command",
-                json!({"command": "env; git add -A && git commit -qm 'Greet the whole world' && git log --oneline -3"}),
-            ),
-            // The model "thinks" a while: the test scans the live container meanwhile.
-            Some(scan_window),
-        ),
-        (
-            text("Changed the greeting in greet.py to greet the whole world."),
-            None,
-        ),
-    ]
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_label_from_a_maintainer_becomes_a_draft_pull_request_and_no_secret_leaks() {
@@ -245,4 +160,83 @@ async fn a_label_from_a_maintainer_becomes_a_draft_pull_request_and_no_secret_le
             assert!(!c.2.contains(secret));
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_rejected_because_the_branch_moved_is_rebased_by_the_model_and_pushed_again() {
+    let mut turns = edit_and_commit(Duration::ZERO);
+    // The first answer waits, so someone else can push to the branch after the clone.
+    turns[0].1 = Some(Duration::from_secs(3));
+    turns.push((
+        call(
+            "command_executor_execute_command",
+            json!({"command": "git rebase origin/forgehand/issue-1 && git log --format=%s"}),
+        ),
+        None,
+    ));
+    turns.push((text("Rebased onto the new commits of the branch."), None));
+    let world = World::new(turns).await;
+    let gh = &world.github;
+    let issue = gh.open_issue(
+        REPO,
+        "maya",
+        "Greet the world",
+        "The greeting should say hello to the world.",
+    );
+    gh.add_label(REPO, issue, "coding agent", "maya");
+    let mut daemon = world.start();
+    let log = world.log_path();
+
+    wait_until(
+        "the first model request",
+        Duration::from_secs(120),
+        async || !world.model.requests().await.is_empty(),
+        &log,
+    )
+    .await;
+    // The remote branch moves under the task: a commit forgehand's clone lacks.
+    git_http::push_commit(
+        &world.bare,
+        "forgehand/issue-1",
+        "NOTES.md",
+        "notes\n",
+        "Someone else's notes",
+    );
+
+    wait_until(
+        "the done or failed label",
+        Duration::from_secs(180),
+        async || {
+            let labels = gh.issue(REPO, issue).labels;
+            labels.contains(&DONE.to_owned()) || labels.contains(&"coding agent failed".to_owned())
+        },
+        &log,
+    )
+    .await;
+    let comments = gh.issue(REPO, issue).comments;
+    assert_eq!(
+        gh.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{comments:?}"
+    );
+    // The model was asked to rebase onto what was fetched for it.
+    let requests = world.model.requests().await;
+    assert_eq!(requests.len(), 5, "three turns of work, two of rebasing");
+    assert!(requests[3]
+        .to_string()
+        .contains("git rebase origin/forgehand/issue-1"));
+    // The branch holds the other person's commit with the model's on top.
+    assert_eq!(
+        git_http::log(&world.bare, "forgehand/issue-1"),
+        vec![
+            "Greet the whole world".to_owned(),
+            "Someone else's notes".to_owned(),
+            "initial".to_owned()
+        ]
+    );
+    let progress = &comments.iter().find(|c| c.1 == BOT).unwrap().2;
+    assert!(progress.contains("Push rejected"), "{progress}");
+    assert_eq!(gh.pulls(REPO).len(), 1);
+    assert!(daemon.terminate().success());
+    assert!(containers_of(&world.instance).is_empty());
 }
