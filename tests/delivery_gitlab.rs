@@ -1,0 +1,123 @@
+//! From label to draft merge request on a self-managed GitLab, end to end:
+//! the real daemon executable, a fake GitLab API v4, a real git remote
+//! behind token auth, real Docker, and the scripted model.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "common/daemon_rig.rs"]
+mod daemon_rig;
+#[path = "common/fake_gitlab.rs"]
+mod fake_gitlab;
+#[path = "common/fake_http.rs"]
+mod fake_http;
+#[path = "common/git_http.rs"]
+mod git_http;
+#[path = "common/scripted_model.rs"]
+mod scripted_model;
+
+use daemon_rig::{assert_container_clean, containers_of, wait_until, DaemonProcess};
+use fake_gitlab::{FakeGitLab, BOT};
+use git_http::GitHttpServer;
+use scripted_model::{call, text, TurnModel};
+use serde_json::json;
+use std::time::Duration;
+
+const TOKEN: &str = "glpat-e2eGitLabTokenThatMustNeverLeak";
+const MODEL_KEY: &str = "sk-e2eModelKeyThatMustNeverLeak0003";
+const PROJECT: &str = "acme/platform/app";
+const DONE: &str = "coding agent done";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_from_a_developer_becomes_a_draft_merge_request() {
+    common::ensure_images().await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("git");
+    let bare = git_http::bare_repo(&root, "acme/platform/app.git", &[("greet.py", "print('Hello')\n")]);
+    let git = GitHttpServer::start(&root, "oauth2", TOKEN).await;
+    let gitlab = FakeGitLab::start(TOKEN).await;
+    gitlab.add_project(PROJECT, &git.url("acme/platform/app.git"));
+    gitlab.add_member(PROJECT, "maya", 30);
+    gitlab.add_member(PROJECT, "rita", 20);
+    let model = TurnModel::start(vec![
+        (
+            call(
+                "text_editor_str_replace",
+                json!({"path": "/workspace/project/greet.py", "old_str": "Hello", "new_str": "Hello, world"}),
+            ),
+            None,
+        ),
+        (
+            call(
+                "command_executor_execute_command",
+                json!({"command": "git add -A && git commit -qm 'Greet the whole world'"}),
+            ),
+            Some(Duration::from_secs(10)),
+        ),
+        (text("Changed the greeting to greet the whole world."), None),
+    ])
+    .await;
+    let issue = gitlab.open_issue(PROJECT, "maya", "Greet the world", "Say hello to the world.");
+    gitlab.add_label(PROJECT, issue, "coding agent", "maya");
+    // A Reporter's label starts nothing.
+    let reporter = gitlab.open_issue(PROJECT, "rita", "Rewrite everything", "In another language.");
+    gitlab.add_label(PROJECT, reporter, "coding agent", "rita");
+
+    let instance = common::unique("gl");
+    let forge = format!("gitlab:\n  url: \"{}\"\n  projects: [\"{PROJECT}\"]\n", gitlab.url());
+    let config = daemon_rig::write_config(dir.path(), &instance, &forge);
+    let log = dir.path().join("daemon.log");
+    let env = [
+        ("GITLAB_TOKEN", TOKEN.to_owned()),
+        ("OPENAI_API_KEY", MODEL_KEY.to_owned()),
+        ("OPENAI_BASE_URL", model.base_url()),
+    ];
+    let mut daemon = DaemonProcess::start(&config, &["run"], &env, &log);
+
+    wait_until("the second model request", Duration::from_secs(180), async || model.requests().await.len() >= 2, &log).await;
+    let containers = containers_of(&instance);
+    assert_eq!(containers.len(), 1);
+    assert_container_clean(&containers[0], &[TOKEN, MODEL_KEY]);
+
+    wait_until("the done or failed label", Duration::from_secs(180), async || {
+        let labels = gitlab.issue(PROJECT, issue).labels;
+        labels.contains(&DONE.to_owned()) || labels.contains(&"coding agent failed".to_owned())
+    }, &log).await;
+    let item = gitlab.issue(PROJECT, issue);
+    assert_eq!(item.labels, vec![DONE.to_owned()], "{:?}", item.notes);
+    // The claim was a label swap by forgehand, visible in the label events.
+    assert!(item.label_events.iter().any(|(action, user, label)| action == "add" && user == BOT && label == "coding agent processing"));
+    assert!(item.label_events.iter().any(|(action, user, label)| action == "remove" && user == BOT && label == "coding agent"));
+
+    let mrs = gitlab.merge_requests(PROJECT);
+    assert_eq!(mrs.len(), 1, "{mrs:?}");
+    let mr = &mrs[0];
+    assert!(mr.title.starts_with("Draft: "), "{}", mr.title);
+    assert_eq!((mr.source_branch.as_str(), mr.target_branch.as_str()), ("forgehand/issue-1", "main"));
+    assert!(mr.description.contains("Closes #1"), "{}", mr.description);
+    assert_eq!(
+        git_http::log(&bare, "forgehand/issue-1"),
+        vec!["Greet the whole world".to_owned(), "initial".to_owned()]
+    );
+    let notes: Vec<_> = item.notes.iter().filter(|n| n.1 == BOT).collect();
+    assert_eq!(notes.len(), 1, "one progress note: {notes:?}");
+    assert!(notes[0].2.contains("<!-- forgehand:task gitlab:acme/platform/app:issue:1 -->"));
+    assert!(notes[0].2.contains("/acme/platform/app/-/merge_requests/1"), "{}", notes[0].2);
+    assert!(notes[0].2.contains("- [x] Open or update the draft merge request"));
+
+    // The Reporter's issue was left alone, and the model heard of it never.
+    let untouched = gitlab.issue(PROJECT, reporter);
+    assert_eq!(untouched.labels, vec!["coding agent".to_owned()]);
+    assert!(untouched.notes.is_empty());
+    assert_eq!(model.requests().await.len(), 3);
+
+    assert!(daemon.terminate().success());
+    assert!(containers_of(&instance).is_empty());
+    let text_log = daemon.log_text();
+    assert!(text_log.contains("ignored: the \"coding agent\" label was applied by @rita"), "{text_log}");
+    for secret in [TOKEN, MODEL_KEY] {
+        assert!(!text_log.contains(secret), "a secret is in the daemon's log");
+        assert!(!mr.description.contains(secret));
+        assert!(item.notes.iter().all(|n| !n.2.contains(secret)));
+    }
+}
