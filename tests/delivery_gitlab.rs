@@ -33,7 +33,11 @@ async fn a_label_from_a_developer_becomes_a_draft_merge_request() {
     common::ensure_images().await;
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("git");
-    let bare = git_http::bare_repo(&root, "acme/platform/app.git", &[("greet.py", "print('Hello')\n")]);
+    let bare = git_http::bare_repo(
+        &root,
+        "acme/platform/app.git",
+        &[("greet.py", "print('Hello')\n")],
+    );
     let git = GitHttpServer::start(&root, "oauth2", TOKEN).await;
     let gitlab = FakeGitLab::start(TOKEN).await;
     gitlab.add_project(PROJECT, &git.url("acme/platform/app.git"));
@@ -64,7 +68,10 @@ async fn a_label_from_a_developer_becomes_a_draft_merge_request() {
     gitlab.add_label(PROJECT, reporter, "coding agent", "rita");
 
     let instance = common::unique("gl");
-    let forge = format!("gitlab:\n  url: \"{}\"\n  projects: [\"{PROJECT}\"]\n", gitlab.url());
+    let forge = format!(
+        "gitlab:\n  url: \"{}\"\n  projects: [\"{PROJECT}\"]\n",
+        gitlab.url()
+    );
     let config = daemon_rig::write_config(dir.path(), &instance, &forge);
     let log = dir.path().join("daemon.log");
     let env = [
@@ -74,26 +81,47 @@ async fn a_label_from_a_developer_becomes_a_draft_merge_request() {
     ];
     let mut daemon = DaemonProcess::start(&config, &["run"], &env, &log);
 
-    wait_until("the second model request", Duration::from_secs(180), async || model.requests().await.len() >= 2, &log).await;
+    wait_until(
+        "the second model request",
+        Duration::from_secs(180),
+        async || model.requests().await.len() >= 2,
+        &log,
+    )
+    .await;
     let containers = containers_of(&instance);
     assert_eq!(containers.len(), 1);
     assert_container_clean(&containers[0], &[TOKEN, MODEL_KEY]);
 
-    wait_until("the done or failed label", Duration::from_secs(180), async || {
-        let labels = gitlab.issue(PROJECT, issue).labels;
-        labels.contains(&DONE.to_owned()) || labels.contains(&"coding agent failed".to_owned())
-    }, &log).await;
+    wait_until(
+        "the done or failed label",
+        Duration::from_secs(180),
+        async || {
+            let labels = gitlab.issue(PROJECT, issue).labels;
+            labels.contains(&DONE.to_owned()) || labels.contains(&"coding agent failed".to_owned())
+        },
+        &log,
+    )
+    .await;
     let item = gitlab.issue(PROJECT, issue);
     assert_eq!(item.labels, vec![DONE.to_owned()], "{:?}", item.notes);
     // The claim was a label swap by forgehand, visible in the label events.
-    assert!(item.label_events.iter().any(|(action, user, label)| action == "add" && user == BOT && label == "coding agent processing"));
-    assert!(item.label_events.iter().any(|(action, user, label)| action == "remove" && user == BOT && label == "coding agent"));
+    assert!(item
+        .label_events
+        .iter()
+        .any(|(action, user, label)| action == "add" && user == BOT && label == "coding agent processing"));
+    assert!(item
+        .label_events
+        .iter()
+        .any(|(action, user, label)| action == "remove" && user == BOT && label == "coding agent"));
 
     let mrs = gitlab.merge_requests(PROJECT);
     assert_eq!(mrs.len(), 1, "{mrs:?}");
     let mr = &mrs[0];
     assert!(mr.title.starts_with("Draft: "), "{}", mr.title);
-    assert_eq!((mr.source_branch.as_str(), mr.target_branch.as_str()), ("forgehand/issue-1", "main"));
+    assert_eq!(
+        (mr.source_branch.as_str(), mr.target_branch.as_str()),
+        ("forgehand/issue-1", "main")
+    );
     assert!(mr.description.contains("Closes #1"), "{}", mr.description);
     assert_eq!(
         git_http::log(&bare, "forgehand/issue-1"),
@@ -101,9 +129,17 @@ async fn a_label_from_a_developer_becomes_a_draft_merge_request() {
     );
     let notes: Vec<_> = item.notes.iter().filter(|n| n.1 == BOT).collect();
     assert_eq!(notes.len(), 1, "one progress note: {notes:?}");
-    assert!(notes[0].2.contains("<!-- forgehand:task gitlab:acme/platform/app:issue:1 -->"));
-    assert!(notes[0].2.contains("/acme/platform/app/-/merge_requests/1"), "{}", notes[0].2);
-    assert!(notes[0].2.contains("- [x] Open or update the draft merge request"));
+    assert!(notes[0]
+        .2
+        .contains("<!-- forgehand:task gitlab:acme/platform/app:issue:1 -->"));
+    assert!(
+        notes[0].2.contains("/acme/platform/app/-/merge_requests/1"),
+        "{}",
+        notes[0].2
+    );
+    assert!(notes[0]
+        .2
+        .contains("- [x] Open or update the draft merge request"));
 
     // The Reporter's issue was left alone, and the model heard of it never.
     let untouched = gitlab.issue(PROJECT, reporter);
@@ -114,7 +150,10 @@ async fn a_label_from_a_developer_becomes_a_draft_merge_request() {
     assert!(daemon.terminate().success());
     assert!(containers_of(&instance).is_empty());
     let text_log = daemon.log_text();
-    assert!(text_log.contains("ignored: the \"coding agent\" label was applied by @rita"), "{text_log}");
+    assert!(
+        text_log.contains("ignored: the \"coding agent\" label was applied by @rita"),
+        "{text_log}"
+    );
     for secret in [TOKEN, MODEL_KEY] {
         assert!(!text_log.contains(secret), "a secret is in the daemon's log");
         assert!(!mr.description.contains(secret));

@@ -123,6 +123,11 @@ pub async fn wait_until(what: &str, limit: Duration, mut condition: impl AsyncFn
 /// Config for an end-to-end daemon: fast polling, the scripted model, the
 /// given forge section.
 pub fn write_config(dir: &Path, instance: &str, forge_yaml: &str) -> PathBuf {
+    write_config_with(dir, instance, "", forge_yaml)
+}
+
+/// The same, with more `daemon:` settings (indented lines).
+pub fn write_config_with(dir: &Path, instance: &str, daemon_extra: &str, forge_yaml: &str) -> PathBuf {
     let path = dir.join("config.yaml");
     let yaml = format!(
         r#"daemon:
@@ -131,6 +136,7 @@ pub fn write_config(dir: &Path, instance: &str, forge_yaml: &str) -> PathBuf {
   poll_interval: "1s"
   poll_jitter: "0s"
   shutdown_grace: "2s"
+{daemon_extra}
 images:
   dir: "{images}"
 llm:

@@ -57,11 +57,20 @@ pub struct FakeGitLab {
 struct Handler(Arc<Mutex<State>>);
 
 fn stamp(clock: u64) -> String {
-    format!("2026-01-01T{:02}:{:02}:{:02}.000Z", clock / 3600 % 24, clock / 60 % 60, clock % 60)
+    format!(
+        "2026-01-01T{:02}:{:02}:{:02}.000Z",
+        clock / 3600 % 24,
+        clock / 60 % 60,
+        clock % 60
+    )
 }
 
 fn user_id(s: &State, name: &str) -> u64 {
-    s.users.iter().position(|u| u == name).map(|i| i as u64 + 1).unwrap_or(0)
+    s.users
+        .iter()
+        .position(|u| u == name)
+        .map(|i| i as u64 + 1)
+        .unwrap_or(0)
 }
 
 impl FakeGitLab {
@@ -108,7 +117,11 @@ impl FakeGitLab {
             if !s.users.iter().any(|u| u == user) {
                 s.users.push(user.to_owned());
             }
-            s.projects.get_mut(project).unwrap().members.insert(user.to_owned(), level);
+            s.projects
+                .get_mut(project)
+                .unwrap()
+                .members
+                .insert(user.to_owned(), level);
         });
     }
 
@@ -173,7 +186,8 @@ fn edit_labels(item: &mut Item, add: &[String], remove: &[String], user: &str, c
     for label in remove {
         if item.labels.contains(label) {
             item.labels.retain(|l| l != label);
-            item.label_events.push(("remove".into(), user.into(), label.clone()));
+            item.label_events
+                .push(("remove".into(), user.into(), label.clone()));
         }
     }
     item.updated = clock;
@@ -216,7 +230,11 @@ impl Handler {
             None => req.url.path().to_owned(),
         };
         s.requests.push(format!("{method} {full}"));
-        let token = req.headers.get("private-token").and_then(|v| v.to_str().ok()).unwrap_or("");
+        let token = req
+            .headers
+            .get("private-token")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
         if token != s.token {
             return Reply::json(401, json!({"message": "401 Unauthorized"}));
         }
@@ -235,7 +253,11 @@ impl Handler {
             ("GET", ["user"]) => Reply::json(200, user_json(&s, BOT)),
             ("GET", ["users"]) => {
                 let name = q.get("username").cloned().unwrap_or_default();
-                let list = if s.users.contains(&name) { vec![user_json(&s, &name)] } else { vec![] };
+                let list = if s.users.contains(&name) {
+                    vec![user_json(&s, &name)]
+                } else {
+                    vec![]
+                };
                 paged(req, list)
             }
             ("GET", ["projects"]) => {
@@ -248,30 +270,47 @@ impl Handler {
                 paged(req, list)
             }
             ("GET", ["projects", path]) => match s.projects.get(*path) {
-                Some(p) => Reply::json(200, json!({"id": p.id, "path_with_namespace": path, "http_url_to_repo": p.clone_url, "default_branch": "main"})),
+                Some(p) => Reply::json(
+                    200,
+                    json!({"id": p.id, "path_with_namespace": path, "http_url_to_repo": p.clone_url, "default_branch": "main"}),
+                ),
                 None => not_found("Project"),
             },
             ("GET", ["projects", path, kind @ ("issues" | "merge_requests")]) => {
-                let Some(p) = s.projects.get(*path) else { return not_found("Project") };
+                let Some(p) = s.projects.get(*path) else {
+                    return not_found("Project");
+                };
                 let mr = *kind == "merge_requests";
                 let items = if mr { &p.merge_requests } else { &p.issues };
                 let state = q.get("state").cloned().unwrap_or_else(|| "all".into());
-                let wanted: Vec<&str> = q.get("labels").map(|l| l.split(',').collect()).unwrap_or_default();
+                let wanted: Vec<&str> = q
+                    .get("labels")
+                    .map(|l| l.split(',').collect())
+                    .unwrap_or_default();
                 let after = q.get("updated_after").cloned();
                 let source = q.get("source_branch").cloned();
                 let mut list: Vec<&Item> = items
                     .values()
                     .filter(|i| state == "all" || (state == "opened") == i.open)
                     .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l == w)))
-                    .filter(|i| after.as_ref().is_none_or(|a| stamp(i.updated).as_str() > a.as_str()))
+                    .filter(|i| {
+                        after
+                            .as_ref()
+                            .is_none_or(|a| stamp(i.updated).as_str() > a.as_str())
+                    })
                     .filter(|i| source.as_ref().is_none_or(|b| &i.source_branch == b))
                     .collect();
                 list.sort_by_key(|i| std::cmp::Reverse(i.updated));
-                let values = list.iter().map(|i| item_json(&s, &base, path, p, i, mr)).collect();
+                let values = list
+                    .iter()
+                    .map(|i| item_json(&s, &base, path, p, i, mr))
+                    .collect();
                 paged(req, values)
             }
             ("GET", ["projects", path, kind @ ("issues" | "merge_requests"), iid]) => {
-                let Some(p) = s.projects.get(*path) else { return not_found("Project") };
+                let Some(p) = s.projects.get(*path) else {
+                    return not_found("Project");
+                };
                 let mr = *kind == "merge_requests";
                 let items = if mr { &p.merge_requests } else { &p.issues };
                 match items.get(&iid.parse().unwrap_or(0)) {
@@ -283,25 +322,49 @@ impl Handler {
                 let split = |key: &str| -> Vec<String> {
                     body.get(key)
                         .and_then(Value::as_str)
-                        .map(|v| v.split(',').map(str::trim).filter(|l| !l.is_empty()).map(str::to_owned).collect())
+                        .map(|v| {
+                            v.split(',')
+                                .map(str::trim)
+                                .filter(|l| !l.is_empty())
+                                .map(str::to_owned)
+                                .collect()
+                        })
                         .unwrap_or_default()
                 };
                 let (add, remove) = (split("add_labels"), split("remove_labels"));
                 s.clock += 1;
                 let clock = s.clock;
                 let mr = *kind == "merge_requests";
-                let Some(p) = s.projects.get_mut(*path) else { return not_found("Project") };
+                let Some(p) = s.projects.get_mut(*path) else {
+                    return not_found("Project");
+                };
                 let items = if mr { &mut p.merge_requests } else { &mut p.issues };
-                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else { return not_found("Issue") };
+                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else {
+                    return not_found("Issue");
+                };
                 edit_labels(item, &add, &remove, BOT, clock);
                 let p = &s.projects[*path];
                 let items = if mr { &p.merge_requests } else { &p.issues };
-                Reply::json(200, item_json(&s, &base, path, p, &items[&iid.parse().unwrap_or(0)], mr))
+                Reply::json(
+                    200,
+                    item_json(&s, &base, path, p, &items[&iid.parse().unwrap_or(0)], mr),
+                )
             }
-            ("GET", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "resource_label_events"]) => {
-                let Some(p) = s.projects.get(*path) else { return not_found("Project") };
-                let items = if *kind == "merge_requests" { &p.merge_requests } else { &p.issues };
-                let Some(item) = items.get(&iid.parse().unwrap_or(0)) else { return not_found("Issue") };
+            (
+                "GET",
+                ["projects", path, kind @ ("issues" | "merge_requests"), iid, "resource_label_events"],
+            ) => {
+                let Some(p) = s.projects.get(*path) else {
+                    return not_found("Project");
+                };
+                let items = if *kind == "merge_requests" {
+                    &p.merge_requests
+                } else {
+                    &p.issues
+                };
+                let Some(item) = items.get(&iid.parse().unwrap_or(0)) else {
+                    return not_found("Issue");
+                };
                 let list = item
                     .label_events
                     .iter()
@@ -311,18 +374,34 @@ impl Handler {
                 paged(req, list)
             }
             ("GET", ["projects", path, "members", "all", uid]) => {
-                let Some(p) = s.projects.get(*path) else { return not_found("Project") };
+                let Some(p) = s.projects.get(*path) else {
+                    return not_found("Project");
+                };
                 let uid: u64 = uid.parse().unwrap_or(0);
-                let name = s.users.get((uid as usize).wrapping_sub(1)).cloned().unwrap_or_default();
+                let name = s
+                    .users
+                    .get((uid as usize).wrapping_sub(1))
+                    .cloned()
+                    .unwrap_or_default();
                 match p.members.get(&name) {
-                    Some(level) => Reply::json(200, json!({"id": uid, "username": name, "access_level": level})),
+                    Some(level) => {
+                        Reply::json(200, json!({"id": uid, "username": name, "access_level": level}))
+                    }
                     None => not_found("Member"),
                 }
             }
             ("GET", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes"]) => {
-                let Some(p) = s.projects.get(*path) else { return not_found("Project") };
-                let items = if *kind == "merge_requests" { &p.merge_requests } else { &p.issues };
-                let Some(item) = items.get(&iid.parse().unwrap_or(0)) else { return not_found("Issue") };
+                let Some(p) = s.projects.get(*path) else {
+                    return not_found("Project");
+                };
+                let items = if *kind == "merge_requests" {
+                    &p.merge_requests
+                } else {
+                    &p.issues
+                };
+                let Some(item) = items.get(&iid.parse().unwrap_or(0)) else {
+                    return not_found("Issue");
+                };
                 let list = item
                     .notes
                     .iter()
@@ -337,39 +416,79 @@ impl Handler {
                 s.next_id += 1;
                 s.clock += 1;
                 let (id, clock) = (s.next_id, s.clock);
-                let Some(p) = s.projects.get_mut(*path) else { return not_found("Project") };
-                let items = if *kind == "merge_requests" { &mut p.merge_requests } else { &mut p.issues };
-                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else { return not_found("Issue") };
+                let Some(p) = s.projects.get_mut(*path) else {
+                    return not_found("Project");
+                };
+                let items = if *kind == "merge_requests" {
+                    &mut p.merge_requests
+                } else {
+                    &mut p.issues
+                };
+                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else {
+                    return not_found("Issue");
+                };
                 item.notes.push((id, BOT.into(), text.clone()));
                 item.updated = clock;
                 let author = user_json(&s, BOT);
-                Reply::json(201, json!({"id": id, "author": author, "body": text, "system": false}))
+                Reply::json(
+                    201,
+                    json!({"id": id, "author": author, "body": text, "system": false}),
+                )
             }
             ("PUT", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes", id]) => {
-                let text = body.get("body").and_then(Value::as_str).unwrap_or_default().to_owned();
+                let text = body
+                    .get("body")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
                 let id: u64 = id.parse().unwrap_or(0);
-                let Some(p) = s.projects.get_mut(*path) else { return not_found("Project") };
-                let items = if *kind == "merge_requests" { &mut p.merge_requests } else { &mut p.issues };
-                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else { return not_found("Issue") };
-                let Some(note) = item.notes.iter_mut().find(|n| n.0 == id) else { return not_found("Note") };
+                let Some(p) = s.projects.get_mut(*path) else {
+                    return not_found("Project");
+                };
+                let items = if *kind == "merge_requests" {
+                    &mut p.merge_requests
+                } else {
+                    &mut p.issues
+                };
+                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else {
+                    return not_found("Issue");
+                };
+                let Some(note) = item.notes.iter_mut().find(|n| n.0 == id) else {
+                    return not_found("Note");
+                };
                 if note.1 != BOT {
                     return Reply::json(403, json!({"message": "403 Forbidden"}));
                 }
                 note.2 = text.clone();
                 let author = user_json(&s, BOT);
-                Reply::json(200, json!({"id": id, "author": author, "body": text, "system": false}))
+                Reply::json(
+                    200,
+                    json!({"id": id, "author": author, "body": text, "system": false}),
+                )
             }
             ("POST", ["projects", path, "merge_requests"]) => {
                 let field = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-                let (source, target, title) = (field("source_branch"), field("target_branch"), field("title"));
+                let (source, target, title) =
+                    (field("source_branch"), field("target_branch"), field("title"));
                 if source.is_empty() || target.is_empty() || title.is_empty() {
-                    return Reply::json(400, json!({"message": "400 Bad request - source_branch, target_branch, title are missing"}));
+                    return Reply::json(
+                        400,
+                        json!({"message": "400 Bad request - source_branch, target_branch, title are missing"}),
+                    );
                 }
                 s.clock += 1;
                 let clock = s.clock;
-                let Some(p) = s.projects.get_mut(*path) else { return not_found("Project") };
-                if p.merge_requests.values().any(|m| m.open && m.source_branch == source) {
-                    return Reply::json(409, json!({"message": [format!("Another open merge request already exists for this source branch: !1")]}));
+                let Some(p) = s.projects.get_mut(*path) else {
+                    return not_found("Project");
+                };
+                if p.merge_requests
+                    .values()
+                    .any(|m| m.open && m.source_branch == source)
+                {
+                    return Reply::json(
+                        409,
+                        json!({"message": [format!("Another open merge request already exists for this source branch: !1")]}),
+                    );
                 }
                 let iid = p.merge_requests.keys().max().copied().unwrap_or(0) + 1;
                 p.merge_requests.insert(

@@ -28,6 +28,11 @@ pub struct World {
 
 impl World {
     pub async fn new(turns: Vec<(Reply, Option<Duration>)>) -> World {
+        World::with_daemon_settings(turns, "").await
+    }
+
+    /// `daemon_extra`: more `daemon:` settings, as indented YAML lines.
+    pub async fn with_daemon_settings(turns: Vec<(Reply, Option<Duration>)>, daemon_extra: &str) -> World {
         crate::common::ensure_images().await;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("git");
@@ -47,7 +52,7 @@ impl World {
             "github:\n  api_url: \"{}\"\n  repositories: [\"{REPO}\"]\n",
             github.api_url()
         );
-        let config = daemon_rig::write_config(dir.path(), &instance, &forge);
+        let config = daemon_rig::write_config_with(dir.path(), &instance, daemon_extra, &forge);
         World {
             dir,
             git,

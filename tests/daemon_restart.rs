@@ -1,0 +1,139 @@
+//! The daemon killed with SIGKILL at several points of one task and started
+//! again: the task is resumed from its journal, and in the end there is
+//! exactly one pull request, one progress comment, and no container left.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "common/daemon_rig.rs"]
+mod daemon_rig;
+#[path = "common/fake_github.rs"]
+mod fake_github;
+#[path = "common/fake_http.rs"]
+mod fake_http;
+#[path = "common/git_http.rs"]
+mod git_http;
+#[path = "common/github_world.rs"]
+mod github_world;
+#[path = "common/scripted_model.rs"]
+mod scripted_model;
+
+use daemon_rig::{containers_of, wait_until};
+use fake_github::BOT;
+use github_world::{edit_and_commit, World, DONE, REPO};
+use std::time::Duration;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_at_claim_mid_run_and_mid_pull_request_the_task_ends_once() {
+    let world = World::with_daemon_settings(
+        edit_and_commit(Duration::from_millis(500)),
+        "  max_task_attempts: 6",
+    )
+    .await;
+    let gh = &world.github;
+    let log = world.log_path();
+    let issue = gh.open_issue(
+        REPO,
+        "maya",
+        "Greet the world",
+        "The greeting should say hello to the world.",
+    );
+    gh.add_label(REPO, issue, "coding agent", "maya");
+    let bot_comments = || {
+        gh.issue(REPO, issue)
+            .comments
+            .into_iter()
+            .filter(|c| c.1 == BOT)
+            .count()
+    };
+
+    // 1. Killed right after the claim posted the progress comment.
+    let mut daemon = world.start();
+    wait_until(
+        "the progress comment",
+        Duration::from_secs(60),
+        async || bot_comments() == 1,
+        &log,
+    )
+    .await;
+    daemon.kill9();
+
+    // 2. Killed while the model works, with the sandbox running.
+    let before = world.model.requests().await.len();
+    let mut daemon = world.start();
+    wait_until(
+        "a model request after the restart",
+        Duration::from_secs(120),
+        async || world.model.requests().await.len() > before,
+        &log,
+    )
+    .await;
+    daemon.kill9();
+    assert_eq!(
+        containers_of(&world.instance).len(),
+        1,
+        "the killed daemon left its sandbox behind"
+    );
+
+    // 3. Killed after the pull request was created but before the answer arrived.
+    gh.set_pull_delay(Some(Duration::from_secs(60)));
+    let mut daemon = world.start();
+    wait_until(
+        "the pull request to be requested",
+        Duration::from_secs(180),
+        async || {
+            gh.requests()
+                .iter()
+                .any(|r| r.starts_with("POST /repos/acme/app/pulls"))
+        },
+        &log,
+    )
+    .await;
+    daemon.kill9();
+    gh.set_pull_delay(None);
+    assert_eq!(
+        gh.pulls(REPO).len(),
+        1,
+        "the forge holds the pull request the daemon never heard back about"
+    );
+
+    // 4. Started again, it finishes the task without doing anything twice.
+    let mut daemon = world.start();
+    wait_until(
+        "the done or failed label",
+        Duration::from_secs(180),
+        async || {
+            let labels = gh.issue(REPO, issue).labels;
+            labels.contains(&DONE.to_owned()) || labels.contains(&"coding agent failed".to_owned())
+        },
+        &log,
+    )
+    .await;
+    let item = gh.issue(REPO, issue);
+    assert_eq!(item.labels, vec![DONE.to_owned()], "{:?}", item.comments);
+    assert_eq!(gh.pulls(REPO).len(), 1, "exactly one pull request");
+    assert_eq!(bot_comments(), 1, "exactly one progress comment");
+    let progress = item.comments.iter().find(|c| c.1 == BOT).unwrap();
+    assert!(
+        progress.2.contains("https://github.example/acme/app/pull/2"),
+        "{}",
+        progress.2
+    );
+    assert_eq!(
+        git_http::log(&world.bare, "forgehand/issue-1"),
+        vec!["Greet the whole world".to_owned(), "initial".to_owned()],
+        "one commit, pushed once"
+    );
+    assert!(daemon.terminate().success());
+    assert!(
+        containers_of(&world.instance).is_empty(),
+        "no container left behind"
+    );
+    let text = daemon.log_text();
+    assert!(
+        text.matches("resuming an unfinished task").count() >= 3,
+        "every restart resumed the journalled task"
+    );
+    assert!(text.contains("removed sandboxes left by an earlier run"));
+    assert!(text.contains("already pushed before a restart"));
+}
