@@ -12,27 +12,13 @@ use forgehand::config::Config;
 use forgehand::images;
 use forgehand::sandbox::docker::{connect, DockerBackend};
 use forgehand::sandbox::{SandboxBackend, SandboxSpec};
+#[path = "support/stats.rs"]
+mod stats;
+
+use stats::report;
 use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-
-fn percentile(samples: &mut [Duration], p: f64) -> Duration {
-    samples.sort();
-    let index = ((samples.len() as f64 - 1.0) * p).round() as usize;
-    samples[index]
-}
-
-fn report(name: &str, samples: &mut [Duration]) {
-    let ms = |d: Duration| d.as_secs_f64() * 1000.0;
-    println!(
-        "{name:<40} n={:<5} median {:>8.2} ms   p90 {:>8.2} ms   p99 {:>8.2} ms   min {:>8.2} ms",
-        samples.len(),
-        ms(percentile(samples, 0.5)),
-        ms(percentile(samples, 0.9)),
-        ms(percentile(samples, 0.99)),
-        ms(percentile(samples, 0.0)),
-    );
-}
 
 /// A 10 MB workspace shaped like a repository: 40 folders of 5 files each.
 fn make_workspace(root: &Path) {

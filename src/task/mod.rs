@@ -879,7 +879,6 @@ struct LabelGate {
     labels: crate::config::LabelsConfig,
     shutdown: CancellationToken,
     poll: Duration,
-    last_check: tokio::sync::Mutex<Option<tokio::time::Instant>>,
 }
 
 impl LabelGate {
@@ -896,13 +895,9 @@ impl LabelGate {
             labels,
             shutdown,
             poll,
-            last_check: tokio::sync::Mutex::new(None),
         }
     }
 }
-
-/// Labels are read at most this often between steps.
-const LABEL_CHECK_INTERVAL: Duration = Duration::from_secs(5);
 
 #[async_trait]
 impl StepGate for LabelGate {
@@ -911,14 +906,6 @@ impl StepGate for LabelGate {
         loop {
             if self.shutdown.is_cancelled() {
                 return Some("forgehand is shutting down".into());
-            }
-            {
-                let mut last = self.last_check.lock().await;
-                let now = tokio::time::Instant::now();
-                if !paused_logged && last.is_some_and(|t| now - t < LABEL_CHECK_INTERVAL) {
-                    return None;
-                }
-                *last = Some(now);
             }
             match self.forge.item(&self.item).await {
                 Ok(item) => {

@@ -264,7 +264,7 @@ impl Handler {
                 let list = s
                     .projects
                     .iter()
-                    .filter(|(_, p)| p.members.contains_key(BOT) || q.get("membership").is_none())
+                    .filter(|(_, p)| p.members.contains_key(BOT) || !q.contains_key("membership"))
                     .map(|(path, p)| json!({"id": p.id, "path_with_namespace": path, "http_url_to_repo": p.clone_url, "default_branch": "main"}))
                     .collect();
                 paged(req, list)

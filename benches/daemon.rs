@@ -1,0 +1,274 @@
+//! The daemon's own figures, against the fakes used by the end-to-end tests
+//! (fake GitHub, a real git remote over smart HTTP, the scripted model) and
+//! the real Docker engine:
+//!
+//! - claim to first model request for a 10 MB repository (images present);
+//! - GitHub rate-limit units per poll cycle of 100 unchanged repositories;
+//! - resident memory of a running `forgehand run`: idle, and with 8 tasks at
+//!   once on the scripted model (containers excluded: they are other processes).
+//!
+//! Run: `cargo bench --bench daemon` (needs Docker and the images, as
+//! `scripts/test` prepares them).
+
+#![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "../tests/common/fake_github.rs"]
+mod fake_github;
+#[path = "../tests/common/fake_http.rs"]
+mod fake_http;
+#[path = "../tests/common/git_http.rs"]
+mod git_http;
+#[path = "../tests/common/scripted_model.rs"]
+mod scripted_model;
+#[path = "support/stats.rs"]
+mod stats;
+
+use fake_github::FakeGitHub;
+use forgehand::config::{Config, Secrets};
+use forgehand::daemon::intake::Intake;
+use forgehand::daemon::setup;
+use forgehand::forge::{Forge, ForgeKind, ItemKind, ItemRef};
+use scripted_model::{text, TurnModel};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio_util::sync::CancellationToken;
+
+const TOKEN: &str = "ghp_benchToken000000000000000000000";
+const ROUNDS: usize = 10;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn editor_binary() -> String {
+    std::env::var("FORGEHAND_EDITOR_BINARY").unwrap_or_else(|_| {
+        root()
+            .join("target/x86_64-unknown-linux-gnu/release/forgehand-editor")
+            .display()
+            .to_string()
+    })
+}
+
+/// 200 files of 50 KiB: a 10 MB repository.
+fn ten_megabytes() -> Vec<(String, String)> {
+    let line = "def handler(event):\n    return {\"status\": 200}\n";
+    let body: String = line.repeat(50 * 1024 / line.len());
+    (0..200)
+        .map(|i| (format!("pkg{:02}/module{i:03}.py", i / 5), body.clone()))
+        .collect()
+}
+
+fn config_yaml(dir: &Path, instance: &str, api: &str, concurrency: usize) -> String {
+    format!(
+        r#"daemon:
+  instance_id: "{instance}"
+  state_dir: "{state}"
+  poll_interval: "1s"
+  poll_jitter: "0s"
+  max_concurrent_tasks: {concurrency}
+  shutdown_grace: "1s"
+images:
+  dir: "{images}"
+text_editor_mcp:
+  editor_binary: "{editor}"
+llm:
+  models:
+    - provider: "openai"
+      model: "gpt-4o-mini"
+      max_input_tokens: 100000
+github:
+  api_url: "{api}"
+  repositories: ["acme/app"]
+"#,
+        state = dir.join("state").display(),
+        images = root().join("images").display(),
+        editor = editor_binary(),
+    )
+}
+
+async fn claim_to_first_request() {
+    let dir = tempfile::tempdir().unwrap();
+    let files = ten_megabytes();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let git_root = dir.path().join("git");
+    let bare = git_http::bare_repo(&git_root, "acme/app.git", &refs);
+    let git = git_http::GitHttpServer::start(&git_root, "x-access-token", TOKEN).await;
+    let github = FakeGitHub::start(TOKEN).await;
+    github.add_repo("acme/app", &git.url("acme/app.git"), Some(bare));
+    github.set_permission("acme/app", "maya", "write");
+    // The model answers at once with no change: the task ends right after the first request.
+    let model = TurnModel::start(vec![(text("Nothing to change."), None)]).await;
+    let base = model.base_url();
+    let lookup = move |var: &str| match var {
+        "OPENAI_BASE_URL" => Some(base.clone()),
+        _ => None,
+    };
+    let yaml = config_yaml(
+        dir.path(),
+        &format!("bench-claim-{}", std::process::id()),
+        &github.api_url(),
+        1,
+    );
+    let config = Config::from_yaml(&yaml, Path::new("bench.yaml"), dir.path(), &lookup).unwrap();
+    let secrets = Secrets::from_lookup(&|v| match v {
+        "GITHUB_TOKEN" => Some(TOKEN.to_owned()),
+        "OPENAI_API_KEY" => Some("sk-bench".to_owned()),
+        _ => None,
+    });
+    let assembly = setup::assemble(config, secrets, Some(&[ForgeKind::GitHub]))
+        .await
+        .unwrap();
+    let forge = assembly.forges[0].clone();
+    let mut samples = Vec::new();
+    for round in 0..=ROUNDS {
+        let number = github.open_issue("acme/app", "maya", "Look", "Have a look.");
+        github.add_label("acme/app", number, "coding agent", "maya");
+        let item = ItemRef {
+            forge: ForgeKind::GitHub,
+            repo: "acme/app".into(),
+            kind: ItemKind::Issue,
+            number,
+        };
+        let before = model.requests().await.len();
+        let env = assembly.env.clone();
+        let forge = forge.clone();
+        let started = Instant::now();
+        let task =
+            tokio::spawn(
+                async move { forgehand::task::run(&env, forge, item, CancellationToken::new()).await },
+            );
+        while model.requests().await.len() == before {
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        let elapsed = started.elapsed();
+        task.await.unwrap();
+        if round > 0 {
+            // Round 0 warms the git server and the image cache.
+            samples.push(elapsed);
+        }
+    }
+    stats::report("claim -> first model request (10 MB repo)", &mut samples);
+}
+
+async fn polling_cost() {
+    let github = FakeGitHub::start(TOKEN).await;
+    let mut repos = Vec::new();
+    for i in 0..100 {
+        let name = format!("acme/repo{i:03}");
+        github.add_repo(&name, "http://127.0.0.1:9/none.git", None);
+        repos.push(format!("\"{name}\""));
+    }
+    let yaml = format!(
+        "github:\n  api_url: \"{}\"\n  repositories: [{}]\n",
+        github.api_url(),
+        repos.join(", ")
+    );
+    let config = Config::from_yaml(&yaml, Path::new("bench.yaml"), &root(), &|_| None).unwrap();
+    let secrets = Secrets::from_lookup(&|v| (v == "GITHUB_TOKEN").then(|| TOKEN.to_owned()));
+    let forge: Arc<dyn Forge> = Arc::new(
+        forgehand::forge::github::GitHub::new(&config.github, &secrets, Duration::from_secs(30)).unwrap(),
+    );
+    let mut intake = Intake::new(config.labels.clone());
+    let mut per_cycle = Vec::new();
+    let mut times = Vec::new();
+    for _ in 0..6 {
+        let used = github.rate_used();
+        let started = Instant::now();
+        intake.poll(forge.as_ref()).await;
+        times.push(started.elapsed());
+        per_cycle.push(github.rate_used() - used);
+    }
+    println!(
+        "{:<40} first cycle {} units, then {:?} units per cycle",
+        "GitHub poll of 100 unchanged repos",
+        per_cycle[0],
+        &per_cycle[1..]
+    );
+    stats::report(
+        "GitHub poll cycle, 100 repos (after first)",
+        &mut times[1..].to_vec(),
+    );
+}
+
+fn rss_kib(pid: u32, field: &str) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find(|l| l.starts_with(field))
+                .and_then(|l| l.split_whitespace().nth(1)?.parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+async fn daemon_memory() {
+    let dir = tempfile::tempdir().unwrap();
+    let git_root = dir.path().join("git");
+    let bare = git_http::bare_repo(&git_root, "acme/app.git", &[("greet.py", "print('Hello')\n")]);
+    let git = git_http::GitHttpServer::start(&git_root, "x-access-token", TOKEN).await;
+    let github = FakeGitHub::start(TOKEN).await;
+    github.add_repo("acme/app", &git.url("acme/app.git"), Some(bare));
+    github.set_permission("acme/app", "maya", "write");
+    // Every task waits 8 s for its first answer: all 8 are in flight together.
+    let model = TurnModel::start(vec![(text("Nothing to change."), Some(Duration::from_secs(8)))]).await;
+    let instance = format!("bench-mem-{}", std::process::id());
+    let config = dir.path().join("config.yaml");
+    std::fs::write(&config, config_yaml(dir.path(), &instance, &github.api_url(), 8)).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_forgehand"))
+        .arg("--config")
+        .arg(&config)
+        .arg("run")
+        .env("GITHUB_TOKEN", TOKEN)
+        .env("OPENAI_API_KEY", "sk-bench")
+        .env("OPENAI_BASE_URL", model.base_url())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let idle = rss_kib(pid, "VmRSS:");
+    for _ in 0..8 {
+        let n = github.open_issue("acme/app", "maya", "Look", "Have a look.");
+        github.add_label("acme/app", n, "coding agent", "maya");
+    }
+    let started = Instant::now();
+    let mut busy_max = 0;
+    while started.elapsed() < Duration::from_secs(60) {
+        busy_max = busy_max.max(rss_kib(pid, "VmRSS:"));
+        let done = (1..=8)
+            .filter(|n| {
+                github
+                    .issue("acme/app", *n)
+                    .labels
+                    .iter()
+                    .any(|l| l == "coding agent done")
+            })
+            .count();
+        if done == 8 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let peak = rss_kib(pid, "VmHWM:");
+    let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+    let _ = child.wait();
+    println!(
+        "{:<40} idle {:.1} MB   8 concurrent tasks: max {:.1} MB (peak since start {:.1} MB)",
+        "daemon resident memory",
+        idle as f64 / 1024.0,
+        busy_max as f64 / 1024.0,
+        peak as f64 / 1024.0
+    );
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    println!("forgehand daemon benchmarks (reproduce: cargo bench --bench daemon)");
+    polling_cost().await;
+    claim_to_first_request().await;
+    daemon_memory().await;
+}
