@@ -91,16 +91,50 @@ pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets)
         };
         checks.push(check(var, status, detail));
     }
-    let forge = secrets.github_token.is_some() || secrets.gitlab_token.is_some();
     let model = secrets.openai_api_key.is_some()
         || secrets.gemini_api_key.is_some()
         || secrets.anthropic_api_key.is_some();
-    if !forge {
+    let (github, gitlab) = (&config.github, &config.gitlab);
+    if !github.watches_anything() && !gitlab.watches_anything() {
         checks.push(check(
-            "forge token",
+            "watched",
             Status::Fail,
-            "neither GITHUB_TOKEN nor GITLAB_TOKEN is set",
+            "nothing to watch: set github.repositories (or github.all_repositories) and/or gitlab.projects (or gitlab.all_projects)",
         ));
+    }
+    if github.watches_anything() {
+        let (ok, needed) = match github.app {
+            Some(_) => (secrets.github_app_private_key.is_some(), "GITHUB_APP_PRIVATE_KEY"),
+            None => (secrets.github_token.is_some(), "GITHUB_TOKEN"),
+        };
+        checks.push(if ok {
+            check(
+                "forge token",
+                Status::Pass,
+                format!("GitHub at {}: {needed} set", github.api_url),
+            )
+        } else {
+            check(
+                "forge token",
+                Status::Fail,
+                format!("GitHub repositories are watched but {needed} is not set"),
+            )
+        });
+    }
+    if gitlab.watches_anything() {
+        checks.push(if secrets.gitlab_token.is_some() {
+            check(
+                "forge token",
+                Status::Pass,
+                format!("GitLab at {}: GITLAB_TOKEN set", gitlab.url),
+            )
+        } else {
+            check(
+                "forge token",
+                Status::Fail,
+                "GitLab projects are watched but GITLAB_TOKEN is not set",
+            )
+        });
     }
     if !model {
         checks.push(check(

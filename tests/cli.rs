@@ -87,13 +87,20 @@ async fn doctor_prints_a_table_and_never_a_secret() {
 fn doctor_fails_without_any_forge_token_or_model_key() {
     let dir = tempfile::tempdir().unwrap();
     let config = write_config(dir.path(), &common::unique("doctor"));
-    let out = forgehand(&config).arg("doctor").output().unwrap();
+    let out = forgehand(&config)
+        .env_remove("GITHUB_TOKEN")
+        .arg("doctor")
+        .output()
+        .unwrap();
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(!out.status.success());
+    let forge = stdout.lines().find(|l| l.starts_with("forge token")).unwrap();
     assert!(
-        stdout.contains("forge token") && stdout.contains("model key"),
+        forge.contains("FAIL")
+            && forge.contains("GitHub repositories are watched but GITHUB_TOKEN is not set"),
         "{stdout}"
     );
+    assert!(stdout.contains("model key"), "{stdout}");
 }
 
 #[test]

@@ -84,6 +84,33 @@ fn the_editor_binary_comes_from_the_file_or_its_env_override() {
 }
 
 #[test]
+fn forge_addresses_come_from_the_file_or_their_env_overrides() {
+    let config = load(
+        "github:\n  api_url: \"https://ghe.example.com/api/v3/\"\ngitlab:\n  url: \"https://git.example.com/\"\n",
+        &[],
+    )
+    .unwrap();
+    assert_eq!(config.github.api_url, "https://ghe.example.com/api/v3");
+    assert_eq!(config.gitlab.url, "https://git.example.com");
+    let config = load(
+        "",
+        &[
+            ("GITHUB_API_URL", "http://127.0.0.1:8080"),
+            ("GITLAB_URL", "https://gitlab.internal/prefix"),
+        ],
+    )
+    .unwrap();
+    assert_eq!(config.github.api_url, "http://127.0.0.1:8080");
+    assert_eq!(config.gitlab.url, "https://gitlab.internal/prefix");
+    assert!(!config.github.watches_anything() && !config.gitlab.watches_anything());
+    let err = load("", &[("GITLAB_URL", "not a url")]).unwrap_err().to_string();
+    assert!(
+        err.contains("GITLAB_URL") && err.contains("not an http(s) address"),
+        "{err}"
+    );
+}
+
+#[test]
 fn variables_are_substituted_in_string_values() {
     let yaml = "daemon:\n  instance_id: \"${POD_NAME:-local}\"\n  state_dir: \"${STATE}/forgehand\"\n";
     let config = load(yaml, &[("STATE", "/var/lib")]).unwrap();
@@ -117,6 +144,39 @@ fn units_are_read_the_way_operators_write_them() {
 #[test]
 fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
     let cases: &[(&str, &[&str])] = &[
+        (
+            "github:\n  repositories: [\"just-a-name\"]\n",
+            &[
+                "github.repositories[0]",
+                "\"just-a-name\" is not a repository",
+                "owner/name",
+            ],
+        ),
+        ("github:\n  app_id: 12\n", &["github.app_id", "installation_id"]),
+        (
+            "github:\n  api_url: \"api.github.com\"\n",
+            &["github.api_url", "not an http(s) address"],
+        ),
+        (
+            "gitlab:\n  min_access_level: 35\n",
+            &["gitlab.min_access_level", "30 (Developer)"],
+        ),
+        (
+            "gitlab:\n  projects: [\"nogroup\"]\n",
+            &["gitlab.projects[0]", "group/name"],
+        ),
+        (
+            "labels:\n  done: \"coding agent\"\n",
+            &["labels", "used for two roles"],
+        ),
+        (
+            "daemon:\n  max_concurrent_tasks: 0\n",
+            &["daemon.max_concurrent_tasks", "at least 1"],
+        ),
+        (
+            "delivery:\n  max_push_attempts: 0\n",
+            &["delivery.max_push_attempts", "at least 1"],
+        ),
         (
             "sandbox:\n  memory: \"4 gigs\"\n",
             &["sandbox.memory", "\"4 gigs\" is not a size", "4g"],

@@ -240,3 +240,35 @@ async fn a_push_rejected_because_the_branch_moved_is_rebased_by_the_model_and_pu
     assert!(daemon.terminate().success());
     assert!(containers_of(&world.instance).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn once_runs_one_task_in_the_foreground_with_its_progress_on_stderr() {
+    let world = World::new(edit_and_commit(Duration::ZERO)).await;
+    let gh = &world.github;
+    // `once` is run by an operator: no label is needed.
+    let issue = gh.open_issue(
+        REPO,
+        "maya",
+        "Greet the world",
+        "The greeting should say hello to the world.",
+    );
+    let url = format!("https://github.com/{REPO}/issues/{issue}");
+    let env = [
+        ("GITHUB_TOKEN", TOKEN.to_owned()),
+        ("OPENAI_API_KEY", MODEL_KEY.to_owned()),
+        ("OPENAI_BASE_URL", world.model.base_url()),
+    ];
+    let log = world.log_path();
+    let mut once = daemon_rig::DaemonProcess::start(&world.config, &["once", &url], &env, &log);
+    let status = once.wait(Duration::from_secs(180));
+    let text = once.log_text();
+    assert!(status.success(), "{text}");
+    assert!(
+        text.contains("[acme/app#1] ") && text.contains("Working: the model is making the change"),
+        "{text}"
+    );
+    assert!(text.contains("Delivered"), "{text}");
+    assert_eq!(gh.pulls(REPO).len(), 1);
+    assert_eq!(gh.issue(REPO, issue).labels, vec![DONE.to_owned()]);
+    assert!(containers_of(&world.instance).is_empty());
+}

@@ -19,6 +19,8 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 const FORGE: &str = "github";
+/// Rate-limit waits up to this long are waited out inside a request.
+const MAX_INLINE_WAIT: Duration = Duration::from_secs(60);
 /// Cached answers kept for conditional requests; past this the cache starts over.
 const MAX_CACHED: usize = 4096;
 
@@ -56,7 +58,10 @@ impl GitHub {
             .map_err(|e| setup(format!("github.api_url {:?} is not usable: {e}", config.api_url)))?
             .set_connect_timeout(Some(timeout.min(Duration::from_secs(30))))
             .set_read_timeout(Some(timeout))
-            .set_write_timeout(Some(timeout));
+            .set_write_timeout(Some(timeout))
+            // octocrab's own retry resends a 429 at once, ignoring Retry-After;
+            // `send` honours it instead (and the intake pauses the forge).
+            .add_retry_config(octocrab::service::middleware::retry::RetryConfig::None);
         let (crab, auth) = match config.app {
             Some(app) => {
                 let pem = secrets.github_app_private_key.as_ref().ok_or_else(|| {
@@ -96,7 +101,34 @@ impl GitHub {
         })
     }
 
+    /// One request, with short rate-limit waits (up to [`MAX_INLINE_WAIT`])
+    /// and server errors retried with backoff; longer waits are the caller's.
     async fn send(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<&Value>,
+        what: &str,
+    ) -> Result<Answer, ForgeError> {
+        let backoff = backon::ExponentialBuilder::default()
+            .with_min_delay(Duration::from_millis(500))
+            .with_max_times(3);
+        let attempt = || self.send_once(method.clone(), path, body, what);
+        backon::Retryable::retry(attempt, backoff)
+            .when(|e: &ForgeError| match e {
+                ForgeError::RateLimited { retry_after, .. } => *retry_after <= MAX_INLINE_WAIT,
+                ForgeError::Api { status, .. } => *status >= 500,
+                ForgeError::Network { .. } => method == Method::GET,
+                _ => false,
+            })
+            .adjust(|e: &ForgeError, delay| match e {
+                ForgeError::RateLimited { retry_after, .. } => Some(*retry_after),
+                _ => delay,
+            })
+            .await
+    }
+
+    async fn send_once(
         &self,
         method: Method,
         path: &str,
@@ -184,7 +216,12 @@ impl GitHub {
                 body: text,
             });
         }
-        Err(error_for(status, &headers, &text, what))
+        let err = error_for(status, &headers, &text, what);
+        if let Some(wait) = err.retry_after() {
+            // Nothing more is sent before GitHub's time is up.
+            *lock(&self.blocked_until) = Some(Instant::now() + wait);
+        }
+        Err(err)
     }
 
     async fn get<T: DeserializeOwned>(&self, path: &str, what: &str) -> Result<T, ForgeError> {

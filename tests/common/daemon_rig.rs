@@ -87,6 +87,26 @@ impl DaemonProcess {
         }
     }
 
+    /// Waits for the process to end by itself.
+    pub fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "the process did not end within {} s:\n{}",
+                    limit.as_secs(),
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
     pub fn log_text(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()
     }

@@ -61,6 +61,10 @@ struct State {
     requests: Vec<String>,
     /// How long POST /pulls waits after creating the PR before answering.
     pull_delay: Option<Duration>,
+    /// GitHub App: (installation id, the installation token it mints).
+    app: Option<(u64, String)>,
+    /// The next request is refused as rate limited, with this Retry-After.
+    limit_next: Option<u64>,
 }
 
 pub struct FakeGitHub {
@@ -202,6 +206,16 @@ impl FakeGitHub {
         self.with(|s| s.requests.clone())
     }
 
+    /// Accepts a GitHub App JWT for `installation` and mints `token` for it.
+    pub fn enable_app(&self, installation: u64, token: &str) {
+        self.with(|s| s.app = Some((installation, token.to_owned())));
+    }
+
+    /// Answers the next request with 429 and `Retry-After: seconds`.
+    pub fn rate_limit_next(&self, seconds: u64) {
+        self.with(|s| s.limit_next = Some(seconds));
+    }
+
     pub fn set_pull_delay(&self, delay: Option<Duration>) {
         self.with(|s| s.pull_delay = delay);
     }
@@ -291,11 +305,42 @@ impl Handler {
             .get("authorization")
             .and_then(|v| v.to_str().ok())
             .unwrap_or("");
+        if let Some(seconds) = s.limit_next.take() {
+            let mut reply = Reply::json(
+                429,
+                json!({"message": "API rate limit exceeded", "documentation_url": "https://docs.github.com/rest/rate-limit"}),
+            );
+            reply.headers.push(("retry-after".into(), seconds.to_string()));
+            return reply;
+        }
         let token = auth
             .strip_prefix("Bearer ")
             .or_else(|| auth.strip_prefix("token "))
             .unwrap_or("");
-        if token != s.token {
+        // A GitHub App trades its JWT (RS256, three dot-separated parts) for an installation token.
+        if method == "POST"
+            && req.url.path().starts_with("/app/installations/")
+            && req.url.path().ends_with("/access_tokens")
+        {
+            let id: u64 = req
+                .url
+                .path()
+                .split('/')
+                .nth(3)
+                .and_then(|n| n.parse().ok())
+                .unwrap_or(0);
+            let is_jwt = token.split('.').count() == 3 && token.starts_with("eyJ");
+            return match &s.app {
+                Some((app_installation, minted)) if is_jwt && *app_installation == id => Reply::json(
+                    201,
+                    json!({"token": minted, "expires_at": "2099-01-01T00:00:00Z", "permissions": {"issues": "write", "contents": "write", "pull_requests": "write"}}),
+                ),
+                Some(_) if is_jwt => Reply::json(404, json!({"message": "Not Found"})),
+                _ => Reply::json(401, json!({"message": "A JSON web token could not be decoded"})),
+            };
+        }
+        let installation_ok = s.app.as_ref().is_some_and(|(_, minted)| minted == token);
+        if token != s.token && !installation_ok {
             return Reply::json(
                 401,
                 json!({"message": "Bad credentials", "documentation_url": "https://docs.github.com/rest"}),
