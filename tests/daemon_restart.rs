@@ -20,7 +20,8 @@ mod scripted_model;
 
 use daemon_rig::{containers_of, wait_until};
 use fake_github::BOT;
-use github_world::{edit_and_commit, World, DONE, REPO};
+use github_world::{World, DONE, REPO};
+use scripted_model::edit_and_commit;
 use std::time::Duration;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,16 +100,7 @@ async fn killed_at_claim_mid_run_and_mid_pull_request_the_task_ends_once() {
 
     // 4. Started again, it finishes the task without doing anything twice.
     let mut daemon = world.start();
-    wait_until(
-        "the done or failed label",
-        Duration::from_secs(180),
-        async || {
-            let labels = gh.issue(REPO, issue).labels;
-            labels.contains(&DONE.to_owned()) || labels.contains(&"coding agent failed".to_owned())
-        },
-        &log,
-    )
-    .await;
+    world.wait_for_end(issue).await;
     let item = gh.issue(REPO, issue);
     assert_eq!(item.labels, vec![DONE.to_owned()], "{:?}", item.comments);
     assert_eq!(gh.pulls(REPO).len(), 1, "exactly one pull request");

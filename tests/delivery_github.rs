@@ -20,8 +20,8 @@ mod scripted_model;
 
 use daemon_rig::{assert_container_clean, containers_of, wait_until};
 use fake_github::BOT;
-use github_world::{edit_and_commit, World, DONE, MODEL_KEY, REPO, TOKEN};
-use scripted_model::{call, text};
+use github_world::{World, DONE, MODEL_KEY, REPO, TOKEN};
+use scripted_model::{call, edit_and_commit, text};
 use serde_json::json;
 use std::time::Duration;
 
@@ -67,16 +67,7 @@ async fn a_label_from_a_maintainer_becomes_a_draft_pull_request_and_no_secret_le
     assert_eq!(containers.len(), 1, "one sandbox for one task");
     assert_container_clean(&containers[0], &[TOKEN, MODEL_KEY]);
 
-    wait_until(
-        "the done or failed label",
-        Duration::from_secs(180),
-        async || {
-            let labels = gh.issue(REPO, issue).labels;
-            labels.contains(&DONE.to_owned()) || labels.contains(&"coding agent failed".to_owned())
-        },
-        &log,
-    )
-    .await;
+    world.wait_for_end(issue).await;
 
     // Labels: trigger and processing gone, done set.
     let labels = gh.issue(REPO, issue).labels;
@@ -203,16 +194,7 @@ async fn a_push_rejected_because_the_branch_moved_is_rebased_by_the_model_and_pu
         "Someone else's notes",
     );
 
-    wait_until(
-        "the done or failed label",
-        Duration::from_secs(180),
-        async || {
-            let labels = gh.issue(REPO, issue).labels;
-            labels.contains(&DONE.to_owned()) || labels.contains(&"coding agent failed".to_owned())
-        },
-        &log,
-    )
-    .await;
+    world.wait_for_end(issue).await;
     let comments = gh.issue(REPO, issue).comments;
     assert_eq!(
         gh.issue(REPO, issue).labels,
@@ -253,11 +235,7 @@ async fn once_runs_one_task_in_the_foreground_with_its_progress_on_stderr() {
         "The greeting should say hello to the world.",
     );
     let url = format!("https://github.com/{REPO}/issues/{issue}");
-    let env = [
-        ("GITHUB_TOKEN", TOKEN.to_owned()),
-        ("OPENAI_API_KEY", MODEL_KEY.to_owned()),
-        ("OPENAI_BASE_URL", world.model.base_url()),
-    ];
+    let env = world.env();
     let log = world.log_path();
     let mut once = daemon_rig::DaemonProcess::start(&world.config, &["once", &url], &env, &log);
     let status = once.wait(Duration::from_secs(180));

@@ -18,31 +18,38 @@ mod github_world;
 #[path = "common/scripted_model.rs"]
 mod scripted_model;
 
-use daemon_rig::{containers_of, wait_until};
+use daemon_rig::{containers_of, wait_until, DaemonProcess};
 use fake_github::BOT;
-use github_world::{edit_and_commit, World, DONE, REPO};
+use github_world::{World, DONE, REPO};
+use scripted_model::edit_and_commit;
 use std::time::Duration;
 
 const PROCESSING: &str = "coding agent processing";
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_paused_label_holds_the_task_until_it_is_removed() {
+/// A daemon working on one issue, its first model turn under way (it takes 2 s).
+async fn working_on_one_issue() -> (World, DaemonProcess, u64) {
     let mut turns = edit_and_commit(Duration::ZERO);
     turns[0].1 = Some(Duration::from_secs(2));
     let world = World::new(turns).await;
     let gh = &world.github;
-    let log = world.log_path();
     let issue = gh.open_issue(REPO, "maya", "Greet the world", "Say hello to the world.");
     gh.add_label(REPO, issue, "coding agent", "maya");
-    let mut daemon = world.start();
-
+    let daemon = world.start();
     wait_until(
         "the first model request",
         Duration::from_secs(120),
         async || !world.model.requests().await.is_empty(),
-        &log,
+        &world.log_path(),
     )
     .await;
+    (world, daemon, issue)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_paused_label_holds_the_task_until_it_is_removed() {
+    let (world, mut daemon, issue) = working_on_one_issue().await;
+    let gh = &world.github;
+    let log = world.log_path();
     gh.add_label(REPO, issue, "coding agent paused", "maya");
     wait_until(
         "the pause to be noticed",
@@ -74,22 +81,9 @@ async fn the_paused_label_holds_the_task_until_it_is_removed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn removing_the_processing_label_stops_the_task_and_nothing_is_pushed() {
-    let mut turns = edit_and_commit(Duration::ZERO);
-    turns[0].1 = Some(Duration::from_secs(2));
-    let world = World::new(turns).await;
+    let (world, mut daemon, issue) = working_on_one_issue().await;
     let gh = &world.github;
     let log = world.log_path();
-    let issue = gh.open_issue(REPO, "maya", "Greet the world", "Say hello to the world.");
-    gh.add_label(REPO, issue, "coding agent", "maya");
-    let mut daemon = world.start();
-
-    wait_until(
-        "the first model request",
-        Duration::from_secs(120),
-        async || !world.model.requests().await.is_empty(),
-        &log,
-    )
-    .await;
     gh.remove_label(REPO, issue, PROCESSING, "maya");
     wait_until(
         "the stop to be reported",

@@ -4,7 +4,9 @@
 //! does not count against the rate limit) is answered from the cache.
 
 use super::http_util::{encode, next_link, path_and_query, remaining, wait_from_headers};
-use super::{ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll, RepoInfo};
+use super::{
+    lock, ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll, RepoInfo,
+};
 use crate::config::{GitHubConfig, Secret, Secrets};
 use crate::git::Credentials;
 use async_trait::async_trait;
@@ -273,10 +275,6 @@ impl GitHub {
         })?;
         Ok(format!("/repos/{}/{}", encode(owner), encode(name)))
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 fn decode<T: DeserializeOwned>(body: &str, what: &str) -> Result<T, ForgeError> {

@@ -3,7 +3,9 @@
 //! endpoint type for the REST calls forgehand makes. Polling asks only for
 //! what changed since the newest update already seen (`updated_after`).
 
-use super::{ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll, RepoInfo};
+use super::{
+    lock, ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll, RepoInfo,
+};
 use crate::config::{GitLabConfig, Secret, Secrets};
 use crate::git::Credentials;
 use async_trait::async_trait;
@@ -352,10 +354,6 @@ impl GitLab {
         }
         Ok(id)
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 #[async_trait]

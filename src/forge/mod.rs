@@ -290,6 +290,11 @@ pub trait Forge: Send + Sync {
     ) -> Result<ChangeInfo, ForgeError>;
 }
 
+/// A poisoned lock only means another request panicked; the cache it guards is still usable.
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
 /// Parses an issue or PR/MR address as a user pastes it:
 /// `https://github.com/o/r/issues/5`, `.../pull/5`,
 /// `https://gitlab.example.com/g/p/-/issues/5`, `.../-/merge_requests/5`.

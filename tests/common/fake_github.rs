@@ -5,14 +5,14 @@
 //! pull requests are created and listed, permissions are enforced.
 #![allow(dead_code)]
 
-use super::fake_http::{decode, paged, query, Reply};
+use super::fake_http::{decode, paged, query, serve, Reply};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
 pub const BOT: &str = "forgehand-bot";
 const LIMIT: u64 = 5000;
@@ -76,16 +76,12 @@ struct Handler(Arc<Mutex<State>>);
 
 impl FakeGitHub {
     pub async fn start(token: &str) -> FakeGitHub {
-        let server = MockServer::start().await;
         let state = Arc::new(Mutex::new(State {
             token: token.to_owned(),
             next_id: 1000,
             ..State::default()
         }));
-        Mock::given(wiremock::matchers::any())
-            .respond_with(Handler(state.clone()))
-            .mount(&server)
-            .await;
+        let server = serve(Handler(state.clone())).await;
         FakeGitHub { server, state }
     }
 
@@ -219,6 +215,11 @@ impl FakeGitHub {
     pub fn set_pull_delay(&self, delay: Option<Duration>) {
         self.with(|s| s.pull_delay = delay);
     }
+}
+
+/// Issue (or PR) `number`, as a path segment, of repository `name`.
+fn issue_in<'a>(s: &'a State, name: &str, number: &str) -> Option<&'a Issue> {
+    s.repos.get(name)?.issues.get(&number.parse().ok()?)
 }
 
 fn next_number(repo: &Repo) -> u64 {
@@ -400,22 +401,14 @@ impl Handler {
             }
             ("GET", ["repos", o, r, "issues", n]) => {
                 let name = format!("{o}/{r}");
-                match s
-                    .repos
-                    .get(&name)
-                    .and_then(|repo| repo.issues.get(&n.parse().unwrap_or(0)))
-                {
+                match issue_in(&s, &name, n) {
                     Some(i) => ok(issue_json(&base, &name, i)),
                     None => not_found(),
                 }
             }
             ("GET", ["repos", o, r, "issues", n, "events"]) => {
                 let name = format!("{o}/{r}");
-                match s
-                    .repos
-                    .get(&name)
-                    .and_then(|repo| repo.issues.get(&n.parse().unwrap_or(0)))
-                {
+                match issue_in(&s, &name, n) {
                     Some(i) => {
                         let events = i
                             .events
@@ -430,11 +423,7 @@ impl Handler {
             }
             ("GET", ["repos", o, r, "issues", n, "comments"]) => {
                 let name = format!("{o}/{r}");
-                match s
-                    .repos
-                    .get(&name)
-                    .and_then(|repo| repo.issues.get(&n.parse().unwrap_or(0)))
-                {
+                match issue_in(&s, &name, n) {
                     Some(i) => {
                         let list = i
                             .comments

@@ -4,11 +4,11 @@
 //! resource label events, member access levels, notes and merge requests.
 #![allow(dead_code)]
 
-use super::fake_http::{decode, paged, query, Reply};
+use super::fake_http::{decode, paged, query, serve, Reply};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use wiremock::{Mock, MockServer, Request, Respond, ResponseTemplate};
+use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
 pub const BOT: &str = "forgehand-bot";
 
@@ -75,17 +75,13 @@ fn user_id(s: &State, name: &str) -> u64 {
 
 impl FakeGitLab {
     pub async fn start(token: &str) -> FakeGitLab {
-        let server = MockServer::start().await;
         let state = Arc::new(Mutex::new(State {
             token: token.to_owned(),
             next_id: 500,
             users: vec![BOT.to_owned()],
             ..State::default()
         }));
-        Mock::given(wiremock::matchers::any())
-            .respond_with(Handler(state.clone()))
-            .mount(&server)
-            .await;
+        let server = serve(Handler(state.clone())).await;
         FakeGitLab { server, state }
     }
 
@@ -174,6 +170,28 @@ impl FakeGitLab {
     pub fn requests(&self) -> Vec<String> {
         self.with(|s| s.requests.clone())
     }
+}
+
+/// Issue or MR `iid` (a path segment) of `project`; `kind` is the path's
+/// "issues" or "merge_requests".
+fn item_in<'a>(s: &'a State, project: &str, kind: &str, iid: &str) -> Option<&'a Item> {
+    let p = s.projects.get(project)?;
+    let items = if kind == "merge_requests" {
+        &p.merge_requests
+    } else {
+        &p.issues
+    };
+    items.get(&iid.parse().ok()?)
+}
+
+fn item_in_mut<'a>(s: &'a mut State, project: &str, kind: &str, iid: &str) -> Option<&'a mut Item> {
+    let p = s.projects.get_mut(project)?;
+    let items = if kind == "merge_requests" {
+        &mut p.merge_requests
+    } else {
+        &mut p.issues
+    };
+    items.get_mut(&iid.parse().ok()?)
 }
 
 fn edit_labels(item: &mut Item, add: &[String], remove: &[String], user: &str, clock: u64) {
@@ -354,15 +372,7 @@ impl Handler {
                 "GET",
                 ["projects", path, kind @ ("issues" | "merge_requests"), iid, "resource_label_events"],
             ) => {
-                let Some(p) = s.projects.get(*path) else {
-                    return not_found("Project");
-                };
-                let items = if *kind == "merge_requests" {
-                    &p.merge_requests
-                } else {
-                    &p.issues
-                };
-                let Some(item) = items.get(&iid.parse().unwrap_or(0)) else {
+                let Some(item) = item_in(&s, path, kind, iid) else {
                     return not_found("Issue");
                 };
                 let list = item
@@ -391,15 +401,7 @@ impl Handler {
                 }
             }
             ("GET", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes"]) => {
-                let Some(p) = s.projects.get(*path) else {
-                    return not_found("Project");
-                };
-                let items = if *kind == "merge_requests" {
-                    &p.merge_requests
-                } else {
-                    &p.issues
-                };
-                let Some(item) = items.get(&iid.parse().unwrap_or(0)) else {
+                let Some(item) = item_in(&s, path, kind, iid) else {
                     return not_found("Issue");
                 };
                 let list = item
@@ -416,15 +418,7 @@ impl Handler {
                 s.next_id += 1;
                 s.clock += 1;
                 let (id, clock) = (s.next_id, s.clock);
-                let Some(p) = s.projects.get_mut(*path) else {
-                    return not_found("Project");
-                };
-                let items = if *kind == "merge_requests" {
-                    &mut p.merge_requests
-                } else {
-                    &mut p.issues
-                };
-                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else {
+                let Some(item) = item_in_mut(&mut s, path, kind, iid) else {
                     return not_found("Issue");
                 };
                 item.notes.push((id, BOT.into(), text.clone()));
@@ -442,15 +436,7 @@ impl Handler {
                     .unwrap_or_default()
                     .to_owned();
                 let id: u64 = id.parse().unwrap_or(0);
-                let Some(p) = s.projects.get_mut(*path) else {
-                    return not_found("Project");
-                };
-                let items = if *kind == "merge_requests" {
-                    &mut p.merge_requests
-                } else {
-                    &mut p.issues
-                };
-                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else {
+                let Some(item) = item_in_mut(&mut s, path, kind, iid) else {
                     return not_found("Issue");
                 };
                 let Some(note) = item.notes.iter_mut().find(|n| n.0 == id) else {

@@ -5,7 +5,17 @@
 use serde_json::Value;
 use std::collections::HashMap;
 use std::time::Duration;
-use wiremock::Request;
+use wiremock::{Mock, MockServer, Request, Respond};
+
+/// A server on loopback that hands every request to `responder`.
+pub async fn serve(responder: impl Respond + 'static) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(responder)
+        .mount(&server)
+        .await;
+    server
+}
 
 pub fn query(req: &Request) -> HashMap<String, String> {
     req.url

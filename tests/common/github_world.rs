@@ -6,8 +6,7 @@
 use super::daemon_rig::{self, DaemonProcess};
 use super::fake_github::FakeGitHub;
 use super::git_http::{self, GitHttpServer};
-use super::scripted_model::{call, text, Reply, TurnModel};
-use serde_json::json;
+use super::scripted_model::{Reply, TurnModel};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -64,40 +63,34 @@ impl World {
         }
     }
 
-    pub fn start(&self) -> DaemonProcess {
-        let env = [
+    /// The secrets and model address a forgehand process of this world gets.
+    pub fn env(&self) -> [(&'static str, String); 3] {
+        [
             ("GITHUB_TOKEN", TOKEN.to_owned()),
             ("OPENAI_API_KEY", MODEL_KEY.to_owned()),
             ("OPENAI_BASE_URL", self.model.base_url()),
-        ];
-        DaemonProcess::start(&self.config, &["run"], &env, &self.dir.path().join("daemon.log"))
+        ]
+    }
+
+    pub fn start(&self) -> DaemonProcess {
+        DaemonProcess::start(&self.config, &["run"], &self.env(), &self.log_path())
+    }
+
+    /// Waits until `issue` ends as done or failed.
+    pub async fn wait_for_end(&self, issue: u64) {
+        daemon_rig::wait_until(
+            "the done or failed label",
+            Duration::from_secs(180),
+            async || {
+                let labels = self.github.issue(REPO, issue).labels;
+                labels.iter().any(|l| l == DONE || l == "coding agent failed")
+            },
+            &self.log_path(),
+        )
+        .await;
     }
 
     pub fn log_path(&self) -> PathBuf {
         self.dir.path().join("daemon.log")
     }
-}
-
-pub fn edit_and_commit(scan_window: Duration) -> Vec<(Reply, Option<Duration>)> {
-    vec![
-        (
-            call(
-                "text_editor_str_replace",
-                json!({"path": "/workspace/project/greet.py", "old_str": "Hello", "new_str": "Hello, world"}),
-            ),
-            None,
-        ),
-        (
-            call(
-                "command_executor_execute_command",
-                json!({"command": "env; git add -A && git commit -qm 'Greet the whole world' && git log --oneline -3"}),
-            ),
-            // The model "thinks" a while: the test scans the live container meanwhile.
-            Some(scan_window),
-        ),
-        (
-            text("Changed the greeting in greet.py to greet the whole world."),
-            None,
-        ),
-    ]
 }

@@ -242,3 +242,29 @@ impl TurnModel {
             .collect()
     }
 }
+
+/// The usual work of a task: edit greet.py, commit it (after `scan_window`,
+/// during which a test may inspect the live sandbox), answer.
+pub fn edit_and_commit(scan_window: std::time::Duration) -> Vec<(Reply, Option<std::time::Duration>)> {
+    vec![
+        (
+            call(
+                "text_editor_str_replace",
+                json!({"path": "/workspace/project/greet.py", "old_str": "Hello", "new_str": "Hello, world"}),
+            ),
+            None,
+        ),
+        (
+            call(
+                "command_executor_execute_command",
+                json!({"command": "env; git add -A && git commit -qm 'Greet the whole world' && git log --oneline -3"}),
+            ),
+            // The model "thinks" a while: the test scans the live container meanwhile.
+            Some(scan_window),
+        ),
+        (
+            text("Changed the greeting in greet.py to greet the whole world."),
+            None,
+        ),
+    ]
+}
