@@ -19,8 +19,7 @@ mod scripted_model;
 use daemon_rig::{assert_container_clean, containers_of, wait_until, DaemonProcess};
 use fake_gitlab::{FakeGitLab, BOT};
 use git_http::GitHttpServer;
-use scripted_model::{call, text, TurnModel};
-use serde_json::json;
+use scripted_model::{edit_and_commit, TurnModel};
 use std::time::Duration;
 
 const TOKEN: &str = "glpat-e2eGitLabTokenThatMustNeverLeak";
@@ -43,24 +42,7 @@ async fn a_label_from_a_developer_becomes_a_draft_merge_request() {
     gitlab.add_project(PROJECT, &git.url("acme/platform/app.git"));
     gitlab.add_member(PROJECT, "maya", 30);
     gitlab.add_member(PROJECT, "rita", 20);
-    let model = TurnModel::start(vec![
-        (
-            call(
-                "text_editor_str_replace",
-                json!({"path": "/workspace/project/greet.py", "old_str": "Hello", "new_str": "Hello, world"}),
-            ),
-            None,
-        ),
-        (
-            call(
-                "command_executor_execute_command",
-                json!({"command": "git add -A && git commit -qm 'Greet the whole world'"}),
-            ),
-            Some(Duration::from_secs(10)),
-        ),
-        (text("Changed the greeting to greet the whole world."), None),
-    ])
-    .await;
+    let model = TurnModel::start(edit_and_commit(Duration::from_secs(10))).await;
     let issue = gitlab.open_issue(PROJECT, "maya", "Greet the world", "Say hello to the world.");
     gitlab.add_label(PROJECT, issue, "coding agent", "maya");
     // A Reporter's label starts nothing.

@@ -602,9 +602,14 @@ impl Forge for GitHub {
                 .write(Method::POST, &base, &json!({ "labels": add }), "add labels")
                 .await?;
         }
-        for label in remove {
-            let path = format!("{base}/{}", encode(label));
-            match self.send(Method::DELETE, &path, None, "remove a label").await {
+        // One DELETE per label (GitHub has no batch removal), sent together;
+        // a label that is not there answers 404, which is fine.
+        let paths: Vec<String> = remove.iter().map(|l| format!("{base}/{}", encode(l))).collect();
+        let removals = paths
+            .iter()
+            .map(|path| self.send(Method::DELETE, path, None, "remove a label"));
+        for result in futures_util::future::join_all(removals).await {
+            match result {
                 Ok(_) | Err(ForgeError::NotFound { .. }) => {}
                 Err(e) => return Err(e),
             }

@@ -181,6 +181,9 @@ struct TaskRun<'a> {
     finish_summary: Option<String>,
 }
 
+/// Whether the item's author may be heard, and each comment with the same.
+type Thread = (bool, Vec<(crate::forge::Comment, bool)>);
+
 /// Where the work goes: the branch, what it is based on, and the PR/MR when
 /// the task is one.
 struct Target {
@@ -236,19 +239,30 @@ impl TaskRun<'_> {
                 labels.processing
             )));
         }
-        self.find_or_create_comment().await?;
-        self.progress.at(Step::Workspace, "Preparing the workspace");
-        self.report().await;
-
-        let target = self.target(&item).await?;
+        // Independent reads and the comment at once: each is a forge round trip.
+        let (comment, target, thread) =
+            tokio::join!(self.locate_comment(), self.target(&item), self.thread(&item));
+        let comment = match comment? {
+            Some(id) => id,
+            None => {
+                self.progress.at(Step::Claim, "Claimed");
+                let body = self.env.secrets.scrub(&self.progress.render());
+                self.forge.create_comment(&self.item, &body).await?
+            }
+        };
+        self.comment_id = Some(comment);
+        self.env.journal.set_comment(&self.key, comment)?;
+        let target = target?;
         self.env.journal.set_branch(&self.key, &target.branch)?;
         self.progress.set_branch(&target.branch);
+        self.progress.at(Step::Workspace, "Preparing the workspace");
 
         let summary = if record.phase >= Phase::Pushed {
             tracing::info!(task = %self.item, "already pushed before a restart; opening or finding the PR/MR");
+            self.report().await;
             record.outcome.clone().unwrap_or_default()
         } else {
-            match self.work(&item, &target).await? {
+            match self.work(&item, &target, thread?).await? {
                 Some(summary) => summary,
                 None => return self.no_changes().await,
             }
@@ -256,28 +270,41 @@ impl TaskRun<'_> {
         self.deliver(&item, &target, &summary).await
     }
 
-    async fn find_or_create_comment(&mut self) -> Result<(), TaskError> {
-        if self.comment_id.is_none() {
-            let marker = progress::marker(&self.item);
-            let existing = self.forge.comments(&self.item).await?;
-            if let Some(found) = existing.iter().rev().find(|c| c.body.contains(&marker)) {
-                tracing::info!(task = %self.item, comment = found.id, "continuing the existing progress comment");
-                self.comment_id = Some(found.id);
-            } else {
-                self.progress.at(Step::Claim, "Claimed");
-                let body = self.env.secrets.scrub(&self.progress.render());
-                let id = self.forge.create_comment(&self.item, &body).await?;
-                self.comment_id = Some(id);
-            }
-        }
+    /// The progress comment: the journalled one, else one carrying this
+    /// task's marker (posted before a restart), else `None`.
+    async fn locate_comment(&self) -> Result<Option<u64>, TaskError> {
         if let Some(id) = self.comment_id {
-            self.env.journal.set_comment(&self.key, id)?;
+            return Ok(Some(id));
         }
+        let marker = progress::marker(&self.item);
+        let existing = self.forge.comments(&self.item).await?;
+        let found = existing
+            .iter()
+            .rev()
+            .find(|c| c.body.contains(&marker))
+            .map(|c| c.id);
+        if let Some(id) = found {
+            tracing::info!(task = %self.item, comment = id, "continuing the existing progress comment");
+        }
+        Ok(found)
+    }
+
+    /// Makes sure there is a progress comment (used when failing early).
+    async fn ensure_comment(&mut self) -> Result<(), TaskError> {
+        let id = match self.locate_comment().await? {
+            Some(id) => id,
+            None => {
+                let body = self.env.secrets.scrub(&self.progress.render());
+                self.forge.create_comment(&self.item, &body).await?
+            }
+        };
+        self.comment_id = Some(id);
+        self.env.journal.set_comment(&self.key, id)?;
         Ok(())
     }
 
     /// Edits the progress comment; a failure is logged, never fatal.
-    async fn report(&mut self) {
+    async fn report(&self) {
         if self.env.echo_progress {
             eprintln!("[{}] {}", self.item, self.progress.status());
         }
@@ -318,7 +345,12 @@ impl TaskRun<'_> {
     }
 
     /// Workspace, sandbox, agent, push. `None`: the model changed nothing.
-    async fn work(&mut self, item: &Item, target: &Target) -> Result<Option<String>, TaskError> {
+    async fn work(
+        &mut self,
+        item: &Item,
+        target: &Target,
+        thread: Thread,
+    ) -> Result<Option<String>, TaskError> {
         let config = &self.env.config;
         let credentials = self.forge.git_credentials().await?;
         let mut ws = {
@@ -339,7 +371,7 @@ impl TaskRun<'_> {
             } else {
                 base
             };
-            blocking(move || {
+            let clone = blocking(move || {
                 Workspace::prepare(
                     &root,
                     &url,
@@ -348,8 +380,10 @@ impl TaskRun<'_> {
                     &creds,
                     (&author.0, &author.1),
                 )
-            })
-            .await??
+            });
+            // The comment says what happens while the clone runs.
+            let (cloned, ()) = tokio::join!(clone, self.report());
+            cloned??
         };
         let image = crate::images::image_for_repository(&config.images, &self.item.repo, &ws.checkout_dir());
         let spec = SandboxSpec {
@@ -366,7 +400,6 @@ impl TaskRun<'_> {
         self.sandbox = Some(sandbox.clone());
 
         let (tools, editor_enabled, servers) = self.tools(sandbox.clone()).await?;
-        let thread = self.thread(item).await?;
         let setting = request::Setting {
             branch: &target.branch,
             base: &target.base,
@@ -575,7 +608,7 @@ impl TaskRun<'_> {
     }
 
     /// The item's thread with each author's right to be heard.
-    async fn thread(&self, item: &Item) -> Result<(bool, Vec<(crate::forge::Comment, bool)>), TaskError> {
+    async fn thread(&self, item: &Item) -> Result<Thread, TaskError> {
         let mut trusted: HashMap<String, bool> = HashMap::new();
         let check = |user: String| {
             let forge = self.forge.clone();
@@ -769,7 +802,7 @@ impl TaskRun<'_> {
         );
         if self.comment_id.is_none() {
             // Failed before the claim finished: post the failure as the progress comment.
-            if let Err(e) = self.find_or_create_comment().await {
+            if let Err(e) = self.ensure_comment().await {
                 tracing::warn!(task = %self.item, "cannot post the failure comment: {e}");
             }
         }
