@@ -250,3 +250,46 @@ async fn once_runs_one_task_in_the_foreground_with_its_progress_on_stderr() {
     assert_eq!(gh.issue(REPO, issue).labels, vec![DONE.to_owned()]);
     assert!(containers_of(&world.instance).is_empty());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_label_on_a_pull_request_works_on_its_branch_with_the_newest_comment_as_the_request() {
+    let world = World::new(edit_and_commit(Duration::ZERO)).await;
+    let gh = &world.github;
+    git_http::push_commit(
+        &world.bare,
+        "feature/greeting",
+        "greet.py",
+        "print('Hello')\nprint('bye')\n",
+        "Start the feature",
+    );
+    let pr = gh.open_pull(REPO, "maya", "Better greeting", "feature/greeting");
+    gh.comment(REPO, pr, "maya", "First thoughts: keep it friendly.");
+    gh.comment(REPO, pr, "maya", "Please make it greet the whole world.");
+    gh.add_label(REPO, pr, "coding agent", "maya");
+    let mut daemon = world.start();
+    world.wait_for_end(pr).await;
+    let item = gh.issue(REPO, pr);
+    assert_eq!(item.labels, vec![DONE.to_owned()], "{:?}", item.comments);
+    // Pushed to the PR's own branch; no second PR.
+    assert_eq!(
+        git_http::log(&world.bare, "feature/greeting"),
+        vec![
+            "Greet the whole world".to_owned(),
+            "Start the feature".to_owned(),
+            "initial".to_owned()
+        ]
+    );
+    assert_eq!(gh.pulls(REPO).len(), 1);
+    let first = world.model.requests().await[0].to_string();
+    let request_at = first
+        .find("The request (newest comment)")
+        .expect("a request section");
+    assert!(first[request_at..].contains("Please make it greet the whole world."));
+    assert!(first[..request_at].contains("First thoughts"));
+    let progress = &item.comments.iter().find(|c| c.1 == BOT).unwrap().2;
+    assert!(
+        progress.contains("https://github.example/acme/app/pull/1"),
+        "{progress}"
+    );
+    assert!(daemon.terminate().success());
+}

@@ -82,6 +82,9 @@ impl Workspace {
         match repo.refname_to_id(&remote_ref) {
             Ok(oid) => {
                 let commit = repo.find_commit(oid).map_err(|e| failed("read the branch", e))?;
+                // Detached first: the clone may have checked out this very branch (a PR task).
+                repo.set_head_detached(oid)
+                    .map_err(|e| failed("check out the branch", e))?;
                 repo.branch(branch, &commit, true)
                     .map_err(|e| failed("create the branch", e))?;
                 repo.set_head(&format!("refs/heads/{branch}"))
