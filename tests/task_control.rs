@@ -65,6 +65,18 @@ async fn the_paused_label_holds_the_task_until_it_is_removed() {
     // Held: no further model turn while the label is on.
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(world.model.requests().await.len(), 1);
+    // The issue says so.
+    let progress = gh
+        .issue(REPO, issue)
+        .comments
+        .into_iter()
+        .find(|c| c.1 == BOT)
+        .unwrap()
+        .2;
+    assert!(
+        progress.contains("**Status:** Paused before the next model turn"),
+        "{progress}"
+    );
     gh.remove_label(REPO, issue, "coding agent paused", "maya");
 
     wait_until(

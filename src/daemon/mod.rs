@@ -105,12 +105,21 @@ impl Daemon {
                     finished(&mut active, done);
                 }
                 _ = tokio::time::sleep_until(next_poll) => {
-                    for forge in self.forges.values() {
-                        for item in intake.poll(forge.as_ref()).await {
-                            let key = item.key();
-                            if !active.contains(&key) && !queue.iter().any(|(q, _)| q.key() == key) {
-                                queue.push_back((item, "label"));
-                            }
+                    let mut found = Vec::new();
+                    let poll_all = async {
+                        for forge in self.forges.values() {
+                            found.extend(intake.poll(forge.as_ref()).await);
+                        }
+                    };
+                    // A slow forge must not hold up a shutdown.
+                    tokio::select! {
+                        _ = shutdown.cancelled() => {}
+                        _ = poll_all => {}
+                    }
+                    for item in found {
+                        let key = item.key();
+                        if !active.contains(&key) && !queue.iter().any(|(q, _)| q.key() == key) {
+                            queue.push_back((item, "label"));
                         }
                     }
                     let jitter = if scheduling.poll_jitter.is_zero() {

@@ -407,13 +407,19 @@ impl TaskRun<'_> {
         };
         let request_text = request::build(item, thread.0, &thread.1, &setting);
         let system = self.env.prompts.system_prompt(editor_enabled);
-        let gate = Arc::new(LabelGate::new(
-            self.forge.clone(),
-            self.item.clone(),
-            self.labels().clone(),
-            self.shutdown.clone(),
-            config.scheduling.poll_interval,
-        ));
+        self.progress
+            .at(Step::Change, "Working: the model is making the change");
+        let gate = Arc::new(LabelGate {
+            forge: self.forge.clone(),
+            item: self.item.clone(),
+            labels: self.labels().clone(),
+            shutdown: self.shutdown.clone(),
+            poll: config.scheduling.poll_interval,
+            comment: self
+                .comment_id
+                .map(|id| (id, std::sync::Mutex::new(self.progress.clone()))),
+            secrets: self.env.secrets.clone(),
+        });
         let mut agent_limits = config.agent.limits.clone();
         agent_limits.max_output_tokens = config.llm.max_output_tokens;
         let agent = Agent::new(
@@ -423,9 +429,6 @@ impl TaskRun<'_> {
             config.llm.prices.clone(),
         )
         .with_gate(gate);
-
-        self.progress
-            .at(Step::Change, "Working: the model is making the change");
         self.report().await;
         let mut outcome = agent.run(&system, vec![Message::User(request_text)]).await;
         self.add_usage(&outcome);
@@ -912,22 +915,24 @@ struct LabelGate {
     labels: crate::config::LabelsConfig,
     shutdown: CancellationToken,
     poll: Duration,
+    /// The progress comment and a copy of its state, to say "paused" on the issue.
+    comment: Option<(u64, std::sync::Mutex<Progress>)>,
+    secrets: Arc<Secrets>,
 }
 
 impl LabelGate {
-    fn new(
-        forge: Arc<dyn Forge>,
-        item: ItemRef,
-        labels: crate::config::LabelsConfig,
-        shutdown: CancellationToken,
-        poll: Duration,
-    ) -> LabelGate {
-        LabelGate {
-            forge,
-            item,
-            labels,
-            shutdown,
-            poll,
+    /// Puts `status` on the progress comment; a failure is only logged.
+    async fn announce(&self, status: String) {
+        let Some((id, progress)) = &self.comment else {
+            return;
+        };
+        let body = {
+            let mut progress = progress.lock().unwrap_or_else(|p| p.into_inner());
+            progress.status_now(status);
+            self.secrets.scrub(&progress.render())
+        };
+        if let Err(e) = self.forge.edit_comment(&self.item, *id, &body).await {
+            tracing::warn!(task = %self.item, "cannot update the progress comment: {e}");
         }
     }
 }
@@ -948,11 +953,18 @@ impl StepGate for LabelGate {
                     if !item.has_label(&self.labels.paused) {
                         if paused_logged {
                             tracing::info!(task = %self.item, "resumed");
+                            self.announce("Working again: the pause label was removed".into())
+                                .await;
                         }
                         return None;
                     }
                     if !paused_logged {
                         tracing::info!(task = %self.item, "paused by the \"{}\" label", self.labels.paused);
+                        self.announce(format!(
+                            "Paused before the next model turn; remove the \"{}\" label to continue",
+                            self.labels.paused
+                        ))
+                        .await;
                         paused_logged = true;
                     }
                 }

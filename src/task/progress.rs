@@ -65,6 +65,12 @@ impl Progress {
         self.note(self.phase.clone());
     }
 
+    /// Says what happens now without moving the checklist.
+    pub fn status_now(&mut self, phase: impl Into<String>) {
+        self.phase = phase.into();
+        self.note(self.phase.clone());
+    }
+
     pub fn note(&mut self, line: impl Into<String>) {
         const KEEP: usize = 20;
         let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
