@@ -53,6 +53,7 @@ pub async fn assemble(
     };
     let mut connected: Vec<Arc<dyn Forge>> = Vec::new();
     if wanted(ForgeKind::GitHub) {
+        // One API request (not a poll cycle) may take this long.
         let timeout = Duration::from_secs(60);
         connected.push(Arc::new(GitHub::new(&config.github, &secrets, timeout)?));
         tracing::info!(url = %config.github.api_url, "GitHub ready");

@@ -26,6 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 use workspace::{Collected, DeliveryError, Workspace};
 
 /// What every task needs, shared by all of them.
@@ -118,9 +119,6 @@ pub async fn run(
             };
         }
     };
-    let span = tracing::info_span!("task", task = %item, attempt = record.attempts);
-    let _guard = span.enter();
-    drop(_guard);
     let mut task = TaskRun {
         env,
         forge,
@@ -140,7 +138,9 @@ pub async fn run(
             record.attempts - 1
         )))
     } else {
-        task.execute(&record).await
+        // Every log line of the run names the task and its attempt.
+        let span = tracing::info_span!("task", key = %task.key, attempt = record.attempts);
+        task.execute(&record).instrument(span).await
     };
     let end = match result {
         Ok(end) => end,
