@@ -122,10 +122,6 @@ impl Journal {
         })
     }
 
-    pub fn path(&self) -> &Path {
-        &self.path
-    }
-
     fn with<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, JournalError> {
         let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
         f(&db).map_err(|source| JournalError::Sqlite {
@@ -134,24 +130,12 @@ impl Journal {
         })
     }
 
-    pub fn get(&self, key: &str) -> Result<Option<TaskRecord>, JournalError> {
-        self.with(|db| {
-            db.query_row(
-                "SELECT key, phase, attempts, branch, comment_id, container_id, change_url, outcome FROM tasks WHERE key = ?1",
-                params![key],
-                row_to_record,
-            )
-            .optional()
-        })
-    }
-
     /// Tasks not yet done, failed or stopped.
     pub fn unfinished(&self) -> Result<Vec<TaskRecord>, JournalError> {
         self.with(|db| {
-            let mut stmt = db.prepare(
-                "SELECT key, phase, attempts, branch, comment_id, container_id, change_url, outcome FROM tasks
-                 WHERE phase NOT IN ('done', 'failed', 'stopped') ORDER BY updated_at",
-            )?;
+            let mut stmt = db.prepare(&format!(
+                "{SELECT_RECORD} WHERE phase NOT IN ('done', 'failed', 'stopped') ORDER BY updated_at"
+            ))?;
             let rows = stmt.query_map([], row_to_record)?;
             rows.collect()
         })
@@ -180,7 +164,7 @@ impl Journal {
                 }
             }
             db.query_row(
-                "SELECT key, phase, attempts, branch, comment_id, container_id, change_url, outcome FROM tasks WHERE key = ?1",
+                &format!("{SELECT_RECORD} WHERE key = ?1"),
                 params![key],
                 row_to_record,
             )
@@ -241,6 +225,10 @@ impl Journal {
         self.with(|db| db.execute(&sql, params![key, value, now()]).map(drop))
     }
 }
+
+/// The columns `row_to_record` reads, in its order.
+const SELECT_RECORD: &str =
+    "SELECT key, phase, attempts, branch, comment_id, container_id, change_url, outcome FROM tasks";
 
 fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
     Ok(TaskRecord {

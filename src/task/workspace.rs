@@ -276,14 +276,6 @@ impl Workspace {
         self.base = upstream;
         Ok(upstream)
     }
-
-    /// Whether the remote already has exactly our branch head (a push done
-    /// before a restart).
-    pub fn remote_has(&self, oid: Oid) -> bool {
-        self.repo
-            .refname_to_id(&format!("refs/remotes/origin/{}", self.branch))
-            .is_ok_and(|r| r == oid)
-    }
 }
 
 fn head_oid(repo: &Repository) -> Result<Oid, DeliveryError> {
