@@ -5,7 +5,7 @@
 //! pull requests are created and listed, permissions are enforced.
 #![allow(dead_code)]
 
-use super::fake_http::{decode, paged, query, serve, Reply};
+use super::fake_http::{decode, paged, query, request_line, serve, Reply};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -296,11 +296,7 @@ impl Handler {
     fn handle(&self, req: &Request) -> Reply {
         let mut s = self.0.lock().unwrap();
         let method = req.method.as_str().to_owned();
-        let full = match req.url.query() {
-            Some(q) => format!("{}?{q}", req.url.path()),
-            None => req.url.path().to_owned(),
-        };
-        s.requests.push(format!("{method} {full}"));
+        s.requests.push(request_line(req));
         let auth = req
             .headers
             .get("authorization")

@@ -4,7 +4,7 @@
 //! resource label events, member access levels, notes and merge requests.
 #![allow(dead_code)]
 
-use super::fake_http::{decode, paged, query, serve, Reply};
+use super::fake_http::{decode, paged, query, request_line, serve, Reply};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -243,11 +243,7 @@ impl Handler {
     fn handle(&self, req: &Request) -> Reply {
         let mut s = self.0.lock().unwrap();
         let method = req.method.as_str().to_owned();
-        let full = match req.url.query() {
-            Some(q) => format!("{}?{q}", req.url.path()),
-            None => req.url.path().to_owned(),
-        };
-        s.requests.push(format!("{method} {full}"));
+        s.requests.push(request_line(req));
         let token = req
             .headers
             .get("private-token")

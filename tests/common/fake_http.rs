@@ -24,6 +24,14 @@ pub fn query(req: &Request) -> HashMap<String, String> {
         .collect()
 }
 
+/// "METHOD path?query", as the fakes record each request.
+pub fn request_line(req: &Request) -> String {
+    match req.url.query() {
+        Some(q) => format!("{} {}?{q}", req.method.as_str(), req.url.path()),
+        None => format!("{} {}", req.method.as_str(), req.url.path()),
+    }
+}
+
 pub fn decode(segment: &str) -> String {
     percent_encoding::percent_decode_str(segment)
         .decode_utf8_lossy()
