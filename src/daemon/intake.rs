@@ -54,6 +54,12 @@ impl Intake {
             match forge.poll_labelled(&repo, &self.labels.trigger).await {
                 Ok(Poll::Unchanged) => changed = false,
                 Ok(Poll::Items(items)) => {
+                    // Refusals of items that are no longer labelled are forgotten,
+                    // so a daemon running for months keeps only current ones.
+                    let prefix = format!("{}:{repo}:", kind.as_str());
+                    self.refused.retain(|(key, _)| {
+                        !key.starts_with(&prefix) || items.iter().any(|i| i.reference.key() == *key)
+                    });
                     self.pending.insert((kind, repo.clone()), items);
                 }
                 Err(e) => {
