@@ -48,6 +48,7 @@ impl ChatModel for InstantModel {
             tool_calls,
             usage: TokenUsage {
                 input_tokens: 1000,
+                cached_input_tokens: 0,
                 output_tokens: 50,
             },
             model: "instant".into(),

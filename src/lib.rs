@@ -21,11 +21,15 @@ pub mod git;
 #[cfg(feature = "daemon")]
 pub mod images;
 #[cfg(feature = "daemon")]
+pub mod journal;
+#[cfg(feature = "daemon")]
 pub mod llm;
 #[cfg(feature = "daemon")]
 pub mod logging;
 #[cfg(feature = "daemon")]
 pub mod mcp;
+#[cfg(feature = "daemon")]
+pub mod planning;
 #[cfg(feature = "daemon")]
 pub mod sandbox;
 #[cfg(feature = "daemon")]

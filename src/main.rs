@@ -65,6 +65,16 @@ enum McpCommand {
         #[arg(long, default_value_t = 16 * 1024)]
         max_view_bytes: usize,
     },
+    /// The sage tools (sage-opinion, sage-review, sage-plan) on stdio, or on
+    /// Streamable HTTP at http://ADDR/mcp with --http
+    Sage {
+        /// Relative paths are taken from here, and no path may leave it
+        #[arg(long, default_value = ".")]
+        root: PathBuf,
+        /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -122,6 +132,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let path = config_path(&cli);
+    if let Command::Mcp {
+        command: McpCommand::Sage { root, http },
+    } = &cli.command
+    {
+        // An MCP client often starts this without a config file: then the
+        // built-in defaults (o3 and Gemini 2.5 Pro) apply.
+        let config = if cli.config.is_none() && !path.is_file() {
+            Config::defaults()
+        } else {
+            Config::load(&path)?
+        };
+        return serve_sage(config, root, *http).await;
+    }
     let config = Config::load(&path)?;
     match cli.command {
         Command::Doctor => {
@@ -199,6 +222,48 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
     }
+}
+
+async fn serve_sage(
+    config: Config,
+    root: &std::path::Path,
+    http: Option<std::net::SocketAddr>,
+) -> anyhow::Result<ExitCode> {
+    use forgehand::planning::{debate::DebateSettings, pack::PackOptions, server};
+    let root = root
+        .canonicalize()
+        .with_context(|| format!("using {} as the root", root.display()))?;
+    let router = forgehand::llm::router::from_config(&config.llm, &Secrets::from_env())?;
+    let settings = server::SageSettings {
+        model: std::sync::Arc::new(router),
+        prices: config.llm.prices.clone(),
+        max_output_tokens: config.llm.max_output_tokens,
+        pack: PackOptions {
+            max_file_bytes: config.planning.max_file_bytes,
+        },
+        debate: DebateSettings::from_config(&config.planning, config.llm.max_output_tokens),
+        root,
+    };
+    let sage = server::SageServer::new(settings);
+    match http {
+        None => server::serve_stdio(sage).await.map_err(anyhow::Error::msg)?,
+        Some(addr) => {
+            let listener = tokio::net::TcpListener::bind(addr)
+                .await
+                .with_context(|| format!("cannot listen on {addr}"))?;
+            tracing::info!("sage MCP server on http://{}/mcp", listener.local_addr()?);
+            let shutdown = CancellationToken::new();
+            let trigger = shutdown.clone();
+            tokio::spawn(async move {
+                shutdown_signal().await;
+                trigger.cancel();
+            });
+            server::serve_http(sage, listener, shutdown)
+                .await
+                .map_err(anyhow::Error::msg)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn shutdown_signal() {

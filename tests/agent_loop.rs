@@ -38,6 +38,7 @@ impl FakeModel {
             forever: None,
             usage: TokenUsage {
                 input_tokens: 10,
+                cached_input_tokens: 0,
                 output_tokens: 5,
             },
             delay: Duration::ZERO,
@@ -245,6 +246,7 @@ async fn tool_calls_run_in_order_until_the_model_answers() {
         outcome.usage.total(),
         TokenUsage {
             input_tokens: 30,
+            cached_input_tokens: 0,
             output_tokens: 15
         }
     );
@@ -326,6 +328,7 @@ async fn the_token_budget_stops_the_run() {
     ));
     model.usage = TokenUsage {
         input_tokens: 500,
+        cached_input_tokens: 0,
         output_tokens: 100,
     };
     let limits = AgentLimits {

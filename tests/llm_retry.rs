@@ -93,6 +93,7 @@ fn request() -> ChatRequest {
         max_output_tokens: 100,
         temperature: None,
         reasoning_effort: None,
+        cache_system: false,
     }
 }
 

@@ -45,6 +45,7 @@ fn request(model: &str, messages: Vec<Message>) -> ChatRequest {
         max_output_tokens: 1000,
         temperature: Some(0.2),
         reasoning_effort: Some("high".into()),
+        cache_system: false,
     }
 }
 

@@ -3,12 +3,12 @@
 //! the results (a failure is result text, never a crash); repeat until the
 //! model answers without tool calls, or a cap stops it.
 
+pub mod plan;
 pub mod prompts;
 pub mod tools;
 
-use crate::llm::router::Router;
 use crate::llm::usage::{Price, UsageReport};
-use crate::llm::{ChatRequest, ChatResponse, LlmError, Message, ToolCall, ToolResult};
+use crate::llm::{ChatRequest, Message, ToolCall, ToolResult};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -18,18 +18,7 @@ use std::time::Duration;
 use tokio::time::Instant;
 use tools::ToolRegistry;
 
-/// Whatever answers chat requests: the router in production, a fake in tests.
-#[async_trait]
-pub trait ChatModel: Send + Sync {
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
-}
-
-#[async_trait]
-impl ChatModel for Router {
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        Router::chat(self, request).await
-    }
-}
+pub use crate::llm::ChatModel;
 
 /// Asked before every model turn whether the run may go on: the task runner
 /// uses it for the pause and stop labels and for daemon shutdown.
@@ -39,21 +28,7 @@ pub trait StepGate: Send + Sync {
     async fn before_step(&self, step: u32) -> Option<String>;
 }
 
-#[derive(Debug, Clone, PartialEq)]
-pub struct AgentLimits {
-    pub max_steps: u32,
-    /// Input + output tokens over the whole run.
-    pub token_budget: u64,
-    pub wall_clock: Duration,
-    /// Longer tool results are cut, with a marker.
-    pub max_tool_result_bytes: usize,
-    /// The same failing call this often stops the run (the model is warned before).
-    pub max_repeated_failures: u32,
-    /// Tool calls run per model turn; the rest are refused.
-    pub max_tool_calls_per_step: usize,
-    pub max_output_tokens: u32,
-    pub temperature: Option<f32>,
-}
+pub use crate::config::AgentLimits;
 
 impl Default for AgentLimits {
     fn default() -> Self {
@@ -200,6 +175,7 @@ impl Agent {
                 max_output_tokens: self.limits.max_output_tokens,
                 temperature: self.limits.temperature,
                 reasoning_effort: None,
+                cache_system: false,
             };
             let response = match tokio::time::timeout(remaining, self.model.chat(&request)).await {
                 Err(_) => {

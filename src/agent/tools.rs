@@ -43,10 +43,18 @@ pub struct ServerTools {
     pub excluded_tools: Vec<String>,
 }
 
+/// A tool that runs in the daemon itself (e.g. `update_plan`).
+#[async_trait]
+pub trait LocalTool: Send + Sync {
+    fn spec(&self) -> ToolSpec;
+    async fn call(&self, arguments: Map<String, Value>) -> ToolOutput;
+}
+
 enum Target {
     Editor(&'static str),
     Execute,
     Server { index: usize, tool: String },
+    Local(usize),
 }
 
 pub struct ToolRegistry {
@@ -56,6 +64,7 @@ pub struct ToolRegistry {
     editor: Option<Arc<dyn McpClient>>,
     executor: Option<Arc<dyn CommandExecutor>>,
     servers: Vec<Arc<dyn McpClient>>,
+    locals: Vec<Arc<dyn LocalTool>>,
 }
 
 fn object(value: Value) -> Map<String, Value> {
@@ -175,6 +184,7 @@ impl ToolRegistry {
             editor: editor.clone(),
             executor: executor.clone(),
             servers: Vec::new(),
+            locals: Vec::new(),
         };
         if editor.is_some() {
             for (command, spec) in editor_specs() {
@@ -220,6 +230,19 @@ impl ToolRegistry {
             }
         }
         Ok(registry)
+    }
+
+    /// Offers a tool the daemon runs itself. A name already taken is
+    /// refused (the first tool keeps it).
+    pub fn add_local(&mut self, tool: Arc<dyn LocalTool>) -> bool {
+        let spec = tool.spec();
+        if self.targets.contains_key(&spec.name) {
+            tracing::warn!(tool = %spec.name, "a tool of that name exists already; the local one is not offered");
+            return false;
+        }
+        self.locals.push(tool);
+        self.add(spec, Target::Local(self.locals.len() - 1));
+        true
     }
 
     fn add(&mut self, spec: ToolSpec, target: Target) {
@@ -295,6 +318,10 @@ impl ToolRegistry {
                     .await
                     .unwrap_or_else(|e| failed(e.to_string())),
                 None => failed(format!("The server of `{name}` is gone.")),
+            },
+            Some(Target::Local(index)) => match self.locals.get(*index) {
+                Some(tool) => tool.call(arguments).await,
+                None => failed(format!("`{name}` is gone.")),
             },
         }
     }

@@ -3,11 +3,15 @@
 //! the key, the bad value and what is accepted.
 
 mod env;
+mod planning;
+mod policy;
 mod raw;
 mod secrets;
 mod units;
 mod work;
 
+pub use planning::{PlanningConfig, PlanningMode};
+pub use policy::{AgentLimits, Price, RetryPolicy};
 pub use secrets::{Secret, Secrets};
 pub use units::{ByteSize, HumanDuration};
 pub use work::{
@@ -70,6 +74,7 @@ pub struct Config {
     pub gitlab: GitLabConfig,
     pub labels: LabelsConfig,
     pub delivery: DeliveryConfig,
+    pub planning: PlanningConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -101,18 +106,18 @@ pub struct ModelConfig {
 pub struct LlmConfig {
     pub request_timeout: Duration,
     pub max_output_tokens: u32,
-    pub retry: crate::llm::retry::RetryPolicy,
+    pub retry: RetryPolicy,
     pub openai_base_url: String,
     pub gemini_base_url: String,
     pub anthropic_base_url: String,
     /// In order of preference.
     pub models: Vec<ModelConfig>,
-    pub prices: BTreeMap<String, crate::llm::usage::Price>,
+    pub prices: BTreeMap<String, Price>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
-    pub limits: crate::agent::AgentLimits,
+    pub limits: AgentLimits,
     pub prompts_dir: PathBuf,
 }
 
@@ -421,7 +426,9 @@ impl Config {
         let agent = resolve_agent(raw.agent, llm.max_output_tokens, &resolve_path)?;
         let mcp_servers = resolve_mcp_servers(raw.mcp_servers)?;
         let scheduling = work::resolve_scheduling(&raw.daemon)?;
+        let planning = planning::resolve_planning(raw.planning, &llm.models)?;
         Ok(Config {
+            planning,
             scheduling,
             github: work::resolve_github(raw.github)?,
             gitlab: work::resolve_gitlab(raw.gitlab)?,
@@ -479,7 +486,10 @@ fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
     }
     let mut prices = BTreeMap::new();
     for (model, price) in raw.prices {
-        if !(price.input >= 0.0 && price.output >= 0.0 && price.input.is_finite() && price.output.is_finite())
+        let cached = price.cached_input.unwrap_or(0.0);
+        if ![price.input, price.output, cached]
+            .iter()
+            .all(|p| *p >= 0.0 && p.is_finite())
         {
             return Err(ConfigError::invalid(
                 &format!("llm.prices.{model}"),
@@ -488,9 +498,10 @@ fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
         }
         prices.insert(
             model,
-            crate::llm::usage::Price {
+            Price {
                 input_per_million: price.input,
                 output_per_million: price.output,
+                cached_input_per_million: price.cached_input.unwrap_or(price.input),
             },
         );
     }
@@ -510,7 +521,7 @@ fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
     Ok(LlmConfig {
         request_timeout: positive_duration("llm.request_timeout", raw.request_timeout)?,
         max_output_tokens: raw.max_output_tokens,
-        retry: crate::llm::retry::RetryPolicy {
+        retry: RetryPolicy {
             initial_backoff: positive_duration("llm.retry.initial_backoff", raw.retry.initial_backoff)?,
             max_backoff: positive_duration("llm.retry.max_backoff", raw.retry.max_backoff)?,
             max_retries: raw.retry.max_retries,
@@ -555,7 +566,7 @@ fn resolve_agent(
             )
         })?;
     Ok(AgentConfig {
-        limits: crate::agent::AgentLimits {
+        limits: AgentLimits {
             max_steps: raw.max_steps,
             token_budget: raw.token_budget,
             wall_clock: positive_duration("agent.wall_clock_limit", raw.wall_clock_limit)?,

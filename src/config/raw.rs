@@ -23,6 +23,7 @@ pub struct RawConfig {
     pub gitlab: RawGitLab,
     pub labels: RawLabels,
     pub delivery: RawDelivery,
+    pub planning: super::planning::RawPlanning,
 }
 
 #[derive(Debug, Deserialize)]
@@ -297,6 +298,7 @@ impl Default for RawLlm {
                     RawPrice {
                         input: 2.0,
                         output: 8.0,
+                        cached_input: Some(0.5),
                     },
                 ),
                 (
@@ -304,6 +306,7 @@ impl Default for RawLlm {
                     RawPrice {
                         input: 1.25,
                         output: 10.0,
+                        cached_input: Some(0.31),
                     },
                 ),
             ]),
@@ -374,6 +377,9 @@ pub struct RawModel {
 pub struct RawPrice {
     pub input: f64,
     pub output: f64,
+    /// Input served from the provider's prompt cache; absent: the input price.
+    #[serde(default)]
+    pub cached_input: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,7 +4,6 @@
 //! grace period, then checkpoint them for the next start.
 
 pub mod intake;
-pub mod journal;
 pub mod setup;
 
 use crate::forge::{Forge, ForgeKind, ItemRef};
@@ -18,7 +17,7 @@ use tokio_util::sync::CancellationToken;
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error(transparent)]
-    Journal(#[from] journal::JournalError),
+    Journal(#[from] crate::journal::JournalError),
     #[error("cannot clean up leftover sandboxes: {0}")]
     Reap(#[from] crate::sandbox::SandboxError),
 }

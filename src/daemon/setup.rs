@@ -1,12 +1,12 @@
 //! Builds everything a daemon (or `forgehand once`) needs from the config
 //! and the secrets, failing early with errors that say what to fix.
 
-use super::journal::Journal;
 use crate::agent::prompts::Prompts;
 use crate::config::{Config, Secrets};
 use crate::forge::github::GitHub;
 use crate::forge::gitlab::GitLab;
 use crate::forge::{Forge, ForgeKind};
+use crate::journal::Journal;
 use crate::sandbox::docker::{connect, DockerBackend};
 use crate::sandbox::helper::EditorBinary;
 use crate::task::TaskEnv;
@@ -20,7 +20,7 @@ pub enum SetupError {
     #[error(transparent)]
     Editor(#[from] crate::sandbox::helper::HelperError),
     #[error(transparent)]
-    Journal(#[from] super::journal::JournalError),
+    Journal(#[from] crate::journal::JournalError),
     #[error(transparent)]
     Prompts(#[from] crate::agent::prompts::PromptError),
     #[error("models: {0}")]

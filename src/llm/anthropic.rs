@@ -54,9 +54,15 @@ pub fn request_body(request: &ChatRequest) -> Value {
             }
         }
     }
+    // A shared system prefix (packed code) gets a cache breakpoint at its end.
+    let system = if request.cache_system {
+        json!([{"type": "text", "text": request.system, "cache_control": {"type": "ephemeral"}}])
+    } else {
+        json!(request.system)
+    };
     let mut body = json!({
         "model": request.model,
-        "system": request.system,
+        "system": system,
         "max_tokens": request.max_output_tokens,
         "messages": messages,
     });
@@ -105,7 +111,14 @@ pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatRespons
             _ => {}
         }
     }
-    let usage = TokenUsage::at(body, "/usage/input_tokens", "/usage/output_tokens");
+    // Anthropic counts cache reads and writes apart from `input_tokens`.
+    let count = |pointer: &str| body.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
+    let cached = count("/usage/cache_read_input_tokens");
+    let usage = TokenUsage {
+        input_tokens: count("/usage/input_tokens") + cached + count("/usage/cache_creation_input_tokens"),
+        cached_input_tokens: cached,
+        output_tokens: count("/usage/output_tokens"),
+    };
     let model = answering_model(body, "model", requested_model);
     Ok(ChatResponse {
         text,

@@ -199,6 +199,7 @@ pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatRespons
     let usage = TokenUsage::at(
         body,
         "/usageMetadata/promptTokenCount",
+        "/usageMetadata/cachedContentTokenCount",
         "/usageMetadata/candidatesTokenCount",
     );
     let model = answering_model(body, "modelVersion", requested_model);

@@ -64,12 +64,33 @@ pub struct ChatRequest {
     pub temperature: Option<f32>,
     /// For reasoning models (OpenAI o-series): "low", "medium" or "high".
     pub reasoning_effort: Option<String>,
+    /// The system text is a long prefix shared by many requests (a packed
+    /// code context): mark it for the provider's prompt cache where the API
+    /// needs a mark (Anthropic's `cache_control`). OpenAI and Gemini cache
+    /// identical prefixes by themselves.
+    pub cache_system: bool,
 }
 
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TokenUsage {
+    /// Every input token, cached ones included.
     pub input_tokens: u64,
+    /// The part of `input_tokens` the provider served from its prompt cache.
+    #[serde(default)]
+    pub cached_input_tokens: u64,
     pub output_tokens: u64,
+}
+
+impl TokenUsage {
+    pub fn total(&self) -> u64 {
+        self.input_tokens + self.output_tokens
+    }
+
+    pub fn add(&mut self, other: TokenUsage) {
+        self.input_tokens += other.input_tokens;
+        self.cached_input_tokens += other.cached_input_tokens;
+        self.output_tokens += other.output_tokens;
+    }
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -139,6 +160,32 @@ impl LlmError {
     }
 }
 
+/// Whatever answers chat requests: the router in production, a fake in tests.
+#[async_trait]
+pub trait ChatModel: Send + Sync {
+    /// Sends the request to the model the size and the keys choose.
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
+
+    /// The models that can be asked by name, in order of preference.
+    fn models(&self) -> Vec<ModelInfo> {
+        Vec::new()
+    }
+
+    /// Sends the request to one named model (with its retries, without
+    /// falling back to another): a debater must answer as itself.
+    async fn chat_on(&self, model: &str, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let _ = model;
+        self.chat(request).await
+    }
+}
+
+/// A model that can be asked by name.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ModelInfo {
+    pub name: String,
+    pub max_input_tokens: u64,
+}
+
 /// One model API.
 #[async_trait]
 pub trait Provider: Send + Sync {
@@ -148,11 +195,13 @@ pub trait Provider: Send + Sync {
 }
 
 impl TokenUsage {
-    /// Reads the input and output counts at two JSON pointers (0 when absent).
-    pub(crate) fn at(body: &Value, input: &str, output: &str) -> TokenUsage {
+    /// Reads the input, cached-input and output counts at three JSON
+    /// pointers (0 when absent).
+    pub(crate) fn at(body: &Value, input: &str, cached: &str, output: &str) -> TokenUsage {
         let count = |pointer: &str| body.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
         TokenUsage {
             input_tokens: count(input),
+            cached_input_tokens: count(cached),
             output_tokens: count(output),
         }
     }

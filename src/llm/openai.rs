@@ -118,7 +118,12 @@ pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatRespons
             arguments,
         });
     }
-    let usage = TokenUsage::at(body, "/usage/prompt_tokens", "/usage/completion_tokens");
+    let usage = TokenUsage::at(
+        body,
+        "/usage/prompt_tokens",
+        "/usage/prompt_tokens_details/cached_tokens",
+        "/usage/completion_tokens",
+    );
     let model = answering_model(body, "model", requested_model);
     Ok(ChatResponse {
         text,

@@ -6,12 +6,7 @@ use backon::{ExponentialBuilder, Retryable};
 use std::future::Future;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct RetryPolicy {
-    pub initial_backoff: Duration,
-    pub max_backoff: Duration,
-    pub max_retries: usize,
-}
+pub use crate::config::RetryPolicy;
 
 impl Default for RetryPolicy {
     fn default() -> Self {

@@ -62,6 +62,11 @@ impl Router {
         Ok(fitting)
     }
 
+    /// The usable models, in order of preference.
+    pub fn routes(&self) -> &[Route] {
+        &self.routes
+    }
+
     /// Sends `request` (its `model` is filled in per route) to the first
     /// model that fits, falling back along the list.
     pub async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
@@ -69,15 +74,7 @@ impl Router {
         let candidates = self.candidates(tokens)?;
         let mut last_error = None;
         for route in candidates {
-            let mut routed = request.clone();
-            routed.model = route.model.clone();
-            routed.reasoning_effort = route.reasoning_effort.clone();
-            let attempt = || {
-                let routed = &routed;
-                let provider = route.provider.clone();
-                async move { provider.chat(routed).await }
-            };
-            match self.retry.run(&route.model, attempt).await {
+            match self.send(route, request).await {
                 Ok(response) => return Ok(response),
                 Err(err) if err.falls_back() => {
                     tracing::warn!(model = %route.model, "{err}; falling back to the next model");
@@ -89,6 +86,64 @@ impl Router {
         Err(last_error.unwrap_or_else(|| LlmError::NoModel {
             detail: "no model answered".into(),
         }))
+    }
+
+    /// Sends `request` to the model named `model` only, with retries.
+    pub async fn chat_on(&self, model: &str, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let route = self.routes.iter().find(|r| r.model == model).ok_or_else(|| {
+            let usable: Vec<&str> = self.routes.iter().map(|r| r.model.as_str()).collect();
+            LlmError::NoModel {
+                detail: format!(
+                    "{model} is not usable (usable: {}); check llm.models and its provider's key",
+                    if usable.is_empty() {
+                        "none".to_owned()
+                    } else {
+                        usable.join(", ")
+                    }
+                ),
+            }
+        })?;
+        let tokens = count_request(request);
+        if tokens > route.max_input_tokens {
+            return Err(LlmError::TooLarge {
+                tokens,
+                limits: format!("{} takes up to {}", route.model, route.max_input_tokens),
+            });
+        }
+        self.send(route, request).await
+    }
+
+    async fn send(&self, route: &Route, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let mut routed = request.clone();
+        routed.model = route.model.clone();
+        routed.reasoning_effort = route.reasoning_effort.clone();
+        let attempt = || {
+            let routed = &routed;
+            let provider = route.provider.clone();
+            async move { provider.chat(routed).await }
+        };
+        self.retry.run(&route.model, attempt).await
+    }
+}
+
+#[async_trait::async_trait]
+impl super::ChatModel for Router {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        Router::chat(self, request).await
+    }
+
+    fn models(&self) -> Vec<super::ModelInfo> {
+        self.routes
+            .iter()
+            .map(|r| super::ModelInfo {
+                name: r.model.clone(),
+                max_input_tokens: r.max_input_tokens,
+            })
+            .collect()
+    }
+
+    async fn chat_on(&self, model: &str, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        Router::chat_on(self, model, request).await
     }
 }
 

@@ -4,12 +4,7 @@ use super::TokenUsage;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 
-/// US dollars per million tokens.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Price {
-    pub input_per_million: f64,
-    pub output_per_million: f64,
-}
+pub use crate::config::Price;
 
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct UsageReport {
@@ -26,18 +21,32 @@ impl UsageReport {
     }
 
     pub fn add(&mut self, model: &str, usage: TokenUsage) {
-        let entry = self.per_model.entry(model.to_owned()).or_default();
-        entry.input_tokens += usage.input_tokens;
-        entry.output_tokens += usage.output_tokens;
+        self.per_model.entry(model.to_owned()).or_default().add(usage);
+    }
+
+    /// Adds everything `other` counted.
+    pub fn merge(&mut self, other: &UsageReport) {
+        for (model, usage) in &other.per_model {
+            self.add(model, *usage);
+        }
     }
 
     pub fn total(&self) -> TokenUsage {
-        self.per_model
-            .values()
-            .fold(TokenUsage::default(), |acc, u| TokenUsage {
-                input_tokens: acc.input_tokens + u.input_tokens,
-                output_tokens: acc.output_tokens + u.output_tokens,
-            })
+        self.per_model.values().fold(TokenUsage::default(), |mut acc, u| {
+            acc.add(*u);
+            acc
+        })
+    }
+
+    /// The estimated cost of one model's usage, `None` without a price.
+    pub fn cost_of(&self, model: &str, usage: TokenUsage) -> Option<f64> {
+        let p = self.price_of(model)?;
+        let cached = usage.cached_input_tokens.min(usage.input_tokens);
+        Some(
+            (usage.input_tokens - cached) as f64 / 1e6 * p.input_per_million
+                + cached as f64 / 1e6 * p.cached_input_per_million
+                + usage.output_tokens as f64 / 1e6 * p.output_per_million,
+        )
     }
 
     pub fn per_model(&self) -> &BTreeMap<String, TokenUsage> {
@@ -62,11 +71,8 @@ impl UsageReport {
         let mut cost = 0.0;
         let mut unpriced = Vec::new();
         for (model, usage) in &self.per_model {
-            match self.price_of(model) {
-                Some(p) => {
-                    cost += usage.input_tokens as f64 / 1e6 * p.input_per_million
-                        + usage.output_tokens as f64 / 1e6 * p.output_per_million
-                }
+            match self.cost_of(model, *usage) {
+                Some(c) => cost += c,
                 None => unpriced.push(model.clone()),
             }
         }
@@ -79,16 +85,16 @@ impl UsageReport {
         for (model, u) in &self.per_model {
             let _ = writeln!(
                 out,
-                "{model}: {} input + {} output tokens",
-                u.input_tokens, u.output_tokens
+                "{model}: {} input ({} cached) + {} output tokens",
+                u.input_tokens, u.cached_input_tokens, u.output_tokens
             );
         }
         let (cost, unpriced) = self.estimated_cost();
         let total = self.total();
         let _ = write!(
             out,
-            "total: {} input + {} output tokens, estimated ${cost:.4}",
-            total.input_tokens, total.output_tokens
+            "total: {} input ({} cached) + {} output tokens, estimated ${cost:.4}",
+            total.input_tokens, total.cached_input_tokens, total.output_tokens
         );
         if !unpriced.is_empty() {
             let _ = write!(out, " (no price configured for {})", unpriced.join(", "));
@@ -109,6 +115,7 @@ mod tests {
                 Price {
                     input_per_million: 2.0,
                     output_per_million: 8.0,
+                    cached_input_per_million: 0.5,
                 },
             ),
             (
@@ -116,6 +123,7 @@ mod tests {
                 Price {
                     input_per_million: 1.25,
                     output_per_million: 10.0,
+                    cached_input_per_million: 1.25,
                 },
             ),
         ]);
@@ -124,6 +132,7 @@ mod tests {
             "o3-2025-04-16",
             TokenUsage {
                 input_tokens: 1_000_000,
+                cached_input_tokens: 400_000,
                 output_tokens: 500_000,
             },
         );
@@ -131,6 +140,7 @@ mod tests {
             "gemini-2.5-pro",
             TokenUsage {
                 input_tokens: 200_000,
+                cached_input_tokens: 0,
                 output_tokens: 0,
             },
         );
@@ -138,21 +148,24 @@ mod tests {
             "local-llama",
             TokenUsage {
                 input_tokens: 10,
+                cached_input_tokens: 0,
                 output_tokens: 10,
             },
         );
         let (cost, unpriced) = report.estimated_cost();
-        assert!((cost - (2.0 + 4.0 + 0.25)).abs() < 1e-9, "{cost}");
+        // o3: 600K uncached at $2 + 400K cached at $0.5 + 500K output at $8.
+        assert!((cost - (1.2 + 0.2 + 4.0 + 0.25)).abs() < 1e-9, "{cost}");
         assert_eq!(unpriced, vec!["local-llama"]);
         assert_eq!(
             report.total(),
             TokenUsage {
                 input_tokens: 1_200_010,
+                cached_input_tokens: 400_000,
                 output_tokens: 500_010
             }
         );
         assert!(
-            report.summary().contains("estimated $6.2500"),
+            report.summary().contains("estimated $5.6500"),
             "{}",
             report.summary()
         );

@@ -2,6 +2,7 @@
 //! place. A hidden marker names the task, so a restarted daemon finds the
 //! comment and continues it instead of posting another.
 
+use crate::agent::plan::{PlanStep, StepStatus};
 use crate::forge::{ForgeKind, ItemRef};
 
 /// The marker put in every progress comment of `item`.
@@ -18,14 +19,16 @@ pub fn is_progress_comment(body: &str) -> bool {
 pub enum Step {
     Claim,
     Workspace,
+    Plan,
     Change,
     Push,
     Review,
 }
 
-const STEPS: [Step; 5] = [
+const STEPS: [Step; 6] = [
     Step::Claim,
     Step::Workspace,
+    Step::Plan,
     Step::Change,
     Step::Push,
     Step::Review,
@@ -40,6 +43,8 @@ pub struct Progress {
     phase: String,
     history: Vec<String>,
     outcome: Option<String>,
+    /// The plan's checklist, kept current by the model's `update_plan`.
+    plan: Vec<PlanStep>,
 }
 
 impl Progress {
@@ -51,7 +56,16 @@ impl Progress {
             phase: "Claimed".into(),
             history: Vec::new(),
             outcome: None,
+            plan: Vec::new(),
         }
+    }
+
+    pub fn set_plan(&mut self, plan: Vec<PlanStep>) {
+        self.plan = plan;
+    }
+
+    pub fn plan(&self) -> &[PlanStep] {
+        &self.plan
     }
 
     pub fn set_branch(&mut self, branch: &str) {
@@ -106,7 +120,8 @@ impl Progress {
         let branch = self.branch.as_deref().unwrap_or("the task branch");
         let labels = [
             "Claim the task".to_owned(),
-            "Prepare the workspace and sandbox".to_owned(),
+            "Prepare the workspace".to_owned(),
+            "Plan the change (models debate a plan)".to_owned(),
             "Make the change (model with editor and commands)".to_owned(),
             format!("Push `{branch}`"),
             format!("Open or update the draft {change}"),
@@ -118,6 +133,23 @@ impl Progress {
         for (i, label) in labels.iter().enumerate() {
             let mark = if i < self.done { "x" } else { " " };
             out.push_str(&format!("- [{mark}] {label}\n"));
+        }
+        if !self.plan.is_empty() {
+            let done = self
+                .plan
+                .iter()
+                .filter(|s| s.status == StepStatus::Completed)
+                .count();
+            out.push_str(&format!("\n**Plan** ({done} of {} done)\n\n", self.plan.len()));
+            for step in &self.plan {
+                let line = match step.status {
+                    StepStatus::Completed => format!("- [x] {}", step.step),
+                    StepStatus::InProgress => format!("- [ ] {} *(in progress)*", step.step),
+                    StepStatus::Pending => format!("- [ ] {}", step.step),
+                };
+                out.push_str(&line);
+                out.push('\n');
+            }
         }
         if let Some(outcome) = &self.outcome {
             out.push_str(&format!("\n{outcome}\n"));
@@ -151,6 +183,23 @@ mod tests {
         assert!(text.starts_with("<!-- forgehand:task github:acme/api:issue:3 -->"));
         assert!(text.contains("- [x] Claim the task"));
         assert!(text.contains("- [ ] Push `forgehand/issue-3`"));
+        assert!(text.contains("- [x] Plan the change"));
+        p.set_plan(vec![
+            PlanStep {
+                step: "Parse the flag".into(),
+                status: StepStatus::Completed,
+            },
+            PlanStep {
+                step: "Test it".into(),
+                status: StepStatus::InProgress,
+            },
+        ]);
+        let text = p.render();
+        assert!(text.contains("**Plan** (1 of 2 done)"), "{text}");
+        assert!(
+            text.contains("- [x] Parse the flag\n- [ ] Test it *(in progress)*"),
+            "{text}"
+        );
         assert!(is_progress_comment(&text));
         p.finish(true, "Done", "Draft pull request: https://example/pr/1");
         let text = p.render();

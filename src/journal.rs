@@ -4,6 +4,7 @@
 //! is recorded here as soon as it is done; a restarted daemon reads it to
 //! resume or fail each unfinished task.
 
+use crate::planning::debate::{CallRecord, Checkpoints};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -113,6 +114,14 @@ impl Journal {
                 change_url TEXT,
                 outcome TEXT,
                 updated_at INTEGER NOT NULL
+            );
+            -- Finished model calls of a task's planning, so a restart
+            -- replays them instead of paying again.
+            CREATE TABLE IF NOT EXISTS plan_calls (
+                task_key TEXT NOT NULL,
+                call_key TEXT NOT NULL,
+                record TEXT NOT NULL,
+                PRIMARY KEY (task_key, call_key)
             );",
         )
         .map_err(fail)?;
@@ -209,12 +218,36 @@ impl Journal {
         self.update(key, "outcome", summary)
     }
 
-    /// Ends the task with a final phase and a one-line outcome.
+    /// Ends the task with a final phase and a one-line outcome; its saved
+    /// planning calls go with it.
     pub fn finish(&self, key: &str, phase: Phase, outcome: &str) -> Result<(), JournalError> {
         self.with(|db| {
             db.execute(
                 "UPDATE tasks SET phase = ?2, outcome = ?3, container_id = NULL, updated_at = ?4 WHERE key = ?1",
                 params![key, phase.as_str(), outcome, now()],
+            )?;
+            db.execute("DELETE FROM plan_calls WHERE task_key = ?1", params![key])
+                .map(drop)
+        })
+    }
+
+    /// A finished planning call of the task, as saved by [`Journal::save_call`].
+    pub fn load_call(&self, task: &str, call: &str) -> Result<Option<String>, JournalError> {
+        self.with(|db| {
+            db.query_row(
+                "SELECT record FROM plan_calls WHERE task_key = ?1 AND call_key = ?2",
+                params![task, call],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
+    pub fn save_call(&self, task: &str, call: &str, record: &str) -> Result<(), JournalError> {
+        self.with(|db| {
+            db.execute(
+                "INSERT OR REPLACE INTO plan_calls (task_key, call_key, record) VALUES (?1, ?2, ?3)",
+                params![task, call, record],
             )
             .map(drop)
         })
@@ -223,6 +256,41 @@ impl Journal {
     fn update(&self, key: &str, column: &'static str, value: &str) -> Result<(), JournalError> {
         let sql = format!("UPDATE tasks SET {column} = ?2, updated_at = ?3 WHERE key = ?1");
         self.with(|db| db.execute(&sql, params![key, value, now()]).map(drop))
+    }
+}
+
+/// The finished planning calls of one task, as the debate's checkpoints.
+pub struct PlanCalls<'a> {
+    pub journal: &'a Journal,
+    pub task: &'a str,
+}
+
+impl Checkpoints for PlanCalls<'_> {
+    fn load(&self, key: &str) -> Option<CallRecord> {
+        match self.journal.load_call(self.task, key) {
+            Ok(Some(text)) => serde_json::from_str(&text).ok(),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::warn!(task = self.task, "cannot read a saved planning call: {e}");
+                None
+            }
+        }
+    }
+
+    fn save(&self, key: &str, record: &CallRecord) {
+        let saved = serde_json::to_string(record)
+            .map_err(|e| e.to_string())
+            .and_then(|text| {
+                self.journal
+                    .save_call(self.task, key, &text)
+                    .map_err(|e| e.to_string())
+            });
+        if let Err(e) = saved {
+            tracing::warn!(
+                task = self.task,
+                "cannot save a planning call (a restart would repeat it): {e}"
+            );
+        }
     }
 }
 
@@ -275,9 +343,23 @@ mod tests {
         assert_eq!(resumed.phase, Phase::Pushed);
         assert_eq!(resumed.comment_id, Some(42));
         journal
+            .save_call("github:a/b:issue:1", "f/r1/plan/A", "{}")
+            .unwrap();
+        assert_eq!(
+            journal
+                .load_call("github:a/b:issue:1", "f/r1/plan/A")
+                .unwrap()
+                .as_deref(),
+            Some("{}")
+        );
+        journal
             .finish("github:a/b:issue:1", Phase::Done, "draft PR opened")
             .unwrap();
         assert!(journal.unfinished().unwrap().is_empty());
+        assert_eq!(
+            journal.load_call("github:a/b:issue:1", "f/r1/plan/A").unwrap(),
+            None
+        );
         // A new trigger of a finished item starts over.
         let again = journal.begin("github:a/b:issue:1").unwrap();
         assert_eq!(

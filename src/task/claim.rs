@@ -1,0 +1,160 @@
+//! Claiming the task: the label swap (read back), the progress comment
+//! (found by its marker after a restart), the target branch and the
+//! thread with each author's right to be heard; then the phases in order.
+
+use super::*;
+
+impl TaskRun<'_> {
+    pub(super) async fn execute(&mut self, record: &TaskRecord) -> Result<TaskEnd, TaskError> {
+        // Claim: idempotent label swap, then read back.
+        let labels = self.labels().clone();
+        self.forge
+            .edit_labels(
+                &self.item,
+                &[labels.processing.as_str()],
+                &[
+                    labels.trigger.as_str(),
+                    labels.done.as_str(),
+                    labels.failed.as_str(),
+                ],
+            )
+            .await?;
+        let item = self.forge.item(&self.item).await?;
+        if !item.open {
+            self.forge
+                .edit_labels(&self.item, &[], &[labels.processing.as_str()])
+                .await?;
+            self.env
+                .journal
+                .finish(&self.key, Phase::Stopped, "closed before work began")?;
+            return Ok(TaskEnd::Skipped {
+                reason: "the item is closed".into(),
+            });
+        }
+        if !item.has_label(&labels.processing) {
+            return Err(TaskError::Other(format!(
+                "the label \"{}\" did not stick after claiming; check that it exists and the token may set labels",
+                labels.processing
+            )));
+        }
+        // Independent reads and the comment at once: each is a forge round trip.
+        let (comment, target, thread) =
+            tokio::join!(self.locate_comment(), self.target(&item), self.thread(&item));
+        let comment = match comment? {
+            Some(id) => id,
+            None => {
+                self.progress.at(Step::Claim, "Claimed");
+                let body = self.env.secrets.scrub(&self.progress.render());
+                self.forge.create_comment(&self.item, &body).await?
+            }
+        };
+        self.comment_id = Some(comment);
+        self.env.journal.set_comment(&self.key, comment)?;
+        let target = target?;
+        self.env.journal.set_branch(&self.key, &target.branch)?;
+        self.progress.set_branch(&target.branch);
+        self.progress.at(Step::Workspace, "Preparing the workspace");
+
+        let summary = if record.phase >= Phase::Pushed {
+            tracing::info!(task = %self.item, "already pushed before a restart; opening or finding the PR/MR");
+            self.report().await;
+            record.outcome.clone().unwrap_or_default()
+        } else {
+            match self.work(&item, &target, thread?).await? {
+                Some(summary) => summary,
+                None => return self.no_changes().await,
+            }
+        };
+        self.deliver(&item, &target, &summary).await
+    }
+
+    /// The progress comment: the journalled one, else one carrying this
+    /// task's marker (posted before a restart), else `None`.
+    pub(super) async fn locate_comment(&self) -> Result<Option<u64>, TaskError> {
+        if let Some(id) = self.comment_id {
+            return Ok(Some(id));
+        }
+        let marker = progress::marker(&self.item);
+        let existing = self.forge.comments(&self.item).await?;
+        let found = existing
+            .iter()
+            .rev()
+            .find(|c| c.body.contains(&marker))
+            .map(|c| c.id);
+        if let Some(id) = found {
+            tracing::info!(task = %self.item, comment = id, "continuing the existing progress comment");
+        }
+        Ok(found)
+    }
+
+    /// Makes sure there is a progress comment (used when failing early).
+    pub(super) async fn ensure_comment(&mut self) -> Result<(), TaskError> {
+        let id = match self.locate_comment().await? {
+            Some(id) => id,
+            None => {
+                let body = self.env.secrets.scrub(&self.progress.render());
+                self.forge.create_comment(&self.item, &body).await?
+            }
+        };
+        self.comment_id = Some(id);
+        self.env.journal.set_comment(&self.key, id)?;
+        Ok(())
+    }
+
+    pub(super) async fn target(&self, item: &Item) -> Result<Target, TaskError> {
+        let repo = self.forge.repository(&self.item.repo).await?;
+        match self.item.kind {
+            ItemKind::Issue => Ok(Target {
+                branch: format!(
+                    "{}issue-{}",
+                    self.env.config.delivery.branch_prefix, item.reference.number
+                ),
+                base: repo.default_branch,
+                change: None,
+                clone_url: repo.clone_url,
+            }),
+            ItemKind::Change => {
+                let change = self.forge.change(&self.item).await?;
+                if !change.same_repo {
+                    return Err(TaskError::Other(
+                        "this pull/merge request comes from a fork; forgehand can only push to branches of the repository itself".into(),
+                    ));
+                }
+                Ok(Target {
+                    branch: change.source_branch.clone(),
+                    base: change.target_branch.clone(),
+                    change: Some(change),
+                    clone_url: repo.clone_url,
+                })
+            }
+        }
+    }
+
+    /// The item's thread with each author's right to be heard.
+    pub(super) async fn thread(&self, item: &Item) -> Result<Thread, TaskError> {
+        let mut trusted: HashMap<String, bool> = HashMap::new();
+        let check = |user: String| {
+            let forge = self.forge.clone();
+            let repo = self.item.repo.clone();
+            async move { (user.clone(), forge.may_trigger(&repo, &user).await) }
+        };
+        let (author, allowed) = check(item.author.clone()).await;
+        let author_trusted = allowed?;
+        trusted.insert(author, author_trusted);
+        let comments = self.forge.comments(&self.item).await?;
+        let mut out = Vec::with_capacity(comments.len());
+        for c in comments {
+            let ok = match trusted.get(&c.author) {
+                Some(ok) => *ok,
+                None => {
+                    let (user, allowed) = check(c.author.clone()).await;
+                    let ok = allowed?;
+                    trusted.insert(user, ok);
+                    ok
+                }
+            };
+            out.push((c, ok));
+        }
+        Ok((author_trusted, out))
+    }
+}

@@ -1,0 +1,183 @@
+//! Planning: pack the checkout (all of it when it fits
+//! `planning.context_tokens`, else a selection for the request), let the
+//! models debate a plan, and hand the agreed plan to the change. Each
+//! finished model call is journalled, so a restarted task replays the
+//! debate up to where it stopped and pays for nothing twice. With no model
+//! for planning, or no plan, the task goes on without one and says why.
+
+use super::*;
+use crate::agent::plan::{PlanStep, StepStatus};
+use crate::journal::PlanCalls;
+use crate::planning::debate::{DebateEvent, DebateSettings, PlanError, Planner};
+use crate::planning::pack::PackOptions;
+use crate::planning::prompts::Context;
+use crate::planning::select;
+
+/// The agreed plan, for the agent's prompt and the progress checklist.
+pub(super) struct TaskPlan {
+    pub text: String,
+    pub checklist: Vec<String>,
+}
+
+impl TaskRun<'_> {
+    pub(super) async fn plan(
+        &mut self,
+        checkout: PathBuf,
+        request_text: &str,
+    ) -> Result<Option<TaskPlan>, TaskError> {
+        let env = self.env;
+        let config = &env.config.planning;
+        if config.mode == crate::config::PlanningMode::Off {
+            return Ok(None);
+        }
+        self.progress.at(Step::Plan, "Planning: packing the code");
+        self.report().await;
+        let options = PackOptions {
+            max_file_bytes: config.max_file_bytes,
+        };
+        let (budget, request) = (config.context_tokens, request_text.to_owned());
+        let selection = blocking(move || select::for_task(&checkout, &request, budget, options)).await?;
+        let selection = match selection {
+            Ok(s) => s,
+            Err(e) => {
+                self.progress
+                    .note(format!("Planning skipped: the code could not be packed ({e})"));
+                return Ok(None);
+            }
+        };
+        self.note_selection(&selection);
+        let context = Context::new(&selection.packed.xml, selection.packed.tokens);
+        drop(selection);
+
+        let settings = DebateSettings::from_config(config, env.config.llm.max_output_tokens);
+        let checkpoints = PlanCalls {
+            journal: &env.journal,
+            task: &self.key,
+        };
+        let (events, mut received) = tokio::sync::mpsc::unbounded_channel::<DebateEvent>();
+        let planner = Planner {
+            model: env.model.as_ref(),
+            settings: &settings,
+            prices: &env.config.llm.prices,
+            checkpoints: &checkpoints,
+            observer: Some(Arc::new(move |event| {
+                let _ = events.send(event);
+            })),
+        };
+        let planning = planner.plan(&context, request_text);
+        tokio::pin!(planning);
+        let shutdown = self.shutdown.clone();
+        let result = loop {
+            tokio::select! {
+                result = &mut planning => break result,
+                Some(event) = received.recv() => {
+                    if let DebateEvent::Phase { name, done, total } = event {
+                        self.progress.status_now(format!("Planning: {name} ({done} of about {total} model calls done)"));
+                        self.report().await;
+                    }
+                }
+                _ = shutdown.cancelled() => return Err(TaskError::Shutdown),
+            }
+        };
+        match result {
+            Ok(outcome) => {
+                match &mut self.usage {
+                    Some(total) => total.merge(&outcome.usage),
+                    None => self.usage = Some(outcome.usage.clone()),
+                }
+                let checklist = outcome.checklist();
+                self.progress.set_plan(
+                    checklist
+                        .iter()
+                        .map(|step| PlanStep {
+                            step: step.clone(),
+                            status: StepStatus::Pending,
+                        })
+                        .collect(),
+                );
+                let (cost, _) = outcome.usage.estimated_cost();
+                let mut line = format!("Planned: {}", outcome.method);
+                if let Some(c) = outcome.rounds.iter().rev().find_map(|r| r.consensus.as_ref()) {
+                    line.push_str(&format!("; consensus {:.2}", c.score));
+                }
+                if let Some(c) = outcome.confidence {
+                    line.push_str(&format!("; judge's confidence {c:.2}"));
+                }
+                line.push_str(&format!(
+                    "; {} tokens ({} cached), estimated ${cost:.4}",
+                    outcome.usage.total().total(),
+                    outcome.usage.total().cached_input_tokens
+                ));
+                if outcome.replayed > 0 {
+                    line.push_str(&format!(
+                        "; {} call(s) replayed from before a restart",
+                        outcome.replayed
+                    ));
+                }
+                self.progress.note(line);
+                for note in outcome.notes.iter().take(5) {
+                    self.progress.note(format!("Planning: {note}"));
+                }
+                Ok(Some(TaskPlan {
+                    text: outcome.final_plan,
+                    checklist,
+                }))
+            }
+            Err(PlanError::NoModel(why)) => {
+                self.progress
+                    .note(format!("No plan: {why}. The model works from the request alone"));
+                Ok(None)
+            }
+            Err(e) => {
+                self.progress
+                    .note(format!("No plan: {e}. The model works from the request alone"));
+                Ok(None)
+            }
+        }
+    }
+
+    /// Says on the comment what a partial pack left out.
+    fn note_selection(&mut self, selection: &select::Selection) {
+        let packed = &selection.packed;
+        let real_files = packed
+            .files
+            .iter()
+            .filter(|f| f.path != select::LEFT_OUT_SOURCE)
+            .count();
+        if selection.whole {
+            self.progress.note(format!(
+                "Packed the whole checkout for planning: {real_files} files, {} tokens",
+                packed.tokens
+            ));
+        } else {
+            const NAMED: usize = 10;
+            let mut line = format!(
+                "Packed {real_files} files ({} tokens) for planning; the checkout is {} tokens, over planning.context_tokens, so {} files were left out",
+                packed.tokens,
+                selection.whole_tokens,
+                selection.left_out.len()
+            );
+            let named: Vec<&str> = selection
+                .left_out
+                .iter()
+                .take(NAMED)
+                .map(String::as_str)
+                .collect();
+            if !named.is_empty() {
+                line.push_str(&format!(": {}", named.join(", ")));
+                if selection.left_out.len() > NAMED {
+                    line.push_str(&format!(" and {} more", selection.left_out.len() - NAMED));
+                }
+            }
+            self.progress.note(line);
+        }
+        let unreadable = packed
+            .skipped
+            .iter()
+            .filter(|s| !matches!(s.reason, crate::planning::pack::SkipReason::OverBudget { .. }))
+            .count();
+        if unreadable > 0 {
+            tracing::info!(task = %self.item, "left out of the pack:\n{}", packed.skip_report());
+        }
+    }
+}
