@@ -186,7 +186,64 @@ pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets)
             Err(e) => check("models", Status::Fail, e.to_string()),
         },
     });
+    checks.push(planning_check(config, secrets));
     checks
+}
+
+/// How tasks will plan with the keys that are set.
+fn planning_check(config: &Config, secrets: &Secrets) -> Check {
+    use crate::config::PlanningMode;
+    use crate::llm::ChatModel;
+    use crate::planning::debate::{lineup, DebateSettings, Method};
+    let planning = &config.planning;
+    if planning.mode == PlanningMode::Off {
+        return check(
+            "planning",
+            Status::Pass,
+            "off (planning.mode): tasks start from the request",
+        );
+    }
+    let usable = match router::from_config(&config.llm, secrets) {
+        Ok(router) => router.models(),
+        Err(e) => return check("planning", Status::Fail, e.to_string()),
+    };
+    let settings = DebateSettings::from_config(planning, config.llm.max_output_tokens);
+    if settings.method == Method::Single {
+        return match usable.first() {
+            Some(m) => check(
+                "planning",
+                Status::Pass,
+                format!("one plan per task, from {} or the model the size chooses", m.name),
+            ),
+            None => check(
+                "planning",
+                Status::Warn,
+                "no model is usable: tasks go on without a plan; set a model key",
+            ),
+        };
+    }
+    match lineup(&settings, &usable, 0) {
+        Ok(l) if l.debaters.len() == 1 => check(
+            "planning",
+            Status::Warn,
+            format!(
+                "only {} can plan: Chain of Recursive Thoughts instead of a debate; set another provider's key for a debate",
+                l.debaters[0]
+            ),
+        ),
+        Ok(l) => check(
+            "planning",
+            if l.notes.is_empty() { Status::Pass } else { Status::Warn },
+            format!(
+                "debate of {} judged by {}, up to {} rounds{}",
+                l.debaters.join(", "),
+                l.judge,
+                planning.rounds,
+                if l.notes.is_empty() { String::new() } else { format!(" ({})", l.notes.join("; ")) }
+            ),
+        ),
+        Err(e) => check("planning", Status::Warn, format!("{e}: tasks go on without a plan")),
+    }
 }
 
 async fn image_checks(docker: &bollard::Docker, config: &Config) -> Vec<Check> {

@@ -170,6 +170,35 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
             &["labels", "used for two roles"],
         ),
         (
+            "planning:\n  mode: \"debates\"\n",
+            &["planning.mode", "\"debates\" is not one of", "\"off\""],
+        ),
+        (
+            "planning:\n  debaters: [\"o3\", \"gpt-5\"]\n",
+            &[
+                "planning.debaters[1]",
+                "\"gpt-5\" is not a model under llm.models",
+                "o3, gemini-2.5-pro",
+            ],
+        ),
+        (
+            "planning:\n  judge: \"claude\"\n",
+            &["planning.judge", "not a model under llm.models"],
+        ),
+        ("planning:\n  rounds: 0\n", &["planning.rounds", "use 1 to 10"]),
+        (
+            "planning:\n  consensus_threshold: 1.5\n",
+            &["planning.consensus_threshold", "at most 1"],
+        ),
+        (
+            "planning:\n  context_tokens: 10\n",
+            &["planning.context_tokens", "at least 1000"],
+        ),
+        (
+            "llm:\n  prices:\n    o3: {input: 1, output: 2, cached_input: -1}\n",
+            &["llm.prices.o3", "0 or more"],
+        ),
+        (
             "daemon:\n  max_concurrent_tasks: 0\n",
             &["daemon.max_concurrent_tasks", "at least 1"],
         ),

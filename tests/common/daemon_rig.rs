@@ -146,9 +146,15 @@ pub fn write_config(dir: &Path, instance: &str, forge_yaml: &str) -> PathBuf {
     write_config_with(dir, instance, "", forge_yaml)
 }
 
-/// The same, with more `daemon:` settings (indented lines).
+/// The same, with more `daemon:` settings (indented lines). Planning is off
+/// unless `forge_yaml` has a `planning:` section of its own.
 pub fn write_config_with(dir: &Path, instance: &str, daemon_extra: &str, forge_yaml: &str) -> PathBuf {
     let path = dir.join("config.yaml");
+    let planning = if forge_yaml.lines().any(|l| l.starts_with("planning:")) {
+        ""
+    } else {
+        "planning:\n  mode: \"off\"\n"
+    };
     let yaml = format!(
         r#"daemon:
   instance_id: "{instance}"
@@ -170,7 +176,7 @@ llm:
       max_input_tokens: 100000
   prices:
     "gpt-4o-mini": {{input: 0.15, output: 0.6}}
-{forge_yaml}
+{planning}{forge_yaml}
 "#,
         state = dir.join("state").display(),
         images = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

@@ -32,6 +32,16 @@ impl World {
 
     /// `daemon_extra`: more `daemon:` settings, as indented YAML lines.
     pub async fn with_daemon_settings(turns: Vec<(Reply, Option<Duration>)>, daemon_extra: &str) -> World {
+        World::build(turns, daemon_extra, None).await
+    }
+
+    /// A world whose tasks plan first (`planning.mode: single`); the model
+    /// answers planning calls with `plan`.
+    pub async fn with_planning(turns: Vec<(Reply, Option<Duration>)>, plan: &str) -> World {
+        World::build(turns, "", Some(plan)).await
+    }
+
+    async fn build(turns: Vec<(Reply, Option<Duration>)>, daemon_extra: &str, plan: Option<&str>) -> World {
         crate::common::ensure_images().await;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("git");
@@ -45,12 +55,15 @@ impl World {
         github.add_repo(REPO, &git.url("acme/app.git"), Some(bare.clone()));
         github.set_permission(REPO, "maya", "maintain");
         github.set_permission(REPO, "otto", "read");
-        let model = TurnModel::start(turns).await;
+        let model = TurnModel::start_with_plan(turns, plan.map(str::to_owned)).await;
         let instance = crate::common::unique("gh");
-        let forge = format!(
+        let mut forge = format!(
             "github:\n  api_url: \"{}\"\n  repositories: [\"{REPO}\"]\n",
             github.api_url()
         );
+        if plan.is_some() {
+            forge.push_str("planning:\n  mode: \"single\"\n");
+        }
         let config = daemon_rig::write_config_with(dir.path(), &instance, daemon_extra, &forge);
         World {
             dir,

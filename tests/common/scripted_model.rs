@@ -180,16 +180,31 @@ pub struct TurnModel {
     pub server: MockServer,
 }
 
-struct ByTurn(Vec<(Reply, Option<std::time::Duration>)>);
+struct ByTurn {
+    turns: Vec<(Reply, Option<std::time::Duration>)>,
+    /// The answer to planning calls (those with the sage system text).
+    plan: Option<String>,
+}
+
+/// How every sage planning call's system text begins.
+pub const SAGE_SYSTEM: &str = "You are a senior software engineer advising on a code base.";
 
 impl wiremock::Respond for ByTurn {
     fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+        if let (Some(plan), true) = (&self.plan, system.starts_with(SAGE_SYSTEM)) {
+            return ResponseTemplate::new(200).set_body_json(reply_body(
+                Format::OpenAi,
+                Reply::Text(plan.clone()),
+                0,
+            ));
+        }
         let turn = body["messages"]
             .as_array()
             .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
             .unwrap_or(0);
-        let (reply, delay) = &self.0[turn.min(self.0.len() - 1)];
+        let (reply, delay) = &self.turns[turn.min(self.turns.len() - 1)];
         let reply = match reply {
             Reply::Text(t) => Reply::Text(t.clone()),
             Reply::ToolCalls(c) => Reply::ToolCalls(c.clone()),
@@ -217,11 +232,19 @@ impl wiremock::Respond for ByTurn {
 
 impl TurnModel {
     pub async fn start(turns: Vec<(Reply, Option<std::time::Duration>)>) -> TurnModel {
+        TurnModel::start_with_plan(turns, None).await
+    }
+
+    /// The same, answering planning calls with `plan`.
+    pub async fn start_with_plan(
+        turns: Vec<(Reply, Option<std::time::Duration>)>,
+        plan: Option<String>,
+    ) -> TurnModel {
         assert!(!turns.is_empty());
         let server = MockServer::start().await;
         Mock::given(method("POST"))
             .and(path("/v1/chat/completions"))
-            .respond_with(ByTurn(turns))
+            .respond_with(ByTurn { turns, plan })
             .mount(&server)
             .await;
         TurnModel { server }
@@ -231,8 +254,23 @@ impl TurnModel {
         format!("{}/v1", self.server.uri())
     }
 
-    /// The JSON bodies of every request so far.
+    /// The JSON bodies of every request of the agent so far (planning calls
+    /// are left out).
     pub async fn requests(&self) -> Vec<Value> {
+        self.all_requests()
+            .await
+            .into_iter()
+            .filter(|r| {
+                !r["messages"][0]["content"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .starts_with(SAGE_SYSTEM)
+            })
+            .collect()
+    }
+
+    /// The JSON bodies of every request so far, planning calls included.
+    pub async fn all_requests(&self) -> Vec<Value> {
         self.server
             .received_requests()
             .await
