@@ -1,13 +1,14 @@
 //! Token counts with a real tokenizer (`o200k_base`, the encoding of OpenAI's
-//! current models). Other providers count a little differently; this is the
-//! estimate routing decisions are made on.
+//! current models), through GitHub's `bpe-openai`: the counts of tiktoken,
+//! about twice as fast, which matters when a whole repository is packed.
+//! Text is counted as the APIs count user text: `<|endoftext|>` is plain
+//! text there, not a special token. Other providers count a little
+//! differently; this is the estimate routing decisions are made on.
 
 use super::{ChatRequest, Message};
 
 pub fn count_text(text: &str) -> u64 {
-    tiktoken_rs::o200k_base_singleton()
-        .encode_with_special_tokens(text)
-        .len() as u64
+    bpe_openai::o200k_base().count(text) as u64
 }
 
 /// Tokens a request will take as input: system prompt, messages and tools.
@@ -47,6 +48,8 @@ mod tests {
     fn counts_are_real_token_counts() {
         assert_eq!(count_text(""), 0);
         assert_eq!(count_text("hello world"), 2);
+        // As the APIs see user text: the special token's spelling is text.
+        assert_eq!(count_text("<|endoftext|>"), 7);
         let long = "word ".repeat(1000);
         let n = count_text(&long);
         assert!((900..=1100).contains(&n), "{n}");
