@@ -4,6 +4,7 @@
 //! is recorded here as soon as it is done; a restarted daemon reads it to
 //! resume or fail each unfinished task.
 
+use crate::planning::context::{ContextLog, StoredMessage};
 use crate::planning::debate::{CallRecord, Checkpoints};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -122,6 +123,16 @@ impl Journal {
                 call_key TEXT NOT NULL,
                 record TEXT NOT NULL,
                 PRIMARY KEY (task_key, call_key)
+            );
+            -- The context stores (one per conversation: an issue and the
+            -- PR/MR opened for it share one). Kept after the task ends, so
+            -- a follow-up continues it; pruned when unused for long.
+            CREATE TABLE IF NOT EXISTS context_messages (
+                store TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                record TEXT NOT NULL,
+                updated_at INTEGER NOT NULL,
+                PRIMARY KEY (store, seq)
             );",
         )
         .map_err(fail)?;
@@ -253,6 +264,39 @@ impl Journal {
         })
     }
 
+    /// Deletes the context stores nobody touched for `unused_for`; returns
+    /// how many messages went.
+    pub fn prune_contexts(&self, unused_for: std::time::Duration) -> Result<usize, JournalError> {
+        let cutoff = now().saturating_sub(unused_for.as_secs() as i64);
+        self.with(|db| {
+            db.execute(
+                "DELETE FROM context_messages WHERE store IN (
+                    SELECT store FROM context_messages GROUP BY store HAVING MAX(updated_at) < ?1)",
+                params![cutoff],
+            )
+        })
+    }
+
+    fn context_rows(&self, store: &str) -> Result<Vec<(u64, String)>, JournalError> {
+        self.with(|db| {
+            let mut stmt =
+                db.prepare("SELECT seq, record FROM context_messages WHERE store = ?1 ORDER BY seq")?;
+            let rows = stmt.query_map(params![store], |r| Ok((r.get::<_, i64>(0)? as u64, r.get(1)?)))?;
+            rows.collect()
+        })
+    }
+
+    fn put_context(&self, store: &str, message: &StoredMessage) -> Result<(), JournalError> {
+        let record = serde_json::to_string(message).unwrap_or_default();
+        self.with(|db| {
+            db.execute(
+                "INSERT OR REPLACE INTO context_messages (store, seq, record, updated_at) VALUES (?1, ?2, ?3, ?4)",
+                params![store, message.seq as i64, record, now()],
+            )
+            .map(drop)
+        })
+    }
+
     fn update(&self, key: &str, column: &'static str, value: &str) -> Result<(), JournalError> {
         let sql = format!("UPDATE tasks SET {column} = ?2, updated_at = ?3 WHERE key = ?1");
         self.with(|db| db.execute(&sql, params![key, value, now()]).map(drop))
@@ -290,6 +334,50 @@ impl Checkpoints for PlanCalls<'_> {
                 task = self.task,
                 "cannot save a planning call (a restart would repeat it): {e}"
             );
+        }
+    }
+}
+
+/// The context stores live in the journal: a message is written as soon as
+/// it is classified, so a restart loses none. A write that fails is logged
+/// (the run goes on with the store in memory).
+impl ContextLog for Journal {
+    fn load(&self, store: &str) -> Vec<StoredMessage> {
+        match self.context_rows(store) {
+            Ok(rows) => rows
+                .into_iter()
+                .filter_map(|(seq, text)| match serde_json::from_str(&text) {
+                    Ok(message) => Some(message),
+                    Err(e) => {
+                        tracing::warn!(
+                            store,
+                            seq,
+                            "a stored context message cannot be read, leaving it out: {e}"
+                        );
+                        None
+                    }
+                })
+                .collect(),
+            Err(e) => {
+                tracing::warn!(store, "cannot read the context store: {e}");
+                Vec::new()
+            }
+        }
+    }
+
+    fn append(&self, store: &str, message: &StoredMessage) {
+        if let Err(e) = self.put_context(store, message) {
+            tracing::warn!(store, "cannot journal a context message: {e}");
+        }
+    }
+
+    fn set_summary(&self, store: &str, seq: u64, summary: &str) {
+        let mut messages = ContextLog::load(self, store);
+        if let Some(m) = messages.iter_mut().find(|m| m.seq == seq) {
+            m.summary = Some(summary.to_owned());
+            if let Err(e) = self.put_context(store, m) {
+                tracing::warn!(store, "cannot journal a constraint's summary: {e}");
+            }
         }
     }
 }

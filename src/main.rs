@@ -75,6 +75,13 @@ enum McpCommand {
         #[arg(long, value_name = "ADDR")]
         http: Option<std::net::SocketAddr>,
     },
+    /// Idea options (generate_idea_categories) and the context store's tools
+    /// on stdio, or on Streamable HTTP at http://ADDR/mcp with --http
+    Ideas {
+        /// Serve Streamable HTTP on this address instead of stdio
+        #[arg(long, value_name = "ADDR")]
+        http: Option<std::net::SocketAddr>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -132,18 +139,21 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let path = config_path(&cli);
-    if let Command::Mcp {
-        command: McpCommand::Sage { root, http },
-    } = &cli.command
-    {
-        // An MCP client often starts this without a config file: then the
+    if let Command::Mcp { command } = &cli.command {
+        // An MCP client often starts these without a config file: then the
         // built-in defaults (o3 and Gemini 2.5 Pro) apply.
-        let config = if cli.config.is_none() && !path.is_file() {
-            Config::defaults()
-        } else {
-            Config::load(&path)?
+        let config = || -> anyhow::Result<Config> {
+            Ok(if cli.config.is_none() && !path.is_file() {
+                Config::defaults()
+            } else {
+                Config::load(&path)?
+            })
         };
-        return serve_sage(config, root, *http).await;
+        match command {
+            McpCommand::Sage { root, http } => return serve_sage(config()?, root, *http).await,
+            McpCommand::Ideas { http } => return serve_ideas(config()?, *http).await,
+            McpCommand::TextEditor { .. } => {}
+        }
     }
     let config = Config::load(&path)?;
     match cli.command {
@@ -244,21 +254,45 @@ async fn serve_sage(
         debate: DebateSettings::from_config(&config.planning, config.llm.max_output_tokens),
         root,
     };
-    let sage = server::SageServer::new(settings);
+    serve_mcp("sage", server::SageServer::new(settings), http).await
+}
+
+async fn serve_ideas(config: Config, http: Option<std::net::SocketAddr>) -> anyhow::Result<ExitCode> {
+    use forgehand::planning::{ideas, ideas_server};
+    let router = forgehand::llm::router::from_config(&config.llm, &Secrets::from_env())?;
+    let settings = ideas_server::IdeasSettings {
+        model: std::sync::Arc::new(router),
+        ideas_model: config.ideas.model.clone(),
+        classifier_model: config.context.classifier_model.clone(),
+        pacer: ideas::shared_pacer(&config.ideas),
+        max_output_tokens: config.llm.max_output_tokens,
+        evolving_tokens: config.context.evolving_tokens,
+        recent_turns: config.context.recent_turns,
+    };
+    serve_mcp("ideas", ideas_server::IdeasServer::new(settings), http).await
+}
+
+/// Serves `server` on stdio, or on Streamable HTTP at `http` until a signal.
+async fn serve_mcp<S: rmcp::ServerHandler + Clone + Send + Sync + 'static>(
+    name: &str,
+    server: S,
+    http: Option<std::net::SocketAddr>,
+) -> anyhow::Result<ExitCode> {
+    use forgehand::planning::server::{serve_http, serve_stdio};
     match http {
-        None => server::serve_stdio(sage).await.map_err(anyhow::Error::msg)?,
+        None => serve_stdio(server).await.map_err(anyhow::Error::msg)?,
         Some(addr) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
-            tracing::info!("sage MCP server on http://{}/mcp", listener.local_addr()?);
+            tracing::info!("{name} MCP server on http://{}/mcp", listener.local_addr()?);
             let shutdown = CancellationToken::new();
             let trigger = shutdown.clone();
             tokio::spawn(async move {
                 shutdown_signal().await;
                 trigger.cancel();
             });
-            server::serve_http(sage, listener, shutdown)
+            serve_http(server, listener, shutdown)
                 .await
                 .map_err(anyhow::Error::msg)?;
         }

@@ -33,6 +33,10 @@ fn the_shipped_config_loads_and_matches_the_built_in_defaults() {
     assert_eq!(shipped.sandbox.memory_bytes, 4 << 30);
     assert_eq!(shipped.daemon.state_dir, root.join("state"));
     assert_eq!(shipped.images.dir, root.join("images"));
+    assert_eq!(shipped.planning.ideas, forgehand::config::IdeasMode::Auto);
+    assert!(shipped.trust.label_vouches_for_issue_text);
+    assert_eq!(shipped.ideas.min_interval, Duration::from_secs(5));
+    assert_eq!(shipped.context.recent_turns, 3);
 }
 
 #[test]
@@ -194,6 +198,39 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
             "planning:\n  context_tokens: 10\n",
             &["planning.context_tokens", "at least 1000"],
         ),
+        (
+            "planning:\n  ideas: \"sometimes\"\n",
+            &["planning.ideas", "\"sometimes\" is not one of", "\"auto\""],
+        ),
+        (
+            "context:\n  classifier_model: \"tiny\"\n",
+            &["context.classifier_model", "not a model under llm.models"],
+        ),
+        (
+            "context:\n  recent_turns: 0\n",
+            &["context.recent_turns", "use 1 to 10"],
+        ),
+        (
+            "context:\n  transcript_tokens: 100\n",
+            &["context.transcript_tokens", "at least 4000"],
+        ),
+        (
+            "context:\n  evolving_tokens: 10\n",
+            &["context.evolving_tokens", "at least 200"],
+        ),
+        (
+            "context:\n  keep_for: 0s\n",
+            &["context.keep_for", "longer than zero"],
+        ),
+        (
+            "ideas:\n  max_parallel: 0\n",
+            &["ideas.max_parallel", "use 1 to 16"],
+        ),
+        (
+            "ideas:\n  min_interval: 5\n",
+            &["ideas.min_interval", "has no unit"],
+        ),
+        ("trust:\n  label_vouches: true\n", &["trust", "label_vouches"]),
         (
             "llm:\n  prices:\n    o3: {input: 1, output: 2, cached_input: -1}\n",
             &["llm.prices.o3", "0 or more"],

@@ -282,8 +282,8 @@ async fn a_label_on_a_pull_request_works_on_its_branch_with_the_newest_comment_a
     assert_eq!(gh.pulls(REPO).len(), 1);
     let first = world.model.requests().await[0].to_string();
     let request_at = first
-        .find("The request (newest comment)")
-        .expect("a request section");
+        .find("# User's Current Message")
+        .expect("the synthesised request's current message");
     assert!(first[request_at..].contains("Please make it greet the whole world."));
     assert!(first[..request_at].contains("First thoughts"));
     let progress = &item.comments.iter().find(|c| c.1 == BOT).unwrap().2;

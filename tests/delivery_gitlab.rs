@@ -90,11 +90,13 @@ async fn a_label_from_a_developer_becomes_a_draft_merge_request() {
     assert!(item
         .label_events
         .iter()
-        .any(|(action, user, label)| action == "add" && user == BOT && label == "coding agent processing"));
+        .any(|(action, user, label, _)| action == "add"
+            && user == BOT
+            && label == "coding agent processing"));
     assert!(item
         .label_events
         .iter()
-        .any(|(action, user, label)| action == "remove" && user == BOT && label == "coding agent"));
+        .any(|(action, user, label, _)| action == "remove" && user == BOT && label == "coding agent"));
 
     let mrs = gitlab.merge_requests(PROJECT);
     assert_eq!(mrs.len(), 1, "{mrs:?}");

@@ -94,6 +94,7 @@ fn request() -> ChatRequest {
         temperature: None,
         reasoning_effort: None,
         cache_system: false,
+        json_output: false,
     }
 }
 

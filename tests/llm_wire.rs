@@ -46,6 +46,7 @@ fn request(model: &str, messages: Vec<Message>) -> ChatRequest {
         temperature: Some(0.2),
         reasoning_effort: Some("high".into()),
         cache_system: false,
+        json_output: false,
     }
 }
 

@@ -432,7 +432,11 @@ async fn a_restart_mid_debate_repeats_no_finished_call() {
             _ = debate(&router, &settings, &checkpoints) => panic!("the debate should have been killed"),
             _ = kill.cancelled() => {}
         }
-        assert_eq!(models.o3.phases(), ["plan", "critique"]);
+        // The kill lands at the debate's next await: a revision request may
+        // already be on its way, unanswered and unsaved (so repeated later).
+        let phases = models.o3.phases();
+        assert_eq!(phases[..2], ["plan", "critique"], "{phases:?}");
+        assert!(phases.len() == 2 || phases[2] == "revise", "{phases:?}");
     }
     // Second life: a new process, new servers; round 1 is replayed from the journal.
     let journal = Journal::open(state.path()).unwrap();

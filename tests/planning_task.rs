@@ -20,7 +20,7 @@ mod github_world;
 mod scripted_model;
 
 use fake_github::BOT;
-use github_world::{World, DONE, REPO};
+use github_world::{World, REPO};
 use scripted_model::{call, text, SAGE_SYSTEM};
 use serde_json::json;
 
@@ -55,21 +55,7 @@ async fn the_plan_reaches_the_agent_and_its_checklist_is_ticked_on_the_comment()
     ];
     let world = World::with_planning(turns, PLAN).await;
     let gh = &world.github;
-    let issue = gh.open_issue(
-        REPO,
-        "maya",
-        "Greet the world",
-        "The greeting should say hello to the world.",
-    );
-    gh.add_label(REPO, issue, "coding agent", "maya");
-    let mut daemon = world.start();
-    world.wait_for_end(issue).await;
-    assert_eq!(
-        gh.issue(REPO, issue).labels,
-        vec![DONE.to_owned()],
-        "{}",
-        daemon.log_text()
-    );
+    let (issue, mut daemon) = world.deliver_greeting(&[]).await;
 
     // The planner got the packed checkout and the request.
     let all = world.model.all_requests().await;

@@ -9,11 +9,14 @@
 
 #[path = "common/debate_model.rs"]
 mod debate_model;
+#[path = "common/mcp_client.rs"]
+mod mcp_client;
 #[path = "common/scripted_model.rs"]
 mod scripted_model;
 
 use debate_model::{Behaviour, DebateModel};
-use rmcp::model::{CallToolRequestParams, LoggingMessageNotificationParam, ProgressNotificationParam};
+use mcp_client::{call, free_address, start_http, text_of};
+use rmcp::model::{LoggingMessageNotificationParam, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
 use rmcp::{ClientHandler, RoleClient, ServiceExt};
@@ -116,19 +119,6 @@ impl Setup {
         cmd.envs(self.env(with_keys));
         cmd
     }
-}
-
-fn call(tool: &str, arguments: Value) -> CallToolRequestParams {
-    CallToolRequestParams::new(tool.to_owned()).with_arguments(arguments.as_object().unwrap().clone())
-}
-
-fn text_of(result: &rmcp::model::CallToolResult) -> String {
-    result
-        .content
-        .iter()
-        .filter_map(|c| c.as_text().map(|t| t.text.clone()))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// Lists the tools, asks for a plan with a progress token, checks what came back.
@@ -245,39 +235,11 @@ async fn missing_keys_are_a_tool_error_naming_the_variables() {
     client.cancel().await.unwrap();
 }
 
-/// Kills the server process when the test ends, however it ends.
-struct Child(tokio::process::Child);
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.0.start_kill();
-    }
-}
-
-async fn wait_for_port(port: u16) {
-    for _ in 0..200 {
-        if tokio::net::TcpStream::connect(("127.0.0.1", port)).await.is_ok() {
-            return;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the sage server never listened on port {port}");
-}
-
 #[tokio::test]
 async fn over_streamable_http_a_plan_comes_with_progress_and_logs() {
     let setup = Setup::new().await;
-    let port = {
-        let probe = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
-        probe.local_addr().unwrap().port()
-    };
-    let address = format!("127.0.0.1:{port}");
-    let mut command = setup.command(true, &["--http", &address]);
-    command
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null());
-    let _server = Child(command.spawn().unwrap());
-    wait_for_port(port).await;
+    let address = free_address();
+    let _server = start_http(setup.command(true, &["--http", &address]), &address).await;
     let recorder = Recorder::default();
     let transport = StreamableHttpClientTransport::from_uri(format!("http://{address}/mcp"));
     let client = recorder.clone().serve(transport).await.unwrap();

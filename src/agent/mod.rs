@@ -3,6 +3,7 @@
 //! the results (a failure is result text, never a crash); repeat until the
 //! model answers without tool calls, or a cap stops it.
 
+pub mod condense;
 pub mod plan;
 pub mod prompts;
 pub mod tools;
@@ -105,6 +106,7 @@ pub struct Agent {
     limits: AgentLimits,
     prices: BTreeMap<String, Price>,
     gate: Option<Arc<dyn StepGate>>,
+    condense: Option<condense::CondenseSettings>,
 }
 
 impl Agent {
@@ -120,12 +122,19 @@ impl Agent {
             limits,
             prices,
             gate: None,
+            condense: None,
         }
     }
 
     /// Consults `gate` before every model turn.
     pub fn with_gate(mut self, gate: Arc<dyn StepGate>) -> Agent {
         self.gate = Some(gate);
+        self
+    }
+
+    /// Condenses the transcript when a request passes `settings.at_tokens`.
+    pub fn with_condensing(mut self, settings: condense::CondenseSettings) -> Agent {
+        self.condense = Some(settings);
         self
     }
 
@@ -143,6 +152,8 @@ impl Agent {
             steps: 0,
             tool_calls: 0,
             failures: HashMap::new(),
+            condensed_upto: 0,
+            message_tokens: Vec::new(),
         };
         loop {
             if run.steps >= self.limits.max_steps {
@@ -167,6 +178,9 @@ impl Agent {
                 }
             }
             run.steps += 1;
+            if let Some(settings) = self.condense {
+                run.condense(system, self.tools.specs(), settings);
+            }
             let request = ChatRequest {
                 model: String::new(),
                 system: system.to_owned(),
@@ -176,6 +190,7 @@ impl Agent {
                 temperature: self.limits.temperature,
                 reasoning_effort: None,
                 cache_system: false,
+                json_output: false,
             };
             let response = match tokio::time::timeout(remaining, self.model.chat(&request)).await {
                 Err(_) => {
@@ -306,9 +321,48 @@ struct Run {
     steps: u32,
     tool_calls: u32,
     failures: HashMap<(String, String), u32>,
+    /// Messages before this index have been condensed.
+    condensed_upto: usize,
+    /// Token counts of `messages`, by index (for the condensing check).
+    message_tokens: Vec<u64>,
 }
 
 impl Run {
+    /// Condenses old steps when the next request would pass the budget.
+    fn condense(
+        &mut self,
+        system: &str,
+        tools: &[crate::llm::ToolSpec],
+        settings: condense::CondenseSettings,
+    ) {
+        use crate::llm::tokens::{count_message, count_text, count_tools};
+        // Messages only grow at the end between condensations: count each once.
+        while self.message_tokens.len() < self.messages.len() {
+            let next = count_message(&self.messages[self.message_tokens.len()]);
+            self.message_tokens.push(next);
+        }
+        let tokens = count_text(system) + self.message_tokens.iter().sum::<u64>() + count_tools(tools);
+        if tokens <= settings.at_tokens {
+            return;
+        }
+        if let Some(done) = condense::condense(
+            &mut self.messages,
+            self.condensed_upto,
+            settings.keep_recent_steps,
+        ) {
+            tracing::info!(
+                step = self.steps,
+                tokens,
+                budget = settings.at_tokens,
+                results = done.results,
+                arguments = done.arguments,
+                "condensed the transcript's older steps"
+            );
+            self.condensed_upto = done.upto;
+            self.message_tokens.clear();
+        }
+    }
+
     fn finish(self, answer: Option<String>, stop: StopReason) -> AgentOutcome {
         match &stop {
             StopReason::Answered => {

@@ -2,6 +2,7 @@
 //! the rest of forgehand uses. Loading fails early with an error that names
 //! the key, the bad value and what is accepted.
 
+mod context;
 mod env;
 mod planning;
 mod policy;
@@ -10,6 +11,7 @@ mod secrets;
 mod units;
 mod work;
 
+pub use context::{ContextConfig, IdeasConfig, IdeasMode, TrustConfig};
 pub use planning::{PlanningConfig, PlanningMode};
 pub use policy::{AgentLimits, Price, RetryPolicy};
 pub use secrets::{Secret, Secrets};
@@ -75,6 +77,9 @@ pub struct Config {
     pub labels: LabelsConfig,
     pub delivery: DeliveryConfig,
     pub planning: PlanningConfig,
+    pub context: ContextConfig,
+    pub ideas: IdeasConfig,
+    pub trust: TrustConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -429,6 +434,9 @@ impl Config {
         let planning = planning::resolve_planning(raw.planning, &llm.models)?;
         Ok(Config {
             planning,
+            context: context::resolve_context(raw.context, &llm.models)?,
+            ideas: context::resolve_ideas(raw.ideas, &llm.models)?,
+            trust: context::resolve_trust(raw.trust),
             scheduling,
             github: work::resolve_github(raw.github)?,
             gitlab: work::resolve_gitlab(raw.gitlab)?,

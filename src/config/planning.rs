@@ -1,6 +1,7 @@
 //! The planning phase: what code is packed for the models, and how the sage
 //! debate runs (seed 000).
 
+use super::context::{known_model, resolve_ideas_mode, IdeasMode};
 use super::units::{ByteSize, HumanDuration};
 use super::{positive_duration, ConfigError, ModelConfig};
 use serde::Deserialize;
@@ -46,6 +47,8 @@ pub struct PlanningConfig {
     pub time_limit: Duration,
     /// Longest one model call of a debate may take; a slower debater is left out.
     pub call_timeout: Duration,
+    /// When idea options widen the debate.
+    pub ideas: IdeasMode,
 }
 
 #[derive(Debug, Deserialize)]
@@ -61,6 +64,7 @@ pub struct RawPlanning {
     pub token_budget: u64,
     pub time_limit: HumanDuration,
     pub call_timeout: HumanDuration,
+    pub ideas: String,
 }
 
 impl Default for RawPlanning {
@@ -76,6 +80,7 @@ impl Default for RawPlanning {
             token_budget: 3_000_000,
             time_limit: HumanDuration(Duration::from_secs(20 * 60)),
             call_timeout: HumanDuration(Duration::from_secs(10 * 60)),
+            ideas: "auto".into(),
         }
     }
 }
@@ -104,21 +109,7 @@ pub(super) fn resolve_planning(
             ),
         ));
     }
-    let known = |key: String, name: &str| -> Result<String, ConfigError> {
-        let name = name.trim();
-        if models.iter().any(|m| m.model == name) {
-            Ok(name.to_owned())
-        } else {
-            let names: Vec<&str> = models.iter().map(|m| m.model.as_str()).collect();
-            Err(ConfigError::invalid(
-                &key,
-                format!(
-                    r#""{name}" is not a model under llm.models (those are: {}); add it there first"#,
-                    names.join(", ")
-                ),
-            ))
-        }
-    };
+    let known = |key: String, name: &str| known_model(&key, name, models);
     let mut debaters = Vec::new();
     for (i, name) in raw.debaters.iter().enumerate() {
         let name = known(format!("planning.debaters[{i}]"), name)?;
@@ -172,5 +163,6 @@ pub(super) fn resolve_planning(
         token_budget: raw.token_budget,
         time_limit: positive_duration("planning.time_limit", raw.time_limit)?,
         call_timeout: positive_duration("planning.call_timeout", raw.call_timeout)?,
+        ideas: resolve_ideas_mode(&raw.ideas)?,
     })
 }

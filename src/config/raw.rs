@@ -24,6 +24,9 @@ pub struct RawConfig {
     pub labels: RawLabels,
     pub delivery: RawDelivery,
     pub planning: super::planning::RawPlanning,
+    pub context: super::context::RawContext,
+    pub ideas: super::context::RawIdeas,
+    pub trust: super::context::RawTrust,
 }
 
 #[derive(Debug, Deserialize)]

@@ -111,8 +111,9 @@ impl Intake {
 
     async fn allowed(&mut self, forge: &dyn Forge, item: &Item) -> Result<bool, crate::forge::ForgeError> {
         let mut who = forge
-            .label_added_by(&item.reference, &self.labels.trigger)
-            .await?;
+            .label_applied(&item.reference, &self.labels.trigger)
+            .await?
+            .map(|applied| applied.by);
         if who.is_none() && item.reference.kind == ItemKind::Change {
             who = Some(item.author.clone());
         }

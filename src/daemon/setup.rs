@@ -78,7 +78,14 @@ pub async fn assemble(
     let router = crate::llm::router::from_config(&config.llm, &secrets)?;
     let prompts = Prompts::load(Some(&config.agent.prompts_dir))?;
     let journal = Journal::open(&config.daemon.state_dir)?;
+    match journal.prune_contexts(config.context.keep_for) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!("deleted {n} context message(s) unused for longer than context.keep_for"),
+        Err(e) => tracing::warn!("cannot prune old context stores: {e}"),
+    }
+    let ideas_pacer = crate::planning::ideas::shared_pacer(&config.ideas);
     let env = TaskEnv {
+        ideas_pacer,
         config: Arc::new(config),
         secrets: Arc::new(secrets),
         backend: Arc::new(backend),

@@ -5,7 +5,8 @@
 
 use super::http_util::{encode, next_link, path_and_query, remaining, wait_from_headers};
 use super::{
-    lock, ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll, RepoInfo,
+    lock, parse_time, ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef,
+    LabelApplied, Poll, RepoInfo, Timestamp,
 };
 use crate::config::{GitHubConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -268,6 +269,29 @@ impl GitHub {
         decode(&answer.body, what)
     }
 
+    /// The issue's events (labels, renames), every page.
+    async fn events(&self, item: &ItemRef) -> Result<Vec<IssueEvent>, ForgeError> {
+        let path = format!(
+            "{}/issues/{}/events?per_page=100",
+            Self::repo_path(&item.repo)?,
+            item.number
+        );
+        Ok(self
+            .get_all::<IssueEvent>(&path, "read the issue's events")
+            .await?
+            .0)
+    }
+
+    /// GitHub's GraphQL endpoint beside the REST one: `/graphql` on
+    /// api.github.com, `/api/graphql` on Enterprise Server (`/api/v3`).
+    fn graphql_url(&self) -> String {
+        let base = self.config.api_url.trim_end_matches('/');
+        match base.strip_suffix("/api/v3") {
+            Some(host) => format!("{host}/api/graphql"),
+            None => format!("{base}/graphql"),
+        }
+    }
+
     fn repo_path(repo: &str) -> Result<String, ForgeError> {
         let (owner, name) = repo.split_once('/').ok_or_else(|| ForgeError::Setup {
             forge: FORGE,
@@ -379,6 +403,8 @@ struct IssueComment {
 #[derive(Deserialize)]
 struct IssueEvent {
     event: String,
+    #[serde(default)]
+    created_at: Option<String>,
     #[serde(default)]
     actor: Option<User>,
     #[serde(default)]
@@ -530,20 +556,62 @@ impl Forge for GitHub {
         Ok(issue.into_item(&item.repo))
     }
 
-    async fn label_added_by(&self, item: &ItemRef, label: &str) -> Result<Option<String>, ForgeError> {
-        let path = format!(
-            "{}/issues/{}/events?per_page=100",
-            Self::repo_path(&item.repo)?,
-            item.number
-        );
-        let (events, _) = self
-            .get_all::<IssueEvent>(&path, "read the issue's events")
-            .await?;
+    async fn label_applied(&self, item: &ItemRef, label: &str) -> Result<Option<LabelApplied>, ForgeError> {
+        let events = self.events(item).await?;
         Ok(events
             .into_iter()
             .rev()
             .find(|e| e.event == "labeled" && e.label.as_ref().is_some_and(|l| l.name == label))
-            .and_then(|e| e.actor.map(|a| a.login)))
+            .and_then(|e| {
+                let at = parse_time(e.created_at.as_deref());
+                e.actor.map(|a| LabelApplied { by: a.login, at })
+            }))
+    }
+
+    async fn text_edited_at(&self, item: &ItemRef) -> Result<Option<Timestamp>, ForgeError> {
+        // The body's last edit is only in GraphQL; a title change is a `renamed` event.
+        let (owner, name) = item.repo.split_once('/').unwrap_or((item.repo.as_str(), ""));
+        let query = json!({
+            "query": "query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { issueOrPullRequest(number: $number) { ... on Issue { lastEditedAt } ... on PullRequest { lastEditedAt } } } }",
+            "variables": {"owner": owner, "name": name, "number": item.number},
+        });
+        let answer: Value = self
+            .write(
+                Method::POST,
+                &self.graphql_url(),
+                &query,
+                "read when the issue was last edited",
+            )
+            .await?;
+        if let Some(errors) = answer
+            .get("errors")
+            .and_then(Value::as_array)
+            .filter(|e| !e.is_empty())
+        {
+            return Err(ForgeError::Api {
+                forge: FORGE,
+                status: 200,
+                what: "read when the issue was last edited".into(),
+                message: errors
+                    .iter()
+                    .filter_map(|e| e.get("message").and_then(Value::as_str))
+                    .collect::<Vec<_>>()
+                    .join("; "),
+            });
+        }
+        let body = parse_time(
+            answer
+                .pointer("/data/repository/issueOrPullRequest/lastEditedAt")
+                .and_then(Value::as_str),
+        );
+        let renamed = self
+            .events(item)
+            .await?
+            .into_iter()
+            .filter(|e| e.event == "renamed")
+            .filter_map(|e| parse_time(e.created_at.as_deref()))
+            .max();
+        Ok(body.max(renamed))
     }
 
     async fn may_trigger(&self, repo: &str, user: &str) -> Result<bool, ForgeError> {

@@ -4,7 +4,8 @@
 //! what changed since the newest update already seen (`updated_after`).
 
 use super::{
-    lock, ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll, RepoInfo,
+    lock, parse_time, ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef,
+    LabelApplied, Poll, RepoInfo, Timestamp,
 };
 use crate::config::{GitLabConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -182,6 +183,9 @@ struct Issue {
     state: String,
     web_url: String,
     updated_at: String,
+    /// When the title or description was last edited (absent: never).
+    #[serde(default)]
+    last_edited_at: Option<String>,
 }
 
 impl Issue {
@@ -216,6 +220,8 @@ struct Note {
 struct LabelEvent {
     #[serde(default)]
     user: Option<User>,
+    #[serde(default)]
+    created_at: Option<String>,
     #[serde(default)]
     label: Option<LabelName>,
     action: String,
@@ -430,7 +436,14 @@ impl Forge for GitLab {
         Ok(issue.into_item(&item.repo, item.kind))
     }
 
-    async fn label_added_by(&self, item: &ItemRef, label: &str) -> Result<Option<String>, ForgeError> {
+    async fn text_edited_at(&self, item: &ItemRef) -> Result<Option<Timestamp>, ForgeError> {
+        let issue: Issue = self
+            .one(Rest::get(Self::item_path(item)), "read the issue")
+            .await?;
+        Ok(parse_time(issue.last_edited_at.as_deref()))
+    }
+
+    async fn label_applied(&self, item: &ItemRef, label: &str) -> Result<Option<LabelApplied>, ForgeError> {
         let events: Vec<LabelEvent> = self
             .all(
                 Rest::get(format!("{}/resource_label_events", Self::item_path(item))),
@@ -441,7 +454,10 @@ impl Forge for GitLab {
             .into_iter()
             .rev()
             .find(|e| e.action == "add" && e.label.as_ref().is_some_and(|l| l.name == label))
-            .and_then(|e| e.user.map(|u| u.username)))
+            .and_then(|e| {
+                let at = parse_time(e.created_at.as_deref());
+                e.user.map(|u| LabelApplied { by: u.username, at })
+            }))
     }
 
     async fn may_trigger(&self, repo: &str, user: &str) -> Result<bool, ForgeError> {

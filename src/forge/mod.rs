@@ -147,6 +147,23 @@ impl Item {
     }
 }
 
+/// A moment as the forges report it (RFC 3339), in UTC.
+pub type Timestamp = chrono::DateTime<chrono::Utc>;
+
+/// Reads a forge timestamp; `None` when absent or unreadable.
+pub fn parse_time(text: Option<&str>) -> Option<Timestamp> {
+    chrono::DateTime::parse_from_rfc3339(text?.trim())
+        .ok()
+        .map(|t| t.with_timezone(&chrono::Utc))
+}
+
+/// A label event: who applied the label, and when.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LabelApplied {
+    pub by: String,
+    pub at: Option<Timestamp>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct Comment {
     pub id: u64,
@@ -252,8 +269,12 @@ pub trait Forge: Send + Sync {
 
     async fn item(&self, item: &ItemRef) -> Result<Item, ForgeError>;
 
-    /// Who last applied `label` to the item, if anyone did.
-    async fn label_added_by(&self, item: &ItemRef, label: &str) -> Result<Option<String>, ForgeError>;
+    /// Who last applied `label` to the item and when, if anyone did.
+    async fn label_applied(&self, item: &ItemRef, label: &str) -> Result<Option<LabelApplied>, ForgeError>;
+
+    /// When the item's title or body was last edited, if ever (GitHub:
+    /// GraphQL `lastEditedAt` and `renamed` events; GitLab: `last_edited_at`).
+    async fn text_edited_at(&self, item: &ItemRef) -> Result<Option<Timestamp>, ForgeError>;
 
     /// Whether `user` has write access (GitHub) / the configured access level (GitLab).
     async fn may_trigger(&self, repo: &str, user: &str) -> Result<bool, ForgeError>;

@@ -138,6 +138,9 @@ pub fn request_body(request: &ChatRequest) -> Value {
     if let Some(t) = request.temperature {
         generation["temperature"] = json!(t);
     }
+    if request.json_output {
+        generation["responseMimeType"] = json!("application/json");
+    }
     let mut body = json!({
         "systemInstruction": {"parts": [{"text": request.system}]},
         "contents": contents,

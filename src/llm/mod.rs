@@ -69,6 +69,10 @@ pub struct ChatRequest {
     /// needs a mark (Anthropic's `cache_control`). OpenAI and Gemini cache
     /// identical prefixes by themselves.
     pub cache_system: bool,
+    /// Ask for a JSON answer in the provider's JSON mode where it has one
+    /// (OpenAI `response_format`, Gemini `responseMimeType`); Anthropic has
+    /// none, and the prompt asks for JSON anyway.
+    pub json_output: bool,
 }
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

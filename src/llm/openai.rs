@@ -63,6 +63,9 @@ pub fn request_body(request: &ChatRequest) -> Value {
             .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
             .collect();
     }
+    if request.json_output {
+        body["response_format"] = json!({"type": "json_object"});
+    }
     if is_reasoning_model(&request.model) {
         body["max_completion_tokens"] = json!(request.max_output_tokens);
         if let Some(effort) = &request.reasoning_effort {

@@ -5,7 +5,7 @@
 //! text there, not a special token. Other providers count a little
 //! differently; this is the estimate routing decisions are made on.
 
-use super::{ChatRequest, Message};
+use super::{ChatRequest, Message, ToolSpec};
 
 pub fn count_text(text: &str) -> u64 {
     bpe_openai::o200k_base().count(text) as u64
@@ -13,31 +13,43 @@ pub fn count_text(text: &str) -> u64 {
 
 /// Tokens a request will take as input: system prompt, messages and tools.
 pub fn count_request(request: &ChatRequest) -> u64 {
-    // A few tokens of framing per message, as the chat formats add them.
-    const PER_MESSAGE: u64 = 4;
-    let mut total = count_text(&request.system) + PER_MESSAGE;
-    for message in &request.messages {
-        total += PER_MESSAGE
-            + match message {
-                Message::User(text) => count_text(text),
-                Message::Assistant { text, tool_calls } => {
-                    count_text(text)
-                        + tool_calls
-                            .iter()
-                            .map(|c| count_text(&c.name) + count_text(&c.arguments))
-                            .sum::<u64>()
-                }
-                Message::ToolResults(results) => {
-                    results.iter().map(|r| count_text(&r.content) + PER_MESSAGE).sum()
-                }
-            };
-    }
-    for tool in &request.tools {
-        total += count_text(&tool.name)
-            + count_text(&tool.description)
-            + count_text(&serde_json::Value::Object(tool.parameters.clone()).to_string());
-    }
-    total
+    count_text(&request.system)
+        + PER_MESSAGE
+        + request.messages.iter().map(count_message).sum::<u64>()
+        + count_tools(&request.tools)
+}
+
+/// A few tokens of framing per message, as the chat formats add them.
+const PER_MESSAGE: u64 = 4;
+
+/// Tokens of one message with its framing.
+pub fn count_message(message: &Message) -> u64 {
+    PER_MESSAGE
+        + match message {
+            Message::User(text) => count_text(text),
+            Message::Assistant { text, tool_calls } => {
+                count_text(text)
+                    + tool_calls
+                        .iter()
+                        .map(|c| count_text(&c.name) + count_text(&c.arguments))
+                        .sum::<u64>()
+            }
+            Message::ToolResults(results) => {
+                results.iter().map(|r| count_text(&r.content) + PER_MESSAGE).sum()
+            }
+        }
+}
+
+/// Tokens of the tool definitions.
+pub fn count_tools(tools: &[ToolSpec]) -> u64 {
+    tools
+        .iter()
+        .map(|tool| {
+            count_text(&tool.name)
+                + count_text(&tool.description)
+                + count_text(&serde_json::Value::Object(tool.parameters.clone()).to_string())
+        })
+        .sum()
 }
 
 #[cfg(test)]

@@ -1,8 +1,14 @@
 //! Planning (seed 000): packing code for a model ([`pack`], [`select`]),
 //! the sage tools ([`sage`]: opinion and review; [`debate`]: the plan
-//! debate), and their MCP server ([`server`]).
+//! debate), and their MCP server ([`server`]); the context store
+//! ([`context`], [`classify`]: seed 003) and idea options ([`ideas`]: seed
+//! 001, served by [`ideas_server`]).
 
+pub mod classify;
+pub mod context;
 pub mod debate;
+pub mod ideas;
+pub mod ideas_server;
 pub mod pack;
 pub mod prompts;
 pub mod review;

@@ -86,6 +86,7 @@ pub fn call(context: &Context, request: &str, phase: &str, max_output_tokens: u3
         temperature: None,
         reasoning_effort: None,
         cache_system: true,
+        json_output: false,
     }
 }
 

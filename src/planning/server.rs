@@ -142,6 +142,7 @@ impl SageServer {
         }
         let log = Logger {
             peer: context.peer.clone(),
+            name: "sage",
         };
         let sage = self.sage();
         let packed = match sage.pack(&self.settings.root, &paths).await {
@@ -202,7 +203,10 @@ impl SageServer {
         let peer = context.peer.clone();
         // Notifications are sent from here, in order, while the debate runs.
         let forward = tokio::spawn(async move {
-            let log = Logger { peer: peer.clone() };
+            let log = Logger {
+                peer: peer.clone(),
+                name: "sage",
+            };
             while let Some(event) = received.recv().await {
                 match event {
                     DebateEvent::Phase { name, done, total } => {
@@ -265,27 +269,28 @@ impl SageServer {
     }
 }
 
-fn error(message: String) -> CallToolResult {
+pub(super) fn error(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
 
-/// MCP log messages to the client (`notifications/message`).
-struct Logger {
-    peer: Peer<RoleServer>,
+/// MCP log messages to the client (`notifications/message`), copied to our log.
+pub(super) struct Logger {
+    pub peer: Peer<RoleServer>,
+    pub name: &'static str,
 }
 
 impl Logger {
-    async fn info(&self, data: Value) {
+    pub async fn info(&self, data: Value) {
         self.send(LoggingLevel::Info, data).await
     }
 
-    async fn warning(&self, data: Value) {
+    pub async fn warning(&self, data: Value) {
         self.send(LoggingLevel::Warning, data).await
     }
 
     async fn send(&self, level: LoggingLevel, data: Value) {
-        tracing::info!(target: "sage", "{data}");
-        let param = LoggingMessageNotificationParam::new(level, data).with_logger("sage");
+        tracing::info!(server = self.name, "{data}");
+        let param = LoggingMessageNotificationParam::new(level, data).with_logger(self.name);
         if let Err(e) = self.peer.notify_logging_message(param).await {
             tracing::debug!("cannot send a log message: {e}");
         }
@@ -319,7 +324,8 @@ impl ServerHandler for SageServer {
 }
 
 /// Serves on stdin/stdout until the client leaves.
-pub async fn serve_stdio(server: SageServer) -> Result<(), String> {
+/// Serves one MCP session over stdin/stdout until the client leaves.
+pub async fn serve_stdio<S: ServerHandler>(server: S) -> Result<(), String> {
     let running = server
         .serve(rmcp::transport::io::stdio_pipes())
         .await
@@ -332,8 +338,9 @@ pub async fn serve_stdio(server: SageServer) -> Result<(), String> {
 }
 
 /// Serves Streamable HTTP at `http://ADDR/mcp` until `shutdown` is cancelled.
-pub async fn serve_http(
-    server: SageServer,
+/// Serves MCP over Streamable HTTP at `/mcp` until `shutdown`.
+pub async fn serve_http<S: ServerHandler + Clone + Send + Sync + 'static>(
+    server: S,
     listener: tokio::net::TcpListener,
     shutdown: tokio_util::sync::CancellationToken,
 ) -> Result<(), String> {

@@ -16,7 +16,7 @@ impl TaskRun<'_> {
     ) -> Result<Option<String>, TaskError> {
         let config = &self.env.config;
         let credentials = self.forge.git_credentials().await?;
-        let mut ws = {
+        let ws = {
             let (root, url, base, branch, creds) = (
                 self.work_dir(),
                 target.clone_url.clone(),
@@ -44,17 +44,32 @@ impl TaskRun<'_> {
                     (&author.0, &author.1),
                 )
             });
-            // The comment says what happens while the clone runs.
-            let (cloned, ()) = tokio::join!(clone, self.report());
-            cloned??
+            // The comment says what happens while the clone runs and the
+            // thread is classified into the context store.
+            let (cloned, (), context) =
+                tokio::join!(clone, self.report(), self.gather_context(item, target, &thread));
+            let (store, notes, usage) = context?;
+            for note in notes {
+                self.progress.note(note);
+            }
+            self.merge_usage(&usage);
+            (cloned??, store)
         };
+        let (mut ws, store) = ws;
         let setting = request::Setting {
             branch: &target.branch,
             base: &target.base,
             project_dir: &config.sandbox.project_dir,
         };
-        let request_text = request::build(item, thread.0, &thread.1, &setting);
-        let plan = self.plan(ws.checkout_dir(), &request_text).await?;
+        // Every main request starts from the synthesised context: the
+        // mission and every constraint, however long the run.
+        let mut request_text = store.synthesize(config.context.recent_turns);
+        request_text.push_str(&request::where_you_work(
+            item,
+            &setting,
+            &request::withheld(&thread.author, &thread.comments),
+        ));
+        let plan = self.plan(ws.checkout_dir(), &request_text, &store, item).await?;
 
         let image = crate::images::image_for_repository(&config.images, &self.item.repo, &ws.checkout_dir());
         let spec = SandboxSpec {
@@ -104,7 +119,11 @@ impl TaskRun<'_> {
             agent_limits,
             config.llm.prices.clone(),
         )
-        .with_gate(gate);
+        .with_gate(gate)
+        .with_condensing(crate::agent::condense::CondenseSettings {
+            at_tokens: config.context.transcript_tokens,
+            keep_recent_steps: config.context.keep_recent_steps,
+        });
         self.report().await;
         let mut outcome = agent.run(&system, vec![Message::User(first_message)]).await;
         self.progress = live.lock().unwrap_or_else(|p| p.into_inner()).clone();

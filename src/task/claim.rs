@@ -133,28 +133,67 @@ impl TaskRun<'_> {
     /// The item's thread with each author's right to be heard.
     pub(super) async fn thread(&self, item: &Item) -> Result<Thread, TaskError> {
         let mut trusted: HashMap<String, bool> = HashMap::new();
-        let check = |user: String| {
-            let forge = self.forge.clone();
-            let repo = self.item.repo.clone();
-            async move { (user.clone(), forge.may_trigger(&repo, &user).await) }
-        };
-        let (author, allowed) = check(item.author.clone()).await;
-        let author_trusted = allowed?;
-        trusted.insert(author, author_trusted);
         let comments = self.forge.comments(&self.item).await?;
         let mut out = Vec::with_capacity(comments.len());
         for c in comments {
-            let ok = match trusted.get(&c.author) {
-                Some(ok) => *ok,
-                None => {
-                    let (user, allowed) = check(c.author.clone()).await;
-                    let ok = allowed?;
-                    trusted.insert(user, ok);
-                    ok
-                }
-            };
+            let ok = self.may_trigger(&mut trusted, &c.author).await?;
             out.push((c, ok));
         }
-        Ok((author_trusted, out))
+        let author = if self.may_trigger(&mut trusted, &item.author).await? {
+            Heard::Member
+        } else {
+            self.vouched(&mut trusted).await?
+        };
+        Ok(Thread {
+            author,
+            comments: out,
+        })
+    }
+
+    async fn may_trigger(&self, known: &mut HashMap<String, bool>, user: &str) -> Result<bool, TaskError> {
+        if let Some(ok) = known.get(user) {
+            return Ok(*ok);
+        }
+        let ok = self.forge.may_trigger(&self.item.repo, user).await?;
+        known.insert(user.to_owned(), ok);
+        Ok(ok)
+    }
+
+    /// An outsider's title and body: heard when a maintainer's trigger
+    /// label vouches for them as they stood then (trust.label_vouches_for_issue_text).
+    async fn vouched(&self, known: &mut HashMap<String, bool>) -> Result<Heard, TaskError> {
+        let withheld = |why: &str| Heard::Withheld { why: why.to_owned() };
+        if !self.env.config.trust.label_vouches_for_issue_text {
+            return Ok(withheld(
+                "written by someone without write access (trust.label_vouches_for_issue_text is off)",
+            ));
+        }
+        let Some(label) = self
+            .forge
+            .label_applied(&self.item, &self.labels().trigger)
+            .await?
+        else {
+            return Ok(withheld(
+                "written by someone without write access, and no label event says who asked for the task",
+            ));
+        };
+        if !self.may_trigger(known, &label.by).await? {
+            return Ok(withheld(&format!(
+                "written by someone without write access, and @{} who applied the label has none either",
+                label.by
+            )));
+        }
+        let edited = self.forge.text_edited_at(&self.item).await?;
+        match (edited, label.at) {
+            (None, _) => Ok(Heard::Vouched { by: label.by }),
+            (Some(edited), Some(labelled)) if edited <= labelled => Ok(Heard::Vouched { by: label.by }),
+            (Some(_), Some(_)) => Ok(withheld(&format!(
+                "written by someone without write access and edited after @{} applied the label, so the label no longer vouches for it",
+                label.by
+            ))),
+            (Some(_), None) => Ok(withheld(
+                "written by someone without write access and edited; the forge does not say whether before or after the label",
+            )),
+        }
     }
 }

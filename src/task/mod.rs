@@ -5,6 +5,7 @@
 
 mod change;
 mod claim;
+mod context;
 mod deliver;
 mod plan;
 pub mod progress;
@@ -43,6 +44,8 @@ pub struct TaskEnv {
     pub journal: Arc<Journal>,
     /// Print each progress update on stderr (`forgehand once`).
     pub echo_progress: bool,
+    /// Spaces the idea-option calls of every task (one key, one limit).
+    pub ideas_pacer: Arc<crate::planning::ideas::Pacer>,
 }
 
 /// How a task ended (for the daemon's bookkeeping and `once`'s exit code).
@@ -84,6 +87,9 @@ enum TaskError {
     Shutdown,
     #[error("stopped: {0}")]
     Stopped(String),
+    /// Nothing of the request may be shown to a model.
+    #[error("nothing of the request can be shown to the model ({0})")]
+    NothingHeard(String),
 }
 
 impl From<crate::git::GitError> for TaskError {
@@ -102,6 +108,9 @@ fn advice(err: &TaskError) -> &'static str {
             "Make that change by hand, or let an operator allow it (delivery.allow_protected_paths), then add the trigger label again."
         }
         TaskError::Sandbox(_) => "An operator should check the Docker engine (`forgehand doctor`); then add the trigger label again.",
+        TaskError::NothingHeard(_) => {
+            "A maintainer can restate the request in a comment of their own (forgehand reads comments from people with write access), then add the trigger label again."
+        }
         _ => "Add the trigger label again to retry; if it fails the same way, give more detail in a comment or ask an operator to look at the daemon's log.",
     }
 }
@@ -185,8 +194,24 @@ struct TaskRun<'a> {
     finish_summary: Option<String>,
 }
 
-/// Whether the item's author may be heard, and each comment with the same.
-type Thread = (bool, Vec<(crate::forge::Comment, bool)>);
+/// Whose text of the thread the model may see.
+pub(super) struct Thread {
+    pub author: Heard,
+    /// Each comment with whether its author may trigger tasks.
+    pub comments: Vec<(crate::forge::Comment, bool)>,
+}
+
+/// Whether the item's own title and body reach the model.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Heard {
+    /// The author may trigger tasks.
+    Member,
+    /// An outsider's text, vouched for by the maintainer who labelled it
+    /// (unchanged since the label).
+    Vouched { by: String },
+    /// Withheld, with the reason for the progress comment.
+    Withheld { why: String },
+}
 
 /// Where the work goes: the branch, what it is based on, and the PR/MR when
 /// the task is one.
@@ -290,6 +315,15 @@ impl TaskRun<'_> {
                 )
             }
             None => String::new(),
+        }
+    }
+
+    /// Adds model use outside the agent loop (classification, ideas,
+    /// planning) to the task's report.
+    pub(super) fn merge_usage(&mut self, usage: &UsageReport) {
+        match &mut self.usage {
+            Some(total) => total.merge(usage),
+            None => self.usage = Some(usage.clone()),
         }
     }
 

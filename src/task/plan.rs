@@ -7,8 +7,11 @@
 
 use super::*;
 use crate::agent::plan::{PlanStep, StepStatus};
+use crate::config::IdeasMode;
 use crate::journal::PlanCalls;
+use crate::planning::context::ContextStore;
 use crate::planning::debate::{DebateEvent, DebateSettings, PlanError, Planner};
+use crate::planning::ideas::{Generator, IdeaRequest};
 use crate::planning::pack::PackOptions;
 use crate::planning::prompts::Context;
 use crate::planning::select;
@@ -24,12 +27,16 @@ impl TaskRun<'_> {
         &mut self,
         checkout: PathBuf,
         request_text: &str,
+        store: &ContextStore,
+        item: &Item,
     ) -> Result<Option<TaskPlan>, TaskError> {
         let env = self.env;
         let config = &env.config.planning;
         if config.mode == crate::config::PlanningMode::Off {
             return Ok(None);
         }
+        let widened = self.ideas(store, item, request_text).await;
+        let request_text = widened.as_deref().unwrap_or(request_text);
         self.progress.at(Step::Plan, "Planning: packing the code");
         self.report().await;
         let options = PackOptions {
@@ -81,6 +88,7 @@ impl TaskRun<'_> {
         };
         match result {
             Ok(outcome) => {
+                // `checkpoints` still borrows the task key: add to the report in place.
                 match &mut self.usage {
                     Some(total) => total.merge(&outcome.usage),
                     None => self.usage = Some(outcome.usage.clone()),
@@ -132,6 +140,65 @@ impl TaskRun<'_> {
                 self.progress
                     .note(format!("No plan: {e}. The model works from the request alone"));
                 Ok(None)
+            }
+        }
+    }
+
+    /// Idea options as perspectives for the debate (planning.ideas):
+    /// the request with them appended, or `None` when not wanted or not
+    /// available (the comment says why).
+    async fn ideas(&mut self, store: &ContextStore, item: &Item, request_text: &str) -> Option<String> {
+        let env = self.env;
+        let wanted = match env.config.planning.ideas {
+            IdeasMode::Always => true,
+            IdeasMode::Never => false,
+            IdeasMode::Auto => store.open_ended(),
+        };
+        if !wanted {
+            return None;
+        }
+        self.progress.status_now("Planning: generating idea options");
+        self.report().await;
+        // The smallest sizes the seed allows: perspectives, not a catalogue.
+        let request = IdeaRequest {
+            target_categories: 10,
+            target_options_per_category: 10,
+            randomize_selection: true,
+            random_sample_size: 5,
+            domain_context: Some(request_text.to_owned()),
+            ..IdeaRequest::new(
+                "senior software engineer and maintainer of this repository",
+                &item.title,
+            )
+        };
+        let meter = crate::planning::classify::Meter::new(UsageReport::new(env.config.llm.prices.clone()));
+        let generator = Generator {
+            model: env.model.as_ref(),
+            model_name: env.config.ideas.model.as_deref(),
+            pacer: &env.ideas_pacer,
+            max_output_tokens: env.config.llm.max_output_tokens,
+            usage: Some(&meter),
+        };
+        let generated = tokio::select! {
+            result = generator.generate(&request) => result,
+            _ = self.shutdown.cancelled() => return None,
+        };
+        self.merge_usage(&meter.into_inner().unwrap_or_else(|p| p.into_inner()));
+        match generated {
+            Ok(output) => {
+                self.progress.note(format!(
+                    "Idea options: {} categories, {} options as perspectives for the debate",
+                    output.metadata.total_categories, output.metadata.total_options
+                ));
+                Some(format!(
+                    "{request_text}\n\n## Perspectives to consider (idea options)\n\nThese options widen the plan. Weigh them; take those that serve the request and its constraints. The final plan must end with a section \"## Perspectives taken\" that names the options it took (or says none fit, and why).\n\n{}",
+                    output.perspectives()
+                ))
+            }
+            Err(e) => {
+                self.progress
+                    .note(format!("No idea options ({e}); the debate goes on without them"));
+                None
             }
         }
     }

@@ -4,7 +4,10 @@
 
 use super::progress::is_progress_comment;
 use super::sanitize::for_model;
+use super::Heard;
 use crate::forge::{Comment, ForgeKind, Item, ItemKind};
+use crate::planning::context::{Incoming, Voice};
+use sha2::{Digest, Sha256};
 
 /// Where the model works.
 pub struct Setting<'a> {
@@ -21,72 +24,91 @@ pub fn plan_section(plan: &str) -> String {
     )
 }
 
-/// Builds the user message that starts the agent. `trusted` says, per
-/// comment, whether its author may trigger tasks; `author_trusted` the same
-/// for the item's author.
-pub fn build(
+/// The thread as messages for the context store, oldest first: the item's
+/// own title and body when they may be heard (marked as the reporter's
+/// words when a maintainer's label vouches for them), then every comment by
+/// someone allowed to trigger tasks. Progress comments are forgehand's own
+/// and left out. `with_item_text` is false when the item is a PR/MR
+/// forgehand opened for an issue whose store this continues.
+pub fn messages(
     item: &Item,
-    author_trusted: bool,
+    author: &Heard,
     comments: &[(Comment, bool)],
-    setting: &Setting<'_>,
-) -> String {
+    with_item_text: bool,
+) -> Vec<Incoming> {
+    let key = item.reference.key();
+    let mut out = Vec::new();
+    let voice = match author {
+        Heard::Member => Some(Voice::Member),
+        Heard::Vouched { by } => Some(Voice::Reporter {
+            vouched_by: by.clone(),
+        }),
+        Heard::Withheld { .. } => None,
+    };
+    if let (Some(voice), true) = (voice, with_item_text) {
+        let title = for_model(&item.title);
+        let body = for_model(&item.body);
+        let text = format!("{}\n\n{}", title.trim(), body.trim());
+        // An edited body is a new message; the old one stays in the store.
+        let digest = Sha256::digest(text.as_bytes());
+        let short: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+        out.push(Incoming {
+            source: format!("body:{key}:{short}"),
+            author: item.author.clone(),
+            voice,
+            text: text.trim().to_owned(),
+        });
+    }
+    for (c, trusted) in comments {
+        if !*trusted || is_progress_comment(&c.body) {
+            continue;
+        }
+        let text = for_model(&c.body);
+        if text.trim().is_empty() {
+            continue;
+        }
+        out.push(Incoming {
+            source: format!("comment:{key}:{}", c.id),
+            author: c.author.clone(),
+            voice: Voice::Member,
+            text: text.trim().to_owned(),
+        });
+    }
+    out
+}
+
+/// What was kept from the model, for the progress comment and the request.
+pub fn withheld(author: &Heard, comments: &[(Comment, bool)]) -> Vec<String> {
+    let mut out = Vec::new();
+    if let Heard::Withheld { why } = author {
+        out.push(format!("The title and description are withheld: {why}"));
+    }
+    let hidden = comments.iter().filter(|(_, trusted)| !*trusted).count();
+    if hidden > 0 {
+        out.push(format!(
+            "{hidden} comment(s) by people without write access are not shown"
+        ));
+    }
+    out
+}
+
+/// The part of the agent's first message that says where and how it works
+/// (after the synthesised request).
+pub fn where_you_work(item: &Item, setting: &Setting<'_>, withheld: &[String]) -> String {
     let (noun, change) = match (item.reference.forge, item.reference.kind) {
         (_, ItemKind::Issue) => ("issue", false),
         (ForgeKind::GitHub, ItemKind::Change) => ("pull request", true),
         (ForgeKind::GitLab, ItemKind::Change) => ("merge request", true),
     };
-    let mut out = format!("# Task: {noun} {}\n\n", item.reference);
-    if author_trusted {
-        out.push_str(&format!("## Title\n{}\n\n", for_model(&item.title).trim()));
-        let body = for_model(&item.body);
-        let body = body.trim();
-        out.push_str(&format!(
-            "## Description (by @{})\n{}\n\n",
-            item.author,
-            if body.is_empty() { "(empty)" } else { body }
-        ));
-    } else {
-        out.push_str(
-            "## Title and description\n(withheld: written by someone without write access to the repository; work from the maintainers' comments below)\n\n",
-        );
+    let mut out = format!("\n\n# Task: {noun} {}\n", item.reference);
+    for line in withheld {
+        out.push_str(&format!("({line}.)\n"));
     }
-    let usable: Vec<&Comment> = comments
-        .iter()
-        .filter(|(c, trusted)| *trusted && !is_progress_comment(&c.body))
-        .map(|(c, _)| c)
-        .collect();
-    let withheld = comments.iter().filter(|(_, trusted)| !*trusted).count();
     if change {
-        // On a PR/MR the newest comment is the request; earlier ones are reference.
-        match usable.split_last() {
-            Some((newest, earlier)) => {
-                if !earlier.is_empty() {
-                    out.push_str("## Earlier comments (reference)\n");
-                    for c in earlier {
-                        push_comment(&mut out, c);
-                    }
-                    out.push('\n');
-                }
-                out.push_str("## The request (newest comment)\n");
-                push_comment(&mut out, newest);
-                out.push('\n');
-            }
-            None => out.push_str("## The request\nNo comment asks for anything yet: review the change against its description and fix what is wrong or unfinished.\n\n"),
-        }
-    } else if !usable.is_empty() {
-        out.push_str("## Comments (oldest first)\n");
-        for c in &usable {
-            push_comment(&mut out, c);
-        }
-        out.push('\n');
-    }
-    if withheld > 0 {
-        out.push_str(&format!(
-            "({withheld} comment(s) by people without write access are not shown.)\n\n"
-        ));
+        out.push_str("On this change the newest message is the request; when none asks for anything, review the change against its description and fix what is wrong or unfinished.\n");
     }
     out.push_str(&format!(
-        "## Where you work\nThe repository is checked out in {} on branch `{}` (from `{}`). \
+        "\n## Where you work\nThe repository is checked out in {} on branch `{}` (from `{}`). \
 Make the change with the text editor, run the project's relevant checks with the command executor, \
 and commit your work with git on `{}`. Do not push: forgehand pushes the branch{}.\n\n\
 When you are done, answer with a short summary of what you changed and why; it becomes the \
@@ -110,18 +132,6 @@ description of the {}.\n",
         },
     ));
     out
-}
-
-fn push_comment(out: &mut String, c: &Comment) {
-    let body = for_model(&c.body);
-    out.push_str(&format!("- @{}:\n{}\n", c.author, indent(body.trim())));
-}
-
-fn indent(text: &str) -> String {
-    text.lines()
-        .map(|l| format!("  {l}"))
-        .collect::<Vec<_>>()
-        .join("\n")
 }
 
 /// The message that asks the model to rebase after a rejected push.
@@ -182,30 +192,61 @@ mod tests {
                 comment("bob", "Please also update the docs<!-- secret plan -->"),
                 true,
             ),
+            (comment("bob", "<!-- forgehand:task x --> progress"), true),
         ];
-        let text = build(&issue("Say hello\u{202E} properly"), true, &comments, &SETTING);
+        let all = |m: &[Incoming]| m.iter().map(|m| m.text.clone()).collect::<Vec<_>>().join("\n");
+        let heard = messages(
+            &issue("Say hello\u{202E} properly"),
+            &Heard::Member,
+            &comments,
+            true,
+        );
+        let text = all(&heard);
         assert!(!text.contains("IGNORE ALL"));
         assert!(!text.contains("secret plan"));
         assert!(!text.contains('\u{202E}'));
+        assert!(!text.contains("progress"));
         assert!(text.contains("Please also update the docs"));
-        assert!(text.contains("1 comment(s) by people without write access are not shown"));
-        let withheld = build(&issue("outsider body"), false, &[], &SETTING);
-        assert!(!withheld.contains("outsider body") && !withheld.contains("Fix the greeting"));
+        assert_eq!(heard.len(), 2);
+        let withheld_author = Heard::Withheld {
+            why: "outsider".into(),
+        };
+        let outsider = messages(&issue("outsider body"), &withheld_author, &[], true);
+        assert!(outsider.is_empty());
+        let notes = withheld(&withheld_author, &comments);
+        assert!(notes[1].contains("1 comment(s) by people without write access are not shown"));
+        let vouched = messages(
+            &issue("report"),
+            &Heard::Vouched { by: "maint".into() },
+            &[],
+            true,
+        );
+        assert_eq!(
+            vouched[0].voice,
+            Voice::Reporter {
+                vouched_by: "maint".into()
+            }
+        );
+        // A store continued from the issue leaves the PR's own text (forgehand's) out.
+        assert!(messages(&issue("PR body"), &Heard::Member, &[], false).is_empty());
     }
 
     #[test]
-    fn on_a_change_the_newest_comment_is_the_request() {
-        let mut item = issue("PR body");
-        item.reference.kind = ItemKind::Change;
-        let comments = vec![
-            (comment("bob", "first thought"), true),
-            (comment("bob", "<!-- forgehand:task x --> progress"), true),
-            (comment("carol", "rename the function"), true),
-        ];
-        let text = build(&item, true, &comments, &SETTING);
-        let request_at = text.find("The request (newest comment)").unwrap();
-        assert!(text[request_at..].contains("rename the function"));
-        assert!(text[..request_at].contains("first thought"));
-        assert!(!text.contains("progress"));
+    fn an_edited_body_is_a_new_message() {
+        let a = messages(&issue("one"), &Heard::Member, &[], true);
+        let b = messages(&issue("two"), &Heard::Member, &[], true);
+        assert_ne!(a[0].source, b[0].source);
+        assert_eq!(a, messages(&issue("one"), &Heard::Member, &[], true));
+    }
+
+    #[test]
+    fn the_work_section_names_the_branch_and_what_was_withheld() {
+        let text = where_you_work(
+            &issue("x"),
+            &SETTING,
+            &["2 comment(s) by people without write access are not shown".into()],
+        );
+        assert!(text.contains("on branch `forgehand/issue-4` (from `main`)"));
+        assert!(text.contains("(2 comment(s)"));
     }
 }

@@ -5,7 +5,7 @@
 //! pull requests are created and listed, permissions are enforced.
 #![allow(dead_code)]
 
-use super::fake_http::{decode, paged, query, request_line, serve, Reply};
+use super::fake_http::{decode, paged, query, request_line, serve, stamp, Reply};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -27,7 +27,10 @@ pub struct Issue {
     pub open: bool,
     pub is_pr: bool,
     pub comments: Vec<(u64, String, String)>,
-    pub events: Vec<(String, String, String)>,
+    /// (event, actor, label, clock)
+    pub events: Vec<(String, String, String, u64)>,
+    /// When the title or body was last edited (clock), if ever.
+    pub edited: Option<u64>,
     pub updated: u64,
 }
 
@@ -137,6 +140,7 @@ impl FakeGitHub {
                     is_pr: false,
                     comments: vec![],
                     events: vec![],
+                    edited: None,
                     updated: clock,
                 },
             );
@@ -180,6 +184,26 @@ impl FakeGitHub {
             let (id, clock) = (s.next_id, s.clock);
             let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
             issue.comments.push((id, author.into(), body.into()));
+            issue.updated = clock;
+        });
+    }
+
+    /// The author edits the title and body (a rename is an event; a body
+    /// edit only shows in GraphQL's `lastEditedAt`).
+    pub fn edit_text(&self, repo: &str, number: u64, title: &str, body: &str) {
+        self.with(|s| {
+            s.clock += 1;
+            let clock = s.clock;
+            let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
+            if issue.title != title {
+                let author = issue.user.clone();
+                issue.events.push(("renamed".into(), author, title.into(), clock));
+                issue.title = title.into();
+            }
+            if issue.body != body {
+                issue.body = body.into();
+                issue.edited = Some(clock);
+            }
             issue.updated = clock;
         });
     }
@@ -233,7 +257,9 @@ fn add_labels(s: &mut State, repo: &str, number: u64, labels: &[String], actor: 
     for label in labels {
         if !issue.labels.contains(label) {
             issue.labels.push(label.clone());
-            issue.events.push(("labeled".into(), actor.into(), label.clone()));
+            issue
+                .events
+                .push(("labeled".into(), actor.into(), label.clone(), clock));
         }
     }
     issue.updated = clock;
@@ -248,7 +274,7 @@ fn remove_label(s: &mut State, repo: &str, number: u64, label: &str, actor: &str
     if had {
         issue
             .events
-            .push(("unlabeled".into(), actor.into(), label.into()));
+            .push(("unlabeled".into(), actor.into(), label.into(), clock));
         issue.updated = clock;
     }
     had
@@ -271,7 +297,7 @@ fn issue_json(base: &str, repo: &str, i: &Issue) -> Value {
         "comments": i.comments.len(),
         "html_url": format!("https://github.example/{repo}/{}/{}", if i.is_pr { "pull" } else { "issues" }, i.number),
         "url": format!("{base}/repos/{repo}/issues/{}", i.number),
-        "updated_at": format!("2026-01-01T00:00:{:02}Z", i.updated % 60),
+        "updated_at": stamp(i.updated),
     });
     if i.is_pr {
         v["pull_request"] = json!({ "url": format!("{base}/repos/{repo}/pulls/{}", i.number) });
@@ -358,6 +384,24 @@ impl Handler {
         let ok = |v: Value| Reply::json(200, v);
 
         match (method.as_str(), segs.as_slice()) {
+            // GraphQL: the one query forgehand sends (an item's lastEditedAt).
+            ("POST", ["graphql"]) => {
+                let vars = &body["variables"];
+                let name = format!(
+                    "{}/{}",
+                    vars["owner"].as_str().unwrap_or(""),
+                    vars["name"].as_str().unwrap_or("")
+                );
+                let number = vars["number"].as_u64().unwrap_or(0).to_string();
+                match issue_in(&s, &name, &number) {
+                    Some(i) => ok(
+                        json!({"data": {"repository": {"issueOrPullRequest": {"lastEditedAt": i.edited.map(stamp)}}}}),
+                    ),
+                    None => ok(
+                        json!({"data": {"repository": null}, "errors": [{"type": "NOT_FOUND", "message": format!("Could not resolve to a Repository with the name '{name}'.")}]}),
+                    ),
+                }
+            }
             ("GET", ["user", "repos"]) => {
                 let list: Vec<Value> = s
                     .repos
@@ -410,7 +454,15 @@ impl Handler {
                             .events
                             .iter()
                             .enumerate()
-                            .map(|(k, (event, actor, label))| json!({"id": k, "event": event, "actor": user(actor), "label": {"name": label, "color": "ededed"}}))
+                            .map(|(k, (event, actor, label, at))| {
+                                let mut e = json!({"id": k, "event": event, "actor": user(actor), "created_at": stamp(*at)});
+                                if event == "renamed" {
+                                    e["rename"] = json!({"from": "", "to": label});
+                                } else {
+                                    e["label"] = json!({"name": label, "color": "ededed"});
+                                }
+                                e
+                            })
                             .collect();
                         paged(req, events)
                     }
@@ -624,6 +676,7 @@ impl Handler {
                         is_pr: true,
                         comments: vec![],
                         events: vec![],
+                        edited: None,
                         updated: clock,
                     },
                 );

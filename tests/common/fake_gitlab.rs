@@ -4,7 +4,7 @@
 //! resource label events, member access levels, notes and merge requests.
 #![allow(dead_code)]
 
-use super::fake_http::{decode, paged, query, request_line, serve, Reply};
+use super::fake_http::{decode, paged, query, request_line, serve, stamp, Reply};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -22,7 +22,10 @@ pub struct Item {
     pub open: bool,
     pub notes: Vec<(u64, String, String)>,
     /// (action, user, label)
-    pub label_events: Vec<(String, String, String)>,
+    /// (action, user, label, clock)
+    pub label_events: Vec<(String, String, String, u64)>,
+    /// When the title or description was last edited (clock), if ever.
+    pub edited: Option<u64>,
     pub updated: u64,
     /// Merge requests only.
     pub source_branch: String,
@@ -55,15 +58,6 @@ pub struct FakeGitLab {
 }
 
 struct Handler(Arc<Mutex<State>>);
-
-fn stamp(clock: u64) -> String {
-    format!(
-        "2026-01-01T{:02}:{:02}:{:02}.000Z",
-        clock / 3600 % 24,
-        clock / 60 % 60,
-        clock % 60
-    )
-}
 
 fn user_id(s: &State, name: &str) -> u64 {
     s.users
@@ -141,6 +135,7 @@ impl FakeGitLab {
                     open: true,
                     notes: vec![],
                     label_events: vec![],
+                    edited: None,
                     updated: clock,
                     source_branch: String::new(),
                     target_branch: String::new(),
@@ -156,6 +151,19 @@ impl FakeGitLab {
             let clock = s.clock;
             let item = s.projects.get_mut(project).unwrap().issues.get_mut(&iid).unwrap();
             edit_labels(item, &[label.to_owned()], &[], user, clock);
+        });
+    }
+
+    /// The author edits the title and description.
+    pub fn edit_text(&self, project: &str, iid: u64, title: &str, description: &str) {
+        self.with(|s| {
+            s.clock += 1;
+            let clock = s.clock;
+            let item = s.projects.get_mut(project).unwrap().issues.get_mut(&iid).unwrap();
+            item.title = title.into();
+            item.description = description.into();
+            item.edited = Some(clock);
+            item.updated = clock;
         });
     }
 
@@ -198,14 +206,15 @@ fn edit_labels(item: &mut Item, add: &[String], remove: &[String], user: &str, c
     for label in add {
         if !label.is_empty() && !item.labels.contains(label) {
             item.labels.push(label.clone());
-            item.label_events.push(("add".into(), user.into(), label.clone()));
+            item.label_events
+                .push(("add".into(), user.into(), label.clone(), clock));
         }
     }
     for label in remove {
         if item.labels.contains(label) {
             item.labels.retain(|l| l != label);
             item.label_events
-                .push(("remove".into(), user.into(), label.clone()));
+                .push(("remove".into(), user.into(), label.clone(), clock));
         }
     }
     item.updated = clock;
@@ -228,6 +237,7 @@ fn item_json(s: &State, base: &str, path: &str, p: &Project, i: &Item, mr: bool)
         "web_url": format!("{base}/{path}/-/{}/{}", if mr { "merge_requests" } else { "issues" }, i.iid),
         "updated_at": stamp(i.updated),
         "created_at": stamp(0),
+        "last_edited_at": i.edited.map(stamp),
     });
     if mr {
         v["source_branch"] = json!(i.source_branch);
@@ -375,7 +385,7 @@ impl Handler {
                     .label_events
                     .iter()
                     .enumerate()
-                    .map(|(k, (action, user, label))| json!({"id": k + 1, "action": action, "user": user_json(&s, user), "label": {"id": 1, "name": label}, "created_at": stamp(0)}))
+                    .map(|(k, (action, user, label, at))| json!({"id": k + 1, "action": action, "user": user_json(&s, user), "label": {"id": 1, "name": label}, "created_at": stamp(*at)}))
                     .collect();
                 paged(req, list)
             }
@@ -484,6 +494,7 @@ impl Handler {
                         open: true,
                         notes: vec![],
                         label_events: vec![],
+                        edited: None,
                         updated: clock,
                         source_branch: source,
                         target_branch: target,

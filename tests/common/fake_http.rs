@@ -39,6 +39,16 @@ pub fn decode(segment: &str) -> String {
 }
 
 /// Pages a list by `per_page` / `page` with a `Link` header.
+/// The fakes' clock (one tick a change) as a forge timestamp.
+pub fn stamp(clock: u64) -> String {
+    format!(
+        "2026-01-01T{:02}:{:02}:{:02}.000Z",
+        clock / 3600 % 24,
+        clock / 60 % 60,
+        clock % 60
+    )
+}
+
 pub fn paged(req: &Request, items: Vec<Value>) -> Reply {
     let q = query(req);
     let per_page: usize = q

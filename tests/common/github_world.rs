@@ -41,7 +41,22 @@ impl World {
         World::build(turns, "", Some(plan)).await
     }
 
+    /// A planning world with more top-level YAML (e.g. `ideas:` settings,
+    /// or keys under `planning:` as indented lines starting the text).
+    pub async fn with_planning_yaml(turns: Vec<(Reply, Option<Duration>)>, plan: &str, yaml: &str) -> World {
+        World::build_with(turns, "", Some(plan), yaml).await
+    }
+
     async fn build(turns: Vec<(Reply, Option<Duration>)>, daemon_extra: &str, plan: Option<&str>) -> World {
+        World::build_with(turns, daemon_extra, plan, "").await
+    }
+
+    async fn build_with(
+        turns: Vec<(Reply, Option<Duration>)>,
+        daemon_extra: &str,
+        plan: Option<&str>,
+        yaml: &str,
+    ) -> World {
         crate::common::ensure_images().await;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("git");
@@ -64,6 +79,7 @@ impl World {
         if plan.is_some() {
             forge.push_str("planning:\n  mode: \"single\"\n");
         }
+        forge.push_str(yaml);
         let config = daemon_rig::write_config_with(dir.path(), &instance, daemon_extra, &forge);
         World {
             dir,
@@ -101,6 +117,30 @@ impl World {
             &self.log_path(),
         )
         .await;
+    }
+
+    /// Maya (a maintainer) opens the usual issue ("Greet the world"),
+    /// comments `comments`, labels it; the daemon starts and delivers it.
+    pub async fn deliver_greeting(&self, comments: &[&str]) -> (u64, DaemonProcess) {
+        let issue = self.github.open_issue(
+            REPO,
+            "maya",
+            "Greet the world",
+            "The greeting should say hello to the world.",
+        );
+        for c in comments {
+            self.github.comment(REPO, issue, "maya", c);
+        }
+        self.github.add_label(REPO, issue, "coding agent", "maya");
+        let daemon = self.start();
+        self.wait_for_end(issue).await;
+        assert_eq!(
+            self.github.issue(REPO, issue).labels,
+            vec![DONE.to_owned()],
+            "{}",
+            daemon.log_text()
+        );
+        (issue, daemon)
     }
 
     pub fn log_path(&self) -> PathBuf {

@@ -188,11 +188,126 @@ struct ByTurn {
 
 /// How every sage planning call's system text begins.
 pub const SAGE_SYSTEM: &str = "You are a senior software engineer advising on a code base.";
+/// How the context store's classifier's system text begins.
+pub const CLASSIFIER_SYSTEM: &str = "You classify the intent of a message";
+/// How a request to summarise a constraint begins.
+pub const SUMMARY_PROMPT: &str = "The text below is a constraint or refinement";
+
+/// The message inside the classifier's prompt (between the seed's quotes).
+pub fn classified_message(prompt: &str) -> &str {
+    let start = prompt
+        .find("ユーザー発言: \"\"\"\n")
+        .map(|i| i + "ユーザー発言: \"\"\"\n".len())
+        .unwrap_or(0);
+    let rest = &prompt[start..];
+    &rest[..rest.find("\n\"\"\"").unwrap_or(rest.len())]
+}
+
+/// Labels as a light model would give them, by the words in the message:
+/// "must", "only", "do not", "never", "keep" add a constraint; "also",
+/// "instead", "rather" refine; a request verb ("add", "fix", "make",
+/// "should", ...) defines the problem; a question mark asks; anything else
+/// (thanks, "ok") is unclear.
+pub fn classify_like_a_model(message: &str) -> Value {
+    let lower = message.to_lowercase();
+    let words: Vec<&str> = lower.split(|c: char| !c.is_alphanumeric()).collect();
+    let has = |w: &str| words.contains(&w);
+    let mut labels = Vec::new();
+    if ["must", "only", "never", "keep"].iter().any(|w| has(w))
+        || lower.contains("do not")
+        || lower.contains("don't")
+    {
+        labels.push("CONSTRAINT_ADDITION");
+    }
+    if ["also", "instead", "rather"].iter().any(|w| has(w)) {
+        labels.push("REFINEMENT");
+    }
+    let problem = [
+        "add",
+        "fix",
+        "build",
+        "make",
+        "implement",
+        "should",
+        "want",
+        "need",
+        "change",
+        "support",
+        "create",
+        "greet",
+    ];
+    if labels.is_empty() && problem.iter().any(|w| has(w)) {
+        labels.push("PROBLEM_DEFINITION");
+    }
+    if lower.trim_end().ends_with('?') {
+        labels.push("QUESTION");
+    }
+    if labels.is_empty() {
+        labels.push("UNCLEAR");
+    }
+    labels.truncate(2);
+    json!({"intent": labels, "reason": "scripted"})
+}
+
+/// Whether a request is one of the context store's (classification, summary).
+pub fn is_context_call(body: &Value) -> bool {
+    let first = body["messages"][0]["content"].as_str().unwrap_or_default();
+    let second = body["messages"][1]["content"].as_str().unwrap_or_default();
+    first.starts_with(CLASSIFIER_SYSTEM)
+        || [first, second].iter().any(|t| {
+            t.starts_with(SUMMARY_PROMPT)
+                || t.contains("多角的に考えるためのカテゴリーを")
+                || t.contains("に対する選択肢を")
+        })
+}
+
+/// The answer a context-store call gets from the scripted models.
+fn context_answer(body: &Value) -> Option<String> {
+    let first = body["messages"][0]["content"].as_str().unwrap_or_default();
+    if first.starts_with(CLASSIFIER_SYSTEM) {
+        let prompt = body["messages"][1]["content"].as_str().unwrap_or_default();
+        return Some(classify_like_a_model(classified_message(prompt)).to_string());
+    }
+    let user = body["messages"]
+        .as_array()
+        .and_then(|m| m.iter().find(|m| m["role"] == "user"))
+        .and_then(|m| m["content"].as_str())
+        .unwrap_or_default();
+    if user.contains("多角的に考えるためのカテゴリーを") {
+        return Some(
+            json!([
+                {"name": "Error handling", "description": "How failures show", "example_choices": ["exit codes", "messages", "retries"]},
+                {"name": "Compatibility", "description": "What must keep working", "example_choices": ["old flags", "scripts", "output format"]}
+            ])
+            .to_string(),
+        );
+    }
+    if user.contains("に対する選択肢を") {
+        let category = user
+            .split("カテゴリー「")
+            .nth(1)
+            .and_then(|r| r.split('」').next())
+            .unwrap_or("?");
+        let options: Vec<String> = (1..=6).map(|i| format!("{category} option {i}")).collect();
+        return Some(format!("```json\n{}\n```", json!(options)));
+    }
+    user.starts_with(SUMMARY_PROMPT).then(|| {
+        let text = user.split("\"\"\"").nth(1).unwrap_or_default().trim();
+        format!("Summary: {}", text.chars().take(60).collect::<String>())
+    })
+}
 
 impl wiremock::Respond for ByTurn {
     fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         let system = body["messages"][0]["content"].as_str().unwrap_or_default();
+        if let Some(answer) = context_answer(&body) {
+            return ResponseTemplate::new(200).set_body_json(reply_body(
+                Format::OpenAi,
+                Reply::Text(answer),
+                0,
+            ));
+        }
         if let (Some(plan), true) = (&self.plan, system.starts_with(SAGE_SYSTEM)) {
             return ResponseTemplate::new(200).set_body_json(reply_body(
                 Format::OpenAi,
@@ -254,8 +369,8 @@ impl TurnModel {
         format!("{}/v1", self.server.uri())
     }
 
-    /// The JSON bodies of every request of the agent so far (planning calls
-    /// are left out).
+    /// The JSON bodies of every request of the agent so far (planning and
+    /// context-store calls are left out).
     pub async fn requests(&self) -> Vec<Value> {
         self.all_requests()
             .await
@@ -265,6 +380,7 @@ impl TurnModel {
                     .as_str()
                     .unwrap_or_default()
                     .starts_with(SAGE_SYSTEM)
+                    && !is_context_call(r)
             })
             .collect()
     }

@@ -1,0 +1,116 @@
+//! The task's context store: the thread's messages that may be heard,
+//! classified into the store of the conversation. An issue and the PR/MR
+//! forgehand opened for it (branch `<prefix>issue-N`) share one store, so
+//! a follow-up on the PR/MR, days later and after restarts, starts with the
+//! first request's problem and constraints. When nothing of the request
+//! may be heard, no model is called.
+
+use super::*;
+use crate::planning::classify::Meter;
+use crate::planning::context::{Classifier, ContextLog, ContextStore};
+
+/// The store of the conversation `item` belongs to.
+pub(super) fn conversation_key(item: &ItemRef, branch: &str, branch_prefix: &str) -> String {
+    if item.kind == ItemKind::Change {
+        let issue = branch
+            .strip_prefix(branch_prefix)
+            .and_then(|rest| rest.strip_prefix("issue-"))
+            .and_then(|n| n.parse::<u64>().ok());
+        if let Some(number) = issue {
+            return ItemRef {
+                kind: ItemKind::Issue,
+                number,
+                ..item.clone()
+            }
+            .key();
+        }
+    }
+    item.key()
+}
+
+impl TaskRun<'_> {
+    /// Loads the conversation's store and adds the thread's new messages.
+    /// Returns it with lines for the progress comment.
+    pub(super) async fn gather_context(
+        &self,
+        item: &Item,
+        target: &Target,
+        thread: &Thread,
+    ) -> Result<(ContextStore, Vec<String>, UsageReport), TaskError> {
+        let config = &self.env.config;
+        let key = conversation_key(&self.item, &target.branch, &config.delivery.branch_prefix);
+        let continued = key != self.item.key();
+        let log: &dyn ContextLog = self.env.journal.as_ref();
+        let mut store = ContextStore::load(log, &key);
+        let earlier = store.messages().len();
+        let incoming = request::messages(item, &thread.author, &thread.comments, !continued);
+        let mut notes = request::withheld(&thread.author, &thread.comments);
+        if store.is_empty() && incoming.is_empty() {
+            return Err(TaskError::NothingHeard(notes.join("; ")));
+        }
+        let meter = Meter::new(UsageReport::new(config.llm.prices.clone()));
+        let classifier = Classifier {
+            model: self.env.model.as_ref(),
+            name: config.context.classifier_model.as_deref(),
+            usage: Some(&meter),
+        };
+        let added = store.add_all(log, classifier, incoming).await;
+        store
+            .fit_evolving(log, classifier, config.context.evolving_tokens)
+            .await;
+        if continued && earlier > 0 {
+            let from = ItemRef::parse_key(&key)
+                .map(|r| issue_ref(&r))
+                .unwrap_or(key.clone());
+            notes.push(format!(
+                "Continuing the conversation of {from}: {earlier} earlier message(s) with its goal and constraints"
+            ));
+        }
+        let unclear = store
+            .messages()
+            .iter()
+            .filter(|m| m.classification.failure.is_some())
+            .count();
+        let mut line = format!(
+            "Context: {added} new message(s) classified; {} problem statement(s), {} constraint(s) and refinement(s)",
+            store.core().len(),
+            store.evolving().len()
+        );
+        if unclear > 0 {
+            line.push_str(&format!(
+                "; {unclear} could not be classified and are kept as UNCLEAR"
+            ));
+        }
+        notes.push(line);
+        let usage = meter.into_inner().unwrap_or_else(|p| p.into_inner());
+        Ok((store, notes, usage))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pr_on_an_issue_branch_continues_the_issue() {
+        let pr = ItemRef {
+            forge: ForgeKind::GitHub,
+            repo: "acme/api".into(),
+            kind: ItemKind::Change,
+            number: 9,
+        };
+        assert_eq!(
+            conversation_key(&pr, "forgehand/issue-4", "forgehand/"),
+            "github:acme/api:issue:4"
+        );
+        assert_eq!(conversation_key(&pr, "feature/x", "forgehand/"), pr.key());
+        let issue = ItemRef {
+            kind: ItemKind::Issue,
+            ..pr.clone()
+        };
+        assert_eq!(
+            conversation_key(&issue, "forgehand/issue-4", "forgehand/"),
+            issue.key()
+        );
+    }
+}

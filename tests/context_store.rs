@@ -1,0 +1,442 @@
+//! The context store (seed 003): every classifier label and its failure
+//! path, the three tiers after a scripted conversation of 20 messages, a
+//! restart in the middle that keeps the store (the real journal on disk),
+//! constraints summarised past their budget and never dropped, and the
+//! synthesised request still holding the problem and every constraint at
+//! step 100 of a long run whose transcript is condensed.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+#[path = "common/scripted_model.rs"]
+mod scripted_model;
+
+use async_trait::async_trait;
+use forgehand::agent::condense::CondenseSettings;
+use forgehand::agent::tools::{LocalTool, ToolRegistry};
+use forgehand::agent::{Agent, AgentLimits};
+use forgehand::journal::Journal;
+use forgehand::llm::{
+    ChatModel, ChatRequest, ChatResponse, LlmError, Message, ModelInfo, TokenUsage, ToolCall, ToolSpec,
+};
+use forgehand::mcp::ToolOutput;
+use forgehand::planning::classify::{self, Intent};
+use forgehand::planning::context::{Classifier, ContextLog, ContextStore, Incoming, MemoryLog, Voice};
+use scripted_model::{classified_message, classify_like_a_model};
+use serde_json::{json, Map, Value};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// A light model: classifies like `classify_like_a_model`, or answers
+/// `fixed` when set; summarises a constraint to its first words.
+struct Light {
+    fixed: Option<Result<String, ()>>,
+    calls: AtomicUsize,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+impl Light {
+    fn new() -> Light {
+        Light {
+            fixed: None,
+            calls: AtomicUsize::new(0),
+            requests: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn answering(answer: Result<&str, ()>) -> Light {
+        Light {
+            fixed: Some(answer.map(str::to_owned)),
+            ..Light::new()
+        }
+    }
+}
+
+#[async_trait]
+impl ChatModel for Light {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.calls.fetch_add(1, Ordering::SeqCst);
+        self.requests.lock().unwrap().push(request.clone());
+        let Message::User(prompt) = &request.messages[0] else {
+            panic!("a user prompt")
+        };
+        let text = match &self.fixed {
+            Some(Ok(text)) => text.clone(),
+            Some(Err(())) => {
+                return Err(LlmError::Network {
+                    provider: "openai".into(),
+                    detail: "connection refused".into(),
+                })
+            }
+            None if prompt.contains("Restate it as one short line") => {
+                let text = prompt.split("\"\"\"").nth(1).unwrap().trim();
+                format!(
+                    "Summary: {}",
+                    text.split_whitespace().take(6).collect::<Vec<_>>().join(" ")
+                )
+            }
+            None => classify_like_a_model(classified_message(prompt)).to_string(),
+        };
+        Ok(ChatResponse {
+            text,
+            tool_calls: vec![],
+            usage: TokenUsage::default(),
+            model: "gpt-4.1-mini".into(),
+        })
+    }
+
+    fn models(&self) -> Vec<ModelInfo> {
+        vec![ModelInfo {
+            name: "gpt-4.1-mini".into(),
+            max_input_tokens: 1_000_000,
+        }]
+    }
+}
+
+fn classifier(model: &Light) -> Classifier<'_> {
+    Classifier {
+        model,
+        name: None,
+        usage: None,
+    }
+}
+
+fn incoming(n: usize, text: &str) -> Incoming {
+    Incoming {
+        source: format!("comment:{n}"),
+        author: if n == 1 { "alice".into() } else { "bob".into() },
+        voice: Voice::Member,
+        text: text.into(),
+    }
+}
+
+#[tokio::test]
+async fn every_label_is_read_and_a_failed_classification_keeps_the_message_as_unclear() {
+    for intent in Intent::ALL {
+        let answer = json!({"intent": [intent.as_str()], "reason": "because"}).to_string();
+        let model = Light::answering(Ok(&answer));
+        let c = classify::classify(&model, None, "some message").await;
+        assert_eq!(c.intents, vec![intent]);
+        assert_eq!(c.failure, None);
+        // The request is the seed's: low temperature, JSON mode.
+        let request = model.requests.lock().unwrap()[0].clone();
+        assert!(request.temperature.unwrap() <= 0.1);
+        assert!(request.json_output);
+    }
+    let log = MemoryLog::default();
+    for (model, why) in [
+        (
+            Light::answering(Ok("The user wants a feature.")),
+            "not a JSON object",
+        ),
+        (
+            Light::answering(Ok(r#"{"intent": ["WISHFUL"], "reason": "x"}"#)),
+            "no known label (WISHFUL)",
+        ),
+        (Light::answering(Err(())), "could not be asked"),
+    ] {
+        let mut store = ContextStore::load(&log, why);
+        store
+            .add_all(
+                &log,
+                classifier(&model),
+                vec![incoming(1, "Add CSV export to the report page")],
+            )
+            .await;
+        let m = &store.messages()[0];
+        assert_eq!(m.classification.intents, vec![Intent::Unclear]);
+        assert!(
+            m.classification.failure.as_deref().unwrap().contains(why),
+            "{:?}",
+            m.classification
+        );
+        assert_eq!(
+            m.text, "Add CSV export to the report page",
+            "the message is kept whole"
+        );
+        // Still in the prompt: the only message stands as the problem.
+        assert!(store.synthesize(3).contains("Add CSV export to the report page"));
+    }
+}
+
+/// A conversation of 20 messages: the problem, then constraints,
+/// refinements, questions and chatter.
+fn conversation() -> Vec<&'static str> {
+    vec![
+        "Add CSV export to the monthly report page",
+        "It must use semicolons as separators",
+        "Looks good so far",
+        "Can it handle 10,000 rows?",
+        "Also add a header row with the column names",
+        "Thanks for the quick reply",
+        "The export must not load the whole table into memory",
+        "Which module holds the report code?",
+        "Instead of a button, use a link in the toolbar",
+        "Nice",
+        "Dates must be ISO 8601",
+        "What about time zones?",
+        "Keep the file name as report-YYYY-MM.csv",
+        "ok",
+        "Do not add new dependencies",
+        "Great",
+        "Also escape quotes in text fields",
+        "Is there a test for the page?",
+        "Only maintainers may see the export link",
+        "Please go ahead",
+    ]
+}
+
+#[tokio::test]
+async fn twenty_messages_land_in_their_tiers() {
+    let model = Light::new();
+    let log = MemoryLog::default();
+    let mut store = ContextStore::load(&log, "github:acme/app:issue:1");
+    let messages: Vec<Incoming> = conversation()
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| incoming(i + 1, t))
+        .collect();
+    assert_eq!(store.add_all(&log, classifier(&model), messages).await, 20);
+    let core: Vec<&str> = store.core().iter().map(|m| m.text.as_str()).collect();
+    assert!(core.contains(&"Add CSV export to the monthly report page"));
+    let evolving: Vec<&str> = store.evolving().iter().map(|m| m.text.as_str()).collect();
+    let constraints = [
+        "It must use semicolons as separators",
+        "Also add a header row with the column names",
+        "The export must not load the whole table into memory",
+        "Instead of a button, use a link in the toolbar",
+        "Dates must be ISO 8601",
+        "Keep the file name as report-YYYY-MM.csv",
+        "Do not add new dependencies",
+        "Also escape quotes in text fields",
+        "Only maintainers may see the export link",
+    ];
+    assert_eq!(evolving, constraints);
+    let prompt = store.synthesize(3);
+    let at = |h: &str| prompt.find(h).unwrap();
+    let (mission, rules, recent, current) = (
+        at("# Mission"),
+        at("# Constraints"),
+        at("# Recent Conversation"),
+        at("# User's Current Message"),
+    );
+    assert!(prompt[mission..rules].contains("Add CSV export to the monthly report page"));
+    for c in constraints {
+        assert!(prompt[rules..recent].contains(c), "{c}");
+    }
+    // The last three messages before the current one, in order.
+    let turn = &prompt[recent..current];
+    let (a, b, c) = (
+        turn.find("Also escape quotes").unwrap(),
+        turn.find("Is there a test for the page?").unwrap(),
+        turn.find("Only maintainers may see").unwrap(),
+    );
+    assert!(a < b && b < c);
+    assert!(!turn.contains("Great"));
+    assert!(prompt[current..].contains("Please go ahead"));
+    assert!(!store.open_ended());
+}
+
+#[tokio::test]
+async fn a_restart_in_the_middle_keeps_the_store_and_classifies_nothing_twice() {
+    let dir = tempfile::tempdir().unwrap();
+    let all: Vec<Incoming> = conversation()
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| incoming(i + 1, t))
+        .collect();
+    let model = Light::new();
+    {
+        let journal = Journal::open(dir.path()).unwrap();
+        let mut store = ContextStore::load(&journal, "github:acme/app:issue:1");
+        store
+            .add_all(&journal, classifier(&model), all[..10].to_vec())
+            .await;
+    }
+    assert_eq!(model.calls.load(Ordering::SeqCst), 10);
+    // The daemon comes back: the whole thread is read again.
+    let journal = Journal::open(dir.path()).unwrap();
+    let mut store = ContextStore::load(&journal, "github:acme/app:issue:1");
+    assert_eq!(store.messages().len(), 10);
+    assert_eq!(store.add_all(&journal, classifier(&model), all.clone()).await, 10);
+    assert_eq!(
+        model.calls.load(Ordering::SeqCst),
+        20,
+        "the first ten were not classified again"
+    );
+    let again = ContextStore::load(&journal, "github:acme/app:issue:1");
+    assert_eq!(again, store);
+    let seqs: Vec<u64> = again.messages().iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, (1..=20).collect::<Vec<_>>());
+    // Other conversations are apart.
+    assert!(ContextStore::load(&journal, "github:acme/app:issue:2").is_empty());
+}
+
+#[tokio::test]
+async fn constraints_past_their_budget_are_summarised_never_dropped() {
+    let model = Light::new();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path()).unwrap();
+    let mut store = ContextStore::load(&journal, "k");
+    let long = |topic: &str| {
+        format!(
+            "The {topic} must follow the rules in docs/{topic}.md. {}",
+            "It must be checked by hand before release, with the notes kept in the changelog. ".repeat(10)
+        )
+    };
+    let mut messages = vec![incoming(1, "Build the exporter")];
+    for (i, topic) in ["naming", "logging", "errors", "paging"].iter().enumerate() {
+        messages.push(incoming(i + 2, &long(topic)));
+    }
+    store.add_all(&journal, classifier(&model), messages).await;
+    store.fit_evolving(&journal, classifier(&model), 400).await;
+    let summarised: Vec<_> = store
+        .evolving()
+        .iter()
+        .filter(|m| m.summary.is_some())
+        .map(|m| m.seq)
+        .collect();
+    assert!(!summarised.is_empty());
+    assert_eq!(summarised[0], 2, "the oldest first");
+    assert_eq!(store.evolving().len(), 4, "nothing dropped");
+    let prompt = store.synthesize(3);
+    for topic in ["naming", "logging", "errors", "paging"] {
+        assert!(
+            prompt.contains(&format!("docs/{topic}.md")) || prompt.contains(&format!("The {topic} must")),
+            "{topic}: {prompt}"
+        );
+    }
+    assert!(prompt.contains("(summarised; from @bob)"));
+    // The raw text stays in the journal with its summary.
+    let stored = ContextLog::load(&journal, "k");
+    let first = stored.iter().find(|m| m.seq == 2).unwrap();
+    assert!(first.text.contains("checked by hand before release"));
+    assert!(first
+        .summary
+        .as_deref()
+        .unwrap()
+        .starts_with("Summary: The naming must"));
+}
+
+/// The agent's model for a long run: one tool call a step, the answer at
+/// step `steps`; records the token count of every request.
+struct LongRun {
+    steps: usize,
+    requests: Mutex<Vec<ChatRequest>>,
+}
+
+#[async_trait]
+impl ChatModel for LongRun {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let n = {
+            let mut r = self.requests.lock().unwrap();
+            r.push(request.clone());
+            r.len()
+        };
+        let (text, tool_calls) = if n >= self.steps {
+            ("Done.".to_owned(), vec![])
+        } else {
+            (
+                String::new(),
+                vec![ToolCall {
+                    id: format!("call_{n}"),
+                    name: "read_file".into(),
+                    arguments: json!({"path": format!("src/module_{n}.rs")}).to_string(),
+                }],
+            )
+        };
+        Ok(ChatResponse {
+            text,
+            tool_calls,
+            usage: TokenUsage::default(),
+            model: "o3".into(),
+        })
+    }
+}
+
+/// A realistic file view: 120 numbered lines of Rust.
+struct ReadFile;
+
+#[async_trait]
+impl LocalTool for ReadFile {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: "read_file".into(),
+            description: "Read a file".into(),
+            parameters:
+                json!({"type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]})
+                    .as_object()
+                    .unwrap()
+                    .clone(),
+        }
+    }
+    async fn call(&self, arguments: Map<String, Value>) -> ToolOutput {
+        let path = arguments["path"].as_str().unwrap_or_default();
+        let text: String = (1..=120)
+            .map(|i| format!("{i:>6}\tpub fn handler_{i}(request: &Request) -> Result<Response, Error> {{ route(\"{path}\", request) }}\n"))
+            .collect();
+        ToolOutput {
+            text,
+            is_error: false,
+        }
+    }
+}
+
+#[tokio::test]
+async fn at_step_100_the_request_still_holds_the_problem_and_every_constraint() {
+    let model = Light::new();
+    let log = MemoryLog::default();
+    let mut store = ContextStore::load(&log, "k");
+    let messages: Vec<Incoming> = conversation()
+        .into_iter()
+        .enumerate()
+        .map(|(i, t)| incoming(i + 1, t))
+        .collect();
+    store.add_all(&log, classifier(&model), messages).await;
+    let first = store.synthesize(3);
+
+    let run = Arc::new(LongRun {
+        steps: 100,
+        requests: Mutex::new(Vec::new()),
+    });
+    let mut tools = ToolRegistry::build(None, None, vec![]).await.unwrap();
+    tools.add_local(Arc::new(ReadFile));
+    let limits = AgentLimits {
+        max_steps: 200,
+        token_budget: u64::MAX,
+        ..AgentLimits::default()
+    };
+    let agent =
+        Agent::new(run.clone(), tools, limits, Default::default()).with_condensing(CondenseSettings {
+            at_tokens: 30_000,
+            keep_recent_steps: 4,
+        });
+    let outcome = agent
+        .run("You change code.", vec![Message::User(first.clone())])
+        .await;
+    assert_eq!(outcome.steps, 100);
+    let requests = run.requests.lock().unwrap();
+    let last = &requests[99];
+    let Message::User(text) = &last.messages[0] else {
+        panic!("the synthesised request comes first")
+    };
+    assert_eq!(text, &first, "byte for byte, at step 100");
+    assert!(text.contains("Add CSV export to the monthly report page"));
+    for c in store.evolving() {
+        assert!(text.contains(&c.text), "{}", c.text);
+    }
+    // Condensed: far below the full history, the recent steps whole.
+    let tokens = forgehand::llm::tokens::count_request(last);
+    assert!(tokens <= 30_000 + 12_000, "{tokens}");
+    let Message::ToolResults(recent) = &last.messages[last.messages.len() - 1] else {
+        panic!()
+    };
+    assert!(recent[0].content.contains("handler_120"));
+    let Message::ToolResults(old) = &last.messages[2] else {
+        panic!()
+    };
+    assert!(
+        old[0].content.starts_with("[condensed by forgehand: read_file"),
+        "{}",
+        old[0].content
+    );
+}
