@@ -365,19 +365,9 @@ impl ContextLog for Journal {
         }
     }
 
-    fn append(&self, store: &str, message: &StoredMessage) {
+    fn save(&self, store: &str, message: &StoredMessage) {
         if let Err(e) = self.put_context(store, message) {
             tracing::warn!(store, "cannot journal a context message: {e}");
-        }
-    }
-
-    fn set_summary(&self, store: &str, seq: u64, summary: &str) {
-        let mut messages = ContextLog::load(self, store);
-        if let Some(m) = messages.iter_mut().find(|m| m.seq == seq) {
-            m.summary = Some(summary.to_owned());
-            if let Err(e) = self.put_context(store, m) {
-                tracing::warn!(store, "cannot journal a constraint's summary: {e}");
-            }
         }
     }
 }

@@ -103,6 +103,20 @@ impl UsageReport {
     }
 }
 
+/// Token use of calls made outside a run that keeps its own report
+/// (classification, idea options), gathered for the task's report.
+pub type Meter = std::sync::Mutex<UsageReport>;
+
+/// Adds a response's tokens to `meter`, when there is one.
+pub fn record(meter: Option<&Meter>, response: &super::ChatResponse) {
+    if let Some(meter) = meter {
+        meter
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .add(&response.model, response.usage);
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

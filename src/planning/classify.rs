@@ -5,26 +5,13 @@
 //! is `UNCLEAR`, with the failure kept as the reason: the message itself is
 //! never lost.
 
+use crate::llm::usage::Meter;
 use crate::llm::{ChatModel, ChatRequest, Message};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 const SYSTEM: &str = include_str!("../../prompts/context/system.txt");
 const PROMPT: &str = include_str!("../../prompts/context/classify.txt");
-
-/// Token use of the context store's and the idea options' calls, for the
-/// task's usage report.
-pub type Meter = std::sync::Mutex<crate::llm::usage::UsageReport>;
-
-/// Adds a response's tokens to `meter`, when there is one.
-pub fn record(meter: Option<&Meter>, response: &crate::llm::ChatResponse) {
-    if let Some(meter) = meter {
-        meter
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .add(&response.model, response.usage);
-    }
-}
 
 /// The seed asks for 0.1 or lower, for stable labels.
 pub const TEMPERATURE: f32 = 0.1;
@@ -133,7 +120,7 @@ pub async fn classify_metered(
     };
     match answer {
         Ok(response) => {
-            record(usage, &response);
+            crate::llm::usage::record(usage, &response);
             parse(&response.text)
         }
         Err(e) => {

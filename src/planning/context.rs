@@ -66,8 +66,8 @@ pub struct Incoming {
 /// Where stores are kept between runs.
 pub trait ContextLog: Send + Sync {
     fn load(&self, store: &str) -> Vec<StoredMessage>;
-    fn append(&self, store: &str, message: &StoredMessage);
-    fn set_summary(&self, store: &str, seq: u64, summary: &str);
+    /// Writes `message`, replacing the one of the same `seq` if there is one.
+    fn save(&self, store: &str, message: &StoredMessage);
 }
 
 /// Stores in memory (the MCP server's sessions, tests).
@@ -82,18 +82,12 @@ impl ContextLog for MemoryLog {
         stores.get(store).cloned().unwrap_or_default()
     }
 
-    fn append(&self, store: &str, message: &StoredMessage) {
+    fn save(&self, store: &str, message: &StoredMessage) {
         let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        stores.entry(store.to_owned()).or_default().push(message.clone());
-    }
-
-    fn set_summary(&self, store: &str, seq: u64, summary: &str) {
-        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(m) = stores
-            .get_mut(store)
-            .and_then(|messages| messages.iter_mut().find(|m| m.seq == seq))
-        {
-            m.summary = Some(summary.to_owned());
+        let messages = stores.entry(store.to_owned()).or_default();
+        match messages.iter_mut().find(|m| m.seq == message.seq) {
+            Some(old) => *old = message.clone(),
+            None => messages.push(message.clone()),
         }
     }
 }
@@ -105,7 +99,7 @@ pub struct Classifier<'a> {
     /// A model by name (`context.classifier_model`); `None`: the router's choice.
     pub name: Option<&'a str>,
     /// Where the calls' tokens are added, if anywhere.
-    pub usage: Option<&'a classify::Meter>,
+    pub usage: Option<&'a crate::llm::usage::Meter>,
 }
 
 impl Classifier<'_> {
@@ -114,7 +108,7 @@ impl Classifier<'_> {
             Some(name) => self.model.chat_on(name, request).await?,
             None => self.model.chat(request).await?,
         };
-        classify::record(self.usage, &response);
+        crate::llm::usage::record(self.usage, &response);
         Ok(response.text)
     }
 }
@@ -203,7 +197,7 @@ impl ContextStore {
             classification,
             summary: None,
         };
-        log.append(&self.key, &message);
+        log.save(&self.key, &message);
         self.messages.push(message);
         &self.messages[self.messages.len() - 1]
     }
@@ -251,24 +245,12 @@ impl ContextStore {
     /// over budget is better than a constraint lost.
     pub async fn fit_evolving(&mut self, log: &dyn ContextLog, classifier: Classifier<'_>, budget: u64) {
         loop {
-            let entries: Vec<(u64, bool)> = self
-                .evolving()
-                .iter()
-                .map(|m| (m.seq, m.summary.is_some()))
-                .collect();
-            let used: u64 = self
-                .evolving()
-                .iter()
-                .map(|m| count_text(&evolving_line(m)))
-                .sum();
+            let evolving = self.evolving();
+            let used: u64 = evolving.iter().map(|m| count_text(&evolving_line(m))).sum();
             if used <= budget {
                 return;
             }
-            let Some(seq) = entries
-                .iter()
-                .find(|(_, summarised)| !summarised)
-                .map(|(seq, _)| *seq)
-            else {
+            let Some(seq) = evolving.iter().find(|m| m.summary.is_none()).map(|m| m.seq) else {
                 tracing::warn!(store = %self.key, used, budget, "the constraints take more than context.evolving_tokens even summarised; keeping them all");
                 return;
             };
@@ -279,8 +261,8 @@ impl ContextStore {
             match classifier.ask(&request).await {
                 Ok(text) if !text.trim().is_empty() => {
                     let line = text.trim().lines().map(str::trim).collect::<Vec<_>>().join(" ");
-                    log.set_summary(&self.key, seq, &line);
                     message.summary = Some(line);
+                    log.save(&self.key, message);
                 }
                 Ok(_) | Err(_) => {
                     tracing::warn!(store = %self.key, seq, "cannot summarise a constraint; it stays whole");

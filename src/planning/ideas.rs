@@ -260,7 +260,7 @@ pub struct Generator<'a> {
     pub pacer: &'a Pacer,
     pub max_output_tokens: u32,
     /// Where the calls' tokens are added, if anywhere.
-    pub usage: Option<&'a super::classify::Meter>,
+    pub usage: Option<&'a crate::llm::usage::Meter>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -443,7 +443,7 @@ impl Generator<'_> {
         };
         answer
             .map(|r| {
-                super::classify::record(self.usage, &r);
+                crate::llm::usage::record(self.usage, &r);
                 r.text
             })
             .map_err(|e| IdeaError::from_llm(&e))

@@ -16,7 +16,9 @@ impl TaskRun<'_> {
     ) -> Result<Option<String>, TaskError> {
         let config = &self.env.config;
         let credentials = self.forge.git_credentials().await?;
-        let ws = {
+        // What was kept from the model: on the comment and in the request.
+        let withheld = request::withheld(&thread.author, &thread.comments);
+        let (mut ws, store) = {
             let (root, url, base, branch, creds) = (
                 self.work_dir(),
                 target.clone_url.clone(),
@@ -46,8 +48,11 @@ impl TaskRun<'_> {
             });
             // The comment says what happens while the clone runs and the
             // thread is classified into the context store.
-            let (cloned, (), context) =
-                tokio::join!(clone, self.report(), self.gather_context(item, target, &thread));
+            let (cloned, (), context) = tokio::join!(
+                clone,
+                self.report(),
+                self.gather_context(item, target, &thread, &withheld)
+            );
             let (store, notes, usage) = context?;
             for note in notes {
                 self.progress.note(note);
@@ -55,7 +60,6 @@ impl TaskRun<'_> {
             self.merge_usage(&usage);
             (cloned??, store)
         };
-        let (mut ws, store) = ws;
         let setting = request::Setting {
             branch: &target.branch,
             base: &target.base,
@@ -64,11 +68,7 @@ impl TaskRun<'_> {
         // Every main request starts from the synthesised context: the
         // mission and every constraint, however long the run.
         let mut request_text = store.synthesize(config.context.recent_turns);
-        request_text.push_str(&request::where_you_work(
-            item,
-            &setting,
-            &request::withheld(&thread.author, &thread.comments),
-        ));
+        request_text.push_str(&request::where_you_work(item, &setting, &withheld));
         let plan = self.plan(ws.checkout_dir(), &request_text, &store, item).await?;
 
         let image = crate::images::image_for_repository(&config.images, &self.item.repo, &ws.checkout_dir());

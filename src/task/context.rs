@@ -6,7 +6,7 @@
 //! may be heard, no model is called.
 
 use super::*;
-use crate::planning::classify::Meter;
+use crate::llm::usage::Meter;
 use crate::planning::context::{Classifier, ContextLog, ContextStore};
 
 /// The store of the conversation `item` belongs to.
@@ -36,6 +36,7 @@ impl TaskRun<'_> {
         item: &Item,
         target: &Target,
         thread: &Thread,
+        withheld: &[String],
     ) -> Result<(ContextStore, Vec<String>, UsageReport), TaskError> {
         let config = &self.env.config;
         let key = conversation_key(&self.item, &target.branch, &config.delivery.branch_prefix);
@@ -44,7 +45,7 @@ impl TaskRun<'_> {
         let mut store = ContextStore::load(log, &key);
         let earlier = store.messages().len();
         let incoming = request::messages(item, &thread.author, &thread.comments, !continued);
-        let mut notes = request::withheld(&thread.author, &thread.comments);
+        let mut notes = withheld.to_vec();
         if store.is_empty() && incoming.is_empty() {
             return Err(TaskError::NothingHeard(notes.join("; ")));
         }

@@ -57,9 +57,11 @@ impl TaskRun<'_> {
         drop(selection);
 
         let settings = DebateSettings::from_config(config, env.config.llm.max_output_tokens);
+        // Its own copy of the key, so the task can be changed while the debate runs.
+        let key = self.key.clone();
         let checkpoints = PlanCalls {
             journal: &env.journal,
-            task: &self.key,
+            task: &key,
         };
         let (events, mut received) = tokio::sync::mpsc::unbounded_channel::<DebateEvent>();
         let planner = Planner {
@@ -88,11 +90,7 @@ impl TaskRun<'_> {
         };
         match result {
             Ok(outcome) => {
-                // `checkpoints` still borrows the task key: add to the report in place.
-                match &mut self.usage {
-                    Some(total) => total.merge(&outcome.usage),
-                    None => self.usage = Some(outcome.usage.clone()),
-                }
+                self.merge_usage(&outcome.usage);
                 let checklist = outcome.checklist();
                 self.progress.set_plan(
                     checklist
@@ -171,7 +169,7 @@ impl TaskRun<'_> {
                 &item.title,
             )
         };
-        let meter = crate::planning::classify::Meter::new(UsageReport::new(env.config.llm.prices.clone()));
+        let meter = crate::llm::usage::Meter::new(UsageReport::new(env.config.llm.prices.clone()));
         let generator = Generator {
             model: env.model.as_ref(),
             model_name: env.config.ideas.model.as_deref(),
