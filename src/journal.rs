@@ -64,6 +64,8 @@ pub struct TaskRecord {
     pub container_id: Option<String>,
     pub change_url: Option<String>,
     pub outcome: Option<String>,
+    /// Seconds since the Unix epoch of the last change.
+    pub updated_at: i64,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -148,6 +150,27 @@ impl Journal {
             path: self.path.clone(),
             source,
         })
+    }
+
+    /// The `limit` tasks that ended last, newest first.
+    pub fn ended(&self, limit: usize) -> Result<Vec<TaskRecord>, JournalError> {
+        self.with(|db| {
+            let mut stmt = db.prepare(&format!(
+                "{SELECT_RECORD} WHERE phase IN ('done', 'failed', 'stopped') ORDER BY updated_at DESC LIMIT ?1"
+            ))?;
+            let rows = stmt.query_map(params![limit as i64], row_to_record)?;
+            rows.collect()
+        })
+    }
+
+    /// Bytes on disk: the database and its write-ahead log.
+    pub fn size_bytes(&self) -> u64 {
+        let wal = self.path.with_extension("sqlite3-wal");
+        [&self.path, &wal]
+            .iter()
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum()
     }
 
     /// Tasks not yet done, failed or stopped.
@@ -372,9 +395,60 @@ impl ContextLog for Journal {
     }
 }
 
+/// `forgehand tasks`: the journal's tasks in flight and the last ones
+/// that ended, as plain text for a terminal.
+pub fn render_tasks(unfinished: &[TaskRecord], ended: &[TaskRecord]) -> String {
+    let name = |r: &TaskRecord| {
+        crate::forge::ItemRef::parse_key(&r.key)
+            .map(|i| i.to_string())
+            .unwrap_or_else(|| r.key.clone())
+    };
+    let when = |r: &TaskRecord| {
+        let at = std::time::UNIX_EPOCH + std::time::Duration::from_secs(r.updated_at.max(0) as u64);
+        humantime::format_rfc3339_seconds(at).to_string()
+    };
+    let mut out = format!("In flight ({}):\n", unfinished.len());
+    if unfinished.is_empty() {
+        out.push_str("  none\n");
+    }
+    for r in unfinished {
+        out.push_str(&format!(
+            "  {:<40} {:<10} attempt {}  since {}{}\n",
+            name(r),
+            r.phase.as_str(),
+            r.attempts,
+            when(r),
+            r.branch
+                .as_deref()
+                .map(|b| format!("  branch {b}"))
+                .unwrap_or_default()
+        ));
+    }
+    out.push_str(&format!("\nEnded (last {}):\n", ended.len()));
+    if ended.is_empty() {
+        out.push_str("  none\n");
+    }
+    for r in ended {
+        let outcome: String = r.outcome.as_deref().unwrap_or("").chars().take(100).collect();
+        out.push_str(&format!(
+            "  {:<40} {:<8} {}  {}{}\n",
+            name(r),
+            r.phase.as_str(),
+            when(r),
+            r.change_url.as_deref().unwrap_or("-"),
+            if outcome.is_empty() {
+                String::new()
+            } else {
+                format!("  {outcome}")
+            }
+        ));
+    }
+    out
+}
+
 /// The columns `row_to_record` reads, in its order.
 const SELECT_RECORD: &str =
-    "SELECT key, phase, attempts, branch, comment_id, container_id, change_url, outcome FROM tasks";
+    "SELECT key, phase, attempts, branch, comment_id, container_id, change_url, outcome, updated_at FROM tasks";
 
 fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
     Ok(TaskRecord {
@@ -386,6 +460,7 @@ fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
         container_id: row.get(5)?,
         change_url: row.get(6)?,
         outcome: row.get(7)?,
+        updated_at: row.get(8)?,
     })
 }
 

@@ -29,6 +29,8 @@ pub mod logging;
 #[cfg(feature = "daemon")]
 pub mod mcp;
 #[cfg(feature = "daemon")]
+pub mod metrics;
+#[cfg(feature = "daemon")]
 pub mod planning;
 #[cfg(feature = "daemon")]
 pub mod sandbox;

@@ -42,6 +42,8 @@ enum Command {
     },
     /// Check configuration, Docker, images and credentials; print a table
     Doctor,
+    /// Print the tasks in flight and the last 50 that ended, from the journal
+    Tasks,
     /// Manage sandbox images
     Images {
         #[command(subcommand)]
@@ -157,6 +159,12 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let config = Config::load(&path)?;
     match cli.command {
+        Command::Tasks => {
+            let journal = forgehand::journal::Journal::open(&config.daemon.state_dir)?;
+            let text = forgehand::journal::render_tasks(&journal.unfinished()?, &journal.ended(50)?);
+            std::io::stdout().lock().write_all(text.as_bytes())?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Doctor => {
             let checks = doctor::run_checks(&config, &path.display().to_string(), &Secrets::from_env()).await;
             let mut stdout = std::io::stdout().lock();

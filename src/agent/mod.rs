@@ -238,6 +238,13 @@ impl Agent {
                 }
                 run.tool_calls += 1;
                 let mut result = self.call_tool(call).await;
+                // Names the model made up would make the label set unbounded.
+                let tool = if self.tools.contains(&call.name) {
+                    call.name.as_str()
+                } else {
+                    "unknown"
+                };
+                crate::metrics::global().tool_call(tool, !result.is_error);
                 if result.is_error {
                     let key = (call.name.clone(), canonical_arguments(&call.arguments));
                     let times = run.failures.entry(key).or_insert(0);

@@ -139,6 +139,9 @@ pub struct DaemonConfig {
     /// Put on every container this daemon makes; the reaper only touches its own.
     pub instance_id: String,
     pub state_dir: PathBuf,
+    /// Where `/healthz`, `/readyz`, `/metrics` and the status page are
+    /// served (`daemon.http.listen`); `None`: nowhere.
+    pub http_listen: Option<std::net::SocketAddr>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -274,6 +277,15 @@ impl Config {
         let daemon = DaemonConfig {
             instance_id: non_empty("daemon.instance_id", &raw.daemon.instance_id)?,
             state_dir: resolve_path(&non_empty("daemon.state_dir", &raw.daemon.state_dir)?),
+            http_listen: match raw.daemon.http.listen.trim() {
+                "" => None,
+                text => Some(text.parse().map_err(|_| {
+                    ConfigError::invalid(
+                        "daemon.http.listen",
+                        format!(r#""{text}" is not an address; use e.g. "127.0.0.1:9464" (empty: off)"#),
+                    )
+                })?),
+            },
         };
         if !daemon
             .instance_id

@@ -39,6 +39,14 @@ pub struct RawDaemon {
     pub max_concurrent_tasks: usize,
     pub shutdown_grace: HumanDuration,
     pub max_task_attempts: u32,
+    pub http: RawHttp,
+}
+
+/// `daemon.http`: the health, metrics and status listener.
+#[derive(Debug, Deserialize, Default)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawHttp {
+    pub listen: String,
 }
 
 impl Default for RawDaemon {
@@ -51,6 +59,7 @@ impl Default for RawDaemon {
             max_concurrent_tasks: 2,
             shutdown_grace: HumanDuration(Duration::from_secs(60)),
             max_task_attempts: 3,
+            http: RawHttp::default(),
         }
     }
 }

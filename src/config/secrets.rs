@@ -33,7 +33,7 @@ impl fmt::Display for Secret {
 }
 
 /// The environment variables forgehand reads secrets from, with what each is for.
-pub const SECRET_VARS: [(&str, &str); 6] = [
+pub const SECRET_VARS: [(&str, &str); 7] = [
     ("GITHUB_TOKEN", "GitHub API and git over HTTPS"),
     (
         "GITHUB_APP_PRIVATE_KEY",
@@ -43,6 +43,10 @@ pub const SECRET_VARS: [(&str, &str); 6] = [
     ("OPENAI_API_KEY", "OpenAI models"),
     ("GEMINI_API_KEY", "Gemini models"),
     ("ANTHROPIC_API_KEY", "Anthropic models"),
+    (
+        "FORGEHAND_HTTP_TOKEN",
+        "bearer token for /metrics and the status page (daemon.http.listen)",
+    ),
 ];
 
 #[derive(Debug, Clone, Default)]
@@ -53,6 +57,8 @@ pub struct Secrets {
     pub openai_api_key: Option<Secret>,
     pub gemini_api_key: Option<Secret>,
     pub anthropic_api_key: Option<Secret>,
+    /// Bearer token the HTTP listener asks for (all but /healthz and /readyz).
+    pub http_token: Option<Secret>,
 }
 
 impl Secrets {
@@ -74,6 +80,7 @@ impl Secrets {
             openai_api_key: get("OPENAI_API_KEY"),
             gemini_api_key: get("GEMINI_API_KEY"),
             anthropic_api_key: get("ANTHROPIC_API_KEY"),
+            http_token: get("FORGEHAND_HTTP_TOKEN"),
         }
     }
 
@@ -86,6 +93,7 @@ impl Secrets {
             self.openai_api_key.is_some(),
             self.gemini_api_key.is_some(),
             self.anthropic_api_key.is_some(),
+            self.http_token.is_some(),
         ];
         SECRET_VARS
             .iter()
@@ -115,6 +123,7 @@ impl Secrets {
             &self.openai_api_key,
             &self.gemini_api_key,
             &self.anthropic_api_key,
+            &self.http_token,
         ]
         .into_iter()
         .flatten()

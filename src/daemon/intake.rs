@@ -17,6 +17,8 @@ pub struct Intake {
     repos: HashMap<ForgeKind, (Instant, Vec<String>)>,
     /// No requests to a forge before this (rate limit).
     paused_until: HashMap<ForgeKind, Instant>,
+    /// How each forge's last poll went (for `/readyz`).
+    answered: HashMap<ForgeKind, Result<(), String>>,
     /// Items last seen with the trigger label, per repository; kept across
     /// unchanged polls so a full queue never loses one.
     pending: HashMap<(ForgeKind, String), Vec<Item>>,
@@ -30,6 +32,7 @@ impl Intake {
             labels,
             repos: HashMap::new(),
             paused_until: HashMap::new(),
+            answered: HashMap::new(),
             pending: HashMap::new(),
             refused: HashSet::new(),
         }
@@ -41,6 +44,7 @@ impl Intake {
         if self.paused_until.get(&kind).is_some_and(|t| *t > Instant::now()) {
             return Vec::new();
         }
+        self.answered.insert(kind, Ok(()));
         let repos = match self.repositories(forge).await {
             Ok(r) => r,
             Err(e) => {
@@ -144,7 +148,15 @@ impl Intake {
         }
     }
 
+    /// How each forge's last poll went: `Err` holds its last error.
+    pub fn answered(&self) -> Vec<(ForgeKind, Result<(), String>)> {
+        let mut out: Vec<_> = self.answered.iter().map(|(k, r)| (*k, r.clone())).collect();
+        out.sort_by_key(|(k, _)| *k);
+        out
+    }
+
     fn note_error(&mut self, kind: ForgeKind, e: &crate::forge::ForgeError) {
+        self.answered.insert(kind, Err(e.to_string()));
         if let Some(wait) = e.retry_after() {
             tracing::warn!(forge = kind.as_str(), "{e}");
             self.paused_until.insert(kind, Instant::now() + wait);

@@ -3,6 +3,7 @@
 //! concurrency limit, and on shutdown stop claiming, give running tasks a
 //! grace period, then checkpoint them for the next start.
 
+pub mod http;
 pub mod intake;
 pub mod setup;
 
@@ -20,6 +21,10 @@ pub enum DaemonError {
     Journal(#[from] crate::journal::JournalError),
     #[error("cannot clean up leftover sandboxes: {0}")]
     Reap(#[from] crate::sandbox::SandboxError),
+    #[error(
+        "cannot listen on {address} (daemon.http.listen): {detail}; choose a free address or leave it empty"
+    )]
+    Listen { address: String, detail: String },
 }
 
 pub struct Daemon {
@@ -73,9 +78,14 @@ impl Daemon {
             resuming = queue.len(),
             "forgehand started"
         );
+        let health = Arc::new(http::Health::new(scheduling.poll_interval));
+        health.tick();
+        let listener_stop = CancellationToken::new();
+        let _listener = self.start_listener(health.clone(), listener_stop.clone()).await?;
         let mut intake = intake::Intake::new(self.env.config.labels.clone());
         let mut next_poll = tokio::time::Instant::now();
         loop {
+            health.tick();
             while active.len() < scheduling.max_concurrent_tasks {
                 let Some((item, why)) = queue.pop_front() else {
                     break;
@@ -105,6 +115,7 @@ impl Daemon {
                 }
                 _ = tokio::time::sleep_until(next_poll) => {
                     let mut found = Vec::new();
+                    let poll_started = std::time::Instant::now();
                     let poll_all = async {
                         for forge in self.forges.values() {
                             found.extend(intake.poll(forge.as_ref()).await);
@@ -114,6 +125,10 @@ impl Daemon {
                     tokio::select! {
                         _ = shutdown.cancelled() => {}
                         _ = poll_all => {}
+                    }
+                    crate::metrics::global().poll_took(poll_started.elapsed());
+                    for (kind, answered) in intake.answered() {
+                        health.set_forge(kind.as_str(), answered);
                     }
                     for item in found {
                         let key = item.key();
@@ -159,8 +174,43 @@ impl Daemon {
                 }
             }
         }
+        listener_stop.cancel();
         tracing::info!("stopped");
         Ok(())
+    }
+
+    /// Starts the HTTP listener when `daemon.http.listen` is set; it stops
+    /// when `stop` is cancelled (after the tasks, so probes answer during
+    /// the grace period).
+    async fn start_listener(
+        &self,
+        health: Arc<http::Health>,
+        stop: CancellationToken,
+    ) -> Result<Option<tokio_util::task::AbortOnDropHandle<()>>, DaemonError> {
+        let Some(address) = self.env.config.daemon.http_listen else {
+            return Ok(None);
+        };
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|e| DaemonError::Listen {
+                address: address.to_string(),
+                detail: e.to_string(),
+            })?;
+        let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
+        tracing::info!(address = %bound, "serving /healthz, /readyz, /metrics and the status page");
+        let state = Arc::new(http::HttpState {
+            health,
+            journal: self.env.journal.clone(),
+            backend: self.env.backend.clone(),
+            token: self.env.secrets.http_token.clone(),
+            instance: self.env.config.daemon.instance_id.clone(),
+        });
+        let task = tokio::spawn(async move {
+            if let Err(e) = http::serve(listener, state, stop).await {
+                tracing::error!("{e}");
+            }
+        });
+        Ok(Some(tokio_util::task::AbortOnDropHandle::new(task)))
     }
 }
 

@@ -180,6 +180,11 @@ impl GitHub {
         })?;
         let status = response.status();
         let headers = response.headers().clone();
+        let metrics = crate::metrics::global();
+        metrics.forge_call(FORGE, status.as_u16());
+        if let Some(left) = remaining(&headers) {
+            metrics.rate_limit(FORGE, left);
+        }
         let text = self
             .crab
             .body_to_string(response)

@@ -269,6 +269,16 @@ impl MergeRequest {
     }
 }
 
+/// Counts a call in the metrics by its outcome (the gitlab crate hides the
+/// status of a success: 200).
+fn record<T>(result: &Result<T, ForgeError>) {
+    let status = match result {
+        Ok(_) => 200,
+        Err(e) => e.status(),
+    };
+    crate::metrics::global().forge_call(FORGE, status);
+}
+
 impl GitLab {
     /// Connects to `config.url` with GITLAB_TOKEN; the token is checked now.
     pub async fn connect(config: &GitLabConfig, secrets: &Secrets) -> Result<GitLab, ForgeError> {
@@ -320,9 +330,12 @@ impl GitLab {
         rest: Rest,
         what: &str,
     ) -> Result<T, ForgeError> {
-        rest.query_async(&self.client)
+        let result = rest
+            .query_async(&self.client)
             .await
-            .map_err(|e| map_error(e, what))
+            .map_err(|e| map_error(e, what));
+        record(&result);
+        result
     }
 
     async fn all<T: DeserializeOwned + Send + 'static>(
@@ -330,10 +343,12 @@ impl GitLab {
         rest: Rest,
         what: &str,
     ) -> Result<Vec<T>, ForgeError> {
-        api::paged(rest, Pagination::All)
+        let result = api::paged(rest, Pagination::All)
             .query_async(&self.client)
             .await
-            .map_err(|e| map_error(e, what))
+            .map_err(|e| map_error(e, what));
+        record(&result);
+        result
     }
 
     fn item_path(item: &ItemRef) -> String {

@@ -236,6 +236,16 @@ pub enum ForgeError {
 }
 
 impl ForgeError {
+    /// The HTTP status behind the error for metrics (0: none, e.g. a network failure).
+    pub fn status(&self) -> u16 {
+        match self {
+            ForgeError::Auth { status, .. } | ForgeError::Api { status, .. } => *status,
+            ForgeError::NotFound { .. } => 404,
+            ForgeError::RateLimited { .. } => 429,
+            ForgeError::Network { .. } | ForgeError::Decode { .. } | ForgeError::Setup { .. } => 0,
+        }
+    }
+
     /// Worth trying again later: the forge was unreachable, busy or rate limited.
     pub fn is_retryable(&self) -> bool {
         match self {

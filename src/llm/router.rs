@@ -19,6 +19,8 @@ pub struct Route {
 pub struct Router {
     routes: Vec<Route>,
     retry: RetryPolicy,
+    /// For the cost metric (`llm.prices`).
+    prices: std::collections::BTreeMap<String, super::usage::Price>,
     /// Models configured but left out for a missing key, for error messages.
     unavailable: Vec<String>,
 }
@@ -28,8 +30,15 @@ impl Router {
         Router {
             routes,
             retry,
+            prices: Default::default(),
             unavailable,
         }
+    }
+
+    /// Prices the cost metric with `prices`.
+    pub fn with_prices(mut self, prices: std::collections::BTreeMap<String, super::usage::Price>) -> Router {
+        self.prices = prices;
+        self
     }
 
     /// The routes a request of `tokens` input tokens may use, in order.
@@ -120,7 +129,22 @@ impl Router {
         let attempt = || {
             let routed = &routed;
             let provider = route.provider.clone();
-            async move { provider.chat(routed).await }
+            let prices = &self.prices;
+            async move {
+                let result = provider.chat(routed).await;
+                let metrics = crate::metrics::global();
+                match &result {
+                    Ok(response) => {
+                        metrics.model_request(&routed.model, "ok");
+                        let cost = super::usage::UsageReport::new(prices.clone())
+                            .cost_of(&response.model, response.usage);
+                        metrics.model_usage(&response.model, response.usage, cost);
+                    }
+                    Err(e) if e.is_retryable() => metrics.model_request(&routed.model, "retryable_error"),
+                    Err(_) => metrics.model_request(&routed.model, "error"),
+                }
+                result
+            }
         };
         self.retry.run(&route.model, attempt).await
     }
@@ -214,5 +238,5 @@ pub fn from_config(
             None => unavailable.push(format!("{} ({} not set)", model.model, model.provider.key_var())),
         }
     }
-    Ok(Router::new(routes, config.retry, unavailable))
+    Ok(Router::new(routes, config.retry, unavailable).with_prices(config.prices.clone()))
 }

@@ -331,6 +331,17 @@ impl SandboxBackend for DockerBackend {
         Ok(Box::new(sandbox))
     }
 
+    async fn ping(&self) -> Result<(), SandboxError> {
+        self.docker
+            .ping()
+            .await
+            .map(drop)
+            .map_err(|e| SandboxError::DockerUnreachable {
+                endpoint: "the configured engine".into(),
+                detail: e.to_string(),
+            })
+    }
+
     async fn reap(&self, running: &[String]) -> Result<Vec<String>, SandboxError> {
         let filters = HashMap::from([(
             "label",

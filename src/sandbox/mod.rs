@@ -169,4 +169,7 @@ pub trait SandboxBackend: Send + Sync {
     /// Removes every sandbox of this daemon instance whose task id is not in
     /// `running`; returns the ids removed.
     async fn reap(&self, running: &[String]) -> Result<Vec<String>, SandboxError>;
+
+    /// Whether the engine answers (for `/readyz`).
+    async fn ping(&self) -> Result<(), SandboxError>;
 }

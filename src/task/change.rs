@@ -81,9 +81,11 @@ impl TaskRun<'_> {
         self.progress.note(format!("Sandbox from image `{image}`"));
         let sandbox: Arc<dyn Sandbox> =
             Arc::from(self.env.backend.prepare(&spec, Some(&ws.checkout_dir())).await?);
+        // Held by the task from here on, so `remove_sandbox` always sees it.
+        self.sandbox = Some(sandbox.clone());
+        crate::metrics::global().sandbox_started();
         self.env.journal.set_container(&self.key, Some(sandbox.id()))?;
         self.env.journal.set_phase(&self.key, Phase::Working)?;
-        self.sandbox = Some(sandbox.clone());
 
         let (mut tools, editor_enabled, servers) = self.tools(sandbox.clone()).await?;
         let system = self.env.prompts.system_prompt(editor_enabled);

@@ -3,6 +3,7 @@
 //! an effect outside the daemon is journalled as soon as it is done and is
 //! safe to repeat, so a task killed at any point is resumed, never doubled.
 
+pub mod board;
 mod change;
 mod claim;
 mod context;
@@ -68,6 +69,20 @@ pub enum TaskEnd {
     Skipped {
         reason: String,
     },
+}
+
+impl TaskEnd {
+    /// The outcome's name in metrics and on the status page.
+    pub fn outcome(&self) -> &'static str {
+        match self {
+            TaskEnd::Delivered { .. } => "delivered",
+            TaskEnd::NoChanges => "no_changes",
+            TaskEnd::Failed { .. } => "failed",
+            TaskEnd::Stopped => "stopped",
+            TaskEnd::Interrupted => "interrupted",
+            TaskEnd::Skipped { .. } => "skipped",
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -136,7 +151,7 @@ pub async fn run(
         env,
         forge,
         item: item.clone(),
-        key,
+        key: key.clone(),
         progress: Progress::new(&item),
         comment_id: record.comment_id,
         usage: None,
@@ -145,6 +160,19 @@ pub async fn run(
         finish_summary: None,
     };
     tracing::info!(task = %item, attempt = record.attempts, phase = record.phase.as_str(), "task started");
+    let started = std::time::Instant::now();
+    crate::metrics::global().task_started(item.forge.as_str());
+    board::set(
+        &key,
+        board::LiveTask {
+            name: item.to_string(),
+            web_url: String::new(),
+            status: "Claiming".into(),
+            started: std::time::SystemTime::now(),
+            tokens: 0,
+            cost: 0.0,
+        },
+    );
     let result = if record.attempts > env.config.scheduling.max_task_attempts {
         Err(TaskError::Other(format!(
             "the task was interrupted {} times (daemon.max_task_attempts); not starting it again",
@@ -177,6 +205,8 @@ pub async fn run(
         }
     }
     tracing::info!(task = %item, "task ended: {end:?}");
+    crate::metrics::global().task_ended(end.outcome(), started.elapsed());
+    board::remove(&item.key());
     end
 }
 
@@ -238,6 +268,15 @@ impl TaskRun<'_> {
 
     /// Edits the progress comment; a failure is logged, never fatal.
     pub(super) async fn report(&self) {
+        let (tokens, cost) = match &self.usage {
+            Some(u) => (u.total().total(), u.estimated_cost().0),
+            None => (0, 0.0),
+        };
+        board::update(&self.key, |line| {
+            line.status = self.progress.status().to_owned();
+            line.tokens = tokens;
+            line.cost = cost;
+        });
         if self.env.echo_progress {
             eprintln!("[{}] {}", self.item, self.progress.status());
         }
@@ -329,6 +368,7 @@ impl TaskRun<'_> {
 
     pub(super) async fn remove_sandbox(&mut self) {
         if let Some(sandbox) = self.sandbox.take() {
+            crate::metrics::global().sandbox_removed();
             if let Err(e) = sandbox.remove().await {
                 tracing::warn!(task = %self.item, "cannot remove the sandbox: {e}");
             }

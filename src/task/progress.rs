@@ -25,6 +25,20 @@ pub enum Step {
     Review,
 }
 
+impl Step {
+    /// The phase's name in metrics.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Step::Claim => "claim",
+            Step::Workspace => "workspace",
+            Step::Plan => "plan",
+            Step::Change => "change",
+            Step::Push => "push",
+            Step::Review => "review",
+        }
+    }
+}
+
 const STEPS: [Step; 6] = [
     Step::Claim,
     Step::Workspace,
@@ -45,6 +59,8 @@ pub struct Progress {
     outcome: Option<String>,
     /// The plan's checklist, kept current by the model's `update_plan`.
     plan: Vec<PlanStep>,
+    /// When the current step began (for the phase-duration metric).
+    step_started: std::time::Instant,
 }
 
 impl Progress {
@@ -57,6 +73,7 @@ impl Progress {
             history: Vec::new(),
             outcome: None,
             plan: Vec::new(),
+            step_started: std::time::Instant::now(),
         }
     }
 
@@ -74,7 +91,11 @@ impl Progress {
 
     /// Marks every step before `step` done and says what happens now.
     pub fn at(&mut self, step: Step, phase: impl Into<String>) {
-        self.done = STEPS.iter().position(|s| *s == step).unwrap_or(0);
+        let index = STEPS.iter().position(|s| *s == step).unwrap_or(0);
+        if index != self.done {
+            self.end_step();
+        }
+        self.done = index;
         self.phase = phase.into();
         self.note(self.phase.clone());
     }
@@ -98,7 +119,21 @@ impl Progress {
         }
     }
 
+    /// Records how long the current step took and starts the clock anew.
+    fn end_step(&mut self) {
+        if let Some(step) = STEPS.get(self.done) {
+            crate::metrics::global().phase_took(step.as_str(), self.step_started.elapsed());
+        }
+        self.step_started = std::time::Instant::now();
+    }
+
+    /// The step under way (for the status page).
+    pub fn step(&self) -> Option<Step> {
+        STEPS.get(self.done).copied()
+    }
+
     pub fn finish(&mut self, all_done: bool, phase: impl Into<String>, outcome: impl Into<String>) {
+        self.end_step();
         if all_done {
             self.done = STEPS.len();
         }

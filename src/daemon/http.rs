@@ -1,0 +1,367 @@
+//! The daemon's HTTP listener (`daemon.http.listen`): `/healthz` (the
+//! process and its poll loop are alive), `/readyz` (config valid, Docker
+//! reachable, every watched forge answered its last poll), `/metrics` (the
+//! Prometheus text format) and `/`, a small server-rendered status page.
+//! With `FORGEHAND_HTTP_TOKEN` set, everything but the two probes asks for
+//! `Authorization: Bearer <token>`.
+
+use crate::config::Secret;
+use crate::journal::Journal;
+use crate::sandbox::SandboxBackend;
+use axum::extract::State;
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+use tokio_util::sync::CancellationToken;
+
+/// What the poll loop reports for the probes.
+pub struct Health {
+    started: Instant,
+    /// Milliseconds after `started` of the loop's last tick.
+    last_tick: AtomicU64,
+    poll_interval: Duration,
+    /// Per forge: `Err` with the last poll's error.
+    forges: Mutex<BTreeMap<String, Result<(), String>>>,
+    /// Why the daemon does not claim new tasks, when it does not.
+    not_claiming: Mutex<Option<String>>,
+}
+
+impl Health {
+    pub fn new(poll_interval: Duration) -> Health {
+        Health {
+            started: Instant::now(),
+            last_tick: AtomicU64::new(0),
+            poll_interval,
+            forges: Mutex::new(BTreeMap::new()),
+            not_claiming: Mutex::new(None),
+        }
+    }
+
+    /// The poll loop is alive.
+    pub fn tick(&self) {
+        self.last_tick
+            .store(self.started.elapsed().as_millis() as u64, Ordering::Relaxed);
+    }
+
+    pub fn set_forge(&self, forge: &str, answered: Result<(), String>) {
+        self.forges
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(forge.to_owned(), answered);
+    }
+
+    pub fn set_not_claiming(&self, why: Option<String>) {
+        *self.not_claiming.lock().unwrap_or_else(|p| p.into_inner()) = why;
+    }
+
+    /// Time since the loop last ticked.
+    pub fn since_tick(&self) -> Duration {
+        let now = self.started.elapsed().as_millis() as u64;
+        Duration::from_millis(now.saturating_sub(self.last_tick.load(Ordering::Relaxed)))
+    }
+
+    /// Alive: the loop ticked within three poll intervals (and a minute's slack).
+    pub fn alive(&self) -> bool {
+        self.since_tick() <= self.poll_interval * 3 + Duration::from_secs(60)
+    }
+}
+
+pub struct HttpState {
+    pub health: Arc<Health>,
+    pub journal: Arc<Journal>,
+    pub backend: Arc<dyn SandboxBackend>,
+    pub token: Option<Secret>,
+    pub instance: String,
+}
+
+/// Serves until `shutdown`.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    state: Arc<HttpState>,
+    shutdown: CancellationToken,
+) -> Result<(), String> {
+    let router = axum::Router::new()
+        .route("/healthz", get(healthz))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(metrics))
+        .route("/", get(status_page))
+        .with_state(state);
+    axum::serve(listener, router)
+        .with_graceful_shutdown(async move { shutdown.cancelled().await })
+        .await
+        .map_err(|e| format!("the HTTP listener stopped: {e}"))
+}
+
+fn text(status: StatusCode, body: String) -> Response {
+    (
+        status,
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        body,
+    )
+        .into_response()
+}
+
+async fn healthz(State(state): State<Arc<HttpState>>) -> Response {
+    let since = state.health.since_tick();
+    if state.health.alive() {
+        text(
+            StatusCode::OK,
+            format!("ok: the poll loop ticked {} s ago\n", since.as_secs()),
+        )
+    } else {
+        text(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "unhealthy: the poll loop has not ticked for {} s\n",
+                since.as_secs()
+            ),
+        )
+    }
+}
+
+async fn readyz(State(state): State<Arc<HttpState>>) -> Response {
+    let mut lines = vec!["config: ok (loaded and validated)".to_owned()];
+    let mut ready = true;
+    match tokio::time::timeout(Duration::from_secs(3), state.backend.ping()).await {
+        Ok(Ok(())) => lines.push("docker: ok".into()),
+        Ok(Err(e)) => {
+            ready = false;
+            lines.push(format!("docker: FAIL: {e}"));
+        }
+        Err(_) => {
+            ready = false;
+            lines.push("docker: FAIL: the engine did not answer within 3 s".into());
+        }
+    }
+    let forges = state
+        .health
+        .forges
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone();
+    if forges.is_empty() {
+        ready = false;
+        lines.push("forges: FAIL: no poll has finished yet".into());
+    }
+    for (forge, answered) in forges {
+        match answered {
+            Ok(()) => lines.push(format!("{forge}: ok (answered its last poll)")),
+            Err(e) => {
+                ready = false;
+                lines.push(format!("{forge}: FAIL: {e}"));
+            }
+        }
+    }
+    if let Some(why) = state
+        .health
+        .not_claiming
+        .lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .clone()
+    {
+        ready = false;
+        lines.push(format!("claiming: FAIL: {why}"));
+    }
+    let body = lines.join("\n") + "\n";
+    text(
+        if ready {
+            StatusCode::OK
+        } else {
+            StatusCode::SERVICE_UNAVAILABLE
+        },
+        body,
+    )
+}
+
+/// `None` when the request may pass; else the refusal.
+fn refuse(state: &HttpState, headers: &HeaderMap) -> Option<Response> {
+    let token = state.token.as_ref()?;
+    let given = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "));
+    if given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.expose().as_bytes())) {
+        return None;
+    }
+    Some(
+        (
+            StatusCode::UNAUTHORIZED,
+            [(header::WWW_AUTHENTICATE, "Bearer")],
+            "send Authorization: Bearer <the value of FORGEHAND_HTTP_TOKEN>\n",
+        )
+            .into_response(),
+    )
+}
+
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = refuse(&state, &headers) {
+        return refused;
+    }
+    let m = crate::metrics::global();
+    m.set_journal_bytes(state.journal.size_bytes());
+    (
+        StatusCode::OK,
+        [(
+            header::CONTENT_TYPE,
+            "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        )],
+        m.encode(),
+    )
+        .into_response()
+}
+
+async fn status_page(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
+    if let Some(refused) = refuse(&state, &headers) {
+        return refused;
+    }
+    let ended = match state.journal.ended(50) {
+        Ok(e) => e,
+        Err(e) => {
+            return text(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("cannot read the journal: {e}\n"),
+            )
+        }
+    };
+    let page = render_status(
+        &state.instance,
+        &crate::task::board::snapshot(),
+        &ended,
+        &crate::metrics::global().rate_limits(),
+        SystemTime::now(),
+    );
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+        page,
+    )
+        .into_response()
+}
+
+fn escape(text: &str) -> String {
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+fn ago(seconds: u64) -> String {
+    match seconds {
+        s if s < 120 => format!("{s} s"),
+        s if s < 7200 => format!("{} min", s / 60),
+        s if s < 172_800 => format!("{} h", s / 3600),
+        s => format!("{} days", s / 86_400),
+    }
+}
+
+/// The status page: tasks in flight, the last tasks that ended, and the
+/// forges' rate-limit headroom. Plain HTML and a little CSS.
+pub fn render_status(
+    instance: &str,
+    live: &[crate::task::board::LiveTask],
+    ended: &[crate::journal::TaskRecord],
+    rate_limits: &[(String, i64)],
+    now: SystemTime,
+) -> String {
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        r#"<!doctype html>
+<html lang="en"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1">
+<meta http-equiv="refresh" content="30"><title>forgehand · {instance}</title>
+<style>
+body {{ font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #1f2328; }}
+h1 {{ font-size: 1.4rem; margin-bottom: .2rem; }} h2 {{ font-size: 1.1rem; margin-top: 2rem; }}
+.sub {{ color: #59636e; margin-top: 0; }}
+table {{ border-collapse: collapse; width: 100%; }}
+th, td {{ text-align: left; padding: .4rem .6rem; border-bottom: 1px solid #d1d9e0; vertical-align: top; }}
+th {{ background: #f6f8fa; font-weight: 600; }}
+td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+.outcome {{ padding: .1rem .45rem; border-radius: .8rem; font-size: .85em; }}
+.done {{ background: #dafbe1; }} .failed {{ background: #ffebe9; }} .stopped {{ background: #fff8c5; }}
+.empty {{ color: #59636e; font-style: italic; }}
+a {{ color: #0969da; }}
+</style></head><body>
+<h1>forgehand</h1><p class="sub">instance <b>{instance}</b> · refreshed every 30 s</p>
+<h2>In flight ({})</h2>
+"#,
+        live.len(),
+        instance = escape(instance),
+    );
+    if live.is_empty() {
+        html.push_str("<p class=\"empty\">No task is running.</p>\n");
+    } else {
+        html.push_str("<table><tr><th>Task</th><th>Now</th><th>Running for</th><th>Tokens</th><th>Est. cost</th></tr>\n");
+        for t in live {
+            let running = now.duration_since(t.started).unwrap_or_default().as_secs();
+            let name = if t.web_url.is_empty() {
+                escape(&t.name)
+            } else {
+                format!("<a href=\"{}\">{}</a>", escape(&t.web_url), escape(&t.name))
+            };
+            let _ = writeln!(
+                html,
+                "<tr><td>{name}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">${:.4}</td></tr>",
+                escape(&t.status),
+                ago(running),
+                t.tokens,
+                t.cost
+            );
+        }
+        html.push_str("</table>\n");
+    }
+    let _ = writeln!(html, "<h2>Ended (last {})</h2>", ended.len());
+    if ended.is_empty() {
+        html.push_str("<p class=\"empty\">No task has ended yet.</p>\n");
+    } else {
+        html.push_str("<table><tr><th>Task</th><th>Outcome</th><th>PR / MR</th><th>Ended</th></tr>\n");
+        let now_secs = now
+            .duration_since(SystemTime::UNIX_EPOCH)
+            .map(|d| d.as_secs() as i64)
+            .unwrap_or(0);
+        for r in ended {
+            let name = crate::forge::ItemRef::parse_key(&r.key)
+                .map(|i| i.to_string())
+                .unwrap_or_else(|| r.key.clone());
+            let phase = r.phase.as_str();
+            let link = match &r.change_url {
+                Some(url) => format!("<a href=\"{}\">{}</a>", escape(url), escape(url)),
+                None => "—".into(),
+            };
+            let outcome: String = r.outcome.as_deref().unwrap_or("").chars().take(160).collect();
+            let _ = writeln!(
+                html,
+                "<tr><td>{}</td><td><span class=\"outcome {phase}\">{phase}</span> {}</td><td>{link}</td><td>{} ago</td></tr>",
+                escape(&name),
+                escape(&outcome),
+                ago((now_secs - r.updated_at).max(0) as u64)
+            );
+        }
+        html.push_str("</table>\n");
+    }
+    html.push_str("<h2>Forge rate limits</h2>\n");
+    if rate_limits.is_empty() {
+        html.push_str("<p class=\"empty\">No forge has reported its rate limit yet.</p>\n");
+    } else {
+        html.push_str("<table><tr><th>Forge</th><th>Requests left in the window</th></tr>\n");
+        for (forge, left) in rate_limits {
+            let _ = writeln!(
+                html,
+                "<tr><td>{}</td><td class=\"num\">{left}</td></tr>",
+                escape(forge)
+            );
+        }
+        html.push_str("</table>\n");
+    }
+    html.push_str("</body></html>\n");
+    html
+}

@@ -1,0 +1,291 @@
+//! The daemon's metrics, in the Prometheus text format through the
+//! Prometheus project's own client (`prometheus-client`). One registry per
+//! process ([`global`]): tasks, phases, model requests, tokens and cost,
+//! tool calls, forge calls and rate limits, sandboxes, poll cycles. Every
+//! part of the daemon records into it without a handle passed around; the
+//! HTTP listener encodes it on each scrape.
+
+use prometheus_client::encoding::text::encode;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::{Family, MetricConstructor};
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+use std::sync::atomic::AtomicU64;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// Label pairs, as `[("model", "o3")]`.
+pub type Labels = Vec<(String, String)>;
+
+/// Histogram buckets in seconds, from a second to about 4.5 hours.
+#[derive(Clone, Copy)]
+struct Buckets(&'static [f64]);
+
+impl MetricConstructor<Histogram> for Buckets {
+    fn new_metric(&self) -> Histogram {
+        Histogram::new(self.0.iter().copied())
+    }
+}
+
+const LONG: &[f64] = &[
+    1.0, 5.0, 15.0, 30.0, 60.0, 120.0, 300.0, 600.0, 1200.0, 1800.0, 3600.0, 7200.0, 16200.0,
+];
+const SHORT: &[f64] = &[0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0];
+
+pub struct Metrics {
+    registry: Registry,
+    tasks_started: Family<Labels, Counter>,
+    tasks_ended: Family<Labels, Counter>,
+    task_seconds: Family<Labels, Histogram, Buckets>,
+    phase_seconds: Family<Labels, Histogram, Buckets>,
+    model_requests: Family<Labels, Counter>,
+    tokens: Family<Labels, Counter>,
+    cost: Family<Labels, Counter<f64, AtomicU64>>,
+    tool_calls: Family<Labels, Counter>,
+    forge_calls: Family<Labels, Counter>,
+    rate_limit_remaining: Family<Labels, Gauge>,
+    sandboxes_running: Gauge,
+    poll_seconds: Histogram,
+    journal_bytes: Gauge,
+}
+
+fn labels(pairs: &[(&str, &str)]) -> Labels {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
+
+impl Metrics {
+    fn new() -> Metrics {
+        let m = Metrics {
+            registry: Registry::with_prefix("forgehand"),
+            tasks_started: Family::default(),
+            tasks_ended: Family::default(),
+            task_seconds: Family::new_with_constructor(Buckets(LONG)),
+            phase_seconds: Family::new_with_constructor(Buckets(LONG)),
+            model_requests: Family::default(),
+            tokens: Family::default(),
+            cost: Family::default(),
+            tool_calls: Family::default(),
+            forge_calls: Family::default(),
+            rate_limit_remaining: Family::default(),
+            sandboxes_running: Gauge::default(),
+            poll_seconds: Histogram::new(SHORT.iter().copied()),
+            journal_bytes: Gauge::default(),
+        };
+        let mut m = m;
+        let r = &mut m.registry;
+        r.register(
+            "tasks_started",
+            "Tasks started (a resume counts), by forge",
+            m.tasks_started.clone(),
+        );
+        r.register("tasks_ended", "Tasks ended, by outcome", m.tasks_ended.clone());
+        r.register(
+            "task_duration_seconds",
+            "How long tasks took, by outcome",
+            m.task_seconds.clone(),
+        );
+        r.register(
+            "phase_duration_seconds",
+            "How long each phase of a task took",
+            m.phase_seconds.clone(),
+        );
+        r.register(
+            "model_requests",
+            "Model API requests, by model and outcome",
+            m.model_requests.clone(),
+        );
+        r.register(
+            "model_tokens",
+            "Model tokens, by model and kind (input, cached_input, output)",
+            m.tokens.clone(),
+        );
+        r.register(
+            "model_cost_usd",
+            "Estimated model cost in US dollars (llm.prices), by model",
+            m.cost.clone(),
+        );
+        r.register(
+            "tool_calls",
+            "Tool calls of the agent, by tool and outcome",
+            m.tool_calls.clone(),
+        );
+        r.register(
+            "forge_api_calls",
+            "Forge API calls, by forge and HTTP status",
+            m.forge_calls.clone(),
+        );
+        r.register(
+            "forge_rate_limit_remaining",
+            "Requests left in the forge's rate-limit window, as last reported",
+            m.rate_limit_remaining.clone(),
+        );
+        r.register(
+            "sandboxes_running",
+            "Sandboxes (containers) of running tasks",
+            m.sandboxes_running.clone(),
+        );
+        r.register(
+            "poll_cycle_duration_seconds",
+            "How long one poll of every forge took",
+            m.poll_seconds.clone(),
+        );
+        r.register(
+            "journal_bytes",
+            "Size of the journal database and its write-ahead log",
+            m.journal_bytes.clone(),
+        );
+        m
+    }
+
+    pub fn task_started(&self, forge: &str) {
+        self.tasks_started
+            .get_or_create(&labels(&[("forge", forge)]))
+            .inc();
+    }
+
+    pub fn task_ended(&self, outcome: &str, took: Duration) {
+        let l = labels(&[("outcome", outcome)]);
+        self.tasks_ended.get_or_create(&l).inc();
+        self.task_seconds.get_or_create(&l).observe(took.as_secs_f64());
+    }
+
+    pub fn phase_took(&self, phase: &str, took: Duration) {
+        self.phase_seconds
+            .get_or_create(&labels(&[("phase", phase)]))
+            .observe(took.as_secs_f64());
+    }
+
+    /// One model request (an attempt: retries count again).
+    pub fn model_request(&self, model: &str, outcome: &str) {
+        self.model_requests
+            .get_or_create(&labels(&[("model", model), ("outcome", outcome)]))
+            .inc();
+    }
+
+    pub fn model_usage(&self, model: &str, usage: crate::llm::TokenUsage, cost: Option<f64>) {
+        for (kind, n) in [
+            ("input", usage.input_tokens),
+            ("cached_input", usage.cached_input_tokens),
+            ("output", usage.output_tokens),
+        ] {
+            self.tokens
+                .get_or_create(&labels(&[("model", model), ("kind", kind)]))
+                .inc_by(n);
+        }
+        if let Some(cost) = cost {
+            self.cost.get_or_create(&labels(&[("model", model)])).inc_by(cost);
+        }
+    }
+
+    pub fn tool_call(&self, tool: &str, ok: bool) {
+        let outcome = if ok { "ok" } else { "error" };
+        self.tool_calls
+            .get_or_create(&labels(&[("tool", tool), ("outcome", outcome)]))
+            .inc();
+    }
+
+    pub fn forge_call(&self, forge: &str, status: u16) {
+        self.forge_calls
+            .get_or_create(&labels(&[("forge", forge), ("status", &status.to_string())]))
+            .inc();
+    }
+
+    pub fn rate_limit(&self, forge: &str, remaining: u64) {
+        self.rate_limit_remaining
+            .get_or_create(&labels(&[("forge", forge)]))
+            .set(i64::try_from(remaining).unwrap_or(i64::MAX));
+    }
+
+    /// The last reported rate-limit headroom per forge.
+    pub fn rate_limits(&self) -> Vec<(String, i64)> {
+        ["github", "gitlab"]
+            .into_iter()
+            .filter_map(|forge| {
+                let l = labels(&[("forge", forge)]);
+                self.rate_limit_remaining
+                    .get(&l)
+                    .map(|g| (forge.to_owned(), g.get()))
+            })
+            .collect()
+    }
+
+    pub fn sandbox_started(&self) {
+        self.sandboxes_running.inc();
+    }
+
+    pub fn sandbox_removed(&self) {
+        self.sandboxes_running.dec();
+    }
+
+    pub fn poll_took(&self, took: Duration) {
+        self.poll_seconds.observe(took.as_secs_f64());
+    }
+
+    pub fn set_journal_bytes(&self, bytes: u64) {
+        self.journal_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
+    }
+
+    /// Everything in the Prometheus text format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = encode(&mut out, &self.registry) {
+            tracing::warn!("cannot encode the metrics: {e}");
+        }
+        out
+    }
+}
+
+/// The process's metrics.
+pub fn global() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(Metrics::new)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn recorded_values_are_in_the_text_format() {
+        let m = Metrics::new();
+        m.task_started("github");
+        m.task_ended("delivered", Duration::from_secs(90));
+        m.model_request("o3", "ok");
+        m.model_usage(
+            "o3",
+            crate::llm::TokenUsage {
+                input_tokens: 1000,
+                cached_input_tokens: 800,
+                output_tokens: 50,
+            },
+            Some(0.0042),
+        );
+        m.rate_limit("github", 4999);
+        let text = m.encode();
+        assert!(
+            text.contains("forgehand_tasks_started_total{forge=\"github\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("forgehand_task_duration_seconds_bucket{le=\"120.0\",outcome=\"delivered\"} 1"),
+            "{text}"
+        );
+        assert!(
+            text.contains("forgehand_model_tokens_total{model=\"o3\",kind=\"cached_input\"} 800"),
+            "{text}"
+        );
+        assert!(
+            text.contains("forgehand_model_cost_usd_total{model=\"o3\"} 0.0042"),
+            "{text}"
+        );
+        assert!(
+            text.contains("forgehand_forge_rate_limit_remaining{forge=\"github\"} 4999"),
+            "{text}"
+        );
+        assert_eq!(m.rate_limits(), vec![("github".to_owned(), 4999)]);
+    }
+}
