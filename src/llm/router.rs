@@ -136,9 +136,11 @@ impl Router {
                 match &result {
                     Ok(response) => {
                         metrics.model_request(&routed.model, "ok");
+                        // Labelled and priced by the configured name: the name the
+                        // provider answers with may carry a date and has no price.
                         let cost = super::usage::UsageReport::new(prices.clone())
-                            .cost_of(&response.model, response.usage);
-                        metrics.model_usage(&response.model, response.usage, cost);
+                            .cost_of(&routed.model, response.usage);
+                        metrics.model_usage(&routed.model, response.usage, cost);
                     }
                     Err(e) if e.is_retryable() => metrics.model_request(&routed.model, "retryable_error"),
                     Err(_) => metrics.model_request(&routed.model, "error"),
