@@ -6,6 +6,7 @@
 pub mod http;
 pub mod intake;
 pub mod setup;
+pub mod systemd;
 
 use crate::forge::{Forge, ForgeKind, ItemRef};
 use crate::task::{self, TaskEnd, TaskEnv};
@@ -82,10 +83,22 @@ impl Daemon {
         health.tick();
         let listener_stop = CancellationToken::new();
         let _listener = self.start_listener(health.clone(), listener_stop.clone()).await?;
+        let mut systemd = systemd::Notifier::from_env();
         let mut intake = intake::Intake::new(self.env.config.labels.clone());
         let mut next_poll = tokio::time::Instant::now();
+        // Wake at least this often, so the watchdog is fed between polls.
+        let heartbeat = systemd
+            .watchdog()
+            .map(|w| w / 3)
+            .unwrap_or(scheduling.poll_interval)
+            .max(Duration::from_millis(200));
         loop {
             health.tick();
+            systemd.alive(&systemd::status_line(
+                running.len(),
+                queue.len(),
+                next_poll.saturating_duration_since(tokio::time::Instant::now()),
+            ));
             while active.len() < scheduling.max_concurrent_tasks {
                 let Some((item, why)) = queue.pop_front() else {
                     break;
@@ -110,6 +123,7 @@ impl Daemon {
             }
             tokio::select! {
                 _ = shutdown.cancelled() => {}
+                _ = tokio::time::sleep(heartbeat) => {}
                 Some(done) = running.join_next(), if !running.is_empty() => {
                     finished(&mut active, done);
                 }
@@ -127,7 +141,12 @@ impl Daemon {
                         _ = poll_all => {}
                     }
                     crate::metrics::global().poll_took(poll_started.elapsed());
-                    for (kind, answered) in intake.answered() {
+                    let answered = intake.answered();
+                    // The first reconcile is done when a forge answered a whole poll.
+                    if answered.iter().any(|(_, a)| a.is_ok()) {
+                        systemd.ready();
+                    }
+                    for (kind, answered) in answered {
                         health.set_forge(kind.as_str(), answered);
                     }
                     for item in found {
@@ -146,6 +165,7 @@ impl Daemon {
             }
         }
 
+        systemd.stopping();
         if !running.is_empty() {
             tracing::info!(
                 running = running.len(),
