@@ -205,7 +205,16 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         // Served above, before any config is read.
         Command::Mcp { .. } => Ok(ExitCode::SUCCESS),
         Command::Run => {
-            let assembly = setup::assemble(config, Secrets::from_env(), None).await?;
+            let secrets = Secrets::from_env();
+            let problems = setup::first_run_problems(&config, &secrets);
+            if !problems.is_empty() {
+                eprint!(
+                    "{}",
+                    setup::first_run_help(&problems, &path.display().to_string())
+                );
+                return Ok(ExitCode::from(2));
+            }
+            let assembly = setup::assemble(config, secrets, None).await?;
             let daemon = Daemon::new(assembly.env, assembly.forges);
             let shutdown = CancellationToken::new();
             let trigger = shutdown.clone();

@@ -125,6 +125,7 @@ fn run_stops_at_start_when_the_editor_executable_is_missing() {
     let out = forgehand(&config)
         .arg("run")
         .env("FORGEHAND_EDITOR_BINARY", "/nonexistent/forgehand-editor")
+        .env("OPENAI_API_KEY", "sk-cli-test")
         .output()
         .unwrap();
     assert_eq!(out.status.code(), Some(1));
@@ -136,7 +137,7 @@ fn run_stops_at_start_when_the_editor_executable_is_missing() {
 }
 
 #[test]
-fn run_without_a_watched_repository_says_what_to_configure() {
+fn run_on_a_fresh_machine_says_what_to_set_with_an_example() {
     let dir = tempfile::tempdir().unwrap();
     let config = dir.path().join("config.yaml");
     std::fs::write(
@@ -144,13 +145,37 @@ fn run_without_a_watched_repository_says_what_to_configure() {
         format!("daemon:\n  state_dir: {}\n", dir.path().join("state").display()),
     )
     .unwrap();
+    // Nothing watched, no model key.
     let out = forgehand(&config).arg("run").output().unwrap();
-    assert_eq!(out.status.code(), Some(1));
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    for expected in [
+        "forgehand cannot start yet",
+        "github.repositories",
+        "gitlab.projects",
+        "OPENAI_API_KEY",
+        "GEMINI_API_KEY",
+        "repositories: [\"your-org/your-repo\"]",
+        "export GITHUB_TOKEN=",
+        "forgehand doctor",
+    ] {
+        assert!(stderr.contains(expected), "{expected} in {stderr}");
+    }
+    // A watched repository without its token.
+    let watched = write_config(dir.path(), &common::unique("fresh"));
+    let out = forgehand(&watched)
+        .env_remove("GITHUB_TOKEN")
+        .env("OPENAI_API_KEY", "sk-cli-test")
+        .arg("run")
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
     let stderr = String::from_utf8_lossy(&out.stderr);
     assert!(
-        stderr.contains("github.repositories") && stderr.contains("gitlab.projects"),
+        stderr.contains("GITHUB_TOKEN is not set") && !stderr.contains("nothing to watch"),
         "{stderr}"
     );
+    assert!(!stderr.contains("sk-cli-test"));
 }
 
 #[test]
@@ -218,6 +243,7 @@ async fn run_reaps_orphans_at_start_and_stops_on_sigterm() {
     let config = write_config(dir.path(), &instance);
     let mut child = forgehand(&config)
         .arg("run")
+        .env("OPENAI_API_KEY", "sk-cli-test")
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();

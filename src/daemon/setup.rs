@@ -31,6 +31,51 @@ pub enum SetupError {
     NothingWatched,
 }
 
+/// What keeps a fresh installation from doing anything: nothing watched,
+/// a watched forge without its token, no model key. Empty when it can run.
+pub fn first_run_problems(config: &Config, secrets: &Secrets) -> Vec<String> {
+    let mut problems = Vec::new();
+    let (github, gitlab) = (config.github.watches_anything(), config.gitlab.watches_anything());
+    if !github && !gitlab {
+        problems.push(
+            "nothing to watch: list repositories under github.repositories (or set github.all_repositories: true) and/or projects under gitlab.projects".to_owned(),
+        );
+    }
+    if github && secrets.github_token.is_none() && config.github.app.is_none() {
+        problems.push("GITHUB_TOKEN is not set: a token that may read and write contents, issues and pull requests of the watched repositories".to_owned());
+    }
+    if gitlab && secrets.gitlab_token.is_none() {
+        problems
+            .push("GITLAB_TOKEN is not set: a token with the api scope on the watched projects".to_owned());
+    }
+    let keys = [
+        &secrets.openai_api_key,
+        &secrets.gemini_api_key,
+        &secrets.anthropic_api_key,
+    ];
+    let keyless = config.llm.openai_base_url != crate::llm::router::OPENAI_DEFAULT;
+    if keys.iter().all(|k| k.is_none()) && !keyless {
+        problems.push(
+            "no model key: set OPENAI_API_KEY (o3), GEMINI_API_KEY (Gemini 2.5 Pro) or ANTHROPIC_API_KEY"
+                .to_owned(),
+        );
+    }
+    problems
+}
+
+/// The message `forgehand run` prints for [`first_run_problems`]: what is
+/// missing, and an example that works.
+pub fn first_run_help(problems: &[String], config_path: &str) -> String {
+    let mut out = String::from("forgehand cannot start yet:\n");
+    for p in problems {
+        out.push_str(&format!("  - {p}\n"));
+    }
+    out.push_str(&format!(
+        "\nFor example, in {config_path}:\n\n    github:\n      repositories: [\"your-org/your-repo\"]\n\nand in the environment (or the service's secrets file):\n\n    export GITHUB_TOKEN=ghp_...     # contents, issues, pull requests: read and write\n    export OPENAI_API_KEY=sk-...    # or GEMINI_API_KEY / ANTHROPIC_API_KEY\n\nThen start it again and add the label \"coding agent\" to an issue. `forgehand doctor` checks the whole setup.\n"
+    ));
+    out
+}
+
 /// The shared task environment and the forges.
 pub struct Assembly {
     pub env: Arc<TaskEnv>,

@@ -175,7 +175,7 @@ impl super::ChatModel for Router {
 
 /// The default OpenAI endpoint; any other base URL is an OpenAI-compatible
 /// server (Ollama, vLLM, ...) that may need no key.
-const OPENAI_DEFAULT: &str = "https://api.openai.com/v1";
+pub const OPENAI_DEFAULT: &str = "https://api.openai.com/v1";
 
 /// Builds the router from config and the keys that are set. A model whose
 /// provider has no key is left out (and named in errors), as seed 000 asks.
