@@ -152,3 +152,58 @@ async fn probes_metrics_and_the_status_page_after_a_task() {
     assert!(text.contains("https://github.example/acme/app/pull/2"), "{text}");
     assert!(daemon.terminate().success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_state_disk_stops_claiming_says_why_and_loses_nothing() {
+    let address = mcp_client::free_address();
+    // More free space than any disk has: the daemon must see it as full.
+    let world = World::with_daemon_settings(
+        edit_and_commit(Duration::ZERO),
+        &format!("  min_free_space: \"100000t\"\n  http:\n    listen: \"{address}\""),
+    )
+    .await;
+    let gh = &world.github;
+    let issue = gh.open_issue(
+        REPO,
+        "maya",
+        "Greet the world",
+        "The greeting should say hello to the world.",
+    );
+    gh.add_label(REPO, issue, "coding agent", "maya");
+    let mut daemon = world.start();
+    mcp_client::wait_for_port(&address).await;
+    // Several poll cycles pass; the issue is not claimed.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(gh.issue(REPO, issue).labels, vec!["coding agent".to_owned()]);
+    let ready = reqwest::get(format!("http://{address}/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let body = ready.text().await.unwrap();
+    assert!(
+        body.contains("claiming: FAIL") && body.contains("daemon.min_free_space"),
+        "{body}"
+    );
+    assert!(reqwest::get(format!("http://{address}/healthz"))
+        .await
+        .unwrap()
+        .status()
+        .is_success());
+    assert!(daemon.terminate().success());
+    let log = daemon.log_text();
+    assert!(log.contains("not claiming new tasks"), "{log}");
+    assert!(world.model.all_requests().await.is_empty());
+
+    // With space again, the same issue is worked as usual.
+    let config = std::fs::read_to_string(&world.config)
+        .unwrap()
+        .replace("100000t", "1m");
+    std::fs::write(&world.config, config).unwrap();
+    let mut daemon = world.start();
+    daemon_rig::wait_until(
+        "the done label alone",
+        Duration::from_secs(180),
+        async || gh.issue(REPO, issue).labels == vec![DONE.to_owned()],
+        &world.log_path(),
+    )
+    .await;
+    assert!(daemon.terminate().success());
+}

@@ -142,6 +142,8 @@ pub struct DaemonConfig {
     /// Where `/healthz`, `/readyz`, `/metrics` and the status page are
     /// served (`daemon.http.listen`); `None`: nowhere.
     pub http_listen: Option<std::net::SocketAddr>,
+    /// Below this much free space in `state_dir` no new task is claimed.
+    pub min_free_space: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -277,6 +279,7 @@ impl Config {
         let daemon = DaemonConfig {
             instance_id: non_empty("daemon.instance_id", &raw.daemon.instance_id)?,
             state_dir: resolve_path(&non_empty("daemon.state_dir", &raw.daemon.state_dir)?),
+            min_free_space: raw.daemon.min_free_space.bytes(),
             http_listen: match raw.daemon.http.listen.trim() {
                 "" => None,
                 text => Some(text.parse().map_err(|_| {

@@ -39,6 +39,7 @@ pub struct RawDaemon {
     pub max_concurrent_tasks: usize,
     pub shutdown_grace: HumanDuration,
     pub max_task_attempts: u32,
+    pub min_free_space: ByteSize,
     pub http: RawHttp,
 }
 
@@ -59,6 +60,7 @@ impl Default for RawDaemon {
             max_concurrent_tasks: 2,
             shutdown_grace: HumanDuration(Duration::from_secs(60)),
             max_task_attempts: 3,
+            min_free_space: ByteSize(512 << 20),
             http: RawHttp::default(),
         }
     }

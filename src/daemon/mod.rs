@@ -92,14 +92,29 @@ impl Daemon {
             .map(|w| w / 3)
             .unwrap_or(scheduling.poll_interval)
             .max(Duration::from_millis(200));
+        let mut low_space: Option<String> = None;
         loop {
             health.tick();
+            let now_low = self.space_problem();
+            // Logged when it changes (the free space itself moves all the time).
+            if now_low.is_some() != low_space.is_some() {
+                match &now_low {
+                    Some(why) => tracing::warn!("not claiming new tasks: {why}"),
+                    None => tracing::info!("free space is back; claiming again"),
+                }
+            }
+            health.set_not_claiming(now_low.clone());
+            low_space = now_low;
             systemd.alive(&systemd::status_line(
                 running.len(),
                 queue.len(),
                 next_poll.saturating_duration_since(tokio::time::Instant::now()),
             ));
+            // Resumed tasks go on; new claims wait for space.
             while active.len() < scheduling.max_concurrent_tasks {
+                if low_space.is_some() && queue.front().is_some_and(|(_, why)| *why != "resume") {
+                    break;
+                }
                 let Some((item, why)) = queue.pop_front() else {
                     break;
                 };
@@ -197,6 +212,26 @@ impl Daemon {
         listener_stop.cancel();
         tracing::info!("stopped");
         Ok(())
+    }
+
+    /// Why the state folder's disk is too full to claim a task, if it is.
+    fn space_problem(&self) -> Option<String> {
+        let dir = &self.env.config.daemon.state_dir;
+        let min = self.env.config.daemon.min_free_space;
+        match rustix::fs::statvfs(dir) {
+            Ok(stat) => {
+                let free = stat.f_bavail.saturating_mul(stat.f_frsize);
+                (free < min).then(|| {
+                    format!(
+                        "{} has {} MiB free, under daemon.min_free_space ({} MiB); free some space (old work folders, logs) or raise the disk",
+                        dir.display(),
+                        free >> 20,
+                        min >> 20
+                    )
+                })
+            }
+            Err(e) => Some(format!("cannot tell the free space of {}: {e}", dir.display())),
+        }
     }
 
     /// Starts the HTTP listener when `daemon.http.listen` is set; it stops
