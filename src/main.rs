@@ -215,7 +215,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::from(2));
             }
             let assembly = setup::assemble(config, secrets, None).await?;
-            let daemon = Daemon::new(assembly.env, assembly.forges);
+            let mut daemon = Daemon::new(assembly.env, assembly.forges).reload_on_hangup(path.clone());
             let shutdown = CancellationToken::new();
             let trigger = shutdown.clone();
             tokio::spawn(async move {

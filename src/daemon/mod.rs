@@ -26,11 +26,15 @@ pub enum DaemonError {
         "cannot listen on {address} (daemon.http.listen): {detail}; choose a free address or leave it empty"
     )]
     Listen { address: String, detail: String },
+    #[error("cannot watch for SIGHUP (config reload): {0}")]
+    Signal(String),
 }
 
 pub struct Daemon {
     env: Arc<TaskEnv>,
     forges: BTreeMap<ForgeKind, Arc<dyn Forge>>,
+    /// The config file SIGHUP reloads, when reloading is on.
+    reload_from: Option<std::path::PathBuf>,
 }
 
 impl Daemon {
@@ -38,12 +42,47 @@ impl Daemon {
         Daemon {
             env,
             forges: forges.into_iter().map(|f| (f.kind(), f)).collect(),
+            reload_from: None,
         }
     }
 
+    /// On SIGHUP, loads `path` again: new tasks get the new config (new
+    /// repositories, limits, labels); running tasks keep theirs. A config
+    /// that does not load is refused with its error and the old one stays.
+    pub fn reload_on_hangup(mut self, path: std::path::PathBuf) -> Daemon {
+        self.reload_from = Some(path);
+        self
+    }
+
+    /// The SIGHUP reload: the new environment and forges, or why not.
+    async fn reload(&mut self) -> Result<(), String> {
+        let Some(path) = &self.reload_from else {
+            return Err("reloading is off".into());
+        };
+        let config = crate::config::Config::load(path).map_err(|e| e.to_string())?;
+        let secrets = crate::config::Secrets::from_env();
+        let problems = setup::first_run_problems(&config, &secrets);
+        if !problems.is_empty() {
+            return Err(problems.join("; "));
+        }
+        let assembly = setup::assemble(config, secrets, None)
+            .await
+            .map_err(|e| e.to_string())?;
+        self.env = assembly.env;
+        self.forges = assembly.forges.into_iter().map(|f| (f.kind(), f)).collect();
+        Ok(())
+    }
+
     /// Runs until `shutdown` is cancelled, then winds down (see module docs).
-    pub async fn run(&self, shutdown: CancellationToken) -> Result<(), DaemonError> {
-        let scheduling = self.env.config.scheduling.clone();
+    pub async fn run(&mut self, shutdown: CancellationToken) -> Result<(), DaemonError> {
+        let mut scheduling = self.env.config.scheduling.clone();
+        let mut hangups = match &self.reload_from {
+            Some(_) => Some(
+                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
+                    .map_err(|e| DaemonError::Signal(e.to_string()))?,
+            ),
+            None => None,
+        };
         // Tasks are cancelled separately, only after the grace period.
         let tasks_stop = CancellationToken::new();
         let mut running: JoinSet<(String, TaskEnd)> = JoinSet::new();
@@ -139,6 +178,21 @@ impl Daemon {
             tokio::select! {
                 _ = shutdown.cancelled() => {}
                 _ = tokio::time::sleep(heartbeat) => {}
+                Some(()) = async { hangups.as_mut()?.recv().await }, if hangups.is_some() => {
+                    match self.reload().await {
+                        Ok(()) => {
+                            scheduling = self.env.config.scheduling.clone();
+                            intake = intake::Intake::new(self.env.config.labels.clone());
+                            next_poll = tokio::time::Instant::now();
+                            tracing::info!(
+                                forges = %self.forges.keys().map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
+                                running = running.len(),
+                                "config reloaded; running tasks keep the config they started with"
+                            );
+                        }
+                        Err(e) => tracing::error!("config reload refused, the running config stays: {e}"),
+                    }
+                }
                 Some(done) = running.join_next(), if !running.is_empty() => {
                     finished(&mut active, done);
                 }
