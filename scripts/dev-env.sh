@@ -78,6 +78,21 @@ ensure_test_tools() {
   apt_install busybox-static file
 }
 
+# The deploy checks: kubectl (its built-in kustomize), Chromium for the
+# status page's screenshot, and kubernetes-validate (PyPI, which ships the
+# Kubernetes OpenAPI schemas) in a virtualenv of its own.
+ensure_deploy_tools() {
+  command -v kubectl >/dev/null 2>&1 || apt_install kubernetes-client
+  command -v chromium >/dev/null 2>&1 || apt_install chromium
+  local venv="$STATE_DIR/validate-venv"
+  [ -x "$venv/bin/kubernetes-validate" ] && return 0
+  python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+  log "installing kubernetes-validate from PyPI into $venv"
+  python3 -m venv "$venv"
+  "$venv/bin/pip" install --quiet kubernetes-validate || die "pip install kubernetes-validate failed"
+}
+
 ensure_docker
 ensure_base_image
 ensure_test_tools
+ensure_deploy_tools
