@@ -254,6 +254,19 @@ fn escape(text: &str) -> String {
         .replace('"', "&quot;")
 }
 
+/// 182400 as "182,400".
+fn grouped(n: u64) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
 fn ago(seconds: u64) -> String {
     match seconds {
         s if s < 120 => format!("{s} s"),
@@ -285,7 +298,8 @@ h1 {{ font-size: 1.4rem; margin-bottom: .2rem; }} h2 {{ font-size: 1.1rem; margi
 table {{ border-collapse: collapse; width: 100%; }}
 th, td {{ text-align: left; padding: .4rem .6rem; border-bottom: 1px solid #d1d9e0; vertical-align: top; }}
 th {{ background: #f6f8fa; font-weight: 600; }}
-td.num {{ text-align: right; font-variant-numeric: tabular-nums; }}
+td.num {{ text-align: right; font-variant-numeric: tabular-nums; white-space: nowrap; }}
+td.when {{ white-space: nowrap; }}
 .outcome {{ padding: .1rem .45rem; border-radius: .8rem; font-size: .85em; }}
 .done {{ background: #dafbe1; }} .failed {{ background: #ffebe9; }} .stopped {{ background: #fff8c5; }}
 .empty {{ color: #59636e; font-style: italic; }}
@@ -313,7 +327,7 @@ a {{ color: #0969da; }}
                 "<tr><td>{name}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">${:.4}</td></tr>",
                 escape(&t.status),
                 ago(running),
-                t.tokens,
+                grouped(t.tokens),
                 t.cost
             );
         }
@@ -340,7 +354,7 @@ a {{ color: #0969da; }}
             let outcome: String = r.outcome.as_deref().unwrap_or("").chars().take(160).collect();
             let _ = writeln!(
                 html,
-                "<tr><td>{}</td><td><span class=\"outcome {phase}\">{phase}</span> {}</td><td>{link}</td><td>{} ago</td></tr>",
+                "<tr><td>{}</td><td><span class=\"outcome {phase}\">{phase}</span> {}</td><td>{link}</td><td class=\"when\">{} ago</td></tr>",
                 escape(&name),
                 escape(&outcome),
                 ago((now_secs - r.updated_at).max(0) as u64)
