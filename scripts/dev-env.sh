@@ -43,25 +43,45 @@ ensure_docker() {
   log "docker engine $(docker version --format '{{.Server.Version}}') is up"
 }
 
-# The Debian mirror this machine's apt already uses.
-apt_mirror() {
+# The Debian mirrors this machine's apt already uses: the main archive and
+# the security archive (the latter derived from the former when apt has none).
+apt_uri() { # $1: "main" or "security"
+  local pick=(grep -v security)
+  [ "$1" = security ] && pick=(grep security)
   local uri
-  uri=$(grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | grep -v security | head -n1 || true)
-  [ -n "$uri" ] || uri=$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | grep -v security | head -n1 || true)
-  [ -n "$uri" ] || die "cannot find a Debian mirror in /etc/apt/sources.list*; set FORGEHAND_DEBIAN_MIRROR"
+  uri=$(grep -hE '^URIs:' /etc/apt/sources.list.d/*.sources 2>/dev/null | awk '{print $2}' | "${pick[@]}" | head -n1 || true)
+  [ -n "$uri" ] || uri=$(grep -hE '^deb ' /etc/apt/sources.list 2>/dev/null | awk '{print $2}' | "${pick[@]}" | head -n1 || true)
   printf '%s' "$uri"
 }
 
+# True when the image's apt sources have the security suite, as the published
+# debian:bookworm-slim's do (the daemon image's build stage needs its newer
+# Rust). A base image made by an older version of this script lacks it.
+base_image_complete() {
+  docker run --rm --network none "$BASE_IMAGE" sh -c \
+    'cat /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null' 2>/dev/null | grep -q 'bookworm-security'
+}
+
 ensure_base_image() {
-  if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then log "base image $BASE_IMAGE present"; return 0; fi
+  if docker image inspect "$BASE_IMAGE" >/dev/null 2>&1; then
+    if base_image_complete; then log "base image $BASE_IMAGE present"; return 0; fi
+    log "base image $BASE_IMAGE has no bookworm-security source; making it again"
+  fi
   apt_install debootstrap
-  local mirror="${FORGEHAND_DEBIAN_MIRROR:-$(apt_mirror)}"
+  local mirror="${FORGEHAND_DEBIAN_MIRROR:-$(apt_uri main)}"
+  [ -n "$mirror" ] || die "cannot find a Debian mirror in /etc/apt/sources.list*; set FORGEHAND_DEBIAN_MIRROR"
+  local security="${FORGEHAND_DEBIAN_SECURITY_MIRROR:-$(apt_uri security)}"
+  [ -n "$security" ] || security="${mirror%/}-security"
   local root="$STATE_DIR/rootfs-bookworm"
   log "making $BASE_IMAGE locally with debootstrap from $mirror (no registry needed)"
   as_root rm -rf "$root"
   as_root debootstrap --variant=minbase bookworm "$root" "$mirror" >"$STATE_DIR/debootstrap.log" 2>&1 \
     || { tail -n 30 "$STATE_DIR/debootstrap.log" >&2; die "debootstrap failed; see $STATE_DIR/debootstrap.log"; }
   as_root rm -rf "$root/var/cache/apt/archives/"*.deb "$root/var/lib/apt/lists/"*
+  # The same apt sources as the published image: main, updates and security.
+  as_root rm -f "$root/etc/apt/sources.list"
+  printf 'Types: deb\nURIs: %s\nSuites: bookworm bookworm-updates\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n\nTypes: deb\nURIs: %s\nSuites: bookworm-security\nComponents: main\nSigned-By: /usr/share/keyrings/debian-archive-keyring.gpg\n' \
+    "$mirror" "$security" | as_root tee "$root/etc/apt/sources.list.d/debian.sources" >/dev/null
   as_root tar -C "$root" -c . | docker import - "$BASE_IMAGE" >/dev/null
   as_root rm -rf "$root"
   log "base image $BASE_IMAGE made"

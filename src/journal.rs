@@ -214,6 +214,18 @@ impl Journal {
         })
     }
 
+    /// Uncounts the current attempt of an unfinished task: it was put off
+    /// because something outside was away, not interrupted or crashed.
+    pub fn give_back_attempt(&self, key: &str) -> Result<(), JournalError> {
+        self.with(|db| {
+            db.execute(
+                "UPDATE tasks SET attempts = MAX(attempts - 1, 0), updated_at = ?2 WHERE key = ?1",
+                params![key, now()],
+            )?;
+            Ok(())
+        })
+    }
+
     pub fn set_phase(&self, key: &str, phase: Phase) -> Result<(), JournalError> {
         self.update(key, "phase", phase.as_str())
     }

@@ -166,9 +166,19 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Doctor => {
-            let checks = doctor::run_checks(&config, &path.display().to_string(), &Secrets::from_env()).await;
+            let secrets = Secrets::from_env();
+            let checks = doctor::run_checks(&config, &path.display().to_string(), &secrets).await;
             let mut stdout = std::io::stdout().lock();
             stdout.write_all(doctor::render(&checks).as_bytes())?;
+            // A machine that cannot run yet gets the same advice as `forgehand run`.
+            let problems = setup::first_run_problems(&config, &secrets);
+            if !problems.is_empty() {
+                writeln!(
+                    stdout,
+                    "\n{}",
+                    setup::first_run_help(&problems, &path.display().to_string())
+                )?;
+            }
             Ok(if doctor::all_passed(&checks) {
                 ExitCode::SUCCESS
             } else {
@@ -242,7 +252,11 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 trigger.cancel();
             });
             let end = forgehand::task::run(&env, forge, item, shutdown).await;
-            eprintln!("{end:?}");
+            if let TaskEnd::Deferred { reason } = &end {
+                eprintln!("put off: {reason}; run the same command again to resume the task");
+            } else {
+                eprintln!("{end:?}");
+            }
             Ok(match end {
                 TaskEnd::Delivered { .. } | TaskEnd::NoChanges | TaskEnd::Skipped { .. } => ExitCode::SUCCESS,
                 _ => ExitCode::FAILURE,

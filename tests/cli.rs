@@ -101,6 +101,10 @@ fn doctor_fails_without_any_forge_token_or_model_key() {
         "{stdout}"
     );
     assert!(stdout.contains("model key"), "{stdout}");
+    // Below the table, the same advice `forgehand run` gives, with an example.
+    assert!(stdout.contains("forgehand cannot start yet:"), "{stdout}");
+    assert!(stdout.contains("export GITHUB_TOKEN=ghp_..."), "{stdout}");
+    assert!(stdout.contains("export OPENAI_API_KEY=sk-..."), "{stdout}");
 }
 
 #[test]

@@ -129,3 +129,101 @@ async fn killed_at_claim_mid_run_and_mid_pull_request_the_task_ends_once() {
     assert!(text.contains("removed sandboxes left by an earlier run"));
     assert!(text.contains("already pushed before a restart"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_three_times_during_eight_concurrent_tasks_each_ends_once() {
+    let world = World::with_daemon_settings(
+        edit_and_commit(Duration::from_secs(2)),
+        "  max_concurrent_tasks: 8\n  max_task_attempts: 6",
+    )
+    .await;
+    let gh = &world.github;
+    let log = world.log_path();
+    let issues: Vec<u64> = (0..8)
+        .map(|i| {
+            let n = gh.open_issue(
+                REPO,
+                "maya",
+                &format!("Greet the world ({i})"),
+                "Say hello to the world.",
+            );
+            gh.add_label(REPO, n, "coding agent", "maya");
+            n
+        })
+        .collect();
+    let bot_comments = |n: u64| gh.issue(REPO, n).comments.iter().filter(|c| c.1 == BOT).count();
+    let commented = || issues.iter().filter(|&&n| bot_comments(n) > 0).count();
+
+    // 1. Killed while the claims are being made.
+    let mut daemon = world.start();
+    wait_until(
+        "a few claims",
+        Duration::from_secs(120),
+        async || commented() >= 3,
+        &log,
+    )
+    .await;
+    daemon.kill9();
+
+    // 2. Killed while the models work in eight sandboxes.
+    let before = world.model.requests().await.len();
+    let mut daemon = world.start();
+    wait_until(
+        "model requests after the restart",
+        Duration::from_secs(180),
+        async || world.model.requests().await.len() >= before + 4,
+        &log,
+    )
+    .await;
+    daemon.kill9();
+
+    // 3. Killed while pull requests are being opened.
+    let mut daemon = world.start();
+    wait_until(
+        "a first pull request",
+        Duration::from_secs(240),
+        async || !gh.pulls(REPO).is_empty(),
+        &log,
+    )
+    .await;
+    daemon.kill9();
+
+    // After the last restart, every task ends, each exactly once.
+    let mut daemon = world.start();
+    for &n in &issues {
+        world.wait_for_end(n).await;
+    }
+    wait_until(
+        "every processing label removed",
+        Duration::from_secs(60),
+        async || {
+            issues
+                .iter()
+                .all(|&n| gh.issue(REPO, n).labels == vec![DONE.to_owned()])
+        },
+        &log,
+    )
+    .await;
+    for &n in &issues {
+        assert_eq!(bot_comments(n), 1, "issue #{n}: one progress comment");
+        let head = format!("forgehand/issue-{n}");
+        assert_eq!(
+            gh.pulls(REPO).iter().filter(|p| p.head == head).count(),
+            1,
+            "issue #{n}: one pull request"
+        );
+        let events = gh.issue(REPO, n).events;
+        let done = events.iter().filter(|e| e.0 == "labeled" && e.2 == DONE).count();
+        assert_eq!(done, 1, "issue #{n}: ended once: {events:?}");
+        assert_eq!(
+            git_http::log(&world.bare, &head).len(),
+            2,
+            "issue #{n}: one commit pushed"
+        );
+    }
+    assert!(daemon.terminate().success());
+    assert!(
+        containers_of(&world.instance).is_empty(),
+        "no container left behind"
+    );
+}

@@ -74,6 +74,7 @@ pub struct RawGitHub {
     pub all_repositories: bool,
     pub app_id: u64,
     pub installation_id: u64,
+    pub api_timeout: HumanDuration,
 }
 
 impl Default for RawGitHub {
@@ -84,6 +85,7 @@ impl Default for RawGitHub {
             all_repositories: false,
             app_id: 0,
             installation_id: 0,
+            api_timeout: HumanDuration(Duration::from_secs(60)),
         }
     }
 }

@@ -18,6 +18,8 @@ pub struct GitHubConfig {
     pub all_repositories: bool,
     /// GitHub App authentication: both set, with the key in GITHUB_APP_PRIVATE_KEY.
     pub app: Option<GitHubApp>,
+    /// How long one API request may take before it counts as failed.
+    pub api_timeout: std::time::Duration,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -138,6 +140,7 @@ pub(super) fn resolve_github(raw: raw::RawGitHub) -> Result<GitHubConfig, Config
         repositories: raw.repositories.iter().map(|r| r.trim().to_owned()).collect(),
         all_repositories: raw.all_repositories,
         app,
+        api_timeout: super::positive_duration("github.api_timeout", raw.api_timeout)?,
     })
 }
 

@@ -3,6 +3,7 @@
 //! concurrency limit, and on shutdown stop claiming, give running tasks a
 //! grace period, then checkpoint them for the next start.
 
+mod deferred;
 pub mod http;
 pub mod intake;
 pub mod setup;
@@ -132,8 +133,13 @@ impl Daemon {
             .unwrap_or(scheduling.poll_interval)
             .max(Duration::from_millis(200));
         let mut low_space: Option<String> = None;
+        let mut deferrals = deferred::Deferrals::default();
         loop {
             health.tick();
+            for item in deferrals.due() {
+                tracing::info!(task = %item, "trying the deferred task again");
+                queue.push_back((item, "resume"));
+            }
             let now_low = self.space_problem();
             // Logged when it changes (the free space itself moves all the time).
             if now_low.is_some() != low_space.is_some() {
@@ -146,7 +152,7 @@ impl Daemon {
             low_space = now_low;
             systemd.alive(&systemd::status_line(
                 running.len(),
-                queue.len(),
+                queue.len() + deferrals.len(),
                 next_poll.saturating_duration_since(tokio::time::Instant::now()),
             ));
             // Resumed tasks go on; new claims wait for space.
@@ -194,7 +200,15 @@ impl Daemon {
                     }
                 }
                 Some(done) = running.join_next(), if !running.is_empty() => {
-                    finished(&mut active, done);
+                    if let Some((key, end)) = finished(&mut active, done) {
+                        match (end, ItemRef::parse_key(&key)) {
+                            (TaskEnd::Deferred { .. }, Some(item)) => {
+                                let wait = deferrals.put_off(item.clone(), scheduling.poll_interval);
+                                tracing::info!(task = %item, "deferred; trying again in {} s", wait.as_secs());
+                            }
+                            _ => deferrals.ended(&key),
+                        }
+                    }
                 }
                 _ = tokio::time::sleep_until(next_poll) => {
                     let mut found = Vec::new();
@@ -210,6 +224,7 @@ impl Daemon {
                         _ = poll_all => {}
                     }
                     crate::metrics::global().poll_took(poll_started.elapsed());
+                    self.reap_orphans(&active).await;
                     let answered = intake.answered();
                     // The first reconcile is done when a forge answered a whole poll.
                     if answered.iter().any(|(_, a)| a.is_ok()) {
@@ -247,7 +262,9 @@ impl Daemon {
                 tokio::select! {
                     _ = &mut grace => break,
                     done = running.join_next() => match done {
-                        Some(done) => finished(&mut active, done),
+                        Some(done) => {
+                            finished(&mut active, done);
+                        }
                         None => break,
                     },
                 }
@@ -259,13 +276,33 @@ impl Daemon {
                 );
                 tasks_stop.cancel();
                 while let Some(done) = running.join_next().await {
-                    finished(&mut active, done);
+                    let _ = finished(&mut active, done);
                 }
             }
         }
         listener_stop.cancel();
         tracing::info!("stopped");
         Ok(())
+    }
+
+    /// Removes this instance's sandboxes that no running task owns: ones a
+    /// task could not remove while the Docker engine was away. An engine
+    /// that does not answer now is tried again at the next poll.
+    async fn reap_orphans(&self, active: &HashSet<String>) {
+        let owners: Vec<String> = active
+            .iter()
+            .filter_map(|key| ItemRef::parse_key(key))
+            .map(|item| item.slug())
+            .collect();
+        match self.env.backend.reap(&owners).await {
+            Ok(removed) if !removed.is_empty() => tracing::info!(
+                count = removed.len(),
+                "removed sandboxes no running task owns: {}",
+                removed.join(", ")
+            ),
+            Ok(_) => {}
+            Err(e) => tracing::debug!("cannot look for orphaned sandboxes now: {e}"),
+        }
     }
 
     /// Why the state folder's disk is too full to claim a task, if it is.
@@ -323,15 +360,21 @@ impl Daemon {
     }
 }
 
-fn finished(active: &mut HashSet<String>, done: Result<(String, TaskEnd), tokio::task::JoinError>) {
+/// Bookkeeping for a task that returned; its key and ending, unless it crashed.
+fn finished(
+    active: &mut HashSet<String>,
+    done: Result<(String, TaskEnd), tokio::task::JoinError>,
+) -> Option<(String, TaskEnd)> {
     match done {
         Ok((key, end)) => {
             active.remove(&key);
             tracing::debug!(key = %key, "task finished: {end:?}");
+            Some((key, end))
         }
         Err(e) => {
             // A panicking task is a bug; its key stays active so it is not restarted in a loop.
             tracing::error!("a task crashed: {e}");
+            None
         }
     }
 }

@@ -11,7 +11,6 @@ use crate::sandbox::docker::{connect, DockerBackend};
 use crate::sandbox::helper::EditorBinary;
 use crate::task::TaskEnv;
 use std::sync::Arc;
-use std::time::Duration;
 
 #[derive(Debug, thiserror::Error)]
 pub enum SetupError {
@@ -98,8 +97,7 @@ pub async fn assemble(
     };
     let mut connected: Vec<Arc<dyn Forge>> = Vec::new();
     if wanted(ForgeKind::GitHub) {
-        // One API request (not a poll cycle) may take this long.
-        let timeout = Duration::from_secs(60);
+        let timeout = config.github.api_timeout;
         connected.push(Arc::new(GitHub::new(&config.github, &secrets, timeout)?));
         tracing::info!(url = %config.github.api_url, "GitHub ready");
     }

@@ -4,6 +4,7 @@
 //! does not count against the rate limit) is answered from the cache.
 
 use super::http_util::{encode, next_link, path_and_query, remaining, wait_from_headers};
+use super::retry::{self, Repeat};
 use super::{
     lock, parse_time, ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef,
     LabelApplied, Poll, RepoInfo, Timestamp,
@@ -22,8 +23,6 @@ use std::time::Duration;
 use tokio::time::Instant;
 
 const FORGE: &str = "github";
-/// Rate-limit waits up to this long are waited out inside a request.
-const MAX_INLINE_WAIT: Duration = Duration::from_secs(60);
 /// Cached answers kept for conditional requests; past this the cache starts over.
 const MAX_CACHED: usize = 4096;
 
@@ -104,31 +103,18 @@ impl GitHub {
         })
     }
 
-    /// One request, with short rate-limit waits (up to [`MAX_INLINE_WAIT`])
-    /// and server errors retried with backoff; longer waits are the caller's.
+    /// One request, with short rate-limit waits (up to
+    /// [`retry::MAX_INLINE_WAIT`]); server errors and broken connections are
+    /// retried with backoff when `repeat` allows (see [`retry`]).
     async fn send(
         &self,
         method: Method,
         path: &str,
         body: Option<&Value>,
         what: &str,
+        repeat: Repeat,
     ) -> Result<Answer, ForgeError> {
-        let backoff = backon::ExponentialBuilder::default()
-            .with_min_delay(Duration::from_millis(500))
-            .with_max_times(3);
-        let attempt = || self.send_once(method.clone(), path, body, what);
-        backon::Retryable::retry(attempt, backoff)
-            .when(|e: &ForgeError| match e {
-                ForgeError::RateLimited { retry_after, .. } => *retry_after <= MAX_INLINE_WAIT,
-                ForgeError::Api { status, .. } => *status >= 500,
-                ForgeError::Network { .. } => method == Method::GET,
-                _ => false,
-            })
-            .adjust(|e: &ForgeError, delay| match e {
-                ForgeError::RateLimited { retry_after, .. } => Some(*retry_after),
-                _ => delay,
-            })
-            .await
+        retry::send_with_retries(repeat, what, || self.send_once(method.clone(), path, body, what)).await
     }
 
     async fn send_once(
@@ -233,7 +219,7 @@ impl GitHub {
     }
 
     async fn get<T: DeserializeOwned>(&self, path: &str, what: &str) -> Result<T, ForgeError> {
-        let answer = self.send(Method::GET, path, None, what).await?;
+        let answer = self.send(Method::GET, path, None, what, Repeat::Safe).await?;
         decode(&answer.body, what)
     }
 
@@ -244,7 +230,7 @@ impl GitHub {
         path: &str,
         what: &str,
     ) -> Result<(Vec<T>, bool), ForgeError> {
-        let first = self.send(Method::GET, path, None, what).await?;
+        let first = self.send(Method::GET, path, None, what, Repeat::Safe).await?;
         let unchanged = first.status == StatusCode::NOT_MODIFIED;
         let mut items: Vec<T> = decode(&first.body, what)?;
         let mut next = next_link(&first.headers);
@@ -255,7 +241,7 @@ impl GitHub {
                 break;
             }
             let page = self
-                .send(Method::GET, &path_and_query(&address), None, what)
+                .send(Method::GET, &path_and_query(&address), None, what, Repeat::Safe)
                 .await?;
             items.extend(decode::<Vec<T>>(&page.body, what)?);
             next = next_link(&page.headers);
@@ -269,8 +255,9 @@ impl GitHub {
         path: &str,
         body: &Value,
         what: &str,
+        repeat: Repeat,
     ) -> Result<T, ForgeError> {
-        let answer = self.send(method, path, Some(body), what).await?;
+        let answer = self.send(method, path, Some(body), what, repeat).await?;
         decode(&answer.body, what)
     }
 
@@ -510,7 +497,13 @@ impl Forge for GitHub {
                     let mut path = "/installation/repositories?per_page=100".to_owned();
                     for _ in 0..100 {
                         let answer = self
-                            .send(Method::GET, &path, None, "list installation repositories")
+                            .send(
+                                Method::GET,
+                                &path,
+                                None,
+                                "list installation repositories",
+                                Repeat::Safe,
+                            )
                             .await?;
                         let page: InstallationRepositories =
                             decode(&answer.body, "list installation repositories")?;
@@ -586,6 +579,7 @@ impl Forge for GitHub {
                 &self.graphql_url(),
                 &query,
                 "read when the issue was last edited",
+                Repeat::Safe,
             )
             .await?;
         if let Some(errors) = answer
@@ -655,7 +649,13 @@ impl Forge for GitHub {
     async fn create_comment(&self, item: &ItemRef, body: &str) -> Result<u64, ForgeError> {
         let path = format!("{}/issues/{}/comments", Self::repo_path(&item.repo)?, item.number);
         let comment: IssueComment = self
-            .write(Method::POST, &path, &json!({ "body": body }), "post a comment")
+            .write(
+                Method::POST,
+                &path,
+                &json!({ "body": body }),
+                "post a comment",
+                Repeat::Once,
+            )
             .await?;
         Ok(comment.id)
     }
@@ -663,7 +663,13 @@ impl Forge for GitHub {
     async fn edit_comment(&self, item: &ItemRef, id: u64, body: &str) -> Result<(), ForgeError> {
         let path = format!("{}/issues/comments/{id}", Self::repo_path(&item.repo)?);
         let _: Value = self
-            .write(Method::PATCH, &path, &json!({ "body": body }), "edit a comment")
+            .write(
+                Method::PATCH,
+                &path,
+                &json!({ "body": body }),
+                "edit a comment",
+                Repeat::Safe,
+            )
             .await?;
         Ok(())
     }
@@ -672,7 +678,13 @@ impl Forge for GitHub {
         let base = format!("{}/issues/{}/labels", Self::repo_path(&item.repo)?, item.number);
         if !add.is_empty() {
             let _: Value = self
-                .write(Method::POST, &base, &json!({ "labels": add }), "add labels")
+                .write(
+                    Method::POST,
+                    &base,
+                    &json!({ "labels": add }),
+                    "add labels",
+                    Repeat::Safe,
+                )
                 .await?;
         }
         // One DELETE per label (GitHub has no batch removal), sent together;
@@ -680,7 +692,7 @@ impl Forge for GitHub {
         let paths: Vec<String> = remove.iter().map(|l| format!("{base}/{}", encode(l))).collect();
         let removals = paths
             .iter()
-            .map(|path| self.send(Method::DELETE, path, None, "remove a label"));
+            .map(|path| self.send(Method::DELETE, path, None, "remove a label", Repeat::Safe));
         for result in futures_util::future::join_all(removals).await {
             match result {
                 Ok(_) | Err(ForgeError::NotFound { .. }) => {}
@@ -739,7 +751,13 @@ impl Forge for GitHub {
             "draft": true,
         });
         let pull: Pull = self
-            .write(Method::POST, &path, &request, "open a draft pull request")
+            .write(
+                Method::POST,
+                &path,
+                &request,
+                "open a draft pull request",
+                Repeat::Once,
+            )
             .await?;
         Ok(pull.into_change(repo))
     }

@@ -3,6 +3,7 @@
 //! endpoint type for the REST calls forgehand makes. Polling asks only for
 //! what changed since the newest update already seen (`updated_after`).
 
+use super::retry::{self, Repeat};
 use super::{
     lock, parse_time, ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef,
     LabelApplied, Poll, RepoInfo, Timestamp,
@@ -56,6 +57,14 @@ impl Rest {
             path,
             query: Vec::new(),
             body: Some(body),
+        }
+    }
+
+    fn repeat(method: &Method) -> Repeat {
+        if *method == Method::POST {
+            Repeat::Once
+        } else {
+            Repeat::Safe
         }
     }
 
@@ -325,30 +334,39 @@ impl GitLab {
         })
     }
 
+    /// One call; retried with backoff as [`retry`] allows (a POST creates
+    /// a note or an MR, so it is never repeated blindly).
     async fn one<T: DeserializeOwned + Send + 'static>(
         &self,
         rest: Rest,
         what: &str,
     ) -> Result<T, ForgeError> {
-        let result = rest
-            .query_async(&self.client)
-            .await
-            .map_err(|e| map_error(e, what));
-        record(&result);
-        result
+        retry::send_with_retries(Rest::repeat(&rest.method), what, || async {
+            let result = rest
+                .query_async(&self.client)
+                .await
+                .map_err(|e| map_error(e, what));
+            record(&result);
+            result
+        })
+        .await
     }
 
+    /// Every page of a list (reads only, so always safe to repeat).
     async fn all<T: DeserializeOwned + Send + 'static>(
         &self,
         rest: Rest,
         what: &str,
     ) -> Result<Vec<T>, ForgeError> {
-        let result = api::paged(rest, Pagination::All)
-            .query_async(&self.client)
-            .await
-            .map_err(|e| map_error(e, what));
-        record(&result);
-        result
+        retry::send_with_retries(Repeat::Safe, what, || async {
+            let result = api::paged(&rest, Pagination::All)
+                .query_async(&self.client)
+                .await
+                .map_err(|e| map_error(e, what));
+            record(&result);
+            result
+        })
+        .await
     }
 
     fn item_path(item: &ItemRef) -> String {

@@ -5,6 +5,7 @@
 pub mod github;
 pub mod gitlab;
 mod http_util;
+pub mod retry;
 
 use crate::git::Credentials;
 use async_trait::async_trait;

@@ -46,8 +46,7 @@ impl TaskRun<'_> {
             Some(id) => id,
             None => {
                 self.progress.at(Step::Claim, "Claimed");
-                let body = self.env.secrets.scrub(&self.progress.render());
-                self.forge.create_comment(&self.item, &body).await?
+                self.post_comment().await?
             }
         };
         self.comment_id = Some(comment);
@@ -76,27 +75,42 @@ impl TaskRun<'_> {
         if let Some(id) = self.comment_id {
             return Ok(Some(id));
         }
-        let marker = progress::marker(&self.item);
-        let existing = self.forge.comments(&self.item).await?;
-        let found = existing
-            .iter()
-            .rev()
-            .find(|c| c.body.contains(&marker))
-            .map(|c| c.id);
+        let found = self.locate_comment_on_forge().await?;
         if let Some(id) = found {
             tracing::info!(task = %self.item, comment = id, "continuing the existing progress comment");
         }
         Ok(found)
     }
 
+    /// Posts the progress comment. A failure that may have posted it anyway
+    /// (a 5xx, a lost answer) is followed by a look for its marker, so a
+    /// flaky forge never gets two.
+    async fn post_comment(&self) -> Result<u64, TaskError> {
+        let body = self.env.secrets.scrub(&self.progress.render());
+        Ok(retry::find_or_create(
+            "post the progress comment",
+            || self.locate_comment_on_forge(),
+            || self.forge.create_comment(&self.item, &body),
+        )
+        .await?)
+    }
+
+    /// The comment carrying this task's marker on the forge, if any.
+    async fn locate_comment_on_forge(&self) -> Result<Option<u64>, ForgeError> {
+        let marker = progress::marker(&self.item);
+        let existing = self.forge.comments(&self.item).await?;
+        Ok(existing
+            .iter()
+            .rev()
+            .find(|c| c.body.contains(&marker))
+            .map(|c| c.id))
+    }
+
     /// Makes sure there is a progress comment (used when failing early).
     pub(super) async fn ensure_comment(&mut self) -> Result<(), TaskError> {
         let id = match self.locate_comment().await? {
             Some(id) => id,
-            None => {
-                let body = self.env.secrets.scrub(&self.progress.render());
-                self.forge.create_comment(&self.item, &body).await?
-            }
+            None => self.post_comment().await?,
         };
         self.comment_id = Some(id);
         self.env.journal.set_comment(&self.key, id)?;

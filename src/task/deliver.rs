@@ -104,29 +104,31 @@ impl TaskRun<'_> {
             Some(change) => change.clone(),
             None => {
                 self.progress.at(Step::Review, "Opening the draft for review");
-                let existing = self
-                    .forge
-                    .find_open_change(&self.item.repo, &target.branch)
-                    .await?;
-                match existing {
-                    Some(found) => {
-                        tracing::info!(task = %self.item, url = %found.web_url, "the PR/MR already exists");
-                        found
-                    }
-                    None => {
-                        let title = sanitize::for_model(&item.title);
-                        let title = format!("{} ({})", title.trim(), issue_ref(&self.item));
-                        let body = self.env.secrets.scrub(&format!(
-                            "{}\n\nCloses {}\n\n---\nMade by forgehand for {}.",
-                            summary.trim(),
-                            issue_ref(&self.item),
-                            item.web_url
-                        ));
+                let title = sanitize::for_model(&item.title);
+                let title = format!("{} ({})", title.trim(), issue_ref(&self.item));
+                let body = self.env.secrets.scrub(&format!(
+                    "{}\n\nCloses {}\n\n---\nMade by forgehand for {}.",
+                    summary.trim(),
+                    issue_ref(&self.item),
+                    item.web_url
+                ));
+                // Looked for first (and again after a failure that may have
+                // opened it anyway), so there is never a second one.
+                retry::find_or_create(
+                    "open the draft PR/MR",
+                    || async {
+                        let found = self.forge.find_open_change(&self.item.repo, &target.branch).await?;
+                        if let Some(found) = &found {
+                            tracing::info!(task = %self.item, url = %found.web_url, "the PR/MR already exists");
+                        }
+                        Ok(found)
+                    },
+                    || {
                         self.forge
                             .create_draft_change(&self.item.repo, &target.branch, &target.base, &title, &body)
-                            .await?
-                    }
-                }
+                    },
+                )
+                .await?
             }
         };
         self.env.journal.set_change(&self.key, &change.web_url)?;

@@ -18,7 +18,7 @@ use crate::agent::prompts::Prompts;
 use crate::agent::tools::{CommandExecutor, ServerTools, ToolRegistry};
 use crate::agent::{Agent, AgentOutcome, ChatModel, StepGate, StopReason};
 use crate::config::{Config, Secrets};
-use crate::forge::{ChangeInfo, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef};
+use crate::forge::{retry, ChangeInfo, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef};
 use crate::git::Credentials;
 use crate::journal::{Journal, JournalError, Phase, TaskRecord};
 use crate::llm::usage::UsageReport;
@@ -69,6 +69,12 @@ pub enum TaskEnd {
     Skipped {
         reason: String,
     },
+    /// The forge, the git remote or the Docker engine did not answer even
+    /// after retries. The task stays in the journal (the attempt is given
+    /// back) and the daemon starts it again later; it resumes where it was.
+    Deferred {
+        reason: String,
+    },
 }
 
 impl TaskEnd {
@@ -81,6 +87,7 @@ impl TaskEnd {
             TaskEnd::Stopped => "stopped",
             TaskEnd::Interrupted => "interrupted",
             TaskEnd::Skipped { .. } => "skipped",
+            TaskEnd::Deferred { .. } => "deferred",
         }
     }
 }
@@ -105,6 +112,20 @@ enum TaskError {
     /// Nothing of the request may be shown to a model.
     #[error("nothing of the request can be shown to the model ({0})")]
     NothingHeard(String),
+}
+
+impl TaskError {
+    /// Something outside forgehand is away for now (a forge's 5xx or rate
+    /// limit, an unreachable remote or Docker engine): worth trying the task
+    /// again later rather than failing it.
+    fn is_outage(&self) -> bool {
+        match self {
+            TaskError::Forge(e) => e.is_retryable(),
+            TaskError::Sandbox(e) => e.is_retryable(),
+            TaskError::Delivery(DeliveryError::Git(e)) => e.is_retryable(),
+            _ => false,
+        }
+    }
 }
 
 impl From<crate::git::GitError> for TaskError {
@@ -193,10 +214,11 @@ pub async fn run(
             TaskEnd::Interrupted
         }
         Err(TaskError::Stopped(reason)) => task.stopped(&reason).await,
+        Err(err) if !task.shutdown.is_cancelled() && task.is_outage(&err).await => task.defer(&err).await,
         Err(err) => task.fail(&err).await,
     };
     task.remove_sandbox().await;
-    if !matches!(end, TaskEnd::Interrupted) {
+    if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
         let dir = task.work_dir();
         if dir.exists() {
             if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -285,6 +307,27 @@ impl TaskRun<'_> {
         if let Err(e) = self.forge.edit_comment(&self.item, id, &body).await {
             tracing::warn!(task = %self.item, "cannot update the progress comment: {e}");
         }
+    }
+
+    /// Whether `err` comes from something outside being away. A sandbox
+    /// error of any kind counts when the engine does not answer a ping
+    /// (a copy cut off by an engine restart reads as a broken pipe).
+    async fn is_outage(&self, err: &TaskError) -> bool {
+        err.is_outage() || (matches!(err, TaskError::Sandbox(_)) && self.env.backend.ping().await.is_err())
+    }
+
+    /// Leaves the task for later: the progress comment says why (if the
+    /// forge takes the edit), the journal keeps it unfinished.
+    async fn defer(&mut self, err: &TaskError) -> TaskEnd {
+        let reason = self.env.secrets.scrub(&err.to_string());
+        tracing::warn!(task = %self.item, "deferred, will be tried again: {reason}");
+        self.progress
+            .note(format!("Waiting: {reason}; forgehand tries again shortly"));
+        self.report().await;
+        if let Err(e) = self.env.journal.give_back_attempt(&self.key) {
+            tracing::warn!(task = %self.item, "cannot journal the deferral: {e}");
+        }
+        TaskEnd::Deferred { reason }
     }
 
     pub(super) async fn fail(&mut self, err: &TaskError) -> TaskEnd {

@@ -68,6 +68,73 @@ struct State {
     app: Option<(u64, String)>,
     /// The next request is refused as rate limited, with this Retry-After.
     limit_next: Option<u64>,
+    /// Faults injected into a share of the answers.
+    chaos: Option<Chaos>,
+}
+
+/// Faults on a share of requests, the way a struggling GitHub behaves. The
+/// choice is drawn from a seeded generator, so a run can be repeated.
+pub struct Chaos {
+    rng: fastrand::Rng,
+    /// Share of requests that get a fault (0.3: 30 %).
+    share: f64,
+    /// How long a "timed out" answer is held (longer than the client waits).
+    hold: Duration,
+    /// Requests still to refuse in the current secondary-rate-limit burst.
+    burst_left: u32,
+    pub counts: FaultCounts,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+pub struct FaultCounts {
+    /// 500 before anything was done.
+    pub refused: u32,
+    /// The request was carried out, but the answer is a 502.
+    pub lost_answers: u32,
+    /// The request was carried out, but the answer never came in time.
+    pub timeouts: u32,
+    /// 403 secondary rate limit with Retry-After.
+    pub secondary_limits: u32,
+}
+
+enum Fault {
+    Refused,
+    LostAnswer,
+    Timeout,
+    SecondaryLimit,
+}
+
+impl Chaos {
+    fn draw(&mut self) -> Option<Fault> {
+        if self.burst_left > 0 {
+            self.burst_left -= 1;
+            self.counts.secondary_limits += 1;
+            return Some(Fault::SecondaryLimit);
+        }
+        // One request in 60 starts a burst of four refusals.
+        if self.rng.u32(0..60) == 0 {
+            self.burst_left = 3;
+            self.counts.secondary_limits += 1;
+            return Some(Fault::SecondaryLimit);
+        }
+        if self.rng.f64() >= self.share {
+            return None;
+        }
+        Some(match self.rng.u32(0..3) {
+            0 => {
+                self.counts.refused += 1;
+                Fault::Refused
+            }
+            1 => {
+                self.counts.lost_answers += 1;
+                Fault::LostAnswer
+            }
+            _ => {
+                self.counts.timeouts += 1;
+                Fault::Timeout
+            }
+        })
+    }
 }
 
 pub struct FakeGitHub {
@@ -238,6 +305,34 @@ impl FakeGitHub {
 
     pub fn set_pull_delay(&self, delay: Option<Duration>) {
         self.with(|s| s.pull_delay = delay);
+    }
+
+    /// From now on, `share` of the requests fail (500, a 502 after doing
+    /// the work, an answer held for `hold`), plus secondary-rate-limit bursts.
+    pub fn start_chaos(&self, seed: u64, share: f64, hold: Duration) {
+        self.with(|s| {
+            s.chaos = Some(Chaos {
+                rng: fastrand::Rng::with_seed(seed),
+                share,
+                hold,
+                burst_left: 0,
+                counts: FaultCounts::default(),
+            })
+        });
+    }
+
+    /// Ends the faults; returns how many of each there were.
+    pub fn stop_chaos(&self) -> FaultCounts {
+        self.with(|s| s.chaos.take().map(|c| c.counts).unwrap_or_default())
+    }
+
+    /// The label events of an issue: (event, label).
+    pub fn label_events(&self, repo: &str, number: u64) -> Vec<(String, String)> {
+        self.issue(repo, number)
+            .events
+            .into_iter()
+            .map(|(event, _, label, _)| (event, label))
+            .collect()
     }
 }
 
@@ -693,6 +788,40 @@ impl Handler {
 
 impl Respond for Handler {
     fn respond(&self, req: &Request) -> ResponseTemplate {
+        let fault = self.0.lock().unwrap().chaos.as_mut().and_then(Chaos::draw);
+        let hold = self.0.lock().unwrap().chaos.as_ref().map(|c| c.hold);
+        match fault {
+            Some(Fault::Refused) => {
+                return ResponseTemplate::new(500).set_body_raw(
+                    br#"{"message":"Server Error"}"#.to_vec(),
+                    "application/json; charset=utf-8",
+                )
+            }
+            Some(Fault::SecondaryLimit) => {
+                return ResponseTemplate::new(403)
+                    .insert_header("retry-after", "1")
+                    .set_body_raw(
+                        br#"{"message":"You have exceeded a secondary rate limit. Please wait a few minutes before you try again.","documentation_url":"https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits"}"#.to_vec(),
+                        "application/json; charset=utf-8",
+                    )
+            }
+            _ => {}
+        }
+        let response = self.answer(req);
+        match (fault, hold) {
+            // The work is done; the client sees a gateway error or nothing in time.
+            (Some(Fault::LostAnswer), _) => ResponseTemplate::new(502).set_body_raw(
+                b"<html><body><h1>502 Bad Gateway</h1></body></html>".to_vec(),
+                "text/html",
+            ),
+            (Some(Fault::Timeout), Some(hold)) => response.set_delay(hold),
+            _ => response,
+        }
+    }
+}
+
+impl Handler {
+    fn answer(&self, req: &Request) -> ResponseTemplate {
         let reply = self.handle(req);
         let mut s = self.0.lock().unwrap();
         let reset = 4_102_444_800u64;

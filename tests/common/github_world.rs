@@ -47,6 +47,15 @@ impl World {
         World::build_with(turns, "", Some(plan), yaml).await
     }
 
+    /// More `daemon:` and `github:` settings, each as indented YAML lines.
+    pub async fn with_settings(
+        turns: Vec<(Reply, Option<Duration>)>,
+        daemon_extra: &str,
+        github_extra: &str,
+    ) -> World {
+        World::build_full(turns, daemon_extra, None, github_extra, "").await
+    }
+
     async fn build(turns: Vec<(Reply, Option<Duration>)>, daemon_extra: &str, plan: Option<&str>) -> World {
         World::build_with(turns, daemon_extra, plan, "").await
     }
@@ -55,6 +64,16 @@ impl World {
         turns: Vec<(Reply, Option<Duration>)>,
         daemon_extra: &str,
         plan: Option<&str>,
+        yaml: &str,
+    ) -> World {
+        World::build_full(turns, daemon_extra, plan, "", yaml).await
+    }
+
+    async fn build_full(
+        turns: Vec<(Reply, Option<Duration>)>,
+        daemon_extra: &str,
+        plan: Option<&str>,
+        github_extra: &str,
         yaml: &str,
     ) -> World {
         crate::common::ensure_images().await;
@@ -73,7 +92,7 @@ impl World {
         let model = TurnModel::start_with_plan(turns, plan.map(str::to_owned)).await;
         let instance = crate::common::unique("gh");
         let mut forge = format!(
-            "github:\n  api_url: \"{}\"\n  repositories: [\"{REPO}\"]\n",
+            "github:\n  api_url: \"{}\"\n  repositories: [\"{REPO}\"]\n{github_extra}\n",
             github.api_url()
         );
         if plan.is_some() {

@@ -178,12 +178,48 @@ impl ScriptedModel {
 /// Turns past the end get the last reply.
 pub struct TurnModel {
     pub server: MockServer,
+    storm: std::sync::Arc<std::sync::Mutex<Storm>>,
+}
+
+/// Requests still to refuse, and the statuses refused so far.
+#[derive(Default)]
+struct Storm {
+    left: u32,
+    answered: Vec<u16>,
+}
+
+impl Storm {
+    /// The next refusal, cycling 429 (with Retry-After), 529 and 503.
+    fn next(&mut self) -> Option<ResponseTemplate> {
+        if self.left == 0 {
+            return None;
+        }
+        self.left -= 1;
+        let status = [429, 529, 503][self.answered.len() % 3];
+        self.answered.push(status);
+        let body = match status {
+            429 => {
+                json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}})
+            }
+            529 => json!({"error": {"message": "Overloaded", "type": "overloaded_error", "code": null}}),
+            _ => {
+                json!({"error": {"message": "The server is overloaded or not ready yet.", "type": "server_error", "code": null}})
+            }
+        };
+        let template = ResponseTemplate::new(status).set_body_json(body);
+        Some(if status == 429 {
+            template.insert_header("retry-after", "1")
+        } else {
+            template
+        })
+    }
 }
 
 struct ByTurn {
     turns: Vec<(Reply, Option<std::time::Duration>)>,
     /// The answer to planning calls (those with the sage system text).
     plan: Option<String>,
+    storm: std::sync::Arc<std::sync::Mutex<Storm>>,
 }
 
 /// How every sage planning call's system text begins.
@@ -299,6 +335,9 @@ fn context_answer(body: &Value) -> Option<String> {
 
 impl wiremock::Respond for ByTurn {
     fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
+        if let Some(refusal) = self.storm.lock().unwrap().next() {
+            return refusal;
+        }
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         let system = body["messages"][0]["content"].as_str().unwrap_or_default();
         if let Some(answer) = context_answer(&body) {
@@ -357,12 +396,27 @@ impl TurnModel {
     ) -> TurnModel {
         assert!(!turns.is_empty());
         let server = MockServer::start().await;
+        let storm = std::sync::Arc::new(std::sync::Mutex::new(Storm::default()));
         Mock::given(method("POST"))
             .and(path("/v1/chat/completions"))
-            .respond_with(ByTurn { turns, plan })
+            .respond_with(ByTurn {
+                turns,
+                plan,
+                storm: storm.clone(),
+            })
             .mount(&server)
             .await;
-        TurnModel { server }
+        TurnModel { server, storm }
+    }
+
+    /// The next `requests` requests are refused (429, 529, 503 in turn).
+    pub async fn storm(&self, requests: u32) {
+        self.storm.lock().unwrap().left = requests;
+    }
+
+    /// The statuses the storms answered so far.
+    pub async fn storm_statuses(&self) -> Vec<u16> {
+        self.storm.lock().unwrap().answered.clone()
     }
 
     pub fn base_url(&self) -> String {
