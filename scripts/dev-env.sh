@@ -58,8 +58,12 @@ apt_uri() { # $1: "main" or "security"
 # debian:bookworm-slim's do (the daemon image's build stage needs its newer
 # Rust). A base image made by an older version of this script lacks it.
 base_image_complete() {
-  docker run --rm --network none "$BASE_IMAGE" sh -c \
-    'cat /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null' 2>/dev/null | grep -q 'bookworm-security'
+  # Read whole first: `grep -q` would close the pipe early, and pipefail
+  # would count docker's SIGPIPE as a failure.
+  local sources
+  sources=$(docker run --rm --network none "$BASE_IMAGE" sh -c \
+    'cat /etc/apt/sources.list /etc/apt/sources.list.d/* 2>/dev/null' 2>/dev/null || true)
+  [[ "$sources" == *bookworm-security* ]]
 }
 
 ensure_base_image() {
