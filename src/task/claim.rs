@@ -6,8 +6,20 @@ use super::*;
 
 impl TaskRun<'_> {
     pub(super) async fn execute(&mut self, record: &TaskRecord) -> Result<TaskEnd, TaskError> {
-        // Claim: idempotent label swap, then read back.
         let labels = self.labels().clone();
+        // Killed after the ending label went on: only the bookkeeping is
+        // left (the claim's swap would take `done` off and put it back).
+        if let (Phase::Delivered, Some(url)) = (record.phase, &record.change_url) {
+            let item = self.forge.item(&self.item).await?;
+            if item.has_label(&labels.done) {
+                self.forge
+                    .edit_labels(&self.item, &[], &[labels.processing.as_str()])
+                    .await?;
+                self.env.journal.finish(&self.key, Phase::Done, url)?;
+                return Ok(TaskEnd::Delivered { url: url.clone() });
+            }
+        }
+        // Claim: idempotent label swap, then read back.
         self.forge
             .edit_labels(
                 &self.item,
