@@ -140,16 +140,7 @@ async fn killed_three_times_during_eight_concurrent_tasks_each_ends_once() {
     let gh = &world.github;
     let log = world.log_path();
     let issues: Vec<u64> = (0..8)
-        .map(|i| {
-            let n = gh.open_issue(
-                REPO,
-                "maya",
-                &format!("Greet the world ({i})"),
-                "Say hello to the world.",
-            );
-            gh.add_label(REPO, n, "coding agent", "maya");
-            n
-        })
+        .map(|i| world.labelled_issue(&format!("Greet the world ({i})")))
         .collect();
     let bot_comments = |n: u64| gh.issue(REPO, n).comments.iter().filter(|c| c.1 == BOT).count();
     let commented = || issues.iter().filter(|&&n| bot_comments(n) > 0).count();

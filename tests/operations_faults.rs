@@ -31,16 +31,7 @@ const FAILED: &str = "coding agent failed";
 
 fn open_issues(world: &World, count: usize) -> Vec<u64> {
     (0..count)
-        .map(|i| {
-            let issue = world.github.open_issue(
-                REPO,
-                "maya",
-                &format!("Greet the world ({i})"),
-                "The greeting should say hello to the world.",
-            );
-            world.github.add_label(REPO, issue, "coding agent", "maya");
-            issue
-        })
+        .map(|i| world.labelled_issue(&format!("Greet the world ({i})")))
         .collect()
 }
 

@@ -37,13 +37,7 @@ async fn probes_metrics_and_the_status_page_after_a_task() {
     )
     .await;
     let gh = &world.github;
-    let issue = gh.open_issue(
-        REPO,
-        "maya",
-        "Greet the world",
-        "The greeting should say hello to the world.",
-    );
-    gh.add_label(REPO, issue, "coding agent", "maya");
+    let issue = world.labelled_issue("Greet the world");
     let mut env: Vec<(&str, String)> = world.env().into_iter().collect();
     env.push(("FORGEHAND_HTTP_TOKEN", HTTP_TOKEN.to_owned()));
     let mut daemon = daemon_rig::DaemonProcess::start(&world.config, &["run"], &env, &world.log_path());
@@ -163,13 +157,7 @@ async fn a_full_state_disk_stops_claiming_says_why_and_loses_nothing() {
     )
     .await;
     let gh = &world.github;
-    let issue = gh.open_issue(
-        REPO,
-        "maya",
-        "Greet the world",
-        "The greeting should say hello to the world.",
-    );
-    gh.add_label(REPO, issue, "coding agent", "maya");
+    let issue = world.labelled_issue("Greet the world");
     let mut daemon = world.start();
     mcp_client::wait_for_port(&address).await;
     // Several poll cycles pass; the issue is not claimed.

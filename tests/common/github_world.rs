@@ -138,6 +138,16 @@ impl World {
         .await;
     }
 
+    /// Maya (a maintainer) opens an issue asking for the usual greeting
+    /// change, titled `title`, and labels it for forgehand.
+    pub fn labelled_issue(&self, title: &str) -> u64 {
+        let issue =
+            self.github
+                .open_issue(REPO, "maya", title, "The greeting should say hello to the world.");
+        self.github.add_label(REPO, issue, "coding agent", "maya");
+        issue
+    }
+
     /// Maya (a maintainer) opens the usual issue ("Greet the world"),
     /// comments `comments`, labels it; the daemon starts and delivers it.
     pub async fn deliver_greeting(&self, comments: &[&str]) -> (u64, DaemonProcess) {
