@@ -156,7 +156,7 @@ async fn an_outsiders_issue_labelled_by_a_maintainer_reaches_the_model_as_the_re
         !first.contains("IGNORE PREVIOUS"),
         "a comment by someone without access stays out"
     );
-    assert!(first.contains("1 comment(s) by people without write access are not shown"));
+    assert!(first.contains("1 comment(s) are not shown: forgehand hears only people with write access"));
     assert!(daemon.terminate().success());
 }
 

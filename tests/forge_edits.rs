@@ -1,7 +1,8 @@
 //! Who applied a label and when, and when an item's text was last edited,
 //! on both forges (GitHub: label events, GraphQL `lastEditedAt` and
-//! `renamed` events; GitLab: resource label events and `last_edited_at`):
-//! what decides whether a maintainer's label vouches for an outsider's text.
+//! `renamed` events; GitLab: resource label events and the system notes it
+//! writes for title and description changes): what decides whether a
+//! maintainer's label vouches for an outsider's text.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -15,7 +16,7 @@ mod fake_http;
 use forgehand::config::{Config, Secrets};
 use forgehand::forge::github::GitHub;
 use forgehand::forge::gitlab::GitLab;
-use forgehand::forge::{Forge, ForgeKind, ItemKind, ItemRef, Timestamp};
+use forgehand::forge::{Forge, ForgeKind, ItemKind, ItemRef, TextEdits, Timestamp};
 use std::path::Path;
 use std::time::Duration;
 
@@ -41,11 +42,18 @@ async fn labelled_then_edited(forge: &dyn Forge, issue: &ItemRef, edit: impl FnO
     assert_eq!(labelled.by, "maya");
     let at = labelled.at.expect("the event's time");
     assert_eq!(forge.label_applied(issue, "other").await.unwrap(), None);
-    assert_eq!(forge.text_edited_at(issue).await.unwrap(), None, "never edited");
+    assert_eq!(forge.text_edited_at(issue).await.unwrap(), TextEdits::Never);
     edit();
-    let edited = forge.text_edited_at(issue).await.unwrap().unwrap();
+    let edited = last_edit(forge, issue).await;
     assert!(edited > at);
     edited
+}
+
+async fn last_edit(forge: &dyn Forge, issue: &ItemRef) -> Timestamp {
+    match forge.text_edited_at(issue).await.unwrap() {
+        TextEdits::LastAt(at) => at,
+        other => panic!("expected an edit time, got {other:?}"),
+    }
 }
 
 #[tokio::test]
@@ -68,7 +76,7 @@ async fn github_says_who_labelled_when_and_when_the_text_was_edited() {
 
     // A rename is an event; it counts as an edit of the text too.
     fake.edit_text("acme/app", number, "New title", "Body, edited");
-    assert!(forge.text_edited_at(&issue).await.unwrap().unwrap() > edited);
+    assert!(last_edit(&forge, &issue).await > edited);
 
     // An unknown repository is a clear error, not "never edited".
     let missing = item(ForgeKind::GitHub, "acme/none", 1);
@@ -88,8 +96,13 @@ async fn gitlab_says_who_labelled_when_and_when_the_text_was_edited() {
     let forge = GitLab::connect(&config.gitlab, &secrets).await.unwrap();
     let issue = item(ForgeKind::GitLab, "acme/app", iid);
 
-    labelled_then_edited(&forge, &issue, || {
+    // Comments are no edit; a description change is (GitLab's system note).
+    fake.comment("acme/app", iid, "otto", "Any news?");
+    let edited = labelled_then_edited(&forge, &issue, || {
         fake.edit_text("acme/app", iid, "Title", "Body, edited")
     })
     .await;
+    // A title change is one too.
+    fake.edit_text("acme/app", iid, "New title", "Body, edited");
+    assert!(last_edit(&forge, &issue).await > edited);
 }

@@ -80,7 +80,10 @@ async fn a_rate_limited_answer_pauses_requests_for_the_time_github_asks() {
     let config = config(&github.api_url(), &["acme/app".into()], "");
     let forge = GitHub::new(&config.github, &token_secrets(), Duration::from_secs(10)).unwrap();
     github.rate_limit_next(120);
-    let err = forge.poll_labelled("acme/app", "coding agent").await.unwrap_err();
+    let err = forge
+        .poll_labelled("acme/app", "coding agent", None)
+        .await
+        .unwrap_err();
     assert!(matches!(err, ForgeError::RateLimited { .. }), "{err}");
     assert!(err.is_retryable());
     let wait = err.retry_after().unwrap();
@@ -90,7 +93,10 @@ async fn a_rate_limited_answer_pauses_requests_for_the_time_github_asks() {
     );
     let sent = github.requests().len();
     // The next call waits it out without sending anything.
-    let again = forge.poll_labelled("acme/app", "coding agent").await.unwrap_err();
+    let again = forge
+        .poll_labelled("acme/app", "coding agent", None)
+        .await
+        .unwrap_err();
     assert!(matches!(again, ForgeError::RateLimited { .. }));
     assert_eq!(github.requests().len(), sent);
 }
@@ -174,8 +180,11 @@ async fn a_github_app_installation_authenticates_the_api_and_git() {
         .iter()
         .any(|r| r == "POST /app/installations/77/access_tokens"));
     assert!(matches!(
-        forge.poll_labelled("acme/app", "coding agent").await.unwrap(),
-        Poll::Items(_)
+        forge
+            .poll_labelled("acme/app", "coding agent", None)
+            .await
+            .unwrap(),
+        Poll::All(_)
     ));
 
     let no_key = GitHub::new(&config.github, &Secrets::default(), Duration::from_secs(10))

@@ -2,15 +2,30 @@
 //! forges); an item is taken only when the person who applied the trigger
 //! label (or, on a PR/MR without a label event, its author) may trigger
 //! tasks. Anyone else is ignored with a log line, and no model is called.
+//!
+//! Nothing labelled is ever lost: an item stays pending until its check
+//! gives an answer (accepted, or refused), a failed check is tried again at
+//! the next poll and then with growing waits, and the point from which a
+//! forge lists changes (GitLab's `updated_after`) never passes an item whose
+//! check has not answered. An answered item costs nothing more until it
+//! changes (a claim changes its labels; a new label or edit changes it too).
 
 use crate::config::LabelsConfig;
-use crate::forge::{Forge, ForgeKind, Item, ItemKind, ItemRef, Poll};
-use std::collections::{HashMap, HashSet};
+use crate::forge::{parse_time, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll};
+use futures_util::stream::{self, StreamExt};
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
 use std::time::Duration;
 use tokio::time::Instant;
 
 /// Watched repositories are listed again after this long.
 const REPOSITORY_REFRESH: Duration = Duration::from_secs(600);
+/// Checks of one repository's items run this many at a time, so one slow
+/// item (a forge retrying a failing request) does not hold up the others.
+const CHECKS_AT_ONCE: usize = 4;
+/// After the second failed check of an item, waits start here and double.
+const FIRST_CHECK_WAIT: Duration = Duration::from_secs(30);
+const LONGEST_CHECK_WAIT: Duration = Duration::from_secs(15 * 60);
 
 pub struct Intake {
     labels: LabelsConfig,
@@ -19,11 +34,37 @@ pub struct Intake {
     paused_until: HashMap<ForgeKind, Instant>,
     /// How each forge's last poll went (for `/readyz`).
     answered: HashMap<ForgeKind, Result<(), String>>,
-    /// Items last seen with the trigger label, per repository; kept across
-    /// unchanged polls so a full queue never loses one.
-    pending: HashMap<(ForgeKind, String), Vec<Item>>,
-    /// (item key, who applied the label) already refused, to log once.
-    refused: HashSet<(String, String)>,
+    watched: HashMap<(ForgeKind, String), Watched>,
+}
+
+/// One repository as the intake knows it.
+#[derive(Default)]
+struct Watched {
+    /// Items with the trigger label, by key.
+    items: BTreeMap<String, Pending>,
+    /// Where the forge's next listing starts (the `since` of `poll_labelled`):
+    /// no item updated before it is waiting for an answer.
+    since: Option<String>,
+}
+
+struct Pending {
+    item: Item,
+    check: Check,
+}
+
+enum Check {
+    /// To be checked at or after `at`; `failures` checks failed so far.
+    Due { at: Instant, failures: u32 },
+    /// Refused (who applied the label); looked at again when the item changes.
+    Refused { by: String },
+    /// Handed to the scheduler, whose claim changes the item's labels.
+    Accepted,
+}
+
+/// What a check found.
+enum Verdict {
+    Accept,
+    Refuse { by: String, why: String },
 }
 
 impl Intake {
@@ -33,8 +74,7 @@ impl Intake {
             repos: HashMap::new(),
             paused_until: HashMap::new(),
             answered: HashMap::new(),
-            pending: HashMap::new(),
-            refused: HashSet::new(),
+            watched: HashMap::new(),
         }
     }
 
@@ -54,18 +94,15 @@ impl Intake {
         };
         let mut accepted = Vec::new();
         for repo in repos {
-            let mut changed = true;
-            match forge.poll_labelled(&repo, &self.labels.trigger).await {
-                Ok(Poll::Unchanged) => changed = false,
-                Ok(Poll::Items(items)) => {
-                    // Refusals of items that are no longer labelled are forgotten,
-                    // so a daemon running for months keeps only current ones.
-                    let prefix = format!("{}:{repo}:", kind.as_str());
-                    self.refused.retain(|(key, _)| {
-                        !key.starts_with(&prefix) || items.iter().any(|i| i.reference.key() == *key)
-                    });
-                    self.pending.insert((kind, repo.clone()), items);
-                }
+            let since = self
+                .watched
+                .get(&(kind, repo.clone()))
+                .and_then(|w| w.since.clone());
+            let listed = match forge
+                .poll_labelled(&repo, &self.labels.trigger, since.as_deref())
+                .await
+            {
+                Ok(poll) => poll,
                 Err(e) => {
                     self.note_error(kind, &e);
                     if e.retry_after().is_some() {
@@ -73,35 +110,98 @@ impl Intake {
                     }
                     continue;
                 }
-            }
-            let items = self
-                .pending
-                .get(&(kind, repo.clone()))
-                .cloned()
-                .unwrap_or_default();
-            for item in items {
-                if !item.open || !item.has_label(&self.labels.trigger) {
-                    continue;
-                }
-                // A refused item is looked at again only when something changed.
-                if !changed && self.refused.iter().any(|(key, _)| *key == item.reference.key()) {
-                    continue;
-                }
-                match self.allowed(forge, &item).await {
-                    Ok(true) => accepted.push(item.reference.clone()),
-                    Ok(false) => {}
-                    Err(e) => self.note_error(kind, &e),
+            };
+            let trigger = self.labels.trigger.clone();
+            let watched = self.watched.entry((kind, repo.clone())).or_default();
+            let newest_listed = match &listed {
+                Poll::Unchanged => watched.since.clone(),
+                Poll::All(items) | Poll::UpdatedSince(items) => safe_since(items, watched.since.as_deref()),
+            };
+            match listed {
+                Poll::Unchanged => {}
+                Poll::All(items) => watched.replace_all(items, &trigger),
+                Poll::UpdatedSince(items) => {
+                    for item in items {
+                        watched.update(item, &trigger);
+                    }
                 }
             }
-            // Accepted items are claimed (their label changes), so they are not kept.
-            if let Some(items) = self.pending.get_mut(&(kind, repo)) {
-                items.retain(|i| !accepted.contains(&i.reference));
+
+            let now = Instant::now();
+            let due: Vec<Item> = watched
+                .items
+                .values()
+                .filter(|p| matches!(p.check, Check::Due { at, .. } if at <= now))
+                .map(|p| p.item.clone())
+                .collect();
+            let labels = &self.labels;
+            let verdicts: Vec<(Item, Result<Verdict, ForgeError>)> = stream::iter(due)
+                .map(|item| async move {
+                    let verdict = check(forge, labels, &item).await;
+                    (item, verdict)
+                })
+                .buffer_unordered(CHECKS_AT_ONCE)
+                .collect()
+                .await;
+            let mut errors = Vec::new();
+            let watched = self.watched.entry((kind, repo.clone())).or_default();
+            for (item, verdict) in verdicts {
+                let key = item.reference.key();
+                match verdict {
+                    Ok(Verdict::Accept) => {
+                        tracing::info!(task = %item.reference, "trigger label accepted");
+                        if let Some(pending) = watched.items.get_mut(&key) {
+                            pending.check = Check::Accepted;
+                        }
+                        accepted.push(item.reference);
+                    }
+                    Ok(Verdict::Refuse { by, why }) => {
+                        let Some(pending) = watched.items.get_mut(&key) else {
+                            continue;
+                        };
+                        let already =
+                            matches!(&pending.check, Check::Refused { by: before } if *before == by);
+                        if !already {
+                            tracing::warn!(
+                                task = %item.reference,
+                                by = %by,
+                                "ignored: the \"{}\" label was applied by @{by}, and {why}; no task is started",
+                                self.labels.trigger
+                            );
+                        }
+                        pending.check = Check::Refused { by };
+                    }
+                    Err(e) => {
+                        if let Some(pending) = watched.items.get_mut(&key) {
+                            let failures = match pending.check {
+                                Check::Due { failures, .. } => failures + 1,
+                                Check::Refused { .. } | Check::Accepted => 1,
+                            };
+                            let wait = check_wait(failures);
+                            tracing::warn!(
+                                task = %item.reference,
+                                failures,
+                                "could not check who applied the label ({e}); it stays pending and is checked again in {} s",
+                                wait.as_secs()
+                            );
+                            pending.check = Check::Due {
+                                at: Instant::now() + wait,
+                                failures,
+                            };
+                        }
+                        errors.push(e);
+                    }
+                }
+            }
+            watched.since = watched.oldest_unanswered().or(newest_listed);
+            for e in errors {
+                self.note_error(kind, &e);
             }
         }
         accepted
     }
 
-    async fn repositories(&mut self, forge: &dyn Forge) -> Result<Vec<String>, crate::forge::ForgeError> {
+    async fn repositories(&mut self, forge: &dyn Forge) -> Result<Vec<String>, ForgeError> {
         let kind = forge.kind();
         if let Some((at, repos)) = self.repos.get(&kind) {
             if at.elapsed() < REPOSITORY_REFRESH {
@@ -113,41 +213,6 @@ impl Intake {
         Ok(repos)
     }
 
-    async fn allowed(&mut self, forge: &dyn Forge, item: &Item) -> Result<bool, crate::forge::ForgeError> {
-        let mut who = forge
-            .label_applied(&item.reference, &self.labels.trigger)
-            .await?
-            .map(|applied| applied.by);
-        if who.is_none() && item.reference.kind == ItemKind::Change {
-            who = Some(item.author.clone());
-        }
-        let Some(who) = who else {
-            self.refuse(item, "nobody", "no label event names who applied the label");
-            return Ok(false);
-        };
-        if forge.may_trigger(&item.reference.repo, &who).await? {
-            tracing::info!(task = %item.reference, by = %who, "trigger label accepted");
-            return Ok(true);
-        }
-        self.refuse(
-            item,
-            &who,
-            "they lack write access (GitHub) / the required access level (GitLab)",
-        );
-        Ok(false)
-    }
-
-    fn refuse(&mut self, item: &Item, who: &str, why: &str) {
-        if self.refused.insert((item.reference.key(), who.to_owned())) {
-            tracing::warn!(
-                task = %item.reference,
-                by = %who,
-                "ignored: the \"{}\" label was applied by @{who}, and {why}; no task is started",
-                self.labels.trigger
-            );
-        }
-    }
-
     /// How each forge's last poll went: `Err` holds its last error.
     pub fn answered(&self) -> Vec<(ForgeKind, Result<(), String>)> {
         let mut out: Vec<_> = self.answered.iter().map(|(k, r)| (*k, r.clone())).collect();
@@ -155,7 +220,7 @@ impl Intake {
         out
     }
 
-    fn note_error(&mut self, kind: ForgeKind, e: &crate::forge::ForgeError) {
+    fn note_error(&mut self, kind: ForgeKind, e: &ForgeError) {
         self.answered.insert(kind, Err(e.to_string()));
         if let Some(wait) = e.retry_after() {
             tracing::warn!(forge = kind.as_str(), "{e}");
@@ -163,5 +228,234 @@ impl Intake {
         } else {
             tracing::warn!(forge = kind.as_str(), "poll failed: {e}");
         }
+    }
+}
+
+impl Watched {
+    /// A complete list of the labelled items: anything else is no longer labelled.
+    fn replace_all(&mut self, items: Vec<Item>, trigger: &str) {
+        self.items
+            .retain(|key, _| items.iter().any(|i| i.reference.key() == *key));
+        for item in items {
+            self.update(item, trigger);
+        }
+    }
+
+    /// An item as listed now: kept, refreshed (checked again if it changed),
+    /// or forgotten when it is closed or lost the label.
+    fn update(&mut self, item: Item, trigger: &str) {
+        let key = item.reference.key();
+        if !item.open || !item.has_label(trigger) {
+            self.items.remove(&key);
+            return;
+        }
+        match self.items.get_mut(&key) {
+            Some(pending) if pending.item.updated_at == item.updated_at => {}
+            Some(pending) => {
+                // It changed: an answered item is looked at again, a failing
+                // one keeps its count but need not wait.
+                let failures = match pending.check {
+                    Check::Due { failures, .. } => failures,
+                    Check::Refused { .. } | Check::Accepted => 0,
+                };
+                pending.item = item;
+                pending.check = Check::Due {
+                    at: Instant::now(),
+                    failures,
+                };
+            }
+            None => {
+                self.items.insert(
+                    key,
+                    Pending {
+                        item,
+                        check: Check::Due {
+                            at: Instant::now(),
+                            failures: 0,
+                        },
+                    },
+                );
+            }
+        }
+    }
+
+    /// The oldest `updated_at` among items whose check has not answered.
+    fn oldest_unanswered(&self) -> Option<String> {
+        self.items
+            .values()
+            .filter(|p| matches!(p.check, Check::Due { .. }))
+            .map(|p| p.item.updated_at.clone())
+            .min_by(|a, b| compare_times(a, b))
+    }
+}
+
+/// Where the next listing may start after `items` were listed from `since`.
+/// GitLab lists issues, then merge requests, in two requests; each list's
+/// newest update is a safe start for that list (anything updated after the
+/// request is newer), so the older of the two is. An empty merge request
+/// list adds no bound (a merge request updated after the issue request is
+/// newer than every issue listed); an empty issue list does (an issue
+/// updated between the two requests may be older than a listed merge
+/// request), so then the start stays where it was.
+fn safe_since(items: &[Item], since: Option<&str>) -> Option<String> {
+    let newest = |kind: ItemKind| {
+        items
+            .iter()
+            .filter(|i| i.reference.kind == kind)
+            .map(|i| i.updated_at.as_str())
+            .max_by(|a, b| compare_times(a, b))
+    };
+    let issues = newest(ItemKind::Issue).or(since)?;
+    Some(
+        match newest(ItemKind::Change) {
+            Some(changes) if compare_times(changes, issues) == Ordering::Less => changes,
+            _ => issues,
+        }
+        .to_owned(),
+    )
+}
+
+/// Forge times compared as times (formats differ between GitLab versions),
+/// as text when one does not parse.
+fn compare_times(a: &str, b: &str) -> Ordering {
+    match (parse_time(Some(a)), parse_time(Some(b))) {
+        (Some(x), Some(y)) => x.cmp(&y),
+        _ => a.cmp(b),
+    }
+}
+
+/// The wait before checking an item again after `failures` failed checks:
+/// the next poll after the first, then 30 s doubling up to 15 minutes.
+fn check_wait(failures: u32) -> Duration {
+    if failures <= 1 {
+        return Duration::ZERO;
+    }
+    FIRST_CHECK_WAIT
+        .saturating_mul(1 << (failures - 2).min(16))
+        .min(LONGEST_CHECK_WAIT)
+}
+
+/// Whether the person behind the trigger label may start a task.
+async fn check(forge: &dyn Forge, labels: &LabelsConfig, item: &Item) -> Result<Verdict, ForgeError> {
+    let mut who = forge
+        .label_applied(&item.reference, &labels.trigger)
+        .await?
+        .map(|applied| applied.by);
+    if who.is_none() && item.reference.kind == ItemKind::Change {
+        who = Some(item.author.clone());
+    }
+    let Some(who) = who else {
+        return Ok(Verdict::Refuse {
+            by: "nobody".into(),
+            why: "no label event names who applied the label".into(),
+        });
+    };
+    if forge.may_trigger(&item.reference.repo, &who).await? {
+        return Ok(Verdict::Accept);
+    }
+    Ok(Verdict::Refuse {
+        why: format!("only {} may trigger tasks", forge.who_may_trigger()),
+        by: who,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn item(kind: ItemKind, number: u64, updated_at: &str) -> Item {
+        Item {
+            reference: ItemRef {
+                forge: ForgeKind::GitLab,
+                repo: "g/p".into(),
+                kind,
+                number,
+            },
+            title: "t".into(),
+            body: String::new(),
+            author: "a".into(),
+            labels: vec!["go".into()],
+            open: true,
+            web_url: String::new(),
+            updated_at: updated_at.into(),
+        }
+    }
+
+    #[test]
+    fn the_next_listing_starts_where_nothing_can_have_been_missed() {
+        let items = [
+            item(ItemKind::Issue, 1, "2026-01-01T10:00:05.000Z"),
+            item(ItemKind::Issue, 2, "2026-01-01T10:00:01.000Z"),
+            item(ItemKind::Change, 3, "2026-01-01T10:00:03.000Z"),
+        ];
+        assert_eq!(
+            safe_since(&items, None).as_deref(),
+            Some("2026-01-01T10:00:03.000Z")
+        );
+        // No merge request listed: the issues' newest is safe.
+        assert_eq!(
+            safe_since(&items[..2], None).as_deref(),
+            Some("2026-01-01T10:00:05.000Z")
+        );
+        // No issue listed: the start stays where it was (none yet: none).
+        assert_eq!(safe_since(&items[2..], None), None);
+        assert_eq!(
+            safe_since(&items[2..], Some("2026-01-01T09:00:00Z")).as_deref(),
+            Some("2026-01-01T09:00:00Z")
+        );
+        // Compared as times, not text.
+        let mixed = [
+            item(ItemKind::Issue, 1, "2026-01-01T10:00:00+02:00"),
+            item(ItemKind::Change, 2, "2026-01-01T09:00:00Z"),
+        ];
+        assert_eq!(
+            safe_since(&mixed, None).as_deref(),
+            Some("2026-01-01T10:00:00+02:00")
+        );
+    }
+
+    #[test]
+    fn an_unanswered_item_holds_the_start_back_and_a_change_rechecks_a_refusal() {
+        let mut watched = Watched::default();
+        watched.replace_all(
+            vec![
+                item(ItemKind::Issue, 1, "2026-01-01T10:00:05Z"),
+                item(ItemKind::Issue, 2, "2026-01-01T10:00:01Z"),
+            ],
+            "go",
+        );
+        assert_eq!(
+            watched.oldest_unanswered().as_deref(),
+            Some("2026-01-01T10:00:01Z")
+        );
+        let key2 = item(ItemKind::Issue, 2, "").reference.key();
+        watched.items.get_mut(&key2).unwrap().check = Check::Refused { by: "x".into() };
+        assert_eq!(
+            watched.oldest_unanswered().as_deref(),
+            Some("2026-01-01T10:00:05Z")
+        );
+        // Listed again unchanged: still refused; changed: due again.
+        watched.update(item(ItemKind::Issue, 2, "2026-01-01T10:00:01Z"), "go");
+        assert!(matches!(watched.items[&key2].check, Check::Refused { .. }));
+        watched.update(item(ItemKind::Issue, 2, "2026-01-01T10:00:09Z"), "go");
+        assert!(matches!(
+            watched.items[&key2].check,
+            Check::Due { failures: 0, .. }
+        ));
+        // Losing the label or closing forgets it.
+        let mut unlabelled = item(ItemKind::Issue, 2, "2026-01-01T10:00:10Z");
+        unlabelled.labels.clear();
+        watched.update(unlabelled, "go");
+        assert!(!watched.items.contains_key(&key2));
+        watched.replace_all(vec![], "go");
+        assert!(watched.items.is_empty());
+    }
+
+    #[test]
+    fn failed_checks_wait_longer_each_time() {
+        assert_eq!(check_wait(1), Duration::ZERO);
+        assert_eq!(check_wait(2), Duration::from_secs(30));
+        assert_eq!(check_wait(3), Duration::from_secs(60));
+        assert_eq!(check_wait(40), LONGEST_CHECK_WAIT);
     }
 }

@@ -7,7 +7,7 @@ use super::http_util::{encode, next_link, path_and_query, remaining, wait_from_h
 use super::retry::{self, Repeat};
 use super::{
     lock, parse_time, ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef,
-    LabelApplied, Poll, RepoInfo, Timestamp,
+    LabelApplied, Poll, RepoInfo, TextEdits,
 };
 use crate::config::{GitHubConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -358,6 +358,8 @@ struct Issue {
     state: String,
     html_url: String,
     #[serde(default)]
+    updated_at: String,
+    #[serde(default)]
     pull_request: Option<Value>,
 }
 
@@ -378,6 +380,7 @@ impl Issue {
             body: self.body.unwrap_or_default(),
             author: self.user.login,
             labels: self.labels.into_iter().map(|l| l.name).collect(),
+            updated_at: self.updated_at,
             open: self.state == "open",
             web_url: self.html_url,
         }
@@ -532,7 +535,7 @@ impl Forge for GitHub {
         Ok(repos)
     }
 
-    async fn poll_labelled(&self, repo: &str, label: &str) -> Result<Poll, ForgeError> {
+    async fn poll_labelled(&self, repo: &str, label: &str, _since: Option<&str>) -> Result<Poll, ForgeError> {
         // Sorted by update, so any change to a labelled item changes page 1 and its ETag.
         let path = format!(
             "{}/issues?state=open&labels={}&sort=updated&direction=desc&per_page=100",
@@ -543,9 +546,7 @@ impl Forge for GitHub {
         if unchanged {
             return Ok(Poll::Unchanged);
         }
-        Ok(Poll::Items(
-            issues.into_iter().map(|i| i.into_item(repo)).collect(),
-        ))
+        Ok(Poll::All(issues.into_iter().map(|i| i.into_item(repo)).collect()))
     }
 
     async fn item(&self, item: &ItemRef) -> Result<Item, ForgeError> {
@@ -566,7 +567,7 @@ impl Forge for GitHub {
             }))
     }
 
-    async fn text_edited_at(&self, item: &ItemRef) -> Result<Option<Timestamp>, ForgeError> {
+    async fn text_edited_at(&self, item: &ItemRef) -> Result<TextEdits, ForgeError> {
         // The body's last edit is only in GraphQL; a title change is a `renamed` event.
         let (owner, name) = item.repo.split_once('/').unwrap_or((item.repo.as_str(), ""));
         let query = json!({
@@ -598,11 +599,32 @@ impl Forge for GitHub {
                     .join("; "),
             });
         }
-        let body = parse_time(
-            answer
-                .pointer("/data/repository/issueOrPullRequest/lastEditedAt")
-                .and_then(Value::as_str),
-        );
+        // `lastEditedAt: null` is "never edited"; an answer without the item
+        // (or with a time that does not parse) says nothing, so it is no vouch.
+        let Some(found) = answer
+            .pointer("/data/repository/issueOrPullRequest")
+            .and_then(Value::as_object)
+        else {
+            return Ok(TextEdits::Unknown(
+                "GitHub's GraphQL answer does not include the item".into(),
+            ));
+        };
+        let body = match found.get("lastEditedAt") {
+            None => {
+                return Ok(TextEdits::Unknown(
+                    "GitHub's GraphQL answer has no lastEditedAt".into(),
+                ))
+            }
+            Some(Value::Null) => None,
+            Some(at) => match parse_time(at.as_str()) {
+                Some(at) => Some(at),
+                None => {
+                    return Ok(TextEdits::Unknown(format!(
+                        "GitHub's lastEditedAt {at} is not a time"
+                    )))
+                }
+            },
+        };
         let renamed = self
             .events(item)
             .await?
@@ -610,7 +632,10 @@ impl Forge for GitHub {
             .filter(|e| e.event == "renamed")
             .filter_map(|e| parse_time(e.created_at.as_deref()))
             .max();
-        Ok(body.max(renamed))
+        Ok(match body.max(renamed) {
+            Some(at) => TextEdits::LastAt(at),
+            None => TextEdits::Never,
+        })
     }
 
     async fn may_trigger(&self, repo: &str, user: &str) -> Result<bool, ForgeError> {
@@ -627,6 +652,10 @@ impl Forge for GitHub {
             Err(ForgeError::NotFound { .. }) => Ok(false),
             Err(e) => Err(e),
         }
+    }
+
+    fn who_may_trigger(&self) -> String {
+        "people with write access".into()
     }
 
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {

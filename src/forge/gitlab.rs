@@ -1,12 +1,13 @@
 //! GitLab (gitlab.com or self-managed) through the gitlab crate: its async
 //! client, authentication, error decoding and pagination, with one small
-//! endpoint type for the REST calls forgehand makes. Polling asks only for
-//! what changed since the newest update already seen (`updated_after`).
+//! endpoint type for the REST calls forgehand makes. After the first poll of
+//! a project, polling asks only for what changed at or after the newest
+//! update the intake has fully handled (`updated_after`).
 
 use super::retry::{self, Repeat};
 use super::{
     lock, parse_time, ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef,
-    LabelApplied, Poll, RepoInfo, Timestamp,
+    LabelApplied, Poll, RepoInfo, TextEdits, Timestamp,
 };
 use crate::config::{GitLabConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -28,8 +29,6 @@ pub struct GitLab {
     client: AsyncGitlab,
     token: Secret,
     config: GitLabConfig,
-    /// project -> newest `updated_at` seen by a poll.
-    watermarks: Mutex<HashMap<String, String>>,
     user_ids: Mutex<HashMap<String, u64>>,
 }
 
@@ -192,9 +191,6 @@ struct Issue {
     state: String,
     web_url: String,
     updated_at: String,
-    /// When the title or description was last edited (absent: never).
-    #[serde(default)]
-    last_edited_at: Option<String>,
 }
 
 impl Issue {
@@ -212,6 +208,7 @@ impl Issue {
             labels: self.labels,
             open: self.state == "opened",
             web_url: self.web_url,
+            updated_at: self.updated_at,
         }
     }
 }
@@ -223,6 +220,52 @@ struct Note {
     body: String,
     #[serde(default)]
     system: bool,
+    #[serde(default)]
+    created_at: Option<String>,
+    #[serde(default)]
+    updated_at: Option<String>,
+}
+
+/// How the system notes GitLab writes for a change of the text begin
+/// (`SystemNotes::IssuablesService`): the description, the title, and a
+/// task list item ticked in the description (older and newer wording).
+const TEXT_EDIT_NOTES: [&str; 4] = [
+    "changed the description",
+    "changed title from ",
+    "marked the task ",
+    "marked the checklist item ",
+];
+
+/// The last edit of an item's text, from its notes: GitLab's REST issue and
+/// merge request have no edit time, but every title or description change
+/// leaves a system note (updated in place when GitLab folds quick edits
+/// together, so its `updated_at` counts too).
+fn text_edits(notes: &[Note]) -> TextEdits {
+    let mut last: Option<Timestamp> = None;
+    for note in notes.iter().filter(|n| n.system) {
+        if !TEXT_EDIT_NOTES.iter().any(|p| note.body.starts_with(p)) {
+            continue;
+        }
+        for stamp in [&note.created_at, &note.updated_at] {
+            let Some(text) = stamp else { continue };
+            match parse_time(Some(text)) {
+                Some(at) => last = last.max(Some(at)),
+                None => {
+                    return TextEdits::Unknown(format!(
+                        "GitLab's note {} has the time {text:?}, which does not parse",
+                        note.id
+                    ))
+                }
+            }
+        }
+        if note.created_at.is_none() && note.updated_at.is_none() {
+            return TextEdits::Unknown(format!("GitLab's note {} has no time", note.id));
+        }
+    }
+    match last {
+        Some(at) => TextEdits::LastAt(at),
+        None => TextEdits::Never,
+    }
 }
 
 #[derive(Deserialize)]
@@ -329,7 +372,6 @@ impl GitLab {
             client,
             token,
             config: config.clone(),
-            watermarks: Mutex::new(HashMap::new()),
             user_ids: Mutex::new(HashMap::new()),
         })
     }
@@ -375,6 +417,17 @@ impl GitLab {
             ItemKind::Change => "merge_requests",
         };
         format!("{}/{kind}/{}", project(&item.repo), item.number)
+    }
+
+    /// Every note of the item, system notes included, oldest first.
+    async fn notes(&self, item: &ItemRef) -> Result<Vec<Note>, ForgeError> {
+        self.all(
+            Rest::get(format!("{}/notes", Self::item_path(item)))
+                .with("sort", "asc")
+                .with("order_by", "created_at"),
+            "read comments",
+        )
+        .await
     }
 
     async fn user_id(&self, username: &str) -> Result<Option<u64>, ForgeError> {
@@ -432,34 +485,25 @@ impl Forge for GitLab {
         Ok(projects)
     }
 
-    async fn poll_labelled(&self, repo: &str, label: &str) -> Result<Poll, ForgeError> {
-        let since = lock(&self.watermarks).get(repo).cloned();
+    async fn poll_labelled(&self, repo: &str, label: &str, since: Option<&str>) -> Result<Poll, ForgeError> {
         let mut items = Vec::new();
-        let mut newest = since.clone();
         for (kind, segment) in [(ItemKind::Issue, "issues"), (ItemKind::Change, "merge_requests")] {
             let mut rest = Rest::get(format!("{}/{segment}", project(repo)))
-                .with("state", "opened")
-                .with("labels", label)
                 .with("order_by", "updated_at")
                 .with("sort", "desc");
-            if let Some(since) = &since {
-                rest = rest.with("updated_after", since.clone());
-            }
+            // After the first poll, everything updated since (labelled or not,
+            // open or not), so a label taken off or an item closed is seen too.
+            rest = match since {
+                Some(since) => rest.with("updated_after", since),
+                None => rest.with("state", "opened").with("labels", label),
+            };
             let found: Vec<Issue> = self.all(rest, "list labelled issues and merge requests").await?;
-            for issue in found {
-                if newest.as_deref().is_none_or(|n| issue.updated_at.as_str() > n) {
-                    newest = Some(issue.updated_at.clone());
-                }
-                items.push(issue.into_item(repo, kind));
-            }
+            items.extend(found.into_iter().map(|i| i.into_item(repo, kind)));
         }
-        if let Some(newest) = newest {
-            lock(&self.watermarks).insert(repo.to_owned(), newest);
-        }
-        if items.is_empty() && since.is_some() {
-            return Ok(Poll::Unchanged);
-        }
-        Ok(Poll::Items(items))
+        Ok(match since {
+            Some(_) => Poll::UpdatedSince(items),
+            None => Poll::All(items),
+        })
     }
 
     async fn item(&self, item: &ItemRef) -> Result<Item, ForgeError> {
@@ -469,11 +513,9 @@ impl Forge for GitLab {
         Ok(issue.into_item(&item.repo, item.kind))
     }
 
-    async fn text_edited_at(&self, item: &ItemRef) -> Result<Option<Timestamp>, ForgeError> {
-        let issue: Issue = self
-            .one(Rest::get(Self::item_path(item)), "read the issue")
-            .await?;
-        Ok(parse_time(issue.last_edited_at.as_deref()))
+    async fn text_edited_at(&self, item: &ItemRef) -> Result<TextEdits, ForgeError> {
+        let notes = self.notes(item).await?;
+        Ok(text_edits(&notes))
     }
 
     async fn label_applied(&self, item: &ItemRef, label: &str) -> Result<Option<LabelApplied>, ForgeError> {
@@ -508,16 +550,17 @@ impl Forge for GitLab {
         }
     }
 
+    fn who_may_trigger(&self) -> String {
+        format!(
+            "members with the {} role or higher",
+            super::gitlab_role(self.config.min_access_level)
+        )
+    }
+
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
-        let notes: Vec<Note> = self
-            .all(
-                Rest::get(format!("{}/notes", Self::item_path(item)))
-                    .with("sort", "asc")
-                    .with("order_by", "created_at"),
-                "read comments",
-            )
-            .await?;
-        Ok(notes
+        Ok(self
+            .notes(item)
+            .await?
             .into_iter()
             .filter(|n| !n.system)
             .map(|n| Comment {

@@ -33,6 +33,25 @@ impl ForgeKind {
             _ => None,
         }
     }
+
+    /// What the forge calls a change request, in its own words.
+    pub fn change_noun(self) -> &'static str {
+        match self {
+            ForgeKind::GitHub => "pull request",
+            ForgeKind::GitLab => "merge request",
+        }
+    }
+}
+
+/// GitLab's name for a project role's access level (10 Guest ... 50 Owner).
+pub fn gitlab_role(level: u32) -> &'static str {
+    match level {
+        0..=14 => "Guest",
+        15..=24 => "Reporter",
+        25..=34 => "Developer",
+        35..=44 => "Maintainer",
+        _ => "Owner",
+    }
 }
 
 /// An issue, or a change request (GitHub pull request, GitLab merge request).
@@ -140,6 +159,9 @@ pub struct Item {
     pub labels: Vec<String>,
     pub open: bool,
     pub web_url: String,
+    /// The forge's `updated_at`, as it wrote it: any change to the item
+    /// (text, labels, comments) changes it.
+    pub updated_at: String,
 }
 
 impl Item {
@@ -191,11 +213,28 @@ pub struct ChangeInfo {
     pub open: bool,
 }
 
+/// When an item's title or body was last edited, as far as the forge can say.
+#[derive(Debug, Clone, PartialEq)]
+pub enum TextEdits {
+    /// The forge records no edit since the item was opened.
+    Never,
+    /// The last edit of the title or body.
+    LastAt(Timestamp),
+    /// The forge gave no answer that can be trusted (the reason); callers
+    /// treat the text as possibly edited at any time (fail closed).
+    Unknown(String),
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub enum Poll {
-    /// Nothing changed since the last poll (GitHub answered 304; GitLab had nothing newer).
+    /// Nothing changed since the last poll (GitHub answered 304).
     Unchanged,
-    Items(Vec<Item>),
+    /// Every open item that carries the label (`since` was not used).
+    All(Vec<Item>),
+    /// Every item, labelled or not, open or not, updated at or after
+    /// `since` (GitLab's `updated_after`): what lost the label or was
+    /// closed shows up here too.
+    UpdatedSince(Vec<Item>),
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -275,20 +314,27 @@ pub trait Forge: Send + Sync {
     /// The repositories to poll: the configured ones, plus all visible ones when configured so.
     async fn watched_repositories(&self) -> Result<Vec<String>, ForgeError>;
 
-    /// Open issues and PRs/MRs of `repo` carrying `label`, or `Unchanged`.
-    async fn poll_labelled(&self, repo: &str, label: &str) -> Result<Poll, ForgeError>;
+    /// Open issues and PRs/MRs of `repo` carrying `label`, or what changed
+    /// at or after `since` (the newest `updated_at` the caller has fully
+    /// handled; a forge may ignore it and answer `All` or `Unchanged`).
+    async fn poll_labelled(&self, repo: &str, label: &str, since: Option<&str>) -> Result<Poll, ForgeError>;
 
     async fn item(&self, item: &ItemRef) -> Result<Item, ForgeError>;
 
     /// Who last applied `label` to the item and when, if anyone did.
     async fn label_applied(&self, item: &ItemRef, label: &str) -> Result<Option<LabelApplied>, ForgeError>;
 
-    /// When the item's title or body was last edited, if ever (GitHub:
-    /// GraphQL `lastEditedAt` and `renamed` events; GitLab: `last_edited_at`).
-    async fn text_edited_at(&self, item: &ItemRef) -> Result<Option<Timestamp>, ForgeError>;
+    /// When the item's title or body was last edited (GitHub: GraphQL
+    /// `lastEditedAt` and `renamed` events; GitLab: the system notes it
+    /// writes for every title and description change).
+    async fn text_edited_at(&self, item: &ItemRef) -> Result<TextEdits, ForgeError>;
 
     /// Whether `user` has write access (GitHub) / the configured access level (GitLab).
     async fn may_trigger(&self, repo: &str, user: &str) -> Result<bool, ForgeError>;
+
+    /// Who may trigger tasks, in the forge's own words, for messages
+    /// ("people with write access", "members with the Developer role or higher").
+    fn who_may_trigger(&self) -> String;
 
     /// The item's comments, oldest first.
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError>;

@@ -17,7 +17,7 @@ impl TaskRun<'_> {
         let config = &self.env.config;
         let credentials = self.forge.git_credentials().await?;
         // What was kept from the model: on the comment and in the request.
-        let withheld = request::withheld(&thread.author, &thread.comments);
+        let withheld = request::withheld(&thread.author, &thread.comments, &self.forge.who_may_trigger());
         let (mut ws, store) = {
             let (root, url, base, branch, creds) = (
                 self.work_dir(),

@@ -144,9 +144,10 @@ impl TaskRun<'_> {
             ItemKind::Change => {
                 let change = self.forge.change(&self.item).await?;
                 if !change.same_repo {
-                    return Err(TaskError::Other(
-                        "this pull/merge request comes from a fork; forgehand can only push to branches of the repository itself".into(),
-                    ));
+                    return Err(TaskError::Other(format!(
+                        "this {} comes from a fork; forgehand can only push to branches of the repository itself",
+                        self.item.forge.change_noun()
+                    )));
                 }
                 Ok(Target {
                     branch: change.source_branch.clone(),
@@ -189,39 +190,52 @@ impl TaskRun<'_> {
 
     /// An outsider's title and body: heard when a maintainer's trigger
     /// label vouches for them as they stood then (trust.label_vouches_for_issue_text).
+    /// Fails closed: when the forge cannot say when the text was last
+    /// edited, or the label's time is unknown, the text is withheld.
     async fn vouched(&self, known: &mut HashMap<String, bool>) -> Result<Heard, TaskError> {
-        let withheld = |why: &str| Heard::Withheld { why: why.to_owned() };
+        let outsider = format!(
+            "written by someone who may not trigger tasks (only {} may)",
+            self.forge.who_may_trigger()
+        );
+        let withheld = |why: String| Heard::Withheld { why };
         if !self.env.config.trust.label_vouches_for_issue_text {
-            return Ok(withheld(
-                "written by someone without write access (trust.label_vouches_for_issue_text is off)",
-            ));
+            return Ok(withheld(format!(
+                "{outsider} (trust.label_vouches_for_issue_text is off)"
+            )));
         }
         let Some(label) = self
             .forge
             .label_applied(&self.item, &self.labels().trigger)
             .await?
         else {
-            return Ok(withheld(
-                "written by someone without write access, and no label event says who asked for the task",
-            ));
+            return Ok(withheld(format!(
+                "{outsider}, and no label event says who asked for the task"
+            )));
         };
         if !self.may_trigger(known, &label.by).await? {
-            return Ok(withheld(&format!(
-                "written by someone without write access, and @{} who applied the label has none either",
+            return Ok(withheld(format!(
+                "{outsider}, and @{} who applied the label may not either",
                 label.by
             )));
         }
-        let edited = self.forge.text_edited_at(&self.item).await?;
-        match (edited, label.at) {
-            (None, _) => Ok(Heard::Vouched { by: label.by }),
-            (Some(edited), Some(labelled)) if edited <= labelled => Ok(Heard::Vouched { by: label.by }),
-            (Some(_), Some(_)) => Ok(withheld(&format!(
-                "written by someone without write access and edited after @{} applied the label, so the label no longer vouches for it",
+        match (self.forge.text_edited_at(&self.item).await?, label.at) {
+            (TextEdits::Never, _) => Ok(Heard::Vouched { by: label.by }),
+            (TextEdits::LastAt(edited), Some(labelled)) if edited <= labelled => {
+                Ok(Heard::Vouched { by: label.by })
+            }
+            (TextEdits::LastAt(_), Some(_)) => Ok(withheld(format!(
+                "{outsider} and edited after @{} applied the label, so the label no longer vouches for it",
                 label.by
             ))),
-            (Some(_), None) => Ok(withheld(
-                "written by someone without write access and edited; the forge does not say whether before or after the label",
-            )),
+            (TextEdits::LastAt(_), None) => Ok(withheld(format!(
+                "{outsider} and edited; the forge does not say whether before or after the label"
+            ))),
+            (TextEdits::Unknown(why), _) => {
+                tracing::warn!(task = %self.item, "cannot tell when the issue text was last edited: {why}");
+                Ok(withheld(format!(
+                    "{outsider}, and the forge does not say when it was last edited, so the label cannot vouch for it"
+                )))
+            }
         }
     }
 }

@@ -133,10 +133,7 @@ impl TaskRun<'_> {
         };
         self.env.journal.set_change(&self.key, &change.web_url)?;
         self.env.journal.set_phase(&self.key, Phase::Delivered)?;
-        let noun = match self.item.forge {
-            ForgeKind::GitHub => "pull request",
-            ForgeKind::GitLab => "merge request",
-        };
+        let noun = self.item.forge.change_noun();
         let mut outcome = format!("**Done.** Draft {noun}: {}\n", change.web_url);
         if !summary.trim().is_empty() {
             outcome.push_str(&format!("\n**Summary**\n\n{}\n", summary.trim()));

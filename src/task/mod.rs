@@ -18,7 +18,7 @@ use crate::agent::prompts::Prompts;
 use crate::agent::tools::{CommandExecutor, ServerTools, ToolRegistry};
 use crate::agent::{Agent, AgentOutcome, ChatModel, StepGate, StopReason};
 use crate::config::{Config, Secrets};
-use crate::forge::{retry, ChangeInfo, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef};
+use crate::forge::{retry, ChangeInfo, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, TextEdits};
 use crate::git::Credentials;
 use crate::journal::{Journal, JournalError, Phase, TaskRecord};
 use crate::llm::usage::UsageReport;
@@ -135,7 +135,7 @@ impl From<crate::git::GitError> for TaskError {
 }
 
 /// What the maintainer can do about a failure, by its kind.
-fn advice(err: &TaskError) -> &'static str {
+fn advice(err: &TaskError, who_may_trigger: &str) -> String {
     match err {
         TaskError::Forge(ForgeError::Auth { .. }) | TaskError::Delivery(DeliveryError::Git(crate::git::GitError::Auth { .. })) => {
             "Check that forgehand's token may read and write this repository, then add the trigger label again."
@@ -145,10 +145,11 @@ fn advice(err: &TaskError) -> &'static str {
         }
         TaskError::Sandbox(_) => "An operator should check the Docker engine (`forgehand doctor`); then add the trigger label again.",
         TaskError::NothingHeard(_) => {
-            "A maintainer can restate the request in a comment of their own (forgehand reads comments from people with write access), then add the trigger label again."
+            return format!("A maintainer can restate the request in a comment of their own (forgehand reads comments from {who_may_trigger}), then add the trigger label again.");
         }
         _ => "Add the trigger label again to retry; if it fails the same way, give more detail in a comment or ask an operator to look at the daemon's log.",
     }
+    .to_owned()
 }
 
 /// Runs (or resumes) the task for `item`.
@@ -335,7 +336,7 @@ impl TaskRun<'_> {
         tracing::error!(task = %self.item, "task failed: {reason}");
         let text = format!(
             "**Failed.** {reason}\n\n**What you can do:** {}\n{}",
-            advice(err),
+            advice(err, &self.forge.who_may_trigger()),
             self.usage_line()
         );
         if self.comment_id.is_none() {

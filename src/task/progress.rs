@@ -3,7 +3,7 @@
 //! comment and continues it instead of posting another.
 
 use crate::agent::plan::{PlanStep, StepStatus};
-use crate::forge::{ForgeKind, ItemRef};
+use crate::forge::ItemRef;
 
 /// The marker put in every progress comment of `item`.
 pub fn marker(item: &ItemRef) -> String {
@@ -148,10 +148,7 @@ impl Progress {
     }
 
     pub fn render(&self) -> String {
-        let change = match self.item.forge {
-            ForgeKind::GitHub => "pull request",
-            ForgeKind::GitLab => "merge request",
-        };
+        let change = self.item.forge.change_noun();
         let branch = self.branch.as_deref().unwrap_or("the task branch");
         let labels = [
             "Claim the task".to_owned(),
@@ -201,7 +198,7 @@ impl Progress {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forge::ItemKind;
+    use crate::forge::{ForgeKind, ItemKind};
 
     #[test]
     fn the_comment_carries_the_marker_checklist_and_outcome() {

@@ -78,7 +78,7 @@ pub fn messages(
 }
 
 /// What was kept from the model, for the progress comment and the request.
-pub fn withheld(author: &Heard, comments: &[(Comment, bool)]) -> Vec<String> {
+pub fn withheld(author: &Heard, comments: &[(Comment, bool)], who_may_trigger: &str) -> Vec<String> {
     let mut out = Vec::new();
     if let Heard::Withheld { why } = author {
         out.push(format!("The title and description are withheld: {why}"));
@@ -86,7 +86,7 @@ pub fn withheld(author: &Heard, comments: &[(Comment, bool)]) -> Vec<String> {
     let hidden = comments.iter().filter(|(_, trusted)| !*trusted).count();
     if hidden > 0 {
         out.push(format!(
-            "{hidden} comment(s) by people without write access are not shown"
+            "{hidden} comment(s) are not shown: forgehand hears only {who_may_trigger}"
         ));
     }
     out
@@ -125,10 +125,7 @@ description of the {}.\n",
         if change {
             noun
         } else {
-            match item.reference.forge {
-                ForgeKind::GitHub => "pull request",
-                ForgeKind::GitLab => "merge request",
-            }
+            item.reference.forge.change_noun()
         },
     ));
     out
@@ -163,6 +160,7 @@ mod tests {
             author: "alice".into(),
             labels: vec![],
             open: true,
+            updated_at: String::new(),
             web_url: String::new(),
         }
     }
@@ -213,8 +211,10 @@ mod tests {
         };
         let outsider = messages(&issue("outsider body"), &withheld_author, &[], true);
         assert!(outsider.is_empty());
-        let notes = withheld(&withheld_author, &comments);
-        assert!(notes[1].contains("1 comment(s) by people without write access are not shown"));
+        let notes = withheld(&withheld_author, &comments, "people with write access");
+        assert!(
+            notes[1].contains("1 comment(s) are not shown: forgehand hears only people with write access")
+        );
         let vouched = messages(
             &issue("report"),
             &Heard::Vouched { by: "maint".into() },
@@ -244,7 +244,7 @@ mod tests {
         let text = where_you_work(
             &issue("x"),
             &SETTING,
-            &["2 comment(s) by people without write access are not shown".into()],
+            &["2 comment(s) are not shown: forgehand hears only people with write access".into()],
         );
         assert!(text.contains("on branch `forgehand/issue-4` (from `main`)"));
         assert!(text.contains("(2 comment(s)"));

@@ -68,6 +68,9 @@ struct State {
     app: Option<(u64, String)>,
     /// The next request is refused as rate limited, with this Retry-After.
     limit_next: Option<u64>,
+    /// (path part, times, status): the next `times` requests whose path
+    /// contains the part answer `status` without doing anything.
+    failing: Vec<(String, usize, u16)>,
     /// Faults injected into a share of the answers.
     chaos: Option<Chaos>,
 }
@@ -299,6 +302,11 @@ impl FakeGitHub {
     }
 
     /// Answers the next request with 429 and `Retry-After: seconds`.
+    /// The next `times` requests whose path contains `path` answer `status`.
+    pub fn fail(&self, path: &str, times: usize, status: u16) {
+        self.with(|s| s.failing.push((path.into(), times, status)));
+    }
+
     pub fn rate_limit_next(&self, seconds: u64) {
         self.with(|s| s.limit_next = Some(seconds));
     }
@@ -418,6 +426,11 @@ impl Handler {
         let mut s = self.0.lock().unwrap();
         let method = req.method.as_str().to_owned();
         s.requests.push(request_line(req));
+        let path = req.url.path().to_owned();
+        if let Some(failing) = s.failing.iter_mut().find(|f| f.1 > 0 && path.contains(&f.0)) {
+            failing.1 -= 1;
+            return Reply::json(failing.2, json!({"message": "Server Error"}));
+        }
         let auth = req
             .headers
             .get("authorization")

@@ -1,8 +1,15 @@
 //! A stateful fake of the GitLab REST API v4 (the parts forgehand uses), on
 //! a real HTTP server: `PRIVATE-TOKEN` auth, URL-encoded project paths,
-//! `updated_after` filtering, offset pagination with `Link`/`x-next-page`,
-//! resource label events, member access levels, notes and merge requests.
+//! `updated_after` filtering (on or after, as GitLab documents), offset
+//! pagination with `Link`/`x-next-page`, resource label events, member
+//! access levels, notes (system notes for text edits, as GitLab writes
+//! them) and merge requests. Every request and every answer is checked
+//! against GitLab's documentation (`gitlab_api.rs`); anything else is a
+//! test failure when the fake is dropped.
 #![allow(dead_code)]
+
+#[path = "gitlab_api.rs"]
+mod gitlab_api;
 
 use super::fake_http::{decode, paged, query, request_line, serve, stamp, Reply};
 use serde_json::{json, Value};
@@ -20,16 +27,32 @@ pub struct Item {
     pub author: String,
     pub labels: Vec<String>,
     pub open: bool,
-    pub notes: Vec<(u64, String, String)>,
-    /// (action, user, label)
+    pub notes: Vec<Note>,
     /// (action, user, label, clock)
     pub label_events: Vec<(String, String, String, u64)>,
-    /// When the title or description was last edited (clock), if ever.
-    pub edited: Option<u64>,
     pub updated: u64,
     /// Merge requests only.
     pub source_branch: String,
     pub target_branch: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Note {
+    pub id: u64,
+    pub author: String,
+    pub body: String,
+    /// Written by GitLab itself ("changed the description", ...).
+    pub system: bool,
+    pub created: u64,
+    pub updated: u64,
+}
+
+/// Requests that fail on purpose: the next `times` requests whose path
+/// contains `path` get `status`.
+struct Fault {
+    path: String,
+    times: usize,
+    status: u16,
 }
 
 #[derive(Default)]
@@ -50,6 +73,9 @@ struct State {
     next_id: u64,
     clock: u64,
     requests: Vec<String>,
+    faults: Vec<Fault>,
+    /// Requests or answers GitLab's documentation does not have.
+    violations: Vec<String>,
 }
 
 pub struct FakeGitLab {
@@ -135,7 +161,6 @@ impl FakeGitLab {
                     open: true,
                     notes: vec![],
                     label_events: vec![],
-                    edited: None,
                     updated: clock,
                     source_branch: String::new(),
                     target_branch: String::new(),
@@ -154,17 +179,71 @@ impl FakeGitLab {
         });
     }
 
-    /// The author edits the title and description.
+    /// The author edits the title and description; GitLab records each
+    /// change as a system note by the editor (`SystemNotes::IssuablesService`).
     pub fn edit_text(&self, project: &str, iid: u64, title: &str, description: &str) {
         self.with(|s| {
             s.clock += 1;
-            let clock = s.clock;
+            s.next_id += 1;
+            let (clock, id) = (s.clock, s.next_id);
             let item = s.projects.get_mut(project).unwrap().issues.get_mut(&iid).unwrap();
+            let author = item.author.clone();
+            let mut notes = Vec::new();
+            if item.title != title {
+                notes.push(format!("changed title from **{}** to **{title}**", item.title));
+            }
+            if item.description != description {
+                notes.push("changed the description".to_owned());
+            }
             item.title = title.into();
             item.description = description.into();
-            item.edited = Some(clock);
+            item.updated = clock;
+            for (k, body) in notes.into_iter().enumerate() {
+                item.notes.push(Note {
+                    id: id * 10 + k as u64,
+                    author: author.clone(),
+                    body,
+                    system: true,
+                    created: clock,
+                    updated: clock,
+                });
+            }
+        });
+    }
+
+    /// Someone comments on an issue.
+    pub fn comment(&self, project: &str, iid: u64, author: &str, body: &str) {
+        self.with(|s| {
+            s.clock += 1;
+            s.next_id += 1;
+            let (clock, id) = (s.clock, s.next_id);
+            let item = s.projects.get_mut(project).unwrap().issues.get_mut(&iid).unwrap();
+            item.notes.push(Note {
+                id,
+                author: author.into(),
+                body: body.into(),
+                system: false,
+                created: clock,
+                updated: clock,
+            });
             item.updated = clock;
         });
+    }
+
+    /// The next `times` requests whose path contains `path` answer `status`.
+    pub fn fail(&self, path: &str, times: usize, status: u16) {
+        self.with(|s| {
+            s.faults.push(Fault {
+                path: path.into(),
+                times,
+                status,
+            })
+        });
+    }
+
+    /// How many requests were made so far.
+    pub fn request_count(&self) -> usize {
+        self.with(|s| s.requests.len())
     }
 
     pub fn issue(&self, project: &str, iid: u64) -> Item {
@@ -224,6 +303,17 @@ fn user_json(s: &State, name: &str) -> Value {
     json!({ "id": user_id(s, name), "username": name, "name": name, "state": "active" })
 }
 
+fn note_json(s: &State, n: &Note) -> Value {
+    json!({
+        "id": n.id,
+        "author": user_json(s, &n.author),
+        "body": n.body,
+        "system": n.system,
+        "created_at": stamp(n.created),
+        "updated_at": stamp(n.updated),
+    })
+}
+
 fn item_json(s: &State, base: &str, path: &str, p: &Project, i: &Item, mr: bool) -> Value {
     let mut v = json!({
         "id": p.id * 1000 + i.iid,
@@ -237,7 +327,6 @@ fn item_json(s: &State, base: &str, path: &str, p: &Project, i: &Item, mr: bool)
         "web_url": format!("{base}/{path}/-/{}/{}", if mr { "merge_requests" } else { "issues" }, i.iid),
         "updated_at": stamp(i.updated),
         "created_at": stamp(0),
-        "last_edited_at": i.edited.map(stamp),
     });
     if mr {
         v["source_branch"] = json!(i.source_branch);
@@ -318,9 +407,10 @@ impl Handler {
                     .filter(|i| state == "all" || (state == "opened") == i.open)
                     .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l == w)))
                     .filter(|i| {
+                        // "updated on or after the given time" (issues.md).
                         after
                             .as_ref()
-                            .is_none_or(|a| stamp(i.updated).as_str() > a.as_str())
+                            .is_none_or(|a| stamp(i.updated).as_str() >= a.as_str())
                     })
                     .filter(|i| source.as_ref().is_none_or(|b| &i.source_branch == b))
                     .collect();
@@ -410,11 +500,7 @@ impl Handler {
                 let Some(item) = item_in(&s, path, kind, iid) else {
                     return not_found("Issue");
                 };
-                let list = item
-                    .notes
-                    .iter()
-                    .map(|(id, a, b)| json!({"id": id, "author": user_json(&s, a), "body": b, "system": false}))
-                    .collect();
+                let list = item.notes.iter().map(|n| note_json(&s, n)).collect();
                 paged(req, list)
             }
             ("POST", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes"]) => {
@@ -427,13 +513,17 @@ impl Handler {
                 let Some(item) = item_in_mut(&mut s, path, kind, iid) else {
                     return not_found("Issue");
                 };
-                item.notes.push((id, BOT.into(), text.clone()));
+                let note = Note {
+                    id,
+                    author: BOT.into(),
+                    body: text,
+                    system: false,
+                    created: clock,
+                    updated: clock,
+                };
+                item.notes.push(note.clone());
                 item.updated = clock;
-                let author = user_json(&s, BOT);
-                Reply::json(
-                    201,
-                    json!({"id": id, "author": author, "body": text, "system": false}),
-                )
+                Reply::json(201, note_json(&s, &note))
             }
             ("PUT", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes", id]) => {
                 let text = body
@@ -442,21 +532,21 @@ impl Handler {
                     .unwrap_or_default()
                     .to_owned();
                 let id: u64 = id.parse().unwrap_or(0);
+                s.clock += 1;
+                let clock = s.clock;
                 let Some(item) = item_in_mut(&mut s, path, kind, iid) else {
                     return not_found("Issue");
                 };
-                let Some(note) = item.notes.iter_mut().find(|n| n.0 == id) else {
+                let Some(note) = item.notes.iter_mut().find(|n| n.id == id) else {
                     return not_found("Note");
                 };
-                if note.1 != BOT {
+                if note.author != BOT || note.system {
                     return Reply::json(403, json!({"message": "403 Forbidden"}));
                 }
-                note.2 = text.clone();
-                let author = user_json(&s, BOT);
-                Reply::json(
-                    200,
-                    json!({"id": id, "author": author, "body": text, "system": false}),
-                )
+                note.body = text;
+                note.updated = clock;
+                let note = note.clone();
+                Reply::json(200, note_json(&s, &note))
             }
             ("POST", ["projects", path, "merge_requests"]) => {
                 let field = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
@@ -494,7 +584,6 @@ impl Handler {
                         open: true,
                         notes: vec![],
                         label_events: vec![],
-                        edited: None,
                         updated: clock,
                         source_branch: source,
                         target_branch: target,
@@ -508,9 +597,74 @@ impl Handler {
     }
 }
 
+impl Handler {
+    /// A documented request gets its answer (checked too); anything else is
+    /// a violation, answered as GitLab answers what it does not know.
+    fn checked(&self, req: &Request) -> Reply {
+        let path = req.url.path().to_owned();
+        let segments: Vec<String> = path
+            .strip_prefix("/api/v4/")
+            .unwrap_or(&path)
+            .trim_end_matches('/')
+            .split('/')
+            .map(decode)
+            .collect();
+        let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let keys: Vec<String> = query(req).into_keys().collect();
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let endpoint = match gitlab_api::check_request(req.method.as_str(), &segments, &keys, &body) {
+            Ok(e) => e,
+            Err(why) => {
+                let mut s = self.0.lock().unwrap();
+                s.requests.push(request_line(req));
+                s.violations.push(why.clone());
+                return Reply::json(400, json!({"error": why}));
+            }
+        };
+        {
+            let mut s = self.0.lock().unwrap();
+            if let Some(fault) = s
+                .faults
+                .iter_mut()
+                .find(|f| f.times > 0 && path.contains(&f.path))
+            {
+                fault.times -= 1;
+                let status = fault.status;
+                s.requests.push(request_line(req));
+                return Reply::json(status, json!({"message": format!("{status} Bad Gateway")}));
+            }
+        }
+        let reply = self.handle(req);
+        if let (Some(entity), 200..=299) = (endpoint.answer, reply.status) {
+            let answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
+            if let Err(why) = gitlab_api::check_answer(entity, &answer) {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .violations
+                    .push(format!("{} {}: {why}", endpoint.method, endpoint.path));
+            }
+        }
+        reply
+    }
+}
+
+impl Drop for FakeGitLab {
+    fn drop(&mut self) {
+        let violations = std::mem::take(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()).violations);
+        if !std::thread::panicking() {
+            assert!(
+                violations.is_empty(),
+                "the fake GitLab saw what GitLab does not document:\n{}",
+                violations.join("\n")
+            );
+        }
+    }
+}
+
 impl Respond for Handler {
     fn respond(&self, req: &Request) -> ResponseTemplate {
-        let mut reply = self.handle(req);
+        let mut reply = self.checked(req);
         reply.headers.push(("ratelimit-limit".into(), "2000".into()));
         reply.headers.push(("ratelimit-remaining".into(), "1999".into()));
         reply.into_template()

@@ -1,0 +1,489 @@
+//! What GitLab's REST API v4 documents, for the parts forgehand uses: each
+//! endpoint with the query parameters and body attributes it takes, and each
+//! entity with the fields its answers have. The fake GitLab checks every
+//! request it receives and every answer it gives against this, so it can
+//! never be kinder than GitLab (it once served a `last_edited_at` that
+//! GitLab's REST issue does not have).
+//!
+//! Source: `doc/api/` in GitLab's repository; each entry names its page.
+//! Only documented names are listed; a field GitLab documents but the fake
+//! does not serve needs no entry.
+
+use serde_json::Value;
+
+/// One documented endpoint. `path` segments starting with ':' match anything.
+pub struct Endpoint {
+    pub method: &'static str,
+    pub path: &'static str,
+    pub query: &'static [&'static str],
+    pub body: &'static [&'static str],
+    pub answer: Option<Entity>,
+    pub doc: &'static str,
+}
+
+#[derive(Clone, Copy, Debug)]
+pub enum Entity {
+    CurrentUser,
+    User,
+    Project,
+    Issue,
+    MergeRequest,
+    Note,
+    LabelEvent,
+    Member,
+}
+
+/// Offset pagination (`doc/api/rest/_index.md`, "Offset-based pagination").
+const PAGES: [&str; 2] = ["page", "per_page"];
+
+const ISSUE_LIST: &[&str] = &[
+    "page",
+    "per_page",
+    "state",
+    "labels",
+    "order_by",
+    "sort",
+    "updated_after",
+];
+const MR_LIST: &[&str] = &[
+    "page",
+    "per_page",
+    "state",
+    "labels",
+    "order_by",
+    "sort",
+    "updated_after",
+    "source_branch",
+];
+
+pub const ENDPOINTS: &[Endpoint] = &[
+    Endpoint {
+        method: "GET",
+        path: "user",
+        query: &[],
+        body: &[],
+        answer: Some(Entity::CurrentUser),
+        doc: "users.md: Get the current user",
+    },
+    Endpoint {
+        method: "GET",
+        path: "users",
+        query: &["page", "per_page", "username"],
+        body: &[],
+        answer: Some(Entity::User),
+        doc: "users.md: List users (username)",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects",
+        query: &["page", "per_page", "membership", "archived", "simple"],
+        body: &[],
+        answer: Some(Entity::Project),
+        doc: "projects.md: List all projects",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id",
+        query: &[],
+        body: &[],
+        answer: Some(Entity::Project),
+        doc: "projects.md: Get a single project",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/issues",
+        query: ISSUE_LIST,
+        body: &[],
+        answer: Some(Entity::Issue),
+        doc: "issues.md: List project issues",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/merge_requests",
+        query: MR_LIST,
+        body: &[],
+        answer: Some(Entity::MergeRequest),
+        doc: "merge_requests.md: List project merge requests",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/issues/:iid",
+        query: &[],
+        body: &[],
+        answer: Some(Entity::Issue),
+        doc: "issues.md: Single project issue",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/merge_requests/:iid",
+        query: &[],
+        body: &[],
+        answer: Some(Entity::MergeRequest),
+        doc: "merge_requests.md: Get single MR",
+    },
+    Endpoint {
+        method: "PUT",
+        path: "projects/:id/issues/:iid",
+        query: &[],
+        body: &["add_labels", "remove_labels"],
+        answer: Some(Entity::Issue),
+        doc: "issues.md: Edit an issue",
+    },
+    Endpoint {
+        method: "PUT",
+        path: "projects/:id/merge_requests/:iid",
+        query: &[],
+        body: &["add_labels", "remove_labels"],
+        answer: Some(Entity::MergeRequest),
+        doc: "merge_requests.md: Update MR",
+    },
+    Endpoint {
+        method: "POST",
+        path: "projects/:id/merge_requests",
+        query: &[],
+        body: &[
+            "source_branch",
+            "target_branch",
+            "title",
+            "description",
+            "remove_source_branch",
+        ],
+        answer: Some(Entity::MergeRequest),
+        doc: "merge_requests.md: Create MR",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/issues/:iid/resource_label_events",
+        query: &PAGES,
+        body: &[],
+        answer: Some(Entity::LabelEvent),
+        doc: "resource_label_events.md: List project issue label events",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/merge_requests/:iid/resource_label_events",
+        query: &PAGES,
+        body: &[],
+        answer: Some(Entity::LabelEvent),
+        doc: "resource_label_events.md: List project merge request label events",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/members/all/:user_id",
+        query: &[],
+        body: &[],
+        answer: Some(Entity::Member),
+        doc: "members.md: Get a member of a group or project, including inherited and invited members",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/issues/:iid/notes",
+        query: &["page", "per_page", "sort", "order_by"],
+        body: &[],
+        answer: Some(Entity::Note),
+        doc: "notes.md: List project issue notes",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/merge_requests/:iid/notes",
+        query: &["page", "per_page", "sort", "order_by"],
+        body: &[],
+        answer: Some(Entity::Note),
+        doc: "notes.md: List all merge request notes",
+    },
+    Endpoint {
+        method: "POST",
+        path: "projects/:id/issues/:iid/notes",
+        query: &[],
+        body: &["body"],
+        answer: Some(Entity::Note),
+        doc: "notes.md: Create new issue note",
+    },
+    Endpoint {
+        method: "POST",
+        path: "projects/:id/merge_requests/:iid/notes",
+        query: &[],
+        body: &["body"],
+        answer: Some(Entity::Note),
+        doc: "notes.md: Create new merge request note",
+    },
+    Endpoint {
+        method: "PUT",
+        path: "projects/:id/issues/:iid/notes/:note_id",
+        query: &[],
+        body: &["body"],
+        answer: Some(Entity::Note),
+        doc: "notes.md: Modify existing issue note",
+    },
+    Endpoint {
+        method: "PUT",
+        path: "projects/:id/merge_requests/:iid/notes/:note_id",
+        query: &[],
+        body: &["body"],
+        answer: Some(Entity::Note),
+        doc: "notes.md: Modify existing merge request note",
+    },
+];
+
+/// The fields each entity's documented example answer has (those the fake serves).
+fn fields(entity: Entity) -> &'static [&'static str] {
+    match entity {
+        // users.md: "For user" example of GET /user.
+        Entity::CurrentUser => &[
+            "id",
+            "username",
+            "name",
+            "state",
+            "locked",
+            "avatar_url",
+            "web_url",
+            "created_at",
+            "bio",
+            "public_email",
+            "email",
+        ],
+        // users.md, List users: the basic user shape (also authors and label event users).
+        Entity::User => &[
+            "id",
+            "username",
+            "name",
+            "state",
+            "locked",
+            "avatar_url",
+            "web_url",
+        ],
+        // projects.md, Get a single project.
+        Entity::Project => &[
+            "id",
+            "description",
+            "name",
+            "name_with_namespace",
+            "path",
+            "path_with_namespace",
+            "created_at",
+            "default_branch",
+            "ssh_url_to_repo",
+            "http_url_to_repo",
+            "web_url",
+            "archived",
+            "visibility",
+        ],
+        // issues.md, Single project issue. No `last_edited_at`: GitLab's REST
+        // issue does not have one (edits show as system notes).
+        Entity::Issue => &[
+            "id",
+            "iid",
+            "project_id",
+            "title",
+            "description",
+            "state",
+            "created_at",
+            "updated_at",
+            "closed_at",
+            "closed_by",
+            "labels",
+            "milestone",
+            "assignees",
+            "assignee",
+            "author",
+            "type",
+            "issue_type",
+            "user_notes_count",
+            "merge_requests_count",
+            "upvotes",
+            "downvotes",
+            "due_date",
+            "confidential",
+            "discussion_locked",
+            "web_url",
+            "references",
+            "task_completion_status",
+            "has_tasks",
+            "task_status",
+            "severity",
+            "subscribed",
+            "imported",
+            "imported_from",
+        ],
+        // merge_requests.md, Get single MR.
+        Entity::MergeRequest => &[
+            "id",
+            "iid",
+            "project_id",
+            "title",
+            "description",
+            "state",
+            "created_at",
+            "updated_at",
+            "merged_by",
+            "merge_user",
+            "merged_at",
+            "closed_by",
+            "closed_at",
+            "target_branch",
+            "source_branch",
+            "user_notes_count",
+            "upvotes",
+            "downvotes",
+            "author",
+            "assignees",
+            "assignee",
+            "reviewers",
+            "source_project_id",
+            "target_project_id",
+            "labels",
+            "draft",
+            "work_in_progress",
+            "milestone",
+            "merge_when_pipeline_succeeds",
+            "merge_status",
+            "detailed_merge_status",
+            "sha",
+            "merge_commit_sha",
+            "squash_commit_sha",
+            "discussion_locked",
+            "should_remove_source_branch",
+            "force_remove_source_branch",
+            "references",
+            "web_url",
+            "squash",
+            "has_conflicts",
+            "imported",
+            "imported_from",
+        ],
+        // notes.md, List project issue notes.
+        Entity::Note => &[
+            "id",
+            "type",
+            "body",
+            "attachment",
+            "author",
+            "created_at",
+            "updated_at",
+            "system",
+            "noteable_id",
+            "noteable_type",
+            "project_id",
+            "noteable_iid",
+            "resolvable",
+            "confidential",
+            "internal",
+            "imported",
+            "imported_from",
+        ],
+        // resource_label_events.md.
+        Entity::LabelEvent => &[
+            "id",
+            "user",
+            "created_at",
+            "resource_type",
+            "resource_id",
+            "label",
+            "action",
+        ],
+        // members.md, Get a member.
+        Entity::Member => &[
+            "id",
+            "username",
+            "name",
+            "state",
+            "avatar_url",
+            "web_url",
+            "access_level",
+            "created_at",
+            "expires_at",
+            "email",
+            "group_saml_identity",
+            "membership_state",
+        ],
+    }
+}
+
+/// Fields that hold a nested entity, and the fields that one may have.
+fn nested(field: &str) -> Option<&'static [&'static str]> {
+    match field {
+        "author" | "user" | "assignee" | "closed_by" | "merged_by" | "merge_user" => {
+            Some(fields(Entity::User))
+        }
+        // resource_label_events.md: the label object.
+        "label" => Some(&[
+            "id",
+            "name",
+            "color",
+            "description",
+            "text_color",
+            "description_html",
+        ]),
+        _ => None,
+    }
+}
+
+/// The documented endpoint `method` + `segments` (decoded, below /api/v4/) is, if any.
+pub fn endpoint(method: &str, segments: &[&str]) -> Option<&'static Endpoint> {
+    ENDPOINTS.iter().find(|e| {
+        let pattern: Vec<&str> = e.path.split('/').collect();
+        e.method == method
+            && pattern.len() == segments.len()
+            && pattern
+                .iter()
+                .zip(segments)
+                .all(|(p, s)| p.starts_with(':') || p == s)
+    })
+}
+
+/// What in a request GitLab does not document for its endpoint.
+pub fn check_request(
+    method: &str,
+    segments: &[&str],
+    query: &[String],
+    body: &Value,
+) -> Result<&'static Endpoint, String> {
+    let Some(e) = endpoint(method, segments) else {
+        return Err(format!(
+            "{method} /{} is not an endpoint forgehand's GitLab client may use (see gitlab_api.rs)",
+            segments.join("/")
+        ));
+    };
+    for key in query {
+        if !e.query.contains(&key.as_str()) {
+            return Err(format!(
+                "{method} {}: query parameter {key:?} is not documented ({})",
+                e.path, e.doc
+            ));
+        }
+    }
+    if let Some(object) = body.as_object() {
+        for key in object.keys() {
+            if !e.body.contains(&key.as_str()) {
+                return Err(format!(
+                    "{method} {}: body attribute {key:?} is not documented ({})",
+                    e.path, e.doc
+                ));
+            }
+        }
+    }
+    Ok(e)
+}
+
+/// What in an answer GitLab does not document for `entity`.
+pub fn check_answer(entity: Entity, answer: &Value) -> Result<(), String> {
+    match answer {
+        Value::Array(items) => items.iter().try_for_each(|i| check_answer(entity, i)),
+        Value::Object(object) => check_object(&format!("{entity:?}"), fields(entity), object),
+        _ => Ok(()),
+    }
+}
+
+fn check_object(name: &str, allowed: &[&str], object: &serde_json::Map<String, Value>) -> Result<(), String> {
+    for (key, value) in object {
+        if !allowed.contains(&key.as_str()) {
+            return Err(format!(
+                "{name}: field {key:?} is not in GitLab's documented answer"
+            ));
+        }
+        if let (Some(inner), Value::Object(o)) = (nested(key), value) {
+            check_object(&format!("{name}.{key}"), inner, o)?;
+        }
+    }
+    Ok(())
+}
