@@ -4,16 +4,21 @@
 //!
 //! - claim to first model request for a 10 MB repository (images present);
 //! - GitHub rate-limit units per poll cycle of 100 unchanged repositories;
+//! - GitLab requests per poll cycle of 100 unchanged projects, one of them
+//!   with an item whose label a Reporter applied (refused);
 //! - resident memory of a running `forgehand run`: idle, and with 8 tasks at
 //!   once on the scripted model (containers excluded: they are other processes).
 //!
 //! Run: `cargo bench --bench daemon` (needs Docker and the images, as
-//! `scripts/test` prepares them).
+//! `scripts/test` prepares them); `cargo bench --bench daemon -- polling`
+//! runs only the two polling costs (no Docker needed).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
 #[path = "../tests/common/fake_github.rs"]
 mod fake_github;
+#[path = "../tests/common/fake_gitlab.rs"]
+mod fake_gitlab;
 #[path = "../tests/common/fake_http.rs"]
 mod fake_http;
 #[path = "../tests/common/git_http.rs"]
@@ -192,6 +197,56 @@ async fn polling_cost() {
     );
 }
 
+async fn gitlab_polling_cost() {
+    const GL_TOKEN: &str = "glpat-benchToken0000000000000000001";
+    let gitlab = fake_gitlab::FakeGitLab::start(GL_TOKEN).await;
+    let mut projects = Vec::new();
+    for i in 0..100 {
+        let name = format!("acme/team/project{i:03}");
+        gitlab.add_project(&name, "http://127.0.0.1:9/none.git");
+        projects.push(format!("\"{name}\""));
+    }
+    gitlab.add_member("acme/team/project042", "rita", 20);
+    let refused = gitlab.open_issue("acme/team/project042", "rita", "Rewrite", "everything");
+    gitlab.add_label("acme/team/project042", refused, "coding agent", "rita");
+    let yaml = format!(
+        "gitlab:\n  url: \"{}\"\n  projects: [{}]\n",
+        gitlab.url(),
+        projects.join(", ")
+    );
+    let config = Config::from_yaml(&yaml, Path::new("bench.yaml"), &root(), &|_| None).unwrap();
+    let secrets = Secrets::from_lookup(&|v| (v == "GITLAB_TOKEN").then(|| GL_TOKEN.to_owned()));
+    let forge = forgehand::forge::gitlab::GitLab::connect(&config.gitlab, &secrets)
+        .await
+        .unwrap();
+    let mut intake = Intake::new(config.labels.clone());
+    let mut cycles = Vec::new();
+    let mut times = Vec::new();
+    for _ in 0..6 {
+        let before = gitlab.request_count();
+        let started = Instant::now();
+        intake.poll(&forge).await;
+        times.push(started.elapsed());
+        let sent = gitlab.requests()[before..].to_vec();
+        let lists = sent
+            .iter()
+            .filter(|r| r.contains("/issues?") || r.contains("/merge_requests?"))
+            .count();
+        cycles.push((lists, sent.len() - lists));
+    }
+    println!(
+        "{:<40} first cycle {} list + {} other requests, then (list, other) per cycle {:?}",
+        "GitLab poll of 100 unchanged projects, one refused item",
+        cycles[0].0,
+        cycles[0].1,
+        &cycles[1..]
+    );
+    stats::report(
+        "GitLab poll cycle, 100 projects (after first)",
+        &mut times[1..].to_vec(),
+    );
+}
+
 fn rss_kib(pid: u32, field: &str) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
         .ok()
@@ -269,6 +324,10 @@ async fn daemon_memory() {
 async fn main() {
     println!("forgehand daemon benchmarks (reproduce: cargo bench --bench daemon)");
     polling_cost().await;
+    gitlab_polling_cost().await;
+    if std::env::args().any(|a| a == "polling") {
+        return;
+    }
     claim_to_first_request().await;
     daemon_memory().await;
 }

@@ -78,6 +78,13 @@ async fn github_says_who_labelled_when_and_when_the_text_was_edited() {
     fake.edit_text("acme/app", number, "New title", "Body, edited");
     assert!(last_edit(&forge, &issue).await > edited);
 
+    // An answer without the item says nothing: unknown, never "never edited".
+    fake.hide_graphql_items();
+    assert!(matches!(
+        forge.text_edited_at(&issue).await.unwrap(),
+        TextEdits::Unknown(why) if why.contains("does not include the item")
+    ));
+
     // An unknown repository is a clear error, not "never edited".
     let missing = item(ForgeKind::GitHub, "acme/none", 1);
     let err = forge.text_edited_at(&missing).await.unwrap_err().to_string();

@@ -1,8 +1,8 @@
-//! forgehand's own image (the Dockerfile at the root, built by
-//! `scripts/build-daemon-image` in the test setup from the local base
-//! image): the release daemon and the static editor, the sandbox images'
-//! Dockerfiles, the prompts and a default config that loads; non-root; and
-//! every path the Kubernetes config map names is in it.
+//! forgehand's own image (the Dockerfile's `runtime` stage, built by
+//! `scripts/build-daemon-image --binaries` in the test setup from the local
+//! base image, with the daemon and the static editor the setup compiled):
+//! the sandbox images' Dockerfiles, the prompts and a default config that
+//! loads; non-root; and every path the Kubernetes config map names is in it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -34,7 +34,7 @@ fn text(out: &Output) -> String {
 }
 
 #[test]
-fn the_image_runs_the_release_daemon_as_a_non_root_user() {
+fn the_image_runs_the_daemon_as_a_non_root_user() {
     let inspect = Command::new("docker")
         .args(["image", "inspect", "-f", "{{.Config.User}}", &image()])
         .output()

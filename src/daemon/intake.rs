@@ -94,6 +94,10 @@ impl Intake {
         };
         let mut accepted = Vec::new();
         for repo in repos {
+            // A check that was rate limited pauses the rest of this poll too.
+            if self.paused_until.get(&kind).is_some_and(|t| *t > Instant::now()) {
+                break;
+            }
             let since = self
                 .watched
                 .get(&(kind, repo.clone()))
@@ -193,7 +197,7 @@ impl Intake {
                     }
                 }
             }
-            watched.since = watched.oldest_unanswered().or(newest_listed);
+            watched.since = watched.next_since(newest_listed);
             for e in errors {
                 self.note_error(kind, &e);
             }
@@ -276,6 +280,18 @@ impl Watched {
                     },
                 );
             }
+        }
+    }
+
+    /// Where the next listing starts: where this one's items allow
+    /// (`listed`, see [`safe_since`]), but never past an item whose check
+    /// has not answered.
+    fn next_since(&self, listed: Option<String>) -> Option<String> {
+        match (self.oldest_unanswered(), listed) {
+            (Some(waiting), Some(listed)) if compare_times(&waiting, &listed) == Ordering::Less => {
+                Some(waiting)
+            }
+            (_, listed) => listed,
         }
     }
 
@@ -428,6 +444,16 @@ mod tests {
             watched.oldest_unanswered().as_deref(),
             Some("2026-01-01T10:00:01Z")
         );
+        // Never past an unanswered item, never past what the listing allows.
+        assert_eq!(
+            watched.next_since(Some("2026-01-01T10:00:05Z".into())).as_deref(),
+            Some("2026-01-01T10:00:01Z")
+        );
+        assert_eq!(
+            watched.next_since(Some("2026-01-01T09:00:00Z".into())).as_deref(),
+            Some("2026-01-01T09:00:00Z")
+        );
+        assert_eq!(watched.next_since(None), None);
         let key2 = item(ItemKind::Issue, 2, "").reference.key();
         watched.items.get_mut(&key2).unwrap().check = Check::Refused { by: "x".into() };
         assert_eq!(

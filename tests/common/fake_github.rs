@@ -71,6 +71,8 @@ struct State {
     /// (path part, times, status): the next `times` requests whose path
     /// contains the part answer `status` without doing anything.
     failing: Vec<(String, usize, u16)>,
+    /// GraphQL answers `issueOrPullRequest: null` (a node the token may not see).
+    graphql_hides_items: bool,
     /// Faults injected into a share of the answers.
     chaos: Option<Chaos>,
 }
@@ -302,6 +304,11 @@ impl FakeGitHub {
     }
 
     /// Answers the next request with 429 and `Retry-After: seconds`.
+    /// GraphQL answers every item as null, as it does for a node the token may not see.
+    pub fn hide_graphql_items(&self) {
+        self.with(|s| s.graphql_hides_items = true);
+    }
+
     /// The next `times` requests whose path contains `path` answer `status`.
     pub fn fail(&self, path: &str, times: usize, status: u16) {
         self.with(|s| s.failing.push((path.into(), times, status)));
@@ -502,6 +509,10 @@ impl Handler {
                 );
                 let number = vars["number"].as_u64().unwrap_or(0).to_string();
                 match issue_in(&s, &name, &number) {
+                    // GitHub answers null for a node the token may not see.
+                    Some(_) if s.graphql_hides_items => {
+                        ok(json!({"data": {"repository": {"issueOrPullRequest": null}}}))
+                    }
                     Some(i) => ok(
                         json!({"data": {"repository": {"issueOrPullRequest": {"lastEditedAt": i.edited.map(stamp)}}}}),
                     ),
