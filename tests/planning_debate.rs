@@ -140,8 +140,12 @@ async fn three_models_reach_consensus_in_round_two_and_stop() {
         "{user}"
     );
     assert!(
-        user.contains("needs tests") && !user.contains("## Critique of Plan A"),
-        "{user}"
+        user.contains("says plan B needs tests.") && user.contains("### Weaknesses"),
+        "the whole section about its own plan, sub-headings and all: {user}"
+    );
+    assert!(
+        !user.contains("plan A needs tests") && !user.contains("plan C needs tests"),
+        "nothing about the other plans: {user}"
     );
 
     // Usage per phase, cached tokens read from all three formats and priced.
@@ -460,4 +464,80 @@ async fn a_restart_mid_debate_repeats_no_finished_call() {
     let first_phase = &outcome.phases[0];
     assert_eq!(first_phase.phase, "round 1: plans");
     assert!(first_phase.usage.input_tokens > 0);
+}
+
+#[tokio::test]
+async fn a_debate_that_runs_out_of_time_still_goes_to_the_judge() {
+    let slow = || Behaviour {
+        delay: Some(Duration::from_secs(1)),
+        ..Default::default()
+    };
+    let models = Models::start(slow(), slow(), slow()).await;
+    let router = models.router(&ALL_KEYS);
+    let mut settings = settings();
+    // 6 s in all, of which 1.5 s are the judge's: the debate stops early.
+    settings.time_limit = Duration::from_secs(6);
+    settings.call_timeout = Duration::from_secs(4);
+    let outcome = debate(&router, &settings, &forgehand::planning::debate::NoCheckpoints).await;
+    assert!(
+        outcome
+            .notes
+            .iter()
+            .any(|n| n.contains("the debate ran out of its time") && n.contains("goes to judgement")),
+        "{:?}",
+        outcome.notes
+    );
+    assert_eq!(models.o3.phases().last().map(String::as_str), Some("judge"));
+    assert!(
+        outcome.final_plan.starts_with("# Final Implementation Plan"),
+        "{}",
+        outcome.final_plan
+    );
+    assert!(
+        outcome.made.contains("the judge, o3, chose or merged"),
+        "{}",
+        outcome.made
+    );
+}
+
+#[tokio::test]
+async fn an_unreachable_debater_is_tried_again_then_another_model_answers_for_it() {
+    let models = Models::start(
+        Behaviour {
+            consensus: vec![AGREE.into()],
+            ..Default::default()
+        },
+        Behaviour::default(),
+        Behaviour::default(),
+    )
+    .await;
+    let mut config = Config::defaults();
+    config.llm.openai_base_url = models.o3.base_url();
+    config.llm.gemini_base_url = models.gemini.base_url();
+    // Nothing listens there: every connection is refused.
+    config.llm.anthropic_base_url = "http://127.0.0.1:9".into();
+    config.llm.retry.max_retries = 0;
+    config.llm.models = vec![
+        model(ProviderKind::OpenAi, "o3", 200_000),
+        model(ProviderKind::Gemini, "gemini-2.5-pro", 1_000_000),
+        model(ProviderKind::Anthropic, "claude-sonnet-4", 200_000),
+    ];
+    let secrets = Secrets::from_lookup(&|_| Some("test-key".to_owned()));
+    let router = router::from_config(&config.llm, &secrets).unwrap();
+    let outcome = debate(&router, &settings(), &forgehand::planning::debate::NoCheckpoints).await;
+    assert_eq!(
+        outcome.rounds[0].plans.len(),
+        3,
+        "no debater left: {:?}",
+        outcome.notes
+    );
+    assert!(
+        outcome
+            .notes
+            .iter()
+            .any(|n| n.starts_with("claude-sonnet-4 could not answer") && n.contains("answered in its place")),
+        "{:?}",
+        outcome.notes
+    );
+    assert!(outcome.final_plan.starts_with("# Final Implementation Plan"));
 }

@@ -99,7 +99,7 @@ impl TaskRun<'_> {
             Some(plan) => {
                 let (tracker, updates) = self.plan_tracker(&plan.checklist, live.clone());
                 tools.add_local(tracker);
-                first_message.push_str(&request::plan_section(&plan.text));
+                first_message.push_str(&request::plan_section(&plan.text, &plan.made));
                 updates
             }
             None => None,

@@ -20,6 +20,8 @@ use crate::planning::select;
 pub(super) struct TaskPlan {
     pub text: String,
     pub checklist: Vec<String>,
+    /// How the plan was made, as the agent is told.
+    pub made: String,
 }
 
 impl TaskRun<'_> {
@@ -127,6 +129,7 @@ impl TaskRun<'_> {
                 Ok(Some(TaskPlan {
                     text: outcome.final_plan,
                     checklist,
+                    made: outcome.made,
                 }))
             }
             Err(PlanError::NoModel(why)) => {
@@ -189,7 +192,7 @@ impl TaskRun<'_> {
                     output.metadata.total_categories, output.metadata.total_options
                 ));
                 Some(format!(
-                    "{request_text}\n\n## Perspectives to consider (idea options)\n\nThese options widen the plan. Weigh them; take those that serve the request and its constraints. The final plan must end with a section \"## Perspectives taken\" that names the options it took (or says none fit, and why).\n\n{}",
+                    "{request_text}\n\n## Perspectives to consider (idea options)\n\nThese options widen the plan. Weigh them; take those that serve the request and its constraints. The final plan must have a section \"## Perspectives taken\", placed just before its \"## Checklist\", that names the options it took (or says none fit, and why).\n\n{}",
                     output.perspectives()
                 ))
             }

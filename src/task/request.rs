@@ -16,10 +16,12 @@ pub struct Setting<'a> {
     pub project_dir: &'a str,
 }
 
-/// The agreed plan, appended to the request for the agent.
-pub fn plan_section(plan: &str) -> String {
+/// The plan, appended to the request for the agent, saying truly how it
+/// was made (`made`: one model alone, a self-debate, judged, not judged).
+pub fn plan_section(plan: &str, made: &str) -> String {
     format!(
-        "\n\n## The plan\n\nBefore you started, several models reviewed the code and agreed on this plan. Follow it unless the code shows it is wrong; say so in your final answer if you depart from it. Keep its checklist current with the `update_plan` tool: mark a step in_progress when you start it and completed when it is done.\n\n{}\n",
+        "\n\n## The plan\n\nBefore you started: {} Follow it unless the code shows it is wrong; say so in your final answer if you depart from it. Keep its checklist current with the `update_plan` tool: mark a step in_progress when you start it and completed when it is done.\n\n{}\n",
+        made.trim(),
         plan.trim()
     )
 }

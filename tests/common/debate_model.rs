@@ -149,7 +149,8 @@ impl wiremock::Respond for Responder {
             ),
             "critique" => {
                 let plans: Vec<&str> = user.split("## PLAN ").skip(1).map(|p| &p[..1]).collect();
-                plans.iter().map(|p| format!("## Critique of Plan {p}\n{} says plan {p} needs tests.\n", self.label)).collect()
+                // As the prompt asks: tagged sections, with headings of their own.
+                plans.iter().map(|p| format!("<critique of=\"{p}\">\n## Strengths\nClear.\n### Weaknesses\n{} says plan {p} needs tests.\n</critique>\n", self.label)).collect()
             }
             "consensus" => {
                 let mut state = self.state.lock().unwrap();

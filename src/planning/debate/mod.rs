@@ -21,6 +21,7 @@
 //! self-debate, debate and judgement), [`parse`] (reading real models'
 //! answers: critiques, consensus, confidence, the final plan, the checklist).
 
+mod call;
 mod lineup;
 pub mod parse;
 mod phases;
@@ -144,7 +145,8 @@ pub struct Entry {
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Consensus {
     pub score: f64,
-    pub reached: bool,
+    /// The judge's own `consensusReached`, when it gave one.
+    pub reached: Option<bool>,
     pub reasoning: String,
 }
 
@@ -169,6 +171,9 @@ pub struct PlanOutcome {
     pub confidence: Option<f64>,
     /// In words: who debated and who judged.
     pub method: String,
+    /// How the plan was made, in a sentence for the agent that follows it
+    /// (one model alone, a self-debate, judged, or not judged and why).
+    pub made: String,
     pub rounds: Vec<Round>,
     /// What did not go as planned (failures, limits, garbage from the judge).
     pub notes: Vec<String>,
@@ -257,6 +262,8 @@ struct Run<'a> {
     fingerprint: String,
     started: Instant,
     total_calls: u32,
+    /// Kept for the judgement (nothing without a judge).
+    reserve: call::Reserve,
     tally: Mutex<Tally>,
 }
 
@@ -290,6 +297,10 @@ impl Planner<'_> {
             .take(8)
             .map(|b| format!("{b:02x}"))
             .collect();
+        let reserve = match kind {
+            "debate" => call::Reserve::for_judge(self.settings, context.tokens, debaters.len()),
+            _ => call::Reserve::default(),
+        };
         let run = Run {
             planner: self,
             context,
@@ -297,6 +308,7 @@ impl Planner<'_> {
             fingerprint,
             started: Instant::now(),
             total_calls,
+            reserve,
             tally: Mutex::new(Tally {
                 usage: UsageReport::new(self.prices.clone()),
                 phases: Vec::new(),
@@ -354,116 +366,11 @@ impl Run<'_> {
         });
     }
 
-    /// Why the debate must wrap up now, if it must.
-    fn limit_reached(&self) -> Option<String> {
-        let settings = self.planner.settings;
-        if self.started.elapsed() >= settings.time_limit {
-            return Some(format!(
-                "the time limit of {} s was reached (planning.time_limit)",
-                settings.time_limit.as_secs()
-            ));
-        }
-        let used = self.tally().usage.total().total();
-        (used >= settings.token_budget).then(|| {
-            format!(
-                "the token budget was reached: {used} of {} tokens used (planning.token_budget)",
-                settings.token_budget
-            )
-        })
-    }
-
-    /// One model call, replayed from its checkpoint when it has one.
-    /// `model` `None`: the router chooses by size.
-    async fn call(&self, step: &str, phase: &str, model: Option<&str>, part: &str) -> Result<String, String> {
-        let key = format!("{}/{step}", self.fingerprint);
-        let planner = self.planner;
-        if let Some(record) = planner.checkpoints.load(&key) {
-            self.account(phase, &record, true);
-            self.emit(DebateEvent::Call {
-                step: step.to_owned(),
-                model: record.model.clone(),
-                usage: record.usage,
-                replayed: true,
-            });
-            return Ok(record.text);
-        }
-        let request = prompts::call(
-            self.context,
-            self.request,
-            part,
-            planner.settings.max_output_tokens,
-        );
-        let remaining = planner
-            .settings
-            .time_limit
-            .checked_sub(self.started.elapsed())
-            .unwrap_or_default();
-        let timeout = planner
-            .settings
-            .call_timeout
-            .min(remaining.max(Duration::from_millis(1)));
-        let answer = match model {
-            Some(name) => tokio::time::timeout(timeout, planner.model.chat_on(name, &request)).await,
-            None => tokio::time::timeout(timeout, planner.model.chat(&request)).await,
-        };
-        let who = model.unwrap_or("the chosen model");
-        let response = match answer {
-            Err(_) => {
-                return Err(format!(
-                    "{who} did not answer within {} s",
-                    timeout.as_secs_f64().round()
-                ))
-            }
-            Ok(Err(e)) => return Err(e.to_string()),
-            Ok(Ok(r)) => r,
-        };
-        if response.text.trim().is_empty() {
-            return Err(format!("{who} answered with no text"));
-        }
-        let record = CallRecord {
-            model: response.model.clone(),
-            text: response.text,
-            usage: response.usage,
-        };
-        planner.checkpoints.save(&key, &record);
-        self.account(phase, &record, false);
-        self.emit(DebateEvent::Call {
-            step: step.to_owned(),
-            model: record.model.clone(),
-            usage: record.usage,
-            replayed: false,
-        });
-        Ok(record.text)
-    }
-
-    fn account(&self, phase: &str, record: &CallRecord, replayed: bool) {
-        let mut tally = self.tally();
-        tally.usage.add(&record.model, record.usage);
-        let cost = tally.usage.cost_of(&record.model, record.usage).unwrap_or(0.0);
-        match tally.phases.iter_mut().find(|p| p.phase == phase) {
-            Some(p) => {
-                p.usage.add(record.usage);
-                p.cost += cost;
-            }
-            None => tally.phases.push(PhaseUsage {
-                phase: phase.to_owned(),
-                usage: record.usage,
-                cost,
-            }),
-        }
-        tally.done += 1;
-        if replayed {
-            tally.replayed += 1;
-        } else {
-            tally.calls += 1;
-        }
-    }
-
     fn outcome(
         self,
         final_plan: String,
         confidence: Option<f64>,
-        method: String,
+        (method, made): (String, String),
         rounds: Vec<Round>,
     ) -> PlanOutcome {
         let tally = self.tally.into_inner().unwrap_or_else(|p| p.into_inner());
@@ -471,6 +378,7 @@ impl Run<'_> {
             final_plan,
             confidence,
             method,
+            made,
             rounds,
             notes: tally.notes,
             phases: tally.phases,

@@ -2,6 +2,7 @@
 //! Thoughts) with one model, and the debate of several models with its
 //! judgement.
 
+use super::call::Ask;
 use super::parse::{clip, critiques_of, final_plan, parse_confidence, parse_consensus};
 use super::{letter, prompts, Entry, PlanError, PlanOutcome, Round, Run};
 use futures_util::future::join_all;
@@ -11,7 +12,7 @@ impl Run<'_> {
         self.phase("single plan");
         let part = prompts::fill(prompts::GENERATE, &[("id", "A")]);
         let text = self
-            .call("single", "single plan", None, &part)
+            .call("single", "single plan", None, &part, Ask::Debate)
             .await
             .map_err(PlanError::NoPlan)?;
         let model = self
@@ -32,7 +33,9 @@ impl Run<'_> {
             critiques: Vec::new(),
             consensus: None,
         };
-        Ok(self.outcome(text, None, format!("one plan by {model}"), vec![round]))
+        let made =
+            format!("One model ({model}) read the code and wrote this plan; no other model reviewed it.");
+        Ok(self.outcome(text, None, (format!("one plan by {model}"), made), vec![round]))
     }
 
     /// Chain of Recursive Thoughts with one model.
@@ -86,7 +89,10 @@ impl Run<'_> {
                     ("number", &number),
                 ],
             );
-            match self.call(&format!("cort/{n}"), &phase, Some(model), &part).await {
+            match self
+                .call(&format!("cort/{n}"), &phase, Some(model), &part, Ask::Debate)
+                .await
+            {
                 Ok(text) => {
                     round_records.push(Round {
                         number: n as u32,
@@ -115,7 +121,11 @@ impl Run<'_> {
             )));
         };
         let method = format!("Chain of Recursive Thoughts by {model} ({} plans)", plans.len());
-        Ok(self.outcome(last, None, method, round_records))
+        let made = format!(
+            "One model ({model}) wrote {} plans in turn, each examining the earlier ones; this is its last. No other model reviewed it.",
+            plans.len()
+        );
+        Ok(self.outcome(last, None, (method, made), round_records))
     }
 
     pub(super) async fn debate(self, debaters: &[String], judge: &str) -> Result<PlanOutcome, PlanError> {
@@ -144,8 +154,14 @@ impl Run<'_> {
         let answers = join_all(active.iter().map(|(id, model)| {
             let part = part_for(id);
             async move {
-                this.call(&format!("r1/plan/{id}"), "round 1: plans", Some(model), &part)
-                    .await
+                this.call(
+                    &format!("r1/plan/{id}"),
+                    "round 1: plans",
+                    Some(model),
+                    &part,
+                    Ask::Debate,
+                )
+                .await
             }
         }))
         .await;
@@ -196,8 +212,14 @@ impl Run<'_> {
                 );
                 let phase = &phase;
                 async move {
-                    this.call(&format!("r{round}/plan/{id}"), phase, Some(model), &part)
-                        .await
+                    this.call(
+                        &format!("r{round}/plan/{id}"),
+                        phase,
+                        Some(model),
+                        &part,
+                        Ask::Debate,
+                    )
+                    .await
                 }
             }))
             .await;
@@ -230,7 +252,10 @@ impl Run<'_> {
                 prompts::CONSENSUS,
                 &[("plans", &plans_text), ("threshold", &threshold)],
             );
-            match self.call(&format!("r{round}/consensus"), &phase, Some(judge), &part).await {
+            match self
+                .call(&format!("r{round}/consensus"), &phase, Some(judge), &part, Ask::Consensus)
+                .await
+            {
                 Ok(answer) => match parse_consensus(&answer) {
                     Some(c) => current.consensus = Some(c),
                     None => self.note(format!(
@@ -240,10 +265,12 @@ impl Run<'_> {
                 },
                 Err(e) => self.note(format!("the consensus check of round {round} failed ({e}); the debate goes on")),
             }
+            // Reached at the operator's threshold, unless the judge itself
+            // says it is not (its score and its word disagree: debate on).
             let reached = current
                 .consensus
                 .as_ref()
-                .is_some_and(|c| c.score >= settings.threshold);
+                .is_some_and(|c| c.score >= settings.threshold && c.reached != Some(false));
             if reached {
                 rounds.push(current);
                 tracing::info!(round, "plan debate reached consensus");
@@ -275,30 +302,48 @@ impl Run<'_> {
                 "{method}; the only plan left, by {} ({}), stands",
                 only.model, only.id
             );
-            return Ok(self.outcome(only.text, None, method, rounds));
+            let made = format!(
+                "{} models were to debate, but only the plan of {} was left (the others failed), so it was neither critiqued nor judged.",
+                debaters.len(),
+                only.model
+            );
+            return Ok(self.outcome(only.text, None, (method, made), rounds));
         }
         self.phase("judgement");
-        let timed_out = self.started.elapsed() >= settings.time_limit;
+        // The judge always runs: its share of time and tokens was kept.
         let plans_text = prompts::plans_section(plans.iter().map(|p| (p.id.as_str(), p.text.as_str())));
         let part = prompts::fill(prompts::JUDGE, &[("plans", &plans_text)]);
-        let judged = if timed_out {
-            Err("no time was left for the judge".to_owned())
-        } else {
-            self.call("judge", "judgement", Some(judge), &part).await
-        };
+        let judged = self
+            .call("judge", "judgement", Some(judge), &part, Ask::Judge)
+            .await;
         match judged {
             Ok(answer) => {
                 let confidence = parse_confidence(&answer);
                 let plan = final_plan(&answer);
-                Ok(self.outcome(plan, confidence, method, rounds))
+                let made = format!(
+                    "{} models ({}) wrote and critiqued plans over {} round(s); the judge, {judge}, chose or merged them into this plan{}.",
+                    debaters.len(),
+                    debaters.join(", "),
+                    rounds.len(),
+                    confidence
+                        .map(|c| format!(" with a confidence of {c:.2}"))
+                        .unwrap_or_default()
+                );
+                Ok(self.outcome(plan, confidence, (method, made), rounds))
             }
             Err(e) => {
                 let first = plans.remove(0);
                 self.note(format!(
-                    "the judgement failed ({e}); the plan of {} ({}) was taken as it stands",
+                    "the judge gave no plan ({e}); the plan of {} ({}) was taken as it stands",
                     first.model, first.id
                 ));
-                Ok(self.outcome(first.text, None, method, rounds))
+                let made = format!(
+                    "{} models ({}) wrote and critiqued plans, but the judge ({judge}) gave no answer, so this is the plan of {} as it stands, not judged.",
+                    debaters.len(),
+                    debaters.join(", "),
+                    first.model
+                );
+                Ok(self.outcome(first.text, None, (method, made), rounds))
             }
         }
     }
@@ -318,7 +363,13 @@ impl Run<'_> {
             let phase = &phase;
             async move {
                 let answer = self
-                    .call(&format!("r{round}/critique/{id}"), phase, Some(model), &part)
+                    .call(
+                        &format!("r{round}/critique/{id}"),
+                        phase,
+                        Some(model),
+                        &part,
+                        Ask::Debate,
+                    )
                     .await;
                 (id.clone(), model.clone(), answer)
             }
