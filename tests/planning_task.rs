@@ -76,6 +76,12 @@ async fn the_plan_reaches_the_agent_and_its_checklist_is_ticked_on_the_comment()
     );
     let user = planning[0]["messages"][1]["content"].as_str().unwrap();
     assert!(user.contains("hello to the world") && user.contains("Implementation Plan (Model A)"));
+    // The agent's working rules are the agent's: no "commit, do not push" for planners.
+    assert!(user.contains("# Task: issue"), "{user}");
+    assert!(
+        !user.contains("Do not push") && !user.contains("## Where you work"),
+        "{user}"
+    );
 
     // The agent got the plan and the tool to keep it current.
     let agent = world.model.requests().await;
@@ -85,6 +91,16 @@ async fn the_plan_reaches_the_agent_and_its_checklist_is_ticked_on_the_comment()
         first.contains("## The plan") && first.contains("- [ ] Commit the change"),
         "{first}"
     );
+    assert!(
+        first.contains("## Where you work") && first.contains("Do not push"),
+        "{first}"
+    );
+    // Told truly how the plan was made (single mode: one model, no review).
+    assert!(
+        first.contains("read the code and wrote this plan; no other model reviewed it"),
+        "{first}"
+    );
+    assert!(!first.contains("agreed on this plan"), "{first}");
     assert!(agent[0]["tools"]
         .as_array()
         .unwrap()

@@ -187,7 +187,7 @@ pub fn identifiers(request: &str) -> Vec<String> {
 /// One line per file left out, cut to about `room` tokens.
 fn listing(files: &[SourceFile], sizes: &[u64], left_out: &[usize], room: u64) -> String {
     let mut out = format!(
-        "These {} files of the project are not in this pack, to stay within the token budget. Ask for them by path if they matter.\n",
+        "These {} files of the project exist but are not in this pack, to stay within the token budget. Their contents cannot be shown; where the plan depends on one, name it and say what you assume it holds.\n",
         left_out.len()
     );
     // A line is roughly its length / 3 tokens; stop well before the room.
@@ -211,6 +211,25 @@ mod tests {
     fn code_words_are_found_and_prose_is_not() {
         let ids = identifiers("Fix `parse` in the RequestBuilder so max_retries works; see crate::llm::retry_after. Thanks everyone");
         assert_eq!(ids, vec!["RequestBuilder", "max_retries", "parse", "retry_after"]);
+    }
+
+    #[test]
+    fn the_left_out_listing_names_the_files_without_inviting_a_request() {
+        let files = vec![
+            SourceFile {
+                path: "src/a.rs".into(),
+                text: String::new(),
+            },
+            SourceFile {
+                path: "src/b.rs".into(),
+                text: String::new(),
+            },
+        ];
+        let text = listing(&files, &[10, 20], &[1], 1000);
+        assert!(text.contains("src/b.rs") && !text.contains("src/a.rs"), "{text}");
+        // The planners have no tool to fetch a file: nothing tells them to ask.
+        assert!(!text.to_lowercase().contains("ask for"), "{text}");
+        assert!(text.contains("say what you assume it holds"), "{text}");
     }
 
     #[test]

@@ -67,8 +67,10 @@ impl TaskRun<'_> {
         };
         // Every main request starts from the synthesised context: the
         // mission and every constraint, however long the run.
+        // The planners get the task, the code and the constraints; the
+        // working rules (commit, do not push, the summary) are the agent's.
         let mut request_text = store.synthesize(config.context.recent_turns);
-        request_text.push_str(&request::where_you_work(item, &setting, &withheld));
+        request_text.push_str(&request::task_header(item, &withheld));
         let plan = self.plan(ws.checkout_dir(), &request_text, &store, item).await?;
 
         let image = crate::images::image_for_repository(&config.images, &self.item.repo, &ws.checkout_dir());
@@ -95,6 +97,7 @@ impl TaskRun<'_> {
         // the plan tool (checklist) both edit it; it is taken back afterwards.
         let live = Arc::new(std::sync::Mutex::new(self.progress.clone()));
         let mut first_message = request_text;
+        first_message.push_str(&request::working_rules(item, &setting));
         let _checklist_updates = match &plan {
             Some(plan) => {
                 let (tracker, updates) = self.plan_tracker(&plan.checklist, live.clone());

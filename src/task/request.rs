@@ -5,7 +5,7 @@
 use super::progress::is_progress_comment;
 use super::sanitize::for_model;
 use super::Heard;
-use crate::forge::{Comment, ForgeKind, Item, ItemKind};
+use crate::forge::{Comment, Item, ItemKind};
 use crate::planning::context::{Incoming, Voice};
 use sha2::{Digest, Sha256};
 
@@ -94,22 +94,29 @@ pub fn withheld(author: &Heard, comments: &[(Comment, bool)], who_may_trigger: &
     out
 }
 
-/// The part of the agent's first message that says where and how it works
-/// (after the synthesised request).
-pub fn where_you_work(item: &Item, setting: &Setting<'_>, withheld: &[String]) -> String {
-    let (noun, change) = match (item.reference.forge, item.reference.kind) {
-        (_, ItemKind::Issue) => ("issue", false),
-        (ForgeKind::GitHub, ItemKind::Change) => ("pull request", true),
-        (ForgeKind::GitLab, ItemKind::Change) => ("merge request", true),
+/// What the task is, after the synthesised request: for the planners and
+/// the agent alike (the item, what was withheld, what a change asks for).
+pub fn task_header(item: &Item, withheld: &[String]) -> String {
+    let noun = match item.reference.kind {
+        ItemKind::Issue => "issue",
+        ItemKind::Change => item.reference.forge.change_noun(),
     };
     let mut out = format!("\n\n# Task: {noun} {}\n", item.reference);
     for line in withheld {
         out.push_str(&format!("({line}.)\n"));
     }
-    if change {
+    if item.reference.kind == ItemKind::Change {
         out.push_str("On this change the newest message is the request; when none asks for anything, review the change against its description and fix what is wrong or unfinished.\n");
     }
-    out.push_str(&format!(
+    out
+}
+
+/// The agent's working rules: where it works, to commit and not push, the
+/// summary it ends with. Planners do not get these (they would turn them
+/// into plan steps such as "Commit the change").
+pub fn working_rules(item: &Item, setting: &Setting<'_>) -> String {
+    let change = item.reference.kind == ItemKind::Change;
+    format!(
         "\n## Where you work\nThe repository is checked out in {} on branch `{}` (from `{}`). \
 Make the change with the text editor, run the project's relevant checks with the command executor, \
 and commit your work with git on `{}`. Do not push: forgehand pushes the branch{}.\n\n\
@@ -124,13 +131,8 @@ description of the {}.\n",
         } else {
             " and opens a draft for review"
         },
-        if change {
-            noun
-        } else {
-            item.reference.forge.change_noun()
-        },
-    ));
-    out
+        item.reference.forge.change_noun(),
+    )
 }
 
 /// The message that asks the model to rebase after a rejected push.
@@ -147,7 +149,7 @@ works, do not push, and answer with a short summary when the branch is rebased."
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forge::ItemRef;
+    use crate::forge::{ForgeKind, ItemRef};
 
     fn issue(body: &str) -> Item {
         Item {
@@ -242,13 +244,17 @@ mod tests {
     }
 
     #[test]
-    fn the_work_section_names_the_branch_and_what_was_withheld() {
-        let text = where_you_work(
+    fn the_task_header_says_what_was_withheld_and_the_rules_name_the_branch() {
+        let header = task_header(
             &issue("x"),
-            &SETTING,
             &["2 comment(s) are not shown: forgehand hears only people with write access".into()],
         );
-        assert!(text.contains("on branch `forgehand/issue-4` (from `main`)"));
-        assert!(text.contains("(2 comment(s)"));
+        assert!(header.contains("# Task: issue acme/api#4"), "{header}");
+        assert!(header.contains("(2 comment(s)"));
+        assert!(!header.contains("commit") && !header.contains("push"), "{header}");
+        let rules = working_rules(&issue("x"), &SETTING);
+        assert!(rules.contains("on branch `forgehand/issue-4` (from `main`)"));
+        assert!(rules.contains("Do not push"), "{rules}");
+        assert!(rules.contains("description of the pull request"), "{rules}");
     }
 }

@@ -11,16 +11,35 @@ pub struct Lineup {
     pub notes: Vec<String>,
 }
 
+/// The largest request of a planning with `debaters` models, in tokens: the
+/// packed code, the plans or critiques of every debater (each at most one
+/// answer long: a revision gets its own plan and the others' critiques,
+/// the judge every plan), and room for the answer itself.
+pub fn largest_request(settings: &DebateSettings, context_tokens: u64, debaters: usize) -> u64 {
+    context_tokens + (debaters as u64 + 1) * u64::from(settings.max_output_tokens)
+}
+
 /// Chooses the debaters and the judge among the `usable` models for a
-/// context of `context_tokens` (see [`DebateSettings`]).
+/// context of `context_tokens` (see [`DebateSettings`]). A model takes part
+/// only when its window holds the largest request it will be sent, not the
+/// packed code alone, so it does not fail mid-debate.
 pub fn lineup(
     settings: &DebateSettings,
     usable: &[ModelInfo],
     context_tokens: u64,
 ) -> Result<Lineup, PlanError> {
+    let expected = if settings.debaters.is_empty() {
+        usable
+            .iter()
+            .filter(|m| m.max_input_tokens >= context_tokens)
+            .count()
+    } else {
+        settings.debaters.len()
+    };
+    let needed = largest_request(settings, context_tokens, expected.max(1));
     let fitting: Vec<String> = usable
         .iter()
-        .filter(|m| m.max_input_tokens >= context_tokens)
+        .filter(|m| m.max_input_tokens >= needed)
         .map(|m| m.name.clone())
         .collect();
     let mut notes = Vec::new();
@@ -33,7 +52,7 @@ pub fn lineup(
                 chosen.push(name.clone());
             } else if usable.iter().any(|m| &m.name == name) {
                 notes.push(format!(
-                    "{name} was left out: the packed code ({context_tokens} tokens) exceeds its context"
+                    "{name} was left out: its context cannot hold the largest request of the debate ({needed} tokens: the packed code's {context_tokens} and the plans and critiques it would be sent)"
                 ));
             } else {
                 notes.push(format!("{name} was left out: its provider's key is not set"));
@@ -47,7 +66,7 @@ pub fn lineup(
                 .into()
         } else if fitting.is_empty() {
             format!(
-                "the packed code ({context_tokens} tokens) fits no usable model ({})",
+                "the debate's largest request ({needed} tokens: the packed code's {context_tokens} and the plans and critiques sent with it) fits no usable model ({})",
                 usable
                     .iter()
                     .map(|m| format!("{} takes up to {}", m.name, m.max_input_tokens))
@@ -79,4 +98,58 @@ pub fn lineup(
         judge,
         notes,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    fn settings(debaters: &[&str]) -> DebateSettings {
+        DebateSettings {
+            method: Method::Debate,
+            debaters: debaters.iter().map(|d| (*d).to_owned()).collect(),
+            judge: None,
+            rounds: 3,
+            threshold: 0.9,
+            token_budget: 3_000_000,
+            time_limit: Duration::from_secs(1200),
+            call_timeout: Duration::from_secs(600),
+            max_output_tokens: 16_000,
+        }
+    }
+
+    fn model(name: &str, window: u64) -> ModelInfo {
+        ModelInfo {
+            name: name.into(),
+            max_input_tokens: window,
+        }
+    }
+
+    #[test]
+    fn a_window_that_holds_the_code_but_not_the_plans_is_left_out() {
+        let usable = [
+            model("o3", 200_000),
+            model("gemini-2.5-pro", 1_000_000),
+            model("claude-sonnet-4", 200_000),
+        ];
+        // 150K of code + 4 answers of 16K = 214K: only Gemini's window holds it.
+        let l = lineup(
+            &settings(&["o3", "gemini-2.5-pro", "claude-sonnet-4"]),
+            &usable,
+            150_000,
+        )
+        .unwrap();
+        assert_eq!(l.debaters, vec!["gemini-2.5-pro"]);
+        assert_eq!(l.judge, "gemini-2.5-pro");
+        assert!(
+            l.notes[0].starts_with("o3 was left out: its context cannot hold"),
+            "{:?}",
+            l.notes
+        );
+        // 100K of code + 64K fits them all.
+        let all = lineup(&settings(&[]), &usable, 100_000).unwrap();
+        assert_eq!(all.debaters.len(), 3);
+        assert_eq!(all.judge, "o3");
+    }
 }
