@@ -129,9 +129,12 @@ impl World {
         daemon_rig::wait_until(
             "the done or failed label",
             Duration::from_secs(180),
+            // On GitHub the swap is two requests (add, then remove): wait
+            // until the processing label is gone too.
             async || {
                 let labels = self.github.issue(REPO, issue).labels;
                 labels.iter().any(|l| l == DONE || l == "coding agent failed")
+                    && !labels.iter().any(|l| l == "coding agent processing")
             },
             &self.log_path(),
         )
