@@ -57,24 +57,34 @@ impl CheckedBlock {
 }
 
 /// Blocks in order, and a message for each block that is not well formed.
+/// Markers count when indented too. A block's file is the last non-blank
+/// line between the previous block and its `<<<<<<< SEARCH` (fences and
+/// Markdown around it stripped) when that line looks like a path; a block
+/// straight after another, with nothing between, edits the same file; a
+/// block under prose names no file and is reported, never guessed.
 pub fn parse(answer: &str) -> (Vec<EditBlock>, Vec<String>) {
     let lines: Vec<&str> = answer.lines().collect();
     let mut blocks = Vec::new();
     let mut problems = Vec::new();
+    // Where the text after the previous block starts, and that block's file.
+    let mut after_previous = 0;
+    let mut previous_path: Option<String> = None;
     let mut i = 0;
     while i < lines.len() {
-        if lines[i].trim_end() != SEARCH {
+        if lines[i].trim() != SEARCH {
             i += 1;
             continue;
         }
         let start = i;
-        let path = lines[..start]
+        let before = lines[after_previous..start]
             .iter()
             .rev()
             .map(|l| l.trim())
-            .find(|l| !l.is_empty() && !l.starts_with("```"))
-            .map(clean_path)
-            .unwrap_or_default();
+            .find(|l| !l.is_empty() && !l.starts_with("```"));
+        let path = match before {
+            Some(line) => Some(clean_path(line)).filter(|p| looks_like_path(p)),
+            None => previous_path.clone(),
+        };
         let mut search = Vec::new();
         let mut replace = Vec::new();
         let mut in_replace = false;
@@ -82,7 +92,7 @@ pub fn parse(answer: &str) -> (Vec<EditBlock>, Vec<String>) {
         i += 1;
         while i < lines.len() {
             let line = lines[i];
-            match line.trim_end() {
+            match line.trim() {
                 DIVIDER if !in_replace => in_replace = true,
                 REPLACE if in_replace => {
                     closed = true;
@@ -101,16 +111,22 @@ pub fn parse(answer: &str) -> (Vec<EditBlock>, Vec<String>) {
                 REPLACE,
                 DIVIDER
             ));
+            after_previous = i;
             continue;
         }
         i += 1;
-        if path.is_empty() {
-            problems.push(format!(
-                "the block at line {} names no file before `{SEARCH}`",
-                start + 1
-            ));
+        after_previous = i;
+        let Some(path) = path else {
+            problems.push(match before {
+                Some(line) => format!(
+                    "the block at line {} names no file: the line before `{SEARCH}` is {line:?}, which is not a path; put the file's path on the line before each block",
+                    start + 1
+                ),
+                None => format!("the block at line {} names no file before `{SEARCH}`", start + 1),
+            });
             continue;
-        }
+        };
+        previous_path = Some(path.clone());
         blocks.push(EditBlock {
             path,
             search: join_lines(&search),
@@ -119,6 +135,16 @@ pub fn parse(answer: &str) -> (Vec<EditBlock>, Vec<String>) {
         });
     }
     (blocks, problems)
+}
+
+/// A path has no spaces and is not a marker or a sentence's end.
+fn looks_like_path(text: &str) -> bool {
+    !text.is_empty()
+        && !text.chars().any(char::is_whitespace)
+        && !text.starts_with("<<<<<<<")
+        && !text.starts_with(">>>>>>>")
+        && !text.starts_with("=======")
+        && !text.ends_with('.')
 }
 
 fn join_lines(lines: &[&str]) -> String {
@@ -173,7 +199,13 @@ fn fit(root: &Path, block: &EditBlock) -> Fit {
     // A CRLF file matches blocks the model wrote with `\n`.
     let text = text.replace("\r\n", "\n");
     match text.matches(block.search.as_str()).count() {
-        0 => Fit::NotFound,
+        // The file's last line may have no newline, where the block's has one.
+        0 => match block.search.strip_suffix('\n') {
+            Some(bare) if !bare.is_empty() && text.ends_with(bare) && text.matches(bare).count() == 1 => {
+                Fit::Once
+            }
+            _ => Fit::NotFound,
+        },
         1 => Fit::Once,
         count => Fit::Ambiguous { count },
     }
@@ -223,5 +255,43 @@ mod tests {
         assert_eq!(blocks[1].search, "");
         assert_eq!(problems.len(), 1, "{problems:?}");
         assert!(problems[0].contains("not closed"));
+    }
+
+    #[test]
+    fn a_block_right_after_another_edits_the_same_file_and_prose_names_none() {
+        let answer = "src/a.rs\n<<<<<<< SEARCH\none\n=======\n1\n>>>>>>> REPLACE\n<<<<<<< SEARCH\ntwo\n=======\n2\n>>>>>>> REPLACE\n\nThen add this at the end:\n<<<<<<< SEARCH\n=======\nthree\n>>>>>>> REPLACE\n";
+        let (blocks, problems) = parse(answer);
+        assert_eq!(blocks.len(), 2, "{blocks:?}");
+        assert!(blocks.iter().all(|b| b.path == "src/a.rs"), "{blocks:?}");
+        assert_eq!(problems.len(), 1, "{problems:?}");
+        assert!(problems[0].contains("not a path"), "{problems:?}");
+    }
+
+    #[test]
+    fn indented_markers_are_blocks_too() {
+        let answer = "1. In `src/a.rs`:\n   src/a.rs\n   <<<<<<< SEARCH\n   fn a() {}\n   =======\n   fn a() { b() }\n   >>>>>>> REPLACE\n";
+        let (blocks, problems) = parse(answer);
+        assert!(problems.is_empty(), "{problems:?}");
+        assert_eq!(blocks.len(), 1);
+        assert_eq!(blocks[0].path, "src/a.rs");
+        assert_eq!(blocks[0].search, "   fn a() {}\n");
+    }
+
+    #[test]
+    fn a_search_on_the_last_line_without_a_newline_is_found() {
+        let dir = tempfile::tempdir().unwrap();
+        std::fs::write(dir.path().join("a.txt"), "first\nlast line").unwrap();
+        let block = EditBlock {
+            path: "a.txt".into(),
+            search: "last line\n".into(),
+            replace: "final line\n".into(),
+            line: 1,
+        };
+        assert_eq!(fit(dir.path(), &block), Fit::Once);
+        let elsewhere = EditBlock {
+            search: "first line\n".into(),
+            ..block
+        };
+        assert_eq!(fit(dir.path(), &elsewhere), Fit::NotFound);
     }
 }
