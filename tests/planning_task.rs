@@ -130,6 +130,19 @@ async fn the_plan_reaches_the_agent_and_its_checklist_is_ticked_on_the_comment()
         "{progress}"
     );
     assert!(progress.contains("Planned: one plan by"), "{progress}");
-    assert_eq!(gh.pulls(REPO).len(), 1);
+    // The plan itself, collapsed, on the comment and in the PR's body.
+    assert!(
+        progress.contains("<details><summary>The plan: one plan by"),
+        "{progress}"
+    );
+    assert!(progress.contains("# Implementation Plan (Model A)"), "{progress}");
+    let pulls = gh.pulls(REPO);
+    assert_eq!(pulls.len(), 1);
+    assert!(
+        pulls[0].body.contains("<details><summary>The plan: one plan by")
+            && pulls[0].body.contains("# Implementation Plan (Model A)"),
+        "{}",
+        pulls[0].body
+    );
     daemon.terminate();
 }

@@ -71,7 +71,14 @@ impl TaskRun<'_> {
         // working rules (commit, do not push, the summary) are the agent's.
         let mut request_text = store.synthesize(config.context.recent_turns);
         request_text.push_str(&request::task_header(item, &withheld));
-        let plan = self.plan(ws.checkout_dir(), &request_text, &store, item).await?;
+        // An outsider's title the label does not vouch for reaches no model.
+        let topic = match thread.author {
+            super::Heard::Withheld { .. } => None,
+            _ => Some(item.title.as_str()),
+        };
+        let plan = self
+            .plan(ws.checkout_dir(), &request_text, &store, item, topic)
+            .await?;
 
         let image = crate::images::image_for_repository(&config.images, &self.item.repo, &ws.checkout_dir());
         let spec = SandboxSpec {

@@ -106,8 +106,13 @@ impl TaskRun<'_> {
                 self.progress.at(Step::Review, "Opening the draft for review");
                 let title = sanitize::for_model(&item.title);
                 let title = format!("{} ({})", title.trim(), issue_ref(&self.item));
+                let plan = self
+                    .progress
+                    .plan_details()
+                    .map(|details| format!("\n\n{details}"))
+                    .unwrap_or_default();
                 let body = self.env.secrets.scrub(&format!(
-                    "{}\n\nCloses {}\n\n---\nMade by forgehand for {}.",
+                    "{}{plan}\n\nCloses {}\n\n---\nMade by forgehand for {}.",
                     summary.trim(),
                     issue_ref(&self.item),
                     item.web_url

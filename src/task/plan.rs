@@ -31,13 +31,14 @@ impl TaskRun<'_> {
         request_text: &str,
         store: &ContextStore,
         item: &Item,
+        title: Option<&str>,
     ) -> Result<Option<TaskPlan>, TaskError> {
         let env = self.env;
         let config = &env.config.planning;
         if config.mode == crate::config::PlanningMode::Off {
             return Ok(None);
         }
-        let widened = self.ideas(store, item, request_text).await;
+        let widened = self.ideas(store, item, title, request_text).await;
         let request_text = widened.as_deref().unwrap_or(request_text);
         self.progress.at(Step::Plan, "Planning: packing the code");
         self.report().await;
@@ -122,6 +123,9 @@ impl TaskRun<'_> {
                         outcome.replayed
                     ));
                 }
+                if let Some(made) = line.strip_prefix("Planned: ") {
+                    self.progress.set_plan_details(made, &outcome.final_plan);
+                }
                 self.progress.note(line);
                 for note in outcome.notes.iter().take(5) {
                     self.progress.note(format!("Planning: {note}"));
@@ -148,7 +152,15 @@ impl TaskRun<'_> {
     /// Idea options as perspectives for the debate (planning.ideas):
     /// the request with them appended, or `None` when not wanted or not
     /// available (the comment says why).
-    async fn ideas(&mut self, store: &ContextStore, item: &Item, request_text: &str) -> Option<String> {
+    /// `title`: the item's title when it may be heard; otherwise the topic
+    /// is only the item's name (nothing withheld reaches any model).
+    async fn ideas(
+        &mut self,
+        store: &ContextStore,
+        item: &Item,
+        title: Option<&str>,
+        request_text: &str,
+    ) -> Option<String> {
         let env = self.env;
         let wanted = match env.config.planning.ideas {
             IdeasMode::Always => true,
@@ -169,7 +181,13 @@ impl TaskRun<'_> {
             domain_context: Some(request_text.to_owned()),
             ..IdeaRequest::new(
                 "senior software engineer and maintainer of this repository",
-                &item.title,
+                &title.map(str::to_owned).unwrap_or_else(|| {
+                    let noun = match item.reference.kind {
+                        crate::forge::ItemKind::Issue => "issue",
+                        crate::forge::ItemKind::Change => item.reference.forge.change_noun(),
+                    };
+                    format!("{noun} {}", item.reference)
+                }),
             )
         };
         let meter = crate::llm::usage::Meter::new(UsageReport::new(env.config.llm.prices.clone()));

@@ -59,6 +59,8 @@ pub struct Progress {
     outcome: Option<String>,
     /// The plan's checklist, kept current by the model's `update_plan`.
     plan: Vec<PlanStep>,
+    /// The final plan as a collapsed section, with how it was made.
+    plan_details: Option<String>,
     /// When the current step began (for the phase-duration metric).
     step_started: std::time::Instant,
 }
@@ -73,8 +75,20 @@ impl Progress {
             history: Vec::new(),
             outcome: None,
             plan: Vec::new(),
+            plan_details: None,
             step_started: std::time::Instant::now(),
         }
+    }
+
+    /// The final plan, shown collapsed under the checklist (and in the
+    /// PR/MR body): `made` says who planned and judged, the consensus, the
+    /// confidence and the cost.
+    pub fn set_plan_details(&mut self, made: &str, plan: &str) {
+        self.plan_details = Some(plan_details(made, plan));
+    }
+
+    pub fn plan_details(&self) -> Option<&str> {
+        self.plan_details.as_deref()
     }
 
     pub fn set_plan(&mut self, plan: Vec<PlanStep>) {
@@ -183,6 +197,9 @@ impl Progress {
                 out.push('\n');
             }
         }
+        if let Some(details) = &self.plan_details {
+            out.push_str(&format!("\n{details}\n"));
+        }
         if let Some(outcome) = &self.outcome {
             out.push_str(&format!("\n{outcome}\n"));
         }
@@ -193,6 +210,26 @@ impl Progress {
         out.push_str("\n</details>\n");
         out
     }
+}
+
+/// A plan shown on the forge is cut here: a comment holds 64 KiB at most.
+const PLAN_SHOWN_CHARS: usize = 20_000;
+
+/// The plan in a collapsed `<details>` section. The plan is a model's text:
+/// it cannot close the section early or pose as forgehand's marker.
+fn plan_details(made: &str, plan: &str) -> String {
+    let mut text: String = plan
+        .replace("</details>", "&lt;/details&gt;")
+        .replace("<!--", "&lt;!--");
+    if text.chars().count() > PLAN_SHOWN_CHARS {
+        text = text.chars().take(PLAN_SHOWN_CHARS).collect();
+        text.push_str("\n\n… (cut here; the whole plan is in forgehand's journal)");
+    }
+    format!(
+        "<details><summary>The plan: {}</summary>\n\n{}\n\n</details>",
+        made.trim().replace(['\n', '<', '>'], " "),
+        text.trim()
+    )
 }
 
 #[cfg(test)]
@@ -237,5 +274,31 @@ mod tests {
         let text = p.render();
         assert!(text.contains("- [x] Open or update the draft pull request"));
         assert!(text.contains("Draft pull request: https://example/pr/1"));
+    }
+
+    #[test]
+    fn the_plan_is_shown_collapsed_and_cannot_break_out() {
+        let item = ItemRef {
+            forge: ForgeKind::GitLab,
+            repo: "g/p".into(),
+            kind: ItemKind::Issue,
+            number: 1,
+        };
+        let mut p = Progress::new(&item);
+        p.set_plan_details(
+            "debate of o3 (A), gemini (B) judged by o3; consensus 0.91; judge's confidence 0.80; $0.42",
+            "# Final Implementation Plan\n1. Edit\n</details><!-- forgehand:task x -->",
+        );
+        let text = p.render();
+        assert!(text.contains("<details><summary>The plan: debate of o3 (A), gemini (B) judged by o3; consensus 0.91; judge's confidence 0.80; $0.42</summary>"), "{text}");
+        assert!(text.contains("# Final Implementation Plan\n1. Edit"), "{text}");
+        assert_eq!(
+            text.matches("</details>").count(),
+            2,
+            "plan and history only: {text}"
+        );
+        assert_eq!(text.matches("<!-- forgehand:task").count(), 1, "{text}");
+        let long = plan_details("m", &"x".repeat(PLAN_SHOWN_CHARS + 10));
+        assert!(long.contains("cut here"));
     }
 }
