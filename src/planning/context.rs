@@ -202,19 +202,21 @@ impl ContextStore {
         &self.messages[self.messages.len() - 1]
     }
 
-    /// Core: the problem definitions; when none was classified so, the
-    /// first message (in a task, the item's own text is the problem).
+    /// Core: the opening post (an issue's or PR/MR's own text, whatever it
+    /// was classified as: a stack trace or a "how do I" is still the
+    /// problem), then every other problem definition; without an opening
+    /// post, the first message when none was classified a problem.
     pub fn core(&self) -> Vec<&StoredMessage> {
-        let defined: Vec<&StoredMessage> = self
-            .messages
-            .iter()
-            .filter(|m| m.classification.has(Intent::ProblemDefinition))
-            .collect();
-        if defined.is_empty() {
-            self.messages.iter().take(1).collect()
-        } else {
-            defined
+        let opening = self.messages.iter().find(|m| is_opening_post(m));
+        let mut core: Vec<&StoredMessage> = opening.into_iter().collect();
+        core.extend(self.messages.iter().filter(|m| {
+            m.classification.has(Intent::ProblemDefinition) && opening.is_none_or(|o| o.seq != m.seq)
+        }));
+        if core.is_empty() {
+            core.extend(self.messages.first());
         }
+        core.sort_by_key(|m| m.seq);
+        core
     }
 
     /// Evolving: constraints and refinements, oldest first (core messages
@@ -231,11 +233,12 @@ impl ContextStore {
             .collect()
     }
 
-    /// The problem is open-ended: it was stated together with a question
-    /// (the seed's own example: "I want X; is there a good way?"), so idea
-    /// options are worth generating.
+    /// The current request is open-ended: the newest message states a
+    /// problem together with a question (the seed's own example: "I want X;
+    /// is there a good way?"), so idea options are worth generating. Decided
+    /// per request: a follow-up that only refines does not bring them back.
     pub fn open_ended(&self) -> bool {
-        self.messages.iter().any(|m| {
+        self.messages.last().is_some_and(|m| {
             m.classification.has(Intent::ProblemDefinition) && m.classification.has(Intent::Question)
         })
     }
@@ -342,6 +345,11 @@ impl ContextStore {
     }
 }
 
+/// The item's own text (its title and body), as the task stores it.
+fn is_opening_post(m: &StoredMessage) -> bool {
+    m.source.starts_with("body:")
+}
+
 /// A message with its author, and the reporter's mark where it applies.
 fn render(m: &StoredMessage) -> String {
     let who = match &m.voice {
@@ -423,5 +431,55 @@ mod tests {
         assert!(!text[recent..current].contains("Add CSV export"));
         assert!(text[current..].contains("Use semicolons"));
         assert!(!store.open_ended());
+    }
+
+    #[test]
+    fn the_opening_post_stays_in_the_mission_whatever_it_was_classified() {
+        let mut body = message(
+            1,
+            "panic at src/lib.rs:4: how do I fix this?",
+            &[Intent::Question],
+        );
+        body.source = "body:github:a/b:issue:1:abc".into();
+        let mut messages = vec![
+            body,
+            message(
+                2,
+                "The parser must accept empty lines",
+                &[Intent::ProblemDefinition],
+            ),
+        ];
+        for n in 3..8 {
+            messages.push(message(n, &format!("chatter {n}"), &[Intent::Unclear]));
+        }
+        let store = ContextStore {
+            key: "k".into(),
+            messages,
+        };
+        let core: Vec<u64> = store.core().iter().map(|m| m.seq).collect();
+        assert_eq!(core, vec![1, 2]);
+        let text = store.synthesize(3);
+        let mission = &text[text.find("# Mission").unwrap()..text.find("# Constraints").unwrap()];
+        assert!(
+            mission.contains("panic at src/lib.rs:4") && mission.contains("accept empty lines"),
+            "{mission}"
+        );
+    }
+
+    #[test]
+    fn open_ended_is_decided_by_the_current_request() {
+        let open = [Intent::ProblemDefinition, Intent::Question];
+        let mut store = ContextStore {
+            key: "k".into(),
+            messages: vec![message(1, "I want X; is there a good way?", &open)],
+        };
+        assert!(store.open_ended());
+        store
+            .messages
+            .push(message(2, "Use semicolons", &[Intent::Refinement]));
+        assert!(
+            !store.open_ended(),
+            "a refining follow-up brings no idea options back"
+        );
     }
 }
