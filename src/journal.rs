@@ -321,6 +321,36 @@ impl Journal {
         })
     }
 
+    /// Numbers and inserts a new message in one statement under the
+    /// journal's lock: the next `seq` of the store as it is now, or the
+    /// number of the message from the same source stored already.
+    fn append_context(&self, store: &str, message: &StoredMessage) -> Result<u64, JournalError> {
+        self.with(|db| {
+            let rows: Vec<(i64, String)> = {
+                let mut stmt = db.prepare("SELECT seq, record FROM context_messages WHERE store = ?1")?;
+                let rows = stmt.query_map(params![store], |r| Ok((r.get(0)?, r.get(1)?)))?;
+                rows.collect::<rusqlite::Result<_>>()?
+            };
+            let same = rows.iter().find(|(_, record)| {
+                serde_json::from_str::<StoredMessage>(record).is_ok_and(|m| m.source == message.source)
+            });
+            if let Some((seq, _)) = same {
+                return Ok(*seq as u64);
+            }
+            let seq = rows.iter().map(|(seq, _)| *seq as u64).max().unwrap_or(0) + 1;
+            let record = serde_json::to_string(&StoredMessage {
+                seq,
+                ..message.clone()
+            })
+            .unwrap_or_default();
+            db.execute(
+                "INSERT INTO context_messages (store, seq, record, updated_at) VALUES (?1, ?2, ?3, ?4)",
+                params![store, seq as i64, record, now()],
+            )?;
+            Ok(seq)
+        })
+    }
+
     fn put_context(&self, store: &str, message: &StoredMessage) -> Result<(), JournalError> {
         let record = serde_json::to_string(message).unwrap_or_default();
         self.with(|db| {
@@ -403,6 +433,17 @@ impl ContextLog for Journal {
     fn save(&self, store: &str, message: &StoredMessage) {
         if let Err(e) = self.put_context(store, message) {
             tracing::warn!(store, "cannot journal a context message: {e}");
+        }
+    }
+
+    fn append(&self, store: &str, message: &StoredMessage) -> u64 {
+        match self.append_context(store, message) {
+            Ok(seq) => seq,
+            Err(e) => {
+                // Kept in memory for this run; the next run classifies it again.
+                tracing::warn!(store, "cannot journal a context message: {e}");
+                message.seq
+            }
         }
     }
 }

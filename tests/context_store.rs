@@ -272,6 +272,61 @@ async fn a_restart_in_the_middle_keeps_the_store_and_classifies_nothing_twice() 
 }
 
 #[tokio::test]
+async fn an_issue_and_its_pr_adding_to_one_store_at_once_lose_no_message() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path()).unwrap();
+    let model = Light::new();
+    let key = "github:acme/app:issue:1";
+    let mut first = ContextStore::load(&journal, key);
+    first
+        .add_all(
+            &journal,
+            classifier(&model),
+            vec![incoming(1, "Build the exporter")],
+        )
+        .await;
+    // Two runs load the store as it is, then each adds its own message.
+    let mut issue_run = ContextStore::load(&journal, key);
+    let mut pr_run = ContextStore::load(&journal, key);
+    issue_run
+        .add_all(
+            &journal,
+            classifier(&model),
+            vec![incoming(2, "It must not need a network")],
+        )
+        .await;
+    pr_run
+        .add_all(
+            &journal,
+            classifier(&model),
+            vec![incoming(3, "Also export JSON")],
+        )
+        .await;
+    let stored = ContextStore::load(&journal, key);
+    let texts: Vec<&str> = stored.messages().iter().map(|m| m.text.as_str()).collect();
+    assert_eq!(
+        texts,
+        [
+            "Build the exporter",
+            "It must not need a network",
+            "Also export JSON"
+        ]
+    );
+    let seqs: Vec<u64> = stored.messages().iter().map(|m| m.seq).collect();
+    assert_eq!(seqs, [1, 2, 3]);
+    assert_eq!(pr_run.messages().last().unwrap().seq, 3, "numbered by the log");
+    // The same in memory.
+    let log = MemoryLog::default();
+    let mut a = ContextStore::load(&log, key);
+    let mut b = ContextStore::load(&log, key);
+    a.add_all(&log, classifier(&model), vec![incoming(1, "one")])
+        .await;
+    b.add_all(&log, classifier(&model), vec![incoming(2, "two")])
+        .await;
+    assert_eq!(ContextStore::load(&log, key).messages().len(), 2);
+}
+
+#[tokio::test]
 async fn constraints_past_their_budget_are_summarised_never_dropped() {
     let model = Light::new();
     let dir = tempfile::tempdir().unwrap();

@@ -68,6 +68,11 @@ pub trait ContextLog: Send + Sync {
     fn load(&self, store: &str) -> Vec<StoredMessage>;
     /// Writes `message`, replacing the one of the same `seq` if there is one.
     fn save(&self, store: &str, message: &StoredMessage);
+    /// Adds a new message and returns the `seq` the log gave it: the next
+    /// one of the store as the log holds it now, so two runs of one store
+    /// (an issue and its PR/MR at once) never write the same number. A
+    /// message whose source the store holds already keeps its number.
+    fn append(&self, store: &str, message: &StoredMessage) -> u64;
 }
 
 /// Stores in memory (the MCP server's sessions, tests).
@@ -89,6 +94,20 @@ impl ContextLog for MemoryLog {
             Some(old) => *old = message.clone(),
             None => messages.push(message.clone()),
         }
+    }
+
+    fn append(&self, store: &str, message: &StoredMessage) -> u64 {
+        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
+        let messages = stores.entry(store.to_owned()).or_default();
+        if let Some(same) = messages.iter().find(|m| m.source == message.source) {
+            return same.seq;
+        }
+        let seq = messages.iter().map(|m| m.seq).max().unwrap_or(0) + 1;
+        messages.push(StoredMessage {
+            seq,
+            ..message.clone()
+        });
+        seq
     }
 }
 
@@ -184,12 +203,11 @@ impl ContextStore {
         incoming: Incoming,
         classification: Classification,
     ) -> &StoredMessage {
-        let seq = self.messages.last().map_or(1, |m| m.seq + 1);
         if let Some(failure) = &classification.failure {
             tracing::info!(store = %self.key, source = %incoming.source, "message stored as UNCLEAR: {failure}");
         }
-        let message = StoredMessage {
-            seq,
+        let mut message = StoredMessage {
+            seq: 0,
             source: incoming.source,
             author: incoming.author,
             voice: incoming.voice,
@@ -197,9 +215,13 @@ impl ContextStore {
             classification,
             summary: None,
         };
-        log.save(&self.key, &message);
-        self.messages.push(message);
-        &self.messages[self.messages.len() - 1]
+        // The log numbers it: another run of this store may have added
+        // messages since this one was loaded.
+        let seq = log.append(&self.key, &message);
+        message.seq = seq;
+        let at = self.messages.partition_point(|m| m.seq < seq);
+        self.messages.insert(at, message);
+        &self.messages[at]
     }
 
     /// Core: the opening post (an issue's or PR/MR's own text, whatever it
