@@ -125,7 +125,12 @@ impl Router {
     async fn send(&self, route: &Route, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let mut routed = request.clone();
         routed.model = route.model.clone();
-        routed.reasoning_effort = route.reasoning_effort.clone();
+        // A request that asks for an effort (the classifier's "low") keeps
+        // it; otherwise the model's configured one applies.
+        routed.reasoning_effort = request
+            .reasoning_effort
+            .clone()
+            .or_else(|| route.reasoning_effort.clone());
         let attempt = || {
             let routed = &routed;
             let provider = route.provider.clone();
@@ -241,4 +246,59 @@ pub fn from_config(
         }
     }
     Ok(Router::new(routes, config.retry, unavailable).with_prices(config.prices.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::llm::{ChatRequest, Provider, TokenUsage};
+    use std::sync::Mutex;
+
+    /// Answers every request, keeping the reasoning effort it was sent.
+    #[derive(Default)]
+    struct Echo {
+        efforts: Mutex<Vec<Option<String>>>,
+    }
+
+    #[async_trait::async_trait]
+    impl Provider for Echo {
+        fn name(&self) -> &str {
+            "openai"
+        }
+        async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+            self.efforts
+                .lock()
+                .unwrap()
+                .push(request.reasoning_effort.clone());
+            Ok(ChatResponse {
+                text: "ok".into(),
+                tool_calls: Vec::new(),
+                usage: TokenUsage::default(),
+                model: request.model.clone(),
+            })
+        }
+    }
+
+    #[tokio::test]
+    async fn a_requests_own_reasoning_effort_wins_over_the_models() {
+        let echo = Arc::new(Echo::default());
+        let router = Router::new(
+            vec![Route {
+                model: "o3".into(),
+                max_input_tokens: 200_000,
+                reasoning_effort: Some("medium".into()),
+                provider: echo.clone(),
+            }],
+            RetryPolicy::default(),
+            Vec::new(),
+        );
+        let mut request = crate::planning::classify::request("It must stay on one line.");
+        router.chat_on("o3", &request).await.unwrap();
+        request.reasoning_effort = None;
+        router.chat_on("o3", &request).await.unwrap();
+        assert_eq!(
+            *echo.efforts.lock().unwrap(),
+            vec![Some("low".to_owned()), Some("medium".to_owned())]
+        );
+    }
 }

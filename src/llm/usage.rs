@@ -185,3 +185,55 @@ mod tests {
         );
     }
 }
+
+/// The usable model with the lowest input price (`llm.prices`; a model
+/// without a price is never taken for the cheapest): the default light
+/// model for small calls such as classification. `None` when no usable
+/// model has a price.
+pub fn cheapest(models: &[super::ModelInfo], prices: &BTreeMap<String, Price>) -> Option<String> {
+    models
+        .iter()
+        .filter_map(|m| prices.get(&m.name).map(|p| (m, p.input_per_million)))
+        .min_by(|a, b| a.1.total_cmp(&b.1))
+        .map(|(m, _)| m.name.clone())
+}
+
+#[cfg(test)]
+mod cheapest_tests {
+    use super::*;
+
+    #[test]
+    fn the_cheapest_priced_usable_model_is_chosen() {
+        let models = |names: &[&str]| -> Vec<super::super::ModelInfo> {
+            names
+                .iter()
+                .map(|n| super::super::ModelInfo {
+                    name: (*n).into(),
+                    max_input_tokens: 100_000,
+                })
+                .collect()
+        };
+        let price = |input: f64, output: f64| Price {
+            input_per_million: input,
+            output_per_million: output,
+            cached_input_per_million: input / 4.0,
+        };
+        let prices: BTreeMap<String, Price> = [
+            ("o3".to_owned(), price(2.0, 8.0)),
+            ("gemini-2.5-pro".to_owned(), price(1.25, 10.0)),
+            ("gpt-4.1-mini".to_owned(), price(0.4, 1.6)),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(
+            cheapest(&models(&["o3", "gemini-2.5-pro", "gpt-4.1-mini"]), &prices).as_deref(),
+            Some("gpt-4.1-mini")
+        );
+        assert_eq!(
+            cheapest(&models(&["o3", "gemini-2.5-pro"]), &prices).as_deref(),
+            Some("gemini-2.5-pro")
+        );
+        assert_eq!(cheapest(&models(&["o3"]), &prices).as_deref(), Some("o3"));
+        assert_eq!(cheapest(&models(&["unpriced"]), &prices), None);
+    }
+}

@@ -16,7 +16,7 @@ const PROMPT: &str = include_str!("../../prompts/context/classify.txt");
 /// The seed asks for 0.1 or lower, for stable labels.
 pub const TEMPERATURE: f32 = 0.1;
 /// Room for a reasoning model's thoughts before its short JSON answer.
-const MAX_OUTPUT_TOKENS: u32 = 2_048;
+const MAX_OUTPUT_TOKENS: u32 = 4_096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]

@@ -50,9 +50,16 @@ impl TaskRun<'_> {
             return Err(TaskError::NothingHeard(notes.join("; ")));
         }
         let meter = Meter::new(UsageReport::new(config.llm.prices.clone()));
+        // context.classifier_model, else the cheapest usable model: a
+        // classification is a short call that needs no large model.
+        let light = config
+            .context
+            .classifier_model
+            .clone()
+            .or_else(|| crate::llm::usage::cheapest(&self.env.model.models(), &config.llm.prices));
         let classifier = Classifier {
             model: self.env.model.as_ref(),
-            name: config.context.classifier_model.as_deref(),
+            name: light.as_deref(),
             usage: Some(&meter),
         };
         let added = store.add_all(log, classifier, incoming).await;
