@@ -105,7 +105,8 @@ impl TaskRun<'_> {
                         .collect(),
                 );
                 let (cost, _) = outcome.usage.estimated_cost();
-                let mut line = format!("Planned: {}", outcome.method);
+                // How it was made, for the history line and the plan's section.
+                let mut line = outcome.method.clone();
                 if let Some(c) = outcome.rounds.iter().rev().find_map(|r| r.consensus.as_ref()) {
                     line.push_str(&format!("; consensus {:.2}", c.score));
                 }
@@ -123,10 +124,8 @@ impl TaskRun<'_> {
                         outcome.replayed
                     ));
                 }
-                if let Some(made) = line.strip_prefix("Planned: ") {
-                    self.progress.set_plan_details(made, &outcome.final_plan);
-                }
-                self.progress.note(line);
+                self.progress.set_plan_details(&line, &outcome.final_plan);
+                self.progress.note(format!("Planned: {line}"));
                 for note in outcome.notes.iter().take(5) {
                     self.progress.note(format!("Planning: {note}"));
                 }

@@ -115,13 +115,7 @@ impl Run<'_> {
         let key = format!("{}/{step}", self.fingerprint);
         let planner = self.planner;
         if let Some(record) = planner.checkpoints.load(&key) {
-            self.account(phase, &record, true);
-            self.emit(DebateEvent::Call {
-                step: step.to_owned(),
-                model: record.model.clone(),
-                usage: record.usage,
-                replayed: true,
-            });
+            self.account(step, phase, &record, true);
             return Ok(record.text);
         }
         let mut request = prompts::call(
@@ -153,13 +147,7 @@ impl Run<'_> {
             usage: response.usage,
         };
         planner.checkpoints.save(&key, &record);
-        self.account(phase, &record, false);
-        self.emit(DebateEvent::Call {
-            step: step.to_owned(),
-            model: record.model.clone(),
-            usage: record.usage,
-            replayed: false,
-        });
+        self.account(step, phase, &record, false);
         Ok(record.text)
     }
 
@@ -211,7 +199,9 @@ impl Run<'_> {
         }
     }
 
-    pub(super) fn account(&self, phase: &str, record: &CallRecord, replayed: bool) {
+    /// Counts a finished call (made now, or `replayed` from its checkpoint)
+    /// in its phase and reports it.
+    fn account(&self, step: &str, phase: &str, record: &CallRecord, replayed: bool) {
         let mut tally = self.tally();
         tally.usage.add(&record.model, record.usage);
         let cost = tally.usage.cost_of(&record.model, record.usage).unwrap_or(0.0);
@@ -232,6 +222,13 @@ impl Run<'_> {
         } else {
             tally.calls += 1;
         }
+        drop(tally);
+        self.emit(DebateEvent::Call {
+            step: step.to_owned(),
+            model: record.model.clone(),
+            usage: record.usage,
+            replayed,
+        });
     }
 }
 
