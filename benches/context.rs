@@ -202,9 +202,7 @@ async fn run(first: String, condense: Option<CondenseSettings>) -> Vec<ChatReque
     if let Some(settings) = condense {
         agent = agent.with_condensing(settings);
     }
-    let system = forgehand::agent::prompts::Prompts::load(None)
-        .unwrap()
-        .system_prompt(true);
+    let system = forgehand::prompts::Prompts::embedded().agent.system_prompt(true);
     let outcome = agent.run(&system, vec![Message::User(first)]).await;
     assert_eq!(outcome.steps as usize, STEPS);
     let requests = model.requests.lock().unwrap().clone();
@@ -231,7 +229,11 @@ async fn main() {
             },
         );
     }
-    let synthesised = store.synthesize(3);
+    let prompts = forgehand::prompts::Prompts::embedded();
+    let synthesised = store.synthesize(&forgehand::planning::context::Synthesis::new(
+        &prompts.context.synthesis,
+        3,
+    ));
     // Plain history: the thread as it was sent before the store, every comment whole.
     let plain: String = THREAD.iter().map(|(t, _)| format!("- @maya:\n  {t}\n")).collect();
     let plain = format!("# Task: issue acme/app#1\n\n## Comments (oldest first)\n{plain}");

@@ -19,7 +19,7 @@ use forgehand::llm::tokens::{count_request, count_text};
 use forgehand::llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Message, ModelInfo, TokenUsage};
 use forgehand::planning::debate::{DebateSettings, NoCheckpoints, Planner};
 use forgehand::planning::pack::{self, PackOptions};
-use forgehand::planning::prompts::{request_block, Context};
+use forgehand::planning::prompts::{fill, Context};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -170,7 +170,14 @@ impl ChatModel for Instant3 {
             unreachable!()
         };
         if self.count {
-            let prefix_text = format!("{}{}", request.system, request_block(REQUEST));
+            let prefix_text = format!(
+                "{}{}",
+                request.system,
+                fill(
+                    &forgehand::prompts::Prompts::embedded().sage.request,
+                    &[("request", REQUEST.trim())]
+                )
+            );
             let prefix = count_text(&prefix_text);
             let total = count_request(request);
             let mut t = self.tokens.lock().unwrap();
@@ -218,7 +225,11 @@ fn bench_debate(rt: &tokio::runtime::Runtime) {
         })
         .unwrap_or(tree.clone());
     let packed = pack::pack(Path::new(&crate_dir), &["src".into()], PackOptions::default()).unwrap();
-    let context = Context::new(&packed.xml, packed.tokens);
+    let context = Context::new(
+        forgehand::prompts::Prompts::embedded(),
+        &packed.xml,
+        packed.tokens,
+    );
     let mut settings = DebateSettings::from_config(&Config::defaults().planning, 8192);
     settings.debaters = vec!["o3".into(), "gemini-2.5-pro".into(), "claude-sonnet-4".into()];
     settings.rounds = 3;

@@ -4,7 +4,7 @@
 //! is recorded here as soon as it is done; a restarted daemon reads it to
 //! resume or fail each unfinished task.
 
-use crate::planning::context::{ContextLog, StoredMessage};
+use crate::planning::context::{ContextLog, Retired, StoredMessage};
 use crate::planning::debate::{CallRecord, Checkpoints};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
@@ -135,6 +135,15 @@ impl Journal {
                 record TEXT NOT NULL,
                 updated_at INTEGER NOT NULL,
                 PRIMARY KEY (store, seq)
+            );
+            -- Versions of context messages that were edited or deleted on
+            -- the thread: kept for audit, never sent to a model again.
+            CREATE TABLE IF NOT EXISTS context_history (
+                store TEXT NOT NULL,
+                seq INTEGER NOT NULL,
+                record TEXT NOT NULL,
+                why TEXT NOT NULL,
+                retired_at INTEGER NOT NULL
             );",
         )
         .map_err(fail)?;
@@ -304,11 +313,70 @@ impl Journal {
     pub fn prune_contexts(&self, unused_for: std::time::Duration) -> Result<usize, JournalError> {
         let cutoff = now().saturating_sub(unused_for.as_secs() as i64);
         self.with(|db| {
-            db.execute(
+            let pruned = db.execute(
                 "DELETE FROM context_messages WHERE store IN (
                     SELECT store FROM context_messages GROUP BY store HAVING MAX(updated_at) < ?1)",
                 params![cutoff],
-            )
+            )?;
+            db.execute(
+                "DELETE FROM context_history WHERE retired_at < ?1
+                    AND store NOT IN (SELECT DISTINCT store FROM context_messages)",
+                params![cutoff],
+            )?;
+            Ok(pruned)
+        })
+    }
+
+    /// The retired versions of `store`'s messages (edited or deleted on
+    /// the thread), oldest first: the audit trail of what the model saw.
+    pub fn context_history(&self, store: &str) -> Result<Vec<(Retired, StoredMessage)>, JournalError> {
+        let rows: Vec<(String, String)> = self.with(|db| {
+            let mut stmt = db.prepare(
+                "SELECT why, record FROM context_history WHERE store = ?1 ORDER BY retired_at, rowid",
+            )?;
+            let rows = stmt.query_map(params![store], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(why, record)| {
+                let why = match why.as_str() {
+                    "edited" => Retired::Edited,
+                    _ => Retired::Deleted,
+                };
+                serde_json::from_str(&record).ok().map(|m| (why, m))
+            })
+            .collect())
+    }
+
+    /// Moves `old` to the history and writes `new` in its place (or, for a
+    /// deletion, nothing), in one transaction.
+    fn retire_context(
+        &self,
+        store: &str,
+        why: Retired,
+        old: &StoredMessage,
+        new: Option<&StoredMessage>,
+    ) -> Result<(), JournalError> {
+        let old_record = serde_json::to_string(old).unwrap_or_default();
+        let new_record = new.map(|m| serde_json::to_string(m).unwrap_or_default());
+        self.with(|db| {
+            let tx = db.unchecked_transaction()?;
+            tx.execute(
+                "INSERT INTO context_history (store, seq, record, why, retired_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![store, old.seq as i64, old_record, why.as_str(), now()],
+            )?;
+            match new_record {
+                Some(record) => tx.execute(
+                    "INSERT OR REPLACE INTO context_messages (store, seq, record, updated_at) VALUES (?1, ?2, ?3, ?4)",
+                    params![store, old.seq as i64, record, now()],
+                )?,
+                None => tx.execute(
+                    "DELETE FROM context_messages WHERE store = ?1 AND seq = ?2",
+                    params![store, old.seq as i64],
+                )?,
+            };
+            tx.commit()
         })
     }
 
@@ -433,6 +501,18 @@ impl ContextLog for Journal {
     fn save(&self, store: &str, message: &StoredMessage) {
         if let Err(e) = self.put_context(store, message) {
             tracing::warn!(store, "cannot journal a context message: {e}");
+        }
+    }
+
+    fn revise(&self, store: &str, old: &StoredMessage, new: &StoredMessage) {
+        if let Err(e) = self.retire_context(store, Retired::Edited, old, Some(new)) {
+            tracing::warn!(store, "cannot journal an edited context message: {e}");
+        }
+    }
+
+    fn delete(&self, store: &str, old: &StoredMessage) {
+        if let Err(e) = self.retire_context(store, Retired::Deleted, old, None) {
+            tracing::warn!(store, "cannot journal a deleted context message: {e}");
         }
     }
 

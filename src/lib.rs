@@ -33,6 +33,8 @@ pub mod metrics;
 #[cfg(feature = "daemon")]
 pub mod planning;
 #[cfg(feature = "daemon")]
+pub mod prompts;
+#[cfg(feature = "daemon")]
 pub mod sandbox;
 #[cfg(feature = "daemon")]
 pub mod task;

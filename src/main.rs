@@ -284,6 +284,9 @@ async fn serve_sage(
         },
         debate: DebateSettings::from_config(&config.planning, config.llm.max_output_tokens),
         root,
+        prompts: std::sync::Arc::new(forgehand::prompts::Prompts::load(Some(
+            &config.agent.prompts_dir,
+        ))?),
     };
     serve_mcp("sage", server::SageServer::new(settings), http).await
 }
@@ -298,6 +301,9 @@ async fn serve_ideas(config: Config, http: Option<std::net::SocketAddr>) -> anyh
         pacer: ideas::shared_pacer(&config.ideas),
         max_output_tokens: config.llm.max_output_tokens,
         evolving_tokens: config.context.evolving_tokens,
+        prompts: std::sync::Arc::new(forgehand::prompts::Prompts::load(Some(
+            &config.agent.prompts_dir,
+        ))?),
         recent_turns: config.context.recent_turns,
     };
     serve_mcp("ideas", ideas_server::IdeasServer::new(settings), http).await

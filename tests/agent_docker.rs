@@ -8,13 +8,13 @@ mod common;
 #[path = "common/scripted_model.rs"]
 mod scripted_model;
 
-use forgehand::agent::prompts::Prompts;
 use forgehand::agent::tools::{CommandExecutor, ToolRegistry};
 use forgehand::agent::{Agent, StopReason};
 use forgehand::config::{Config, Secrets};
 use forgehand::llm::router;
 use forgehand::llm::Message;
 use forgehand::mcp::{text_editor, McpClient};
+use forgehand::prompts::Prompts;
 use forgehand::sandbox::{Sandbox, SandboxBackend};
 use scripted_model::{call, text, Format, ScriptedModel};
 use serde_json::json;
@@ -79,7 +79,7 @@ async fn the_loop_edits_a_file_and_runs_a_command_in_a_real_sandbox() {
         config.llm.prices.clone(),
     );
 
-    let system = Prompts::embedded().system_prompt(true);
+    let system = Prompts::embedded().agent.system_prompt(true);
     let outcome = agent
         .run(
             &system,

@@ -216,7 +216,7 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
         ),
         (
             "context:\n  evolving_tokens: 10\n",
-            &["context.evolving_tokens", "at least 200"],
+            &["context.evolving_tokens", "at least 500"],
         ),
         (
             "context:\n  keep_for: 0s\n",

@@ -20,11 +20,21 @@ use forgehand::llm::{
 };
 use forgehand::mcp::ToolOutput;
 use forgehand::planning::classify::{self, Intent};
-use forgehand::planning::context::{Classifier, ContextLog, ContextStore, Incoming, MemoryLog, Voice};
+use forgehand::planning::context::{
+    Classifier, ContextLog, ContextStore, Current, Followed, Incoming, MemoryLog, Reading, Retired,
+    Synthesis, TierBudgets, Voice,
+};
+use forgehand::prompts::Prompts;
 use scripted_model::{classified_message, classify_like_a_model};
 use serde_json::{json, Map, Value};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, LazyLock, Mutex};
+
+static PROMPTS: LazyLock<Arc<Prompts>> = LazyLock::new(Prompts::embedded);
+
+fn synthesize(store: &ContextStore) -> String {
+    store.synthesize(&Synthesis::new(&PROMPTS.context.synthesis, 3))
+}
 
 /// A light model: classifies like `classify_like_a_model`, or answers
 /// `fixed` when set; summarises a constraint to its first words.
@@ -97,6 +107,7 @@ fn classifier(model: &Light) -> Classifier<'_> {
         model,
         name: None,
         usage: None,
+        prompts: &PROMPTS.context,
     }
 }
 
@@ -114,7 +125,7 @@ async fn every_label_is_read_and_a_failed_classification_keeps_the_message_as_un
     for intent in Intent::ALL {
         let answer = json!({"intent": [intent.as_str()], "reason": "because"}).to_string();
         let model = Light::answering(Ok(&answer));
-        let c = classify::classify(&model, None, "some message").await;
+        let c = classify::classify(&model, None, &PROMPTS.context, "some message").await;
         assert_eq!(c.intents, vec![intent]);
         assert_eq!(c.failure, None);
         // The request is the seed's: low temperature, JSON mode.
@@ -154,7 +165,7 @@ async fn every_label_is_read_and_a_failed_classification_keeps_the_message_as_un
             "the message is kept whole"
         );
         // Still in the prompt: the only message stands as the problem.
-        assert!(store.synthesize(3).contains("Add CSV export to the report page"));
+        assert!(synthesize(&store).contains("Add CSV export to the report page"));
     }
 }
 
@@ -211,7 +222,7 @@ async fn twenty_messages_land_in_their_tiers() {
         "Only maintainers may see the export link",
     ];
     assert_eq!(evolving, constraints);
-    let prompt = store.synthesize(3);
+    let prompt = synthesize(&store);
     let at = |h: &str| prompt.find(h).unwrap();
     let (mission, rules, recent, current) = (
         at("# Mission"),
@@ -353,14 +364,18 @@ async fn constraints_past_their_budget_are_summarised_never_dropped() {
     assert!(!summarised.is_empty());
     assert_eq!(summarised[0], 2, "the oldest first");
     assert_eq!(store.evolving().len(), 4, "nothing dropped");
-    let prompt = store.synthesize(3);
+    let prompt = synthesize(&store);
     for topic in ["naming", "logging", "errors", "paging"] {
         assert!(
             prompt.contains(&format!("docs/{topic}.md")) || prompt.contains(&format!("The {topic} must")),
             "{topic}: {prompt}"
         );
     }
-    assert!(prompt.contains("(summarised; from @bob)"));
+    assert!(prompt.contains("- (summary) Summary: The naming must"));
+    assert!(
+        prompt.contains("An entry marked \"(summary)\" stands for a longer message"),
+        "the prompt says what a summary is"
+    );
     // The raw text stays in the journal with its summary.
     let stored = ContextLog::load(&journal, "k");
     let first = stored.iter().find(|m| m.seq == 2).unwrap();
@@ -447,7 +462,7 @@ async fn at_step_100_the_request_still_holds_the_problem_and_every_constraint() 
         .map(|(i, t)| incoming(i + 1, t))
         .collect();
     store.add_all(&log, classifier(&model), messages).await;
-    let first = store.synthesize(3);
+    let first = synthesize(&store);
 
     let run = Arc::new(LongRun {
         steps: 100,
@@ -493,5 +508,222 @@ async fn at_step_100_the_request_still_holds_the_problem_and_every_constraint() 
         old[0].content.starts_with("[condensed by forgehand: read_file"),
         "{}",
         old[0].content
+    );
+}
+
+fn body(key: &str, author: &str, voice: Voice, text: &str) -> Incoming {
+    Incoming {
+        source: format!("body:{key}"),
+        author: author.into(),
+        voice,
+        text: text.into(),
+    }
+}
+
+fn comment(key: &str, id: u64, author: &str, text: &str) -> Incoming {
+    Incoming {
+        source: format!("comment:{key}:{id}"),
+        author: author.into(),
+        voice: Voice::Member,
+        text: text.into(),
+    }
+}
+
+fn reading(key: &str, incoming: Vec<Incoming>) -> Reading {
+    Reading {
+        incoming,
+        covers: vec![format!("comment:{key}"), format!("body:{key}")],
+    }
+}
+
+#[tokio::test]
+async fn the_store_follows_edits_and_deletions_and_the_journal_keeps_the_old_texts() {
+    const KEY: &str = "github:acme/app:issue:7";
+    let model = Light::new();
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Journal::open(dir.path()).unwrap();
+    let mut store = ContextStore::load(&journal, KEY);
+    let first = vec![
+        body(KEY, "alice", Voice::Member, "Add CSV export to the report page"),
+        comment(KEY, 1, "bob", "It must use semicolons as separators"),
+        comment(KEY, 2, "carol", "Also add a header row"),
+    ];
+    let followed = store
+        .follow(&journal, classifier(&model), reading(KEY, first))
+        .await;
+    assert_eq!(followed.added, 3);
+    let seqs: Vec<u64> = store.messages().iter().map(|m| m.seq).collect();
+
+    // The body and the first comment edited, the second comment deleted.
+    let second = vec![
+        body(
+            KEY,
+            "alice",
+            Voice::Member,
+            "Add CSV and JSON export to the report page",
+        ),
+        comment(KEY, 1, "bob", "It must use tabs as separators"),
+    ];
+    let calls = model.calls.load(Ordering::SeqCst);
+    let followed = store
+        .follow(&journal, classifier(&model), reading(KEY, second.clone()))
+        .await;
+    assert_eq!((followed.added, followed.edited, followed.deleted), (0, 2, 1));
+    assert_eq!(
+        model.calls.load(Ordering::SeqCst),
+        calls + 2,
+        "the edited texts are classified again"
+    );
+    let now: Vec<u64> = store.messages().iter().map(|m| m.seq).collect();
+    assert_eq!(now, seqs[..2], "an edit keeps its place in the thread");
+    let prompt = synthesize(&store);
+    assert!(prompt.contains("Add CSV and JSON export") && prompt.contains("use tabs"));
+    for old in ["Add CSV export to", "semicolons", "header row"] {
+        assert!(!prompt.contains(old), "{old} is gone from the thread: {prompt}");
+    }
+    // The journal: the store as the thread is now, the old texts for audit.
+    let reloaded = ContextStore::load(&journal, KEY);
+    assert_eq!(reloaded.messages(), store.messages());
+    let history = journal.context_history(KEY).unwrap();
+    let old: Vec<(Retired, &str)> = history.iter().map(|(why, m)| (*why, m.text.as_str())).collect();
+    assert!(
+        old.contains(&(Retired::Edited, "Add CSV export to the report page")),
+        "{old:?}"
+    );
+    assert!(old.contains(&(Retired::Edited, "It must use semicolons as separators")));
+    assert!(old.contains(&(Retired::Deleted, "Also add a header row")));
+
+    // Read again unchanged: nothing to do, no model call.
+    let calls = model.calls.load(Ordering::SeqCst);
+    let followed = store
+        .follow(&journal, classifier(&model), reading(KEY, second))
+        .await;
+    assert_eq!(followed, Followed::default());
+    assert_eq!(model.calls.load(Ordering::SeqCst), calls);
+}
+
+#[tokio::test]
+async fn a_body_stored_under_an_older_digest_source_is_taken_over_without_a_call() {
+    const KEY: &str = "github:acme/app:issue:8";
+    let model = Light::new();
+    let log = MemoryLog::default();
+    let mut store = ContextStore::load(&log, KEY);
+    let mut legacy = body(KEY, "alice", Voice::Member, "Add CSV export");
+    legacy.source = format!("body:{KEY}:0a1b2c3d4e5f");
+    store.add_all(&log, classifier(&model), vec![legacy]).await;
+    let calls = model.calls.load(Ordering::SeqCst);
+    let followed = store
+        .follow(
+            &log,
+            classifier(&model),
+            reading(KEY, vec![body(KEY, "alice", Voice::Member, "Add CSV export")]),
+        )
+        .await;
+    assert_eq!(followed, Followed::default());
+    assert_eq!(model.calls.load(Ordering::SeqCst), calls);
+    assert_eq!(store.messages().len(), 1);
+    assert_eq!(store.messages()[0].source, format!("body:{KEY}"));
+}
+
+#[tokio::test]
+async fn constraints_say_who_said_them_and_chatter_is_no_request_on_an_issue() {
+    const KEY: &str = "github:acme/app:issue:9";
+    let model = Light::new();
+    let log = MemoryLog::default();
+    let mut store = ContextStore::load(&log, KEY);
+    let reporter = Voice::Reporter {
+        vouched_by: "maint".into(),
+    };
+    let thread = vec![
+        body(
+            KEY,
+            "outsider",
+            reporter.clone(),
+            "Add CSV export to the report page",
+        ),
+        Incoming {
+            source: "comment:x:1".into(),
+            author: "outsider".into(),
+            voice: reporter,
+            text: "It must never touch the billing tables".into(),
+        },
+        comment(KEY, 2, "carol", "Dates must be ISO 8601"),
+        comment(KEY, 3, "dave", "Any update on this?"),
+    ];
+    store.add_all(&log, classifier(&model), thread).await;
+    let issue = Synthesis {
+        current: Current::NewestRequest,
+        ..Synthesis::new(&PROMPTS.context.synthesis, 3)
+    };
+    let text = store.synthesize(&issue);
+    let section = |name: &str, next: Option<&str>| {
+        let start = text.find(name).unwrap();
+        let end = next.map(|n| text.find(n).unwrap()).unwrap_or(text.len());
+        text[start..end].to_owned()
+    };
+    let constraints = section("# Constraints", Some("# Recent Conversation"));
+    assert!(
+        constraints
+            .contains("- It must never touch the billing tables (@outsider, the reporter: not a maintainer"),
+        "{constraints}"
+    );
+    assert!(constraints.contains("- Dates must be ISO 8601 (@carol)"));
+    let current = section("# User's Current Message", None);
+    assert!(current.contains("asks for nothing new"), "{current}");
+    assert!(
+        section("# Recent Conversation", Some("# User's Current Message")).contains("Any update on this?")
+    );
+    // A chat (or a PR/MR): the newest message is the current one, whatever it says.
+    let chat = store.synthesize(&Synthesis::new(&PROMPTS.context.synthesis, 3));
+    assert!(chat[chat.find("# User's Current Message").unwrap()..].contains("Any update on this?"));
+}
+
+#[tokio::test]
+async fn every_tier_keeps_to_its_budget_and_says_what_it_left_out() {
+    const KEY: &str = "github:acme/app:issue:10";
+    let model = Light::new();
+    let log = MemoryLog::default();
+    let mut store = ContextStore::load(&log, KEY);
+    let log_dump = format!(
+        "Fix the crash below.\n{}",
+        "at frame 0x7f3a in parse_row (src/report.rs:12)\n".repeat(4_000)
+    );
+    let mut thread = vec![body(KEY, "alice", Voice::Member, &log_dump)];
+    for i in 1..=6 {
+        thread.push(comment(
+            KEY,
+            i,
+            "bob",
+            &format!("Note {i}: {}", "a long remark ".repeat(1_500)),
+        ));
+    }
+    thread.push(comment(
+        KEY,
+        7,
+        "carol",
+        &format!("Fix the import too: {}", "details ".repeat(20_000)),
+    ));
+    store.add_all(&log, classifier(&model), thread).await;
+    let budgets = TierBudgets {
+        mission: 3_000,
+        recent: 2_000,
+        current: 1_000,
+    };
+    let how = Synthesis {
+        budgets,
+        ..Synthesis::new(&PROMPTS.context.synthesis, 3)
+    };
+    let text = store.synthesize(&how);
+    let tokens = forgehand::llm::tokens::count_text(&text);
+    assert!(tokens < 3_000 + 2_000 + 1_000 + 500, "{tokens} tokens");
+    assert!(
+        text.contains("Fix the crash below."),
+        "the opening post's beginning stays"
+    );
+    assert!(text.contains("Fix the import too:"));
+    assert!(
+        text.matches("is left out for length; it is on the thread]")
+            .count()
+            >= 2
     );
 }

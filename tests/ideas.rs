@@ -8,8 +8,9 @@
 use async_trait::async_trait;
 use forgehand::llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Message, ModelInfo, TokenUsage};
 use forgehand::planning::ideas::{ErrorCode, Generator, IdeaRequest, Pacer, ATTEMPTS};
+use forgehand::prompts::Prompts;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::Mutex;
+use std::sync::{Arc, LazyLock, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -73,8 +74,10 @@ impl ChatModel for Fake {
     }
 }
 
+static PROMPTS: LazyLock<Arc<Prompts>> = LazyLock::new(Prompts::embedded);
+
 fn is_categories(prompt: &str) -> bool {
-    prompt.contains("多角的に考えるためのカテゴリーを")
+    prompt.contains("categories that let a \"")
 }
 
 fn is_repair(prompt: &str) -> bool {
@@ -83,8 +86,9 @@ fn is_repair(prompt: &str) -> bool {
 
 /// The category named in an options prompt.
 fn category_of(prompt: &str) -> String {
-    let start = prompt.find("カテゴリー「").unwrap() + "カテゴリー「".len();
-    prompt[start..].split('」').next().unwrap().to_owned()
+    let marker = "choices for the category \"";
+    let start = prompt.find(marker).unwrap() + marker.len();
+    prompt[start..].split('"').next().unwrap().to_owned()
 }
 
 fn categories(names: &[&str]) -> String {
@@ -107,6 +111,7 @@ fn generator<'a>(model: &'a Fake, pacer: &'a Pacer) -> Generator<'a> {
         pacer,
         max_output_tokens: 4096,
         usage: None,
+        prompts: &PROMPTS.ideas,
     }
 }
 
@@ -143,15 +148,18 @@ async fn both_stages_run_with_the_seeds_prompts_and_fenced_json() {
     assert_eq!(output.metadata.total_options, 12 + 7 + 12);
     assert_eq!(output.metadata.model_calls, 4);
     let prompts = model.prompts();
-    assert!(prompts[0].contains("「ゲームデザイナー」が「オリジナルボードゲーム」について多角的に考えるためのカテゴリーを10個程度を目安に"));
+    assert!(prompts[0].contains(
+        "Devise about 10 categories that let a \"ゲームデザイナー\" think about \"オリジナルボードゲーム\" from many angles."
+    ));
     assert!(prompts[0].contains("A board game for two players"));
+    assert!(prompts[0].contains("in the language of the additional context"));
     let options_prompt = prompts
         .iter()
-        .find(|p| p.contains("カテゴリー「テーマ」"))
+        .find(|p| p.contains("choices for the category \"テーマ\""))
         .unwrap();
-    assert!(options_prompt.contains("選択肢を12個程度を目安に"));
-    assert!(options_prompt.contains(r#"選択肢例（参考）: ["a","b","c"]"#));
-    assert!(options_prompt.contains("====大元のユーザーリクエスト(ここから)====\nA board game"));
+    assert!(options_prompt.contains("Generate about 12 choices"));
+    assert!(options_prompt.contains(r#"Example choices (for reference): ["a","b","c"]"#));
+    assert!(options_prompt.contains("==== original user request (start) ====\nA board game"));
 }
 
 #[tokio::test]

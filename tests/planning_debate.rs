@@ -91,7 +91,11 @@ async fn debate(router: &Router, settings: &DebateSettings, checkpoints: &dyn Ch
         checkpoints,
         observer: None,
     };
-    let context = Context::new(PACKED, forgehand::llm::tokens::count_text(PACKED));
+    let context = Context::new(
+        forgehand::prompts::Prompts::embedded(),
+        PACKED,
+        forgehand::llm::tokens::count_text(PACKED),
+    );
     planner.plan(&context, REQUEST).await.unwrap()
 }
 

@@ -98,6 +98,7 @@ async fn opinion(router: &router::Router, root: &Path, file: &str) -> Result<Str
         prices: &prices,
         max_output_tokens: 1000,
         pack: PackOptions::default(),
+        prompts: forgehand::prompts::Prompts::embedded(),
     };
     let packed = sage.pack(root, &[file.to_owned()]).await?;
     sage.opinion(&packed, "Is this right?").await.map(|a| a.model)
@@ -185,6 +186,7 @@ docs/new.md\n<<<<<<< SEARCH\n=======\n# New\n>>>>>>> REPLACE\n";
         prices: &prices,
         max_output_tokens: 1000,
         pack: PackOptions::default(),
+        prompts: forgehand::prompts::Prompts::embedded(),
     };
     let packed = sage
         .pack(s.root(), &["small.rs".into(), "twice.rs".into()])

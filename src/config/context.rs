@@ -15,6 +15,11 @@ pub struct ContextConfig {
     /// Tokens the Evolving tier (constraints, refinements) may take before
     /// its older entries are summarised (never dropped).
     pub evolving_tokens: u64,
+    /// Tokens of the other tiers (Mission, Recent Conversation, Current
+    /// Message); past them a message is cut with a line saying so.
+    pub mission_tokens: u64,
+    pub recent_tokens: u64,
+    pub current_tokens: u64,
     /// Messages kept whole in the Turn tier.
     pub recent_turns: usize,
     /// The agent's transcript is condensed when a request passes this many
@@ -31,6 +36,9 @@ pub struct ContextConfig {
 pub struct RawContext {
     pub classifier_model: String,
     pub evolving_tokens: u64,
+    pub mission_tokens: u64,
+    pub recent_tokens: u64,
+    pub current_tokens: u64,
     pub recent_turns: usize,
     pub transcript_tokens: u64,
     pub keep_recent_steps: usize,
@@ -41,7 +49,10 @@ impl Default for RawContext {
     fn default() -> Self {
         RawContext {
             classifier_model: String::new(),
-            evolving_tokens: 4_000,
+            evolving_tokens: 8_000,
+            mission_tokens: 12_000,
+            recent_tokens: 6_000,
+            current_tokens: 8_000,
             recent_turns: 3,
             transcript_tokens: 60_000,
             keep_recent_steps: 4,
@@ -133,14 +144,18 @@ fn optional_model(key: &str, name: &str, models: &[ModelConfig]) -> Result<Optio
 }
 
 pub(super) fn resolve_context(raw: RawContext, models: &[ModelConfig]) -> Result<ContextConfig, ConfigError> {
-    if raw.evolving_tokens < 200 {
-        return Err(ConfigError::invalid(
-            "context.evolving_tokens",
-            format!(
-                "{} is too small to hold a constraint; use at least 200 (default 4000)",
-                raw.evolving_tokens
-            ),
-        ));
+    for (key, value, default) in [
+        ("context.evolving_tokens", raw.evolving_tokens, 8_000),
+        ("context.mission_tokens", raw.mission_tokens, 12_000),
+        ("context.recent_tokens", raw.recent_tokens, 6_000),
+        ("context.current_tokens", raw.current_tokens, 8_000),
+    ] {
+        if value < 500 {
+            return Err(ConfigError::invalid(
+                key,
+                format!("{value} is too small to hold a message; use at least 500 (default {default})"),
+            ));
+        }
     }
     if !(1..=10).contains(&raw.recent_turns) {
         return Err(ConfigError::invalid(
@@ -169,6 +184,9 @@ pub(super) fn resolve_context(raw: RawContext, models: &[ModelConfig]) -> Result
     Ok(ContextConfig {
         classifier_model: optional_model("context.classifier_model", &raw.classifier_model, models)?,
         evolving_tokens: raw.evolving_tokens,
+        mission_tokens: raw.mission_tokens,
+        recent_tokens: raw.recent_tokens,
+        current_tokens: raw.current_tokens,
         recent_turns: raw.recent_turns,
         transcript_tokens: raw.transcript_tokens,
         keep_recent_steps: raw.keep_recent_steps,

@@ -1,12 +1,12 @@
 //! Builds everything a daemon (or `forgehand once`) needs from the config
 //! and the secrets, failing early with errors that say what to fix.
 
-use crate::agent::prompts::Prompts;
 use crate::config::{Config, Secrets};
 use crate::forge::github::GitHub;
 use crate::forge::gitlab::GitLab;
 use crate::forge::{Forge, ForgeKind};
 use crate::journal::Journal;
+use crate::prompts::Prompts;
 use crate::sandbox::docker::{connect, DockerBackend};
 use crate::sandbox::helper::EditorBinary;
 use crate::task::TaskEnv;
@@ -21,7 +21,7 @@ pub enum SetupError {
     #[error(transparent)]
     Journal(#[from] crate::journal::JournalError),
     #[error(transparent)]
-    Prompts(#[from] crate::agent::prompts::PromptError),
+    Prompts(#[from] crate::prompts::PromptError),
     #[error("models: {0}")]
     Models(#[from] crate::llm::LlmError),
     #[error(transparent)]
@@ -119,7 +119,7 @@ pub async fn assemble(
         backend = backend.with_editor(editor);
     }
     let router = crate::llm::router::from_config(&config.llm, &secrets)?;
-    let prompts = Prompts::load(Some(&config.agent.prompts_dir))?;
+    let prompts = std::sync::Arc::new(Prompts::load(Some(&config.agent.prompts_dir))?);
     let journal = Journal::open(&config.daemon.state_dir)?;
     match journal.prune_contexts(config.context.keep_for) {
         Ok(0) => {}

@@ -6,8 +6,8 @@
 use super::http_util::{encode, next_link, path_and_query, remaining, wait_from_headers};
 use super::retry::{self, Repeat};
 use super::{
-    lock, parse_time, ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef,
-    LabelApplied, Poll, RepoInfo, TextEdits,
+    lock, parse_time, ChangeInfo, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
+    ItemRef, LabelApplied, Poll, RepoInfo, TextEdits,
 };
 use crate::config::{GitHubConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -393,6 +393,38 @@ struct IssueComment {
     user: User,
     #[serde(default)]
     body: Option<String>,
+    #[serde(default)]
+    created_at: Option<String>,
+}
+
+/// An inline comment of a pull request review (`pulls/N/comments`).
+#[derive(Deserialize)]
+struct ReviewComment {
+    id: u64,
+    user: Option<User>,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    path: Option<String>,
+    #[serde(default)]
+    line: Option<u64>,
+    #[serde(default)]
+    original_line: Option<u64>,
+    #[serde(default)]
+    created_at: Option<String>,
+}
+
+/// A pull request review (`pulls/N/reviews`).
+#[derive(Deserialize)]
+struct Review {
+    id: u64,
+    user: Option<User>,
+    #[serde(default)]
+    body: Option<String>,
+    #[serde(default)]
+    state: String,
+    #[serde(default)]
+    submitted_at: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -671,8 +703,51 @@ impl Forge for GitHub {
                 id: c.id,
                 author: c.user.login,
                 body: c.body.unwrap_or_default(),
+                place: CommentPlace::Thread,
+                created_at: c.created_at.unwrap_or_default(),
             })
             .collect())
+    }
+
+    async fn reviews(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
+        if item.kind != ItemKind::Change {
+            return Ok(Vec::new());
+        }
+        let base = format!("{}/pulls/{}", Self::repo_path(&item.repo)?, item.number);
+        let (reviews, _) = self
+            .get_all::<Review>(&format!("{base}/reviews?per_page=100"), "read reviews")
+            .await?;
+        let (lines, _) = self
+            .get_all::<ReviewComment>(&format!("{base}/comments?per_page=100"), "read review comments")
+            .await?;
+        // A pending review is its author's draft: nobody else sees it yet.
+        let mut out: Vec<Comment> = reviews
+            .into_iter()
+            .filter(|r| r.state != "PENDING")
+            .filter_map(|r| {
+                Some(Comment {
+                    id: r.id,
+                    author: r.user?.login,
+                    body: r.body.unwrap_or_default(),
+                    place: CommentPlace::Review,
+                    created_at: r.submitted_at.unwrap_or_default(),
+                })
+            })
+            .collect();
+        out.extend(lines.into_iter().filter_map(|c| {
+            Some(Comment {
+                id: c.id,
+                author: c.user?.login,
+                body: c.body.unwrap_or_default(),
+                place: CommentPlace::Line {
+                    path: c.path.unwrap_or_default(),
+                    line: c.line.or(c.original_line),
+                },
+                created_at: c.created_at.unwrap_or_default(),
+            })
+        }));
+        out.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        Ok(out)
     }
 
     async fn create_comment(&self, item: &ItemRef, body: &str) -> Result<u64, ForgeError> {

@@ -6,8 +6,8 @@
 
 use super::retry::{self, Repeat};
 use super::{
-    lock, parse_time, ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef,
-    LabelApplied, Poll, RepoInfo, TextEdits, Timestamp,
+    lock, parse_time, ChangeInfo, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
+    ItemRef, LabelApplied, Poll, RepoInfo, TextEdits, Timestamp,
 };
 use crate::config::{GitLabConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -224,6 +224,21 @@ struct Note {
     created_at: Option<String>,
     #[serde(default)]
     updated_at: Option<String>,
+    /// Where a diff note sits in the change.
+    #[serde(default)]
+    position: Option<NotePosition>,
+}
+
+#[derive(Deserialize)]
+struct NotePosition {
+    #[serde(default)]
+    new_path: Option<String>,
+    #[serde(default)]
+    old_path: Option<String>,
+    #[serde(default)]
+    new_line: Option<u64>,
+    #[serde(default)]
+    old_line: Option<u64>,
 }
 
 /// How the system notes GitLab writes for a change of the text begin
@@ -567,6 +582,14 @@ impl Forge for GitLab {
                 id: n.id,
                 author: n.author.username,
                 body: n.body,
+                place: match n.position {
+                    Some(p) => CommentPlace::Line {
+                        path: p.new_path.or(p.old_path).unwrap_or_default(),
+                        line: p.new_line.or(p.old_line),
+                    },
+                    None => CommentPlace::Thread,
+                },
+                created_at: n.created_at.unwrap_or_default(),
             })
             .collect())
     }

@@ -189,9 +189,27 @@ pub struct LabelApplied {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct Comment {
+    /// Unique among the comments of its `place` (GitHub numbers issue
+    /// comments, reviews and review comments separately).
     pub id: u64,
     pub author: String,
     pub body: String,
+    pub place: CommentPlace,
+    /// When it was written (ISO 8601, as the forge gives it; empty when not
+    /// given), to merge the places in thread order.
+    pub created_at: String,
+}
+
+/// Where a comment was left.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum CommentPlace {
+    /// The item's conversation.
+    #[default]
+    Thread,
+    /// A review's own text (GitHub's review body).
+    Review,
+    /// A line of the change's diff (a review comment, a GitLab diff note).
+    Line { path: String, line: Option<u64> },
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -336,8 +354,16 @@ pub trait Forge: Send + Sync {
     /// ("people with write access", "members with the Developer role or higher").
     fn who_may_trigger(&self) -> String;
 
-    /// The item's comments, oldest first.
+    /// The item's comments, oldest first (on GitLab, diff notes included).
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError>;
+
+    /// A change's review texts not among `comments`, oldest first: on
+    /// GitHub the review bodies and the inline review comments. None on a
+    /// forge whose comments hold them already.
+    async fn reviews(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
+        let _ = item;
+        Ok(Vec::new())
+    }
 
     async fn create_comment(&self, item: &ItemRef, body: &str) -> Result<u64, ForgeError>;
 

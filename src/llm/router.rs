@@ -292,7 +292,10 @@ mod tests {
             RetryPolicy::default(),
             Vec::new(),
         );
-        let mut request = crate::planning::classify::request("It must stay on one line.");
+        let mut request = crate::planning::classify::request(
+            &crate::prompts::Prompts::embedded().context,
+            "It must stay on one line.",
+        );
         router.chat_on("o3", &request).await.unwrap();
         request.reasoning_effort = None;
         router.chat_on("o3", &request).await.unwrap();

@@ -10,8 +10,7 @@ use crate::llm::{ChatModel, ChatRequest, Message};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-const SYSTEM: &str = include_str!("../../prompts/context/system.txt");
-const PROMPT: &str = include_str!("../../prompts/context/classify.txt");
+use crate::prompts::ContextPrompts;
 
 /// The seed asks for 0.1 or lower, for stable labels.
 pub const TEMPERATURE: f32 = 0.1;
@@ -81,16 +80,16 @@ impl Classification {
 }
 
 /// The seed's prompt for `message`.
-pub fn prompt(message: &str) -> String {
-    super::prompts::fill(PROMPT, &[("message", message)])
+pub fn prompt(prompts: &ContextPrompts, message: &str) -> String {
+    super::prompts::fill(&prompts.classify, &[("message", message)])
 }
 
 /// The classification request for `message`.
-pub fn request(message: &str) -> ChatRequest {
+pub fn request(prompts: &ContextPrompts, message: &str) -> ChatRequest {
     ChatRequest {
         model: String::new(),
-        system: SYSTEM.trim().to_owned(),
-        messages: vec![Message::User(prompt(message))],
+        system: prompts.system.clone(),
+        messages: vec![Message::User(prompt(prompts, message))],
         tools: Vec::new(),
         max_output_tokens: MAX_OUTPUT_TOKENS,
         temperature: Some(TEMPERATURE),
@@ -102,18 +101,24 @@ pub fn request(message: &str) -> ChatRequest {
 
 /// Classifies `message` on `model_name` (or the router's choice). Never
 /// fails: a model error or an unreadable answer gives `UNCLEAR`.
-pub async fn classify(model: &dyn ChatModel, model_name: Option<&str>, message: &str) -> Classification {
-    classify_metered(model, model_name, message, None).await
+pub async fn classify(
+    model: &dyn ChatModel,
+    model_name: Option<&str>,
+    prompts: &ContextPrompts,
+    message: &str,
+) -> Classification {
+    classify_metered(model, model_name, prompts, message, None).await
 }
 
 /// The same, adding the call's tokens to `usage`.
 pub async fn classify_metered(
     model: &dyn ChatModel,
     model_name: Option<&str>,
+    prompts: &ContextPrompts,
     message: &str,
     usage: Option<&Meter>,
 ) -> Classification {
-    let request = request(message);
+    let request = request(prompts, message);
     let answer = match model_name {
         Some(name) => model.chat_on(name, &request).await,
         None => model.chat(&request).await,
@@ -213,8 +218,9 @@ mod tests {
 
     #[test]
     fn the_prompt_is_the_seeds_with_the_message_in_place() {
-        let p = prompt("Add a --verbose flag {message}");
-        assert!(p.contains("ユーザー発言: \"\"\"\nAdd a --verbose flag {message}\n\"\"\""));
+        let prompts = crate::prompts::Prompts::embedded();
+        let p = prompt(&prompts.context, "Add a --verbose flag {message}");
+        assert!(p.contains("User's message: \"\"\"\nAdd a --verbose flag {message}\n\"\"\""));
         assert!(p.contains(r#"{"intent": [String], "reason": String}"#));
     }
 }

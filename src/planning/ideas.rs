@@ -14,10 +14,6 @@ use tokio::sync::{Mutex, Semaphore, SemaphorePermit};
 // tokio's clock, so tests can pause it.
 use tokio::time::Instant;
 
-const CATEGORIES_PROMPT: &str = include_str!("../../prompts/ideas/categories.txt");
-const OPTIONS_PROMPT: &str = include_str!("../../prompts/ideas/options.txt");
-const REPAIR_PROMPT: &str = include_str!("../../prompts/ideas/repair.txt");
-
 /// Attempts per model call (the seed's "up to 3 retries").
 pub const ATTEMPTS: u32 = 3;
 
@@ -261,6 +257,7 @@ pub struct Generator<'a> {
     pub max_output_tokens: u32,
     /// Where the calls' tokens are added, if anywhere.
     pub usage: Option<&'a crate::llm::usage::Meter>,
+    pub prompts: &'a crate::prompts::IdeaPrompts,
 }
 
 #[derive(Debug, Deserialize)]
@@ -286,9 +283,9 @@ impl Generator<'_> {
             .domain_context
             .as_deref()
             .filter(|d| !d.trim().is_empty())
-            .unwrap_or("(なし)");
+            .unwrap_or("(none)");
         let categories_prompt = fill(
-            CATEGORIES_PROMPT,
+            &self.prompts.categories,
             &[
                 ("EXPERT_ROLE", &request.expert_role),
                 ("TARGET_SUBJECT", &request.target_subject),
@@ -311,7 +308,7 @@ impl Generator<'_> {
         let asks = raw.iter().map(|c| {
             let examples = serde_json::to_string(&c.example_choices).unwrap_or_default();
             let prompt = fill(
-                OPTIONS_PROMPT,
+                &self.prompts.options,
                 &[
                     ("EXPERT_ROLE", &request.expert_role),
                     ("TARGET_SUBJECT", &request.target_subject),
@@ -402,7 +399,7 @@ impl Generator<'_> {
                 Err(e) => e,
             };
             let repair = fill(
-                REPAIR_PROMPT,
+                &self.prompts.repair,
                 &[("ERROR", &parse_error), ("SHAPE", shape), ("ANSWER", &answer)],
             );
             match self.call(&repair, calls).await {

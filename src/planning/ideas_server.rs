@@ -6,7 +6,7 @@
 
 #![allow(deprecated)]
 
-use super::context::{Classifier, ContextLog, ContextStore, Incoming, MemoryLog, Voice};
+use super::context::{Classifier, ContextLog, ContextStore, Incoming, MemoryLog, Synthesis, Voice};
 use super::ideas::{ErrorCode, Generator, IdeaError, IdeaRequest, Pacer};
 use super::server::{error, Logger};
 use crate::llm::ChatModel;
@@ -31,6 +31,7 @@ pub struct IdeasSettings {
     pub pacer: Arc<Pacer>,
     pub max_output_tokens: u32,
     pub evolving_tokens: u64,
+    pub prompts: Arc<crate::prompts::Prompts>,
     pub recent_turns: usize,
 }
 
@@ -119,6 +120,7 @@ impl IdeasServer {
             model: self.settings.model.as_ref(),
             name: self.settings.classifier_model.as_deref(),
             usage: None,
+            prompts: &self.settings.prompts.context,
         }
     }
 
@@ -182,6 +184,7 @@ impl IdeasServer {
             pacer: &self.settings.pacer,
             max_output_tokens: self.settings.max_output_tokens,
             usage: None,
+            prompts: &self.settings.prompts.ideas,
         };
         match generator.generate(&request).await {
             Ok(output) => {
@@ -225,9 +228,12 @@ impl IdeasServer {
                 .await;
         }
         match tool {
-            CONTEXT_PROMPT => CallToolResult::success(vec![ContentBlock::text(
-                store.synthesize(self.settings.recent_turns),
-            )]),
+            CONTEXT_PROMPT => {
+                CallToolResult::success(vec![ContentBlock::text(store.synthesize(&Synthesis::new(
+                    &self.settings.prompts.context.synthesis,
+                    self.settings.recent_turns,
+                )))])
+            }
             _ => {
                 let ids = |list: Vec<&super::context::StoredMessage>| {
                     list.iter().map(|m| m.seq).collect::<Vec<_>>()

@@ -54,6 +54,7 @@ pub struct Sage<'a> {
     pub prices: &'a BTreeMap<String, Price>,
     pub max_output_tokens: u32,
     pub pack: PackOptions,
+    pub prompts: std::sync::Arc<crate::prompts::Prompts>,
 }
 
 impl Sage<'_> {
@@ -70,7 +71,7 @@ impl Sage<'_> {
 
     /// A second opinion on `prompt` with the packed files as context.
     pub async fn opinion(&self, packed: &Packed, prompt: &str) -> Result<SageAnswer, SageError> {
-        self.ask(packed, prompt, prompts::OPINION).await
+        self.ask(packed, prompt, &self.prompts.sage.opinion).await
     }
 
     /// Edits for `instruction` as SEARCH/REPLACE blocks, checked under `root`.
@@ -80,7 +81,7 @@ impl Sage<'_> {
         packed: &Packed,
         instruction: &str,
     ) -> Result<ReviewAnswer, SageError> {
-        let answer = self.ask(packed, instruction, prompts::REVIEW).await?;
+        let answer = self.ask(packed, instruction, &self.prompts.sage.review).await?;
         let (blocks, mut problems) = review::parse(&answer.text);
         let checked = review::check(root, blocks);
         problems.extend(review::problems(&checked));
@@ -92,7 +93,7 @@ impl Sage<'_> {
     }
 
     async fn ask(&self, packed: &Packed, request: &str, phase: &str) -> Result<SageAnswer, SageError> {
-        let context = Context::new(&packed.xml, packed.tokens);
+        let context = Context::new(self.prompts.clone(), &packed.xml, packed.tokens);
         let call = prompts::call(&context, request, phase, self.max_output_tokens);
         tracing::info!(
             tokens = context.tokens,

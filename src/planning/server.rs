@@ -41,6 +41,7 @@ pub struct SageSettings {
     pub debate: DebateSettings,
     /// Relative paths are taken from here, and no path may leave it.
     pub root: PathBuf,
+    pub prompts: Arc<crate::prompts::Prompts>,
 }
 
 #[derive(Clone)]
@@ -99,6 +100,7 @@ impl SageServer {
             prices: &self.settings.prices,
             max_output_tokens: self.settings.max_output_tokens,
             pack: self.settings.pack,
+            prompts: self.settings.prompts.clone(),
         }
     }
 
@@ -252,7 +254,7 @@ impl SageServer {
             checkpoints: &NoCheckpoints,
             observer: Some(observer),
         };
-        let ctx = Context::new(&packed.xml, packed.tokens);
+        let ctx = Context::new(self.settings.prompts.clone(), &packed.xml, packed.tokens);
         let result = planner.plan(&ctx, prompt).await;
         // The observer (and with it the sender) is gone: the forwarder drains and ends.
         drop(planner);

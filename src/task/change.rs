@@ -69,7 +69,21 @@ impl TaskRun<'_> {
         // mission and every constraint, however long the run.
         // The planners get the task, the code and the constraints; the
         // working rules (commit, do not push, the summary) are the agent's.
-        let mut request_text = store.synthesize(config.context.recent_turns);
+        let synthesis = crate::planning::context::Synthesis {
+            template: &self.env.prompts.context.synthesis,
+            recent_turns: config.context.recent_turns,
+            budgets: crate::planning::context::TierBudgets {
+                mission: config.context.mission_tokens,
+                recent: config.context.recent_tokens,
+                current: config.context.current_tokens,
+            },
+            // On an issue chatter is no request; on a PR/MR the newest message is.
+            current: match item.reference.kind {
+                ItemKind::Issue => crate::planning::context::Current::NewestRequest,
+                ItemKind::Change => crate::planning::context::Current::Newest,
+            },
+        };
+        let mut request_text = store.synthesize(&synthesis);
         request_text.push_str(&request::task_header(item, &withheld));
         // An outsider's title the label does not vouch for reaches no model.
         let topic = match thread.author {
@@ -97,7 +111,7 @@ impl TaskRun<'_> {
         self.env.journal.set_phase(&self.key, Phase::Working)?;
 
         let (mut tools, editor_enabled, servers) = self.tools(sandbox.clone()).await?;
-        let system = self.env.prompts.system_prompt(editor_enabled);
+        let system = self.env.prompts.agent.system_prompt(editor_enabled);
         self.progress
             .at(Step::Change, "Working: the model is making the change");
         // The comment's state while the agent runs: the gate (pause notes) and

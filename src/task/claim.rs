@@ -162,7 +162,14 @@ impl TaskRun<'_> {
     /// The item's thread with each author's right to be heard.
     pub(super) async fn thread(&self, item: &Item) -> Result<Thread, TaskError> {
         let mut trusted: HashMap<String, bool> = HashMap::new();
-        let comments = self.forge.comments(&self.item).await?;
+        let mut comments = self.forge.comments(&self.item).await?;
+        // A follow-up left as a review is part of the thread too.
+        let reviews = self.forge.reviews(&self.item).await?;
+        if !reviews.is_empty() {
+            comments.extend(reviews);
+            // Stable: comments without a time keep their order.
+            comments.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        }
         let mut out = Vec::with_capacity(comments.len());
         for c in comments {
             let ok = self.may_trigger(&mut trusted, &c.author).await?;

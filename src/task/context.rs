@@ -7,7 +7,7 @@
 
 use super::*;
 use crate::llm::usage::Meter;
-use crate::planning::context::{Classifier, ContextLog, ContextStore};
+use crate::planning::context::{Classifier, ContextLog, ContextStore, Reading, StoredMessage, Voice};
 
 /// The store of the conversation `item` belongs to.
 pub(super) fn conversation_key(item: &ItemRef, branch: &str, branch_prefix: &str) -> String {
@@ -44,7 +44,9 @@ impl TaskRun<'_> {
         let log: &dyn ContextLog = self.env.journal.as_ref();
         let mut store = ContextStore::load(log, &key);
         let earlier = store.messages().len();
-        let incoming = request::messages(item, &thread.author, &thread.comments, !continued);
+        let with_item_text = !continued;
+        let incoming = request::messages(item, &thread.author, &thread.comments, with_item_text);
+        let body_read = with_item_text && !matches!(thread.author, Heard::Withheld { .. });
         let mut notes = withheld.to_vec();
         if store.is_empty() && incoming.is_empty() {
             return Err(TaskError::NothingHeard(notes.join("; ")));
@@ -61,8 +63,13 @@ impl TaskRun<'_> {
             model: self.env.model.as_ref(),
             name: light.as_deref(),
             usage: Some(&meter),
+            prompts: &self.env.prompts.context,
         };
-        let added = store.add_all(log, classifier, incoming).await;
+        let reading = Reading {
+            incoming,
+            covers: request::covered_sources(&self.item.key(), body_read),
+        };
+        let followed = store.follow(log, classifier, reading).await;
         store
             .fit_evolving(log, classifier, config.context.evolving_tokens)
             .await;
@@ -79,20 +86,66 @@ impl TaskRun<'_> {
             .iter()
             .filter(|m| m.classification.failure.is_some())
             .count();
-        let mut line = format!(
-            "Context: {added} new message(s) classified; {} problem statement(s), {} constraint(s) and refinement(s)",
-            store.core().len(),
-            store.evolving().len()
-        );
+        let mut line = format!("Context: {} new message(s) classified", followed.added);
+        if followed.edited > 0 {
+            line.push_str(&format!(
+                "; {} edited on the thread, re-read in place",
+                followed.edited
+            ));
+        }
+        if followed.deleted > 0 {
+            line.push_str(&format!(
+                "; {} gone from the thread, left out (the old texts stay in the journal)",
+                followed.deleted
+            ));
+        }
         if unclear > 0 {
             line.push_str(&format!(
                 "; {unclear} could not be classified and are kept as UNCLEAR"
             ));
         }
         notes.push(line);
+        notes.push(constraints_line(&store.evolving()));
         let usage = meter.into_inner().unwrap_or_else(|p| p.into_inner());
         Ok((store, notes, usage))
     }
+}
+
+/// Which messages the requests carry as constraints, quoted briefly.
+fn constraints_line(evolving: &[&StoredMessage]) -> String {
+    const SHOWN: usize = 5;
+    if evolving.is_empty() {
+        return "Constraints: none so far".to_owned();
+    }
+    let quoted: Vec<String> = evolving
+        .iter()
+        .take(SHOWN)
+        .map(|m| {
+            let text = m.summary.as_deref().unwrap_or(&m.text);
+            // One line; no mention pings anyone again, no markup opens.
+            let first = text
+                .split_whitespace()
+                .collect::<Vec<_>>()
+                .join(" ")
+                .replace('@', "@\u{2060}")
+                .replace('<', "‹")
+                .replace('`', "'");
+            let mut quote: String = first.chars().take(70).collect();
+            if quote.len() < first.len() {
+                quote.push('…');
+            }
+            let who = match &m.voice {
+                Voice::Member => format!("@{}", m.author),
+                Voice::Reporter { .. } => format!("@{}, the reporter", m.author),
+            };
+            format!("“{quote}” ({who})")
+        })
+        .collect();
+    let mut line = format!("Constraints: {}", quoted.join("; "));
+    if evolving.len() > SHOWN {
+        line.push_str(&format!("; and {} more", evolving.len() - SHOWN));
+    }
+    line
 }
 
 #[cfg(test)]

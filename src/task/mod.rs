@@ -14,7 +14,6 @@ pub mod request;
 pub mod sanitize;
 pub mod workspace;
 
-use crate::agent::prompts::Prompts;
 use crate::agent::tools::{CommandExecutor, ServerTools, ToolRegistry};
 use crate::agent::{Agent, AgentOutcome, ChatModel, StepGate, StopReason};
 use crate::config::{Config, Secrets};
@@ -24,6 +23,7 @@ use crate::journal::{Journal, JournalError, Phase, TaskRecord};
 use crate::llm::usage::UsageReport;
 use crate::llm::Message;
 use crate::mcp::{McpClient, SandboxedServer};
+use crate::prompts::Prompts;
 use crate::sandbox::{Sandbox, SandboxBackend, SandboxError, SandboxSpec};
 use async_trait::async_trait;
 use progress::{Progress, Step};
@@ -41,7 +41,7 @@ pub struct TaskEnv {
     pub secrets: Arc<Secrets>,
     pub backend: Arc<dyn SandboxBackend>,
     pub model: Arc<dyn ChatModel>,
-    pub prompts: Prompts,
+    pub prompts: Arc<Prompts>,
     pub journal: Arc<Journal>,
     /// Print each progress update on stderr (`forgehand once`).
     pub echo_progress: bool,

@@ -10,8 +10,8 @@ use crate::agent::plan::{PlanStep, StepStatus};
 use crate::config::IdeasMode;
 use crate::journal::PlanCalls;
 use crate::planning::context::ContextStore;
-use crate::planning::debate::{DebateEvent, DebateSettings, PlanError, Planner};
-use crate::planning::ideas::{Generator, IdeaRequest};
+use crate::planning::debate::{CallRecord, Checkpoints, DebateEvent, DebateSettings, PlanError, Planner};
+use crate::planning::ideas::{Generator, IdeaOutput, IdeaRequest};
 use crate::planning::pack::PackOptions;
 use crate::planning::prompts::Context;
 use crate::planning::select;
@@ -56,7 +56,11 @@ impl TaskRun<'_> {
             }
         };
         self.note_selection(&selection);
-        let context = Context::new(&selection.packed.xml, selection.packed.tokens);
+        let context = Context::new(
+            env.prompts.clone(),
+            &selection.packed.xml,
+            selection.packed.tokens,
+        );
         drop(selection);
 
         let settings = DebateSettings::from_config(config, env.config.llm.max_output_tokens);
@@ -189,24 +193,60 @@ impl TaskRun<'_> {
                 }),
             )
         };
-        let meter = crate::llm::usage::Meter::new(UsageReport::new(env.config.llm.prices.clone()));
-        let generator = Generator {
-            model: env.model.as_ref(),
-            model_name: env.config.ideas.model.as_deref(),
-            pacer: &env.ideas_pacer,
-            max_output_tokens: env.config.llm.max_output_tokens,
-            usage: Some(&meter),
+        // The options a task used are journalled under its request: a
+        // restart sends the debate the same request, so its saved calls
+        // replay instead of being paid again.
+        let key = self.key.clone();
+        let checkpoints = PlanCalls {
+            journal: &env.journal,
+            task: &key,
         };
-        let generated = tokio::select! {
-            result = generator.generate(&request) => result,
-            _ = self.shutdown.cancelled() => return None,
+        let saved_as = ideas_key(&request);
+        let saved = checkpoints
+            .load(&saved_as)
+            .and_then(|record| serde_json::from_str::<IdeaOutput>(&record.text).ok());
+        let replayed = saved.is_some();
+        let generated = match saved {
+            Some(output) => Ok(output),
+            None => {
+                let meter = crate::llm::usage::Meter::new(UsageReport::new(env.config.llm.prices.clone()));
+                let generator = Generator {
+                    model: env.model.as_ref(),
+                    model_name: env.config.ideas.model.as_deref(),
+                    pacer: &env.ideas_pacer,
+                    max_output_tokens: env.config.llm.max_output_tokens,
+                    usage: Some(&meter),
+                    prompts: &env.prompts.ideas,
+                };
+                let generated = tokio::select! {
+                    result = generator.generate(&request) => result,
+                    _ = self.shutdown.cancelled() => return None,
+                };
+                self.merge_usage(&meter.into_inner().unwrap_or_else(|p| p.into_inner()));
+                if let Ok(output) = &generated {
+                    if let Ok(text) = serde_json::to_string(output) {
+                        let record = CallRecord {
+                            model: env.config.ideas.model.clone().unwrap_or_default(),
+                            text,
+                            usage: Default::default(),
+                        };
+                        checkpoints.save(&saved_as, &record);
+                    }
+                }
+                generated
+            }
         };
-        self.merge_usage(&meter.into_inner().unwrap_or_else(|p| p.into_inner()));
         match generated {
             Ok(output) => {
                 self.progress.note(format!(
-                    "Idea options: {} categories, {} options as perspectives for the debate",
-                    output.metadata.total_categories, output.metadata.total_options
+                    "Idea options: {} categories, {} options as perspectives for the debate{}",
+                    output.metadata.total_categories,
+                    output.metadata.total_options,
+                    if replayed {
+                        " (as journalled before a restart)"
+                    } else {
+                        ""
+                    }
                 ));
                 Some(format!(
                     "{request_text}\n\n## Perspectives to consider (idea options)\n\nThese options widen the plan. Weigh them; take those that serve the request and its constraints. The final plan must have a section \"## Perspectives taken\", placed just before its \"## Checklist\", that names the options it took (or says none fit, and why).\n\n{}",
@@ -265,4 +305,14 @@ impl TaskRun<'_> {
             tracing::info!(task = %self.item, "left out of the pack:\n{}", packed.skip_report());
         }
     }
+}
+
+/// Where a task's idea options are journalled: by what they were asked
+/// for, so a changed request (a new message) gets new ones.
+fn ideas_key(request: &IdeaRequest) -> String {
+    use sha2::{Digest, Sha256};
+    let asked = serde_json::to_string(request).unwrap_or_default();
+    let digest = Sha256::digest(asked.as_bytes());
+    let short: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
+    format!("ideas:{short}")
 }

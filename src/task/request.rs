@@ -5,9 +5,8 @@
 use super::progress::is_progress_comment;
 use super::sanitize::for_model;
 use super::Heard;
-use crate::forge::{Comment, Item, ItemKind};
+use crate::forge::{Comment, CommentPlace, Item, ItemKind};
 use crate::planning::context::{Incoming, Voice};
-use sha2::{Digest, Sha256};
 
 /// Where the model works.
 pub struct Setting<'a> {
@@ -51,11 +50,10 @@ pub fn messages(
         let title = for_model(&item.title);
         let body = for_model(&item.body);
         let text = format!("{}\n\n{}", title.trim(), body.trim());
-        // An edited body is a new message; the old one stays in the store.
-        let digest = Sha256::digest(text.as_bytes());
-        let short: String = digest.iter().take(6).map(|b| format!("{b:02x}")).collect();
+        // One source for the body, whatever its version: an edit is re-read
+        // in its place (the store keeps the old text for audit only).
         out.push(Incoming {
-            source: format!("body:{key}:{short}"),
+            source: body_source(&key),
             author: item.author.clone(),
             voice,
             text: text.trim().to_owned(),
@@ -69,8 +67,24 @@ pub fn messages(
         if text.trim().is_empty() {
             continue;
         }
+        let (source, text) = match &c.place {
+            CommentPlace::Thread => (format!("comment:{key}:{}", c.id), text),
+            CommentPlace::Review => (
+                format!("review:{key}:{}", c.id),
+                format!("(a review) {}", text.trim()),
+            ),
+            CommentPlace::Line { path, line } => (
+                format!("review:{key}:line-{}", c.id),
+                format!(
+                    "(a review comment on `{}`{}) {}",
+                    for_model(path),
+                    line.map(|l| format!(" line {l}")).unwrap_or_default(),
+                    text.trim()
+                ),
+            ),
+        };
         out.push(Incoming {
-            source: format!("comment:{key}:{}", c.id),
+            source,
             author: c.author.clone(),
             voice: Voice::Member,
             text: text.trim().to_owned(),
@@ -79,13 +93,33 @@ pub fn messages(
     out
 }
 
+/// The source of an item's own text (title and body) in the context store.
+pub fn body_source(key: &str) -> String {
+    format!("body:{key}")
+}
+
+/// The sources of `key`'s thread a reading covers: a stored message under
+/// them that the reading no longer has is gone from the thread. The body
+/// only when it was read (a body withheld now keeps the version heard).
+pub fn covered_sources(key: &str, body_read: bool) -> Vec<String> {
+    let mut covers = vec![format!("comment:{key}"), format!("review:{key}")];
+    if body_read {
+        covers.push(body_source(key));
+    }
+    covers
+}
+
 /// What was kept from the model, for the progress comment and the request.
 pub fn withheld(author: &Heard, comments: &[(Comment, bool)], who_may_trigger: &str) -> Vec<String> {
     let mut out = Vec::new();
     if let Heard::Withheld { why } = author {
         out.push(format!("The title and description are withheld: {why}"));
     }
-    let hidden = comments.iter().filter(|(_, trusted)| !*trusted).count();
+    // forgehand's own progress comment is not someone's hidden words.
+    let hidden = comments
+        .iter()
+        .filter(|(c, trusted)| !*trusted && !is_progress_comment(&c.body))
+        .count();
     if hidden > 0 {
         out.push(format!(
             "{hidden} comment(s) are not shown: forgehand hears only {who_may_trigger}"
@@ -174,6 +208,8 @@ mod tests {
             id: 1,
             author: author.into(),
             body: body.into(),
+            place: CommentPlace::Thread,
+            created_at: String::new(),
         }
     }
 
@@ -195,6 +231,11 @@ mod tests {
                 true,
             ),
             (comment("bob", "<!-- forgehand:task x --> progress"), true),
+            // forgehand's own progress comment: not a hidden comment.
+            (
+                comment("forgehand-bot", "<!-- forgehand:task x --> progress"),
+                false,
+            ),
         ];
         let all = |m: &[Incoming]| m.iter().map(|m| m.text.clone()).collect::<Vec<_>>().join("\n");
         let heard = messages(
@@ -236,11 +277,11 @@ mod tests {
     }
 
     #[test]
-    fn an_edited_body_is_a_new_message() {
+    fn an_edited_body_keeps_its_source_so_it_is_re_read_in_place() {
         let a = messages(&issue("one"), &Heard::Member, &[], true);
         let b = messages(&issue("two"), &Heard::Member, &[], true);
-        assert_ne!(a[0].source, b[0].source);
-        assert_eq!(a, messages(&issue("one"), &Heard::Member, &[], true));
+        assert_eq!(a[0].source, b[0].source);
+        assert_ne!(a[0].text, b[0].text);
     }
 
     #[test]

@@ -27,11 +27,25 @@ pub struct Issue {
     pub open: bool,
     pub is_pr: bool,
     pub comments: Vec<(u64, String, String)>,
+    /// A pull request's reviews and inline review comments.
+    pub reviews: Vec<FakeReview>,
     /// (event, actor, label, clock)
     pub events: Vec<(String, String, String, u64)>,
     /// When the title or body was last edited (clock), if ever.
     pub edited: Option<u64>,
     pub updated: u64,
+}
+
+/// A review's body (`line: None`) or an inline review comment.
+#[derive(Debug, Clone)]
+pub struct FakeReview {
+    pub id: u64,
+    pub author: String,
+    pub body: String,
+    pub state: String,
+    /// (path, line) of an inline comment.
+    pub line: Option<(String, u64)>,
+    pub clock: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -60,6 +74,8 @@ struct State {
     repos: BTreeMap<String, Repo>,
     next_id: u64,
     clock: u64,
+    /// When each comment was written (by id).
+    created: BTreeMap<u64, u64>,
     rate_used: u64,
     requests: Vec<String>,
     /// How long POST /pulls waits after creating the PR before answering.
@@ -211,6 +227,7 @@ impl FakeGitHub {
                     open: true,
                     is_pr: false,
                     comments: vec![],
+                    reviews: vec![],
                     events: vec![],
                     edited: None,
                     updated: clock,
@@ -254,8 +271,47 @@ impl FakeGitHub {
             s.next_id += 1;
             s.clock += 1;
             let (id, clock) = (s.next_id, s.clock);
+            s.created.insert(id, clock);
             let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
             issue.comments.push((id, author.into(), body.into()));
+            issue.updated = clock;
+        });
+    }
+
+    /// A submitted review with `body` (`state`: COMMENTED, CHANGES_REQUESTED,
+    /// APPROVED or PENDING, a draft only its author sees).
+    pub fn review(&self, repo: &str, number: u64, author: &str, state: &str, body: &str) {
+        self.add_review(repo, number, author, state, body, None);
+    }
+
+    /// An inline review comment on `path` at `line`.
+    pub fn review_comment(&self, repo: &str, number: u64, author: &str, path: &str, line: u64, body: &str) {
+        self.add_review(repo, number, author, "COMMENTED", body, Some((path.into(), line)));
+    }
+
+    fn add_review(
+        &self,
+        repo: &str,
+        number: u64,
+        author: &str,
+        state: &str,
+        body: &str,
+        line: Option<(String, u64)>,
+    ) {
+        self.with(|s| {
+            s.next_id += 1;
+            s.clock += 1;
+            let (id, clock) = (s.next_id, s.clock);
+            let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
+            assert!(issue.is_pr, "reviews are on pull requests");
+            issue.reviews.push(FakeReview {
+                id,
+                author: author.into(),
+                body: body.into(),
+                state: state.into(),
+                line,
+                clock,
+            });
             issue.updated = clock;
         });
     }
@@ -595,7 +651,10 @@ impl Handler {
                         let list = i
                             .comments
                             .iter()
-                            .map(|(id, a, b)| json!({"id": id, "user": user(a), "body": b}))
+                            .map(|(id, a, b)| {
+                                let at = s.created.get(id).copied().unwrap_or(0);
+                                json!({"id": id, "user": user(a), "body": b, "created_at": stamp(at)})
+                            })
                             .collect();
                         paged(req, list)
                     }
@@ -614,6 +673,7 @@ impl Handler {
                 s.next_id += 1;
                 s.clock += 1;
                 let (id, clock) = (s.next_id, s.clock);
+                s.created.insert(id, clock);
                 let issue = s.repos.get_mut(&name).unwrap().issues.get_mut(&number).unwrap();
                 issue.comments.push((id, BOT.into(), text.into()));
                 issue.updated = clock;
@@ -695,6 +755,55 @@ impl Handler {
                     p => p,
                 };
                 ok(json!({"permission": legacy, "role_name": permission, "user": user(who)}))
+            }
+            ("GET", ["repos", o, r, "pulls", n, "reviews"]) => {
+                let name = format!("{o}/{r}");
+                match issue_in(&s, &name, n).filter(|i| i.is_pr) {
+                    Some(i) => {
+                        let list = i
+                            .reviews
+                            .iter()
+                            .filter(|v| v.line.is_none())
+                            .map(|v| {
+                                let mut review = json!({"id": v.id, "user": user(&v.author), "body": v.body, "state": v.state});
+                                // GitHub gives a pending review no submission time.
+                                if v.state != "PENDING" {
+                                    review["submitted_at"] = json!(stamp(v.clock));
+                                }
+                                review
+                            })
+                            .collect();
+                        paged(req, list)
+                    }
+                    None => not_found(),
+                }
+            }
+            ("GET", ["repos", o, r, "pulls", n, "comments"]) => {
+                let name = format!("{o}/{r}");
+                match issue_in(&s, &name, n).filter(|i| i.is_pr) {
+                    Some(i) => {
+                        let list = i
+                            .reviews
+                            .iter()
+                            .filter_map(|v| {
+                                let (path, line) = v.line.as_ref()?;
+                                Some(json!({
+                                    "id": v.id,
+                                    "pull_request_review_id": v.id,
+                                    "user": user(&v.author),
+                                    "body": v.body,
+                                    "path": path,
+                                    "line": line,
+                                    "original_line": line,
+                                    "side": "RIGHT",
+                                    "created_at": stamp(v.clock),
+                                }))
+                            })
+                            .collect();
+                        paged(req, list)
+                    }
+                    None => not_found(),
+                }
             }
             ("GET", ["repos", o, r, "pulls", n]) => {
                 let name = format!("{o}/{r}");
@@ -794,6 +903,7 @@ impl Handler {
                         open: true,
                         is_pr: true,
                         comments: vec![],
+                        reviews: vec![],
                         events: vec![],
                         edited: None,
                         updated: clock,

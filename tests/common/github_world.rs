@@ -47,6 +47,17 @@ impl World {
         World::build_with(turns, "", Some(plan), yaml).await
     }
 
+    /// A planning world whose model takes `delay` for every planning call;
+    /// `yaml` may set `planning.mode` (as an indented first line).
+    pub async fn with_slow_planning(
+        turns: Vec<(Reply, Option<Duration>)>,
+        plan: &str,
+        delay: Duration,
+        yaml: &str,
+    ) -> World {
+        World::build_full(turns, "", Some((plan, Some(delay))), "", yaml).await
+    }
+
     /// More `daemon:` and `github:` settings, each as indented YAML lines.
     pub async fn with_settings(
         turns: Vec<(Reply, Option<Duration>)>,
@@ -66,13 +77,14 @@ impl World {
         plan: Option<&str>,
         yaml: &str,
     ) -> World {
-        World::build_full(turns, daemon_extra, plan, "", yaml).await
+        World::build_full(turns, daemon_extra, plan.map(|p| (p, None)), "", yaml).await
     }
 
+    /// `plan`: the planning answer and how long each planning call takes.
     async fn build_full(
         turns: Vec<(Reply, Option<Duration>)>,
         daemon_extra: &str,
-        plan: Option<&str>,
+        plan: Option<(&str, Option<Duration>)>,
         github_extra: &str,
         yaml: &str,
     ) -> World {
@@ -89,14 +101,22 @@ impl World {
         github.add_repo(REPO, &git.url("acme/app.git"), Some(bare.clone()));
         github.set_permission(REPO, "maya", "maintain");
         github.set_permission(REPO, "otto", "read");
-        let model = TurnModel::start_with_plan(turns, plan.map(str::to_owned)).await;
+        let model = TurnModel::start_with_slow_plan(
+            turns,
+            plan.map(|(text, _)| text.to_owned()),
+            plan.and_then(|(_, delay)| delay),
+        )
+        .await;
         let instance = crate::common::unique("gh");
         let mut forge = format!(
             "github:\n  api_url: \"{}\"\n  repositories: [\"{REPO}\"]\n{github_extra}\n",
             github.api_url()
         );
         if plan.is_some() {
-            forge.push_str("planning:\n  mode: \"single\"\n");
+            forge.push_str("planning:\n");
+            if !yaml.starts_with("  mode:") {
+                forge.push_str("  mode: \"single\"\n");
+            }
         }
         forge.push_str(yaml);
         let config = daemon_rig::write_config_with(dir.path(), &instance, daemon_extra, &forge);

@@ -219,6 +219,7 @@ struct ByTurn {
     turns: Vec<(Reply, Option<std::time::Duration>)>,
     /// The answer to planning calls (those with the sage system text).
     plan: Option<String>,
+    plan_delay: Option<std::time::Duration>,
     storm: std::sync::Arc<std::sync::Mutex<Storm>>,
 }
 
@@ -228,12 +229,16 @@ pub const SAGE_SYSTEM: &str = "You are a senior software engineer advising on a 
 pub const CLASSIFIER_SYSTEM: &str = "You classify the intent of a message";
 /// How a request to summarise a constraint begins.
 pub const SUMMARY_PROMPT: &str = "The text below is a constraint or refinement";
+/// What the idea options' first stage (categories) says.
+pub const IDEAS_CATEGORIES: &str = "categories that let a \"";
+/// What the idea options' second stage says, right before the category.
+pub const IDEAS_OPTIONS: &str = "choices for the category \"";
 
 /// The message inside the classifier's prompt (between the seed's quotes).
 pub fn classified_message(prompt: &str) -> &str {
     let start = prompt
-        .find("ユーザー発言: \"\"\"\n")
-        .map(|i| i + "ユーザー発言: \"\"\"\n".len())
+        .find("User's message: \"\"\"\n")
+        .map(|i| i + "User's message: \"\"\"\n".len())
         .unwrap_or(0);
     let rest = &prompt[start..];
     &rest[..rest.find("\n\"\"\"").unwrap_or(rest.len())]
@@ -252,6 +257,9 @@ pub fn classify_like_a_model(message: &str) -> Value {
     if ["must", "only", "never", "keep"].iter().any(|w| has(w))
         || lower.contains("do not")
         || lower.contains("don't")
+        || ["必ず", "だけ", "しないで", "禁止"]
+            .iter()
+            .any(|w| message.contains(w))
     {
         labels.push("CONSTRAINT_ADDITION");
     }
@@ -272,10 +280,13 @@ pub fn classify_like_a_model(message: &str) -> Value {
         "create",
         "greet",
     ];
-    if labels.is_empty() && problem.iter().any(|w| has(w)) {
+    let japanese_request = ["してください", "したい", "追加", "修正"]
+        .iter()
+        .any(|w| message.contains(w));
+    if labels.is_empty() && (problem.iter().any(|w| has(w)) || japanese_request) {
         labels.push("PROBLEM_DEFINITION");
     }
-    if lower.trim_end().ends_with('?') {
+    if lower.trim_end().ends_with('?') || lower.trim_end().ends_with('？') {
         labels.push("QUESTION");
     }
     if labels.is_empty() {
@@ -291,9 +302,7 @@ pub fn is_context_call(body: &Value) -> bool {
     let second = body["messages"][1]["content"].as_str().unwrap_or_default();
     first.starts_with(CLASSIFIER_SYSTEM)
         || [first, second].iter().any(|t| {
-            t.starts_with(SUMMARY_PROMPT)
-                || t.contains("多角的に考えるためのカテゴリーを")
-                || t.contains("に対する選択肢を")
+            t.starts_with(SUMMARY_PROMPT) || t.contains(IDEAS_CATEGORIES) || t.contains(IDEAS_OPTIONS)
         })
 }
 
@@ -309,7 +318,7 @@ fn context_answer(body: &Value) -> Option<String> {
         .and_then(|m| m.iter().find(|m| m["role"] == "user"))
         .and_then(|m| m["content"].as_str())
         .unwrap_or_default();
-    if user.contains("多角的に考えるためのカテゴリーを") {
+    if user.contains(IDEAS_CATEGORIES) {
         return Some(
             json!([
                 {"name": "Error handling", "description": "How failures show", "example_choices": ["exit codes", "messages", "retries"]},
@@ -318,11 +327,11 @@ fn context_answer(body: &Value) -> Option<String> {
             .to_string(),
         );
     }
-    if user.contains("に対する選択肢を") {
+    if user.contains(IDEAS_OPTIONS) {
         let category = user
-            .split("カテゴリー「")
+            .split(IDEAS_OPTIONS)
             .nth(1)
-            .and_then(|r| r.split('」').next())
+            .and_then(|r| r.split('"').next())
             .unwrap_or("?");
         let options: Vec<String> = (1..=6).map(|i| format!("{category} option {i}")).collect();
         return Some(format!("```json\n{}\n```", json!(options)));
@@ -348,11 +357,15 @@ impl wiremock::Respond for ByTurn {
             ));
         }
         if let (Some(plan), true) = (&self.plan, system.starts_with(SAGE_SYSTEM)) {
-            return ResponseTemplate::new(200).set_body_json(reply_body(
+            let template = ResponseTemplate::new(200).set_body_json(reply_body(
                 Format::OpenAi,
                 Reply::Text(plan.clone()),
                 0,
             ));
+            return match self.plan_delay {
+                Some(d) => template.set_delay(d),
+                None => template,
+            };
         }
         let turn = body["messages"]
             .as_array()
@@ -394,6 +407,15 @@ impl TurnModel {
         turns: Vec<(Reply, Option<std::time::Duration>)>,
         plan: Option<String>,
     ) -> TurnModel {
+        TurnModel::start_with_slow_plan(turns, plan, None).await
+    }
+
+    /// The same, each planning answer taking `plan_delay`.
+    pub async fn start_with_slow_plan(
+        turns: Vec<(Reply, Option<std::time::Duration>)>,
+        plan: Option<String>,
+        plan_delay: Option<std::time::Duration>,
+    ) -> TurnModel {
         assert!(!turns.is_empty());
         let server = MockServer::start().await;
         let storm = std::sync::Arc::new(std::sync::Mutex::new(Storm::default()));
@@ -402,6 +424,7 @@ impl TurnModel {
             .respond_with(ByTurn {
                 turns,
                 plan,
+                plan_delay,
                 storm: storm.clone(),
             })
             .mount(&server)

@@ -286,7 +286,16 @@ impl Planner<'_> {
             }
         };
         let mut hasher = Sha256::new();
-        for part in [kind, &debaters.join(","), &judge, &context.system, request] {
+        // The phases' texts too: an override changes every call.
+        let texts = format!("{:?}", context.prompts.sage);
+        for part in [
+            kind,
+            &debaters.join(","),
+            &judge,
+            &context.system,
+            request,
+            &texts,
+        ] {
             hasher.update(part.as_bytes());
             hasher.update([0]);
         }

@@ -10,7 +10,7 @@ use futures_util::future::join_all;
 impl Run<'_> {
     pub(super) async fn single(self) -> Result<PlanOutcome, PlanError> {
         self.phase("single plan");
-        let part = prompts::fill(prompts::GENERATE, &[("id", "A")]);
+        let part = prompts::fill(&self.context.prompts.sage.generate, &[("id", "A")]);
         let text = self
             .call("single", "single plan", None, &part, Ask::Debate)
             .await
@@ -81,7 +81,7 @@ impl Run<'_> {
             };
             let number = n.to_string();
             let part = prompts::fill(
-                prompts::SELF_DEBATE,
+                &self.context.prompts.sage.self_debate,
                 &[
                     ("id", "A"),
                     ("previous", &previous),
@@ -150,7 +150,7 @@ impl Run<'_> {
 
         // Round 1: plans in parallel.
         self.phase("round 1: plans");
-        let part_for = |id: &str| prompts::fill(prompts::GENERATE, &[("id", id)]);
+        let part_for = |id: &str| prompts::fill(&self.context.prompts.sage.generate, &[("id", id)]);
         let answers = join_all(active.iter().map(|(id, model)| {
             let part = part_for(id);
             async move {
@@ -207,7 +207,7 @@ impl Run<'_> {
                     .unwrap_or_default();
                 let received = critiques_of(id, &critiques);
                 let part = prompts::fill(
-                    prompts::SYNTHESIZE,
+                    &self.context.prompts.sage.synthesize,
                     &[("id", id), ("plan", own.trim()), ("critiques", &received)],
                 );
                 let phase = &phase;
@@ -249,7 +249,7 @@ impl Run<'_> {
             let threshold = format!("{}", settings.threshold);
             let plans_text = prompts::plans_section(plans.iter().map(|p| (p.id.as_str(), p.text.as_str())));
             let part = prompts::fill(
-                prompts::CONSENSUS,
+                &self.context.prompts.sage.consensus,
                 &[("plans", &plans_text), ("threshold", &threshold)],
             );
             match self
@@ -312,7 +312,7 @@ impl Run<'_> {
         self.phase("judgement");
         // The judge always runs: its share of time and tokens was kept.
         let plans_text = prompts::plans_section(plans.iter().map(|p| (p.id.as_str(), p.text.as_str())));
-        let part = prompts::fill(prompts::JUDGE, &[("plans", &plans_text)]);
+        let part = prompts::fill(&self.context.prompts.sage.judge, &[("plans", &plans_text)]);
         let judged = self
             .call("judge", "judgement", Some(judge), &part, Ask::Judge)
             .await;
@@ -359,7 +359,10 @@ impl Run<'_> {
                     .filter(|p| &p.id != id)
                     .map(|p| (p.id.as_str(), p.text.as_str())),
             );
-            let part = prompts::fill(prompts::CRITIQUE, &[("id", id), ("plans", &others)]);
+            let part = prompts::fill(
+                &self.context.prompts.sage.critique,
+                &[("id", id), ("plans", &others)],
+            );
             let phase = &phase;
             async move {
                 let answer = self

@@ -4,27 +4,30 @@
 //! travel with each one however long the run.
 //!
 //! - Core: the problem definition(s), raw.
-//! - Evolving: constraints and refinements; when they grow past a token
-//!   budget the oldest are summarised to one line each (never dropped; the
-//!   raw text stays in the log).
+//! - Evolving: constraints and refinements, whole; only when they grow
+//!   past their token budget are the oldest summarised to one line each
+//!   (never dropped; the prompt says a summary stands for a longer text).
 //! - Turn: the latest few messages, raw.
 //!
-//! A store is keyed by the conversation (an issue and the PR/MR forgehand
-//! opened for it share one) and persisted through [`ContextLog`] (the
-//! journal in the daemon), so a follow-up days later continues it.
+//! The store follows the thread as it is now ([`follow`]): an edited
+//! message is re-read in its place and a deleted one leaves, their old
+//! texts kept by the log for audit. A store is keyed by the conversation
+//! (an issue and the PR/MR forgehand opened for it share one) and persisted
+//! through [`ContextLog`] (the journal in the daemon), so a follow-up days
+//! later continues it. Rendering is in [`synthesis`].
+
+mod follow;
+mod log;
+pub mod synthesis;
+
+pub use follow::{Followed, Reading};
+pub use log::{ContextLog, MemoryLog, Retired};
+pub use synthesis::{Current, Synthesis, TierBudgets};
 
 use super::classify::{self, Classification, Intent};
-use crate::llm::tokens::count_text;
-use crate::llm::{ChatModel, ChatRequest, Message};
+use crate::llm::{ChatModel, ChatRequest};
+use crate::prompts::ContextPrompts;
 use serde::{Deserialize, Serialize};
-use std::collections::HashMap;
-use std::sync::Mutex;
-
-const SYNTHESIS: &str = include_str!("../../prompts/context/synthesis.txt");
-const SUMMARIZE: &str = include_str!("../../prompts/context/summarize.txt");
-
-/// Classifications run at once when a thread is read.
-const PARALLEL_CLASSIFICATIONS: usize = 4;
 
 /// Whose words a message is.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -63,54 +66,6 @@ pub struct Incoming {
     pub text: String,
 }
 
-/// Where stores are kept between runs.
-pub trait ContextLog: Send + Sync {
-    fn load(&self, store: &str) -> Vec<StoredMessage>;
-    /// Writes `message`, replacing the one of the same `seq` if there is one.
-    fn save(&self, store: &str, message: &StoredMessage);
-    /// Adds a new message and returns the `seq` the log gave it: the next
-    /// one of the store as the log holds it now, so two runs of one store
-    /// (an issue and its PR/MR at once) never write the same number. A
-    /// message whose source the store holds already keeps its number.
-    fn append(&self, store: &str, message: &StoredMessage) -> u64;
-}
-
-/// Stores in memory (the MCP server's sessions, tests).
-#[derive(Default)]
-pub struct MemoryLog {
-    stores: Mutex<HashMap<String, Vec<StoredMessage>>>,
-}
-
-impl ContextLog for MemoryLog {
-    fn load(&self, store: &str) -> Vec<StoredMessage> {
-        let stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        stores.get(store).cloned().unwrap_or_default()
-    }
-
-    fn save(&self, store: &str, message: &StoredMessage) {
-        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        let messages = stores.entry(store.to_owned()).or_default();
-        match messages.iter_mut().find(|m| m.seq == message.seq) {
-            Some(old) => *old = message.clone(),
-            None => messages.push(message.clone()),
-        }
-    }
-
-    fn append(&self, store: &str, message: &StoredMessage) -> u64 {
-        let mut stores = self.stores.lock().unwrap_or_else(|p| p.into_inner());
-        let messages = stores.entry(store.to_owned()).or_default();
-        if let Some(same) = messages.iter().find(|m| m.source == message.source) {
-            return same.seq;
-        }
-        let seq = messages.iter().map(|m| m.seq).max().unwrap_or(0) + 1;
-        messages.push(StoredMessage {
-            seq,
-            ..message.clone()
-        });
-        seq
-    }
-}
-
 /// Which model classifies and summarises.
 #[derive(Clone, Copy)]
 pub struct Classifier<'a> {
@@ -119,6 +74,7 @@ pub struct Classifier<'a> {
     pub name: Option<&'a str>,
     /// Where the calls' tokens are added, if anywhere.
     pub usage: Option<&'a crate::llm::usage::Meter>,
+    pub prompts: &'a ContextPrompts,
 }
 
 impl Classifier<'_> {
@@ -163,37 +119,6 @@ impl ContextStore {
 
     pub fn contains(&self, source: &str) -> bool {
         self.messages.iter().any(|m| m.source == source)
-    }
-
-    /// Classifies the messages not yet stored (in parallel) and appends
-    /// them in the order given. Returns how many were new.
-    pub async fn add_all(
-        &mut self,
-        log: &dyn ContextLog,
-        classifier: Classifier<'_>,
-        incoming: Vec<Incoming>,
-    ) -> usize {
-        use futures_util::stream::{self, StreamExt};
-        let mut seen = std::collections::HashSet::new();
-        let new: Vec<Incoming> = incoming
-            .into_iter()
-            .filter(|m| !self.contains(&m.source) && seen.insert(m.source.clone()))
-            .collect();
-        let classified: Vec<(Incoming, Classification)> = stream::iter(new)
-            .map(|m| async move {
-                let c =
-                    classify::classify_metered(classifier.model, classifier.name, &m.text, classifier.usage)
-                        .await;
-                (m, c)
-            })
-            .buffered(PARALLEL_CLASSIFICATIONS)
-            .collect()
-            .await;
-        let count = classified.len();
-        for (m, c) in classified {
-            self.push(log, m, c);
-        }
-        count
     }
 
     /// Appends one classified message (and logs it).
@@ -264,149 +189,11 @@ impl ContextStore {
             m.classification.has(Intent::ProblemDefinition) && m.classification.has(Intent::Question)
         })
     }
-
-    /// Summarises the oldest Evolving entries, one line each, until the
-    /// tier fits `budget` tokens. A failed summary leaves the entry whole:
-    /// over budget is better than a constraint lost.
-    pub async fn fit_evolving(&mut self, log: &dyn ContextLog, classifier: Classifier<'_>, budget: u64) {
-        loop {
-            let evolving = self.evolving();
-            let used: u64 = evolving.iter().map(|m| count_text(&evolving_line(m))).sum();
-            if used <= budget {
-                return;
-            }
-            let Some(seq) = evolving.iter().find(|m| m.summary.is_none()).map(|m| m.seq) else {
-                tracing::warn!(store = %self.key, used, budget, "the constraints take more than context.evolving_tokens even summarised; keeping them all");
-                return;
-            };
-            let Some(message) = self.messages.iter_mut().find(|m| m.seq == seq) else {
-                return;
-            };
-            let request = summary_request(&message.text);
-            match classifier.ask(&request).await {
-                Ok(text) if !text.trim().is_empty() => {
-                    let line = text.trim().lines().map(str::trim).collect::<Vec<_>>().join(" ");
-                    message.summary = Some(line);
-                    log.save(&self.key, message);
-                }
-                Ok(_) | Err(_) => {
-                    tracing::warn!(store = %self.key, seq, "cannot summarise a constraint; it stays whole");
-                    return;
-                }
-            }
-        }
-    }
-
-    /// The seed's template: Mission (Core), Constraints (Evolving), Recent
-    /// Conversation (the `recent_turns` messages before the current one)
-    /// and the User's Current Message (the newest; when that is the
-    /// problem itself, a line that says the Mission is the request).
-    pub fn synthesize(&self, recent_turns: usize) -> String {
-        // The newest message is the current one; the Mission holds the
-        // problem definitions before it (the first message when none was
-        // classified so). A store of one message shows it as the Mission.
-        let newest = self.messages.last();
-        let alone = self.messages.len() == 1;
-        let mut core = self.core();
-        if !alone {
-            core.retain(|m| newest.is_none_or(|n| n.seq != m.seq));
-            if core.is_empty() {
-                core.extend(self.messages.first());
-            }
-        }
-        let core_seqs: Vec<u64> = core.iter().map(|m| m.seq).collect();
-        let mission = if core.is_empty() {
-            "(no problem has been stated yet)".to_owned()
-        } else {
-            core.iter().map(|m| render(m)).collect::<Vec<_>>().join("\n\n")
-        };
-        let evolving: Vec<&StoredMessage> = self
-            .evolving()
-            .into_iter()
-            .filter(|m| !core_seqs.contains(&m.seq))
-            .collect();
-        let constraints = if evolving.is_empty() {
-            "- (none so far)".to_owned()
-        } else {
-            evolving
-                .iter()
-                .map(|m| evolving_line(m))
-                .collect::<Vec<_>>()
-                .join("\n")
-        };
-        let current = match newest {
-            Some(_) if alone => "(The problem stated in the Mission is the request.)".to_owned(),
-            Some(m) => render(m),
-            None => "(no message yet)".to_owned(),
-        };
-        let before = &self.messages[..self.messages.len().saturating_sub(1)];
-        let recent: Vec<String> = before
-            .iter()
-            .filter(|m| !core_seqs.contains(&m.seq))
-            .rev()
-            .take(recent_turns)
-            .collect::<Vec<_>>()
-            .into_iter()
-            .rev()
-            .map(render)
-            .collect();
-        let recent = if recent.is_empty() {
-            "(none)".to_owned()
-        } else {
-            recent.join("\n\n")
-        };
-        super::prompts::fill(
-            SYNTHESIS,
-            &[
-                ("core", mission.as_str()),
-                ("constraints", constraints.as_str()),
-                ("recent", recent.as_str()),
-                ("current", current.as_str()),
-            ],
-        )
-    }
 }
 
 /// The item's own text (its title and body), as the task stores it.
-fn is_opening_post(m: &StoredMessage) -> bool {
+pub(crate) fn is_opening_post(m: &StoredMessage) -> bool {
     m.source.starts_with("body:")
-}
-
-/// A message with its author, and the reporter's mark where it applies.
-fn render(m: &StoredMessage) -> String {
-    let who = match &m.voice {
-        Voice::Member => format!("@{}", m.author),
-        Voice::Reporter { vouched_by } => format!(
-            "@{} (the reporter's words, not a maintainer's; @{vouched_by}'s label vouches for them as they stood when labelled)",
-            m.author
-        ),
-    };
-    format!("{who}:\n{}", m.text.trim())
-}
-
-/// One Evolving entry: its summary once it has one, else its whole text.
-fn evolving_line(m: &StoredMessage) -> String {
-    match &m.summary {
-        Some(summary) => format!("- {summary} (summarised; from @{})", m.author),
-        None => {
-            let text = m.text.trim().replace('\n', "\n  ");
-            format!("- {text} (@{})", m.author)
-        }
-    }
-}
-
-fn summary_request(text: &str) -> ChatRequest {
-    ChatRequest {
-        model: String::new(),
-        system: String::new(),
-        messages: vec![Message::User(super::prompts::fill(SUMMARIZE, &[("text", text)]))],
-        tools: Vec::new(),
-        max_output_tokens: 2_048,
-        temperature: Some(classify::TEMPERATURE),
-        reasoning_effort: Some("low".into()),
-        cache_system: false,
-        json_output: false,
-    }
 }
 
 #[cfg(test)]
@@ -440,7 +227,10 @@ mod tests {
                 message(4, "Use semicolons", &[Intent::Refinement]),
             ],
         };
-        let text = store.synthesize(3);
+        let text = store.synthesize(&Synthesis::new(
+            &crate::prompts::Prompts::embedded().context.synthesis,
+            3,
+        ));
         let mission = text.find("# Mission").unwrap();
         let constraints = text.find("# Constraints").unwrap();
         let recent = text.find("# Recent Conversation").unwrap();
@@ -480,7 +270,10 @@ mod tests {
         };
         let core: Vec<u64> = store.core().iter().map(|m| m.seq).collect();
         assert_eq!(core, vec![1, 2]);
-        let text = store.synthesize(3);
+        let text = store.synthesize(&Synthesis::new(
+            &crate::prompts::Prompts::embedded().context.synthesis,
+            3,
+        ));
         let mission = &text[text.find("# Mission").unwrap()..text.find("# Constraints").unwrap()];
         assert!(
             mission.contains("panic at src/lib.rs:4") && mission.contains("accept empty lines"),
