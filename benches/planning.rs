@@ -3,24 +3,35 @@
 //! 1. Packing with the exact token count over a large real tree (the Rust
 //!    sources under ~/.cargo/registry/src, after `cargo fetch`), against
 //!    `files-to-prompt --cxml` (PyPI) on the same tree in the same run.
-//! 2. A three-model, three-round debate on instant in-process models: the
-//!    time spent outside model calls, and the share of the debate's input
-//!    tokens that lies in the prefix every call shares (system text, packed
-//!    code, request), which the providers' prompt caches serve.
+//! 2. The planning phase on a 120K-token pack (the default
+//!    `planning.context_tokens`, selected from a large crate as a task's
+//!    checkout is): the selection's time, then a three-model, three-round
+//!    debate on instant in-process models: the time spent outside model
+//!    calls, the tokens, and the share of the debate's input tokens that
+//!    lies in the prefix every call shares (system text, packed code,
+//!    request), which the providers' prompt caches serve.
+//! 3. Classification cost per message of the context store: the tokens a
+//!    classification request and its answer take on the default light model
+//!    (the cheapest priced one), for a realistic thread of 20 messages.
 //!
 //! Run: `cargo bench --bench planning` (installs files-to-prompt with pip
 //! when it is missing; set FORGEHAND_BENCH_TREE to pack another folder).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "../tests/common/conversation.rs"]
+mod conversation;
+
 use async_trait::async_trait;
 use forgehand::config::Config;
 use forgehand::llm::tokens::{count_request, count_text};
 use forgehand::llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Message, ModelInfo, TokenUsage};
+use forgehand::planning::classify;
 use forgehand::planning::debate::{DebateSettings, NoCheckpoints, Planner};
 use forgehand::planning::pack::{self, PackOptions};
 use forgehand::planning::prompts::{fill, Context};
-use std::path::{Path, PathBuf};
+use forgehand::planning::select;
+use std::path::PathBuf;
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -213,18 +224,32 @@ const REQUEST: &str = "Add a --verbose flag to the CLI and log every retry the r
 const PLAN_BODY: &str = "1. Parse the flag in src/main.rs.\n2. Thread it to the router.\n3. Log retries.\n4. Test it.\n## Checklist\n- [ ] Parse the flag\n- [ ] Log retries\n- [ ] Test\n";
 
 fn bench_debate(rt: &tokio::runtime::Runtime) {
-    // About 50K tokens of real code as the context.
+    // A checkout larger than the budget (tokio's sources), selected down to
+    // 120K tokens as a task's would be.
     let tree = registry_tree();
     let crate_dir = std::fs::read_dir(&tree)
         .unwrap()
         .filter_map(|e| e.ok())
         .map(|e| e.path())
-        .find(|p| {
+        .filter(|p| {
             p.file_name()
-                .is_some_and(|n| n.to_string_lossy().starts_with("serde_json-"))
+                .is_some_and(|n| n.to_string_lossy().starts_with("tokio-1."))
         })
+        .max()
         .unwrap_or(tree.clone());
-    let packed = pack::pack(Path::new(&crate_dir), &["src".into()], PackOptions::default()).unwrap();
+    let budget = Config::defaults().planning.context_tokens;
+    let started = Instant::now();
+    let selection = select::for_task(&crate_dir, REQUEST, budget, PackOptions::default()).unwrap();
+    let selecting = started.elapsed();
+    let packed = selection.packed;
+    println!(
+        "selection: {} of {} tokens ({} files) from {} in {:.0} ms",
+        packed.tokens,
+        selection.whole_tokens,
+        packed.files.len(),
+        crate_dir.display(),
+        selecting.as_secs_f64() * 1e3
+    );
     let context = Context::new(
         forgehand::prompts::Prompts::embedded(),
         &packed.xml,
@@ -269,7 +294,7 @@ fn bench_debate(rt: &tokio::runtime::Runtime) {
     run(&counting);
     let (prefix, total) = *counting.tokens.lock().unwrap();
     println!(
-        "debate: 3 models, 3 rounds, {calls} calls, context {} tokens",
+        "debate: 3 models, 3 rounds, {calls} calls, context {} tokens, {total} input tokens in all",
         packed.tokens
     );
     println!(
@@ -284,11 +309,50 @@ fn bench_debate(rt: &tokio::runtime::Runtime) {
     );
 }
 
+fn bench_classification() {
+    let config = Config::defaults();
+    let prompts = forgehand::prompts::Prompts::embedded();
+    // The default light model: the cheapest priced one among the usable.
+    let mut prices = config.llm.prices.clone();
+    prices
+        .entry("gpt-4.1-mini".into())
+        .or_insert(forgehand::config::Price {
+            input_per_million: 0.4,
+            output_per_million: 1.6,
+            cached_input_per_million: 0.1,
+        });
+    let usable: Vec<ModelInfo> = ["o3", "gemini-2.5-pro", "gpt-4.1-mini"]
+        .iter()
+        .map(|m| ModelInfo {
+            name: (*m).into(),
+            max_input_tokens: 200_000,
+        })
+        .collect();
+    let light = forgehand::llm::usage::cheapest(&usable, &prices).unwrap();
+    let answer =
+        r#"{"intent": ["CONSTRAINT_ADDITION"], "reason": "It adds a clear constraint on the separator."}"#;
+    let output = count_text(answer);
+    let inputs: Vec<u64> = conversation::conversation()
+        .iter()
+        .map(|m| count_request(&classify::request(&prompts.context, m)))
+        .collect();
+    let mean = inputs.iter().sum::<u64>() as f64 / inputs.len() as f64;
+    let price = &prices[&light];
+    let dollars = (mean * price.input_per_million + output as f64 * price.output_per_million) / 1e6;
+    println!(
+        "classification on {light} (the cheapest usable model): {mean:.0} input tokens per message on average (min {}, max {}), about {output} output tokens; ${dollars:.6} per message, ${:.4} for a thread of 20",
+        inputs.iter().min().unwrap(),
+        inputs.iter().max().unwrap(),
+        dollars * 20.0
+    );
+}
+
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .unwrap();
     bench_debate(&rt);
+    bench_classification();
     bench_packing();
 }

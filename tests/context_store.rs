@@ -7,10 +7,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+#[path = "common/conversation.rs"]
+mod conversation;
 #[path = "common/scripted_model.rs"]
 mod scripted_model;
 
 use async_trait::async_trait;
+use conversation::conversation;
 use forgehand::agent::condense::CondenseSettings;
 use forgehand::agent::tools::{LocalTool, ToolRegistry};
 use forgehand::agent::{Agent, AgentLimits};
@@ -167,33 +170,6 @@ async fn every_label_is_read_and_a_failed_classification_keeps_the_message_as_un
         // Still in the prompt: the only message stands as the problem.
         assert!(synthesize(&store).contains("Add CSV export to the report page"));
     }
-}
-
-/// A conversation of 20 messages: the problem, then constraints,
-/// refinements, questions and chatter.
-fn conversation() -> Vec<&'static str> {
-    vec![
-        "Add CSV export to the monthly report page",
-        "It must use semicolons as separators",
-        "Looks good so far",
-        "Can it handle 10,000 rows?",
-        "Also add a header row with the column names",
-        "Thanks for the quick reply",
-        "The export must not load the whole table into memory",
-        "Which module holds the report code?",
-        "Instead of a button, use a link in the toolbar",
-        "Nice",
-        "Dates must be ISO 8601",
-        "What about time zones?",
-        "Keep the file name as report-YYYY-MM.csv",
-        "ok",
-        "Do not add new dependencies",
-        "Great",
-        "Also escape quotes in text fields",
-        "Is there a test for the page?",
-        "Only maintainers may see the export link",
-        "Please go ahead",
-    ]
 }
 
 #[tokio::test]

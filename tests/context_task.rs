@@ -390,3 +390,90 @@ async fn a_restart_during_planning_with_ideas_pays_for_no_saved_call_twice() {
     assert!(progress.contains("as journalled before a restart"), "{progress}");
     assert!(daemon.terminate().success());
 }
+
+/// Hiragana, katakana or kanji.
+fn has_japanese(text: &str) -> bool {
+    text.chars()
+        .any(|c| ('\u{3040}'..='\u{30ff}').contains(&c) || ('\u{4e00}'..='\u{9fff}').contains(&c))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn english_and_japanese_issues_get_english_prompts_asking_for_the_issues_language() {
+    const PLAN: &str = "# Implementation Plan (Model A)\n\nChange the greeting.\n\n## Checklist\n- [ ] Change the greeting\n";
+    const TITLE: &str = "挨拶を変更する";
+    const BODY: &str = "挨拶を「こんにちは世界」に変更してください。";
+    const COMMENT: &str = "必ず一行にしてください。";
+    let world = World::with_planning(edit_and_commit(Duration::ZERO), PLAN).await;
+    let (_, mut daemon) = world
+        .deliver_greeting(&["It must keep the greeting on one line."])
+        .await;
+    let gh = &world.github;
+    let english = world.model.all_requests().await;
+    for request in &english {
+        assert!(
+            !has_japanese(&request.to_string()),
+            "an English issue gets no Japanese: {request}"
+        );
+    }
+
+    let issue = gh.open_issue(REPO, "maya", TITLE, BODY);
+    gh.comment(REPO, issue, "maya", COMMENT);
+    gh.add_label(REPO, issue, "coding agent", "maya");
+    world.wait_for_end(issue).await;
+    assert_eq!(
+        gh.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{}",
+        daemon.log_text()
+    );
+    let all = world.model.all_requests().await;
+    let japanese = &all[english.len()..];
+    for request in japanese {
+        // Only the issue's own words are Japanese; every template is English.
+        let text = request
+            .to_string()
+            .replace(TITLE, "")
+            .replace(BODY, "")
+            .replace(COMMENT, "");
+        assert!(!has_japanese(&text), "a template in Japanese: {text}");
+    }
+    let agent = world
+        .model
+        .requests()
+        .await
+        .iter()
+        .map(first_message)
+        .find(|m| m.contains(BODY))
+        .expect("the agent's request");
+    for heading in [
+        "# Mission",
+        "# Constraints",
+        "# Recent Conversation",
+        "# User's Current Message",
+    ] {
+        assert!(agent.contains(heading), "{heading} in {agent}");
+    }
+    assert!(agent.contains(&format!("- {COMMENT} (@maya)")), "{agent}");
+    assert!(agent.contains("in the language the user writes in"));
+    let system = |r: &Value| {
+        r["messages"][0]["content"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let agent_system = japanese
+        .iter()
+        .map(system)
+        .find(|s| s.contains("## Behavior Rules"))
+        .expect("the agent's system prompt");
+    assert!(agent_system.contains("in the language of the issue"));
+    let progress = progress_comment(&world, issue);
+    assert!(
+        progress.contains(&format!("Constraints: “{COMMENT}” (maya)")),
+        "which messages became constraints, quoted: {progress}"
+    );
+    let planning = japanese.iter().find(|r| is_planning(r)).expect("a planning call");
+    assert!(system(planning).contains("Write in the language of the request"));
+    assert!(planning.to_string().contains(BODY));
+    assert!(daemon.terminate().success());
+}

@@ -134,9 +134,10 @@ fn constraints_line(evolving: &[&StoredMessage]) -> String {
             if quote.len() < first.len() {
                 quote.push('…');
             }
+            // Names without "@": the comment is edited often, a mention would ping each time.
             let who = match &m.voice {
-                Voice::Member => format!("@{}", m.author),
-                Voice::Reporter { .. } => format!("@{}, the reporter", m.author),
+                Voice::Member => m.author.clone(),
+                Voice::Reporter { .. } => format!("{}, the reporter", m.author),
             };
             format!("“{quote}” ({who})")
         })
