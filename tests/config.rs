@@ -223,6 +223,14 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
             &["context.keep_for", "longer than zero"],
         ),
         (
+            "context:\n  mission_tokens: 100\n",
+            &["context.mission_tokens", "at least 500 (default 12000)"],
+        ),
+        (
+            "llm:\n  models:\n    - {provider: openai, model: o3, max_input_tokens: 200000, role: heavy}\n",
+            &["llm.models[0].role", r#""heavy" is not one of "main""#],
+        ),
+        (
             "ideas:\n  max_parallel: 0\n",
             &["ideas.max_parallel", "use 1 to 16"],
         ),

@@ -71,6 +71,7 @@ fn model(provider: ProviderKind, name: &str, max: u64) -> ModelConfig {
         model: name.into(),
         max_input_tokens: max,
         reasoning_effort: None,
+        light: false,
     }
 }
 

@@ -73,12 +73,14 @@ impl Setup {
                 model: "o3".into(),
                 max_input_tokens: O3_LIMIT,
                 reasoning_effort: Some("high".into()),
+                light: false,
             },
             ModelConfig {
                 provider: ProviderKind::Gemini,
                 model: "gemini-2.5-pro".into(),
                 max_input_tokens: GEMINI_LIMIT,
                 reasoning_effort: None,
+                light: false,
             },
         ];
         let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();

@@ -105,6 +105,9 @@ pub struct ModelConfig {
     pub model: String,
     pub max_input_tokens: u64,
     pub reasoning_effort: Option<String>,
+    /// A light model (`role: light`) classifies and summarises for the
+    /// context store, and debates only when `planning.debaters` names it.
+    pub light: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -500,11 +503,24 @@ fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
                 ));
             }
         }
+        let light = match m.role.as_deref().map(str::trim) {
+            None | Some("main") => false,
+            Some("light") => true,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    &key("role"),
+                    format!(
+                        r#""{other}" is not one of "main" (plans and works; the default), "light" (classifies and summarises)"#
+                    ),
+                ))
+            }
+        };
         models.push(ModelConfig {
             provider,
             model: non_empty(&key("model"), &m.model)?,
             max_input_tokens: m.max_input_tokens,
             reasoning_effort: m.reasoning_effort,
+            light,
         });
     }
     let mut prices = BTreeMap::new();

@@ -35,8 +35,11 @@ pub struct PlanningConfig {
     pub context_tokens: u64,
     /// Files larger than this are left out of a pack (and reported).
     pub max_file_bytes: u64,
-    /// Debating models by name (from `llm.models`); empty: every usable one.
+    /// Debating models by name (from `llm.models`); empty: every usable one
+    /// but the light ones.
     pub debaters: Vec<String>,
+    /// The models of `llm.models` with `role: light`.
+    pub light_models: Vec<String>,
     /// The judging model; `None`: o3 when usable, else the first debater.
     pub judge: Option<String>,
     pub rounds: u32,
@@ -164,5 +167,10 @@ pub(super) fn resolve_planning(
         time_limit: positive_duration("planning.time_limit", raw.time_limit)?,
         call_timeout: positive_duration("planning.call_timeout", raw.call_timeout)?,
         ideas: resolve_ideas_mode(&raw.ideas)?,
+        light_models: models
+            .iter()
+            .filter(|m| m.light)
+            .map(|m| m.model.clone())
+            .collect(),
     })
 }

@@ -300,12 +300,14 @@ impl Default for RawLlm {
                     model: "o3".into(),
                     max_input_tokens: 200_000,
                     reasoning_effort: Some("medium".into()),
+                    role: None,
                 },
                 RawModel {
                     provider: "gemini".into(),
                     model: "gemini-2.5-pro".into(),
                     max_input_tokens: 1_000_000,
                     reasoning_effort: None,
+                    role: None,
                 },
             ],
             prices: BTreeMap::from([
@@ -386,6 +388,9 @@ pub struct RawModel {
     pub max_input_tokens: u64,
     #[serde(default)]
     pub reasoning_effort: Option<String>,
+    /// "main" (the default) or "light".
+    #[serde(default)]
+    pub role: Option<String>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -52,13 +52,20 @@ impl TaskRun<'_> {
             return Err(TaskError::NothingHeard(notes.join("; ")));
         }
         let meter = Meter::new(UsageReport::new(config.llm.prices.clone()));
-        // context.classifier_model, else the cheapest usable model: a
-        // classification is a short call that needs no large model.
-        let light = config
-            .context
-            .classifier_model
-            .clone()
-            .or_else(|| crate::llm::usage::cheapest(&self.env.model.models(), &config.llm.prices));
+        // context.classifier_model, else the cheapest usable light model
+        // (`role: light`), else the cheapest usable one: a classification
+        // is a short call that needs no large model.
+        let usable = self.env.model.models();
+        let light_usable: Vec<_> = usable
+            .iter()
+            .filter(|m| config.planning.light_models.contains(&m.name))
+            .cloned()
+            .collect();
+        let light = config.context.classifier_model.clone().or_else(|| {
+            crate::llm::usage::cheapest(&light_usable, &config.llm.prices)
+                .or_else(|| light_usable.first().map(|m| m.name.clone()))
+                .or_else(|| crate::llm::usage::cheapest(&usable, &config.llm.prices))
+        });
         let classifier = Classifier {
             model: self.env.model.as_ref(),
             name: light.as_deref(),

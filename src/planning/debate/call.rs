@@ -131,10 +131,18 @@ impl Run<'_> {
         let response = match self.send(model, &request, deadline).await {
             Ok(response) => response,
             Err(Sent::Late) => {
-                return Err(format!(
-                    "{who} did not answer within the {} s it had",
-                    time.as_secs_f64().round()
-                ))
+                // Say which limit it was: the call's own, or the debate's time running out.
+                return Err(if time < planner.settings.call_timeout {
+                    format!(
+                        "the debate ran out of time: {who} did not answer in the {} s left of planning.time_limit",
+                        time.as_secs_f64().round()
+                    )
+                } else {
+                    format!(
+                        "{who} did not answer within planning.call_timeout ({} s)",
+                        time.as_secs_f64().round()
+                    )
+                });
             }
             Err(Sent::Failed(e)) => return Err(e.to_string()),
         };
@@ -286,6 +294,7 @@ mod tests {
         let settings = DebateSettings {
             method: super::super::Method::Debate,
             debaters: Vec::new(),
+            light: Vec::new(),
             judge: None,
             rounds: 3,
             threshold: 0.9,

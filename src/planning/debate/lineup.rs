@@ -28,6 +28,17 @@ pub fn lineup(
     usable: &[ModelInfo],
     context_tokens: u64,
 ) -> Result<Lineup, PlanError> {
+    // Light models debate only when named, or when nothing else is usable.
+    let main: Vec<ModelInfo> = usable
+        .iter()
+        .filter(|m| !settings.light.contains(&m.name))
+        .cloned()
+        .collect();
+    let usable = if settings.debaters.is_empty() && !main.is_empty() {
+        main.as_slice()
+    } else {
+        usable
+    };
     let expected = if settings.debaters.is_empty() {
         usable
             .iter()
@@ -109,6 +120,7 @@ mod tests {
         DebateSettings {
             method: Method::Debate,
             debaters: debaters.iter().map(|d| (*d).to_owned()).collect(),
+            light: Vec::new(),
             judge: None,
             rounds: 3,
             threshold: 0.9,
@@ -151,5 +163,20 @@ mod tests {
         let all = lineup(&settings(&[]), &usable, 100_000).unwrap();
         assert_eq!(all.debaters.len(), 3);
         assert_eq!(all.judge, "o3");
+    }
+
+    #[test]
+    fn a_light_model_debates_only_when_named_or_alone() {
+        let usable = [model("o3", 200_000), model("gpt-4.1-mini", 1_000_000)];
+        let light = |debaters: &[&str]| DebateSettings {
+            light: vec!["gpt-4.1-mini".into()],
+            ..settings(debaters)
+        };
+        let l = lineup(&light(&[]), &usable, 50_000).unwrap();
+        assert_eq!(l.debaters, vec!["o3"]);
+        let named = lineup(&light(&["o3", "gpt-4.1-mini"]), &usable, 50_000).unwrap();
+        assert_eq!(named.debaters, vec!["o3", "gpt-4.1-mini"]);
+        let alone = lineup(&light(&[]), &usable[1..], 50_000).unwrap();
+        assert_eq!(alone.debaters, vec!["gpt-4.1-mini"]);
     }
 }

@@ -95,8 +95,11 @@ pub enum Method {
 #[derive(Debug, Clone, PartialEq)]
 pub struct DebateSettings {
     pub method: Method,
-    /// Model names; empty: every usable model that fits the context.
+    /// Model names; empty: every usable model that fits the context, but
+    /// the light ones (while another is usable).
     pub debaters: Vec<String>,
+    /// Models for light work, left out of a debate nobody named.
+    pub light: Vec<String>,
     /// `None`: o3 when usable, else the first debater.
     pub judge: Option<String>,
     pub rounds: u32,
@@ -115,6 +118,7 @@ impl DebateSettings {
                 _ => Method::Debate,
             },
             debaters: config.debaters.clone(),
+            light: config.light_models.clone(),
             judge: config.judge.clone(),
             rounds: config.rounds,
             threshold: config.consensus_threshold,
