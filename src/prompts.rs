@@ -153,27 +153,16 @@ impl Prompts {
 /// `.txt` files under `dir` (one level of subfolders) that are no prompt.
 fn unknown_files(dir: &Path) -> Vec<PathBuf> {
     let known: Vec<PathBuf> = Prompts::files().map(|f| dir.join(f)).collect();
-    let mut out = Vec::new();
-    let mut folders = vec![dir.to_path_buf()];
-    let mut depth = 0;
-    while !folders.is_empty() && depth < 2 {
-        let mut next = Vec::new();
-        for folder in folders {
-            let Ok(entries) = std::fs::read_dir(&folder) else {
-                continue;
-            };
-            for entry in entries.flatten() {
-                let path = entry.path();
-                if path.is_dir() {
-                    next.push(path);
-                } else if path.extension().is_some_and(|e| e == "txt") && !known.contains(&path) {
-                    out.push(path);
-                }
-            }
-        }
-        folders = next;
-        depth += 1;
-    }
+    let mut out: Vec<PathBuf> = ignore::WalkBuilder::new(dir)
+        .standard_filters(false)
+        .max_depth(Some(2))
+        .build()
+        .flatten()
+        .map(ignore::DirEntry::into_path)
+        .filter(|path| {
+            path.is_file() && path.extension().is_some_and(|e| e == "txt") && !known.contains(path)
+        })
+        .collect();
     out.sort();
     out
 }
