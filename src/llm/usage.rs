@@ -198,6 +198,24 @@ pub fn cheapest(models: &[super::ModelInfo], prices: &BTreeMap<String, Price>) -
         .map(|(m, _)| m.name.clone())
 }
 
+/// The model for light work (classification, summaries) among the
+/// usable: the cheapest of those marked light (`light`: `role: light`), or
+/// the first of them when none is priced, else the cheapest usable one.
+pub fn light_model(
+    models: &[super::ModelInfo],
+    light: &[String],
+    prices: &BTreeMap<String, Price>,
+) -> Option<String> {
+    let marked: Vec<super::ModelInfo> = models
+        .iter()
+        .filter(|m| light.contains(&m.name))
+        .cloned()
+        .collect();
+    cheapest(&marked, prices)
+        .or_else(|| marked.first().map(|m| m.name.clone()))
+        .or_else(|| cheapest(models, prices))
+}
+
 #[cfg(test)]
 mod cheapest_tests {
     use super::*;
@@ -235,5 +253,19 @@ mod cheapest_tests {
         );
         assert_eq!(cheapest(&models(&["o3"]), &prices).as_deref(), Some("o3"));
         assert_eq!(cheapest(&models(&["unpriced"]), &prices), None);
+        // A model marked light wins over a cheaper unmarked one, priced or not.
+        let usable = models(&["o3", "gpt-4.1-mini", "local-small"]);
+        assert_eq!(
+            light_model(&usable, &["local-small".to_owned()], &prices).as_deref(),
+            Some("local-small")
+        );
+        assert_eq!(
+            light_model(&usable, &["o3".to_owned(), "local-small".to_owned()], &prices).as_deref(),
+            Some("o3")
+        );
+        assert_eq!(
+            light_model(&usable, &[], &prices).as_deref(),
+            Some("gpt-4.1-mini")
+        );
     }
 }

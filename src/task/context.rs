@@ -55,16 +55,12 @@ impl TaskRun<'_> {
         // context.classifier_model, else the cheapest usable light model
         // (`role: light`), else the cheapest usable one: a classification
         // is a short call that needs no large model.
-        let usable = self.env.model.models();
-        let light_usable: Vec<_> = usable
-            .iter()
-            .filter(|m| config.planning.light_models.contains(&m.name))
-            .cloned()
-            .collect();
         let light = config.context.classifier_model.clone().or_else(|| {
-            crate::llm::usage::cheapest(&light_usable, &config.llm.prices)
-                .or_else(|| light_usable.first().map(|m| m.name.clone()))
-                .or_else(|| crate::llm::usage::cheapest(&usable, &config.llm.prices))
+            crate::llm::usage::light_model(
+                &self.env.model.models(),
+                &config.planning.light_models,
+                &config.llm.prices,
+            )
         });
         let classifier = Classifier {
             model: self.env.model.as_ref(),
