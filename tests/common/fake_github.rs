@@ -408,6 +408,33 @@ impl FakeGitHub {
 }
 
 /// Issue (or PR) `number`, as a path segment, of repository `name`.
+/// A review as `pulls/N/reviews` lists it (`as_review`), or its inline
+/// comment as `pulls/N/comments` does. A reviewer who wrote only an inline
+/// comment still submitted a review: listed with an empty body.
+fn review_json(v: &FakeReview, as_review: bool) -> Option<Value> {
+    if as_review {
+        let body = if v.line.is_some() { "" } else { v.body.as_str() };
+        let mut review = json!({"id": v.id, "user": user(&v.author), "body": body, "state": v.state});
+        // GitHub gives a pending review no submission time.
+        if v.state != "PENDING" {
+            review["submitted_at"] = json!(stamp(v.clock));
+        }
+        return Some(review);
+    }
+    let (path, line) = v.line.as_ref()?;
+    Some(json!({
+        "id": v.id,
+        "pull_request_review_id": v.id,
+        "user": user(&v.author),
+        "body": v.body,
+        "path": path,
+        "line": line,
+        "original_line": line,
+        "side": "RIGHT",
+        "created_at": stamp(v.clock),
+    }))
+}
+
 fn issue_in<'a>(s: &'a State, name: &str, number: &str) -> Option<&'a Issue> {
     s.repos.get(name)?.issues.get(&number.parse().ok()?)
 }
@@ -756,51 +783,16 @@ impl Handler {
                 };
                 ok(json!({"permission": legacy, "role_name": permission, "user": user(who)}))
             }
-            ("GET", ["repos", o, r, "pulls", n, "reviews"]) => {
+            ("GET", ["repos", o, r, "pulls", n, list @ ("reviews" | "comments")]) => {
                 let name = format!("{o}/{r}");
                 match issue_in(&s, &name, n).filter(|i| i.is_pr) {
                     Some(i) => {
-                        let list = i
+                        let items = i
                             .reviews
                             .iter()
-                            .filter(|v| v.line.is_none())
-                            .map(|v| {
-                                let mut review = json!({"id": v.id, "user": user(&v.author), "body": v.body, "state": v.state});
-                                // GitHub gives a pending review no submission time.
-                                if v.state != "PENDING" {
-                                    review["submitted_at"] = json!(stamp(v.clock));
-                                }
-                                review
-                            })
+                            .filter_map(|v| review_json(v, *list == "reviews"))
                             .collect();
-                        paged(req, list)
-                    }
-                    None => not_found(),
-                }
-            }
-            ("GET", ["repos", o, r, "pulls", n, "comments"]) => {
-                let name = format!("{o}/{r}");
-                match issue_in(&s, &name, n).filter(|i| i.is_pr) {
-                    Some(i) => {
-                        let list = i
-                            .reviews
-                            .iter()
-                            .filter_map(|v| {
-                                let (path, line) = v.line.as_ref()?;
-                                Some(json!({
-                                    "id": v.id,
-                                    "pull_request_review_id": v.id,
-                                    "user": user(&v.author),
-                                    "body": v.body,
-                                    "path": path,
-                                    "line": line,
-                                    "original_line": line,
-                                    "side": "RIGHT",
-                                    "created_at": stamp(v.clock),
-                                }))
-                            })
-                            .collect();
-                        paged(req, list)
+                        paged(req, items)
                     }
                     None => not_found(),
                 }
