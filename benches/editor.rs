@@ -65,6 +65,7 @@ async fn main() {
         forge: "local".into(),
         repository: "bench/editor".into(),
         image,
+        env: Vec::new(),
     };
     let sandbox: Arc<dyn Sandbox> = Arc::from(backend.prepare(&spec, Some(workspace.path())).await.unwrap());
     println!("forgehand editor benchmarks; reproduce with: cargo bench --bench editor");

@@ -57,6 +57,7 @@ async fn main() {
         forge: "local".into(),
         repository: "bench/workspace".into(),
         image: image.clone(),
+        env: Vec::new(),
     };
     println!(
         "forgehand sandbox benchmarks ({} cores); reproduce with: cargo bench --bench sandbox",

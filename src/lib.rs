@@ -15,6 +15,8 @@ pub mod daemon;
 #[cfg(feature = "daemon")]
 pub mod doctor;
 #[cfg(feature = "daemon")]
+pub mod environment;
+#[cfg(feature = "daemon")]
 pub mod forge;
 #[cfg(feature = "daemon")]
 pub mod git;

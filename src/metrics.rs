@@ -48,6 +48,7 @@ pub struct Metrics {
     sandboxes_running: Gauge,
     poll_seconds: Histogram,
     journal_bytes: Gauge,
+    repository_steps: Family<Labels, Counter>,
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
@@ -74,6 +75,7 @@ impl Metrics {
             sandboxes_running: Gauge::default(),
             poll_seconds: Histogram::new(SHORT.iter().copied()),
             journal_bytes: Gauge::default(),
+            repository_steps: Family::default(),
         };
         let mut m = m;
         let r = &mut m.registry;
@@ -138,7 +140,18 @@ impl Metrics {
             "Size of the journal database and its write-ahead log",
             m.journal_bytes.clone(),
         );
+        r.register(
+            "repository_steps",
+            "Runs of a repository's own setup and tests, by step (setup, test) and outcome (passed, failed, timed_out)",
+            m.repository_steps.clone(),
+        );
         m
+    }
+
+    pub fn repository_step(&self, step: &str, outcome: &str) {
+        self.repository_steps
+            .get_or_create(&labels(&[("step", step), ("outcome", outcome)]))
+            .inc();
     }
 
     pub fn task_started(&self, forge: &str) {

@@ -56,6 +56,8 @@ prompt_group! {
         text_editor => "system_prompt_text_editor.txt",
         git_workflow => "git_workflow.txt",
         behavior_rules => "behavior_rules.txt",
+        repository_instructions => "repository_instructions.txt",
+        test_failure => "test_failure.txt",
     }
 }
 

@@ -7,6 +7,7 @@ mod env;
 mod planning;
 mod policy;
 mod raw;
+mod repository;
 mod secrets;
 mod units;
 mod work;
@@ -14,6 +15,10 @@ mod work;
 pub use context::{ContextConfig, IdeasConfig, IdeasMode, TrustConfig};
 pub use planning::{PlanningConfig, PlanningMode};
 pub use policy::{AgentLimits, Price, RetryPolicy};
+pub use repository::{
+    check_file as check_repo_file, host_patterns, AgentNetwork, Commands, HostPattern, PlainValue,
+    RawNetwork, RepoFile, RepositoriesConfig, SetupFailure,
+};
 pub use secrets::{Secret, Secrets};
 pub use units::{ByteSize, HumanDuration};
 pub use work::{
@@ -80,6 +85,7 @@ pub struct Config {
     pub context: ContextConfig,
     pub ideas: IdeasConfig,
     pub trust: TrustConfig,
+    pub repositories: RepositoriesConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -127,6 +133,9 @@ pub struct LlmConfig {
 pub struct AgentConfig {
     pub limits: AgentLimits,
     pub prompts_dir: PathBuf,
+    /// Rounds the model gets to fix a change whose tests fail (`test` in
+    /// the repository's settings).
+    pub test_fix_rounds: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -455,6 +464,7 @@ impl Config {
             context: context::resolve_context(raw.context, &llm.models)?,
             ideas: context::resolve_ideas(raw.ideas, &llm.models)?,
             trust: context::resolve_trust(raw.trust),
+            repositories: repository::resolve_repositories(raw.repositories)?,
             scheduling,
             github: work::resolve_github(raw.github)?,
             gitlab: work::resolve_gitlab(raw.gitlab)?,
@@ -616,6 +626,7 @@ fn resolve_agent(
             temperature: None,
         },
         prompts_dir: resolve_path(&non_empty("agent.prompts_dir", &raw.prompts_dir)?),
+        test_fix_rounds: raw.test_fix_rounds,
     })
 }
 

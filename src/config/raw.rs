@@ -27,6 +27,7 @@ pub struct RawConfig {
     pub context: super::context::RawContext,
     pub ideas: super::context::RawIdeas,
     pub trust: super::context::RawTrust,
+    pub repositories: super::repository::RawRepositories,
 }
 
 #[derive(Debug, Deserialize)]
@@ -141,6 +142,7 @@ pub struct RawDelivery {
     pub max_push_attempts: u32,
     pub author_name: String,
     pub author_email: String,
+    pub require_passing_tests: bool,
 }
 
 impl Default for RawDelivery {
@@ -152,6 +154,7 @@ impl Default for RawDelivery {
             max_push_attempts: 3,
             author_name: "forgehand".into(),
             author_email: "forgehand@localhost".into(),
+            require_passing_tests: false,
         }
     }
 }
@@ -413,6 +416,7 @@ pub struct RawAgent {
     pub max_repeated_failures: u32,
     pub max_tool_calls_per_step: usize,
     pub prompts_dir: String,
+    pub test_fix_rounds: u32,
 }
 
 impl Default for RawAgent {
@@ -425,6 +429,7 @@ impl Default for RawAgent {
             max_repeated_failures: 3,
             max_tool_calls_per_step: 16,
             prompts_dir: "prompts".into(),
+            test_fix_rounds: 2,
         }
     }
 }

@@ -69,6 +69,8 @@ pub struct DeliveryConfig {
     pub max_push_attempts: u32,
     pub author_name: String,
     pub author_email: String,
+    /// A change whose tests still fail is not delivered (else: a draft that says so).
+    pub require_passing_tests: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -225,6 +227,7 @@ pub(super) fn resolve_delivery(raw: raw::RawDelivery) -> Result<DeliveryConfig, 
         max_push_attempts: raw.max_push_attempts,
         author_name: non_empty("delivery.author_name", &raw.author_name)?,
         author_email: non_empty("delivery.author_email", &raw.author_email)?,
+        require_passing_tests: raw.require_passing_tests,
     })
 }
 

@@ -15,6 +15,18 @@ pub fn image_tag(config: &ImagesConfig, name: &str) -> String {
     format!("{}{}:{}", config.tag_prefix, name, config.tag)
 }
 
+/// The image a repository's settings name: a forgehand image name
+/// (`python`) becomes forgehand's tag for it; any other reference (with a
+/// registry, a tag or a digest) is used as written.
+pub fn image_reference(config: &ImagesConfig, name: &str) -> String {
+    let name = name.trim();
+    if name.contains(['/', ':', '@']) {
+        name.to_owned()
+    } else {
+        image_tag(config, name)
+    }
+}
+
 /// The image a task on `repository`, checked out at `checkout`, runs in: a
 /// pin from `images.pins` when there is one, else the detected language's.
 pub fn image_for_repository(config: &ImagesConfig, repository: &str, checkout: &Path) -> String {

@@ -241,7 +241,11 @@ impl DockerBackend {
                 None => vec!["sleep".to_owned(), "infinity".to_owned()],
             }),
             entrypoint: Some(vec![]),
-            env: Some(vec![format!("HOME={}", c.home_dir)]),
+            env: Some(
+                std::iter::once(format!("HOME={}", c.home_dir))
+                    .chain(spec.env.iter().map(|(k, v)| format!("{k}={v}")))
+                    .collect(),
+            ),
             labels: Some(labels),
             network_disabled: Some(c.network_mode == "none"),
             host_config: Some(host_config),

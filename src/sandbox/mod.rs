@@ -36,6 +36,9 @@ pub struct SandboxSpec {
     /// `owner/name` (GitLab: the full project path).
     pub repository: String,
     pub image: String,
+    /// Plain variables for every process in the sandbox (a repository's
+    /// `env`); never a secret.
+    pub env: Vec<(String, String)>,
 }
 
 /// The result of one command run by the command executor.

@@ -18,7 +18,7 @@ impl TaskRun<'_> {
         let credentials = self.forge.git_credentials().await?;
         // What was kept from the model: on the comment and in the request.
         let withheld = request::withheld(&thread.author, &thread.comments, &self.forge.who_may_trigger());
-        let (mut ws, store) = {
+        let mut ws = {
             let (root, url, base, branch, creds) = (
                 self.work_dir(),
                 target.clone_url.clone(),
@@ -46,20 +46,45 @@ impl TaskRun<'_> {
                     (&author.0, &author.1),
                 )
             });
-            // The comment says what happens while the clone runs and the
-            // thread is classified into the context store.
-            let (cloned, (), context) = tokio::join!(
-                clone,
-                self.report(),
-                self.gather_context(item, target, &thread, &withheld)
+            let (cloned, ()) = tokio::join!(clone, self.report());
+            cloned??
+        };
+        // The repository's settings come first: a broken file costs no model call.
+        let (back, environment) = self.read_environment(ws, &target.base).await?;
+        ws = back;
+        self.note_environment(&environment);
+        let settings = &environment.settings;
+        let checkout = ws.checkout_dir();
+        // With setup to run, the sandbox is made and set up before any model
+        // call; without, it starts while the thread is classified.
+        let context = if settings.setup.is_empty() {
+            let (context, sandbox) = tokio::join!(
+                self.gather_context(item, target, &thread, &withheld),
+                self.start_sandbox(&checkout, settings)
             );
+            let (sandbox, image) = sandbox?;
+            self.adopt_sandbox(sandbox)?;
+            self.progress.note(format!("Sandbox from image `{image}`"));
+            context
+        } else {
+            self.report().await;
+            let (sandbox, image) = self.start_sandbox(&checkout, settings).await?;
+            let sandbox = self.adopt_sandbox(sandbox)?;
+            self.progress.note(format!("Sandbox from image `{image}`"));
+            self.setup(sandbox.as_ref(), settings).await?;
+            self.gather_context(item, target, &thread, &withheld).await
+        };
+        let store = {
             let (store, notes, usage) = context?;
             for note in notes {
                 self.progress.note(note);
             }
             self.merge_usage(&usage);
-            (cloned??, store)
+            store
         };
+        let instructions = environment
+            .instructions
+            .render(&self.env.prompts.agent.repository_instructions);
         let setting = request::Setting {
             branch: &target.branch,
             base: &target.base,
@@ -90,28 +115,26 @@ impl TaskRun<'_> {
             super::Heard::Withheld { .. } => None,
             _ => Some(item.title.as_str()),
         };
+        let planning_request = match &instructions {
+            Some(section) => format!("{request_text}\n\n{section}"),
+            None => request_text.clone(),
+        };
         let plan = self
-            .plan(ws.checkout_dir(), &request_text, &store, item, topic)
+            .plan(ws.checkout_dir(), &planning_request, &store, item, topic)
             .await?;
 
-        let image = crate::images::image_for_repository(&config.images, &self.item.repo, &ws.checkout_dir());
-        let spec = SandboxSpec {
-            task_id: self.item.slug(),
-            forge: self.item.forge.as_str().to_owned(),
-            repository: self.item.repo.clone(),
-            image: image.clone(),
-        };
-        self.progress.note(format!("Sandbox from image `{image}`"));
-        let sandbox: Arc<dyn Sandbox> =
-            Arc::from(self.env.backend.prepare(&spec, Some(&ws.checkout_dir())).await?);
-        // Held by the task from here on, so `remove_sandbox` always sees it.
-        self.sandbox = Some(sandbox.clone());
-        crate::metrics::global().sandbox_started();
-        self.env.journal.set_container(&self.key, Some(sandbox.id()))?;
+        let sandbox = self
+            .sandbox
+            .clone()
+            .ok_or_else(|| TaskError::Other("the sandbox was not started".into()))?;
         self.env.journal.set_phase(&self.key, Phase::Working)?;
 
         let (mut tools, editor_enabled, servers) = self.tools(sandbox.clone()).await?;
-        let system = self.env.prompts.agent.system_prompt(editor_enabled);
+        let mut system = self.env.prompts.agent.system_prompt(editor_enabled);
+        if let Some(section) = &instructions {
+            system.push_str("\n\n");
+            system.push_str(section);
+        }
         self.progress
             .at(Step::Change, "Working: the model is making the change");
         // The comment's state while the agent runs: the gate (pause notes) and
@@ -155,6 +178,17 @@ impl TaskRun<'_> {
         self.progress = live.lock().unwrap_or_else(|p| p.into_inner()).clone();
         self.add_usage(&outcome);
         self.check_halt(&outcome)?;
+        let tests = self
+            .verify(
+                &agent,
+                &system,
+                &mut outcome,
+                sandbox.as_ref(),
+                settings,
+                &ws.base.to_string(),
+                &live,
+            )
+            .await?;
 
         let protected = if config.delivery.allow_protected_paths {
             Vec::new()
@@ -250,6 +284,22 @@ impl TaskRun<'_> {
         } else if outcome.stop != StopReason::Answered {
             summary.push_str(&format!("\n\n(The run ended early: {}.)", outcome.stop));
         }
+        if let Some(tests) = &tests {
+            summary.push_str("\n\n");
+            summary.push_str(&tests.section());
+            if !tests.passed && config.delivery.require_passing_tests {
+                return Err(TaskError::TestsFailed {
+                    reason: format!(
+                        "`{}` {}; the change is on `{}`, and no {} was opened",
+                        tests.command,
+                        tests.outcome,
+                        target.branch,
+                        self.item.forge.change_noun()
+                    ),
+                    section: tests.section(),
+                });
+            }
+        }
         self.env.journal.set_phase(&self.key, Phase::Pushed)?;
         self.env.journal.set_summary(&self.key, &summary)?;
         Ok(Some(summary))
@@ -307,6 +357,14 @@ impl TaskRun<'_> {
                 }
             }
         }
+    }
+
+    /// Holds `sandbox` for the task from here on, so `remove_sandbox` always sees it.
+    fn adopt_sandbox(&mut self, sandbox: Arc<dyn Sandbox>) -> Result<Arc<dyn Sandbox>, TaskError> {
+        self.sandbox = Some(sandbox.clone());
+        crate::metrics::global().sandbox_started();
+        self.env.journal.set_container(&self.key, Some(sandbox.id()))?;
+        Ok(sandbox)
     }
 
     pub(super) fn check_halt(&self, outcome: &AgentOutcome) -> Result<(), TaskError> {

@@ -8,10 +8,12 @@ mod change;
 mod claim;
 mod context;
 mod deliver;
+mod environment;
 mod plan;
 pub mod progress;
 pub mod request;
 pub mod sanitize;
+mod verify;
 pub mod workspace;
 
 use crate::agent::tools::{CommandExecutor, ServerTools, ToolRegistry};
@@ -112,6 +114,14 @@ enum TaskError {
     /// Nothing of the request may be shown to a model.
     #[error("nothing of the request can be shown to the model ({0})")]
     NothingHeard(String),
+    /// The repository's `.forgehand.yaml` cannot be used.
+    #[error("{0}")]
+    Settings(#[from] crate::environment::SettingsError),
+    #[error("{0}")]
+    SetupFailed(environment::SetupFailed),
+    /// The tests still fail and `delivery.require_passing_tests` is set.
+    #[error("the tests still fail ({reason}); delivery.require_passing_tests keeps the change from review")]
+    TestsFailed { reason: String, section: String },
 }
 
 impl TaskError {
@@ -144,6 +154,15 @@ fn advice(err: &TaskError, who_may_trigger: &str) -> String {
             "Make that change by hand, or let an operator allow it (delivery.allow_protected_paths), then add the trigger label again."
         }
         TaskError::Sandbox(_) => "An operator should check the Docker engine (`forgehand doctor`); then add the trigger label again.",
+        TaskError::Settings(_) => {
+            "Fix `.forgehand.yaml` on the default branch as said above (no model was called), then add the trigger label again."
+        }
+        TaskError::SetupFailed(_) => {
+            "Fix the setup commands in `.forgehand.yaml` on the default branch (or what they need); the end of the setup's output is below. No model was called. An operator can let tasks go on without a working setup (repositories.on_setup_failure: continue). Then add the trigger label again."
+        }
+        TaskError::TestsFailed { .. } => {
+            "The change is on its branch; fix the tests there or ask again with more detail, then add the trigger label again. An operator can deliver failing changes as drafts (delivery.require_passing_tests: false)."
+        }
         TaskError::NothingHeard(_) => {
             return format!("A maintainer can restate the request in a comment of their own (forgehand reads comments from {who_may_trigger}), then add the trigger label again.");
         }
@@ -334,11 +353,22 @@ impl TaskRun<'_> {
     pub(super) async fn fail(&mut self, err: &TaskError) -> TaskEnd {
         let reason = self.env.secrets.scrub(&err.to_string());
         tracing::error!(task = %self.item, "task failed: {reason}");
-        let text = format!(
+        let mut text = format!(
             "**Failed.** {reason}\n\n**What you can do:** {}\n{}",
             advice(err, &self.forge.who_may_trigger()),
             self.usage_line()
         );
+        if let TaskError::TestsFailed { section, .. } = err {
+            text.push_str(&format!("\n{}\n", self.env.secrets.scrub(section)));
+        }
+        if let TaskError::SetupFailed(failed) = err {
+            if !failed.tail.trim().is_empty() {
+                text.push_str(&format!(
+                    "\n<details><summary>The end of the setup's output</summary>\n\n{}\n\n</details>\n",
+                    verify::fenced(&self.env.secrets.scrub(&failed.tail))
+                ));
+            }
+        }
         if self.comment_id.is_none() {
             // Failed before the claim finished: post the failure as the progress comment.
             if let Err(e) = self.ensure_comment().await {

@@ -6,6 +6,7 @@
 
 use crate::git::{self, Credentials, GitError};
 use git2::{Delta, Oid, Repository, Signature};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -118,6 +119,55 @@ impl Workspace {
             base,
             repo,
         })
+    }
+
+    /// The files at `paths` as the remote's `base` branch has them (never
+    /// the task branch, which the model or an outsider may have written).
+    /// Missing files, folders and files over 1 MiB are left out.
+    pub fn read_base(
+        &self,
+        base: &str,
+        paths: &[String],
+    ) -> Result<BTreeMap<String, Vec<u8>>, DeliveryError> {
+        let tree = self.base_tree(base)?;
+        let mut out = BTreeMap::new();
+        for path in paths {
+            let Ok(entry) = tree.get_path(Path::new(path)) else {
+                continue;
+            };
+            let Ok(blob) = self.repo.find_blob(entry.id()) else {
+                continue;
+            };
+            if blob.size() <= 1 << 20 {
+                out.insert(path.clone(), blob.content().to_vec());
+            }
+        }
+        Ok(out)
+    }
+
+    /// Every path on the remote's `base` branch whose file name is `name`.
+    pub fn base_paths_named(&self, base: &str, name: &str) -> Result<Vec<String>, DeliveryError> {
+        let tree = self.base_tree(base)?;
+        let mut found = Vec::new();
+        tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+            if entry.kind() == Some(git2::ObjectType::Blob) && entry.name().ok() == Some(name) {
+                found.push(format!("{dir}{name}"));
+            }
+            git2::TreeWalkResult::Ok
+        })
+        .map_err(|e| failed("list the base branch's files", e))?;
+        Ok(found)
+    }
+
+    fn base_tree(&self, base: &str) -> Result<git2::Tree<'_>, DeliveryError> {
+        let oid = self
+            .repo
+            .refname_to_id(&format!("refs/remotes/origin/{base}"))
+            .map_err(|e| failed(&format!("find the base branch `{base}`"), e))?;
+        self.repo
+            .find_commit(oid)
+            .and_then(|c| c.tree())
+            .map_err(|e| failed("read the base branch", e))
     }
 
     /// The checkout copied into the sandbox.

@@ -80,6 +80,16 @@ impl World {
         World::build_full(turns, daemon_extra, plan.map(|p| (p, None)), "", yaml).await
     }
 
+    /// A world whose repository holds `files` (instead of the usual
+    /// greeting), with more top-level YAML for the daemon's config.
+    pub async fn with_repository(
+        turns: Vec<(Reply, Option<Duration>)>,
+        files: &[(&str, &str)],
+        yaml: &str,
+    ) -> World {
+        World::build_repo(turns, "", None, "", yaml, files).await
+    }
+
     /// `plan`: the planning answer and how long each planning call takes.
     async fn build_full(
         turns: Vec<(Reply, Option<Duration>)>,
@@ -88,14 +98,22 @@ impl World {
         github_extra: &str,
         yaml: &str,
     ) -> World {
+        let files = [("greet.py", "print('Hello')\n"), ("README.md", "# app\n")];
+        World::build_repo(turns, daemon_extra, plan, github_extra, yaml, &files).await
+    }
+
+    async fn build_repo(
+        turns: Vec<(Reply, Option<Duration>)>,
+        daemon_extra: &str,
+        plan: Option<(&str, Option<Duration>)>,
+        github_extra: &str,
+        yaml: &str,
+        files: &[(&str, &str)],
+    ) -> World {
         crate::common::ensure_images().await;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("git");
-        let bare = git_http::bare_repo(
-            &root,
-            "acme/app.git",
-            &[("greet.py", "print('Hello')\n"), ("README.md", "# app\n")],
-        );
+        let bare = git_http::bare_repo(&root, "acme/app.git", files);
         let git = GitHttpServer::start(&root, "x-access-token", TOKEN).await;
         let github = FakeGitHub::start(TOKEN).await;
         github.add_repo(REPO, &git.url("acme/app.git"), Some(bare.clone()));

@@ -129,6 +129,7 @@ pub fn spec(image: &str) -> SandboxSpec {
         forge: "local".into(),
         repository: "tests/forgehand".into(),
         image: image.into(),
+        env: Vec::new(),
     }
 }
 

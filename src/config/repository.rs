@@ -1,0 +1,471 @@
+//! A repository's own environment: the keys of `.forgehand.yaml` (read from
+//! the repository's default branch) and the operator's side of them in
+//! `config.yaml` under `repositories:` (defaults per repository and the
+//! limits no repository can pass). The merge itself is in
+//! [`crate::environment`]; this module only parses and checks values.
+
+use super::units::HumanDuration;
+use super::ConfigError;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The keys of `.forgehand.yaml`, as written; every key optional. The same
+/// shape is an operator's per-repository default in `config.yaml`.
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RepoFile {
+    pub image: Option<String>,
+    pub setup: Option<Commands>,
+    pub setup_timeout: Option<HumanDuration>,
+    pub env: Option<BTreeMap<String, PlainValue>>,
+    pub network: Option<RawNetwork>,
+    pub test: Option<String>,
+    pub test_timeout: Option<HumanDuration>,
+    pub instructions: Option<Vec<String>>,
+}
+
+/// One shell command or a list of them.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged, expecting = "a shell command or a list of shell commands")]
+pub enum Commands {
+    One(String),
+    Many(Vec<String>),
+}
+
+impl Commands {
+    pub fn into_vec(self) -> Vec<String> {
+        match self {
+            Commands::One(command) => vec![command],
+            Commands::Many(commands) => commands,
+        }
+    }
+}
+
+/// An environment value: YAML may write it as text, a number or a boolean.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged, expecting = "text, a number or true/false")]
+pub enum PlainValue {
+    Text(String),
+    Integer(i64),
+    Float(f64),
+    Bool(bool),
+}
+
+impl std::fmt::Display for PlainValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            PlainValue::Text(text) => f.write_str(text),
+            PlainValue::Integer(n) => write!(f, "{n}"),
+            PlainValue::Float(n) => write!(f, "{n}"),
+            PlainValue::Bool(b) => write!(f, "{b}"),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RawNetwork {
+    pub setup: Option<Vec<String>>,
+    pub agent: Option<AgentNetwork>,
+}
+
+/// `network.agent`: `off`, or the hosts the agent phase may reach.
+#[derive(Debug, Clone, Deserialize, PartialEq)]
+#[serde(untagged, expecting = r#""off" or a list of host names"#)]
+pub enum AgentNetwork {
+    Word(String),
+    Hosts(Vec<String>),
+}
+
+/// A host the egress tunnel may connect to: an exact name (or address), or
+/// `*.suffix` for every name below `suffix` (not `suffix` itself).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum HostPattern {
+    Exact(String),
+    Suffix(String),
+}
+
+impl HostPattern {
+    /// Parses `name`, `*.suffix`, or either with `:port` dropped (the port is
+    /// not part of the decision). The error says what is accepted.
+    pub fn parse(text: &str) -> Result<HostPattern, String> {
+        let accepted = r#"write a host name such as "registry.example.org", "*.example.org" for every name below it, or an IP address"#;
+        let trimmed = text.trim().to_ascii_lowercase();
+        if trimmed.is_empty() {
+            return Err(format!("an empty host; {accepted}"));
+        }
+        if trimmed.contains("://") || trimmed.contains('/') {
+            return Err(format!("\"{text}\" is a URL, not a host; {accepted}"));
+        }
+        let host = match trimmed.rsplit_once(':') {
+            Some((host, port)) if !host.contains(':') && port.parse::<u16>().is_ok() => host,
+            _ => trimmed.as_str(),
+        };
+        if host.parse::<std::net::IpAddr>().is_ok() {
+            return Ok(HostPattern::Exact(host.to_owned()));
+        }
+        let (suffix, name) = match host.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, host),
+        };
+        let label_ok = |label: &str| {
+            !label.is_empty()
+                && label.len() <= 63
+                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                && !label.starts_with('-')
+                && !label.ends_with('-')
+        };
+        let name = name.trim_end_matches('.');
+        if name.contains('*') {
+            return Err(format!(
+                "\"{text}\": a wildcard may only stand first, as \"*.\" before a name; {accepted}"
+            ));
+        }
+        if !name.split('.').all(label_ok) {
+            return Err(format!("\"{text}\" is not a host name; {accepted}"));
+        }
+        if suffix && !name.contains('.') {
+            return Err(format!(
+                "\"{text}\" would allow a whole top-level domain; name at least two labels, e.g. \"*.example.org\""
+            ));
+        }
+        Ok(if suffix {
+            HostPattern::Suffix(name.to_owned())
+        } else {
+            HostPattern::Exact(name.to_owned())
+        })
+    }
+
+    pub fn matches(&self, host: &str) -> bool {
+        let host = host.trim_end_matches('.').to_ascii_lowercase();
+        match self {
+            HostPattern::Exact(name) => host == *name,
+            HostPattern::Suffix(suffix) => host
+                .strip_suffix(suffix.as_str())
+                .is_some_and(|rest| rest.ends_with('.') && rest.len() > 1),
+        }
+    }
+}
+
+impl std::fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostPattern::Exact(name) => f.write_str(name),
+            HostPattern::Suffix(suffix) => write!(f, "*.{suffix}"),
+        }
+    }
+}
+
+/// Parses a list of host patterns found under `key`.
+pub fn host_patterns(key: &str, hosts: &[String]) -> Result<Vec<HostPattern>, ConfigError> {
+    hosts
+        .iter()
+        .map(|h| HostPattern::parse(h).map_err(|message| ConfigError::invalid(key, message)))
+        .collect()
+}
+
+/// What happens when a repository's setup fails.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SetupFailure {
+    /// Say so on the issue and stop before any model call (the default).
+    Stop,
+    /// Say so on the issue and let the model work in the unprepared sandbox.
+    Continue,
+}
+
+/// `repositories:` in `config.yaml`.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepositoriesConfig {
+    /// Defaults for every repository, below its `.forgehand.yaml`.
+    pub defaults: RepoFile,
+    /// Defaults for one repository (`owner/name`), below its `.forgehand.yaml`
+    /// and above `defaults`.
+    pub per_repository: BTreeMap<String, RepoFile>,
+    /// Whether a repository's file may choose its own image (`image`).
+    pub allow_image: bool,
+    /// No repository's setup or tests run longer than these.
+    pub max_setup_timeout: Duration,
+    pub max_test_timeout: Duration,
+    /// Timeouts when neither side gives one.
+    pub setup_timeout: Duration,
+    pub test_timeout: Duration,
+    /// When non-empty, hosts a repository may name; any other is dropped
+    /// from its allowlists (with a note on the issue).
+    pub allowed_hosts: Vec<HostPattern>,
+    pub on_setup_failure: SetupFailure,
+    /// Tokens the repository's instructions may take in a prompt.
+    pub instructions_tokens: u64,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawRepositories {
+    pub defaults: RepoFile,
+    pub per_repository: BTreeMap<String, RepoFile>,
+    pub allow_image: bool,
+    pub max_setup_timeout: HumanDuration,
+    pub max_test_timeout: HumanDuration,
+    pub allowed_hosts: Vec<String>,
+    pub on_setup_failure: String,
+    pub instructions_tokens: u64,
+}
+
+impl Default for RawRepositories {
+    fn default() -> Self {
+        RawRepositories {
+            defaults: RepoFile::default(),
+            per_repository: BTreeMap::new(),
+            allow_image: true,
+            max_setup_timeout: HumanDuration(Duration::from_secs(3600)),
+            max_test_timeout: HumanDuration(Duration::from_secs(3600)),
+            allowed_hosts: Vec::new(),
+            on_setup_failure: "stop".into(),
+            instructions_tokens: 8_000,
+        }
+    }
+}
+
+/// Default timeouts when no side gives one.
+pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+pub const DEFAULT_TEST_TIMEOUT: Duration = Duration::from_secs(15 * 60);
+
+pub(super) fn resolve_repositories(raw: RawRepositories) -> Result<RepositoriesConfig, ConfigError> {
+    let on_setup_failure = match raw.on_setup_failure.trim() {
+        "stop" => SetupFailure::Stop,
+        "continue" => SetupFailure::Continue,
+        other => {
+            return Err(ConfigError::invalid(
+                "repositories.on_setup_failure",
+                format!(r#""{other}" is not known; use "stop" (the default) or "continue""#),
+            ))
+        }
+    };
+    let positive = |key: &str, d: HumanDuration| {
+        if d.0.is_zero() {
+            Err(ConfigError::invalid(key, "must be longer than 0s"))
+        } else {
+            Ok(d.0)
+        }
+    };
+    let max_setup_timeout = positive("repositories.max_setup_timeout", raw.max_setup_timeout)?;
+    let max_test_timeout = positive("repositories.max_test_timeout", raw.max_test_timeout)?;
+    check_file("repositories.defaults", &raw.defaults)?;
+    for (name, file) in &raw.per_repository {
+        check_file(&format!("repositories.per_repository.{name}"), file)?;
+    }
+    if raw.instructions_tokens < 200 {
+        return Err(ConfigError::invalid(
+            "repositories.instructions_tokens",
+            "must be at least 200 (default 8000)",
+        ));
+    }
+    Ok(RepositoriesConfig {
+        setup_timeout: raw
+            .defaults
+            .setup_timeout
+            .map_or(DEFAULT_SETUP_TIMEOUT, |d| d.0)
+            .min(max_setup_timeout),
+        test_timeout: raw
+            .defaults
+            .test_timeout
+            .map_or(DEFAULT_TEST_TIMEOUT, |d| d.0)
+            .min(max_test_timeout),
+        defaults: raw.defaults,
+        per_repository: raw.per_repository,
+        allow_image: raw.allow_image,
+        max_setup_timeout,
+        max_test_timeout,
+        allowed_hosts: host_patterns("repositories.allowed_hosts", &raw.allowed_hosts)?,
+        on_setup_failure,
+        instructions_tokens: raw.instructions_tokens,
+    })
+}
+
+/// Checks the values of one settings file whose keys parsed; `prefix` is
+/// where it sits (`.forgehand.yaml` or a key path in `config.yaml`).
+pub fn check_file(prefix: &str, file: &RepoFile) -> Result<(), ConfigError> {
+    let key = |name: &str| {
+        if prefix.is_empty() {
+            name.to_owned()
+        } else {
+            format!("{prefix}.{name}")
+        }
+    };
+    if let Some(image) = &file.image {
+        if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
+            return Err(ConfigError::invalid(
+                &key("image"),
+                format!(
+                    r#""{image}" is not an image reference; use a forgehand image name such as "python" or a reference such as "registry.example.org/team/app:1.2" or "name@sha256:…""#
+                ),
+            ));
+        }
+    }
+    if let Some(commands) = &file.setup {
+        let commands = commands.clone().into_vec();
+        if commands.iter().any(|c| c.trim().is_empty()) {
+            return Err(ConfigError::invalid(
+                &key("setup"),
+                "holds an empty command; give shell commands such as \"pip install -r requirements.txt\"",
+            ));
+        }
+    }
+    for (name, timeout) in [
+        ("setup_timeout", file.setup_timeout),
+        ("test_timeout", file.test_timeout),
+    ] {
+        if timeout.is_some_and(|t| t.0.is_zero()) {
+            return Err(ConfigError::invalid(&key(name), "must be longer than 0s"));
+        }
+    }
+    if let Some(env) = &file.env {
+        for name in env.keys() {
+            check_env_name(&key(&format!("env.{name}")), name)?;
+        }
+    }
+    if let Some(network) = &file.network {
+        if let Some(hosts) = &network.setup {
+            host_patterns(&key("network.setup"), hosts)?;
+        }
+        match &network.agent {
+            Some(AgentNetwork::Word(word)) if word.trim() != "off" => {
+                return Err(ConfigError::invalid(
+                    &key("network.agent"),
+                    format!(r#""{word}" is not accepted; write "off" (the default) or a list of hosts"#),
+                ))
+            }
+            Some(AgentNetwork::Hosts(hosts)) => {
+                host_patterns(&key("network.agent"), hosts)?;
+            }
+            _ => {}
+        }
+    }
+    if file.test.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(ConfigError::invalid(
+            &key("test"),
+            "is empty; give the command that verifies a change, such as \"pytest -q\", or leave the key out",
+        ));
+    }
+    if let Some(paths) = &file.instructions {
+        for path in paths {
+            let clean = path.trim();
+            if clean.is_empty() || clean.starts_with('/') || clean.split('/').any(|part| part == "..") {
+                return Err(ConfigError::invalid(
+                    &key("instructions"),
+                    format!(
+                        r#""{path}" is not a path inside the repository; give paths such as "AGENTS.md" or "docs/agents.md""#
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Names forgehand sets itself in the sandbox (the proxy) or that carry
+/// credentials by convention; a repository may not set them.
+const RESERVED_ENV: &[&str] = &[
+    "HOME",
+    "PATH",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "ALL_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "all_proxy",
+];
+
+fn check_env_name(key: &str, name: &str) -> Result<(), ConfigError> {
+    let valid = name
+        .chars()
+        .next()
+        .is_some_and(|c| c.is_ascii_alphabetic() || c == '_')
+        && name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_');
+    if !valid {
+        return Err(ConfigError::invalid(
+            key,
+            format!("\"{name}\" is not a variable name; use letters, digits and _ (not first a digit)"),
+        ));
+    }
+    if RESERVED_ENV.contains(&name) {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{name} is set by forgehand in the sandbox and cannot be changed"),
+        ));
+    }
+    let upper = name.to_ascii_uppercase();
+    if [
+        "TOKEN",
+        "SECRET",
+        "PASSWORD",
+        "API_KEY",
+        "PRIVATE_KEY",
+        "CREDENTIAL",
+    ]
+    .iter()
+    .any(|word| upper.contains(word))
+    {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{name} looks like a secret; no secret ever enters a sandbox, so env holds plain settings only (private registries with credentials are not supported)"),
+        ));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_patterns_accept_names_suffixes_and_addresses() {
+        assert_eq!(
+            HostPattern::parse("Registry.Example.org"),
+            Ok(HostPattern::Exact("registry.example.org".into()))
+        );
+        assert_eq!(
+            HostPattern::parse("*.example.org"),
+            Ok(HostPattern::Suffix("example.org".into()))
+        );
+        assert_eq!(
+            HostPattern::parse("127.0.0.1:8080"),
+            Ok(HostPattern::Exact("127.0.0.1".into()))
+        );
+        assert_eq!(HostPattern::parse("::1"), Ok(HostPattern::Exact("::1".into())));
+        for bad in [
+            "",
+            "*",
+            "*.org",
+            "https://example.org",
+            "exa mple.org",
+            "ex*.org",
+            "a.*.org",
+        ] {
+            let err = HostPattern::parse(bad).unwrap_err();
+            assert!(err.contains("example.org"), "{bad}: {err}");
+        }
+    }
+
+    #[test]
+    fn suffixes_match_names_below_only() {
+        let suffix = HostPattern::parse("*.example.org").unwrap();
+        assert!(suffix.matches("files.example.org"));
+        assert!(suffix.matches("a.b.example.org."));
+        assert!(!suffix.matches("example.org"));
+        assert!(!suffix.matches("badexample.org"));
+        let exact = HostPattern::parse("example.org").unwrap();
+        assert!(exact.matches("EXAMPLE.org"));
+        assert!(!exact.matches("www.example.org"));
+    }
+
+    #[test]
+    fn secret_looking_and_reserved_variables_are_refused() {
+        for name in ["NPM_TOKEN", "HTTPS_PROXY", "1ABC", "A-B"] {
+            assert!(check_env_name("env", name).is_err(), "{name}");
+        }
+        assert!(check_env_name("env", "PIP_NO_CACHE_DIR").is_ok());
+    }
+}

@@ -1,0 +1,333 @@
+//! `.forgehand.yaml` and the operator's side of it. Which side wins, key by
+//! key (also in the README):
+//!
+//! - `image`: `images.pins` (operator) first; then the file's, when
+//!   `repositories.allow_image` lets it; then the operator's defaults; then
+//!   the image of the detected language.
+//! - `setup`, `test`, `instructions`, `network.*`: the file's, else
+//!   `repositories.per_repository.<repo>`, else `repositories.defaults`.
+//!   Hosts outside `repositories.allowed_hosts` (when set) are dropped.
+//! - `setup_timeout`, `test_timeout`: the same order, capped by
+//!   `repositories.max_setup_timeout` / `max_test_timeout`.
+//! - `env`: merged variable by variable, the file's value first.
+
+use crate::config::{check_repo_file, AgentNetwork, ConfigError, HostPattern, RepoFile, RepositoriesConfig};
+use crate::images::Language;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// The settings file's name at the repository's root.
+pub const SETTINGS_FILE: &str = ".forgehand.yaml";
+
+/// A repository's environment as the task uses it.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepoSettings {
+    /// An image reference chosen by the settings (`None`: detection decides).
+    pub image: Option<String>,
+    pub setup: Vec<String>,
+    pub setup_timeout: Duration,
+    pub env: BTreeMap<String, String>,
+    /// Hosts setup may reach.
+    pub setup_hosts: Vec<HostPattern>,
+    /// Hosts the agent phase (and the tests) may reach; empty: none.
+    pub agent_hosts: Vec<HostPattern>,
+    pub test: Option<String>,
+    pub test_timeout: Duration,
+    /// Files read as instructions; `None`: `AGENTS.md`, else `CLAUDE.md`,
+    /// else `.github/copilot-instructions.md`.
+    pub instructions: Option<Vec<String>>,
+    /// What the merge dropped or capped, for the progress comment.
+    pub notes: Vec<String>,
+}
+
+/// A settings file that cannot be used: which key, which value, what is accepted.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum SettingsError {
+    #[error("`{SETTINGS_FILE}` is not valid YAML: {message}")]
+    Syntax { message: String },
+    #[error("`{SETTINGS_FILE}`, key `{key}`: {message}")]
+    Invalid { key: String, message: String },
+}
+
+/// Parses the text of `.forgehand.yaml`; an empty file means no settings.
+pub fn parse_file(text: &str) -> Result<RepoFile, SettingsError> {
+    let value: yaml_serde::Value = yaml_serde::from_str(text).map_err(|e| SettingsError::Syntax {
+        message: e.to_string(),
+    })?;
+    if value.is_null() {
+        return Ok(RepoFile::default());
+    }
+    let file: RepoFile = serde_path_to_error::deserialize(value).map_err(|err| {
+        let key = err.path().to_string();
+        SettingsError::Invalid {
+            key: if key == "." { "(top level)".into() } else { key },
+            message: plain_serde_message(&err.into_inner().to_string()),
+        }
+    })?;
+    check_repo_file("", &file).map_err(|err| match err {
+        ConfigError::Invalid { key, message } => SettingsError::Invalid { key, message },
+        other => SettingsError::Invalid {
+            key: "(top level)".into(),
+            message: other.to_string(),
+        },
+    })?;
+    Ok(file)
+}
+
+fn plain_serde_message(message: &str) -> String {
+    message
+        .replace("unknown field", "unknown key")
+        .replace("expected one of", "known keys are")
+        .replace("invalid type: ", "wrong type: ")
+        .replace("expected a string", "expected text")
+        .replace("struct RepoFile", "a mapping of settings")
+        .replace("struct RawNetwork", "a mapping with `setup` and `agent`")
+}
+
+/// The public package registries setup may reach when no side names hosts.
+pub fn public_registries(language: Language) -> &'static [&'static str] {
+    match language {
+        Language::Python => &["pypi.org", "files.pythonhosted.org"],
+        Language::Node => &["registry.npmjs.org"],
+        Language::Rust => &["crates.io", "index.crates.io", "static.crates.io"],
+        Language::Go => &["proxy.golang.org", "sum.golang.org"],
+        Language::Java => &[
+            "repo.maven.apache.org",
+            "repo1.maven.org",
+            "plugins.gradle.org",
+            "services.gradle.org",
+            "downloads.gradle.org",
+        ],
+        Language::Base => &[],
+    }
+}
+
+/// Merges the repository's `file` (when it has one) with the operator's
+/// settings for `repository`.
+pub fn resolve(
+    config: &RepositoriesConfig,
+    repository: &str,
+    file: Option<&RepoFile>,
+    language: Language,
+) -> RepoSettings {
+    let empty = RepoFile::default();
+    let file = file.unwrap_or(&empty);
+    let operator = config.per_repository.get(repository).unwrap_or(&empty);
+    let layers = [file, operator, &config.defaults];
+    let mut notes = Vec::new();
+
+    let image = if file.image.is_some() && !config.allow_image {
+        notes.push(
+            "The repository's `image` is ignored: the operator does not let repositories choose images (repositories.allow_image)".to_owned(),
+        );
+        operator.image.clone().or_else(|| config.defaults.image.clone())
+    } else {
+        first(&layers, |l| l.image.clone())
+    };
+    let setup = first(&layers, |l| l.setup.clone().map(|c| c.into_vec())).unwrap_or_default();
+    let mut capped = |name: &str, asked: Option<Duration>, default: Duration, max: Duration| {
+        let value = asked.unwrap_or(default);
+        if value > max {
+            notes.push(format!(
+                "`{name}` of {} is capped at the operator's limit of {}",
+                humantime::format_duration(value),
+                humantime::format_duration(max)
+            ));
+            max
+        } else {
+            value
+        }
+    };
+    let setup_timeout = capped(
+        "setup_timeout",
+        first(&layers, |l| l.setup_timeout.map(|d| d.0)),
+        config.setup_timeout,
+        config.max_setup_timeout,
+    );
+    let test_timeout = capped(
+        "test_timeout",
+        first(&layers, |l| l.test_timeout.map(|d| d.0)),
+        config.test_timeout,
+        config.max_test_timeout,
+    );
+    let mut env = BTreeMap::new();
+    for layer in layers.iter().rev() {
+        for (name, value) in layer.env.iter().flatten() {
+            env.insert(name.clone(), value.to_string());
+        }
+    }
+    let setup_hosts = match first(&layers, |l| l.network.as_ref().and_then(|n| n.setup.clone())) {
+        Some(hosts) => patterns(&hosts),
+        None => public_registries(language)
+            .iter()
+            .filter_map(|h| HostPattern::parse(h).ok())
+            .collect(),
+    };
+    let agent_hosts = match first(&layers, |l| l.network.as_ref().and_then(|n| n.agent.clone())) {
+        Some(AgentNetwork::Hosts(hosts)) => patterns(&hosts),
+        _ => Vec::new(),
+    };
+    let (setup_hosts, dropped_setup) = within_limit(setup_hosts, &config.allowed_hosts);
+    let (agent_hosts, dropped_agent) = within_limit(agent_hosts, &config.allowed_hosts);
+    let dropped: Vec<String> = dropped_setup
+        .iter()
+        .chain(&dropped_agent)
+        .map(ToString::to_string)
+        .collect();
+    if !dropped.is_empty() {
+        notes.push(format!(
+            "Hosts outside the operator's allowed list (repositories.allowed_hosts) are not reachable: {}",
+            dropped.join(", ")
+        ));
+    }
+    RepoSettings {
+        image,
+        setup,
+        setup_timeout,
+        env,
+        setup_hosts,
+        agent_hosts,
+        test: first(&layers, |l| l.test.clone()).map(|t| t.trim().to_owned()),
+        test_timeout,
+        instructions: first(&layers, |l| l.instructions.clone()),
+        notes,
+    }
+}
+
+/// The first layer (file, operator's repository entry, operator's
+/// defaults) that gives a value.
+fn first<T>(layers: &[&RepoFile], pick: impl Fn(&RepoFile) -> Option<T>) -> Option<T> {
+    layers.iter().find_map(|l| pick(l))
+}
+
+/// Patterns already checked when their file was parsed.
+fn patterns(hosts: &[String]) -> Vec<HostPattern> {
+    let mut out: Vec<HostPattern> = hosts.iter().filter_map(|h| HostPattern::parse(h).ok()).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+/// Splits `hosts` into those the operator's `allowed` list covers (all of
+/// them when it is empty) and those it does not.
+fn within_limit(hosts: Vec<HostPattern>, allowed: &[HostPattern]) -> (Vec<HostPattern>, Vec<HostPattern>) {
+    if allowed.is_empty() {
+        return (hosts, Vec::new());
+    }
+    hosts.into_iter().partition(|host| {
+        allowed.iter().any(|limit| match (limit, host) {
+            (_, HostPattern::Exact(name)) => limit.matches(name),
+            (HostPattern::Suffix(outer), HostPattern::Suffix(inner)) => {
+                inner == outer || inner.ends_with(&format!(".{outer}"))
+            }
+            (HostPattern::Exact(_), HostPattern::Suffix(_)) => false,
+        })
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Config;
+
+    fn config_with(yaml: &str) -> RepositoriesConfig {
+        Config::from_yaml(
+            yaml,
+            std::path::Path::new("t.yaml"),
+            std::path::Path::new("."),
+            &|_| None,
+        )
+        .unwrap()
+        .repositories
+    }
+
+    #[test]
+    fn the_file_wins_over_operator_defaults_and_env_merges() {
+        let config = config_with(
+            "repositories:\n  defaults:\n    test: make check\n    env: {A: one, B: two}\n  per_repository:\n    o/r:\n      setup: make deps\n      env: {B: three}\n",
+        );
+        let file =
+            parse_file("setup: [pip install -r requirements.txt, pip install -e .]\nenv:\n  A: 1\n").unwrap();
+        let settings = resolve(&config, "o/r", Some(&file), Language::Python);
+        assert_eq!(
+            settings.setup,
+            ["pip install -r requirements.txt", "pip install -e ."]
+        );
+        assert_eq!(settings.test.as_deref(), Some("make check"));
+        assert_eq!(settings.env["A"], "1");
+        assert_eq!(settings.env["B"], "three");
+        let without_file = resolve(&config, "o/r", None, Language::Python);
+        assert_eq!(without_file.setup, ["make deps"]);
+    }
+
+    #[test]
+    fn setup_hosts_default_to_the_language_registries() {
+        let config = config_with("");
+        let python = resolve(&config, "o/r", None, Language::Python);
+        let node = resolve(&config, "o/r", None, Language::Node);
+        assert!(!python.setup_hosts.is_empty());
+        assert_ne!(python.setup_hosts, node.setup_hosts);
+        assert!(python.agent_hosts.is_empty());
+        assert!(resolve(&config, "o/r", None, Language::Base)
+            .setup_hosts
+            .is_empty());
+    }
+
+    #[test]
+    fn limits_cap_timeouts_and_drop_hosts_outside_the_allowed_list() {
+        let config = config_with(
+            "repositories:\n  max_setup_timeout: 10m\n  allowed_hosts: ['*.example.org', 127.0.0.1]\n",
+        );
+        let file = parse_file(
+            "setup_timeout: 2h\nnetwork:\n  setup: [pkgs.example.org, '*.cdn.example.org', other.example.com, 127.0.0.1]\n  agent: [example.org]\n",
+        )
+        .unwrap();
+        let settings = resolve(&config, "o/r", Some(&file), Language::Python);
+        assert_eq!(settings.setup_timeout, Duration::from_secs(600));
+        let setup: Vec<String> = settings.setup_hosts.iter().map(ToString::to_string).collect();
+        assert_eq!(setup, ["127.0.0.1", "pkgs.example.org", "*.cdn.example.org"]);
+        assert!(settings.agent_hosts.is_empty());
+        let notes = settings.notes.join("\n");
+        assert!(
+            notes.contains("capped") && notes.contains("other.example.com") && notes.contains("example.org")
+        );
+    }
+
+    #[test]
+    fn a_bad_file_names_the_key_the_value_and_what_is_accepted() {
+        let cases = [
+            ("setup: [\"\"]\n", "setup"),
+            ("network:\n  setup: ['*']\n", "network.setup"),
+            ("network:\n  agent: on\n", "network.agent"),
+            ("tests: pytest\n", "tests"),
+            ("setup_timeout: 10\n", "setup_timeout"),
+            ("env:\n  GITHUB_TOKEN: x\n", "env.GITHUB_TOKEN"),
+            ("instructions: [../secrets]\n", "instructions"),
+        ];
+        for (text, key) in cases {
+            match parse_file(text) {
+                Err(SettingsError::Invalid { key: got, message }) => {
+                    assert_eq!(got, key, "{text}: {message}");
+                    assert!(message.len() > 20, "{text}: {message}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        assert!(matches!(
+            parse_file("setup: [a\n"),
+            Err(SettingsError::Syntax { .. })
+        ));
+        let unknown = parse_file("tests: pytest\n").unwrap_err().to_string();
+        assert!(unknown.contains("tests") && unknown.contains("test"), "{unknown}");
+        assert_eq!(parse_file("").unwrap(), RepoFile::default());
+    }
+
+    #[test]
+    fn a_repository_image_is_ignored_when_the_operator_forbids_it() {
+        let config = config_with("repositories:\n  allow_image: false\n");
+        let file = parse_file("image: node\n").unwrap();
+        let settings = resolve(&config, "o/r", Some(&file), Language::Python);
+        assert_eq!(settings.image, None);
+        assert!(settings.notes[0].contains("allow_image"));
+    }
+}

@@ -1,0 +1,276 @@
+//! A repository's own environment, end to end: the real daemon, a fake
+//! GitHub, a real git remote, real Docker, the turn-scripted model.
+//!
+//! - `.forgehand.yaml` on the default branch: setup runs in the sandbox
+//!   before any model call, its `env` reaches setup and the agent, the
+//!   repository's AGENTS.md files are in the system prompt, and the tests
+//!   run after the model says it is done: a failure goes back to it, its
+//!   fix passes, and the PR body says so.
+//! - A malformed settings file and a failing setup: a comment that says
+//!   what to fix, and no model call at all.
+//! - A test that prints 50 MB and then hangs: stopped at `test_timeout`,
+//!   the end of its output on the issue, and with
+//!   `delivery.require_passing_tests` no PR (the branch keeps the change).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "common/daemon_rig.rs"]
+mod daemon_rig;
+#[path = "common/fake_github.rs"]
+mod fake_github;
+#[path = "common/fake_http.rs"]
+mod fake_http;
+#[path = "common/git_http.rs"]
+mod git_http;
+#[path = "common/github_world.rs"]
+mod github_world;
+#[path = "common/scripted_model.rs"]
+mod scripted_model;
+
+use fake_github::BOT;
+use github_world::{World, DONE, MODEL_KEY, REPO, TOKEN};
+use scripted_model::{call, text, Reply};
+use serde_json::json;
+
+const FAILED: &str = "coding agent failed";
+
+const GREET: &str = "def greeting():\n    return 'Hello'\n";
+const TEST: &str = "import unittest\nfrom greet import greeting\n\n\nclass Greeting(unittest.TestCase):\n    def test_world(self):\n        self.assertEqual(greeting(), 'Hello, world')\n\n\nif __name__ == '__main__':\n    unittest.main()\n";
+
+fn progress_comment(world: &World, number: u64) -> String {
+    world
+        .github
+        .issue(REPO, number)
+        .comments
+        .into_iter()
+        .find(|c| c.1 == BOT)
+        .map(|c| c.2)
+        .unwrap_or_default()
+}
+
+fn run(command: &str) -> Reply {
+    call("command_executor_execute_command", json!({ "command": command }))
+}
+
+fn replace(old: &str, new: &str) -> Reply {
+    call(
+        "text_editor_str_replace",
+        json!({"path": "/workspace/project/greet.py", "old_str": old, "new_str": new}),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_instructions_and_tests_shape_the_work_and_a_failing_test_goes_back_to_the_model() {
+    let settings = "image: python\nsetup:\n  - mkdir -p \"$HOME/.cache/app\" && echo \"prepared for $APP_MODE\" > \"$HOME/.cache/app/marker\"\n  - echo setup-output-line\ntest: python3 -m unittest -q\nenv:\n  APP_MODE: testing\n";
+    let turns = vec![
+        (
+            run("cat \"$HOME/.cache/app/marker\"; echo \"mode=$APP_MODE\""),
+            None,
+        ),
+        // A first attempt with the wrong case; the tests catch it.
+        (replace("'Hello'", "'Hello, World'"), None),
+        (run("git commit -qam 'Greet the world'"), None),
+        (text("Changed the greeting."), None),
+        (replace("World", "world"), None),
+        (run("git commit -qam 'Lower-case world, as the test wants'"), None),
+        (text("Fixed the case of the greeting; the tests pass now."), None),
+    ];
+    let world = World::with_repository(
+        turns,
+        &[
+            ("greet.py", GREET),
+            ("test_greet.py", TEST),
+            (".forgehand.yaml", settings),
+            (
+                "AGENTS.md",
+                "Run the unit tests before you commit. Root marker: agents-root-7731.\n",
+            ),
+            (
+                "web/AGENTS.md",
+                "Use two-space indents here. Web marker: agents-web-5512.\n",
+            ),
+        ],
+        "",
+    )
+    .await;
+    let issue = world.labelled_issue("Greet the world");
+    let daemon = world.start();
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{log}"
+    );
+
+    let requests = world.model.requests().await;
+    let system = requests[0]["messages"][0]["content"].as_str().unwrap();
+    assert!(system.contains("## Repository Instructions"), "{system}");
+    assert!(system.contains("agents-root-7731") && system.contains("agents-web-5512"));
+    assert!(system.contains("(applies to files under `web/`)"));
+    let second = requests[1].to_string();
+    assert!(
+        second.contains("prepared for testing") && second.contains("mode=testing"),
+        "{second}"
+    );
+    // The failing run went back to the model with its output.
+    let failure = requests
+        .iter()
+        .map(ToString::to_string)
+        .find(|r| r.contains("The repository's tests fail on your change"))
+        .expect("the test failure reached the model");
+    assert!(
+        failure.contains("Hello, World") && failure.contains("python3 -m unittest -q"),
+        "{failure}"
+    );
+
+    let pulls = world.github.pulls(REPO);
+    assert_eq!(pulls.len(), 1);
+    let body = &pulls[0].body;
+    assert!(
+        body.contains("### Tests") && body.contains("`python3 -m unittest -q` passed"),
+        "{body}"
+    );
+    assert!(body.contains("after 1 fix round(s)"), "{body}");
+    let comment = progress_comment(&world, issue);
+    assert!(comment.contains("Settings: `.forgehand.yaml`"), "{comment}");
+    assert!(comment.contains("Setup: done"), "{comment}");
+    assert!(
+        comment.contains("Repository instructions: `AGENTS.md`, `web/AGENTS.md`"),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("Tests: `python3 -m unittest -q` passed"),
+        "{comment}"
+    );
+    for secret in [TOKEN, MODEL_KEY] {
+        assert!(!comment.contains(secret) && !body.contains(secret));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_malformed_settings_file_and_a_failing_setup_cost_no_model_call() {
+    let world = World::with_repository(
+        vec![(text("unused"), None)],
+        &[
+            ("greet.py", GREET),
+            (
+                ".forgehand.yaml",
+                "setup_timeout: 10\ntest: python3 -m unittest\n",
+            ),
+        ],
+        "",
+    )
+    .await;
+    let issue = world.labelled_issue("Greet the world");
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![FAILED.to_owned()],
+        "{}",
+        daemon.log_text()
+    );
+    let comment = progress_comment(&world, issue);
+    assert!(
+        comment.contains("`.forgehand.yaml`, key `setup_timeout`"),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("has no unit") && comment.contains("\"10s\""),
+        "{comment}"
+    );
+    assert!(comment.contains("no model was called"), "{comment}");
+    assert!(world.model.all_requests().await.is_empty());
+    daemon.terminate();
+
+    // The maintainer fixes the file, but the setup itself fails.
+    git_http::push_commit(
+        &world.bare,
+        "main",
+        ".forgehand.yaml",
+        "setup: \"echo resolving; echo 'E: package nosuchpkg not found' >&2; exit 3\"\n",
+        "Setup that fails",
+    );
+    let issue = world.labelled_issue("Greet the world again");
+    let daemon = world.start();
+    world.wait_for_end(issue).await;
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![FAILED.to_owned()],
+        "{}",
+        daemon.log_text()
+    );
+    let comment = progress_comment(&world, issue);
+    assert!(comment.contains("the repository's setup failed"), "{comment}");
+    assert!(comment.contains("exited with code 3"), "{comment}");
+    assert!(comment.contains("E: package nosuchpkg not found"), "{comment}");
+    assert!(comment.contains("repositories.on_setup_failure"), "{comment}");
+    assert!(world.model.all_requests().await.is_empty());
+    assert!(world.github.pulls(REPO).is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_test_that_floods_and_hangs_is_stopped_and_a_required_pass_keeps_the_change_from_review() {
+    let settings = "image: python\ntest: |-\n  python3 -c \"import sys; sys.stdout.write('x' * 50_000_000 + chr(10) + 'end-' + 'of-output' + chr(10))\"; sleep 600\ntest_timeout: 3s\n";
+    let turns = vec![
+        (replace("'Hello'", "'Hello, world'"), None),
+        (run("git commit -qam 'Greet the world'"), None),
+        (text("Changed the greeting."), None),
+    ];
+    let world = World::with_repository(
+        turns,
+        &[("greet.py", GREET), (".forgehand.yaml", settings)],
+        "agent:\n  test_fix_rounds: 1\ndelivery:\n  require_passing_tests: true\n",
+    )
+    .await;
+    let issue = world.labelled_issue("Greet the world");
+    let daemon = world.start();
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![FAILED.to_owned()],
+        "{log}"
+    );
+    let comment = progress_comment(&world, issue);
+    assert!(
+        comment.contains("did not finish within 3s (test_timeout)"),
+        "{comment}"
+    );
+    assert!(comment.contains("delivery.require_passing_tests"), "{comment}");
+    assert!(comment.contains("end-of-output"), "{comment}");
+    assert!(
+        comment.len() < 60_000,
+        "the comment carries only the output's end"
+    );
+    assert!(world.github.pulls(REPO).is_empty());
+    // The change is kept on its branch.
+    let repo = git2::Repository::open_bare(&world.bare).unwrap();
+    let branch = repo
+        .branches(Some(git2::BranchType::Local))
+        .unwrap()
+        .flatten()
+        .filter_map(|(b, _)| b.name().ok().flatten().map(str::to_owned))
+        .find(|n| n.starts_with("forgehand/"))
+        .expect("the task branch was pushed");
+    let tip = repo.find_branch(&branch, git2::BranchType::Local).unwrap();
+    let tree = tip.get().peel_to_tree().unwrap();
+    let blob = tree
+        .get_path(std::path::Path::new("greet.py"))
+        .unwrap()
+        .to_object(&repo)
+        .unwrap();
+    assert!(String::from_utf8_lossy(blob.as_blob().unwrap().content()).contains("Hello, world"));
+    // The model saw the end of the output, not 50 MB of it.
+    let failure = world
+        .model
+        .requests()
+        .await
+        .iter()
+        .map(ToString::to_string)
+        .find(|r| r.contains("The repository's tests fail on your change"))
+        .expect("the failure reached the model");
+    assert!(failure.contains("did not finish within 3s") && failure.len() < 200_000);
+}
