@@ -128,6 +128,11 @@ impl TaskRun<'_> {
         for note in &s.notes {
             self.progress.note(note.clone());
         }
+        if !s.setup.is_empty() {
+            self.progress.note(
+                "Network: none in the sandbox; setup and the tests run offline (`network` settings are checked, not yet used)",
+            );
+        }
         if let Some(line) = environment.instructions.summary() {
             self.progress.note(line);
         }
