@@ -26,7 +26,6 @@ mod github_world;
 #[path = "common/scripted_model.rs"]
 mod scripted_model;
 
-use fake_github::BOT;
 use github_world::{World, DONE, REPO};
 use scripted_model::{edit_and_commit, is_context_call, CLASSIFIER_SYSTEM, SAGE_SYSTEM};
 use serde_json::Value;
@@ -40,17 +39,6 @@ fn first_message(request: &Value) -> String {
         .as_str()
         .unwrap_or_default()
         .to_owned()
-}
-
-fn progress_comment(world: &World, number: u64) -> String {
-    world
-        .github
-        .issue(REPO, number)
-        .comments
-        .into_iter()
-        .find(|c| c.1 == BOT)
-        .map(|c| c.2)
-        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -119,7 +107,7 @@ async fn a_follow_up_on_the_delivered_pr_continues_with_the_first_requests_const
     assert!(follow_up[at("# User's Current Message")..].contains("Also greet in French"));
     // Forgehand's own PR description is not a user message.
     assert!(!follow_up[..at("# User's Current Message")].contains("Changed the greeting in greet.py"));
-    let progress = progress_comment(&world, pr);
+    let progress = world.progress_comment(pr);
     assert!(
         progress.contains(&format!("Continuing the conversation of #{issue}")),
         "{progress}"
@@ -219,7 +207,7 @@ async fn an_outsiders_issue_edited_after_the_label_is_withheld_and_no_model_is_c
         world.model.all_requests().await.is_empty(),
         "no model call at all"
     );
-    let progress = progress_comment(&world, issue);
+    let progress = world.progress_comment(issue);
     assert!(
         progress.contains("edited after @maya applied the label"),
         "{progress}"
@@ -298,7 +286,7 @@ async fn idea_options_reach_the_planner_as_perspectives() {
         "{user}"
     );
     assert!(user.contains("## Perspectives taken"));
-    let progress = progress_comment(&world, issue);
+    let progress = world.progress_comment(issue);
     assert!(progress.contains("Idea options: 2 categories"), "{progress}");
     assert!(daemon.terminate().success());
 }
@@ -386,7 +374,7 @@ async fn a_restart_during_planning_with_ideas_pays_for_no_saved_call_twice() {
         "only the call in flight is asked again: {}",
         asked_twice.len()
     );
-    let progress = progress_comment(&world, issue);
+    let progress = world.progress_comment(issue);
     assert!(progress.contains("as journalled before a restart"), "{progress}");
     assert!(daemon.terminate().success());
 }
@@ -467,7 +455,7 @@ async fn english_and_japanese_issues_get_english_prompts_asking_for_the_issues_l
         .find(|s| s.contains("## Behavior Rules"))
         .expect("the agent's system prompt");
     assert!(agent_system.contains("in the language of the issue"));
-    let progress = progress_comment(&world, issue);
+    let progress = world.progress_comment(issue);
     assert!(
         progress.contains(&format!("Constraints: “{COMMENT}” (maya)")),
         "which messages became constraints, quoted: {progress}"

@@ -28,7 +28,6 @@ mod github_world;
 #[path = "common/scripted_model.rs"]
 mod scripted_model;
 
-use fake_github::BOT;
 use github_world::{World, DONE, MODEL_KEY, REPO, TOKEN};
 use scripted_model::{call, text, Reply};
 use serde_json::json;
@@ -37,17 +36,6 @@ const FAILED: &str = "coding agent failed";
 
 const GREET: &str = "def greeting():\n    return 'Hello'\n";
 const TEST: &str = "import unittest\nfrom greet import greeting\n\n\nclass Greeting(unittest.TestCase):\n    def test_world(self):\n        self.assertEqual(greeting(), 'Hello, world')\n\n\nif __name__ == '__main__':\n    unittest.main()\n";
-
-fn progress_comment(world: &World, number: u64) -> String {
-    world
-        .github
-        .issue(REPO, number)
-        .comments
-        .into_iter()
-        .find(|c| c.1 == BOT)
-        .map(|c| c.2)
-        .unwrap_or_default()
-}
 
 fn run(command: &str) -> Reply {
     call("command_executor_execute_command", json!({ "command": command }))
@@ -133,7 +121,7 @@ async fn setup_instructions_and_tests_shape_the_work_and_a_failing_test_goes_bac
         "{body}"
     );
     assert!(body.contains("after 1 fix round(s)"), "{body}");
-    let comment = progress_comment(&world, issue);
+    let comment = world.progress_comment(issue);
     assert!(comment.contains("Settings: `.forgehand.yaml`"), "{comment}");
     assert!(comment.contains("Setup: done"), "{comment}");
     assert!(
@@ -172,7 +160,7 @@ async fn a_malformed_settings_file_and_a_failing_setup_cost_no_model_call() {
         "{}",
         daemon.log_text()
     );
-    let comment = progress_comment(&world, issue);
+    let comment = world.progress_comment(issue);
     assert!(
         comment.contains("`.forgehand.yaml`, key `setup_timeout`"),
         "{comment}"
@@ -202,7 +190,7 @@ async fn a_malformed_settings_file_and_a_failing_setup_cost_no_model_call() {
         "{}",
         daemon.log_text()
     );
-    let comment = progress_comment(&world, issue);
+    let comment = world.progress_comment(issue);
     assert!(comment.contains("the repository's setup failed"), "{comment}");
     assert!(comment.contains("exited with code 3"), "{comment}");
     assert!(comment.contains("E: package nosuchpkg not found"), "{comment}");
@@ -234,7 +222,7 @@ async fn a_test_that_floods_and_hangs_is_stopped_and_a_required_pass_keeps_the_c
         vec![FAILED.to_owned()],
         "{log}"
     );
-    let comment = progress_comment(&world, issue);
+    let comment = world.progress_comment(issue);
     assert!(
         comment.contains("did not finish within 3s (test_timeout)"),
         "{comment}"

@@ -213,6 +213,17 @@ impl World {
         (issue, daemon)
     }
 
+    /// The text of forgehand's progress comment on `number` (empty when none).
+    pub fn progress_comment(&self, number: u64) -> String {
+        self.github
+            .issue(REPO, number)
+            .comments
+            .into_iter()
+            .find(|c| c.1 == super::fake_github::BOT)
+            .map(|c| c.2)
+            .unwrap_or_default()
+    }
+
     pub fn log_path(&self) -> PathBuf {
         self.dir.path().join("daemon.log")
     }
