@@ -1,7 +1,9 @@
 //! Sandbox benchmarks on the real Docker engine:
 //! - ready time: create + start + copy in a 10 MB workspace (image present);
 //! - exec round trip of `true` through the command executor;
-//! - round trip of one line over a long-lived exec stream.
+//! - round trip of one line over a long-lived exec stream;
+//! - the same `true` over the supervisor's multiplexed stream, and 50 MB of
+//!   command output through a `docker exec` and through the supervisor.
 //!
 //! Run: `cargo bench --bench sandbox` (needs the engine and images that
 //! `scripts/test` or `scripts/dev-env.sh` + `forgehand images build base` prepare).
@@ -11,6 +13,7 @@
 use forgehand::config::Config;
 use forgehand::images;
 use forgehand::sandbox::docker::{connect, DockerBackend};
+use forgehand::sandbox::helper::EditorBinary;
 use forgehand::sandbox::{SandboxBackend, SandboxSpec};
 #[path = "support/stats.rs"]
 mod stats;
@@ -105,5 +108,36 @@ async fn main() {
         trips.push(started.elapsed());
     }
     report("exec stream line round trip", &mut trips);
+    let flood = "head -c 50000000 /dev/zero";
+    let started = Instant::now();
+    let out = sandbox.exec(flood, None).await.unwrap();
+    let plain_flood = started.elapsed();
+    assert!(out.success());
+    sandbox.remove().await.unwrap();
+
+    let editor = EditorBinary::locate(config.text_editor_mcp.editor_binary.as_deref())
+        .expect("forgehand-editor is built (scripts/build-editor; FORGEHAND_EDITOR_BINARY)");
+    let supervised = backend.clone().with_editor(editor);
+    let sandbox = supervised.prepare(&spec(101), None).await.unwrap();
+    assert!(sandbox.egress().is_some(), "the supervisor runs");
+    let mut exec = Vec::new();
+    for _ in 0..2000 {
+        let started = Instant::now();
+        let out = sandbox.exec("true", None).await.unwrap();
+        exec.push(started.elapsed());
+        assert!(out.success());
+    }
+    report("supervised round trip of `true`", &mut exec);
+    let started = Instant::now();
+    let out = sandbox.exec(flood, None).await.unwrap();
+    let supervised_flood = started.elapsed();
+    assert!(out.success());
+    println!(
+        "50 MB of output: docker exec {:.0} ms ({:.0} MB/s), supervisor {:.0} ms ({:.0} MB/s)",
+        plain_flood.as_secs_f64() * 1e3,
+        50.0 / plain_flood.as_secs_f64(),
+        supervised_flood.as_secs_f64() * 1e3,
+        50.0 / supervised_flood.as_secs_f64()
+    );
     sandbox.remove().await.unwrap();
 }

@@ -69,10 +69,10 @@ async fn setup_instructions_and_tests_shape_the_work_and_a_failing_test_goes_bac
             None,
         ),
         // A first attempt with the wrong case; the tests catch it.
-        (replace("'Hello'", "'Hello, World'"), None),
+        (replace("'Hello'", "'Hello, World!'"), None),
         (run("git commit -qam 'Greet the world'"), None),
         (text("Changed the greeting."), None),
-        (replace("World", "world"), None),
+        (replace("World!", "world"), None),
         (run("git commit -qam 'Lower-case world, as the test wants'"), None),
         (text("Fixed the case of the greeting; the tests pass now."), None),
     ];
@@ -242,7 +242,11 @@ async fn a_test_that_floods_and_hangs_is_stopped_and_a_required_pass_keeps_the_c
     assert!(comment.contains("delivery.require_passing_tests"), "{comment}");
     assert!(comment.contains("end-of-output"), "{comment}");
     assert!(
-        comment.len() < 60_000,
+        comment.len() < 60_000 || {
+            eprintln!("{}", &comment[..2000]);
+            eprintln!("...{}", &comment[comment.len() - 3000..]);
+            false
+        },
         "the comment carries only the output's end"
     );
     assert!(world.github.pulls(REPO).is_empty());
@@ -273,4 +277,78 @@ async fn a_test_that_floods_and_hangs_is_stopped_and_a_required_pass_keeps_the_c
         .find(|r| r.contains("The repository's tests fail on your change"))
         .expect("the failure reached the model");
     assert!(failure.contains("did not finish within 3s") && failure.len() < 200_000);
+}
+
+/// A stand-in for a host on the internet: answers every request on
+/// 127.0.0.1 with `body`; returns its port.
+async fn web_server(body: &'static str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let _ = socket.read(&mut buf).await;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_reaches_only_its_allowlist_through_the_tunnel_and_the_agent_phase_is_offline() {
+    let registry = web_server("package-body-4471").await;
+    let elsewhere = web_server("exfiltrated").await;
+    let fetch = |url: String| {
+        format!("python3 -c \"import urllib.request as u, os; print(u.urlopen('{url}').read().decode())\"")
+    };
+    let settings = format!(
+        "image: python\nsetup:\n  - {} > \"$HOME/pkg.txt\"\n  - {} || echo refused-as-expected\nnetwork:\n  setup: [127.0.0.1]\n",
+        fetch(format!("http://127.0.0.1:{registry}/simple/pkg/")),
+        fetch(format!("http://localhost:{elsewhere}/upload")),
+    );
+    let agent_fetch = format!(
+        "cat \"$HOME/pkg.txt\"; {} 2>&1 | tail -3",
+        fetch(format!("http://127.0.0.1:{registry}/simple/pkg/"))
+    );
+    let world = World::with_repository(
+        vec![(run(&agent_fetch), None), (text("Nothing to change."), None)],
+        &[("greet.py", GREET), (".forgehand.yaml", &settings)],
+        "sandbox:\n  egress:\n    allow_private: true\n",
+    )
+    .await;
+    let issue = world.labelled_issue("Check the registry");
+    let daemon = world.start();
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    let comment = progress_comment(&world, issue);
+    assert!(comment.contains("Setup: done"), "{comment}\n{log}");
+    assert!(
+        comment.contains("Network: setup reached 1 host(s); denied 1: localhost"),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("Network: agent reached 0 host(s); denied 1: 127.0.0.1"),
+        "{comment}"
+    );
+    let requests = world.model.requests().await;
+    let result = requests[1].to_string();
+    assert!(
+        result.contains("package-body-4471"),
+        "setup's download is there: {result}"
+    );
+    assert!(result.contains("HTTP Error 403"), "{result}");
+    assert!(log.contains("egress is off for the agent"), "{log}");
+    assert!(!result.contains("exfiltrated"));
+    assert!(
+        log.contains("egress denied") && log.contains("egress allowed"),
+        "{log}"
+    );
+    assert!(!log.contains(TOKEN) && !log.contains(MODEL_KEY));
 }

@@ -217,6 +217,24 @@ pub struct RawSandbox {
     pub project_dir: String,
     pub exec_timeout: HumanDuration,
     pub output_limit: ByteSize,
+    pub egress: RawEgress,
+}
+
+/// `sandbox.egress`: the tunnel that is a sandbox's only way out.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawEgress {
+    pub allow_private: bool,
+    pub proxy_port: u16,
+}
+
+impl Default for RawEgress {
+    fn default() -> Self {
+        RawEgress {
+            allow_private: false,
+            proxy_port: 3128,
+        }
+    }
 }
 
 impl Default for RawSandbox {
@@ -237,6 +255,7 @@ impl Default for RawSandbox {
             project_dir: "/workspace/project".into(),
             exec_timeout: HumanDuration(Duration::from_secs(1800)),
             output_limit: ByteSize(1 << 20),
+            egress: RawEgress::default(),
         }
     }
 }

@@ -6,7 +6,10 @@
 
 pub mod archive;
 pub mod docker;
+mod docker_exec;
+pub mod egress;
 pub mod helper;
+pub mod mux;
 pub mod output;
 
 use async_trait::async_trait;
@@ -155,6 +158,12 @@ pub trait Sandbox: Send + Sync {
 
     /// Removes the sandbox and everything in it. Removing twice is fine.
     async fn remove(&self) -> Result<(), SandboxError>;
+
+    /// The host end of the sandbox's egress tunnel, when it has one: the
+    /// task sets what each phase may reach and reads what it did.
+    fn egress(&self) -> Option<std::sync::Arc<egress::Egress>> {
+        None
+    }
 }
 
 /// Makes sandboxes and cleans up after crashes.

@@ -243,6 +243,27 @@ impl TaskRun<'_> {
     }
 }
 
+impl TaskRun<'_> {
+    /// From here on the sandbox may reach only the agent's hosts; what
+    /// setup reached goes on the comment.
+    pub(super) fn enter_agent_phase(&mut self, sandbox: &dyn Sandbox, settings: &RepoSettings) {
+        match sandbox.egress() {
+            Some(egress) => {
+                if let Some(line) = egress.summary("setup") {
+                    self.progress.note(format!("Network: {line}"));
+                }
+                egress.set_phase("agent", settings.agent_hosts.clone());
+            }
+            None if !settings.setup.is_empty() || !settings.agent_hosts.is_empty() => {
+                self.progress.note(
+                    "Network: none (this sandbox has no forgehand supervisor, so `network` settings cannot apply)",
+                );
+            }
+            None => {}
+        }
+    }
+}
+
 /// The last `max` characters of `text`, from a line start when one is near.
 pub(super) fn tail(text: &str, max: usize) -> String {
     let text = text.trim_end();
