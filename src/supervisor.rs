@@ -164,7 +164,7 @@ fn stdio_pipes() -> std::io::Result<(tokio::net::unix::pipe::Receiver, tokio::ne
     ))
 }
 
-async fn serve_command<S: AsyncRead + AsyncWrite + Unpin>(
+async fn serve_command<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     mut stream: S,
     dir: &std::path::Path,
 ) -> std::io::Result<()> {
@@ -173,6 +173,14 @@ async fn serve_command<S: AsyncRead + AsyncWrite + Unpin>(
         timeout_secs,
         kill_after_secs,
     } = read_request(&mut stream).await?;
+    // The stream is read for as long as the command runs: yamux delivers
+    // the peer's window updates to a writer only through its reads, so a
+    // stream that is only written to stalls after one window.
+    let (mut incoming, mut stream) = tokio::io::split(stream);
+    let drain = tokio::spawn(async move {
+        let _ = tokio::io::copy(&mut incoming, &mut tokio::io::sink()).await;
+    });
+    let _drain = AbortOnDrop(drain);
     let spawned = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(&command)
@@ -273,6 +281,15 @@ async fn sleep_until(timer: &mut Option<std::pin::Pin<Box<tokio::time::Sleep>>>)
     match timer {
         Some(timer) => timer.await,
         None => std::future::pending().await,
+    }
+}
+
+/// Stops a spawned task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
     }
 }
 
