@@ -2,7 +2,9 @@
 //! (fake GitHub, a real git remote over smart HTTP, the scripted model) and
 //! the real Docker engine:
 //!
-//! - claim to first model request for a 10 MB repository (images present);
+//! - claim to first model request for a 10 MB repository (images present):
+//!   without setup, with a cold setup (a virtual environment and 30 MB of
+//!   dependencies), and starting from that setup's snapshot;
 //! - GitHub rate-limit units per poll cycle of 100 unchanged repositories;
 //! - GitLab requests per poll cycle of 100 unchanged projects, one of them
 //!   with an item whose label a Reporter applied (refused);
@@ -93,10 +95,15 @@ github:
     )
 }
 
-async fn claim_to_first_request() {
+/// A repository whose setup makes a virtual environment and 30 MB of
+/// dependencies in it (300 files), as an install would.
+const SETUP: &str = "image: python\nsetup:\n  - python3 -m venv .venv\n  - mkdir -p .venv/deps && for i in $(seq 1 300); do head -c 100000 /dev/urandom > .venv/deps/f$i; done\n";
+
+async fn claim_to_first_request(what: &str, extra_files: &[(&str, &str)], extra_yaml: &str, rounds: usize) {
     let dir = tempfile::tempdir().unwrap();
     let files = ten_megabytes();
-    let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let mut refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    refs.extend_from_slice(extra_files);
     let git_root = dir.path().join("git");
     let bare = git_http::bare_repo(&git_root, "acme/app.git", &refs);
     let git = git_http::GitHttpServer::start(&git_root, "x-access-token", TOKEN).await;
@@ -115,7 +122,7 @@ async fn claim_to_first_request() {
         &format!("bench-claim-{}", std::process::id()),
         &github.api_url(),
         1,
-    );
+    ) + extra_yaml;
     let config = Config::from_yaml(&yaml, Path::new("bench.yaml"), dir.path(), &lookup).unwrap();
     let secrets = Secrets::from_lookup(&|v| match v {
         "GITHUB_TOKEN" => Some(TOKEN.to_owned()),
@@ -127,7 +134,7 @@ async fn claim_to_first_request() {
         .unwrap();
     let forge = assembly.forges[0].clone();
     let mut samples = Vec::new();
-    for round in 0..=ROUNDS {
+    for round in 0..=rounds {
         let number = github.open_issue("acme/app", "maya", "Look", "Have a look.");
         github.add_label("acme/app", number, "coding agent", "maya");
         let item = ItemRef {
@@ -154,7 +161,10 @@ async fn claim_to_first_request() {
             samples.push(elapsed);
         }
     }
-    stats::report("claim -> first model request (10 MB repo)", &mut samples);
+    stats::report(
+        &format!("claim -> first model request (10 MB repo{what})"),
+        &mut samples,
+    );
 }
 
 async fn polling_cost() {
@@ -328,6 +338,10 @@ async fn main() {
     if std::env::args().any(|a| a == "polling") {
         return;
     }
-    claim_to_first_request().await;
+    claim_to_first_request("", &[], "", ROUNDS).await;
+    let with_setup = [(".forgehand.yaml", SETUP), (".gitignore", ".venv/\n")];
+    let no_snapshots = "sandbox:\n  snapshots:\n    enabled: false\n";
+    claim_to_first_request(", cold setup", &with_setup, no_snapshots, 3).await;
+    claim_to_first_request(", setup snapshot hit", &with_setup, "", ROUNDS).await;
     daemon_memory().await;
 }

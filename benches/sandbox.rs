@@ -1,7 +1,11 @@
 //! Sandbox benchmarks on the real Docker engine:
 //! - ready time: create + start + copy in a 10 MB workspace (image present);
 //! - exec round trip of `true` through the command executor;
-//! - round trip of one line over a long-lived exec stream.
+//! - round trip of one line over a long-lived exec stream;
+//! - the same `true` over the supervisor's multiplexed stream, and 50 MB of
+//!   command output through a `docker exec` and through the supervisor;
+//! - 50 MB downloaded through the egress tunnel against directly;
+//! - a setup snapshot (35 MB) saved and restored into a fresh sandbox.
 //!
 //! Run: `cargo bench --bench sandbox` (needs the engine and images that
 //! `scripts/test` or `scripts/dev-env.sh` + `forgehand images build base` prepare).
@@ -11,6 +15,7 @@
 use forgehand::config::Config;
 use forgehand::images;
 use forgehand::sandbox::docker::{connect, DockerBackend};
+use forgehand::sandbox::helper::EditorBinary;
 use forgehand::sandbox::{SandboxBackend, SandboxSpec};
 #[path = "support/stats.rs"]
 mod stats;
@@ -105,5 +110,179 @@ async fn main() {
         trips.push(started.elapsed());
     }
     report("exec stream line round trip", &mut trips);
+    let flood = "head -c 50000000 /dev/zero";
+    let started = Instant::now();
+    let out = sandbox.exec(flood, None).await.unwrap();
+    let plain_flood = started.elapsed();
+    assert!(out.success());
     sandbox.remove().await.unwrap();
+
+    let editor = EditorBinary::locate(config.text_editor_mcp.editor_binary.as_deref())
+        .expect("forgehand-editor is built (scripts/build-editor; FORGEHAND_EDITOR_BINARY)");
+    // The tunnel's target is a server on the host's loopback.
+    let mut tunnel_config = config.sandbox.clone();
+    tunnel_config.egress_allow_private = true;
+    let supervised = DockerBackend::new(
+        connect(&config.docker).await.unwrap(),
+        tunnel_config,
+        format!("bench-{}", std::process::id()),
+    )
+    .with_editor(editor);
+    let sandbox = supervised.prepare(&spec(101), None).await.unwrap();
+    assert!(sandbox.egress().is_some(), "the supervisor runs");
+    let mut exec = Vec::new();
+    for _ in 0..2000 {
+        let started = Instant::now();
+        let out = sandbox.exec("true", None).await.unwrap();
+        exec.push(started.elapsed());
+        assert!(out.success());
+    }
+    report("supervised round trip of `true`", &mut exec);
+    let started = Instant::now();
+    let out = sandbox.exec(flood, None).await.unwrap();
+    let supervised_flood = started.elapsed();
+    assert!(out.success());
+    println!(
+        "50 MB of output: docker exec {:.0} ms ({:.0} MB/s), supervisor {:.0} ms ({:.0} MB/s)",
+        plain_flood.as_secs_f64() * 1e3,
+        50.0 / plain_flood.as_secs_f64(),
+        supervised_flood.as_secs_f64() * 1e3,
+        50.0 / supervised_flood.as_secs_f64()
+    );
+    tunnel_throughput(sandbox.as_ref(), config.sandbox.egress_proxy_port).await;
+    snapshot_save_and_restore(&supervised, sandbox.as_ref(), &spec(102), &config).await;
+    sandbox.remove().await.unwrap();
+}
+
+/// A host on the "internet" (the host's loopback) that sends 50 MB to each
+/// connection; returns its port.
+async fn fifty_megabyte_server() -> u16 {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let chunk = vec![b'x'; 62_500];
+                for _ in 0..800 {
+                    if socket.write_all(&chunk).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// 50 MB through the egress tunnel (bash's /dev/tcp and `cat` inside the
+/// sandbox, a CONNECT to the proxy) against the same client on the host
+/// reading the server directly.
+async fn tunnel_throughput(sandbox: &dyn forgehand::sandbox::Sandbox, proxy_port: u16) {
+    use forgehand::config::HostPattern;
+    let port = fifty_megabyte_server().await;
+    sandbox
+        .egress()
+        .unwrap()
+        .set_phase("setup", vec![HostPattern::parse("127.0.0.1").unwrap()]);
+    let through = format!(
+        "exec 3<>/dev/tcp/127.0.0.1/{proxy_port}; printf 'CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\n\\r\\n' >&3; cat <&3 | wc -c"
+    );
+    let mut tunnel = Vec::new();
+    let mut direct = Vec::new();
+    for _ in 0..5 {
+        let started = Instant::now();
+        let out = sandbox.exec(&format!("bash -c '{through}'"), None).await.unwrap();
+        tunnel.push(started.elapsed());
+        let bytes: u64 = out.stdout.trim().parse().unwrap_or(0);
+        assert!(bytes > 50_000_000, "{out:?}");
+        let started = Instant::now();
+        let out = tokio::process::Command::new("bash")
+            .arg("-c")
+            .arg(format!("cat < /dev/tcp/127.0.0.1/{port} | wc -c"))
+            .output()
+            .await
+            .unwrap();
+        direct.push(started.elapsed());
+        assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "50000000");
+    }
+    tunnel.sort();
+    direct.sort();
+    let (t, d) = (tunnel[2].as_secs_f64(), direct[2].as_secs_f64());
+    println!(
+        "50 MB download (median of 5): tunnel {:.0} ms ({:.0} MB/s), direct {:.0} ms ({:.0} MB/s): {:.0} % of direct",
+        t * 1e3,
+        50.0 / t,
+        d * 1e3,
+        50.0 / d,
+        100.0 * d / t
+    );
+}
+
+/// A setup's output (a virtual environment's worth: 300 files, 30 MB in
+/// the project, 5 MB in the home folder) saved as a snapshot, then restored
+/// into a fresh sandbox.
+async fn snapshot_save_and_restore(
+    backend: &DockerBackend,
+    sandbox: &dyn forgehand::sandbox::Sandbox,
+    fresh: &SandboxSpec,
+    config: &Config,
+) {
+    use forgehand::sandbox::snapshots::{SnapshotInfo, SnapshotStore};
+    let out = sandbox
+        .exec(
+            "mkdir -p .venv/deps \"$HOME/.cache/pip\" && for i in $(seq 1 300); do head -c 100000 /dev/urandom > .venv/deps/f$i; done && head -c 5000000 /dev/urandom > \"$HOME/.cache/pip/wheel\"",
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let mut settings = config.sandbox.snapshots.clone();
+    settings.dir = dir.path().to_owned();
+    let store = SnapshotStore::new(&settings);
+    let checkout = tempfile::tempdir().unwrap();
+    let home = &config.sandbox.home_dir;
+    let info = SnapshotInfo {
+        key: "b".repeat(64),
+        repository: "bench/workspace".into(),
+        image: fresh.image.clone(),
+        image_id: String::new(),
+        inputs: vec![],
+        setup_commands: vec![],
+        setup_seconds: 0.0,
+        created_at: 0,
+        last_used_at: 0,
+        bytes: 0,
+    };
+    let started = Instant::now();
+    let info = store
+        .save(sandbox, home, checkout.path(), info, &[])
+        .await
+        .unwrap();
+    let saved = started.elapsed();
+    let mut restores = Vec::new();
+    for i in 0..5 {
+        let target = backend
+            .prepare(
+                &SandboxSpec {
+                    task_id: format!("{}-{i}", fresh.task_id),
+                    ..fresh.clone()
+                },
+                None,
+            )
+            .await
+            .unwrap();
+        let started = Instant::now();
+        store.restore(target.as_ref(), home, &info).await.unwrap();
+        restores.push(started.elapsed());
+        let check = target.exec("ls .venv/deps | wc -l", None).await.unwrap();
+        assert_eq!(check.stdout.trim(), "300");
+        target.remove().await.unwrap();
+    }
+    println!(
+        "setup snapshot of {:.1} MB: saved in {:.0} ms",
+        info.bytes as f64 / 1e6,
+        saved.as_secs_f64() * 1e3
+    );
+    report("snapshot restore (35 MB, 301 files)", &mut restores);
 }

@@ -187,7 +187,52 @@ pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets)
         },
     });
     checks.push(planning_check(config, secrets));
+    checks.push(snapshots_check(config));
     checks
+}
+
+/// The setup snapshots kept on this host, against their bound.
+fn snapshots_check(config: &Config) -> Check {
+    use crate::sandbox::snapshots::{human_bytes, SnapshotStore};
+    let settings = &config.sandbox.snapshots;
+    if !settings.enabled {
+        return check(
+            "snapshots",
+            Status::Pass,
+            "off (sandbox.snapshots.enabled: false): setup runs for every task",
+        );
+    }
+    let store = SnapshotStore::new(settings);
+    if let Err(e) = std::fs::create_dir_all(store.dir()) {
+        return check(
+            "snapshots",
+            Status::Warn,
+            format!(
+                "cannot create {}: {e}; set sandbox.snapshots.dir, or no snapshot is kept",
+                store.dir().display()
+            ),
+        );
+    }
+    match store.list() {
+        Ok(all) => {
+            let total: u64 = all.iter().map(|s| s.bytes).sum();
+            let repositories: std::collections::BTreeSet<&str> =
+                all.iter().map(|s| s.repository.as_str()).collect();
+            check(
+                "snapshots",
+                Status::Pass,
+                format!(
+                    "{} kept for {} repositories, {} of {} in {} (`forgehand snapshots list`)",
+                    all.len(),
+                    repositories.len(),
+                    human_bytes(total),
+                    human_bytes(store.max_bytes()),
+                    store.dir().display()
+                ),
+            )
+        }
+        Err(e) => check("snapshots", Status::Warn, e.to_string()),
+    }
 }
 
 /// How tasks will plan with the keys that are set.

@@ -5,6 +5,8 @@
 //! what the static `forgehand-editor` executable put in every sandbox needs.
 
 pub mod editor;
+pub mod folder_tar;
+pub mod supervisor;
 
 #[cfg(feature = "daemon")]
 pub mod agent;

@@ -7,6 +7,7 @@ use forgehand::daemon::{setup, Daemon};
 use forgehand::logging::{self, LogFormat};
 use forgehand::sandbox::docker::connect;
 use forgehand::sandbox::helper::EditorBinary;
+use forgehand::sandbox::snapshots::{human_bytes, SnapshotStore};
 use forgehand::task::TaskEnd;
 use forgehand::{doctor, images};
 use std::io::Write;
@@ -48,6 +49,11 @@ enum Command {
     Images {
         #[command(subcommand)]
         command: ImagesCommand,
+    },
+    /// List or remove the setup snapshots (sandbox.snapshots)
+    Snapshots {
+        #[command(subcommand)]
+        command: SnapshotsCommand,
     },
     /// Run one of forgehand's MCP servers on stdio
     Mcp {
@@ -95,8 +101,25 @@ enum ImagesCommand {
         #[arg(long)]
         no_cache: bool,
     },
-    /// List the images forgehand can build and their tags
+    /// List the images forgehand can build and their tags, then the setup snapshots
     List,
+}
+
+#[derive(Subcommand)]
+enum SnapshotsCommand {
+    /// Every kept snapshot, most recently used first
+    List,
+    /// Remove snapshots by key (or its first characters), by repository, or all
+    Remove {
+        /// Keys or key prefixes, as `snapshots list` prints them
+        keys: Vec<String>,
+        /// Every snapshot of this repository (owner/name, or a GitLab path)
+        #[arg(long, value_name = "REPOSITORY")]
+        repository: Option<String>,
+        /// Every snapshot
+        #[arg(long, conflicts_with_all = ["keys", "repository"])]
+        all: bool,
+    },
 }
 
 fn config_path(cli: &Cli) -> PathBuf {
@@ -193,6 +216,60 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("reading {}", config.images.dir.display()))?
             {
                 writeln!(stdout, "{name}\t{}", images::image_tag(&config.images, &name))?;
+            }
+            let store = SnapshotStore::new(&config.sandbox.snapshots);
+            for snapshot in store.list()? {
+                writeln!(stdout, "snapshot\t{}", snapshot.describe())?;
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Snapshots {
+            command: SnapshotsCommand::List,
+        } => {
+            let store = SnapshotStore::new(&config.sandbox.snapshots);
+            let all = store.list()?;
+            let mut stdout = std::io::stdout().lock();
+            for snapshot in &all {
+                writeln!(stdout, "{}", snapshot.describe())?;
+            }
+            let total: u64 = all.iter().map(|s| s.bytes).sum();
+            writeln!(
+                stdout,
+                "{} snapshot(s), {} of {} (sandbox.snapshots.max_bytes) in {}",
+                all.len(),
+                human_bytes(total),
+                human_bytes(store.max_bytes()),
+                store.dir().display()
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Snapshots {
+            command:
+                SnapshotsCommand::Remove {
+                    keys,
+                    repository,
+                    all,
+                },
+        } => {
+            if keys.is_empty() && repository.is_none() && !all {
+                anyhow::bail!("name the snapshots to remove: keys (or their first characters), --repository OWNER/NAME, or --all");
+            }
+            let store = SnapshotStore::new(&config.sandbox.snapshots);
+            let removed = store.remove_where(|s| {
+                all || repository.as_deref() == Some(s.repository.as_str())
+                    || keys
+                        .iter()
+                        .any(|k| !k.is_empty() && s.key.starts_with(k.as_str()))
+            })?;
+            let mut stdout = std::io::stdout().lock();
+            for snapshot in &removed {
+                writeln!(stdout, "removed {}", snapshot.describe())?;
+            }
+            if removed.is_empty() {
+                writeln!(
+                    stdout,
+                    "no snapshot matched; `forgehand snapshots list` shows them"
+                )?;
             }
             Ok(ExitCode::SUCCESS)
         }

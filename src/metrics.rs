@@ -49,6 +49,8 @@ pub struct Metrics {
     poll_seconds: Histogram,
     journal_bytes: Gauge,
     repository_steps: Family<Labels, Counter>,
+    egress_connections: Family<Labels, Counter>,
+    egress_bytes: Family<Labels, Counter>,
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
@@ -76,6 +78,8 @@ impl Metrics {
             poll_seconds: Histogram::new(SHORT.iter().copied()),
             journal_bytes: Gauge::default(),
             repository_steps: Family::default(),
+            egress_connections: Family::default(),
+            egress_bytes: Family::default(),
         };
         let mut m = m;
         let r = &mut m.registry;
@@ -145,7 +149,26 @@ impl Metrics {
             "Runs of a repository's own setup and tests, by step (setup, test) and outcome (passed, failed, timed_out)",
             m.repository_steps.clone(),
         );
+        r.register(
+            "egress_connections",
+            "Connections from sandboxes through the egress tunnel, by phase (setup, agent) and decision (allowed, denied)",
+            m.egress_connections.clone(),
+        );
+        r.register(
+            "egress_bytes",
+            "Bytes carried by the egress tunnel, both ways, by phase",
+            m.egress_bytes.clone(),
+        );
         m
+    }
+
+    pub fn egress(&self, phase: &str, decision: &str, bytes: u64) {
+        self.egress_connections
+            .get_or_create(&labels(&[("phase", phase), ("decision", decision)]))
+            .inc();
+        self.egress_bytes
+            .get_or_create(&labels(&[("phase", phase)]))
+            .inc_by(bytes);
     }
 
     pub fn repository_step(&self, step: &str, outcome: &str) {

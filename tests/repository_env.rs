@@ -266,3 +266,189 @@ async fn a_test_that_floods_and_hangs_is_stopped_and_a_required_pass_keeps_the_c
         .expect("the failure reached the model");
     assert!(failure.contains("did not finish within 3s") && failure.len() < 200_000);
 }
+
+/// A stand-in for a host on the internet: answers every request on
+/// 127.0.0.1 with `body`; returns its port.
+async fn web_server(body: &'static str) -> u16 {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    tokio::spawn(async move {
+        while let Ok((mut socket, _)) = listener.accept().await {
+            tokio::spawn(async move {
+                let mut buf = vec![0u8; 8192];
+                let _ = socket.read(&mut buf).await;
+                let answer = format!(
+                    "HTTP/1.1 200 OK\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                    body.len()
+                );
+                let _ = socket.write_all(answer.as_bytes()).await;
+            });
+        }
+    });
+    port
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn setup_reaches_only_its_allowlist_through_the_tunnel_and_the_agent_phase_is_offline() {
+    let registry = web_server("package-body-4471").await;
+    let elsewhere = web_server("exfiltrated").await;
+    let fetch = |url: String| {
+        format!("python3 -c \"import urllib.request as u, os; print(u.urlopen('{url}').read().decode())\"")
+    };
+    let settings = format!(
+        "image: python\nsetup:\n  - {} > \"$HOME/pkg.txt\"\n  - {} || echo refused-as-expected\nnetwork:\n  setup: [127.0.0.1]\n",
+        fetch(format!("http://127.0.0.1:{registry}/simple/pkg/")),
+        fetch(format!("http://localhost:{elsewhere}/upload")),
+    );
+    let agent_fetch = format!(
+        "cat \"$HOME/pkg.txt\"; {} 2>&1 | tail -3",
+        fetch(format!("http://127.0.0.1:{registry}/simple/pkg/"))
+    );
+    let world = World::with_repository(
+        vec![(run(&agent_fetch), None), (text("Nothing to change."), None)],
+        &[("greet.py", GREET), (".forgehand.yaml", &settings)],
+        "sandbox:\n  egress:\n    allow_private: true\n",
+    )
+    .await;
+    let issue = world.labelled_issue("Check the registry");
+    let daemon = world.start();
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    let comment = world.progress_comment(issue);
+    assert!(comment.contains("Setup: done"), "{comment}\n{log}");
+    assert!(
+        comment.contains("Network: setup reached 1 host(s); denied 1: localhost"),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("Network: agent reached 0 host(s); denied 1: 127.0.0.1"),
+        "{comment}"
+    );
+    let requests = world.model.requests().await;
+    let result = requests[1].to_string();
+    assert!(
+        result.contains("package-body-4471"),
+        "setup's download is there: {result}"
+    );
+    assert!(result.contains("HTTP Error 403"), "{result}");
+    assert!(log.contains("egress is off for the agent"), "{log}");
+    assert!(!result.contains("exfiltrated"));
+    assert!(
+        log.contains("egress denied") && log.contains("egress allowed"),
+        "{log}"
+    );
+    assert!(!log.contains(TOKEN) && !log.contains(MODEL_KEY));
+}
+
+/// Every file under `dir`, read whole.
+fn files_under(dir: &std::path::Path) -> Vec<(std::path::PathBuf, Vec<u8>)> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_under(&path));
+        } else {
+            found.push((path.clone(), std::fs::read(&path).unwrap()));
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_task_starts_from_the_setup_snapshot_and_a_changed_lockfile_makes_a_new_one() {
+    // "Installing" copies the lockfile into an ignored dependency folder and
+    // counts its runs in the home folder: both only setup writes.
+    let settings = "image: python\nsetup:\n  - mkdir -p .venv \"$HOME/.cache\" && cp requirements.txt .venv/installed.txt\n  - echo ran >> \"$HOME/.cache/setup-runs\"\n";
+    let look = "cat .venv/installed.txt; echo runs=$(wc -l < \"$HOME/.cache/setup-runs\"); cat greet.py; ls";
+    let turns = [1, 2, 3]
+        .into_iter()
+        .flat_map(|_| [(run(look), None), (text("Nothing to change."), None)])
+        .collect();
+    let world = World::with_repository(
+        turns,
+        &[
+            ("greet.py", GREET),
+            (".gitignore", ".venv/\n"),
+            ("requirements.txt", "dep==1.0\n"),
+            ("obsolete.py", "# removed later\n"),
+            (".forgehand.yaml", settings),
+        ],
+        "",
+    )
+    .await;
+    let daemon = world.start();
+    let first = world.labelled_issue("First");
+    world.wait_for_end(first).await;
+    let comment = world.progress_comment(first);
+    assert!(
+        comment.contains("Setup: done"),
+        "{comment}\n{}",
+        daemon.log_text()
+    );
+    assert!(comment.contains("kept"), "{comment}");
+    // The source changes, the dependency files do not: the snapshot serves.
+    git_http::push_commit(
+        &world.bare,
+        "main",
+        "greet.py",
+        "def greeting():\n    return 'Hi'\n",
+        "source",
+    );
+    let second = world.labelled_issue("Second");
+    world.wait_for_end(second).await;
+    let comment = world.progress_comment(second);
+    assert!(
+        comment.contains("Setup: not run; snapshot"),
+        "{comment}\n{}",
+        daemon.log_text()
+    );
+    // A changed lockfile is a new key: setup runs again and is kept anew.
+    git_http::push_commit(&world.bare, "main", "requirements.txt", "dep==2.0\n", "bump");
+    let third = world.labelled_issue("Third");
+    world.wait_for_end(third).await;
+    let comment = world.progress_comment(third);
+    assert!(
+        comment.contains("Setup: done") && comment.contains("kept"),
+        "{comment}"
+    );
+
+    let requests = world.model.requests().await;
+    let seen: Vec<String> = [1, 3, 5].iter().map(|i| requests[*i].to_string()).collect();
+    assert!(
+        seen[0].contains("dep==1.0") && seen[0].contains("runs=1"),
+        "{}",
+        seen[0]
+    );
+    // Restored: the dependency folder and the home folder as setup left
+    // them (it ran once), with the fresh clone's source.
+    assert!(
+        seen[1].contains("dep==1.0") && seen[1].contains("runs=1"),
+        "{}",
+        seen[1]
+    );
+    assert!(seen[1].contains("return 'Hi'"), "{}", seen[1]);
+    assert!(
+        seen[2].contains("dep==2.0") && seen[2].contains("runs=1"),
+        "{}",
+        seen[2]
+    );
+
+    let snapshots = world.dir.path().join("state/snapshots");
+    let kept: Vec<_> = std::fs::read_dir(&snapshots).unwrap().flatten().collect();
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    for (path, bytes) in files_under(&snapshots) {
+        let text = String::from_utf8_lossy(&bytes);
+        assert!(
+            !text.contains(TOKEN) && !text.contains(MODEL_KEY),
+            "{}",
+            path.display()
+        );
+        // Neither the clone's files nor its history are kept.
+        assert!(
+            !text.contains("removed later") && !text.contains("[core]"),
+            "{}",
+            path.display()
+        );
+    }
+}

@@ -1,16 +1,39 @@
 //! The command executor and the long-lived exec stream, on a real container.
+//! Every command check runs both ways: a `docker exec` per command (an
+//! image without forgehand's editor) and over the supervisor's session.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod common;
 
+use forgehand::sandbox::{Sandbox, SandboxBackend};
 use std::time::Duration;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 
+/// A base-image sandbox without the supervisor and one with it.
+async fn both_ways(config: forgehand::config::SandboxConfig) -> Vec<Box<dyn Sandbox>> {
+    let (plain, _) = common::backend_with(config.clone()).await;
+    let (supervised, _) = common::backend_with(config).await;
+    let supervised = supervised.with_editor(common::editor_binary());
+    let mut sandboxes = vec![common::base_sandbox(&plain, None).await];
+    common::ensure_images().await;
+    let with_editor = supervised
+        .prepare(&common::spec(&common::base_image()), None)
+        .await
+        .unwrap();
+    assert!(with_editor.egress().is_some(), "the supervisor runs");
+    sandboxes.push(with_editor);
+    sandboxes
+}
+
 #[tokio::test]
 async fn exit_codes_stdout_and_stderr_come_back_apart() {
-    let (backend, _) = common::backend().await;
-    let sandbox = common::base_sandbox(&backend, None).await;
+    for sandbox in both_ways(common::shipped_config().sandbox).await {
+        exit_codes_come_back(sandbox).await;
+    }
+}
+
+async fn exit_codes_come_back(sandbox: Box<dyn Sandbox>) {
     let out = sandbox
         .exec("echo out; echo err >&2; exit 3", None)
         .await
@@ -31,8 +54,12 @@ async fn exit_codes_stdout_and_stderr_come_back_apart() {
 
 #[tokio::test]
 async fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
-    let (backend, _) = common::backend().await;
-    let sandbox = common::base_sandbox(&backend, None).await;
+    for sandbox in both_ways(common::shipped_config().sandbox).await {
+        killed_with_children(sandbox).await;
+    }
+}
+
+async fn killed_with_children(sandbox: Box<dyn Sandbox>) {
     let out = sandbox
         .exec(
             "echo started; sleep 300 & sleep 301; echo never",
@@ -65,8 +92,12 @@ async fn a_command_that_outlives_its_timeout_is_killed_with_its_children() {
 async fn output_above_the_cap_is_truncated_with_a_marker() {
     let mut config = common::shipped_config().sandbox;
     config.output_limit = 64 * 1024;
-    let (backend, _) = common::backend_with(config).await;
-    let sandbox = common::base_sandbox(&backend, None).await;
+    for sandbox in both_ways(config).await {
+        truncated_with_a_marker(sandbox).await;
+    }
+}
+
+async fn truncated_with_a_marker(sandbox: Box<dyn Sandbox>) {
     let out = sandbox
         .exec(
             "head -c 3000000 /dev/zero | tr '\\0' a; echo; echo LAST-LINE",
@@ -83,13 +114,32 @@ async fn output_above_the_cap_is_truncated_with_a_marker() {
         "kept {} bytes",
         out.stdout.len()
     );
+    // Both streams at once, far beyond any flow-control window: nothing
+    // stalls, and each keeps its own tail.
+    let out = sandbox
+        .exec(
+            "(head -c 20000000 /dev/zero | tr '\\0' b; echo ERR-END) >&2 & \
+             head -c 20000000 /dev/zero | tr '\\0' a; echo OUT-END; wait",
+            Some(Duration::from_secs(60)),
+        )
+        .await
+        .unwrap();
+    assert!(out.success() && !out.timed_out, "{:?}", out.exit_code);
+    assert!(out.stdout_truncated && out.stderr_truncated);
+    assert!(out.stdout.trim_end().ends_with("OUT-END"));
+    assert!(out.stderr.trim_end().ends_with("ERR-END"));
+    assert!(out.duration < Duration::from_secs(30), "{:?}", out.duration);
     sandbox.remove().await.unwrap();
 }
 
 #[tokio::test]
 async fn non_utf8_output_is_decoded_lossily() {
-    let (backend, _) = common::backend().await;
-    let sandbox = common::base_sandbox(&backend, None).await;
+    for sandbox in both_ways(common::shipped_config().sandbox).await {
+        decoded_lossily(sandbox).await;
+    }
+}
+
+async fn decoded_lossily(sandbox: Box<dyn Sandbox>) {
     let out = sandbox
         .exec("printf 'a\\377\\376b'; printf '\\300' >&2", None)
         .await

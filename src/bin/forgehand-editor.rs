@@ -3,9 +3,15 @@
 //!
 //!     forgehand-editor [--root DIR] [--max-view-bytes N]
 //!     forgehand-editor idle
+//!     forgehand-editor supervise [--dir DIR] [--proxy ADDR]
+//!     forgehand-editor pack DIR | forgehand-editor unpack DIR
 //!
 //! `idle` does nothing until it is stopped: it is the sandbox container's main
 //! process, so an image needs no `sleep` (not even a shell) to stay up.
+//! `supervise` carries forgehand's commands and egress tunnels over one
+//! multiplexed stream on stdin/stdout (see `forgehand::supervisor`).
+//! `pack` writes a folder as tar to stdout, `unpack` reads one from stdin
+//! (never over an existing file): forgehand's setup snapshots.
 //!
 //! stdout carries MCP JSON-RPC only; logs go to stderr (level from
 //! `FORGEHAND_EDITOR_LOG`, default `warn`).
@@ -14,10 +20,13 @@ use forgehand::editor::{server, Limits, Root, DEFAULT_ROOT};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: forgehand-editor [--root DIR] [--max-view-bytes N] | forgehand-editor idle";
+const USAGE: &str = "usage: forgehand-editor [--root DIR] [--max-view-bytes N] | forgehand-editor idle | forgehand-editor supervise [--dir DIR] [--proxy ADDR] | forgehand-editor pack DIR | forgehand-editor unpack DIR";
 
 enum Action {
     Serve(PathBuf, Limits),
+    Supervise(PathBuf, Option<std::net::SocketAddr>),
+    Pack(PathBuf),
+    Unpack(PathBuf),
     Print(String),
     Idle,
 }
@@ -37,6 +46,25 @@ fn parse_args() -> Result<Action, String> {
                     })?;
             }
             "idle" => return Ok(Action::Idle),
+            "pack" => return Ok(Action::Pack(args.next().ok_or("pack needs a folder")?.into())),
+            "unpack" => return Ok(Action::Unpack(args.next().ok_or("unpack needs a folder")?.into())),
+            "supervise" => {
+                let mut dir = PathBuf::from(DEFAULT_ROOT);
+                let mut proxy = None;
+                while let Some(arg) = args.next() {
+                    match arg.as_str() {
+                        "--dir" => dir = args.next().ok_or("--dir needs a folder")?.into(),
+                        "--proxy" => {
+                            let value = args.next().ok_or("--proxy needs an address")?;
+                            proxy = Some(value.parse().map_err(|_| {
+                                format!("--proxy {value:?} is not an address such as 127.0.0.1:3128")
+                            })?);
+                        }
+                        other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
+                    }
+                }
+                return Ok(Action::Supervise(dir, proxy));
+            }
             "--version" => {
                 return Ok(Action::Print(format!(
                     "forgehand-editor {}",
@@ -60,6 +88,50 @@ fn main() -> ExitCode {
         .init();
     let (root_dir, limits) = match parse_args() {
         Ok(Action::Serve(root, limits)) => (root, limits),
+        Ok(Action::Supervise(dir, proxy)) => {
+            let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+                Ok(runtime) => runtime,
+                Err(e) => {
+                    eprintln!("forgehand-editor: cannot start: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            return match runtime.block_on(forgehand::supervisor::serve(dir, proxy)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(message) => {
+                    eprintln!("forgehand-editor: {message}");
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Ok(Action::Pack(dir)) => {
+            let out = std::io::BufWriter::with_capacity(1 << 16, std::io::stdout().lock());
+            return match forgehand::folder_tar::pack(&dir, out) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("forgehand-editor: cannot pack {}: {e}", dir.display());
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Ok(Action::Unpack(dir)) => {
+            let input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
+            return match forgehand::folder_tar::unpack(input, &dir) {
+                Ok(counts) => {
+                    eprintln!(
+                        "forgehand-editor: unpacked {} entries into {} ({} kept as they were)",
+                        counts.written,
+                        dir.display(),
+                        counts.kept_existing
+                    );
+                    ExitCode::SUCCESS
+                }
+                Err(e) => {
+                    eprintln!("forgehand-editor: cannot unpack into {}: {e}", dir.display());
+                    ExitCode::FAILURE
+                }
+            };
+        }
         Ok(Action::Idle) => loop {
             // The container's init (tini) delivers SIGTERM, whose default
             // action ends this process.

@@ -194,6 +194,22 @@ pub struct SandboxConfig {
     pub project_dir: String,
     pub exec_timeout: Duration,
     pub output_limit: usize,
+    /// Whether the egress tunnel may connect to loopback, private and
+    /// link-local addresses (a self-hosted registry needs it).
+    pub egress_allow_private: bool,
+    /// The port of the egress proxy on the sandbox's loopback.
+    pub egress_proxy_port: u16,
+    pub snapshots: SnapshotsConfig,
+}
+
+/// `sandbox.snapshots`: what setup wrote, kept so the next task with the
+/// same inputs skips setup.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SnapshotsConfig {
+    pub enabled: bool,
+    pub dir: PathBuf,
+    /// Above this, the least recently used snapshots are removed.
+    pub max_bytes: u64,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -422,6 +438,24 @@ impl Config {
             project_dir: s.project_dir,
             exec_timeout: positive_duration("sandbox.exec_timeout", s.exec_timeout)?,
             output_limit,
+            egress_allow_private: s.egress.allow_private,
+            egress_proxy_port: match s.egress.proxy_port {
+                0 => {
+                    return Err(ConfigError::invalid(
+                        "sandbox.egress.proxy_port",
+                        "must be a port from 1 to 65535 (default 3128)",
+                    ))
+                }
+                port => port,
+            },
+            snapshots: SnapshotsConfig {
+                enabled: s.snapshots.enabled,
+                dir: match s.snapshots.dir.trim() {
+                    "" => daemon.state_dir.join("snapshots"),
+                    dir => resolve_path(dir),
+                },
+                max_bytes: s.snapshots.max_bytes.bytes(),
+            },
         };
 
         let editor = raw.text_editor_mcp;

@@ -217,6 +217,45 @@ pub struct RawSandbox {
     pub project_dir: String,
     pub exec_timeout: HumanDuration,
     pub output_limit: ByteSize,
+    pub egress: RawEgress,
+    pub snapshots: RawSnapshots,
+}
+
+/// `sandbox.snapshots`: prepared sandboxes kept after a successful setup.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawSnapshots {
+    pub enabled: bool,
+    /// Empty: `<daemon.state_dir>/snapshots`.
+    pub dir: String,
+    pub max_bytes: ByteSize,
+}
+
+impl Default for RawSnapshots {
+    fn default() -> Self {
+        RawSnapshots {
+            enabled: true,
+            dir: String::new(),
+            max_bytes: ByteSize(20 << 30),
+        }
+    }
+}
+
+/// `sandbox.egress`: the tunnel that is a sandbox's only way out.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawEgress {
+    pub allow_private: bool,
+    pub proxy_port: u16,
+}
+
+impl Default for RawEgress {
+    fn default() -> Self {
+        RawEgress {
+            allow_private: false,
+            proxy_port: 3128,
+        }
+    }
 }
 
 impl Default for RawSandbox {
@@ -237,6 +276,8 @@ impl Default for RawSandbox {
             project_dir: "/workspace/project".into(),
             exec_timeout: HumanDuration(Duration::from_secs(1800)),
             output_limit: ByteSize(1 << 20),
+            egress: RawEgress::default(),
+            snapshots: RawSnapshots::default(),
         }
     }
 }

@@ -20,7 +20,7 @@ use std::time::Duration;
 pub const SETTINGS_FILE: &str = ".forgehand.yaml";
 
 /// A repository's environment as the task uses it.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Default)]
 pub struct RepoSettings {
     /// An image reference chosen by the settings (`None`: detection decides).
     pub image: Option<String>,

@@ -6,15 +6,13 @@
 //! and pids / memory / CPU limits, all from `sandbox.*` in the config.
 
 use super::archive;
+use super::egress::Egress;
 use super::helper::{self, EditorBinary};
-use super::{
-    labels, CappedOutput, ExecOutput, ExecStatus, ExecStream, Sandbox, SandboxBackend, SandboxError,
-    SandboxSpec,
-};
+use super::mux::Supervisor;
+use super::{labels, ExecOutput, ExecStatus, ExecStream, Sandbox, SandboxBackend, SandboxError, SandboxSpec};
 use crate::config::{DockerConfig, SandboxConfig};
 use async_trait::async_trait;
-use bollard::container::LogOutput;
-use bollard::exec::{CreateExecOptions, StartExecOptions, StartExecResults};
+use bollard::exec::CreateExecOptions;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
     ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
@@ -22,19 +20,12 @@ use bollard::query_parameters::{
 };
 use bollard::Docker;
 use bytes::Bytes;
-use futures_util::{StreamExt, TryStreamExt};
+use futures_util::TryStreamExt;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
-use tokio::sync::mpsc;
+use std::time::Duration;
 use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
-
-/// Grace given after the in-sandbox `timeout` should have fired before the
-/// host stops waiting for an exec.
-const HOST_DEADLINE_GRACE: Duration = Duration::from_secs(15);
-/// Seconds between SIGTERM and SIGKILL for a command that outlived its timeout.
-const KILL_AFTER_SECS: u64 = 5;
 
 /// Connects to the engine named in the config (or `DOCKER_HOST`, or the local
 /// socket) and agrees on an API version it speaks.
@@ -243,6 +234,13 @@ impl DockerBackend {
             entrypoint: Some(vec![]),
             env: Some(
                 std::iter::once(format!("HOME={}", c.home_dir))
+                    .chain(
+                        editor_path
+                            .is_some()
+                            .then(|| super::egress::proxy_env(c.egress_proxy_port))
+                            .into_iter()
+                            .flatten(),
+                    )
                     .chain(spec.env.iter().map(|(k, v)| format!("{k}={v}")))
                     .collect(),
             ),
@@ -283,6 +281,8 @@ impl DockerBackend {
             id: created.id,
             config: self.config.clone(),
             editor_path,
+            supervisor: std::sync::OnceLock::new(),
+            egress: Egress::new(self.config.egress_allow_private),
         };
         // The editor is the main process, so it must be in place before start.
         if let (Some((path, true)), Some(editor)) = (&placement, &self.editor) {
@@ -296,6 +296,7 @@ impl DockerBackend {
             return Err(docker_error(format!("start container {name}"), err));
         }
         tracing::info!(container = %sandbox.short_id(), task = %spec.task_id, image = %spec.image, "sandbox started");
+        sandbox.start_supervisor().await;
         Ok(sandbox)
     }
 }
@@ -344,6 +345,16 @@ impl SandboxBackend for DockerBackend {
                 endpoint: "the configured engine".into(),
                 detail: e.to_string(),
             })
+    }
+
+    async fn image_id(&self, image: &str) -> Result<Option<String>, SandboxError> {
+        match self.docker.inspect_image(image).await {
+            Ok(inspect) => Ok(inspect.id),
+            Err(err) if status_of(&err) == Some(404) => Err(SandboxError::ImageMissing {
+                image: image.to_owned(),
+            }),
+            Err(err) => Err(docker_error(format!("inspect image {image}"), err)),
+        }
     }
 
     async fn reap(&self, running: &[String]) -> Result<Vec<String>, SandboxError> {
@@ -399,20 +410,48 @@ fn check_copy_source(dir: &Path) -> Result<(), SandboxError> {
 
 /// One running sandbox container.
 pub struct DockerSandbox {
-    docker: Docker,
-    id: String,
-    config: Arc<SandboxConfig>,
+    pub(super) docker: Docker,
+    pub(super) id: String,
+    pub(super) config: Arc<SandboxConfig>,
     editor_path: Option<String>,
+    /// The in-sandbox supervisor's session, once started.
+    pub(super) supervisor: std::sync::OnceLock<Supervisor>,
+    egress: Arc<Egress>,
 }
 
 impl DockerSandbox {
-    fn short_id(&self) -> &str {
+    /// Starts `forgehand-editor supervise` (when the sandbox has the editor)
+    /// for commands and the egress tunnel. Without it, commands use one
+    /// `docker exec` each and the sandbox has no way out at all.
+    async fn start_supervisor(&self) {
+        let Some(editor) = &self.editor_path else { return };
+        let argv = [
+            editor.clone(),
+            "supervise".into(),
+            "--dir".into(),
+            self.config.project_dir.clone(),
+            "--proxy".into(),
+            format!("127.0.0.1:{}", self.config.egress_proxy_port),
+        ];
+        match self.exec_stream_plain(&argv).await {
+            Ok(stream) => {
+                let _ = self
+                    .supervisor
+                    .set(Supervisor::start(stream, self.egress.clone()));
+            }
+            Err(e) => {
+                tracing::warn!(container = %self.short_id(), "cannot start the sandbox supervisor ({e}); commands use docker exec and the sandbox has no egress")
+            }
+        }
+    }
+
+    pub(super) fn short_id(&self) -> &str {
         &self.id[..12.min(self.id.len())]
     }
 
     /// After a failed call, tells whether the container itself is gone, which
     /// is the error worth reporting.
-    async fn explain(&self, action: &str, err: bollard::errors::Error) -> SandboxError {
+    pub(super) async fn explain(&self, action: &str, err: bollard::errors::Error) -> SandboxError {
         match self.docker.inspect_container(&self.id, None).await {
             Ok(info) => {
                 let state = info.state.unwrap_or_default();
@@ -445,7 +484,7 @@ impl DockerSandbox {
         }
     }
 
-    async fn create_exec(&self, argv: Vec<String>, stdin: bool) -> Result<String, SandboxError> {
+    pub(super) async fn create_exec(&self, argv: Vec<String>, stdin: bool) -> Result<String, SandboxError> {
         let options = CreateExecOptions {
             attach_stdin: Some(stdin),
             attach_stdout: Some(true),
@@ -618,140 +657,14 @@ impl Sandbox for DockerSandbox {
 
     async fn exec(&self, command: &str, timeout: Option<Duration>) -> Result<ExecOutput, SandboxError> {
         let timeout = timeout.unwrap_or(self.config.exec_timeout);
-        let secs = timeout.as_secs().max(1);
-        // `timeout` (coreutils or busybox) puts the command in its own process
-        // group and signals the whole group, so children die with it. Images
-        // without it still run the command, bounded by the host deadline.
-        let wrapper = format!(
-            "if command -v timeout >/dev/null 2>&1; then exec timeout -k {KILL_AFTER_SECS} {secs} sh -c \"$1\"; else exec sh -c \"$1\"; fi"
-        );
-        let argv = vec![
-            "sh".into(),
-            "-c".into(),
-            wrapper,
-            "forgehand-exec".into(),
-            command.to_owned(),
-        ];
-        let started = Instant::now();
-        let exec_id = self.create_exec(argv, false).await?;
-        let output = match self
-            .docker
-            .start_exec(&exec_id, Some(StartExecOptions::default()))
-            .await
-        {
-            Ok(StartExecResults::Attached { output, .. }) => output,
-            Ok(StartExecResults::Detached) => {
-                return Err(SandboxError::Docker {
-                    action: "run a command".into(),
-                    detail: "Docker started the exec detached".into(),
-                    retryable: false,
-                })
-            }
-            Err(err) => return Err(self.explain("run a command", err).await),
-        };
-        let limit = self.config.output_limit;
-        let mut stdout = CappedOutput::new(limit);
-        let mut stderr = CappedOutput::new(limit);
-        let deadline = Duration::from_secs(secs + KILL_AFTER_SECS) + HOST_DEADLINE_GRACE;
-        let collect = async {
-            let mut output = output;
-            while let Some(item) = output.next().await {
-                match item {
-                    Ok(LogOutput::StdOut { message } | LogOutput::Console { message }) => {
-                        stdout.push(&message)
-                    }
-                    Ok(LogOutput::StdErr { message }) => stderr.push(&message),
-                    Ok(LogOutput::StdIn { .. }) => {}
-                    Err(err) => return Err(err),
-                }
-            }
-            Ok(())
-        };
-        let host_timed_out = match tokio::time::timeout(deadline, collect).await {
-            Ok(Ok(())) => false,
-            Ok(Err(err)) => return Err(self.explain("read a command's output", err).await),
-            Err(_) => true,
-        };
-        let duration = started.elapsed();
-        let exit_code = if host_timed_out {
-            None
-        } else {
-            self.exec_status(&exec_id).await?.exit_code
-        };
-        // 124: timeout's TERM worked; 137: it had to KILL.
-        let timed_out = host_timed_out
-            || (duration >= Duration::from_secs(secs) && matches!(exit_code, Some(124) | Some(137)));
-        let (stdout, stdout_truncated) = stdout.finish();
-        let (mut stderr, stderr_truncated) = stderr.finish();
-        if timed_out {
-            stderr.push_str(&format!(
-                "\n[forgehand: the command was stopped after the {secs} s timeout]\n"
-            ));
+        match self.supervisor.get().filter(|s| s.is_alive()) {
+            Some(supervisor) => self.exec_supervised(supervisor, command, timeout).await,
+            None => self.exec_plain(command, timeout).await,
         }
-        Ok(ExecOutput {
-            exit_code: if timed_out { None } else { exit_code },
-            stdout,
-            stderr,
-            duration,
-            timed_out,
-            stdout_truncated,
-            stderr_truncated,
-        })
     }
 
     async fn exec_stream(&self, argv: &[String]) -> Result<ExecStream, SandboxError> {
-        let exec_id = self.create_exec(argv.to_vec(), true).await?;
-        let (output, input) = match self
-            .docker
-            .start_exec(&exec_id, Some(StartExecOptions::default()))
-            .await
-        {
-            Ok(StartExecResults::Attached { output, input }) => (output, input),
-            Ok(StartExecResults::Detached) => {
-                return Err(SandboxError::Docker {
-                    action: "start a streamed process".into(),
-                    detail: "Docker started the exec detached".into(),
-                    retryable: false,
-                })
-            }
-            Err(err) => return Err(self.explain("start a streamed process", err).await),
-        };
-        let (stdout_tx, stdout_rx) = mpsc::channel::<std::io::Result<Bytes>>(64);
-        let (stderr_tx, stderr_rx) = mpsc::channel::<std::io::Result<Bytes>>(256);
-        let short_id = self.short_id().to_owned();
-        tokio::spawn(async move {
-            let mut output = output;
-            let mut stderr_dropped = 0usize;
-            while let Some(item) = output.next().await {
-                match item {
-                    Ok(LogOutput::StdOut { message } | LogOutput::Console { message }) => {
-                        if stdout_tx.send(Ok(message)).await.is_err() {
-                            break;
-                        }
-                    }
-                    // Nobody may be reading stderr: never let it block stdout.
-                    Ok(LogOutput::StdErr { message }) => {
-                        if stderr_tx.try_send(Ok(message)).is_err() {
-                            stderr_dropped += 1;
-                        }
-                    }
-                    Ok(LogOutput::StdIn { .. }) => {}
-                    Err(err) => {
-                        let _ = stdout_tx.send(Err(std::io::Error::other(err.to_string()))).await;
-                        break;
-                    }
-                }
-            }
-            if stderr_dropped > 0 {
-                tracing::debug!(container = %short_id, chunks = stderr_dropped, "stderr of a streamed process was not read; chunks dropped");
-            }
-        });
-        Ok(ExecStream {
-            id: exec_id,
-            stdin: input,
-            stdout: Box::pin(StreamReader::new(tokio_stream_from(stdout_rx))),
-            stderr: Box::pin(StreamReader::new(tokio_stream_from(stderr_rx))),
-        })
+        self.exec_stream_plain(argv).await
     }
 
     async fn exec_status(&self, exec_id: &str) -> Result<ExecStatus, SandboxError> {
@@ -766,18 +679,15 @@ impl Sandbox for DockerSandbox {
         })
     }
 
+    fn egress(&self) -> Option<Arc<Egress>> {
+        self.supervisor.get().map(|_| self.egress.clone())
+    }
+
     async fn remove(&self) -> Result<(), SandboxError> {
         remove_container(&self.docker, &self.id).await?;
         tracing::info!(container = %self.short_id(), "sandbox removed");
         Ok(())
     }
-}
-
-/// An mpsc receiver as a `Stream`, without pulling in tokio-stream.
-fn tokio_stream_from<T: Send + 'static>(
-    rx: mpsc::Receiver<T>,
-) -> impl futures_util::Stream<Item = T> + Send + 'static {
-    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
 }
 
 #[cfg(test)]

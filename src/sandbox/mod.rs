@@ -6,8 +6,12 @@
 
 pub mod archive;
 pub mod docker;
+mod docker_exec;
+pub mod egress;
 pub mod helper;
+pub mod mux;
 pub mod output;
+pub mod snapshots;
 
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
@@ -155,6 +159,12 @@ pub trait Sandbox: Send + Sync {
 
     /// Removes the sandbox and everything in it. Removing twice is fine.
     async fn remove(&self) -> Result<(), SandboxError>;
+
+    /// The host end of the sandbox's egress tunnel, when it has one: the
+    /// task sets what each phase may reach and reads what it did.
+    fn egress(&self) -> Option<std::sync::Arc<egress::Egress>> {
+        None
+    }
 }
 
 /// Makes sandboxes and cleans up after crashes.
@@ -175,4 +185,10 @@ pub trait SandboxBackend: Send + Sync {
 
     /// Whether the engine answers (for `/readyz`).
     async fn ping(&self) -> Result<(), SandboxError>;
+
+    /// The engine's id of `image` (its config digest), which setup
+    /// snapshots are keyed on. `None`: this backend keeps no snapshots.
+    async fn image_id(&self, _image: &str) -> Result<Option<String>, SandboxError> {
+        Ok(None)
+    }
 }

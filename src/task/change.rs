@@ -63,15 +63,21 @@ impl TaskRun<'_> {
                 self.start_sandbox(&checkout, settings)
             );
             let (sandbox, image) = sandbox?;
-            self.adopt_sandbox(sandbox)?;
+            let sandbox = self.adopt_sandbox(sandbox)?;
             self.progress.note(format!("Sandbox from image `{image}`"));
+            self.enter_agent_phase(sandbox.as_ref(), settings);
             context
         } else {
             self.report().await;
             let (sandbox, image) = self.start_sandbox(&checkout, settings).await?;
             let sandbox = self.adopt_sandbox(sandbox)?;
             self.progress.note(format!("Sandbox from image `{image}`"));
-            self.setup(sandbox.as_ref(), settings).await?;
+            if let Some(egress) = sandbox.egress() {
+                egress.set_phase("setup", settings.setup_hosts.clone());
+            }
+            let setup = self.setup(sandbox.as_ref(), settings, &checkout, &image).await;
+            self.enter_agent_phase(sandbox.as_ref(), settings);
+            setup?;
             self.gather_context(item, target, &thread, &withheld).await
         };
         let store = {
@@ -178,6 +184,9 @@ impl TaskRun<'_> {
         self.progress = live.lock().unwrap_or_else(|p| p.into_inner()).clone();
         self.add_usage(&outcome);
         self.check_halt(&outcome)?;
+        if let Some(line) = sandbox.egress().and_then(|e| e.summary("agent")) {
+            self.progress.note(format!("Network: {line}"));
+        }
         let tests = self
             .verify(
                 &agent,

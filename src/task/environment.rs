@@ -128,11 +128,6 @@ impl TaskRun<'_> {
         for note in &s.notes {
             self.progress.note(note.clone());
         }
-        if !s.setup.is_empty() {
-            self.progress.note(
-                "Network: none in the sandbox; setup and the tests run offline (`network` settings are checked, not yet used)",
-            );
-        }
         if let Some(line) = environment.instructions.summary() {
             self.progress.note(line);
         }
@@ -216,9 +211,17 @@ impl TaskRun<'_> {
         &mut self,
         sandbox: &dyn Sandbox,
         settings: &RepoSettings,
+        checkout: &std::path::Path,
+        image: &str,
     ) -> Result<(), TaskError> {
         if settings.setup.is_empty() {
             return Ok(());
+        }
+        let snapshot = self.snapshot_plan(checkout, image, settings).await;
+        if let Some(plan) = &snapshot {
+            if self.restore_snapshot(sandbox, plan).await {
+                return Ok(());
+            }
         }
         self.progress.at(
             Step::Change,
@@ -230,6 +233,10 @@ impl TaskRun<'_> {
                 crate::metrics::global().repository_step("setup", "passed");
                 self.progress
                     .note(format!("Setup: done in {:.1} s", took.as_secs_f64()));
+                if let Some(plan) = snapshot {
+                    self.save_snapshot(sandbox, checkout, plan, image, settings, took)
+                        .await;
+                }
                 Ok(())
             }
             Err(failed) => {
@@ -244,6 +251,27 @@ impl TaskRun<'_> {
                 }
                 Err(TaskError::SetupFailed(SetupFailed { tail: text, ..failed }))
             }
+        }
+    }
+}
+
+impl TaskRun<'_> {
+    /// From here on the sandbox may reach only the agent's hosts; what
+    /// setup reached goes on the comment.
+    pub(super) fn enter_agent_phase(&mut self, sandbox: &dyn Sandbox, settings: &RepoSettings) {
+        match sandbox.egress() {
+            Some(egress) => {
+                if let Some(line) = egress.summary("setup") {
+                    self.progress.note(format!("Network: {line}"));
+                }
+                egress.set_phase("agent", settings.agent_hosts.clone());
+            }
+            None if !settings.setup.is_empty() || !settings.agent_hosts.is_empty() => {
+                self.progress.note(
+                    "Network: none (this sandbox has no forgehand supervisor, so `network` settings cannot apply)",
+                );
+            }
+            None => {}
         }
     }
 }

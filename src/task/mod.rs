@@ -13,6 +13,7 @@ mod plan;
 pub mod progress;
 pub mod request;
 pub mod sanitize;
+mod snapshot;
 mod verify;
 pub mod workspace;
 

@@ -1,0 +1,496 @@
+//! The egress tunnel's host end: every connection the sandbox's proxy port
+//! accepts arrives here over the supervisor's session, as an HTTP proxy
+//! request. The host is checked against the allowlist of the task's current
+//! phase (setup or agent), resolved here, and refused when an address is
+//! loopback, link-local or private (unless `sandbox.egress.allow_private`),
+//! so a public name cannot point inside. CONNECT is tunnelled without TLS
+//! interception; plain HTTP is forwarded one request per connection. Each
+//! decision goes to the log, to `/metrics` and to the phase's summary.
+
+use crate::config::HostPattern;
+use std::net::{IpAddr, SocketAddr};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+/// Longest request head read from the sandbox.
+const MAX_HEAD: usize = 16 << 10;
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What the sandbox may reach now.
+#[derive(Debug, Clone, Default)]
+struct Policy {
+    /// `setup` or `agent`; empty before the task says.
+    phase: String,
+    hosts: Vec<HostPattern>,
+}
+
+/// One connection's outcome.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Decision {
+    pub phase: String,
+    pub host: String,
+    pub port: u16,
+    /// `None`: allowed; else why not.
+    pub denied: Option<String>,
+    pub bytes: u64,
+}
+
+/// The host end of one sandbox's tunnel.
+#[derive(Debug, Default)]
+pub struct Egress {
+    policy: Mutex<Policy>,
+    allow_private: bool,
+    decisions: Mutex<Vec<Decision>>,
+}
+
+impl Egress {
+    pub fn new(allow_private: bool) -> Arc<Egress> {
+        Arc::new(Egress {
+            allow_private,
+            ..Egress::default()
+        })
+    }
+
+    /// From now on, connections are decided for `phase` against `hosts`.
+    pub fn set_phase(&self, phase: &str, hosts: Vec<HostPattern>) {
+        *self.policy.lock().unwrap_or_else(|p| p.into_inner()) = Policy {
+            phase: phase.to_owned(),
+            hosts,
+        };
+    }
+
+    pub fn decisions(&self) -> Vec<Decision> {
+        self.decisions.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// "setup reached 3 hosts; denied 1: evil.example", or `None` when the
+    /// phase made no connection.
+    pub fn summary(&self, phase: &str) -> Option<String> {
+        let decisions = self.decisions();
+        let of_phase: Vec<&Decision> = decisions.iter().filter(|d| d.phase == phase).collect();
+        if of_phase.is_empty() {
+            return None;
+        }
+        let mut reached: Vec<&str> = of_phase
+            .iter()
+            .filter(|d| d.denied.is_none())
+            .map(|d| d.host.as_str())
+            .collect();
+        reached.sort_unstable();
+        reached.dedup();
+        let mut denied: Vec<&str> = of_phase
+            .iter()
+            .filter(|d| d.denied.is_some())
+            .map(|d| d.host.as_str())
+            .collect();
+        denied.sort_unstable();
+        denied.dedup();
+        let mut line = format!("{phase} reached {} host(s)", reached.len());
+        if !denied.is_empty() {
+            line.push_str(&format!("; denied {}: {}", denied.len(), denied.join(", ")));
+        }
+        Some(line)
+    }
+
+    /// Serves one tunnelled connection from the sandbox.
+    pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(&self, mut client: S) {
+        let (head, rest) = match read_head(&mut client).await {
+            Ok(read) => read,
+            Err(message) => {
+                let _ = respond(&mut client, 400, &message).await;
+                return;
+            }
+        };
+        let request = match ProxyRequest::parse(&head) {
+            Ok(request) => request,
+            Err(message) => {
+                let _ = respond(&mut client, 400, &message).await;
+                return;
+            }
+        };
+        let policy = self.policy.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let mut decision = Decision {
+            phase: if policy.phase.is_empty() {
+                "sandbox".into()
+            } else {
+                policy.phase.clone()
+            },
+            host: request.host.clone(),
+            port: request.port,
+            denied: None,
+            bytes: 0,
+        };
+        let upstream = match self.open(&policy, &request).await {
+            Ok(upstream) => upstream,
+            Err((status, reason)) => {
+                decision.denied = Some(reason.clone());
+                self.record(&decision);
+                let _ = respond(&mut client, status, &reason).await;
+                return;
+            }
+        };
+        let mut upstream = upstream;
+        let started = if request.connect {
+            client
+                .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+                .await
+                .and(upstream.write_all(&rest).await)
+        } else {
+            upstream
+                .write_all(&request.forwarded_head(&head))
+                .await
+                .and(upstream.write_all(&rest).await)
+        };
+        if started.is_ok() {
+            if let Ok((up, down)) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
+                decision.bytes = up + down + rest.len() as u64;
+            }
+        }
+        self.record(&decision);
+    }
+
+    /// Checks `request` against the policy and connects; the error is the
+    /// status and reason the sandbox gets.
+    async fn open(
+        &self,
+        policy: &Policy,
+        request: &ProxyRequest,
+    ) -> Result<tokio::net::TcpStream, (u16, String)> {
+        let host = request.host.as_str();
+        if !policy.hosts.iter().any(|p| p.matches(host)) {
+            let why = match policy.phase.as_str() {
+                "agent" if policy.hosts.is_empty() => {
+                    "egress is off for the agent (network.agent in .forgehand.yaml)".to_owned()
+                }
+                "" => "no network before the repository's settings are read".to_owned(),
+                phase => {
+                    format!("{host} is not on the {phase} allowlist (network.{phase} in .forgehand.yaml)")
+                }
+            };
+            return Err((403, why));
+        }
+        let addresses: Vec<SocketAddr> = match tokio::net::lookup_host((host, request.port)).await {
+            Ok(found) => found.collect(),
+            Err(e) => return Err((502, format!("cannot resolve {host}: {e}"))),
+        };
+        let inside: Vec<&SocketAddr> = addresses.iter().filter(|a| is_internal(a.ip())).collect();
+        if !self.allow_private && !inside.is_empty() {
+            return Err((
+                403,
+                format!(
+                    "{host} resolves to an internal address ({}); an operator may allow it with sandbox.egress.allow_private",
+                    inside[0].ip()
+                ),
+            ));
+        }
+        let mut last = format!("{host} has no address");
+        for address in addresses {
+            match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(address)).await {
+                Ok(Ok(stream)) => return Ok(stream),
+                Ok(Err(e)) => last = format!("cannot connect to {host} ({address}): {e}"),
+                Err(_) => last = format!("{host} ({address}) did not answer in {CONNECT_TIMEOUT:?}"),
+            }
+        }
+        Err((502, last))
+    }
+
+    fn record(&self, decision: &Decision) {
+        let outcome = if decision.denied.is_some() {
+            "denied"
+        } else {
+            "allowed"
+        };
+        match &decision.denied {
+            None => {
+                tracing::info!(phase = %decision.phase, host = %decision.host, port = decision.port, bytes = decision.bytes, "egress allowed")
+            }
+            Some(why) => {
+                tracing::warn!(phase = %decision.phase, host = %decision.host, port = decision.port, "egress denied: {why}")
+            }
+        }
+        crate::metrics::global().egress(&decision.phase, outcome, decision.bytes);
+        self.decisions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(decision.clone());
+    }
+}
+
+/// The environment that points a sandbox's tools at the proxy on its
+/// loopback. Most tools read `HTTP(S)_PROXY` (pip, npm, cargo, go, curl,
+/// git); Java's (Maven, Gradle) read the JVM's properties.
+pub fn proxy_env(port: u16) -> Vec<String> {
+    let url = format!("http://127.0.0.1:{port}");
+    let java = format!(
+        "-Dhttp.proxyHost=127.0.0.1 -Dhttp.proxyPort={port} -Dhttps.proxyHost=127.0.0.1 -Dhttps.proxyPort={port} -Dhttp.nonProxyHosts="
+    );
+    vec![
+        format!("HTTP_PROXY={url}"),
+        format!("HTTPS_PROXY={url}"),
+        format!("http_proxy={url}"),
+        format!("https_proxy={url}"),
+        "NO_PROXY=".into(),
+        "no_proxy=".into(),
+        format!("npm_config_proxy={url}"),
+        format!("npm_config_https_proxy={url}"),
+        format!("CARGO_HTTP_PROXY={url}"),
+        format!("JAVA_TOOL_OPTIONS={java}"),
+    ]
+}
+
+/// Loopback, private, link-local, shared (CGNAT), unspecified, multicast
+/// and broadcast addresses: everything that is not the public internet.
+pub fn is_internal(ip: IpAddr) -> bool {
+    match ip {
+        IpAddr::V4(v4) => {
+            let [a, b, ..] = v4.octets();
+            v4.is_loopback()
+                || v4.is_private()
+                || v4.is_link_local()
+                || v4.is_unspecified()
+                || v4.is_broadcast()
+                || v4.is_multicast()
+                || a == 0
+                || (a == 100 && (64..128).contains(&b))
+        }
+        IpAddr::V6(v6) => {
+            if let Some(v4) = v6.to_ipv4_mapped() {
+                return is_internal(IpAddr::V4(v4));
+            }
+            let first = v6.segments()[0];
+            v6.is_loopback()
+                || v6.is_unspecified()
+                || v6.is_multicast()
+                || (first & 0xfe00) == 0xfc00
+                || (first & 0xffc0) == 0xfe80
+        }
+    }
+}
+
+/// A request head from the sandbox's proxy client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ProxyRequest {
+    connect: bool,
+    host: String,
+    port: u16,
+    /// The request line's target in origin form (`/path?q`), for plain HTTP.
+    path: String,
+}
+
+impl ProxyRequest {
+    fn parse(head: &[u8]) -> Result<ProxyRequest, String> {
+        let text = std::str::from_utf8(head).map_err(|_| "the request head is not text".to_owned())?;
+        let line = text.lines().next().unwrap_or_default();
+        let mut parts = line.split_whitespace();
+        let (Some(method), Some(target), Some(_version)) = (parts.next(), parts.next(), parts.next()) else {
+            return Err(format!("not an HTTP proxy request: {line:?}"));
+        };
+        if method.eq_ignore_ascii_case("CONNECT") {
+            let (host, port) = split_host_port(target, 443)?;
+            return Ok(ProxyRequest {
+                connect: true,
+                host,
+                port,
+                path: String::new(),
+            });
+        }
+        let Some(rest) = target.strip_prefix("http://") else {
+            return Err(format!(
+                "the proxy takes CONNECT for TLS and absolute http:// targets; got {target:?}"
+            ));
+        };
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let (host, port) = split_host_port(authority, 80)?;
+        Ok(ProxyRequest {
+            connect: false,
+            host,
+            port,
+            path: path.to_owned(),
+        })
+    }
+
+    /// The head sent upstream: origin-form target, no proxy headers, and
+    /// `Connection: close` so one connection carries one request (a second
+    /// request on it could name another host).
+    fn forwarded_head(&self, head: &[u8]) -> Vec<u8> {
+        let text = String::from_utf8_lossy(head);
+        let mut lines = text.split("\r\n");
+        let first = lines.next().unwrap_or_default();
+        let mut words = first.split_whitespace();
+        let method = words.next().unwrap_or("GET");
+        let _ = words.next();
+        let version = words.next().unwrap_or("HTTP/1.1");
+        let mut out = format!("{method} {} {version}\r\n", self.path);
+        for line in lines {
+            if line.is_empty() {
+                continue;
+            }
+            let name = line
+                .split(':')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase();
+            if name == "connection" || name.starts_with("proxy-") || name == "keep-alive" {
+                continue;
+            }
+            out.push_str(line);
+            out.push_str("\r\n");
+        }
+        out.push_str("Connection: close\r\n\r\n");
+        out.into_bytes()
+    }
+}
+
+fn split_host_port(authority: &str, default_port: u16) -> Result<(String, u16), String> {
+    let bad = || format!("{authority:?} is not a host with an optional port");
+    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
+        let (host, after) = rest.split_once(']').ok_or_else(bad)?;
+        let port = match after.strip_prefix(':') {
+            Some(p) => p.parse().map_err(|_| bad())?,
+            None => default_port,
+        };
+        (host.to_owned(), port)
+    } else {
+        match authority.rsplit_once(':') {
+            Some((host, port)) => (host.to_owned(), port.parse().map_err(|_| bad())?),
+            None => (authority.to_owned(), default_port),
+        }
+    };
+    if host.is_empty() {
+        return Err(bad());
+    }
+    Ok((host.to_ascii_lowercase(), port))
+}
+
+/// Reads up to the end of the request head; returns the head and the bytes
+/// read past it.
+async fn read_head<S: AsyncRead + Unpin>(client: &mut S) -> Result<(Vec<u8>, Vec<u8>), String> {
+    let mut buf = Vec::with_capacity(1024);
+    let mut chunk = [0u8; 4096];
+    loop {
+        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let rest = buf.split_off(end + 4);
+            return Ok((buf, rest));
+        }
+        if buf.len() > MAX_HEAD {
+            return Err(format!("the request head is longer than {MAX_HEAD} bytes"));
+        }
+        let n = client
+            .read(&mut chunk)
+            .await
+            .map_err(|e| format!("cannot read the request: {e}"))?;
+        if n == 0 {
+            return Err("the connection closed before a whole request head".into());
+        }
+        buf.extend_from_slice(&chunk[..n]);
+    }
+}
+
+async fn respond<S: AsyncWrite + Unpin>(client: &mut S, status: u16, reason: &str) -> std::io::Result<()> {
+    let title = match status {
+        400 => "Bad Request",
+        403 => "Forbidden",
+        _ => "Bad Gateway",
+    };
+    let body = format!("forgehand egress: {reason}\n");
+    let head = format!(
+        "HTTP/1.1 {status} {title}\r\nContent-Type: text/plain; charset=utf-8\r\nContent-Length: {}\r\nConnection: close\r\n\r\n",
+        body.len()
+    );
+    client.write_all(head.as_bytes()).await?;
+    client.write_all(body.as_bytes()).await?;
+    client.shutdown().await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_addresses_are_recognised() {
+        for ip in [
+            "127.0.0.1",
+            "10.1.2.3",
+            "172.20.0.1",
+            "192.168.1.1",
+            "169.254.169.254",
+            "100.64.0.1",
+            "0.0.0.0",
+            "::1",
+            "fd00::1",
+            "fe80::1",
+            "::ffff:10.0.0.1",
+        ] {
+            assert!(is_internal(ip.parse().unwrap()), "{ip}");
+        }
+        for ip in ["93.184.216.34", "2606:2800:220:1::1", "100.128.0.1"] {
+            assert!(!is_internal(ip.parse().unwrap()), "{ip}");
+        }
+    }
+
+    #[test]
+    fn proxy_requests_parse_and_forward_in_origin_form() {
+        let connect =
+            ProxyRequest::parse(b"CONNECT Pkgs.Example.org:443 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        assert_eq!(
+            (connect.connect, connect.host.as_str(), connect.port),
+            (true, "pkgs.example.org", 443)
+        );
+        let head = b"GET http://127.0.0.1:8080/simple/x/?a=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n";
+        let plain = ProxyRequest::parse(head).unwrap();
+        assert_eq!(
+            (plain.host.as_str(), plain.port, plain.path.as_str()),
+            ("127.0.0.1", 8080, "/simple/x/?a=1")
+        );
+        let forwarded = String::from_utf8(plain.forwarded_head(head)).unwrap();
+        assert_eq!(
+            forwarded,
+            "GET /simple/x/?a=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+        );
+        assert!(ProxyRequest::parse(b"GET /relative HTTP/1.1\r\n\r\n").is_err());
+        assert!(ProxyRequest::parse(b"GET https://x/ HTTP/1.1\r\n\r\n").is_err());
+        let v6 = ProxyRequest::parse(b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n").unwrap();
+        assert_eq!((v6.host.as_str(), v6.port), ("::1", 8443));
+    }
+
+    #[tokio::test]
+    async fn hosts_off_the_list_and_internal_addresses_are_refused_with_a_reason() {
+        let egress = Egress::new(false);
+        egress.set_phase("setup", vec![HostPattern::parse("localhost").unwrap()]);
+        let ask = |request: &'static [u8]| {
+            let egress = egress.clone();
+            async move {
+                let (mut near, far) = tokio::io::duplex(64 << 10);
+                let serve = tokio::spawn(async move { egress.handle(far).await });
+                near.write_all(request).await.unwrap();
+                let mut answer = String::new();
+                near.read_to_string(&mut answer).await.unwrap();
+                serve.await.unwrap();
+                answer
+            }
+        };
+        let off_list = ask(b"CONNECT evil.example:443 HTTP/1.1\r\n\r\n").await;
+        assert!(
+            off_list.starts_with("HTTP/1.1 403") && off_list.contains("not on the setup allowlist"),
+            "{off_list}"
+        );
+        let inside = ask(b"GET http://localhost:9/ HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
+        assert!(
+            inside.starts_with("HTTP/1.1 403") && inside.contains("sandbox.egress.allow_private"),
+            "{inside}"
+        );
+        egress.set_phase("agent", Vec::new());
+        let agent = ask(b"CONNECT localhost:443 HTTP/1.1\r\n\r\n").await;
+        assert!(agent.contains("egress is off for the agent"), "{agent}");
+        assert_eq!(
+            egress.summary("setup").unwrap(),
+            "setup reached 0 host(s); denied 2: evil.example, localhost"
+        );
+        assert!(egress.summary("agent").unwrap().contains("denied 1: localhost"));
+    }
+}

@@ -1,0 +1,144 @@
+//! The task's setup snapshots: restore one instead of running setup when
+//! the inputs match, keep one after a setup that passed. Neither ever
+//! fails the task: without a snapshot, setup simply runs.
+
+use super::*;
+use crate::environment::snapshot_key::{self, SnapshotKey};
+use crate::environment::RepoSettings;
+use crate::sandbox::snapshots::{human_bytes, now_secs, SnapshotInfo, SnapshotStore};
+
+/// Where this task's setup snapshot would be.
+pub(super) struct SnapshotPlan {
+    store: SnapshotStore,
+    key: SnapshotKey,
+    image_id: String,
+}
+
+impl TaskRun<'_> {
+    /// The snapshot key for this setup, when snapshots are on and the
+    /// backend can name the image.
+    pub(super) async fn snapshot_plan(
+        &self,
+        checkout: &std::path::Path,
+        image: &str,
+        settings: &RepoSettings,
+    ) -> Option<SnapshotPlan> {
+        let config = &self.env.config.sandbox.snapshots;
+        if !config.enabled {
+            return None;
+        }
+        let image_id = match self.env.backend.image_id(image).await {
+            Ok(Some(id)) => id,
+            Ok(None) => return None,
+            Err(err) => {
+                tracing::warn!(task = %self.item, image, error = %err, "no setup snapshot: the image's id is unknown");
+                return None;
+            }
+        };
+        let (dir, id, wanted) = (checkout.to_owned(), image_id.clone(), settings.clone());
+        match tokio::task::spawn_blocking(move || snapshot_key::compute(&dir, &id, &wanted)).await {
+            Ok(Ok(key)) => Some(SnapshotPlan {
+                store: SnapshotStore::new(config),
+                key,
+                image_id,
+            }),
+            Ok(Err(err)) => {
+                tracing::warn!(task = %self.item, error = %err, "no setup snapshot: a dependency file could not be read");
+                None
+            }
+            Err(err) => {
+                tracing::warn!(task = %self.item, error = %err, "no setup snapshot: computing its key failed");
+                None
+            }
+        }
+    }
+
+    /// Restores the plan's snapshot into `sandbox`; `true` when setup need
+    /// not run.
+    pub(super) async fn restore_snapshot(&mut self, sandbox: &dyn Sandbox, plan: &SnapshotPlan) -> bool {
+        let Some(info) = plan.store.find(&plan.key.key) else {
+            crate::metrics::global().repository_step("snapshot", "miss");
+            return false;
+        };
+        let started = std::time::Instant::now();
+        let home = self.env.config.sandbox.home_dir.clone();
+        match plan.store.restore(sandbox, &home, &info).await {
+            Ok(()) => {
+                crate::metrics::global().repository_step("snapshot", "hit");
+                tracing::info!(task = %self.item, snapshot = %info.short_key(), took_ms = started.elapsed().as_millis() as u64, "setup snapshot restored");
+                self.progress.note(format!(
+                    "Setup: not run; snapshot `{}` restored in {:.1} s ({}, from a setup of {:.1} s, {} ago)",
+                    info.short_key(),
+                    started.elapsed().as_secs_f64(),
+                    human_bytes(info.bytes),
+                    info.setup_seconds,
+                    humantime::format_duration(std::time::Duration::from_secs(
+                        now_secs().saturating_sub(info.created_at)
+                    ))
+                ));
+                true
+            }
+            Err(err) => {
+                crate::metrics::global().repository_step("snapshot", "restore_failed");
+                tracing::warn!(task = %self.item, snapshot = %info.short_key(), error = %err, "setup snapshot could not be restored; running setup");
+                self.progress.note(format!(
+                    "Setup snapshot `{}` could not be restored ({}); running setup",
+                    info.short_key(),
+                    self.env.secrets.scrub(&err.to_string())
+                ));
+                false
+            }
+        }
+    }
+
+    /// Keeps what setup wrote as a snapshot for the next task.
+    pub(super) async fn save_snapshot(
+        &mut self,
+        sandbox: &dyn Sandbox,
+        checkout: &std::path::Path,
+        plan: SnapshotPlan,
+        image: &str,
+        settings: &RepoSettings,
+        setup_took: std::time::Duration,
+    ) {
+        let info = SnapshotInfo {
+            key: plan.key.key.clone(),
+            repository: self.item.repo.clone(),
+            image: image.to_owned(),
+            image_id: plan.image_id.clone(),
+            inputs: plan.key.inputs.clone(),
+            setup_commands: settings.setup.clone(),
+            setup_seconds: setup_took.as_secs_f64(),
+            created_at: 0,
+            last_used_at: 0,
+            bytes: 0,
+        };
+        let started = std::time::Instant::now();
+        let home = self.env.config.sandbox.home_dir.clone();
+        let secrets = self.env.secrets.clone();
+        match plan
+            .store
+            .save(sandbox, &home, checkout, info, &secrets.values())
+            .await
+        {
+            Ok(info) => {
+                crate::metrics::global().repository_step("snapshot", "saved");
+                tracing::info!(task = %self.item, snapshot = %info.short_key(), bytes = info.bytes, took_ms = started.elapsed().as_millis() as u64, "setup snapshot saved");
+                self.progress.note(format!(
+                    "Snapshot `{}` kept ({}, {:.1} s): the next task with the same setup and dependency files skips setup",
+                    info.short_key(),
+                    human_bytes(info.bytes),
+                    started.elapsed().as_secs_f64()
+                ));
+            }
+            Err(err) => {
+                crate::metrics::global().repository_step("snapshot", "not_saved");
+                tracing::warn!(task = %self.item, error = %err, "no setup snapshot kept");
+                self.progress.note(format!(
+                    "No setup snapshot kept: {}",
+                    secrets.scrub(&err.to_string())
+                ));
+            }
+        }
+    }
+}
