@@ -191,7 +191,10 @@ async fn tunnel_throughput(sandbox: &dyn forgehand::sandbox::Sandbox, proxy_port
     let mut direct = Vec::new();
     for _ in 0..5 {
         let started = Instant::now();
-        let out = sandbox.exec(&format!("bash -c '{through}'"), None).await.unwrap();
+        let out = sandbox
+            .exec(&format!("bash -c \"{through}\""), None)
+            .await
+            .unwrap();
         tunnel.push(started.elapsed());
         let bytes: u64 = out.stdout.trim().parse().unwrap_or(0);
         assert!(bytes > 50_000_000, "{out:?}");

@@ -116,7 +116,34 @@ ensure_deploy_tools() {
   "$venv/bin/pip" install --quiet kubernetes-validate || die "pip install kubernetes-validate failed"
 }
 
+# The registries the repository-environment tests treat as the internet:
+# pypiserver (PyPI's simple API) in a virtualenv of its own, and verdaccio
+# (the npm registry's API) in a folder of its own.
+ensure_registries() {
+  local venv="$STATE_DIR/pypiserver-venv"
+  if [ ! -x "$venv/bin/pypi-server" ]; then
+    python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
+    log "installing pypiserver from PyPI into $venv"
+    python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet pypiserver || die "pip install pypiserver failed"
+  fi
+  local npm_dir="$STATE_DIR/verdaccio"
+  [ -x "$npm_dir/node_modules/.bin/verdaccio" ] && return 0
+  command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+  log "installing verdaccio from npm into $npm_dir"
+  mkdir -p "$npm_dir"
+  # verdaccio asks for node-fetch by the dist-tag `cjs`, which not every
+  # registry mirror carries; 2.7.0 is the release that tag names.
+  cat > "$npm_dir/package.json" <<'JSON'
+{"name": "forgehand-test-registries", "private": true,
+ "dependencies": {"verdaccio": "^6"},
+ "overrides": {"node-fetch": "2.7.0"}}
+JSON
+  (cd "$npm_dir" && npm install --no-audit --no-fund --loglevel=error) || die "npm install verdaccio failed"
+}
+
 ensure_docker
 ensure_base_image
 ensure_test_tools
 ensure_deploy_tools
+ensure_registries

@@ -43,11 +43,19 @@ pub struct Exit {
     pub timed_out: bool,
 }
 
+/// How far a stream's receive window may grow. yamux starts every stream
+/// at 256 KiB; with one round trip per window over the exec stream that
+/// caps a download near 90 MB/s. 4 MiB lets a download run at several
+/// hundred MB/s while bounding what one stream can hold unread.
+pub const STREAM_WINDOW: u32 = 4 << 20;
+
 /// yamux settings both ends use: no keepalive pings (the exec stream is
-/// local and a stalled sandbox is found by the command timeouts).
+/// local and a stalled sandbox is found by the command timeouts), and
+/// windows that grow to [`STREAM_WINDOW`].
 pub fn yamux_config() -> tokio_yamux::Config {
     tokio_yamux::Config {
         enable_keepalive: false,
+        max_stream_window_size: STREAM_WINDOW,
         ..tokio_yamux::Config::default()
     }
 }

@@ -25,6 +25,8 @@ mod fake_http;
 mod git_http;
 #[path = "common/github_world.rs"]
 mod github_world;
+#[path = "common/registries.rs"]
+mod registries;
 #[path = "common/scripted_model.rs"]
 mod scripted_model;
 
@@ -450,5 +452,145 @@ async fn a_second_task_starts_from_the_setup_snapshot_and_a_changed_lockfile_mak
             "{}",
             path.display()
         );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pip_installs_from_a_real_index_through_the_tunnel_and_the_model_fixes_the_failing_test() {
+    let index = registries::pypi_with("fhpunct", "1.0", "def punctuate(text):\n    return text + '!'\n");
+    let elsewhere = web_server("exfiltrated").await;
+    let settings = format!(
+        "image: python\nsetup:\n  - python3 -m venv .venv\n  - .venv/bin/pip install --no-cache-dir --index-url {url}/simple/ -r requirements.txt\n  - python3 -c \"import urllib.request as u; u.urlopen('http://localhost:{elsewhere}/')\" || echo refused-as-expected\nnetwork:\n  setup: [127.0.0.1]\ntest: .venv/bin/python -m unittest -q\n",
+        url = index.url()
+    );
+    let greet = "from fhpunct import punctuate\n\n\ndef greeting():\n    return punctuate('Hello')\n";
+    let test = "import unittest\nfrom greet import greeting\n\n\nclass Greeting(unittest.TestCase):\n    def test_world(self):\n        self.assertEqual(greeting(), 'Hello, world!')\n";
+    let tests = ".venv/bin/python -m unittest -q 2>&1 | tail -12";
+    let download = format!(
+        ".venv/bin/pip download --no-cache-dir --retries 0 --timeout 5 --index-url {}/simple/ fhpunct -d /tmp/d 2>&1 | tail -2",
+        index.url()
+    );
+    let turns = vec![
+        (run(tests), None),
+        (replace("'Hello'", "'Hello, world'"), None),
+        (run(&format!("{tests}; git commit -qam 'Greet the world'")), None),
+        (run(&download), None),
+        (text("Greeted the world; the tests pass."), None),
+    ];
+    let world = World::with_repository(
+        turns,
+        &[
+            ("greet.py", greet),
+            ("test_greet.py", test),
+            ("requirements.txt", "fhpunct==1.0\n"),
+            (".gitignore", ".venv/\n__pycache__/\n"),
+            (".forgehand.yaml", &settings),
+        ],
+        "sandbox:\n  egress:\n    allow_private: true\n",
+    )
+    .await;
+    let issue = world.labelled_issue("Greet the world");
+    let daemon = world.start();
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    let comment = world.progress_comment(issue);
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{comment}\n{log}"
+    );
+    // Setup installed the package from the index, and nothing else got out.
+    assert!(comment.contains("Setup: done"), "{comment}");
+    assert!(
+        comment.contains("Network: setup reached 1 host(s); denied 1: localhost"),
+        "{comment}"
+    );
+    assert!(
+        log.contains("egress denied") && log.contains("localhost"),
+        "{log}"
+    );
+    let requests = world.model.requests().await;
+    let first_run = requests[1].to_string();
+    assert!(
+        first_run.contains("Hello!") && first_run.contains("FAILED"),
+        "{first_run}"
+    );
+    let second_run = requests[3].to_string();
+    assert!(second_run.contains("OK"), "{second_run}");
+    // In the agent phase the index is out of reach.
+    let agent_download = requests[4].to_string();
+    assert!(!agent_download.contains("Saved"), "{agent_download}");
+    assert!(
+        comment.contains("Network: agent reached 0 host(s); denied 1: 127.0.0.1"),
+        "{comment}"
+    );
+    let body = &world.github.pulls(REPO)[0].body;
+    assert!(
+        body.contains("`.venv/bin/python -m unittest -q` passed"),
+        "{body}"
+    );
+    for secret in [TOKEN, MODEL_KEY] {
+        assert!(!comment.contains(secret) && !body.contains(secret) && !log.contains(secret));
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npm_installs_from_a_real_registry_through_the_tunnel_and_the_fixed_tests_pass() {
+    let registry = registries::npm_with("fhpunct", "1.0.0", "exports.punctuate = (text) => text + '!';\n");
+    let settings = format!(
+        "image: node\nsetup: npm install --no-audit --no-fund --registry {}/\nnetwork:\n  setup: [127.0.0.1]\ntest: npm test\n",
+        registry.url()
+    );
+    let greet = "const { punctuate } = require('fhpunct');\n\nexports.greeting = () => punctuate('Hello');\n";
+    let test = "const assert = require('assert');\nconst { greeting } = require('./greet');\n\nassert.strictEqual(greeting(), 'Hello, world!');\nconsole.log('greeting ok');\n";
+    let package = "{\"name\": \"app\", \"version\": \"1.0.0\", \"private\": true, \"scripts\": {\"test\": \"node test.js\"}, \"dependencies\": {\"fhpunct\": \"1.0.0\"}}\n";
+    let tests = "npm test 2>&1 | tail -15";
+    let turns = vec![
+        (run(tests), None),
+        (
+            call(
+                "text_editor_str_replace",
+                json!({"path": "/workspace/project/greet.js", "old_str": "'Hello'", "new_str": "'Hello, world'"}),
+            ),
+            None,
+        ),
+        (run(&format!("{tests}; git commit -qam 'Greet the world'")), None),
+        (text("Greeted the world; npm test passes."), None),
+    ];
+    let world = World::with_repository(
+        turns,
+        &[
+            ("greet.js", greet),
+            ("test.js", test),
+            ("package.json", package),
+            (".gitignore", "node_modules/\npackage-lock.json\n"),
+            (".forgehand.yaml", &settings),
+        ],
+        "sandbox:\n  egress:\n    allow_private: true\n",
+    )
+    .await;
+    let issue = world.labelled_issue("Greet the world");
+    let daemon = world.start();
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    let comment = world.progress_comment(issue);
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{comment}\n{log}"
+    );
+    assert!(comment.contains("Setup: done"), "{comment}");
+    assert!(comment.contains("Network: setup reached 1 host(s)"), "{comment}");
+    let requests = world.model.requests().await;
+    let first_run = requests[1].to_string();
+    assert!(
+        first_run.contains("actual: 'Hello!'") && first_run.contains("ERR_ASSERTION"),
+        "{first_run}"
+    );
+    assert!(requests[3].to_string().contains("greeting ok"));
+    let body = &world.github.pulls(REPO)[0].body;
+    assert!(body.contains("`npm test` passed"), "{body}");
+    for secret in [TOKEN, MODEL_KEY] {
+        assert!(!comment.contains(secret) && !body.contains(secret) && !log.contains(secret));
     }
 }

@@ -56,26 +56,46 @@ impl TaskRun<'_> {
         let settings = &environment.settings;
         let checkout = ws.checkout_dir();
         // With setup to run, the sandbox is made and set up before any model
-        // call; without, it starts while the thread is classified.
-        let context = if settings.setup.is_empty() {
-            let (context, sandbox) = tokio::join!(
-                self.gather_context(item, target, &thread, &withheld),
-                self.start_sandbox(&checkout, settings)
-            );
-            let (sandbox, image) = sandbox?;
+        // call. Without setup, or with a snapshot of it to restore, the
+        // sandbox starts while the thread is classified.
+        let image = self.choose_image(&checkout, settings);
+        let snapshot = if settings.setup.is_empty() {
+            None
+        } else {
+            self.snapshot_plan(&checkout, &image, settings).await
+        };
+        let kept = snapshot.as_ref().and_then(|plan| plan.find());
+        let context = if settings.setup.is_empty() || kept.is_some() {
+            let ready = async {
+                let sandbox = self.start_sandbox(&checkout, settings, &image).await?;
+                let restored = match (&snapshot, &kept) {
+                    (Some(plan), Some(info)) => {
+                        Some(self.restore_snapshot(sandbox.as_ref(), plan, info).await)
+                    }
+                    _ => None,
+                };
+                Ok::<_, TaskError>((sandbox, restored))
+            };
+            let (context, ready) = tokio::join!(self.gather_context(item, target, &thread, &withheld), ready);
+            let (sandbox, restored) = ready?;
             let sandbox = self.adopt_sandbox(sandbox)?;
             self.progress.note(format!("Sandbox from image `{image}`"));
+            if let (Some(info), Some(restored)) = (&kept, restored) {
+                if !self.note_restore(info, restored) {
+                    self.setup(sandbox.as_ref(), settings, &checkout, &image, snapshot)
+                        .await?;
+                }
+            }
             self.enter_agent_phase(sandbox.as_ref(), settings);
             context
         } else {
             self.report().await;
-            let (sandbox, image) = self.start_sandbox(&checkout, settings).await?;
+            let sandbox = self.start_sandbox(&checkout, settings, &image).await?;
             let sandbox = self.adopt_sandbox(sandbox)?;
             self.progress.note(format!("Sandbox from image `{image}`"));
-            if let Some(egress) = sandbox.egress() {
-                egress.set_phase("setup", settings.setup_hosts.clone());
-            }
-            let setup = self.setup(sandbox.as_ref(), settings, &checkout, &image).await;
+            let setup = self
+                .setup(sandbox.as_ref(), settings, &checkout, &image, snapshot)
+                .await;
             self.enter_agent_phase(sandbox.as_ref(), settings);
             setup?;
             self.gather_context(item, target, &thread, &withheld).await

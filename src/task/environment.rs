@@ -3,6 +3,7 @@
 //! the repository's setup run in it, all before any model call when there
 //! is setup to run (a broken file or a failed setup costs no tokens).
 
+use super::snapshot::SnapshotPlan;
 use super::*;
 use crate::config::SetupFailure;
 use crate::environment::instructions::{AGENTS_FILE, FALLBACK_FILES};
@@ -133,28 +134,34 @@ impl TaskRun<'_> {
         }
     }
 
-    /// The sandbox for the task, from the image the settings or detection choose.
+    /// The image the task's sandbox runs: a pin, the settings' choice, or
+    /// detection.
+    pub(super) fn choose_image(&self, checkout: &std::path::Path, settings: &RepoSettings) -> String {
+        let config = &self.env.config;
+        match (config.images.pins.get(&self.item.repo), &settings.image) {
+            (Some(pinned), _) => pinned.clone(),
+            (None, Some(chosen)) => crate::images::image_reference(&config.images, chosen),
+            (None, None) => crate::images::image_for_repository(&config.images, &self.item.repo, checkout),
+        }
+    }
+
+    /// The sandbox for the task, from `image`, holding the clone.
     pub(super) async fn start_sandbox(
         &self,
         checkout: &std::path::Path,
         settings: &RepoSettings,
-    ) -> Result<(Arc<dyn Sandbox>, String), TaskError> {
-        let config = &self.env.config;
-        let image = match (config.images.pins.get(&self.item.repo), &settings.image) {
-            (Some(pinned), _) => pinned.clone(),
-            (None, Some(chosen)) => crate::images::image_reference(&config.images, chosen),
-            (None, None) => crate::images::image_for_repository(&config.images, &self.item.repo, checkout),
-        };
+        image: &str,
+    ) -> Result<Arc<dyn Sandbox>, TaskError> {
         let spec = SandboxSpec {
             task_id: self.item.slug(),
             forge: self.item.forge.as_str().to_owned(),
             repository: self.item.repo.clone(),
-            image,
+            image: image.to_owned(),
             env: settings.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
         };
         let sandbox: Arc<dyn Sandbox> = Arc::from(self.env.backend.prepare(&spec, Some(checkout)).await?);
         tracing::info!(task = %self.item, image = %spec.image, "sandbox ready");
-        Ok((sandbox, spec.image))
+        Ok(sandbox)
     }
 
     /// Runs the repository's setup commands in order, within
@@ -213,15 +220,13 @@ impl TaskRun<'_> {
         settings: &RepoSettings,
         checkout: &std::path::Path,
         image: &str,
+        snapshot: Option<SnapshotPlan>,
     ) -> Result<(), TaskError> {
         if settings.setup.is_empty() {
             return Ok(());
         }
-        let snapshot = self.snapshot_plan(checkout, image, settings).await;
-        if let Some(plan) = &snapshot {
-            if self.restore_snapshot(sandbox, plan).await {
-                return Ok(());
-            }
+        if let Some(egress) = sandbox.egress() {
+            egress.set_phase("setup", settings.setup_hosts.clone());
         }
         self.progress.at(
             Step::Change,

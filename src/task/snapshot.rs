@@ -5,13 +5,24 @@
 use super::*;
 use crate::environment::snapshot_key::{self, SnapshotKey};
 use crate::environment::RepoSettings;
-use crate::sandbox::snapshots::{human_bytes, now_secs, SnapshotInfo, SnapshotStore};
+use crate::sandbox::snapshots::{human_bytes, now_secs, SnapshotError, SnapshotInfo, SnapshotStore};
 
 /// Where this task's setup snapshot would be.
 pub(super) struct SnapshotPlan {
     store: SnapshotStore,
     key: SnapshotKey,
     image_id: String,
+}
+
+impl SnapshotPlan {
+    /// The snapshot kept for this key, if any.
+    pub(super) fn find(&self) -> Option<SnapshotInfo> {
+        let found = self.store.find(&self.key.key);
+        if found.is_none() {
+            crate::metrics::global().repository_step("snapshot", "miss");
+        }
+        found
+    }
 }
 
 impl TaskRun<'_> {
@@ -53,23 +64,33 @@ impl TaskRun<'_> {
         }
     }
 
-    /// Restores the plan's snapshot into `sandbox`; `true` when setup need
-    /// not run.
-    pub(super) async fn restore_snapshot(&mut self, sandbox: &dyn Sandbox, plan: &SnapshotPlan) -> bool {
-        let Some(info) = plan.store.find(&plan.key.key) else {
-            crate::metrics::global().repository_step("snapshot", "miss");
-            return false;
-        };
+    /// Unpacks `info` into `sandbox`; how long it took.
+    pub(super) async fn restore_snapshot(
+        &self,
+        sandbox: &dyn Sandbox,
+        plan: &SnapshotPlan,
+        info: &SnapshotInfo,
+    ) -> Result<std::time::Duration, SnapshotError> {
         let started = std::time::Instant::now();
-        let home = self.env.config.sandbox.home_dir.clone();
-        match plan.store.restore(sandbox, &home, &info).await {
-            Ok(()) => {
+        let home = &self.env.config.sandbox.home_dir;
+        plan.store.restore(sandbox, home, info).await?;
+        Ok(started.elapsed())
+    }
+
+    /// Says on the comment how a restore went; `true` when setup need not run.
+    pub(super) fn note_restore(
+        &mut self,
+        info: &SnapshotInfo,
+        restored: Result<std::time::Duration, SnapshotError>,
+    ) -> bool {
+        match restored {
+            Ok(took) => {
                 crate::metrics::global().repository_step("snapshot", "hit");
-                tracing::info!(task = %self.item, snapshot = %info.short_key(), took_ms = started.elapsed().as_millis() as u64, "setup snapshot restored");
+                tracing::info!(task = %self.item, snapshot = %info.short_key(), took_ms = took.as_millis() as u64, "setup snapshot restored");
                 self.progress.note(format!(
                     "Setup: not run; snapshot `{}` restored in {:.1} s ({}, from a setup of {:.1} s, {} ago)",
                     info.short_key(),
-                    started.elapsed().as_secs_f64(),
+                    took.as_secs_f64(),
                     human_bytes(info.bytes),
                     info.setup_seconds,
                     humantime::format_duration(std::time::Duration::from_secs(
