@@ -96,13 +96,7 @@ impl DockerSandbox {
             .await
         {
             Ok(StartExecResults::Attached { output, .. }) => output,
-            Ok(StartExecResults::Detached) => {
-                return Err(SandboxError::Docker {
-                    action: "run a command".into(),
-                    detail: "Docker started the exec detached".into(),
-                    retryable: false,
-                })
-            }
+            Ok(StartExecResults::Detached) => return Err(detached("run a command")),
             Err(err) => return Err(self.explain("run a command", err).await),
         };
         let limit = self.config.output_limit;
@@ -164,13 +158,7 @@ impl DockerSandbox {
             .await
         {
             Ok(StartExecResults::Attached { output, input }) => (output, input),
-            Ok(StartExecResults::Detached) => {
-                return Err(SandboxError::Docker {
-                    action: "start a streamed process".into(),
-                    detail: "Docker started the exec detached".into(),
-                    retryable: false,
-                })
-            }
+            Ok(StartExecResults::Detached) => return Err(detached("start a streamed process")),
             Err(err) => return Err(self.explain("start a streamed process", err).await),
         };
         let (stdout_tx, stdout_rx) = mpsc::channel::<std::io::Result<Bytes>>(64);
@@ -209,6 +197,15 @@ impl DockerSandbox {
             stdout: Box::pin(StreamReader::new(tokio_stream_from(stdout_rx))),
             stderr: Box::pin(StreamReader::new(tokio_stream_from(stderr_rx))),
         })
+    }
+}
+
+/// We always attach; an engine that starts the exec detached broke that.
+fn detached(action: &str) -> SandboxError {
+    SandboxError::Docker {
+        action: action.into(),
+        detail: "Docker started the exec detached".into(),
+        retryable: false,
     }
 }
 

@@ -367,15 +367,7 @@ async fn pack_part(
     secrets: &[&str],
     part: &'static str,
 ) -> Result<(), SnapshotError> {
-    let argv = [helper.to_owned(), "pack".into(), dir.to_owned()];
-    let action = format!("pack {dir}");
-    let mut stream = sandbox
-        .exec_stream(&argv)
-        .await
-        .map_err(|e| SnapshotError::Sandbox {
-            action: action.clone(),
-            detail: e.to_string(),
-        })?;
+    let (action, mut stream) = run_helper(sandbox, helper, "pack", dir).await?;
     let _ = stream.stdin.shutdown().await;
     let stderr = tokio::spawn(read_all(stream.stderr));
     let reader = tokio_util::io::SyncIoBridge::new(stream.stdout);
@@ -426,15 +418,7 @@ async fn unpack_part(
     dir: &str,
     from: &Path,
 ) -> Result<(), SnapshotError> {
-    let argv = [helper.to_owned(), "unpack".into(), dir.to_owned()];
-    let action = format!("unpack into {dir}");
-    let mut stream = sandbox
-        .exec_stream(&argv)
-        .await
-        .map_err(|e| SnapshotError::Sandbox {
-            action: action.clone(),
-            detail: e.to_string(),
-        })?;
+    let (action, mut stream) = run_helper(sandbox, helper, "unpack", dir).await?;
     let stderr = tokio::spawn(read_all(stream.stderr));
     let stdout = tokio::spawn(read_all(stream.stdout));
     let mut file = tokio::fs::File::open(from).await.map_err(|e| storage(from, e))?;
@@ -454,6 +438,25 @@ async fn unpack_part(
                     .unwrap_or_default(),
                 complaint.trim()
             ),
+        }),
+    }
+}
+
+/// Starts `forgehand-editor VERB dir` in the sandbox as a byte stream;
+/// returns what it does, for errors, and the stream.
+async fn run_helper(
+    sandbox: &dyn Sandbox,
+    helper: &str,
+    verb: &str,
+    dir: &str,
+) -> Result<(String, super::ExecStream), SnapshotError> {
+    let action = format!("{verb} {dir}");
+    let argv = [helper.to_owned(), verb.to_owned(), dir.to_owned()];
+    match sandbox.exec_stream(&argv).await {
+        Ok(stream) => Ok((action, stream)),
+        Err(e) => Err(SnapshotError::Sandbox {
+            action,
+            detail: e.to_string(),
         }),
     }
 }
