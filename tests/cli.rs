@@ -228,6 +228,47 @@ fn images_list_names_every_image_and_its_tag() {
     }
 }
 
+#[test]
+fn snapshots_are_listed_and_removed_only_when_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = write_config(dir.path(), "snapshots");
+    let key = "a1".repeat(32);
+    let folder = dir.path().join("state/snapshots").join(&key);
+    std::fs::create_dir_all(&folder).unwrap();
+    for part in ["home.tar", "project.tar"] {
+        std::fs::write(folder.join(part), vec![0u8; 1024]).unwrap();
+    }
+    let info = serde_json::json!({
+        "key": key, "repository": "acme/quiet", "image": "forgehand/python:latest",
+        "image_id": "sha256:1", "inputs": ["requirements.txt"], "setup_commands": ["make deps"],
+        "setup_seconds": 3.0, "created_at": 1, "last_used_at": 1, "bytes": 2048
+    });
+    std::fs::write(folder.join("snapshot.json"), info.to_string()).unwrap();
+
+    let listed = forgehand(&config).args(["images", "list"]).output().unwrap();
+    let stdout = String::from_utf8_lossy(&listed.stdout);
+    assert!(stdout.contains("snapshot\ta1a1a1a1a1a1  acme/quiet"), "{stdout}");
+    // Nothing named: an error that says how to name them, and nothing gone.
+    let refused = forgehand(&config).args(["snapshots", "remove"]).output().unwrap();
+    assert_eq!(refused.status.code(), Some(1));
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(stderr.contains("--repository OWNER/NAME, or --all"), "{stderr}");
+    assert!(folder.is_dir());
+    let other = forgehand(&config)
+        .args(["snapshots", "remove", "--repository", "acme/other"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&other.stdout).contains("no snapshot matched"));
+    assert!(folder.is_dir());
+    let removed = forgehand(&config)
+        .args(["snapshots", "remove", "a1a1a1"])
+        .output()
+        .unwrap();
+    assert!(removed.status.success());
+    assert!(String::from_utf8_lossy(&removed.stdout).contains("removed a1a1a1a1a1a1"));
+    assert!(!folder.exists());
+}
+
 #[tokio::test]
 async fn run_reaps_orphans_at_start_and_stops_on_sigterm() {
     common::ensure_images().await;

@@ -81,8 +81,8 @@ fn http_ok(port: u16, path: &str) -> bool {
         return false;
     }
     let mut head = [0u8; 12];
-    socket.read_exact(&mut head).is_ok() && head.starts_with(b"HTTP/1.1 200")
-        || head.starts_with(b"HTTP/1.0 200")
+    socket.read_exact(&mut head).is_ok()
+        && (head.starts_with(b"HTTP/1.1 200") || head.starts_with(b"HTTP/1.0 200"))
 }
 
 /// A pure-Python wheel of `name` `version` whose `__init__.py` is `source`,
