@@ -120,14 +120,14 @@ async fn main() {
     let editor = EditorBinary::locate(config.text_editor_mcp.editor_binary.as_deref())
         .expect("forgehand-editor is built (scripts/build-editor; FORGEHAND_EDITOR_BINARY)");
     // The tunnel's target is a server on the host's loopback.
-    let mut tunnel_config = config.sandbox.clone();
-    tunnel_config.egress_allow_private = true;
+    let mut supervised_config = config.sandbox.clone();
+    supervised_config.egress_allow_private = true;
     let supervised = DockerBackend::new(
         connect(&config.docker).await.unwrap(),
-        tunnel_config,
+        supervised_config.clone(),
         format!("bench-{}", std::process::id()),
     )
-    .with_editor(editor);
+    .with_editor(editor.clone());
     let sandbox = supervised.prepare(&spec(101), None).await.unwrap();
     assert!(sandbox.egress().is_some(), "the supervisor runs");
     let mut exec = Vec::new();
@@ -149,7 +149,21 @@ async fn main() {
         supervised_flood.as_secs_f64() * 1e3,
         50.0 / supervised_flood.as_secs_f64()
     );
-    tunnel_throughput(sandbox.as_ref(), config.sandbox.egress_proxy_port).await;
+    tunnel_throughput(sandbox.as_ref(), config.sandbox.egress_proxy_port, "socket").await;
+    {
+        // The same download over the exec stream, as on an engine elsewhere.
+        let mut over_exec = supervised_config.clone();
+        over_exec.egress_transport = forgehand::config::EgressTransport::Exec;
+        let backend = DockerBackend::new(
+            connect(&config.docker).await.unwrap(),
+            over_exec,
+            format!("bench-{}", std::process::id()),
+        )
+        .with_editor(editor.clone());
+        let sandbox = backend.prepare(&spec(103), None).await.unwrap();
+        tunnel_throughput(sandbox.as_ref(), config.sandbox.egress_proxy_port, "exec stream").await;
+        sandbox.remove().await.unwrap();
+    }
     snapshot_save_and_restore(&supervised, sandbox.as_ref(), &spec(102), &config).await;
     sandbox.remove().await.unwrap();
 }
@@ -177,7 +191,7 @@ async fn fifty_megabyte_server() -> u16 {
 /// 50 MB through the egress tunnel (bash's /dev/tcp and `cat` inside the
 /// sandbox, a CONNECT to the proxy) against the same client on the host
 /// reading the server directly.
-async fn tunnel_throughput(sandbox: &dyn forgehand::sandbox::Sandbox, proxy_port: u16) {
+async fn tunnel_throughput(sandbox: &dyn forgehand::sandbox::Sandbox, proxy_port: u16, way: &str) {
     use forgehand::config::HostPattern;
     let port = fifty_megabyte_server().await;
     sandbox
@@ -212,7 +226,7 @@ async fn tunnel_throughput(sandbox: &dyn forgehand::sandbox::Sandbox, proxy_port
     direct.sort();
     let (t, d) = (tunnel[2].as_secs_f64(), direct[2].as_secs_f64());
     println!(
-        "50 MB download (median of 5): tunnel {:.0} ms ({:.0} MB/s), direct {:.0} ms ({:.0} MB/s): {:.0} % of direct",
+        "50 MB download (median of 5): tunnel over the {way} {:.0} ms ({:.0} MB/s), direct {:.0} ms ({:.0} MB/s): {:.0} % of direct",
         t * 1e3,
         50.0 / t,
         d * 1e3,

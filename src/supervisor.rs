@@ -49,6 +49,11 @@ pub struct Exit {
 /// hundred MB/s while bounding what one stream can hold unread.
 pub const STREAM_WINDOW: u32 = 4 << 20;
 
+/// Each direction of a tunnelled connection is copied through a buffer of
+/// this size at both ends: with tokio's default 8 KiB, every 8 KiB costs a
+/// syscall and a yamux frame.
+pub const TUNNEL_BUFFER: usize = 256 << 10;
+
 /// yamux settings both ends use: no keepalive pings (the exec stream is
 /// local and a stalled sandbox is found by the command timeouts), and
 /// windows that grow to [`STREAM_WINDOW`].
@@ -108,12 +113,18 @@ pub async fn read_frame<R: AsyncRead + Unpin>(input: &mut R) -> std::io::Result<
     Ok(Some((kind, payload)))
 }
 
+/// The in-sandbox end of the egress tunnel.
+#[derive(Debug, Clone)]
+pub struct Proxy {
+    /// The loopback address whose connections are tunnelled out.
+    pub listen: std::net::SocketAddr,
+    /// forgehand's socket for them, when it mounted one; without it (or
+    /// when it refuses) each connection is a stream of the session.
+    pub socket: Option<std::path::PathBuf>,
+}
+
 /// Serves the yamux session on stdin/stdout until forgehand closes it.
-/// `proxy`: the loopback address whose connections are tunnelled out.
-pub async fn serve(
-    project_dir: std::path::PathBuf,
-    proxy: Option<std::net::SocketAddr>,
-) -> Result<(), String> {
+pub async fn serve(project_dir: std::path::PathBuf, proxy: Option<Proxy>) -> Result<(), String> {
     use futures_util::StreamExt;
     // The engine hands its exec's stdio over as pipes: drive them directly
     // on the runtime rather than through tokio's blocking stdio threads.
@@ -122,22 +133,17 @@ pub async fn serve(
         Err(_) => Box::new(tokio::io::join(tokio::io::stdin(), tokio::io::stdout())),
     };
     let mut session = tokio_yamux::Session::new_server(io, yamux_config());
-    if let Some(addr) = proxy {
+    if let Some(proxy) = proxy {
+        let addr = proxy.listen;
         let listener = tokio::net::TcpListener::bind(addr)
             .await
             .map_err(|e| format!("cannot listen on {addr} for the egress proxy: {e}"))?;
         let control = session.control();
+        let socket = proxy.socket.map(std::sync::Arc::new);
         tokio::spawn(async move {
-            while let Ok((mut local, _)) = listener.accept().await {
-                let mut control = control.clone();
-                tokio::spawn(async move {
-                    match control.open_stream().await {
-                        Ok(mut remote) => {
-                            let _ = tokio::io::copy_bidirectional(&mut local, &mut remote).await;
-                        }
-                        Err(e) => tracing::warn!("cannot open a tunnel to forgehand: {e}"),
-                    }
-                });
+            while let Ok((local, _)) = listener.accept().await {
+                let (control, socket) = (control.clone(), socket.clone());
+                tokio::spawn(tunnel(local, control, socket));
             }
         });
     }
@@ -155,6 +161,33 @@ pub async fn serve(
         }
     }
     Ok(())
+}
+
+/// Carries one proxy connection to forgehand: over its socket when there
+/// is one, else as a new stream of the session.
+async fn tunnel(
+    local: tokio::net::TcpStream,
+    mut control: tokio_yamux::Control,
+    socket: Option<std::sync::Arc<std::path::PathBuf>>,
+) {
+    if let Some(path) = socket {
+        match tokio::net::UnixStream::connect(path.as_ref()).await {
+            Ok(remote) => return relay(local, remote).await,
+            Err(e) => tracing::warn!(
+                "the egress socket {} refused ({e}); using the session",
+                path.display()
+            ),
+        }
+    }
+    match control.open_stream().await {
+        Ok(remote) => relay(local, remote).await,
+        Err(e) => tracing::warn!("cannot open a tunnel to forgehand: {e}"),
+    }
+}
+
+async fn relay(mut local: tokio::net::TcpStream, mut remote: impl AsyncRead + AsyncWrite + Unpin) {
+    let _ =
+        tokio::io::copy_bidirectional_with_sizes(&mut local, &mut remote, TUNNEL_BUFFER, TUNNEL_BUFFER).await;
 }
 
 /// A byte stream both ways.

@@ -559,3 +559,82 @@ async fn server_tools_are_routed_by_their_exposed_name() {
     );
     assert_eq!(docs.calls.lock().unwrap()[0].0, "search");
 }
+
+#[tokio::test]
+async fn the_first_turn_goes_out_while_the_sandbox_is_prepared_and_tools_wait_for_it() {
+    use futures_util::FutureExt;
+    let editor = editor(ok("     1\thello"));
+    let model = Arc::new(FakeModel::new(vec![
+        Step::Calls(vec![(
+            "text_editor_view",
+            json!({"path": "/workspace/project/a.txt"}).to_string(),
+        )]),
+        Step::Text("done"),
+    ]));
+    let (prepared, ready) = tokio::sync::oneshot::channel::<()>();
+    let readiness = async move { ready.await.map_err(|_| "dropped".to_owned()) }
+        .boxed()
+        .shared();
+    let agent = agent(
+        model.clone(),
+        registry(Some(editor.clone()), "", vec![]).await,
+        AgentLimits::default(),
+    )
+    .with_ready(Some(readiness));
+    let run = tokio::spawn(async move { agent.run("s", user("go")).await });
+    // The model is asked at once, but its tool call waits for the sandbox.
+    while model.requests.lock().unwrap().is_empty() {
+        tokio::time::sleep(Duration::from_millis(1)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        editor.calls.lock().unwrap().is_empty(),
+        "no tool before the sandbox is ready"
+    );
+    assert_eq!(model.requests.lock().unwrap().len(), 1);
+    prepared.send(()).unwrap();
+    let outcome = run.await.unwrap();
+    assert_eq!(outcome.stop, StopReason::Answered);
+    assert_eq!(editor.calls.lock().unwrap().len(), 1);
+}
+
+#[tokio::test]
+async fn a_sandbox_that_could_not_be_prepared_stops_the_run_before_any_tool() {
+    use futures_util::FutureExt;
+    let editor = editor(ok("fine"));
+    let model = Arc::new(FakeModel::new(vec![Step::Calls(vec![(
+        "text_editor_view",
+        json!({"path": "/workspace/project/a.txt"}).to_string(),
+    )])]));
+    let readiness = async { Err("the snapshot's archive is damaged".to_owned()) }
+        .boxed()
+        .shared();
+    let outcome = agent(
+        model.clone(),
+        registry(Some(editor.clone()), "", vec![]).await,
+        AgentLimits::default(),
+    )
+    .with_ready(Some(readiness))
+    .run("s", user("go"))
+    .await;
+    assert_eq!(
+        outcome.stop,
+        StopReason::NotReady("the snapshot's archive is damaged".into())
+    );
+    assert!(outcome.stop.to_string().contains("damaged"), "{}", outcome.stop);
+    assert!(editor.calls.lock().unwrap().is_empty());
+    assert_eq!(outcome.tool_calls, 0);
+}
+
+#[tokio::test]
+async fn a_model_that_answers_at_once_never_waits_for_the_sandbox() {
+    let model = Arc::new(FakeModel::new(vec![Step::Text("Nothing to change.")]));
+    let outcome = agent(model, registry(None, "", vec![]).await, AgentLimits::default())
+        .with_ready(Some(futures_util::future::FutureExt::shared(
+            Box::pin(futures_util::future::pending::<Result<(), String>>())
+                as futures_util::future::BoxFuture<'static, _>,
+        )))
+        .run("s", user("go"))
+        .await;
+    assert_eq!(outcome.stop, StopReason::Answered);
+}

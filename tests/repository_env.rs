@@ -30,9 +30,11 @@ mod registries;
 #[path = "common/scripted_model.rs"]
 mod scripted_model;
 
+use daemon_rig::DaemonProcess;
 use github_world::{World, DONE, MODEL_KEY, REPO, TOKEN};
 use scripted_model::{call, text, Reply};
 use serde_json::json;
+use std::time::Duration;
 
 const FAILED: &str = "coding agent failed";
 
@@ -293,6 +295,25 @@ async fn web_server(body: &'static str) -> u16 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_reaches_only_its_allowlist_through_the_tunnel_and_the_agent_phase_is_offline() {
+    let (world, daemon) = allowlist_through_the_tunnel("auto").await;
+    // The tunnel came in through the sandbox's own socket, gone with it.
+    let sockets = world.dir.path().join("state/egress");
+    assert!(sockets.is_dir());
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while std::fs::read_dir(&sockets).unwrap().count() > 0 {
+        assert!(std::time::Instant::now() < deadline, "{}", daemon.log_text());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tunnel_over_the_exec_stream_keeps_the_same_allowlist() {
+    let (world, _daemon) = allowlist_through_the_tunnel("exec").await;
+    assert!(!world.dir.path().join("state/egress").exists());
+}
+
+/// Setup may fetch from the allowlisted host only; the agent from none.
+async fn allowlist_through_the_tunnel(transport: &str) -> (World, DaemonProcess) {
     let registry = web_server("package-body-4471").await;
     let elsewhere = web_server("exfiltrated").await;
     let fetch = |url: String| {
@@ -310,7 +331,7 @@ async fn setup_reaches_only_its_allowlist_through_the_tunnel_and_the_agent_phase
     let world = World::with_repository(
         vec![(run(&agent_fetch), None), (text("Nothing to change."), None)],
         &[("greet.py", GREET), (".forgehand.yaml", &settings)],
-        "sandbox:\n  egress:\n    allow_private: true\n",
+        &format!("sandbox:\n  egress:\n    allow_private: true\n    transport: {transport}\n"),
     )
     .await;
     let issue = world.labelled_issue("Check the registry");
@@ -341,6 +362,7 @@ async fn setup_reaches_only_its_allowlist_through_the_tunnel_and_the_agent_phase
         "{log}"
     );
     assert!(!log.contains(TOKEN) && !log.contains(MODEL_KEY));
+    (world, daemon)
 }
 
 /// Every file under `dir`, read whole.
@@ -363,10 +385,17 @@ async fn a_second_task_starts_from_the_setup_snapshot_and_a_changed_lockfile_mak
     // counts its runs in the home folder: both only setup writes.
     let settings = "image: python\nsetup:\n  - mkdir -p .venv \"$HOME/.cache\" && cp requirements.txt .venv/installed.txt\n  - echo ran >> \"$HOME/.cache/setup-runs\"\n";
     let look = "cat .venv/installed.txt; echo runs=$(wc -l < \"$HOME/.cache/setup-runs\"); cat greet.py; ls";
-    let turns = [1, 2, 3]
+    let mut turns: Vec<_> = [1, 2, 3]
         .into_iter()
         .flat_map(|_| [(run(look), None), (text("Nothing to change."), None)])
         .collect();
+    // The fourth task's first call waits for a restore that fails; after
+    // setup the run starts over.
+    turns.extend([
+        (run(look), None),
+        (run(look), None),
+        (text("Nothing to change."), None),
+    ]);
     let world = World::with_repository(
         turns,
         &[
@@ -439,6 +468,34 @@ async fn a_second_task_starts_from_the_setup_snapshot_and_a_changed_lockfile_mak
     let snapshots = world.dir.path().join("state/snapshots");
     let kept: Vec<_> = std::fs::read_dir(&snapshots).unwrap().flatten().collect();
     assert_eq!(kept.len(), 2, "{kept:?}");
+
+    // A damaged snapshot: the home folder comes back, the project part does
+    // not; setup runs over it, the task goes on, and a sound one replaces it.
+    let newest = kept
+        .iter()
+        .max_by_key(|e| e.metadata().unwrap().modified().unwrap())
+        .unwrap()
+        .path();
+    std::fs::write(newest.join("project.tar"), vec![7u8; 4096]).unwrap();
+    let fourth = world.labelled_issue("Fourth");
+    world.wait_for_end(fourth).await;
+    let comment = world.progress_comment(fourth);
+    assert!(
+        comment.contains("could not be restored") && comment.contains("Setup: done"),
+        "{comment}\n{}",
+        daemon.log_text()
+    );
+    let requests = world.model.requests().await;
+    assert_eq!(requests.len(), 9, "{requests:?}");
+    // The first request's tool call never ran; the second run's did, on
+    // the set-up sandbox (setup's second run in a restored home folder).
+    let after = requests[8].to_string();
+    assert!(after.contains("dep==2.0") && after.contains("runs=2"), "{after}");
+    let project = std::fs::read(newest.join("project.tar")).unwrap();
+    assert!(
+        String::from_utf8_lossy(&project).contains("installed.txt"),
+        "the damaged snapshot is replaced"
+    );
     for (path, bytes) in files_under(&snapshots) {
         let text = String::from_utf8_lossy(&bytes);
         assert!(

@@ -21,6 +21,12 @@ use tools::ToolRegistry;
 
 pub use crate::llm::ChatModel;
 
+/// Resolves once the sandbox is prepared for tools (a setup snapshot
+/// restored), or with why it could not be. The model's first turn does not
+/// wait for it; the first tool call does.
+pub type Readiness =
+    futures_util::future::Shared<futures_util::future::BoxFuture<'static, Result<(), String>>>;
+
 /// Asked before every model turn whether the run may go on: the task runner
 /// uses it for the pause and stop labels and for daemon shutdown.
 #[async_trait]
@@ -66,6 +72,8 @@ pub enum StopReason {
     Model(String),
     /// The step gate stopped the run (label removed, daemon shutting down).
     Halted(String),
+    /// The sandbox could not be prepared (see [`Agent::with_ready`]); no tool ran.
+    NotReady(String),
 }
 
 impl std::fmt::Display for StopReason {
@@ -85,6 +93,7 @@ impl std::fmt::Display for StopReason {
             ),
             StopReason::Model(error) => write!(f, "stopped: the model could not be asked: {error}"),
             StopReason::Halted(reason) => write!(f, "stopped: {reason}"),
+            StopReason::NotReady(reason) => write!(f, "stopped before any tool ran: the sandbox was not prepared ({reason})"),
         }
     }
 }
@@ -107,6 +116,7 @@ pub struct Agent {
     prices: BTreeMap<String, Price>,
     gate: Option<Arc<dyn StepGate>>,
     condense: Option<condense::CondenseSettings>,
+    ready: Option<Readiness>,
 }
 
 impl Agent {
@@ -123,7 +133,15 @@ impl Agent {
             prices,
             gate: None,
             condense: None,
+            ready: None,
         }
+    }
+
+    /// Tool calls wait for `ready` (none: they run at once); when it fails,
+    /// the run stops with [`StopReason::NotReady`] before any tool runs.
+    pub fn with_ready(mut self, ready: Option<Readiness>) -> Agent {
+        self.ready = ready;
+        self
     }
 
     /// Consults `gate` before every model turn.
@@ -221,6 +239,21 @@ impl Agent {
                         limit: self.limits.token_budget,
                     },
                 );
+            }
+            if let Some(ready) = &self.ready {
+                let remaining = self.limits.wall_clock.saturating_sub(started.elapsed());
+                match tokio::time::timeout(remaining, ready.clone()).await {
+                    Ok(Ok(())) => {}
+                    Ok(Err(reason)) => return run.finish(None, StopReason::NotReady(reason)),
+                    Err(_) => {
+                        return run.finish(
+                            None,
+                            StopReason::WallClock {
+                                limit: self.limits.wall_clock,
+                            },
+                        )
+                    }
+                }
             }
             let mut results = Vec::with_capacity(response.tool_calls.len());
             let mut stop = None;

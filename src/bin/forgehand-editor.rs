@@ -3,7 +3,7 @@
 //!
 //!     forgehand-editor [--root DIR] [--max-view-bytes N]
 //!     forgehand-editor idle
-//!     forgehand-editor supervise [--dir DIR] [--proxy ADDR]
+//!     forgehand-editor supervise [--dir DIR] [--proxy ADDR [--egress-socket PATH]]
 //!     forgehand-editor pack DIR | forgehand-editor unpack DIR
 //!
 //! `idle` does nothing until it is stopped: it is the sandbox container's main
@@ -20,11 +20,11 @@ use forgehand::editor::{server, Limits, Root, DEFAULT_ROOT};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: forgehand-editor [--root DIR] [--max-view-bytes N] | forgehand-editor idle | forgehand-editor supervise [--dir DIR] [--proxy ADDR] | forgehand-editor pack DIR | forgehand-editor unpack DIR";
+const USAGE: &str = "usage: forgehand-editor [--root DIR] [--max-view-bytes N] | forgehand-editor idle | forgehand-editor supervise [--dir DIR] [--proxy ADDR [--egress-socket PATH]] | forgehand-editor pack DIR | forgehand-editor unpack DIR";
 
 enum Action {
     Serve(PathBuf, Limits),
-    Supervise(PathBuf, Option<std::net::SocketAddr>),
+    Supervise(PathBuf, Option<forgehand::supervisor::Proxy>),
     Pack(PathBuf),
     Unpack(PathBuf),
     Print(String),
@@ -51,6 +51,7 @@ fn parse_args() -> Result<Action, String> {
             "supervise" => {
                 let mut dir = PathBuf::from(DEFAULT_ROOT);
                 let mut proxy = None;
+                let mut socket = None;
                 while let Some(arg) = args.next() {
                     match arg.as_str() {
                         "--dir" => dir = args.next().ok_or("--dir needs a folder")?.into(),
@@ -60,9 +61,17 @@ fn parse_args() -> Result<Action, String> {
                                 format!("--proxy {value:?} is not an address such as 127.0.0.1:3128")
                             })?);
                         }
+                        "--egress-socket" => {
+                            socket = Some(PathBuf::from(args.next().ok_or("--egress-socket needs a path")?));
+                        }
                         other => return Err(format!("unknown argument {other:?}\n{USAGE}")),
                     }
                 }
+                let proxy = match (proxy, socket) {
+                    (Some(listen), socket) => Some(forgehand::supervisor::Proxy { listen, socket }),
+                    (None, Some(_)) => return Err(format!("--egress-socket needs --proxy\n{USAGE}")),
+                    (None, None) => None,
+                };
                 return Ok(Action::Supervise(dir, proxy));
             }
             "--version" => {

@@ -199,7 +199,23 @@ pub struct SandboxConfig {
     pub egress_allow_private: bool,
     /// The port of the egress proxy on the sandbox's loopback.
     pub egress_proxy_port: u16,
+    /// How tunnelled connections reach forgehand from the sandbox.
+    pub egress_transport: EgressTransport,
+    /// Where the per-sandbox egress sockets are (`<state_dir>/egress`).
+    pub egress_socket_dir: PathBuf,
     pub snapshots: SnapshotsConfig,
+}
+
+/// `sandbox.egress.transport`: how the sandbox's proxy reaches forgehand.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EgressTransport {
+    /// A Unix socket bind-mounted into the sandbox when the engine can
+    /// mount this host's folders; the exec stream otherwise.
+    Auto,
+    /// Always the socket: a sandbox that cannot have it is not started.
+    Socket,
+    /// Always the multiplexed exec stream (as on a remote engine).
+    Exec,
 }
 
 /// `sandbox.snapshots`: what setup wrote, kept so the next task with the
@@ -448,6 +464,18 @@ impl Config {
                 }
                 port => port,
             },
+            egress_transport: match s.egress.transport.as_str() {
+                "auto" => EgressTransport::Auto,
+                "socket" => EgressTransport::Socket,
+                "exec" => EgressTransport::Exec,
+                other => {
+                    return Err(ConfigError::invalid(
+                        "sandbox.egress.transport",
+                        format!("is `{other}`; use auto (default), socket or exec"),
+                    ))
+                }
+            },
+            egress_socket_dir: daemon.state_dir.join("egress"),
             snapshots: SnapshotsConfig {
                 enabled: s.snapshots.enabled,
                 dir: match s.snapshots.dir.trim() {

@@ -247,6 +247,7 @@ impl Default for RawSnapshots {
 pub struct RawEgress {
     pub allow_private: bool,
     pub proxy_port: u16,
+    pub transport: String,
 }
 
 impl Default for RawEgress {
@@ -254,6 +255,7 @@ impl Default for RawEgress {
         RawEgress {
             allow_private: false,
             proxy_port: 3128,
+            transport: "auto".into(),
         }
     }
 }

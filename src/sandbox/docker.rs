@@ -7,9 +7,11 @@
 
 use super::archive;
 use super::egress::Egress;
+use super::egress_socket::{self, EgressSocket};
 use super::helper::{self, EditorBinary};
 use super::mux::Supervisor;
 use super::{labels, ExecOutput, ExecStatus, ExecStream, Sandbox, SandboxBackend, SandboxError, SandboxSpec};
+use crate::config::EgressTransport;
 use crate::config::{DockerConfig, SandboxConfig};
 use async_trait::async_trait;
 use bollard::exec::CreateExecOptions;
@@ -119,6 +121,9 @@ pub struct DockerBackend {
     config: Arc<SandboxConfig>,
     instance_id: String,
     editor: Option<EditorBinary>,
+    /// Set once the engine could not mount an egress socket (it is not on
+    /// this host): later sandboxes tunnel over the exec stream at once.
+    socket_unmountable: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl DockerBackend {
@@ -128,6 +133,7 @@ impl DockerBackend {
             config: Arc::new(config),
             instance_id: instance_id.into(),
             editor: None,
+            socket_unmountable: Arc::new(std::sync::atomic::AtomicBool::new(false)),
         }
     }
 
@@ -178,7 +184,12 @@ impl DockerBackend {
         &self.docker
     }
 
-    fn container_body(&self, spec: &SandboxSpec, editor_path: Option<&str>) -> ContainerCreateBody {
+    fn container_body(
+        &self,
+        spec: &SandboxSpec,
+        editor_path: Option<&str>,
+        egress_socket: Option<&EgressSocket>,
+    ) -> ContainerCreateBody {
         let c = &self.config;
         let (uid, gid) = numeric_owner(&c.user);
         let labels = HashMap::from([
@@ -214,11 +225,21 @@ impl DockerBackend {
             nano_cpus: Some((c.cpus * 1e9) as i64),
             readonly_rootfs: Some(c.read_only_root),
             tmpfs: Some(tmpfs),
-            mounts: Some(vec![Mount {
-                target: Some(c.workspace_dir.clone()),
-                typ: Some(MountType::VOLUME),
-                ..Default::default()
-            }]),
+            mounts: Some(
+                std::iter::once(Mount {
+                    target: Some(c.workspace_dir.clone()),
+                    typ: Some(MountType::VOLUME),
+                    ..Default::default()
+                })
+                .chain(egress_socket.map(|socket| Mount {
+                    target: Some(egress_socket::SANDBOX_DIR.to_owned()),
+                    source: Some(socket.host_dir().to_string_lossy().into_owned()),
+                    typ: Some(MountType::BIND),
+                    read_only: Some(true),
+                    ..Default::default()
+                }))
+                .collect(),
+            ),
             // A tiny init reaps the zombies that agent commands leave behind.
             init: Some(true),
             ..Default::default()
@@ -256,18 +277,37 @@ impl DockerBackend {
         let editor_path = placement.as_ref().map(|(path, _)| path.clone());
         let name = container_name(&self.instance_id, &spec.task_id);
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
-        let body = self.container_body(spec, editor_path.as_deref());
-        let mut created = self
-            .docker
-            .create_container(Some(options.clone()), body.clone())
-            .await;
+        let egress = Egress::new(self.config.egress_allow_private);
+        let unmountable = self.socket_unmountable.load(std::sync::atomic::Ordering::Relaxed);
+        let mut socket =
+            egress_socket::for_new_sandbox(&self.config, unmountable, editor_path.is_some(), &egress)?;
+        let create = |socket: Option<&EgressSocket>| {
+            self.docker.create_container(
+                Some(options.clone()),
+                self.container_body(spec, editor_path.as_deref(), socket),
+            )
+        };
+        let mut created = create(socket.as_ref()).await;
         if let Err(err) = &created {
             if status_of(err) == Some(409) {
                 // A sandbox of this task survived a crash: replace it, so a
                 // task never has two.
                 tracing::warn!(container = %name, task = %spec.task_id, "replacing a leftover sandbox of this task");
                 remove_container(&self.docker, &name).await?;
-                created = self.docker.create_container(Some(options), body).await;
+                created = create(socket.as_ref()).await;
+            }
+        }
+        if let Err(err) = &created {
+            if socket.is_some()
+                && self.config.egress_transport == EgressTransport::Auto
+                && egress_socket::is_bind_source_missing(err)
+            {
+                // The engine is not on this host: it cannot see our folder.
+                tracing::warn!(error = %err, "the Docker engine cannot mount forgehand's egress socket (is it on another host?); sandboxes tunnel egress over the exec stream, which is slower (sandbox.egress.transport: exec says so and skips this try)");
+                self.socket_unmountable
+                    .store(true, std::sync::atomic::Ordering::Relaxed);
+                socket = None;
+                created = create(None).await;
             }
         }
         let created = created.map_err(|err| match status_of(&err) {
@@ -282,7 +322,8 @@ impl DockerBackend {
             config: self.config.clone(),
             editor_path,
             supervisor: std::sync::OnceLock::new(),
-            egress: Egress::new(self.config.egress_allow_private),
+            egress,
+            egress_socket: socket,
         };
         // The editor is the main process, so it must be in place before start.
         if let (Some((path, true)), Some(editor)) = (&placement, &self.editor) {
@@ -417,6 +458,8 @@ pub struct DockerSandbox {
     /// The in-sandbox supervisor's session, once started.
     pub(super) supervisor: std::sync::OnceLock<Supervisor>,
     egress: Arc<Egress>,
+    /// The tunnel's short way in, when the engine could mount it.
+    egress_socket: Option<EgressSocket>,
 }
 
 impl DockerSandbox {
@@ -425,7 +468,7 @@ impl DockerSandbox {
     /// `docker exec` each and the sandbox has no way out at all.
     async fn start_supervisor(&self) {
         let Some(editor) = &self.editor_path else { return };
-        let argv = [
+        let mut argv = vec![
             editor.clone(),
             "supervise".into(),
             "--dir".into(),
@@ -433,6 +476,9 @@ impl DockerSandbox {
             "--proxy".into(),
             format!("127.0.0.1:{}", self.config.egress_proxy_port),
         ];
+        if self.egress_socket.is_some() {
+            argv.extend(["--egress-socket".into(), EgressSocket::sandbox_path()]);
+        }
         match self.exec_stream_plain(&argv).await {
             Ok(stream) => {
                 let _ = self

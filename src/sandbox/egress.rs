@@ -143,7 +143,14 @@ impl Egress {
                 .and(upstream.write_all(&rest).await)
         };
         if started.is_ok() {
-            if let Ok((up, down)) = tokio::io::copy_bidirectional(&mut client, &mut upstream).await {
+            if let Ok((up, down)) = tokio::io::copy_bidirectional_with_sizes(
+                &mut client,
+                &mut upstream,
+                crate::supervisor::TUNNEL_BUFFER,
+                crate::supervisor::TUNNEL_BUFFER,
+            )
+            .await
+            {
                 decision.bytes = up + down + rest.len() as u64;
             }
         }

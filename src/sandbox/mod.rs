@@ -8,6 +8,7 @@ pub mod archive;
 pub mod docker;
 mod docker_exec;
 pub mod egress;
+pub mod egress_socket;
 pub mod helper;
 pub mod mux;
 pub mod output;

@@ -59,33 +59,29 @@ impl TaskRun<'_> {
         // call. Without setup, or with a snapshot of it to restore, the
         // sandbox starts while the thread is classified.
         let image = self.choose_image(&checkout, settings);
-        let snapshot = if settings.setup.is_empty() {
+        let mut snapshot = if settings.setup.is_empty() {
             None
         } else {
             self.snapshot_plan(&checkout, &image, settings).await
         };
         let kept = snapshot.as_ref().and_then(|plan| plan.find());
+        // A snapshot is unpacked in the background: classification, planning
+        // and the agent's first request do not wait for it; tools do.
+        let mut restoring = None;
         let context = if settings.setup.is_empty() || kept.is_some() {
             let ready = async {
                 let sandbox = self.start_sandbox(&checkout, settings, &image).await?;
-                let restored = match (&snapshot, &kept) {
-                    (Some(plan), Some(info)) => {
-                        Some(self.restore_snapshot(sandbox.as_ref(), plan, info).await)
-                    }
+                let restore = match (&snapshot, kept) {
+                    (Some(plan), Some(info)) => Some(self.begin_restore(sandbox.clone(), plan, info)),
                     _ => None,
                 };
-                Ok::<_, TaskError>((sandbox, restored))
+                Ok::<_, TaskError>((sandbox, restore))
             };
             let (context, ready) = tokio::join!(self.gather_context(item, target, &thread, &withheld), ready);
-            let (sandbox, restored) = ready?;
+            let (sandbox, restore) = ready?;
             let sandbox = self.adopt_sandbox(sandbox)?;
             self.progress.note(format!("Sandbox from image `{image}`"));
-            if let (Some(info), Some(restored)) = (&kept, restored) {
-                if !self.note_restore(info, restored) {
-                    self.setup(sandbox.as_ref(), settings, &checkout, &image, snapshot)
-                        .await?;
-                }
-            }
+            restoring = restore;
             self.enter_agent_phase(sandbox.as_ref(), settings);
             context
         } else {
@@ -94,7 +90,7 @@ impl TaskRun<'_> {
             let sandbox = self.adopt_sandbox(sandbox)?;
             self.progress.note(format!("Sandbox from image `{image}`"));
             let setup = self
-                .setup(sandbox.as_ref(), settings, &checkout, &image, snapshot)
+                .setup(sandbox.as_ref(), settings, &checkout, &image, snapshot.take())
                 .await;
             self.enter_agent_phase(sandbox.as_ref(), settings);
             setup?;
@@ -188,7 +184,7 @@ impl TaskRun<'_> {
         });
         let mut agent_limits = config.agent.limits.clone();
         agent_limits.max_output_tokens = config.llm.max_output_tokens;
-        let agent = Agent::new(
+        let mut agent = Agent::new(
             self.env.model.clone(),
             tools,
             agent_limits,
@@ -198,11 +194,30 @@ impl TaskRun<'_> {
         .with_condensing(crate::agent::condense::CondenseSettings {
             at_tokens: config.context.transcript_tokens,
             keep_recent_steps: config.context.keep_recent_steps,
-        });
+        })
+        .with_ready(restoring.as_ref().map(|r| r.readiness()));
         self.report().await;
-        let mut outcome = agent.run(&system, vec![Message::User(first_message)]).await;
+        let mut outcome = agent
+            .run(&system, vec![Message::User(first_message.clone())])
+            .await;
         self.progress = live.lock().unwrap_or_else(|p| p.into_inner()).clone();
         self.add_usage(&outcome);
+        if let Some(pending) = restoring {
+            // Tests and delivery read the project folder: the restore must be over.
+            if !self.note_restore(&pending.info, pending.finished().await) {
+                self.setup(sandbox.as_ref(), settings, &checkout, &image, snapshot)
+                    .await?;
+                self.enter_agent_phase(sandbox.as_ref(), settings);
+                if let StopReason::NotReady(_) = outcome.stop {
+                    // No tool ran: the run starts over on the set-up sandbox.
+                    *live.lock().unwrap_or_else(|p| p.into_inner()) = self.progress.clone();
+                    agent = agent.with_ready(None);
+                    outcome = agent.run(&system, vec![Message::User(first_message)]).await;
+                    self.progress = live.lock().unwrap_or_else(|p| p.into_inner()).clone();
+                    self.add_usage(&outcome);
+                }
+            }
+        }
         self.check_halt(&outcome)?;
         if let Some(line) = sandbox.egress().and_then(|e| e.summary("agent")) {
             self.progress.note(format!("Network: {line}"));

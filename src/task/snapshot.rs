@@ -5,7 +5,30 @@
 use super::*;
 use crate::environment::snapshot_key::{self, SnapshotKey};
 use crate::environment::RepoSettings;
-use crate::sandbox::snapshots::{human_bytes, now_secs, SnapshotError, SnapshotInfo, SnapshotStore};
+use crate::sandbox::snapshots::{human_bytes, now_secs, SnapshotInfo, SnapshotStore};
+use futures_util::future::{BoxFuture, FutureExt, Shared};
+
+/// A snapshot being unpacked into the sandbox while the task goes on.
+pub(super) struct PendingRestore {
+    pub(super) info: SnapshotInfo,
+    done: Shared<BoxFuture<'static, Result<std::time::Duration, String>>>,
+}
+
+impl PendingRestore {
+    /// For the agent: its tools wait until the snapshot is in place.
+    pub(super) fn readiness(&self) -> crate::agent::Readiness {
+        self.done
+            .clone()
+            .map(|restored| restored.map(|_| ()))
+            .boxed()
+            .shared()
+    }
+
+    /// How the restore went (waiting for it if it is still under way).
+    pub(super) async fn finished(&self) -> Result<std::time::Duration, String> {
+        self.done.clone().await
+    }
+}
 
 /// Where this task's setup snapshot would be.
 pub(super) struct SnapshotPlan {
@@ -64,24 +87,45 @@ impl TaskRun<'_> {
         }
     }
 
-    /// Unpacks `info` into `sandbox`; how long it took.
-    pub(super) async fn restore_snapshot(
+    /// Starts unpacking `info` into `sandbox` in the background: planning
+    /// and the agent's first request go on meanwhile; its tools wait.
+    pub(super) fn begin_restore(
         &self,
-        sandbox: &dyn Sandbox,
+        sandbox: Arc<dyn Sandbox>,
         plan: &SnapshotPlan,
-        info: &SnapshotInfo,
-    ) -> Result<std::time::Duration, SnapshotError> {
-        let started = std::time::Instant::now();
-        let home = &self.env.config.sandbox.home_dir;
-        plan.store.restore(sandbox, home, info).await?;
-        Ok(started.elapsed())
+        info: SnapshotInfo,
+    ) -> PendingRestore {
+        let store = plan.store.clone();
+        let home = self.env.config.sandbox.home_dir.clone();
+        let kept = info.clone();
+        // Aborted if the task ends first: the sandbox goes with it anyway.
+        let unpacking = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
+            let started = std::time::Instant::now();
+            let restored = store.restore(sandbox.as_ref(), &home, &kept).await;
+            if restored.is_err() {
+                // Setup runs instead and keeps a new one under the same key.
+                if let Err(err) = store.remove_where(|s| s.key == kept.key) {
+                    tracing::warn!(snapshot = %kept.short_key(), error = %err, "a snapshot that could not be restored could not be removed either");
+                }
+            }
+            restored.map(|()| started.elapsed()).map_err(|e| e.to_string())
+        }));
+        let done = async move {
+            match unpacking.await {
+                Ok(restored) => restored,
+                Err(err) => Err(format!("the restore stopped: {err}")),
+            }
+        }
+        .boxed()
+        .shared();
+        PendingRestore { info, done }
     }
 
     /// Says on the comment how a restore went; `true` when setup need not run.
     pub(super) fn note_restore(
         &mut self,
         info: &SnapshotInfo,
-        restored: Result<std::time::Duration, SnapshotError>,
+        restored: Result<std::time::Duration, String>,
     ) -> bool {
         match restored {
             Ok(took) => {
@@ -105,7 +149,7 @@ impl TaskRun<'_> {
                 self.progress.note(format!(
                     "Setup snapshot `{}` could not be restored ({}); running setup",
                     info.short_key(),
-                    self.env.secrets.scrub(&err.to_string())
+                    self.env.secrets.scrub(&err)
                 ));
                 false
             }
