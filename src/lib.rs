@@ -35,6 +35,8 @@ pub mod mcp;
 #[cfg(feature = "daemon")]
 pub mod metrics;
 #[cfg(feature = "daemon")]
+pub mod ownership;
+#[cfg(feature = "daemon")]
 pub mod planning;
 #[cfg(feature = "daemon")]
 pub mod prompts;

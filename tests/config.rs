@@ -303,10 +303,6 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
             &["sandbox.project_dir", "inside sandbox.workspace_dir"],
         ),
         (
-            "daemon:\n  instance_id: \"\"\n",
-            &["daemon.instance_id", "must not be empty"],
-        ),
-        (
             "daemon:\n  instance_id: \"my daemon\"\n",
             &["daemon.instance_id", "letters, digits"],
         ),

@@ -224,3 +224,34 @@ async fn killed_three_times_during_eight_concurrent_tasks_each_ends_once() {
         "no container left behind"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_daemon_on_the_same_state_folder_refuses_to_start() {
+    let world = World::with_daemon_settings(edit_and_commit(Duration::from_millis(10)), "").await;
+    let log = world.log_path();
+    let first = world.start();
+    wait_until(
+        "the first daemon owns its state folder",
+        Duration::from_secs(60),
+        async || first.log_text().contains("state folder and sandboxes owned"),
+        &log,
+    )
+    .await;
+    let second_log = world.dir.path().join("second.log");
+    let env = world.env();
+    let env: Vec<(&str, String)> = env.iter().map(|(k, v)| (*k, v.clone())).collect();
+    let mut second = daemon_rig::DaemonProcess::start(&world.config, &["run"], &env, &second_log);
+    let status = second.wait(Duration::from_secs(60));
+    let text = second.log_text();
+    assert!(!status.success(), "{text}");
+    assert!(
+        text.contains("another forgehand daemon")
+            && text.contains(&format!("pid {}", first.pid()))
+            && text.contains("daemon.state_dir"),
+        "{text}"
+    );
+    assert!(
+        !first.log_text().contains("another forgehand daemon"),
+        "the first daemon goes on"
+    );
+}

@@ -220,3 +220,33 @@ async fn a_container_that_died_under_us_is_reported_as_gone() {
         .expect_err("exec on a removed container fails");
     assert!(matches!(err, SandboxError::ContainerGone { .. }), "{err}");
 }
+
+#[tokio::test]
+async fn two_daemons_with_one_instance_id_never_take_each_others_sandboxes() {
+    use forgehand::sandbox::docker::DockerBackend;
+    let instance = common::unique("shared");
+    let docker = common::docker().await;
+    let config = common::shipped_config().sandbox;
+    let first =
+        DockerBackend::new(docker.clone(), config.clone(), instance.clone()).owned_by("fh-00000000aa");
+    let second = DockerBackend::new(docker.clone(), config, instance.clone()).owned_by("fh-00000000bb");
+    common::ensure_images().await;
+    first.check_instance_is_free().await.unwrap();
+    let sandbox = first
+        .prepare(&common::spec(&common::base_image()), None)
+        .await
+        .unwrap();
+    // To the second daemon this is a sandbox of its instance that none of
+    // its tasks runs: it is still not the second daemon's to reap.
+    assert!(second.reap(&[]).await.unwrap().is_empty());
+    assert!(docker.inspect_container(sandbox.id(), None).await.is_ok());
+    let message = second.check_instance_is_free().await.unwrap_err().to_string();
+    assert!(
+        message.contains(&instance)
+            && message.contains("fh-00000000aa")
+            && message.contains("daemon.instance_id"),
+        "{message}"
+    );
+    assert_eq!(first.reap(&[]).await.unwrap(), vec![sandbox.id().to_owned()]);
+    second.check_instance_is_free().await.unwrap();
+}

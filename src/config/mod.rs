@@ -148,7 +148,8 @@ pub struct McpServerConfig {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct DaemonConfig {
-    /// Put on every container this daemon makes; the reaper only touches its own.
+    /// Put on every container this daemon makes; empty until the daemon
+    /// starts when not configured (then the state folder's own id).
     pub instance_id: String,
     pub state_dir: PathBuf,
     /// Where `/healthz`, `/readyz`, `/metrics` and the status page are
@@ -321,7 +322,8 @@ impl Config {
             }
         };
         let daemon = DaemonConfig {
-            instance_id: non_empty("daemon.instance_id", &raw.daemon.instance_id)?,
+            // Empty: the state folder's own id, resolved when the daemon starts.
+            instance_id: raw.daemon.instance_id.trim().to_owned(),
             state_dir: resolve_path(&non_empty("daemon.state_dir", &raw.daemon.state_dir)?),
             min_free_space: raw.daemon.min_free_space.bytes(),
             http_listen: match raw.daemon.http.listen.trim() {

@@ -54,7 +54,7 @@ pub struct RawHttp {
 impl Default for RawDaemon {
     fn default() -> Self {
         RawDaemon {
-            instance_id: "forgehand".into(),
+            instance_id: String::new(),
             state_dir: "state".into(),
             poll_interval: HumanDuration(Duration::from_secs(60)),
             poll_jitter: HumanDuration(Duration::from_secs(10)),

@@ -26,6 +26,8 @@ pub enum SetupError {
     Models(#[from] crate::llm::LlmError),
     #[error(transparent)]
     Forge(#[from] crate::forge::ForgeError),
+    #[error(transparent)]
+    Ownership(#[from] crate::ownership::OwnershipError),
     #[error("nothing to watch: set github.repositories (or github.all_repositories) and/or gitlab.projects (or gitlab.all_projects) in the config")]
     NothingWatched,
 }
@@ -109,8 +111,16 @@ pub async fn assemble(
         return Err(SetupError::NothingWatched);
     }
 
+    // Before anything else uses the state folder: one daemon per folder.
+    let owner = crate::ownership::StateOwner::acquire(&config.daemon.state_dir)?;
+    let instance_id = owner.instance_id(&config.daemon.instance_id);
+    let mut config = config;
+    config.daemon.instance_id = instance_id.clone();
     let docker = connect(&config.docker).await?;
-    let mut backend = DockerBackend::new(docker, config.sandbox.clone(), config.daemon.instance_id.clone());
+    let mut backend =
+        DockerBackend::new(docker, config.sandbox.clone(), instance_id.clone()).owned_by(owner.daemon_id());
+    backend.check_instance_is_free().await?;
+    tracing::info!(instance = %instance_id, daemon = %owner.daemon_id(), "state folder and sandboxes owned");
     // Sandboxes need the static editor (their main process and the editor
     // server): fail at start, not at the first task.
     if config.text_editor_mcp.enabled && config.text_editor_mcp.command.is_empty() {
@@ -136,6 +146,7 @@ pub async fn assemble(
         prompts,
         journal: Arc::new(journal),
         echo_progress: false,
+        state_owner: Arc::new(owner),
     };
     Ok(Assembly {
         env: Arc::new(env),

@@ -18,7 +18,7 @@ use bollard::exec::CreateExecOptions;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
 use bollard::query_parameters::{
     ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
-    ListContainersOptionsBuilder, RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
+    RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
 };
 use bollard::Docker;
 use bytes::Bytes;
@@ -50,7 +50,7 @@ pub async fn connect(config: &DockerConfig) -> Result<Docker, SandboxError> {
 }
 
 /// Turns a bollard error into a sandbox error that says what was attempted.
-fn docker_error(action: impl Into<String>, err: bollard::errors::Error) -> SandboxError {
+pub(super) fn docker_error(action: impl Into<String>, err: bollard::errors::Error) -> SandboxError {
     use bollard::errors::Error as E;
     let action = action.into();
     match err {
@@ -117,13 +117,15 @@ fn container_name(instance: &str, task_id: &str) -> String {
 /// Makes Docker sandboxes for one daemon instance.
 #[derive(Clone)]
 pub struct DockerBackend {
-    docker: Docker,
+    pub(super) docker: Docker,
     config: Arc<SandboxConfig>,
-    instance_id: String,
+    pub(super) instance_id: String,
     editor: Option<EditorBinary>,
     /// Set once the engine could not mount an egress socket (it is not on
     /// this host): later sandboxes tunnel over the exec stream at once.
     socket_unmountable: Arc<std::sync::atomic::AtomicBool>,
+    /// The id of the state folder of the daemon this backend serves.
+    pub(super) daemon_id: Option<String>,
 }
 
 impl DockerBackend {
@@ -134,6 +136,7 @@ impl DockerBackend {
             instance_id: instance_id.into(),
             editor: None,
             socket_unmountable: Arc::new(std::sync::atomic::AtomicBool::new(false)),
+            daemon_id: None,
         }
     }
 
@@ -192,13 +195,16 @@ impl DockerBackend {
     ) -> ContainerCreateBody {
         let c = &self.config;
         let (uid, gid) = numeric_owner(&c.user);
-        let labels = HashMap::from([
+        let mut labels = HashMap::from([
             (labels::MANAGED.to_owned(), "true".to_owned()),
             (labels::INSTANCE.to_owned(), self.instance_id.clone()),
             (labels::TASK.to_owned(), spec.task_id.clone()),
             (labels::FORGE.to_owned(), spec.forge.clone()),
             (labels::REPOSITORY.to_owned(), spec.repository.clone()),
         ]);
+        if let Some(daemon) = &self.daemon_id {
+            labels.insert(labels::DAEMON.to_owned(), daemon.clone());
+        }
         let tmpfs = HashMap::from([
             (
                 "/tmp".to_owned(),
@@ -342,7 +348,7 @@ impl DockerBackend {
     }
 }
 
-async fn remove_container(docker: &Docker, id: &str) -> Result<(), SandboxError> {
+pub(super) async fn remove_container(docker: &Docker, id: &str) -> Result<(), SandboxError> {
     let options = RemoveContainerOptionsBuilder::default()
         .force(true)
         .v(true)
@@ -399,39 +405,7 @@ impl SandboxBackend for DockerBackend {
     }
 
     async fn reap(&self, running: &[String]) -> Result<Vec<String>, SandboxError> {
-        let filters = HashMap::from([(
-            "label",
-            vec![
-                format!("{}=true", labels::MANAGED),
-                format!("{}={}", labels::INSTANCE, self.instance_id),
-            ],
-        )]);
-        let options = ListContainersOptionsBuilder::default()
-            .all(true)
-            .filters(&filters)
-            .build();
-        let containers = self
-            .docker
-            .list_containers(Some(options))
-            .await
-            .map_err(|e| docker_error("list forgehand's containers", e))?;
-        let mut removed = Vec::new();
-        for container in containers {
-            let Some(id) = container.id else { continue };
-            let task = container
-                .labels
-                .as_ref()
-                .and_then(|l| l.get(labels::TASK))
-                .cloned()
-                .unwrap_or_default();
-            if running.contains(&task) {
-                continue;
-            }
-            tracing::info!(container = %&id[..12.min(id.len())], task = %task, "reaping orphaned sandbox");
-            remove_container(&self.docker, &id).await?;
-            removed.push(id);
-        }
-        Ok(removed)
+        self.reap_orphans(running).await
     }
 }
 

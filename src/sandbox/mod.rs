@@ -7,6 +7,7 @@
 pub mod archive;
 pub mod docker;
 mod docker_exec;
+mod docker_owner;
 pub mod egress;
 pub mod egress_socket;
 pub mod helper;
@@ -26,6 +27,9 @@ pub use output::CappedOutput;
 pub mod labels {
     pub const MANAGED: &str = "io.forgehand.managed";
     pub const INSTANCE: &str = "io.forgehand.instance";
+    /// The id of the state folder of the daemon that made it: a daemon
+    /// reaps only its own, whatever the instance ids say.
+    pub const DAEMON: &str = "io.forgehand.daemon";
     pub const TASK: &str = "io.forgehand.task";
     pub const FORGE: &str = "io.forgehand.forge";
     pub const REPOSITORY: &str = "io.forgehand.repository";
@@ -103,6 +107,12 @@ pub enum SandboxError {
         action: String,
         detail: String,
         retryable: bool,
+    },
+    #[error("another forgehand daemon (state folder id {daemon}) uses daemon.instance_id `{instance}` on this Docker engine (its sandbox {container} is running): give each daemon its own daemon.instance_id, or leave it empty for one of its own")]
+    InstanceInUse {
+        instance: String,
+        container: String,
+        daemon: String,
     },
     #[error("local I/O failed while trying to {action}: {source}")]
     Io {

@@ -50,6 +50,8 @@ pub struct TaskEnv {
     pub echo_progress: bool,
     /// Spaces the idea-option calls of every task (one key, one limit).
     pub ideas_pacer: Arc<crate::planning::ideas::Pacer>,
+    /// This process's hold on the state folder, for as long as tasks run.
+    pub state_owner: Arc<crate::ownership::StateOwner>,
 }
 
 /// How a task ended (for the daemon's bookkeeping and `once`'s exit code).
