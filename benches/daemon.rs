@@ -13,7 +13,8 @@
 //!
 //! Run: `cargo bench --bench daemon` (needs Docker and the images, as
 //! `scripts/test` prepares them); `cargo bench --bench daemon -- polling`
-//! runs only the two polling costs (no Docker needed).
+//! runs only the two polling costs (no Docker needed), and
+//! `cargo bench --bench daemon -- memory` only the resident memory.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -333,9 +334,16 @@ async fn daemon_memory() {
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     println!("forgehand daemon benchmarks (reproduce: cargo bench --bench daemon)");
-    polling_cost().await;
-    gitlab_polling_cost().await;
+    let only_memory = std::env::args().any(|a| a == "memory");
+    if !only_memory {
+        polling_cost().await;
+        gitlab_polling_cost().await;
+    }
     if std::env::args().any(|a| a == "polling") {
+        return;
+    }
+    if std::env::args().any(|a| a == "memory") {
+        daemon_memory().await;
         return;
     }
     claim_to_first_request("", &[], "", ROUNDS).await;

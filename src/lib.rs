@@ -11,6 +11,8 @@ pub mod supervisor;
 #[cfg(feature = "daemon")]
 pub mod agent;
 #[cfg(feature = "daemon")]
+pub mod cluster;
+#[cfg(feature = "daemon")]
 pub mod config;
 #[cfg(feature = "daemon")]
 pub mod daemon;

@@ -66,7 +66,13 @@ impl Daemon {
         if !problems.is_empty() {
             return Err(problems.join("; "));
         }
-        let assembly = setup::assemble(config, secrets, None)
+        if config.daemon.state_dir != self.env.config.daemon.state_dir {
+            return Err(format!(
+                "daemon.state_dir cannot change while the daemon runs (it holds {}); restart it to move",
+                self.env.config.daemon.state_dir.display()
+            ));
+        }
+        let assembly = setup::assemble_owned(config, secrets, None, self.env.state_owner.clone())
             .await
             .map_err(|e| e.to_string())?;
         self.env = assembly.env;

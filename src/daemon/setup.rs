@@ -90,6 +90,19 @@ pub async fn assemble(
     secrets: Secrets,
     forges: Option<&[ForgeKind]>,
 ) -> Result<Assembly, SetupError> {
+    // Before anything uses the state folder: one daemon per folder.
+    let owner = Arc::new(crate::ownership::StateOwner::acquire(&config.daemon.state_dir)?);
+    assemble_owned(config, secrets, forges, owner).await
+}
+
+/// [`assemble`] for a process that already holds the state folder (a
+/// reload keeps its hold, its id and so its instance id).
+pub async fn assemble_owned(
+    config: Config,
+    secrets: Secrets,
+    forges: Option<&[ForgeKind]>,
+    owner: Arc<crate::ownership::StateOwner>,
+) -> Result<Assembly, SetupError> {
     let wanted = |kind: ForgeKind| match forges {
         Some(list) => list.contains(&kind),
         None => match kind {
@@ -111,8 +124,6 @@ pub async fn assemble(
         return Err(SetupError::NothingWatched);
     }
 
-    // Before anything else uses the state folder: one daemon per folder.
-    let owner = crate::ownership::StateOwner::acquire(&config.daemon.state_dir)?;
     let instance_id = owner.instance_id(&config.daemon.instance_id);
     let mut config = config;
     config.daemon.instance_id = instance_id.clone();
@@ -146,7 +157,7 @@ pub async fn assemble(
         prompts,
         journal: Arc::new(journal),
         echo_progress: false,
-        state_owner: Arc::new(owner),
+        state_owner: owner,
     };
     Ok(Assembly {
         env: Arc::new(env),

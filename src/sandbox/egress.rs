@@ -95,18 +95,41 @@ impl Egress {
 
     /// Serves one tunnelled connection from the sandbox.
     pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(&self, mut client: S) {
-        let (head, rest) = match read_head(&mut client).await {
+        let Some((mut upstream, mut decision)) = self.open_tunnel(&mut client).await else {
+            return;
+        };
+        if let Ok((up, down)) = tokio::io::copy_bidirectional_with_sizes(
+            &mut client,
+            &mut upstream,
+            crate::supervisor::TUNNEL_BUFFER,
+            crate::supervisor::TUNNEL_BUFFER,
+        )
+        .await
+        {
+            decision.bytes += up + down;
+        }
+        self.record(&decision);
+    }
+
+    /// Reads the proxy request, decides, connects and answers; the open
+    /// upstream and the decision so far, or `None` when the client has
+    /// been answered (a refusal is recorded here).
+    async fn open_tunnel<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        client: &mut S,
+    ) -> Option<(tokio::net::TcpStream, Decision)> {
+        let (head, rest) = match read_head(client).await {
             Ok(read) => read,
             Err(message) => {
-                let _ = respond(&mut client, 400, &message).await;
-                return;
+                let _ = respond(client, 400, &message).await;
+                return None;
             }
         };
         let request = match ProxyRequest::parse(&head) {
             Ok(request) => request,
             Err(message) => {
-                let _ = respond(&mut client, 400, &message).await;
-                return;
+                let _ = respond(client, 400, &message).await;
+                return None;
             }
         };
         let policy = self.policy.lock().unwrap_or_else(|p| p.into_inner()).clone();
@@ -119,18 +142,17 @@ impl Egress {
             host: request.host.clone(),
             port: request.port,
             denied: None,
-            bytes: 0,
+            bytes: rest.len() as u64,
         };
-        let upstream = match self.open(&policy, &request).await {
+        let mut upstream = match self.open(&policy, &request).await {
             Ok(upstream) => upstream,
             Err((status, reason)) => {
                 decision.denied = Some(reason.clone());
                 self.record(&decision);
-                let _ = respond(&mut client, status, &reason).await;
-                return;
+                let _ = respond(client, status, &reason).await;
+                return None;
             }
         };
-        let mut upstream = upstream;
         let started = if request.connect {
             client
                 .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -142,19 +164,13 @@ impl Egress {
                 .await
                 .and(upstream.write_all(&rest).await)
         };
-        if started.is_ok() {
-            if let Ok((up, down)) = tokio::io::copy_bidirectional_with_sizes(
-                &mut client,
-                &mut upstream,
-                crate::supervisor::TUNNEL_BUFFER,
-                crate::supervisor::TUNNEL_BUFFER,
-            )
-            .await
-            {
-                decision.bytes = up + down + rest.len() as u64;
+        match started {
+            Ok(()) => Some((upstream, decision)),
+            Err(_) => {
+                self.record(&decision);
+                None
             }
         }
-        self.record(&decision);
     }
 
     /// Checks `request` against the policy and connects; the error is the

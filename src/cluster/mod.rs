@@ -1,0 +1,4 @@
+//! Several daemon replicas working one set of forges: which replica works
+//! which task is decided by Kubernetes Leases, one per task.
+
+pub mod lease;
