@@ -54,6 +54,11 @@ pub const STREAM_WINDOW: u32 = 4 << 20;
 /// syscall and a yamux frame.
 pub const TUNNEL_BUFFER: usize = 256 << 10;
 
+/// The send buffer asked for on each end of the egress socket (the kernel
+/// caps it at `net.core.wmem_max`): a Unix socket's default, about 200 KiB,
+/// wakes the reader every few dozen KiB of a download.
+pub const SOCKET_SEND_BUFFER: usize = 4 << 20;
+
 /// yamux settings both ends use: no keepalive pings (the exec stream is
 /// local and a stalled sandbox is found by the command timeouts), and
 /// windows that grow to [`STREAM_WINDOW`].
@@ -172,7 +177,10 @@ async fn tunnel(
 ) {
     if let Some(path) = socket {
         match tokio::net::UnixStream::connect(path.as_ref()).await {
-            Ok(remote) => return relay(local, remote).await,
+            Ok(remote) => {
+                let _ = rustix::net::sockopt::set_socket_send_buffer_size(&remote, SOCKET_SEND_BUFFER);
+                return relay(local, remote).await;
+            }
             Err(e) => tracing::warn!(
                 "the egress socket {} refused ({e}); using the session",
                 path.display()

@@ -30,6 +30,9 @@ impl EgressSocket {
     pub fn open(parent: &Path, egress: Arc<Egress>) -> std::io::Result<EgressSocket> {
         use std::os::unix::fs::PermissionsExt;
         std::fs::create_dir_all(parent)?;
+        // No other user on the host gets to the sockets: the engine mounts
+        // a sandbox's own folder as root, whatever the parent allows.
+        std::fs::set_permissions(parent, std::fs::Permissions::from_mode(0o700))?;
         let dir = parent.join(unique_name());
         let path = dir.join(SOCKET_NAME);
         if path.as_os_str().len() > MAX_PATH {
@@ -61,6 +64,10 @@ impl EgressSocket {
             loop {
                 match listener.accept().await {
                     Ok((connection, _)) => {
+                        let _ = rustix::net::sockopt::set_socket_send_buffer_size(
+                            &connection,
+                            crate::supervisor::SOCKET_SEND_BUFFER,
+                        );
                         let egress = egress.clone();
                         tokio::spawn(async move { egress.handle(connection).await });
                     }
@@ -164,6 +171,9 @@ mod tests {
         egress.set_phase("setup", vec![]);
         let socket = EgressSocket::open(parent.path(), egress.clone()).unwrap();
         let dir = socket.host_dir().to_owned();
+        use std::os::unix::fs::PermissionsExt;
+        let parent_mode = std::fs::metadata(parent.path()).unwrap().permissions().mode();
+        assert_eq!(parent_mode & 0o777, 0o700);
         let mut client = tokio::net::UnixStream::connect(dir.join(SOCKET_NAME))
             .await
             .unwrap();

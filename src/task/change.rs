@@ -202,6 +202,8 @@ impl TaskRun<'_> {
             .await;
         self.progress = live.lock().unwrap_or_else(|p| p.into_inner()).clone();
         self.add_usage(&outcome);
+        // A stopped task stops here, whatever became of the restore.
+        self.check_halt(&outcome)?;
         if let Some(pending) = restoring {
             // Tests and delivery read the project folder: the restore must be over.
             if !self.note_restore(&pending.info, pending.finished().await) {
