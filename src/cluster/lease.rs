@@ -15,7 +15,13 @@
 //!   ([`Claim::lost`]), before anyone else can have taken over.
 //! - **Fence** every write to the forge: [`Claim::fence`] re-reads the Lease
 //!   and refuses when its holder or epoch is no longer this claim's.
-//! - **Release:** delete with the `resourceVersion` as precondition.
+//! - **Release:** delete with the `resourceVersion` as precondition; or
+//!   **hand over** (a daemon stopping mid-task): empty the holder, which
+//!   any replica may take over at once.
+//!
+//! A write whose answer was lost (a 500 after the server applied it) shows
+//! up as `AlreadyExists` or `Conflict` on the retry; each such answer is
+//! checked against the stored Lease before the claim is given up.
 
 use async_trait::async_trait;
 use std::collections::HashMap;
@@ -36,6 +42,15 @@ pub struct LeaseRecord {
     pub duration: Duration,
     /// `leaseTransitions`: the epoch of the current holder's claim.
     pub transitions: i32,
+    /// The task's journal key (an annotation), so a replica taking the
+    /// Lease over knows what to resume.
+    pub task: String,
+}
+
+impl LeaseRecord {
+    fn held_by(&self, holder: &str, epoch: i32) -> bool {
+        self.holder == holder && self.transitions == epoch
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -65,6 +80,8 @@ pub trait LeaseApi: Send + Sync {
     async fn replace(&self, lease: &LeaseRecord) -> Result<LeaseRecord, LeaseError>;
     /// Deletes only the version given (a precondition).
     async fn delete(&self, name: &str, resource_version: &str) -> Result<(), LeaseError>;
+    /// Every task Lease of this installation.
+    async fn list(&self) -> Result<Vec<LeaseRecord>, LeaseError>;
 }
 
 /// What one claim attempt found.
@@ -101,15 +118,16 @@ impl Claimer {
         &self.holder
     }
 
-    /// Claims `name` when nobody holds it, or takes it over when its holder
-    /// has been silent for a whole lease duration.
-    pub async fn try_claim(&self, name: &str) -> Result<Attempt, LeaseError> {
+    /// Claims `name` for the task `task` when nobody holds it, or takes it
+    /// over when its holder has been silent for a whole lease duration.
+    pub async fn try_claim(&self, name: &str, task: &str) -> Result<Attempt, LeaseError> {
         let fresh = LeaseRecord {
             name: name.to_owned(),
             resource_version: String::new(),
             holder: self.holder.clone(),
             duration: self.duration,
             transitions: 0,
+            task: task.to_owned(),
         };
         let sent = Instant::now();
         match self.api.create(&fresh).await {
@@ -123,17 +141,44 @@ impl Claimer {
                 holder: String::new(),
             });
         };
-        let silent_long_enough = {
+        self.consider(current, sent).await
+    }
+
+    /// Every task Lease of this installation; what it no longer lists is
+    /// forgotten by the silence watch.
+    pub async fn list(&self) -> Result<Vec<LeaseRecord>, LeaseError> {
+        let leases = self.api.list().await?;
+        self.seen
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .retain(|name, _| leases.iter().any(|l| l.name == *name));
+        Ok(leases)
+    }
+
+    /// Looks at a Lease someone else created (from [`Claimer::try_claim`],
+    /// or listed by a sweep for silent holders): takes it over when its
+    /// holder handed it over or has been silent for a whole duration.
+    pub async fn take_over_if_silent(&self, current: LeaseRecord) -> Result<Attempt, LeaseError> {
+        self.consider(current, Instant::now()).await
+    }
+
+    /// `asked`: when this replica's own create of it was sent, if it was.
+    async fn consider(&self, current: LeaseRecord, asked: Instant) -> Result<Attempt, LeaseError> {
+        let name = current.name.clone();
+        if current.holder == self.holder {
+            // Our own create or takeover whose answer was lost.
+            self.forget(&name);
+            return Ok(Attempt::Claimed(self.claim(current, asked)));
+        }
+        let handed_over = current.holder.is_empty();
+        let silent_long_enough = handed_over || {
             let mut seen = self.seen.lock().unwrap_or_else(|p| p.into_inner());
-            match seen.get(name) {
+            match seen.get(&name) {
                 Some((version, since)) if *version == current.resource_version => {
                     since.elapsed() >= current.duration
                 }
                 _ => {
-                    seen.insert(
-                        name.to_owned(),
-                        (current.resource_version.clone(), Instant::now()),
-                    );
+                    seen.insert(name.clone(), (current.resource_version.clone(), Instant::now()));
                     false
                 }
             }
@@ -150,20 +195,30 @@ impl Claimer {
             ..current.clone()
         };
         let sent = Instant::now();
-        match self.api.replace(&taken).await {
-            Ok(taken) => {
-                self.forget(name);
-                tracing::warn!(lease = name, from = %current.holder, epoch = taken.transitions, "took over a claim whose holder went silent");
-                Ok(Attempt::Claimed(self.claim(taken, sent)))
+        let outcome = match self.api.replace(&taken).await {
+            Ok(record) => Some(record),
+            // Renewed, or another replica was faster, or our own replace
+            // landed and only its answer was lost: the stored Lease says.
+            Err(LeaseError::Conflict(_)) => self
+                .api
+                .get(&name)
+                .await?
+                .filter(|stored| stored.held_by(&self.holder, taken.transitions)),
+            Err(err) => return Err(err),
+        };
+        self.forget(&name);
+        match outcome {
+            Some(record) => {
+                if handed_over {
+                    tracing::info!(lease = %name, epoch = record.transitions, "took over a claim its holder handed over");
+                } else {
+                    tracing::warn!(lease = %name, from = %current.holder, epoch = record.transitions, "took over a claim whose holder went silent");
+                }
+                Ok(Attempt::Claimed(self.claim(record, sent)))
             }
-            // Renewed, or another replica was faster: theirs.
-            Err(LeaseError::Conflict(_)) => {
-                self.forget(name);
-                Ok(Attempt::Held {
-                    holder: current.holder,
-                })
-            }
-            Err(err) => Err(err),
+            None => Ok(Attempt::Held {
+                holder: current.holder,
+            }),
         }
     }
 
@@ -234,24 +289,26 @@ impl Claim {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Renews once; a conflict means another replica took the Lease over.
+    /// Renews once; a conflict means another replica took the Lease over
+    /// (unless the stored Lease shows our own renew landed).
     pub async fn renew(&self) -> Result<(), LeaseError> {
         let record = self.state().record.clone();
         let sent = Instant::now();
-        match self.api.replace(&record).await {
-            Ok(renewed) => {
-                let mut state = self.state();
-                state.record = renewed;
-                state.valid_until = sent + validity(state.record.duration);
-                Ok(())
-            }
-            Err(err) => {
-                if let LeaseError::Conflict(_) = err {
+        let renewed = match self.api.replace(&record).await {
+            Ok(renewed) => renewed,
+            Err(LeaseError::Conflict(name)) => match self.api.get(&name).await? {
+                Some(stored) if stored.held_by(&self.holder, self.epoch) => stored,
+                _ => {
                     self.lost.cancel();
+                    return Err(LeaseError::Conflict(name));
                 }
-                Err(err)
-            }
-        }
+            },
+            Err(err) => return Err(err),
+        };
+        let mut state = self.state();
+        state.record = renewed;
+        state.valid_until = sent + validity(state.record.duration);
+        Ok(())
     }
 
     /// Renews every third of the lease duration until the claim is
@@ -297,7 +354,7 @@ impl Claim {
             return Err(Fenced::Expired { name });
         };
         match read {
-            Ok(Some(current)) if current.holder == self.holder && current.transitions == self.epoch => Ok(()),
+            Ok(Some(current)) if current.held_by(&self.holder, self.epoch) => Ok(()),
             Ok(Some(current)) => {
                 self.lost.cancel();
                 Err(Fenced::TakenOver {
@@ -319,12 +376,32 @@ impl Claim {
         }
     }
 
+    /// The task's journal key.
+    pub fn task(&self) -> String {
+        self.state().record.task.clone()
+    }
+
     /// Gives the Lease up (the task is over): deleted if still this claim's.
     pub async fn release(&self) -> Result<(), LeaseError> {
         self.lost.cancel();
         let record = self.state().record.clone();
         match self.api.delete(&record.name, &record.resource_version).await {
             Ok(()) | Err(LeaseError::Conflict(_)) => Ok(()),
+            Err(err) => Err(err),
+        }
+    }
+
+    /// Leaves an unfinished task to the other replicas (this daemon is
+    /// stopping): the holder is emptied, so any replica may take it over at
+    /// its next sweep instead of waiting out the duration.
+    pub async fn hand_over(&self) -> Result<(), LeaseError> {
+        self.lost.cancel();
+        let record = LeaseRecord {
+            holder: String::new(),
+            ..self.state().record.clone()
+        };
+        match self.api.replace(&record).await {
+            Ok(_) | Err(LeaseError::Conflict(_)) => Ok(()),
             Err(err) => Err(err),
         }
     }

@@ -2,6 +2,7 @@
 //! the rest of forgehand uses. Loading fails early with an error that names
 //! the key, the bad value and what is accepted.
 
+mod cluster;
 mod context;
 mod env;
 mod planning;
@@ -12,6 +13,7 @@ mod secrets;
 mod units;
 mod work;
 
+pub use cluster::{ClusterConfig, ClusterMode};
 pub use context::{ContextConfig, IdeasConfig, IdeasMode, TrustConfig};
 pub use planning::{PlanningConfig, PlanningMode};
 pub use policy::{AgentLimits, Price, RetryPolicy};
@@ -86,6 +88,7 @@ pub struct Config {
     pub ideas: IdeasConfig,
     pub trust: TrustConfig,
     pub repositories: RepositoriesConfig,
+    pub cluster: ClusterConfig,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -529,6 +532,7 @@ impl Config {
             ideas: context::resolve_ideas(raw.ideas, &llm.models)?,
             trust: context::resolve_trust(raw.trust),
             repositories: repository::resolve_repositories(raw.repositories)?,
+            cluster: cluster::resolve_cluster(raw.cluster)?,
             scheduling,
             github: work::resolve_github(raw.github)?,
             gitlab: work::resolve_gitlab(raw.gitlab)?,

@@ -3,6 +3,7 @@
 //! concurrency limit, and on shutdown stop claiming, give running tasks a
 //! grace period, then checkpoint them for the next start.
 
+mod cluster;
 mod deferred;
 pub mod http;
 pub mod intake;
@@ -29,6 +30,8 @@ pub enum DaemonError {
     Listen { address: String, detail: String },
     #[error("cannot watch for SIGHUP (config reload): {0}")]
     Signal(String),
+    #[error("cluster.mode is kubernetes, but {0}")]
+    Cluster(String),
 }
 
 pub struct Daemon {
@@ -66,6 +69,11 @@ impl Daemon {
         if !problems.is_empty() {
             return Err(problems.join("; "));
         }
+        if config.cluster != self.env.config.cluster {
+            return Err(
+                "the cluster settings cannot change while the daemon runs; restart it to change them".into(),
+            );
+        }
         if config.daemon.state_dir != self.env.config.daemon.state_dir {
             return Err(format!(
                 "daemon.state_dir cannot change while the daemon runs (it holds {}); restart it to move",
@@ -95,6 +103,14 @@ impl Daemon {
         let mut running: JoinSet<(String, TaskEnd)> = JoinSet::new();
         let mut active: HashSet<String> = HashSet::new();
         let mut queue: VecDeque<(ItemRef, &'static str)> = VecDeque::new();
+        let mut coordinator = match self.env.config.cluster.mode {
+            crate::config::ClusterMode::Single => None,
+            crate::config::ClusterMode::Kubernetes => Some(
+                cluster::Coordinator::connect(&self.env.config.cluster, self.env.config.labels.clone())
+                    .await
+                    .map_err(DaemonError::Cluster)?,
+            ),
+        };
 
         // Reconcile: nothing runs yet, so every container of this instance is an orphan.
         let removed = self.env.backend.reap(&[]).await?;
@@ -106,6 +122,17 @@ impl Daemon {
             );
         }
         for record in self.env.journal.unfinished()? {
+            if coordinator.is_some() {
+                // Among replicas the Leases say who resumes what: this
+                // replica's unfinished work is taken over through them.
+                tracing::info!(key = %record.key, "unfinished in this replica's journal; left to the Leases");
+                self.env.journal.finish(
+                    &record.key,
+                    crate::journal::Phase::Stopped,
+                    "left to the replicas' Leases",
+                )?;
+                continue;
+            }
             match ItemRef::parse_key(&record.key) {
                 Some(item) if self.forges.contains_key(&item.forge) => {
                     tracing::info!(task = %item, phase = record.phase.as_str(), "resuming an unfinished task");
@@ -163,7 +190,11 @@ impl Daemon {
             ));
             // Resumed tasks go on; new claims wait for space.
             while active.len() < scheduling.max_concurrent_tasks {
-                if low_space.is_some() && queue.front().is_some_and(|(_, why)| *why != "resume") {
+                if low_space.is_some()
+                    && queue
+                        .front()
+                        .is_some_and(|(_, why)| !matches!(*why, "resume" | "takeover"))
+                {
                     break;
                 }
                 let Some((item, why)) = queue.pop_front() else {
@@ -174,11 +205,36 @@ impl Daemon {
                     continue;
                 }
                 let Some(forge) = self.forges.get(&item.forge).cloned() else {
+                    active.remove(&key);
                     continue;
+                };
+                let (forge, stop) = match coordinator.as_mut() {
+                    None => (forge, tasks_stop.clone()),
+                    Some(claims) => match claims.acquire(&item, forge).await {
+                        cluster::Acquired::Go(go) => {
+                            // The task stops when the daemon does, or the moment its claim is lost.
+                            let stop = tasks_stop.child_token();
+                            let (lost, on_lost) = (go.lost, stop.clone());
+                            tokio::spawn(async move {
+                                lost.cancelled().await;
+                                on_lost.cancel();
+                            });
+                            (go.forge, stop)
+                        }
+                        cluster::Acquired::Elsewhere => {
+                            active.remove(&key);
+                            continue;
+                        }
+                        cluster::Acquired::Later => {
+                            active.remove(&key);
+                            let wait = deferrals.put_off(item.clone(), scheduling.poll_interval);
+                            tracing::info!(task = %item, "trying to claim it again in {} s", wait.as_secs());
+                            continue;
+                        }
+                    },
                 };
                 tracing::info!(task = %item, "starting ({why})");
                 let env = self.env.clone();
-                let stop = tasks_stop.clone();
                 running.spawn(async move {
                     let end = task::run(&env, forge, item, stop).await;
                     (key, end)
@@ -195,6 +251,9 @@ impl Daemon {
                         Ok(()) => {
                             scheduling = self.env.config.scheduling.clone();
                             intake = intake::Intake::new(self.env.config.labels.clone());
+                            if let Some(claims) = coordinator.as_mut() {
+                                claims.set_labels(self.env.config.labels.clone());
+                            }
                             next_poll = tokio::time::Instant::now();
                             tracing::info!(
                                 forges = %self.forges.keys().map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
@@ -207,6 +266,9 @@ impl Daemon {
                 }
                 Some(done) = running.join_next(), if !running.is_empty() => {
                     if let Some((key, end)) = finished(&mut active, done) {
+                        if let Some(claims) = coordinator.as_mut() {
+                            claims.ended(&key, &end, &self.env.journal).await;
+                        }
                         match (end, ItemRef::parse_key(&key)) {
                             (TaskEnd::Deferred { .. }, Some(item)) => {
                                 let wait = deferrals.put_off(item.clone(), scheduling.poll_interval);
@@ -230,6 +292,13 @@ impl Daemon {
                         _ = poll_all => {}
                     }
                     crate::metrics::global().poll_took(poll_started.elapsed());
+                    if let Some(claims) = coordinator.as_mut() {
+                        let room = scheduling.max_concurrent_tasks.saturating_sub(active.len() + queue.len());
+                        let forges = &self.forges;
+                        for item in claims.sweep(room, &active, |i| forges.contains_key(&i.forge)).await {
+                            queue.push_back((item, "takeover"));
+                        }
+                    }
                     self.reap_orphans(&active).await;
                     let answered = intake.answered();
                     // The first reconcile is done when a forge answered a whole poll.
@@ -269,7 +338,9 @@ impl Daemon {
                     _ = &mut grace => break,
                     done = running.join_next() => match done {
                         Some(done) => {
-                            finished(&mut active, done);
+                            if let (Some((key, end)), Some(claims)) = (finished(&mut active, done), coordinator.as_mut()) {
+                                claims.ended(&key, &end, &self.env.journal).await;
+                            }
                         }
                         None => break,
                     },
@@ -282,9 +353,16 @@ impl Daemon {
                 );
                 tasks_stop.cancel();
                 while let Some(done) = running.join_next().await {
-                    let _ = finished(&mut active, done);
+                    if let (Some((key, end)), Some(claims)) =
+                        (finished(&mut active, done), coordinator.as_mut())
+                    {
+                        claims.ended(&key, &end, &self.env.journal).await;
+                    }
                 }
             }
+        }
+        if let Some(claims) = coordinator.as_mut() {
+            claims.shutdown().await;
         }
         listener_stop.cancel();
         tracing::info!("stopped");

@@ -291,6 +291,10 @@ pub enum ForgeError {
     },
     #[error("{forge}: {message}")]
     Setup { forge: &'static str, message: String },
+    /// This daemon no longer holds the task's claim: the write did not
+    /// happen, and must not.
+    #[error("{forge}: not written: {message}")]
+    Fenced { forge: &'static str, message: String },
 }
 
 impl ForgeError {
@@ -300,7 +304,10 @@ impl ForgeError {
             ForgeError::Auth { status, .. } | ForgeError::Api { status, .. } => *status,
             ForgeError::NotFound { .. } => 404,
             ForgeError::RateLimited { .. } => 429,
-            ForgeError::Network { .. } | ForgeError::Decode { .. } | ForgeError::Setup { .. } => 0,
+            ForgeError::Network { .. }
+            | ForgeError::Decode { .. }
+            | ForgeError::Setup { .. }
+            | ForgeError::Fenced { .. } => 0,
         }
     }
 
@@ -366,6 +373,13 @@ pub trait Forge: Send + Sync {
     }
 
     async fn create_comment(&self, item: &ItemRef, body: &str) -> Result<u64, ForgeError>;
+
+    /// Called right before the task branch is pushed: a git push is a
+    /// write to the forge too (see the cluster's fencing).
+    async fn before_push(&self, item: &ItemRef) -> Result<(), ForgeError> {
+        let _ = item;
+        Ok(())
+    }
 
     async fn edit_comment(&self, item: &ItemRef, id: u64, body: &str) -> Result<(), ForgeError>;
 

@@ -278,6 +278,8 @@ impl TaskRun<'_> {
                 format!("Pushing {} commit(s) to `{}`", collected.commits, target.branch),
             );
             self.report().await;
+            // Another replica may have taken the task over meanwhile.
+            self.forge.before_push(&self.item).await?;
             let (back, pushed) = {
                 let creds = credentials.clone();
                 on_workspace(ws, move |ws| ws.push(&creds)).await?

@@ -237,6 +237,11 @@ pub async fn run(
             TaskEnd::Interrupted
         }
         Err(TaskError::Stopped(reason)) => task.stopped(&reason).await,
+        // Another replica holds the task now; nothing more is written.
+        Err(TaskError::Forge(ForgeError::Fenced { message, .. })) => {
+            tracing::warn!(task = %item, "{message}; stopping, the replica holding the task goes on");
+            TaskEnd::Interrupted
+        }
         Err(err) if !task.shutdown.is_cancelled() && task.is_outage(&err).await => task.defer(&err).await,
         Err(err) => task.fail(&err).await,
     };

@@ -90,6 +90,11 @@ impl LeaseApi for Link {
             None => Ok(()),
         }
     }
+
+    async fn list(&self) -> Result<Vec<LeaseRecord>, LeaseError> {
+        self.reachable()?;
+        Ok(self.store.leases.lock().unwrap().values().cloned().collect())
+    }
 }
 
 const DURATION: Duration = Duration::from_secs(15);
@@ -114,8 +119,12 @@ fn held(attempt: &Attempt) -> bool {
 async fn of_replicas_racing_for_a_task_exactly_one_claims_it() {
     let store = Arc::new(Store::default());
     let replicas: Vec<_> = (0..3).map(|i| replica(&store, &format!("r{i}")).0).collect();
-    let attempts =
-        futures_util::future::join_all(replicas.iter().map(|r| r.try_claim("github-acme-app-issue-7"))).await;
+    let attempts = futures_util::future::join_all(
+        replicas
+            .iter()
+            .map(|r| r.try_claim("github-acme-app-issue-7", "github:acme/app#issue/7")),
+    )
+    .await;
     let winners = attempts
         .into_iter()
         .filter(|a| matches!(a, Ok(Attempt::Claimed(_))))
@@ -128,10 +137,10 @@ async fn a_renewed_claim_is_never_taken_over() {
     let store = Arc::new(Store::default());
     let (first, _) = replica(&store, "first");
     let (second, _) = replica(&store, "second");
-    let claim = claimed(first.try_claim("t").await.unwrap());
+    let claim = claimed(first.try_claim("t", "task").await.unwrap());
     let keeping = tokio::spawn(claim.clone().keep());
     for _ in 0..10 {
-        assert!(held(&second.try_claim("t").await.unwrap()));
+        assert!(held(&second.try_claim("t", "task").await.unwrap()));
         tokio::time::sleep(DURATION / 2).await;
     }
     assert!(!claim.lost().is_cancelled());
@@ -139,7 +148,7 @@ async fn a_renewed_claim_is_never_taken_over() {
     claim.release().await.unwrap();
     keeping.await.unwrap();
     // Released: the next claim is a fresh one, epoch 0.
-    assert_eq!(claimed(second.try_claim("t").await.unwrap()).epoch(), 0);
+    assert_eq!(claimed(second.try_claim("t", "task").await.unwrap()).epoch(), 0);
 }
 
 #[tokio::test(start_paused = true)]
@@ -148,12 +157,15 @@ async fn a_silent_holder_is_taken_over_only_after_a_whole_duration_unchanged() {
     let (first, _) = replica(&store, "first");
     let (second, _) = replica(&store, "second");
     // The first replica claims and then dies: it never renews.
-    let dead = claimed(first.try_claim("t").await.unwrap());
-    assert!(held(&second.try_claim("t").await.unwrap()));
+    let dead = claimed(first.try_claim("t", "task").await.unwrap());
+    assert!(held(&second.try_claim("t", "task").await.unwrap()));
     tokio::time::sleep(DURATION - Duration::from_millis(1)).await;
-    assert!(held(&second.try_claim("t").await.unwrap()), "not a moment early");
+    assert!(
+        held(&second.try_claim("t", "task").await.unwrap()),
+        "not a moment early"
+    );
     tokio::time::sleep(Duration::from_millis(1)).await;
-    let taken = claimed(second.try_claim("t").await.unwrap());
+    let taken = claimed(second.try_claim("t", "task").await.unwrap());
     assert_eq!(taken.epoch(), 1);
     taken.fence().await.unwrap();
     // The old claim lapsed long before, and is fenced off in any case.
@@ -165,13 +177,13 @@ async fn a_holder_that_renews_while_watched_restarts_the_watch() {
     let store = Arc::new(Store::default());
     let (first, _) = replica(&store, "first");
     let (second, _) = replica(&store, "second");
-    let claim = claimed(first.try_claim("t").await.unwrap());
-    assert!(held(&second.try_claim("t").await.unwrap()));
+    let claim = claimed(first.try_claim("t", "task").await.unwrap());
+    assert!(held(&second.try_claim("t", "task").await.unwrap()));
     tokio::time::sleep(DURATION * 2 / 3).await;
     claim.renew().await.unwrap();
     tokio::time::sleep(DURATION * 2 / 3).await;
     // 1.33 durations since the first look, but the version changed midway.
-    assert!(held(&second.try_claim("t").await.unwrap()));
+    assert!(held(&second.try_claim("t", "task").await.unwrap()));
 }
 
 #[tokio::test(start_paused = true)]
@@ -180,11 +192,11 @@ async fn of_two_replicas_taking_over_at_once_one_wins() {
     let (first, _) = replica(&store, "first");
     let (second, _) = replica(&store, "second");
     let (third, _) = replica(&store, "third");
-    let _dead = claimed(first.try_claim("t").await.unwrap());
-    assert!(held(&second.try_claim("t").await.unwrap()));
-    assert!(held(&third.try_claim("t").await.unwrap()));
+    let _dead = claimed(first.try_claim("t", "task").await.unwrap());
+    assert!(held(&second.try_claim("t", "task").await.unwrap()));
+    assert!(held(&third.try_claim("t", "task").await.unwrap()));
     tokio::time::sleep(DURATION).await;
-    let (a, b) = tokio::join!(second.try_claim("t"), third.try_claim("t"));
+    let (a, b) = tokio::join!(second.try_claim("t", "task"), third.try_claim("t", "task"));
     let winners = [a.unwrap(), b.unwrap()].iter().filter(|a| !held(a)).count();
     assert_eq!(winners, 1);
     assert_eq!(store.leases.lock().unwrap()["t"].transitions, 1);
@@ -195,11 +207,11 @@ async fn a_replica_cut_off_stops_before_anyone_can_take_over() {
     let store = Arc::new(Store::default());
     let (first, link) = replica(&store, "first");
     let (second, _) = replica(&store, "second");
-    let claim = claimed(first.try_claim("t").await.unwrap());
+    let claim = claimed(first.try_claim("t", "task").await.unwrap());
     let keeping = tokio::spawn(claim.clone().keep());
     tokio::time::sleep(DURATION / 2).await;
     // Renewed once at a third; the second replica starts watching now.
-    assert!(held(&second.try_claim("t").await.unwrap()));
+    assert!(held(&second.try_claim("t", "task").await.unwrap()));
     let watch_started = Instant::now();
     link.cut.store(true, Ordering::SeqCst);
     claim.lost().cancelled().await;
@@ -207,7 +219,7 @@ async fn a_replica_cut_off_stops_before_anyone_can_take_over() {
     keeping.await.unwrap();
     assert!(matches!(claim.fence().await, Err(Fenced::Expired { .. })));
     loop {
-        if let Attempt::Claimed(taken) = second.try_claim("t").await.unwrap() {
+        if let Attempt::Claimed(taken) = second.try_claim("t", "task").await.unwrap() {
             assert_eq!(taken.epoch(), 1);
             break;
         }
@@ -227,12 +239,12 @@ async fn a_claim_taken_over_is_fenced_and_its_renewal_sees_it() {
     let store = Arc::new(Store::default());
     let (first, link) = replica(&store, "first");
     let (second, _) = replica(&store, "second");
-    let claim = claimed(first.try_claim("t").await.unwrap());
+    let claim = claimed(first.try_claim("t", "task").await.unwrap());
     // Partitioned long enough for a takeover, then back.
     link.cut.store(true, Ordering::SeqCst);
-    assert!(held(&second.try_claim("t").await.unwrap()));
+    assert!(held(&second.try_claim("t", "task").await.unwrap()));
     tokio::time::sleep(DURATION).await;
-    let taken = claimed(second.try_claim("t").await.unwrap());
+    let taken = claimed(second.try_claim("t", "task").await.unwrap());
     link.cut.store(false, Ordering::SeqCst);
     assert!(matches!(claim.renew().await, Err(LeaseError::Conflict(_))));
     assert!(claim.lost().is_cancelled());
@@ -246,7 +258,7 @@ async fn a_claim_taken_over_is_fenced_and_its_renewal_sees_it() {
 async fn a_fence_that_finds_another_holder_names_it() {
     let store = Arc::new(Store::default());
     let (first, _) = replica(&store, "first");
-    let claim = claimed(first.try_claim("t").await.unwrap());
+    let claim = claimed(first.try_claim("t", "task").await.unwrap());
     {
         let mut leases = store.leases.lock().unwrap();
         let lease = leases.get_mut("t").unwrap();
@@ -261,4 +273,50 @@ async fn a_fence_that_finds_another_holder_names_it() {
         })
     );
     assert!(claim.lost().is_cancelled());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_handed_over_claim_is_taken_over_at_once() {
+    let store = Arc::new(Store::default());
+    let (first, _) = replica(&store, "first");
+    let (second, _) = replica(&store, "second");
+    let claim = claimed(first.try_claim("t", "task").await.unwrap());
+    claim.hand_over().await.unwrap();
+    assert!(claim.lost().is_cancelled());
+    let listed = second.list().await.unwrap();
+    assert_eq!(listed.len(), 1);
+    assert_eq!(listed[0].task, "task");
+    let taken = claimed(second.take_over_if_silent(listed[0].clone()).await.unwrap());
+    assert_eq!(taken.epoch(), 1);
+    assert_eq!(taken.task(), "task");
+    assert!(claim.fence().await.is_err());
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_claim_whose_answer_was_lost_is_found_to_be_ours() {
+    let store = Arc::new(Store::default());
+    let (first, link) = replica(&store, "first");
+    let (second, _) = replica(&store, "second");
+    // The create landed but its answer did not arrive: the retry finds
+    // the Lease taken, and it is this replica's own.
+    link.create(&LeaseRecord {
+        name: "t".into(),
+        resource_version: String::new(),
+        holder: "first".into(),
+        duration: DURATION,
+        transitions: 0,
+        task: "task".into(),
+    })
+    .await
+    .unwrap();
+    let claim = claimed(first.try_claim("t", "task").await.unwrap());
+    claim.fence().await.unwrap();
+    assert!(held(&second.try_claim("t", "task").await.unwrap()));
+    // A renew that landed unanswered: the next one carries a stale
+    // version, and the stored Lease shows it is still ours.
+    let stale = store.leases.lock().unwrap()["t"].clone();
+    link.replace(&stale).await.unwrap();
+    claim.renew().await.unwrap();
+    assert!(!claim.lost().is_cancelled());
+    claim.renew().await.unwrap();
 }

@@ -1,0 +1,139 @@
+//! A forge whose writes are fenced by a task's claim: before each comment,
+//! label change, PR/MR or push, the claim is checked (still renewed here,
+//! still this replica's on the API server), and a write whose claim is gone
+//! does not happen. Reads pass straight through.
+
+use super::lease::{Claim, Fenced};
+use crate::forge::{
+    ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemRef, LabelApplied, Poll, RepoInfo, TextEdits,
+};
+use crate::git::Credentials;
+use async_trait::async_trait;
+use std::sync::Arc;
+
+pub struct FencedForge {
+    inner: Arc<dyn Forge>,
+    claim: Arc<Claim>,
+}
+
+impl FencedForge {
+    pub fn new(inner: Arc<dyn Forge>, claim: Arc<Claim>) -> FencedForge {
+        FencedForge { inner, claim }
+    }
+
+    async fn fence(&self, write: &str) -> Result<(), ForgeError> {
+        match self.claim.fence().await {
+            Ok(()) => Ok(()),
+            // The API server did not answer, but the claim was renewed
+            // recently enough that nobody can have taken it over yet.
+            Err(Fenced::Unknown { name, detail }) => {
+                tracing::debug!(lease = %name, "cannot re-read the claim before {write} ({detail}); it is still valid here");
+                Ok(())
+            }
+            Err(fenced) => {
+                tracing::warn!(write, "{fenced}; the write is abandoned");
+                Err(ForgeError::Fenced {
+                    forge: self.inner.kind().as_str(),
+                    message: format!("{write} abandoned: {fenced}"),
+                })
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl Forge for FencedForge {
+    fn kind(&self) -> ForgeKind {
+        self.inner.kind()
+    }
+
+    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
+        self.inner.git_credentials().await
+    }
+
+    async fn watched_repositories(&self) -> Result<Vec<String>, ForgeError> {
+        self.inner.watched_repositories().await
+    }
+
+    async fn poll_labelled(&self, repo: &str, label: &str, since: Option<&str>) -> Result<Poll, ForgeError> {
+        self.inner.poll_labelled(repo, label, since).await
+    }
+
+    async fn item(&self, item: &ItemRef) -> Result<Item, ForgeError> {
+        self.inner.item(item).await
+    }
+
+    async fn label_applied(&self, item: &ItemRef, label: &str) -> Result<Option<LabelApplied>, ForgeError> {
+        self.inner.label_applied(item, label).await
+    }
+
+    async fn text_edited_at(&self, item: &ItemRef) -> Result<TextEdits, ForgeError> {
+        self.inner.text_edited_at(item).await
+    }
+
+    async fn may_trigger(&self, repo: &str, user: &str) -> Result<bool, ForgeError> {
+        self.inner.may_trigger(repo, user).await
+    }
+
+    fn who_may_trigger(&self) -> String {
+        self.inner.who_may_trigger()
+    }
+
+    async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
+        self.inner.comments(item).await
+    }
+
+    async fn reviews(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
+        self.inner.reviews(item).await
+    }
+
+    async fn create_comment(&self, item: &ItemRef, body: &str) -> Result<u64, ForgeError> {
+        self.fence("a new comment").await?;
+        self.inner.create_comment(item, body).await
+    }
+
+    async fn before_push(&self, item: &ItemRef) -> Result<(), ForgeError> {
+        self.fence("the push").await?;
+        self.inner.before_push(item).await
+    }
+
+    async fn edit_comment(&self, item: &ItemRef, id: u64, body: &str) -> Result<(), ForgeError> {
+        self.fence("a comment edit").await?;
+        self.inner.edit_comment(item, id, body).await
+    }
+
+    async fn edit_labels(&self, item: &ItemRef, add: &[&str], remove: &[&str]) -> Result<(), ForgeError> {
+        self.fence("a label change").await?;
+        self.inner.edit_labels(item, add, remove).await
+    }
+
+    async fn repository(&self, repo: &str) -> Result<RepoInfo, ForgeError> {
+        self.inner.repository(repo).await
+    }
+
+    async fn change(&self, item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
+        self.inner.change(item).await
+    }
+
+    async fn find_open_change(
+        &self,
+        repo: &str,
+        source_branch: &str,
+    ) -> Result<Option<ChangeInfo>, ForgeError> {
+        self.inner.find_open_change(repo, source_branch).await
+    }
+
+    async fn create_draft_change(
+        &self,
+        repo: &str,
+        source_branch: &str,
+        target_branch: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<ChangeInfo, ForgeError> {
+        self.fence("the PR/MR").await?;
+        self.inner
+            .create_draft_change(repo, source_branch, target_branch, title, body)
+            .await
+    }
+}
