@@ -1,0 +1,154 @@
+//! Two daemon processes in `cluster.mode: kubernetes` against the fake
+//! Lease API server, one fake GitHub and the scripted model: a labelled
+//! issue is claimed by exactly one replica; the holder killed with SIGKILL
+//! mid-task is taken over by the other once its Lease runs out, and in the
+//! end there is one pull request, one progress comment, and no Lease left.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "common/daemon_rig.rs"]
+mod daemon_rig;
+#[path = "common/fake_github.rs"]
+mod fake_github;
+#[path = "common/fake_http.rs"]
+mod fake_http;
+#[path = "common/fake_kube.rs"]
+mod fake_kube;
+#[path = "common/git_http.rs"]
+mod git_http;
+#[path = "common/github_world.rs"]
+mod github_world;
+#[path = "common/scripted_model.rs"]
+mod scripted_model;
+
+use daemon_rig::{wait_until, DaemonProcess};
+use fake_github::BOT;
+use fake_kube::FakeKube;
+use github_world::{World, DONE, REPO};
+use scripted_model::edit_and_commit;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+const CLUSTER: &str =
+    "cluster:\n  mode: \"kubernetes\"\n  namespace: \"default\"\n  lease_duration: \"3s\"\n";
+
+/// A kubeconfig naming the fake API server.
+fn kubeconfig(world: &World, kube: &FakeKube) -> PathBuf {
+    let path = world.dir.path().join("kubeconfig");
+    std::fs::write(
+        &path,
+        format!(
+            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: \"{}\"\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
+            kube.url()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// Replica `n` of the world: its own state folder and log.
+fn replica(world: &World, kube_config: &Path, n: usize) -> DaemonProcess {
+    let config = world.dir.path().join(format!("config-{n}.yaml"));
+    let state = world.dir.path().join("state");
+    let text = std::fs::read_to_string(&world.config)
+        .unwrap()
+        .replace(&state.display().to_string(), &format!("{}-{n}", state.display()))
+        // Replicas sharing an engine need instance ids of their own.
+        .replace(
+            &format!("instance_id: \"{}\"", world.instance),
+            &format!("instance_id: \"{}-{n}\"", world.instance),
+        );
+    std::fs::write(&config, text).unwrap();
+    let mut env: Vec<(&str, String)> = world.env().to_vec();
+    env.push(("KUBECONFIG", kube_config.display().to_string()));
+    env.push(("HOSTNAME", format!("replica-{n}")));
+    DaemonProcess::start(&config, &["run"], &env, &world.log_path())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_task_is_taken_over_and_the_task_ends_once() {
+    let kube = FakeKube::start().await;
+    let world = World::with_repository(
+        edit_and_commit(Duration::from_secs(3)),
+        &[("greet.py", "print('Hello')\n"), ("README.md", "# app\n")],
+        CLUSTER,
+    )
+    .await;
+    let kube_config = kubeconfig(&world, &kube);
+    let log = world.log_path();
+    let gh = &world.github;
+    let issue = world.labelled_issue("Greet the world");
+
+    let mut first = replica(&world, &kube_config, 1);
+    wait_until(
+        "a model request",
+        Duration::from_secs(120),
+        async || !world.model.requests().await.is_empty(),
+        &log,
+    )
+    .await;
+    let leases = kube.leases();
+    assert_eq!(leases.len(), 1, "one Lease for the task");
+    assert_eq!(
+        leases[0]["spec"]["holderIdentity"]
+            .as_str()
+            .unwrap()
+            .split('-')
+            .nth(1),
+        Some("1")
+    );
+    // The second replica starts while the first works: it must not start the task too.
+    let mut second = replica(&world, &kube_config, 2);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert_eq!(
+        kube.lease("default", leases[0]["metadata"]["name"].as_str().unwrap())
+            .unwrap()["spec"]["holderIdentity"],
+        leases[0]["spec"]["holderIdentity"],
+        "the second replica took a renewed claim"
+    );
+    first.kill9();
+
+    world.wait_for_end(issue).await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("took over a claim whose holder went silent"),
+        "{text}"
+    );
+    assert_eq!(gh.issue(REPO, issue).labels, vec![DONE.to_owned()]);
+    assert_eq!(gh.pulls(REPO).len(), 1, "exactly one pull request");
+    let bot_comments = gh
+        .issue(REPO, issue)
+        .comments
+        .iter()
+        .filter(|c| c.1 == BOT)
+        .count();
+    assert_eq!(bot_comments, 1, "exactly one progress comment");
+    wait_until(
+        "the Lease released",
+        Duration::from_secs(20),
+        async || kube.leases().is_empty(),
+        &log,
+    )
+    .await;
+    second.terminate();
+    // The killed replica's sandbox is its own (another daemon never reaps
+    // it); a restart of that replica would.
+    for id in daemon_rig::containers_of(&format!("{}-1", world.instance)) {
+        std::process::Command::new("docker")
+            .args(["rm", "-fv", &id])
+            .output()
+            .unwrap();
+    }
+    // Every Lease body the product sent carried the task's key and no secret.
+    for body in kube.bodies().into_iter().filter(|b| b.get("spec").is_some()) {
+        let body = body.to_string();
+        assert!(body.contains("github:acme/app:issue:"), "{body}");
+        for (_, secret) in world.env() {
+            if secret.starts_with("http") {
+                continue;
+            }
+            assert!(!body.contains(&secret));
+        }
+    }
+}
