@@ -221,9 +221,3 @@ pub fn client_from(config: kube::Config) -> Result<kube::Client, String> {
     let _ = rustls::crypto::ring::default_provider().install_default();
     kube::Client::try_from(config).map_err(|e| format!("cannot make a Kubernetes API client: {e}"))
 }
-
-/// The namespace a client works in when config names none (the pod's own,
-/// or the kubeconfig context's).
-pub fn default_namespace(client: &kube::Client) -> String {
-    client.default_namespace().to_owned()
-}

@@ -50,7 +50,8 @@ impl Coordinator {
     pub async fn connect(config: &ClusterConfig, labels: LabelsConfig) -> Result<Coordinator, String> {
         let client = kube_leases::client().await?;
         let namespace = if config.namespace.is_empty() {
-            kube_leases::default_namespace(&client)
+            // The pod's own, or the kubeconfig context's.
+            client.default_namespace().to_owned()
         } else {
             config.namespace.clone()
         };

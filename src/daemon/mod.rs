@@ -265,10 +265,7 @@ impl Daemon {
                     }
                 }
                 Some(done) = running.join_next(), if !running.is_empty() => {
-                    if let Some((key, end)) = finished(&mut active, done) {
-                        if let Some(claims) = coordinator.as_mut() {
-                            claims.ended(&key, &end, &self.env.journal).await;
-                        }
+                    if let Some((key, end)) = settle(&mut active, done, &mut coordinator, &self.env.journal).await {
                         match (end, ItemRef::parse_key(&key)) {
                             (TaskEnd::Deferred { .. }, Some(item)) => {
                                 let wait = deferrals.put_off(item.clone(), scheduling.poll_interval);
@@ -338,9 +335,7 @@ impl Daemon {
                     _ = &mut grace => break,
                     done = running.join_next() => match done {
                         Some(done) => {
-                            if let (Some((key, end)), Some(claims)) = (finished(&mut active, done), coordinator.as_mut()) {
-                                claims.ended(&key, &end, &self.env.journal).await;
-                            }
+                            settle(&mut active, done, &mut coordinator, &self.env.journal).await;
                         }
                         None => break,
                     },
@@ -353,11 +348,7 @@ impl Daemon {
                 );
                 tasks_stop.cancel();
                 while let Some(done) = running.join_next().await {
-                    if let (Some((key, end)), Some(claims)) =
-                        (finished(&mut active, done), coordinator.as_mut())
-                    {
-                        claims.ended(&key, &end, &self.env.journal).await;
-                    }
+                    settle(&mut active, done, &mut coordinator, &self.env.journal).await;
                 }
             }
         }
@@ -442,6 +433,21 @@ impl Daemon {
         });
         Ok(Some(tokio_util::task::AbortOnDropHandle::new(task)))
     }
+}
+
+/// [`finished`], then in cluster mode the claim's: released, kept for a
+/// retry, or handed over (see [`cluster::Coordinator::ended`]).
+async fn settle(
+    active: &mut HashSet<String>,
+    done: Result<(String, TaskEnd), tokio::task::JoinError>,
+    coordinator: &mut Option<cluster::Coordinator>,
+    journal: &crate::journal::Journal,
+) -> Option<(String, TaskEnd)> {
+    let (key, end) = finished(active, done)?;
+    if let Some(claims) = coordinator {
+        claims.ended(&key, &end, journal).await;
+    }
+    Some((key, end))
 }
 
 /// Bookkeeping for a task that returned; its key and ending, unless it crashed.
