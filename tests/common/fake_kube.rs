@@ -181,6 +181,13 @@ impl Respond for Responder {
                     Err(e) => return status(400, "BadRequest", &e.to_string()),
                 };
                 let name = lease["metadata"]["name"].as_str().unwrap_or_default().to_owned();
+                if lease["metadata"]["resourceVersion"].is_string() {
+                    return status(
+                        400,
+                        "BadRequest",
+                        "resourceVersion should not be set on objects to be created",
+                    );
+                }
                 let key = (namespace.clone(), name.clone());
                 if state.leases.contains_key(&key) {
                     return status(
@@ -212,8 +219,18 @@ impl Respond for Responder {
                 let Some(stored) = state.leases.get(&key) else {
                     return not_found(&name);
                 };
+                if lease["metadata"]["name"].as_str() != Some(name.as_str()) {
+                    return status(
+                        400,
+                        "BadRequest",
+                        "the name of the object does not match the name on the URL",
+                    );
+                }
+                // Leases allow an unconditional update (no resourceVersion sent).
                 let sent = lease["metadata"]["resourceVersion"].as_str().unwrap_or_default();
-                if sent != stored["metadata"]["resourceVersion"].as_str().unwrap_or_default() {
+                if !sent.is_empty()
+                    && sent != stored["metadata"]["resourceVersion"].as_str().unwrap_or_default()
+                {
                     return conflict(&name);
                 }
                 let uid = stored["metadata"]["uid"].clone();
