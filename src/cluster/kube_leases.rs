@@ -205,11 +205,17 @@ impl LeaseApi for KubeLeases {
 /// A client from the usual places (`KUBECONFIG`, `~/.kube/config`, or the
 /// pod's service account), with short call limits.
 pub async fn client() -> Result<kube::Client, String> {
+    client_with_read_timeout(READ_TIMEOUT).await
+}
+
+/// [`client`] whose reads may wait `read_timeout` (exec streams sit idle
+/// between pings for longer than a Lease call may take).
+pub async fn client_with_read_timeout(read_timeout: Duration) -> Result<kube::Client, String> {
     let mut config = kube::Config::infer().await.map_err(|e| {
         format!("cannot find the Kubernetes API: {e}. Run in a pod with a service account, or set KUBECONFIG")
     })?;
     config.connect_timeout = Some(CONNECT_TIMEOUT);
-    config.read_timeout = Some(READ_TIMEOUT);
+    config.read_timeout = Some(read_timeout);
     config.write_timeout = Some(READ_TIMEOUT);
     client_from(config)
 }

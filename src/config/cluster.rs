@@ -100,7 +100,7 @@ pub fn resolve_cluster(raw: RawCluster) -> Result<ClusterConfig, ConfigError> {
 }
 
 /// An RFC 1123 label: what names of namespaces and Lease name parts allow.
-fn is_dns_label(text: &str) -> bool {
+pub(super) fn is_dns_label(text: &str) -> bool {
     !text.is_empty()
         && text.len() <= 63
         && text

@@ -5,6 +5,7 @@
 mod cluster;
 mod context;
 mod env;
+mod kube_sandbox;
 mod planning;
 mod policy;
 mod raw;
@@ -15,6 +16,7 @@ mod work;
 
 pub use cluster::{ClusterConfig, ClusterMode};
 pub use context::{ContextConfig, IdeasConfig, IdeasMode, TrustConfig};
+pub use kube_sandbox::{KubeSandboxConfig, SandboxBackendChoice};
 pub use planning::{PlanningConfig, PlanningMode};
 pub use policy::{AgentLimits, Price, RetryPolicy};
 pub use repository::{
@@ -208,6 +210,8 @@ pub struct SandboxConfig {
     /// Where the per-sandbox egress sockets are (`<state_dir>/egress`).
     pub egress_socket_dir: PathBuf,
     pub snapshots: SnapshotsConfig,
+    /// Docker containers, or pods in a Kubernetes namespace.
+    pub backend: SandboxBackendChoice,
 }
 
 /// `sandbox.egress.transport`: how the sandbox's proxy reaches forgehand.
@@ -379,6 +383,15 @@ impl Config {
         };
 
         let s = raw.sandbox;
+        let backend = kube_sandbox::resolve_backend(
+            &s.backend,
+            s.kubernetes,
+            kube_sandbox::RawRegistry {
+                registry: &raw.images.registry,
+                pull_policy: &raw.images.pull_policy,
+                pull_secrets: &raw.images.pull_secrets,
+            },
+        )?;
         if s.pids_limit < 16 {
             return Err(ConfigError::invalid(
                 "sandbox.pids_limit",
@@ -489,6 +502,7 @@ impl Config {
                 },
                 max_bytes: s.snapshots.max_bytes.bytes(),
             },
+            backend,
         };
 
         let editor = raw.text_editor_mcp;

@@ -185,6 +185,10 @@ pub struct RawImages {
     pub base_image: String,
     pub build_network: String,
     pub pins: BTreeMap<String, String>,
+    /// Where sandbox pods pull the images from (the Kubernetes backend).
+    pub registry: String,
+    pub pull_policy: String,
+    pub pull_secrets: Vec<String>,
 }
 
 impl Default for RawImages {
@@ -196,6 +200,9 @@ impl Default for RawImages {
             base_image: "debian:bookworm-slim".into(),
             build_network: "host".into(),
             pins: BTreeMap::new(),
+            registry: String::new(),
+            pull_policy: "IfNotPresent".into(),
+            pull_secrets: Vec::new(),
         }
     }
 }
@@ -220,6 +227,9 @@ pub struct RawSandbox {
     pub output_limit: ByteSize,
     pub egress: RawEgress,
     pub snapshots: RawSnapshots,
+    /// `docker` (default) or `kubernetes`.
+    pub backend: String,
+    pub kubernetes: super::kube_sandbox::RawKubeSandbox,
 }
 
 /// `sandbox.snapshots`: prepared sandboxes kept after a successful setup.
@@ -281,6 +291,8 @@ impl Default for RawSandbox {
             output_limit: ByteSize(1 << 20),
             egress: RawEgress::default(),
             snapshots: RawSnapshots::default(),
+            backend: "docker".into(),
+            kubernetes: super::kube_sandbox::RawKubeSandbox::default(),
         }
     }
 }

@@ -1,7 +1,7 @@
 //! Builds everything a daemon (or `forgehand once`) needs from the config
 //! and the secrets, failing early with errors that say what to fix.
 
-use crate::config::{Config, Secrets};
+use crate::config::{Config, SandboxBackendChoice, Secrets};
 use crate::forge::github::GitHub;
 use crate::forge::gitlab::GitLab;
 use crate::forge::{Forge, ForgeKind};
@@ -9,6 +9,8 @@ use crate::journal::Journal;
 use crate::prompts::Prompts;
 use crate::sandbox::docker::{connect, DockerBackend};
 use crate::sandbox::helper::EditorBinary;
+use crate::sandbox::kubernetes::KubernetesBackend;
+use crate::sandbox::SandboxBackend;
 use crate::task::TaskEnv;
 use std::sync::Arc;
 
@@ -127,18 +129,44 @@ pub async fn assemble_owned(
     let instance_id = owner.instance_id(&config.daemon.instance_id);
     let mut config = config;
     config.daemon.instance_id = instance_id.clone();
-    let docker = connect(&config.docker).await?;
-    let mut backend =
-        DockerBackend::new(docker, config.sandbox.clone(), instance_id.clone()).owned_by(owner.daemon_id());
-    backend.check_instance_is_free().await?;
-    tracing::info!(instance = %instance_id, daemon = %owner.daemon_id(), "state folder and sandboxes owned");
     // Sandboxes need the static editor (their main process and the editor
     // server): fail at start, not at the first task.
-    if config.text_editor_mcp.enabled && config.text_editor_mcp.command.is_empty() {
+    let editor = if config.text_editor_mcp.enabled && config.text_editor_mcp.command.is_empty() {
         let editor = EditorBinary::locate(config.text_editor_mcp.editor_binary.as_deref())?;
         tracing::info!(path = %editor.path().display(), sha256 = %editor.sha256(), "text editor ready");
-        backend = backend.with_editor(editor);
-    }
+        Some(editor)
+    } else {
+        None
+    };
+    let backend: Arc<dyn SandboxBackend> = match &config.sandbox.backend {
+        SandboxBackendChoice::Docker => {
+            let docker = connect(&config.docker).await?;
+            let mut backend = DockerBackend::new(docker, config.sandbox.clone(), instance_id.clone())
+                .owned_by(owner.daemon_id());
+            backend.check_instance_is_free().await?;
+            if let Some(editor) = editor {
+                backend = backend.with_editor(editor);
+            }
+            Arc::new(backend)
+        }
+        SandboxBackendChoice::Kubernetes(pods) => {
+            let mut backend =
+                KubernetesBackend::connect(config.sandbox.clone(), pods.clone(), instance_id.clone())
+                    .await?
+                    .owned_by(owner.daemon_id());
+            if let Some((pod, namespace)) = KubernetesBackend::owner_from_env() {
+                backend = backend.owned_by_pod(pod, &namespace);
+            }
+            if let Some(editor) = editor {
+                backend = backend.with_editor(editor);
+            }
+            // A cluster that does not answer is worth knowing before a task.
+            backend.ping().await?;
+            tracing::info!(namespace = %backend.namespace(), "sandboxes run as pods");
+            Arc::new(backend)
+        }
+    };
+    tracing::info!(instance = %instance_id, daemon = %owner.daemon_id(), "state folder and sandboxes owned");
     let router = crate::llm::router::from_config(&config.llm, &secrets)?;
     let prompts = std::sync::Arc::new(Prompts::load(Some(&config.agent.prompts_dir))?);
     let journal = Journal::open(&config.daemon.state_dir)?;
@@ -152,7 +180,7 @@ pub async fn assemble_owned(
         ideas_pacer,
         config: Arc::new(config),
         secrets: Arc::new(secrets),
-        backend: Arc::new(backend),
+        backend,
         model: Arc::new(router),
         prompts,
         journal: Arc::new(journal),

@@ -10,7 +10,10 @@ use super::egress::Egress;
 use super::egress_socket::{self, EgressSocket};
 use super::helper::{self, EditorBinary};
 use super::mux::Supervisor;
-use super::{labels, ExecOutput, ExecStatus, ExecStream, Sandbox, SandboxBackend, SandboxError, SandboxSpec};
+use super::{
+    labels, numeric_owner, split_parent, within_workspace, ExecOutput, ExecStatus, ExecStream, Sandbox,
+    SandboxBackend, SandboxError, SandboxSpec,
+};
 use crate::config::EgressTransport;
 use crate::config::{DockerConfig, SandboxConfig};
 use async_trait::async_trait;
@@ -84,18 +87,6 @@ fn status_of(err: &bollard::errors::Error) -> Option<u16> {
     match err {
         bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
         _ => None,
-    }
-}
-
-/// Parses `uid[:gid]`; a name (resolved by the image) owns files as 1000:1000.
-fn numeric_owner(user: &str) -> (u64, u64) {
-    let mut parts = user.splitn(2, ':');
-    let uid = parts.next().and_then(|u| u.parse().ok());
-    let gid = parts.next().and_then(|g| g.parse().ok());
-    match (uid, gid) {
-        (Some(uid), Some(gid)) => (uid, gid),
-        (Some(uid), None) => (uid, uid),
-        _ => (1000, 1000),
     }
 }
 
@@ -409,7 +400,7 @@ impl SandboxBackend for DockerBackend {
     }
 }
 
-fn check_copy_source(dir: &Path) -> Result<(), SandboxError> {
+pub(super) fn check_copy_source(dir: &Path) -> Result<(), SandboxError> {
     match std::fs::metadata(dir) {
         Ok(meta) if meta.is_dir() => Ok(()),
         Ok(_) => Err(SandboxError::CopyInSource {
@@ -535,16 +526,6 @@ impl DockerSandbox {
     }
 }
 
-/// Splits `/a/b/c` into (`/a/b`, `c`).
-fn split_parent(path: &str) -> Option<(&str, &str)> {
-    let trimmed = path.trim_end_matches('/');
-    let (parent, name) = trimmed.rsplit_once('/')?;
-    if name.is_empty() || name == ".." || name == "." {
-        return None;
-    }
-    Some((if parent.is_empty() { "/" } else { parent }, name))
-}
-
 #[async_trait]
 impl Sandbox for DockerSandbox {
     fn id(&self) -> &str {
@@ -649,17 +630,7 @@ impl Sandbox for DockerSandbox {
 
     async fn put_file(&self, path: &str, contents: &[u8], mode: u32) -> Result<(), SandboxError> {
         let workspace = self.config.workspace_dir.trim_end_matches('/');
-        let relative = path
-            .strip_prefix(workspace)
-            .and_then(|rest| rest.strip_prefix('/'))
-            .filter(|rest| !rest.is_empty() && !rest.split('/').any(|part| part == ".." || part.is_empty()))
-            .ok_or_else(|| SandboxError::Docker {
-                action: format!("write {path}"),
-                detail: format!(
-                    "files can only be put under {workspace}/ (the writable volume); the rest of the sandbox is read-only or tmpfs"
-                ),
-                retryable: false,
-            })?;
+        let relative = within_workspace(&self.config.workspace_dir, path)?;
         let (uid, gid) = numeric_owner(&self.config.user);
         let tar = archive::file_with_parents(relative, contents, mode, uid, gid).map_err(|source| {
             SandboxError::Io {

@@ -4,7 +4,7 @@
 
 use super::docker::DockerSandbox;
 use super::mux::Supervisor;
-use super::{CappedOutput, ExecOutput, ExecStream, Sandbox, SandboxError};
+use super::{command, CappedOutput, ExecOutput, ExecStream, Sandbox, SandboxError};
 use bollard::container::LogOutput;
 use bollard::exec::{StartExecOptions, StartExecResults};
 use bytes::Bytes;
@@ -12,12 +12,6 @@ use futures_util::StreamExt;
 use std::time::{Duration, Instant};
 use tokio::sync::mpsc;
 use tokio_util::io::StreamReader;
-
-/// Grace given after the in-sandbox `timeout` should have fired before the
-/// host stops waiting for an exec.
-const HOST_DEADLINE_GRACE: Duration = Duration::from_secs(15);
-/// Seconds between SIGTERM and SIGKILL for a command that outlived its timeout.
-const KILL_AFTER_SECS: u64 = 5;
 
 impl DockerSandbox {
     /// A command over the supervisor's session: the same timeout, kill,
@@ -28,43 +22,13 @@ impl DockerSandbox {
         command: &str,
         timeout: Duration,
     ) -> Result<ExecOutput, SandboxError> {
-        let secs = timeout.as_secs().max(1);
-        let started = Instant::now();
-        let kill_after = Duration::from_secs(KILL_AFTER_SECS);
-        let deadline = Duration::from_secs(secs) + kill_after + HOST_DEADLINE_GRACE;
-        let run = supervisor
-            .run(command, timeout, kill_after, self.config.output_limit, deadline)
-            .await;
-        let run = match run {
-            Ok(run) => run,
+        match command::run_supervised(supervisor, command, timeout, self.config.output_limit).await {
+            Ok(output) => Ok(output),
             Err(e) => {
                 tracing::warn!(container = %self.short_id(), "the supervisor did not take a command ({e}); using docker exec");
-                return self.exec_plain(command, timeout).await;
+                self.exec_plain(command, timeout).await
             }
-        };
-        let duration = started.elapsed();
-        let timed_out = run.exit.is_none_or(|e| e.timed_out);
-        let (stdout, stdout_truncated) = run.stdout.finish();
-        let (mut stderr, stderr_truncated) = run.stderr.finish();
-        if timed_out {
-            stderr.push_str(&format!(
-                "\n[forgehand: the command was stopped after the {secs} s timeout]\n"
-            ));
         }
-        Ok(ExecOutput {
-            // A command ended by a signal (not ours) reports 128 + signal, as sh would.
-            exit_code: if timed_out {
-                None
-            } else {
-                Some(run.exit.and_then(|e| e.code).map_or(137, i64::from))
-            },
-            stdout,
-            stderr,
-            duration,
-            timed_out,
-            stdout_truncated,
-            stderr_truncated,
-        })
     }
 
     /// A command through its own `docker exec`, bounded by `timeout` (the
@@ -74,20 +38,7 @@ impl DockerSandbox {
         command: &str,
         timeout: Duration,
     ) -> Result<ExecOutput, SandboxError> {
-        let secs = timeout.as_secs().max(1);
-        // `timeout` (coreutils or busybox) puts the command in its own process
-        // group and signals the whole group, so children die with it. Images
-        // without it still run the command, bounded by the host deadline.
-        let wrapper = format!(
-            "if command -v timeout >/dev/null 2>&1; then exec timeout -k {KILL_AFTER_SECS} {secs} sh -c \"$1\"; else exec sh -c \"$1\"; fi"
-        );
-        let argv = vec![
-            "sh".into(),
-            "-c".into(),
-            wrapper,
-            "forgehand-exec".into(),
-            command.to_owned(),
-        ];
+        let argv = command::wrapped_argv(command, timeout);
         let started = Instant::now();
         let exec_id = self.create_exec(argv, false).await?;
         let output = match self
@@ -102,7 +53,7 @@ impl DockerSandbox {
         let limit = self.config.output_limit;
         let mut stdout = CappedOutput::new(limit);
         let mut stderr = CappedOutput::new(limit);
-        let deadline = Duration::from_secs(secs + KILL_AFTER_SECS) + HOST_DEADLINE_GRACE;
+        let deadline = command::host_deadline(timeout);
         let collect = async {
             let mut output = output;
             while let Some(item) = output.next().await {
@@ -122,31 +73,19 @@ impl DockerSandbox {
             Ok(Err(err)) => return Err(self.explain("read a command's output", err).await),
             Err(_) => true,
         };
-        let duration = started.elapsed();
         let exit_code = if host_timed_out {
             None
         } else {
             self.exec_status(&exec_id).await?.exit_code
         };
-        // 124: timeout's TERM worked; 137: it had to KILL.
-        let timed_out = host_timed_out
-            || (duration >= Duration::from_secs(secs) && matches!(exit_code, Some(124) | Some(137)));
-        let (stdout, stdout_truncated) = stdout.finish();
-        let (mut stderr, stderr_truncated) = stderr.finish();
-        if timed_out {
-            stderr.push_str(&format!(
-                "\n[forgehand: the command was stopped after the {secs} s timeout]\n"
-            ));
-        }
-        Ok(ExecOutput {
-            exit_code: if timed_out { None } else { exit_code },
+        Ok(command::plain_output(
             stdout,
             stderr,
-            duration,
-            timed_out,
-            stdout_truncated,
-            stderr_truncated,
-        })
+            exit_code,
+            host_timed_out,
+            timeout,
+            started,
+        ))
     }
 
     /// `argv` as its own `docker exec` with stdin attached.
@@ -194,8 +133,8 @@ impl DockerSandbox {
         Ok(ExecStream {
             id: exec_id,
             stdin: input,
-            stdout: Box::pin(StreamReader::new(tokio_stream_from(stdout_rx))),
-            stderr: Box::pin(StreamReader::new(tokio_stream_from(stderr_rx))),
+            stdout: Box::pin(StreamReader::new(command::stream_from(stdout_rx))),
+            stderr: Box::pin(StreamReader::new(command::stream_from(stderr_rx))),
         })
     }
 }
@@ -207,11 +146,4 @@ fn detached(action: &str) -> SandboxError {
         detail: "Docker started the exec detached".into(),
         retryable: false,
     }
-}
-
-/// An mpsc receiver as a `Stream`, without pulling in tokio-stream.
-fn tokio_stream_from<T: Send + 'static>(
-    rx: mpsc::Receiver<T>,
-) -> impl futures_util::Stream<Item = T> + Send + 'static {
-    futures_util::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|item| (item, rx)) })
 }

@@ -1,16 +1,18 @@
 //! Where a task's code runs. The [`SandboxBackend`] trait starts sandboxes and
 //! reaps leftovers; a [`Sandbox`] is one task's isolated environment with
 //! exec, a long-lived stdio stream (for MCP servers) and tree copies in and
-//! out. Docker ([`docker`]) is the real backend; core logic depends on the
-//! traits only.
+//! out. Docker ([`docker`]) and Kubernetes pods ([`kubernetes`]) are the
+//! real backends; core logic depends on the traits only.
 
 pub mod archive;
+pub mod command;
 pub mod docker;
 mod docker_exec;
 mod docker_owner;
 pub mod egress;
 pub mod egress_socket;
 pub mod helper;
+pub mod kubernetes;
 pub mod mux;
 pub mod output;
 pub mod snapshots;
@@ -108,6 +110,16 @@ pub enum SandboxError {
         detail: String,
         retryable: bool,
     },
+    #[error("cannot write {path}: files can only be put under {workspace}/ (the writable volume); the rest of the sandbox is read-only or tmpfs")]
+    OutsideWorkspace { path: String, workspace: String },
+    #[error("the Kubernetes API refused to {action}: {detail}")]
+    Kubernetes {
+        action: String,
+        detail: String,
+        retryable: bool,
+    },
+    #[error("sandbox pod {pod} cannot start: {detail}")]
+    PodNotStarted { pod: String, detail: String },
     #[error("another forgehand daemon (state folder id {daemon}) uses daemon.instance_id `{instance}` on this Docker engine (its sandbox {container} is running): give each daemon its own daemon.instance_id, or leave it empty for one of its own")]
     InstanceInUse {
         instance: String,
@@ -128,7 +140,7 @@ impl SandboxError {
     pub fn is_retryable(&self) -> bool {
         match self {
             SandboxError::DockerUnreachable { .. } => true,
-            SandboxError::Docker { retryable, .. } => *retryable,
+            SandboxError::Docker { retryable, .. } | SandboxError::Kubernetes { retryable, .. } => *retryable,
             _ => false,
         }
     }
@@ -176,6 +188,41 @@ pub trait Sandbox: Send + Sync {
     fn egress(&self) -> Option<std::sync::Arc<egress::Egress>> {
         None
     }
+}
+
+/// Parses `uid[:gid]`; a name (resolved by the image) owns files as 1000:1000.
+pub(crate) fn numeric_owner(user: &str) -> (u64, u64) {
+    let mut parts = user.splitn(2, ':');
+    let uid = parts.next().and_then(|u| u.parse().ok());
+    let gid = parts.next().and_then(|g| g.parse().ok());
+    match (uid, gid) {
+        (Some(uid), Some(gid)) => (uid, gid),
+        (Some(uid), None) => (uid, uid),
+        _ => (1000, 1000),
+    }
+}
+
+/// Splits `/a/b/c` into (`/a/b`, `c`).
+pub(crate) fn split_parent(path: &str) -> Option<(&str, &str)> {
+    let trimmed = path.trim_end_matches('/');
+    let (parent, name) = trimmed.rsplit_once('/')?;
+    if name.is_empty() || name == ".." || name == "." {
+        return None;
+    }
+    Some((if parent.is_empty() { "/" } else { parent }, name))
+}
+
+/// The part of `path` under the workspace folder, the one place files can
+/// be put under a read-only root.
+pub(crate) fn within_workspace<'a>(workspace: &str, path: &'a str) -> Result<&'a str, SandboxError> {
+    let workspace = workspace.trim_end_matches('/');
+    path.strip_prefix(workspace)
+        .and_then(|rest| rest.strip_prefix('/'))
+        .filter(|rest| !rest.is_empty() && !rest.split('/').any(|part| part == ".." || part.is_empty()))
+        .ok_or_else(|| SandboxError::OutsideWorkspace {
+            path: path.to_owned(),
+            workspace: workspace.to_owned(),
+        })
 }
 
 /// Makes sandboxes and cleans up after crashes.
