@@ -27,25 +27,11 @@ use fake_github::BOT;
 use fake_kube::FakeKube;
 use github_world::{World, DONE, REPO};
 use scripted_model::edit_and_commit;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Duration;
 
 const CLUSTER: &str =
     "cluster:\n  mode: \"kubernetes\"\n  namespace: \"default\"\n  lease_duration: \"3s\"\n";
-
-/// A kubeconfig naming the fake API server.
-fn kubeconfig(world: &World, kube: &FakeKube) -> PathBuf {
-    let path = world.dir.path().join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: \"{}\"\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n",
-            kube.url()
-        ),
-    )
-    .unwrap();
-    path
-}
 
 /// Replica `n` of the world: its own state folder and log.
 fn replica(world: &World, kube_config: &Path, n: usize) -> DaemonProcess {
@@ -75,7 +61,7 @@ async fn a_replica_killed_mid_task_is_taken_over_and_the_task_ends_once() {
         CLUSTER,
     )
     .await;
-    let kube_config = kubeconfig(&world, &kube);
+    let kube_config = daemon_rig::write_kubeconfig(world.dir.path(), &kube.url());
     let log = world.log_path();
     let gh = &world.github;
     let issue = world.labelled_issue("Greet the world");
