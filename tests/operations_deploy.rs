@@ -22,21 +22,49 @@ fn validator() -> PathBuf {
     path
 }
 
-#[test]
-fn the_manifests_build_with_kustomize_and_validate_against_the_schemas() {
-    let root = common::repo_root();
-    let dir = root.join("deploy/kubernetes");
+/// `kubectl kustomize dir`, which must build.
+fn build(dir: &std::path::Path) -> String {
     let built = Command::new("kubectl")
         .arg("kustomize")
-        .arg(&dir)
+        .arg(dir)
         .output()
         .expect("kubectl (Debian's kubernetes-client; scripts/dev-env.sh installs it)");
-    let yaml = String::from_utf8(built.stdout).unwrap();
     assert!(
         built.status.success(),
         "{}",
         String::from_utf8_lossy(&built.stderr)
     );
+    String::from_utf8(built.stdout).unwrap()
+}
+
+/// Checks every resource of `yaml` (and `extra` files) strictly against
+/// the schemas; returns how many passed.
+fn validate(yaml: &str, extra: &[PathBuf]) -> usize {
+    let tmp = tempfile::tempdir().unwrap();
+    let out = tmp.path().join("built.yaml");
+    std::fs::write(&out, yaml).unwrap();
+    let checked = Command::new(validator())
+        .arg("--strict")
+        .arg(&out)
+        .args(extra)
+        .output()
+        .unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&checked.stdout),
+        String::from_utf8_lossy(&checked.stderr)
+    );
+    assert!(checked.status.success(), "{report}");
+    report.matches(" passed for resource ").count()
+}
+
+#[test]
+fn the_manifests_build_with_kustomize_and_validate_against_the_schemas() {
+    let root = common::repo_root();
+    let dir = root.join("deploy/kubernetes");
+    // The top folder is the single-node overlay.
+    let yaml = build(&dir);
+    assert_eq!(yaml, build(&dir.join("overlays/single-node")));
     for kind in [
         "Namespace",
         "ServiceAccount",
@@ -59,38 +87,80 @@ fn the_manifests_build_with_kustomize_and_validate_against_the_schemas() {
     ] {
         assert!(yaml.contains(probe), "{probe}");
     }
-    let tmp = tempfile::tempdir().unwrap();
-    let out = tmp.path().join("built.yaml");
-    std::fs::write(&out, &yaml).unwrap();
-    let checked = Command::new(validator())
-        .arg("--strict")
-        .arg(&out)
-        .arg(dir.join("secret.template.yaml"))
-        .output()
-        .unwrap();
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&checked.stdout),
-        String::from_utf8_lossy(&checked.stderr)
-    );
-    assert!(checked.status.success(), "{report}");
-    assert_eq!(report.matches(" passed for resource ").count(), 7, "{report}");
+    assert_eq!(validate(&yaml, &[dir.join("secret.template.yaml")]), 7);
 }
 
 #[test]
-fn the_config_in_the_configmap_loads() {
+fn the_cluster_overlay_runs_replicas_with_no_privilege_and_exactly_the_verbs_they_use() {
     let root = common::repo_root();
-    let map = std::fs::read_to_string(root.join("deploy/kubernetes/configmap.yaml")).unwrap();
+    let yaml = build(&root.join("deploy/kubernetes/overlays/cluster"));
+    for needle in [
+        "replicas: 3",
+        "pod-security.kubernetes.io/enforce: restricted",
+        "kind: PodDisruptionBudget",
+        "maxUnavailable: 1",
+        "automountServiceAccountToken: true",
+        "fieldPath: metadata.uid",
+        "mode: \"kubernetes\"",
+        "backend: \"kubernetes\"",
+    ] {
+        assert!(yaml.contains(needle), "{needle} in\n{yaml}");
+    }
+    for absent in ["privileged: true", "docker:dind", "PersistentVolumeClaim", "ClusterRole"] {
+        assert!(!yaml.contains(absent), "{absent} in\n{yaml}");
+    }
+    // The Role grants what the code calls, per resource, and no more.
+    let role: serde_json::Value = {
+        let start = yaml.find("kind: Role\n").unwrap();
+        let doc = yaml[..start].rfind("---").map_or(0, |i| i + 3);
+        let end = yaml[start..].find("---").map_or(yaml.len(), |i| start + i);
+        yaml_serde::from_str(&yaml[doc..end]).unwrap()
+    };
+    let verbs = |resource: &str| -> Vec<String> {
+        let rule = role["rules"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["resources"][0] == resource)
+            .unwrap_or_else(|| panic!("no rule for {resource}"));
+        let mut verbs: Vec<String> = rule["verbs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap().to_owned())
+            .collect();
+        verbs.sort();
+        verbs
+    };
+    assert_eq!(verbs("leases"), ["create", "delete", "get", "list", "update"]);
+    assert_eq!(verbs("pods"), ["create", "delete", "get", "list"]);
+    assert_eq!(verbs("pods/exec"), ["create", "get"]);
+    assert_eq!(verbs("networkpolicies"), ["create", "get"]);
+    assert_eq!(validate(&yaml, &[]), 8);
+    // Its config loads, in cluster mode with sandboxes as pods.
+    let loaded = configmap_config("deploy/kubernetes/overlays/cluster/configmap.yaml");
+    assert_eq!(loaded.cluster.mode, forgehand::config::ClusterMode::Kubernetes);
+    assert!(matches!(
+        loaded.sandbox.backend,
+        forgehand::config::SandboxBackendChoice::Kubernetes(_)
+    ));
+}
+
+fn configmap_config(path: &str) -> forgehand::config::Config {
+    let root = common::repo_root();
+    let map = std::fs::read_to_string(root.join(path)).unwrap();
     let start = map.find("config.yaml: |\n").unwrap() + "config.yaml: |\n".len();
     let config: String = map[start..]
         .lines()
         .map(|l| l.strip_prefix("    ").unwrap_or(l))
         .collect::<Vec<_>>()
         .join("\n");
-    let loaded =
-        forgehand::config::Config::from_yaml(&config, std::path::Path::new("configmap.yaml"), &root, &|_| {
-            None
-        })
-        .unwrap_or_else(|e| panic!("{e}"));
+    forgehand::config::Config::from_yaml(&config, std::path::Path::new("configmap.yaml"), &root, &|_| None)
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+#[test]
+fn the_config_in_the_configmap_loads() {
+    let loaded = configmap_config("deploy/kubernetes/overlays/single-node/configmap.yaml");
     assert_eq!(loaded.daemon.http_listen.unwrap().port(), 9464);
 }
