@@ -106,7 +106,12 @@ fn the_cluster_overlay_runs_replicas_with_no_privilege_and_exactly_the_verbs_the
     ] {
         assert!(yaml.contains(needle), "{needle} in\n{yaml}");
     }
-    for absent in ["privileged: true", "docker:dind", "PersistentVolumeClaim", "ClusterRole"] {
+    for absent in [
+        "privileged: true",
+        "docker:dind",
+        "PersistentVolumeClaim",
+        "ClusterRole",
+    ] {
         assert!(!yaml.contains(absent), "{absent} in\n{yaml}");
     }
     // The Role grants what the code calls, per resource, and no more.

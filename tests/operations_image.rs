@@ -86,7 +86,10 @@ fn the_editor_in_the_image_is_static_and_the_config_maps_paths_exist() {
 
     // Every absolute path the Kubernetes config map names is in the image
     // (the state folder is the mounted volume).
-    let map = std::fs::read_to_string(common::repo_root().join("deploy/kubernetes/overlays/single-node/configmap.yaml")).unwrap();
+    let map = std::fs::read_to_string(
+        common::repo_root().join("deploy/kubernetes/overlays/single-node/configmap.yaml"),
+    )
+    .unwrap();
     let paths: Vec<&str> = map
         .lines()
         .filter_map(|l| l.split('"').nth(1))

@@ -81,6 +81,12 @@ fn validate(bodies: &[Value]) {
     let mut files = Vec::new();
     for (i, body) in bodies.iter().enumerate() {
         let path = dir.path().join(format!("body-{i}.json"));
+        let mut body = body.clone();
+        // Access reviews are never stored and have no name; the validator
+        // wants one to report by.
+        if body["kind"] == "SelfSubjectAccessReview" && body["metadata"]["name"].is_null() {
+            body["metadata"] = serde_json::json!({"name": format!("review-{i}")});
+        }
         std::fs::write(&path, body.to_string()).unwrap();
         files.push(path);
     }
@@ -341,4 +347,45 @@ async fn leftovers_are_replaced_and_reaped_and_other_daemons_pods_are_left_alone
         "{err}"
     );
     fake.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_names_each_verb_the_identity_lacks_and_a_missing_namespace() {
+    let fake = FakePods::start(common::docker().await, REGISTRY, true).await;
+    let mut config = common::shipped_config();
+    config.cluster.mode = forgehand::config::ClusterMode::Kubernetes;
+    config.sandbox.backend = forgehand::config::SandboxBackendChoice::Kubernetes(pods_config());
+    let checks = forgehand::doctor::cluster::checks(&fake.client(), &config).await;
+    let by_name = |name: &str| {
+        checks
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no {name} in {checks:?}"))
+            .clone()
+    };
+    assert!(by_name("kubernetes").detail.contains("1.33"));
+    assert_eq!(
+        by_name("namespace default").status,
+        forgehand::doctor::Status::Pass
+    );
+    let access = by_name("access in default");
+    assert_eq!(access.status, forgehand::doctor::Status::Pass, "{access:?}");
+    validate(&fake.bodies());
+
+    fake.deny("create pods/exec");
+    fake.deny("update leases");
+    config.cluster.namespace = "claims".into();
+    let checks = forgehand::doctor::cluster::checks(&fake.client(), &config).await;
+    let failed: Vec<String> = checks
+        .iter()
+        .filter(|c| c.status == forgehand::doctor::Status::Fail)
+        .map(|c| format!("{}: {}", c.name, c.detail))
+        .collect();
+    assert_eq!(failed.len(), 3, "{failed:?}");
+    assert!(
+        failed[0].starts_with("namespace claims: does not exist"),
+        "{failed:?}"
+    );
+    assert!(failed[1].contains("not allowed: update leases"), "{failed:?}");
+    assert!(failed[2].contains("not allowed: create pods/exec"), "{failed:?}");
 }

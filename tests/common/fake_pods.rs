@@ -44,6 +44,9 @@ struct Store {
     requests: Vec<String>,
     bodies: Vec<Value>,
     execs: usize,
+    /// "verb resource[/subresource]" that access reviews deny.
+    denied: Vec<String>,
+    namespaces: Vec<String>,
 }
 
 #[derive(Clone)]
@@ -84,6 +87,12 @@ impl FakePods {
                 "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
                 post(create_policy),
             )
+            .route("/api/v1/namespaces/{ns}", get(get_namespace))
+            .route(
+                "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
+                post(access_review),
+            )
+            .route("/version", get(version))
             .with_state(shared.clone())
             .layer(axum::middleware::from_fn_with_state(shared.clone(), faults));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
@@ -111,6 +120,16 @@ impl FakePods {
     pub fn fail_next(&self, count: usize, code: u16) {
         let mut store = self.shared.store.lock().unwrap();
         store.faults.extend(std::iter::repeat_n(code, count));
+    }
+
+    /// Access reviews of "verb resource[/subresource]" answer not allowed.
+    pub fn deny(&self, what: &str) {
+        self.shared.store.lock().unwrap().denied.push(what.to_owned());
+    }
+
+    /// Namespaces that exist besides `default`.
+    pub fn add_namespace(&self, name: &str) {
+        self.shared.store.lock().unwrap().namespaces.push(name.to_owned());
     }
 
     pub fn pods(&self) -> Vec<Value> {
@@ -526,6 +545,48 @@ async fn create_policy(State(shared): State<Shared>, Path(ns): Path<String>, bod
     policy["metadata"]["namespace"] = json!(ns);
     store.policies.insert(key, policy.clone());
     json_response(StatusCode::CREATED, &policy)
+}
+
+async fn version() -> Response {
+    json_response(
+        StatusCode::OK,
+        &json!({"major": "1", "minor": "33", "gitVersion": "v1.33.0", "gitCommit": "", "gitTreeState": "clean",
+            "buildDate": "2026-01-01T00:00:00Z", "goVersion": "go1.24", "compiler": "gc", "platform": "linux/amd64"}),
+    )
+}
+
+async fn get_namespace(State(shared): State<Shared>, Path(ns): Path<String>) -> Response {
+    let exists = ns == "default" || shared.store.lock().unwrap().namespaces.contains(&ns);
+    if exists {
+        json_response(
+            StatusCode::OK,
+            &json!({"kind": "Namespace", "apiVersion": "v1", "metadata": {"name": ns}, "status": {"phase": "Active"}}),
+        )
+    } else {
+        status(404, "NotFound", format!("namespaces \"{ns}\" not found"))
+    }
+}
+
+/// A SelfSubjectAccessReview: allowed unless the test denied it.
+async fn access_review(State(shared): State<Shared>, body: String) -> Response {
+    let mut review: Value = serde_json::from_str(&body).unwrap();
+    let attributes = &review["spec"]["resourceAttributes"];
+    let mut what = format!(
+        "{} {}",
+        attributes["verb"].as_str().unwrap_or(""),
+        attributes["resource"].as_str().unwrap_or("")
+    );
+    if let Some(sub) = attributes["subresource"].as_str() {
+        what.push('/');
+        what.push_str(sub);
+    }
+    let allowed = {
+        let mut store = shared.store.lock().unwrap();
+        store.bodies.push(review.clone());
+        !store.denied.contains(&what)
+    };
+    review["status"] = json!({"allowed": allowed});
+    json_response(StatusCode::CREATED, &review)
 }
 
 /// The exec subresource: a WebSocket upgrade, then the process in the

@@ -1,7 +1,9 @@
 //! `forgehand doctor`: checks what a running daemon needs and prints a
 //! pass/fail table. Secrets are reported as set or not set, never shown.
 
-use crate::config::{Config, Secrets};
+pub mod cluster;
+
+use crate::config::{Config, SandboxBackendChoice, Secrets};
 use crate::images;
 use crate::llm::router;
 use crate::sandbox::docker as docker_sandbox;
@@ -60,7 +62,13 @@ pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets)
         ),
     });
 
+    let docker_wanted = config.sandbox.backend == SandboxBackendChoice::Docker;
     match docker_sandbox::connect(&config.docker).await {
+        Err(err) if !docker_wanted => checks.push(check(
+            "docker",
+            Status::Warn,
+            format!("{err}; the daemon does not need it (sandboxes are pods), `forgehand images build` does"),
+        )),
         Err(err) => {
             checks.push(check("docker", Status::Fail, err.to_string()));
             checks.push(check(
@@ -188,6 +196,9 @@ pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets)
     });
     checks.push(planning_check(config, secrets));
     checks.push(snapshots_check(config));
+    if cluster::wanted(config) {
+        checks.extend(cluster::run(config).await);
+    }
     checks
 }
 
