@@ -11,8 +11,11 @@ use k8s_openapi::api::authorization::v1::{
 use k8s_openapi::api::core::v1::Namespace;
 use kube::api::{Api, PostParams};
 
-/// (API group, resource, subresource, verbs) the claims use.
-const LEASE_VERBS: &[(&str, &str, &str, &[&str])] = &[(
+/// (API group, resource, subresource, verbs).
+type Rule = (&'static str, &'static str, &'static str, &'static [&'static str]);
+
+/// What the claims use.
+const LEASE_VERBS: &[Rule] = &[(
     "coordination.k8s.io",
     "leases",
     "",
@@ -20,7 +23,7 @@ const LEASE_VERBS: &[(&str, &str, &str, &[&str])] = &[(
 )];
 
 /// What sandbox pods need.
-const POD_VERBS: &[(&str, &str, &str, &[&str])] = &[
+const POD_VERBS: &[Rule] = &[
     ("", "pods", "", &["get", "list", "create", "delete"]),
     ("", "pods", "exec", &["create", "get"]),
     ("networking.k8s.io", "networkpolicies", "", &["get", "create"]),
@@ -62,7 +65,7 @@ pub async fn checks(client: &kube::Client, config: &Config) -> Vec<Check> {
         }
     }
     let default = client.default_namespace().to_owned();
-    let mut wanted: Vec<(String, &[(&str, &str, &str, &[&str])])> = Vec::new();
+    let mut wanted: Vec<(String, &[Rule])> = Vec::new();
     if config.cluster.mode == ClusterMode::Kubernetes {
         let ns = non_empty(&config.cluster.namespace, &default);
         wanted.push((ns, LEASE_VERBS));
@@ -119,7 +122,7 @@ async fn namespace_check(client: &kube::Client, ns: &str) -> Check {
     }
 }
 
-async fn access_check(client: &kube::Client, ns: &str, rules: &[(&str, &str, &str, &[&str])]) -> Check {
+async fn access_check(client: &kube::Client, ns: &str, rules: &[Rule]) -> Check {
     let reviews: Api<SelfSubjectAccessReview> = Api::all(client.clone());
     let mut denied = Vec::new();
     let mut granted = 0;
