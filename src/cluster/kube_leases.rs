@@ -222,8 +222,41 @@ pub async fn client_with_read_timeout(read_timeout: Duration) -> Result<kube::Cl
 
 /// A client for `config`. Several TLS providers are compiled in, so the
 /// process's default is chosen here (ring, as the forge clients use).
+///
+/// The stack is kube's own (base URI, server retries, auth, timeouts) over
+/// a connector with `TCP_NODELAY`: exec streams carry small frames both
+/// ways (an MCP message, a yamux window update), and Nagle's algorithm
+/// against the server's delayed ACK held some of them back 40 ms.
 pub fn client_from(config: kube::Config) -> Result<kube::Client, String> {
+    use kube::client::ConfigExt;
     // Already chosen (by an earlier client) is fine.
     let _ = rustls::crypto::ring::default_provider().install_default();
-    kube::Client::try_from(config).map_err(|e| format!("cannot make a Kubernetes API client: {e}"))
+    if config.proxy_url.is_some() {
+        // kube knows how to reach the API through a proxy; keep its stack.
+        return kube::Client::try_from(config)
+            .map_err(|e| format!("cannot make a Kubernetes API client: {e}"));
+    }
+    let fail = |e: kube::Error| format!("cannot make a Kubernetes API client: {e}");
+    let mut http = hyper_util::client::legacy::connect::HttpConnector::new();
+    http.enforce_http(false);
+    http.set_nodelay(true);
+    let https = config.rustls_https_connector_with_connector(http).map_err(fail)?;
+    let mut connector = hyper_timeout::TimeoutConnector::new(https);
+    connector.set_connect_timeout(config.connect_timeout);
+    connector.set_read_timeout(config.read_timeout);
+    connector.set_write_timeout(config.write_timeout);
+    let http_client =
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new()).build(connector);
+    let service = tower::ServiceBuilder::new()
+        .layer(config.base_uri_layer())
+        .option_layer(
+            config
+                .default_retry
+                .then(|| tower::retry::RetryLayer::new(kube::client::retry::RetryPolicy::server_retry())),
+        )
+        .option_layer(config.auth_layer().map_err(fail)?)
+        .layer(config.extra_headers_layer().map_err(fail)?)
+        .map_err(tower::BoxError::from)
+        .service(http_client);
+    Ok(kube::Client::new(service, config.default_namespace))
 }

@@ -97,6 +97,10 @@ impl FakePods {
             .layer(axum::middleware::from_fn_with_state(shared.clone(), faults));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
+        // As the API server (Go) does: no Nagle delay on small frames.
+        let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+            let _ = tcp.set_nodelay(true);
+        });
         let server = tokio::spawn(async move {
             let _ = axum::serve(listener, app).await;
         });

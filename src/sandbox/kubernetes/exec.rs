@@ -8,7 +8,7 @@
 //! [`PodProcess::signals_end_of_input`]).
 
 use bytes::Bytes;
-use futures_util::{SinkExt, StreamExt};
+use futures_util::{FutureExt, SinkExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Status;
 use kube::api::AttachParams;
@@ -165,8 +165,20 @@ async fn pump<S>(
                     }
                 }
                 Ok(n) => {
+                    // What was written in the same burst goes out in the same
+                    // frame: two small TCP writes in a row would wait on
+                    // Nagle and a delayed ACK (tens of milliseconds).
+                    let mut len = n;
+                    if let Some(input) = stdin.as_mut() {
+                        while len + 1 < buffer.len() {
+                            match input.read(&mut buffer[len + 1..]).now_or_never() {
+                                Some(Ok(more)) if more > 0 => len += more,
+                                _ => break,
+                            }
+                        }
+                    }
                     buffer[0] = STDIN;
-                    if sink.send(Message::binary(buffer[..=n].to_vec())).await.is_err() {
+                    if sink.send(Message::binary(buffer[..=len].to_vec())).await.is_err() {
                         break;
                     }
                 }
