@@ -174,3 +174,50 @@ async fn an_api_server_answering_500_and_429_costs_retries_not_duplicates() {
     assert!(err.to_string().contains("500"), "{err}");
     assert_eq!(kube.leases().len(), 1);
 }
+
+#[tokio::test]
+async fn clocks_set_apart_by_minutes_change_nothing() {
+    let kube = FakeKube::start().await;
+    let api = || Arc::new(KubeLeases::new(kube.client(), "default", "forgehand"));
+    let short = Duration::from_secs(3);
+    let behind = Claimer::new(api(), "behind", short);
+    let watcher = Claimer::new(api(), "watcher", short);
+    let Attempt::Claimed(claim) = behind.try_claim("forgehand-t", "task").await.unwrap() else {
+        panic!("not claimed");
+    };
+    // The holder's clock is ten minutes behind: its Lease looks long
+    // expired by timestamps, yet it renews, so it keeps the task.
+    kube.skew_times("default", "forgehand-t", -600);
+    let seen = watcher.list().await.unwrap();
+    assert!(matches!(
+        watcher.take_over_if_silent(seen[0].clone()).await.unwrap(),
+        Attempt::Held { .. }
+    ));
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    claim.renew().await.unwrap();
+    kube.skew_times("default", "forgehand-t", -600);
+    tokio::time::sleep(Duration::from_millis(2000)).await;
+    let seen = watcher.list().await.unwrap();
+    assert!(
+        matches!(
+            watcher.take_over_if_silent(seen[0].clone()).await.unwrap(),
+            Attempt::Held { .. }
+        ),
+        "a renewing holder is never taken over, whatever its clock says"
+    );
+    claim.fence().await.unwrap();
+
+    // Now its clock is ten minutes ahead and it goes silent: the Lease
+    // looks fresh by timestamps, yet it is taken over once it stayed
+    // unchanged for a whole duration on the watcher's clock.
+    kube.skew_times("default", "forgehand-t", 600);
+    let seen = watcher.list().await.unwrap();
+    let _ = watcher.take_over_if_silent(seen[0].clone()).await.unwrap();
+    tokio::time::sleep(short + Duration::from_millis(300)).await;
+    let seen = watcher.list().await.unwrap();
+    let Attempt::Claimed(taken) = watcher.take_over_if_silent(seen[0].clone()).await.unwrap() else {
+        panic!("a silent holder with a clock ahead was not taken over");
+    };
+    assert_eq!(taken.epoch(), 1);
+    assert!(claim.fence().await.is_err(), "the old holder is fenced off");
+}

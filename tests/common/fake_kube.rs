@@ -72,6 +72,26 @@ impl FakeKube {
             .cloned()
     }
 
+    /// Rewrites the stored Lease's `renewTime` and `acquireTime` as a
+    /// replica whose clock is `offset_secs` off would have written them.
+    pub fn skew_times(&self, namespace: &str, name: &str, offset_secs: i64) {
+        let mut state = self.state.lock().unwrap();
+        let lease = state
+            .leases
+            .get_mut(&(namespace.to_owned(), name.to_owned()))
+            .unwrap();
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_secs() as i64;
+        let skewed = chrono::DateTime::from_timestamp(now + offset_secs, 0)
+            .unwrap()
+            .format("%Y-%m-%dT%H:%M:%S%.6fZ")
+            .to_string();
+        lease["spec"]["renewTime"] = json!(skewed);
+        lease["spec"]["acquireTime"] = json!(skewed);
+    }
+
     pub fn leases(&self) -> Vec<Value> {
         self.state.lock().unwrap().leases.values().cloned().collect()
     }
