@@ -1,8 +1,10 @@
-//! Two daemon processes in `cluster.mode: kubernetes` against the fake
-//! Lease API server, one fake GitHub and the scripted model: a labelled
-//! issue is claimed by exactly one replica; the holder killed with SIGKILL
-//! mid-task is taken over by the other once its Lease runs out, and in the
-//! end there is one pull request, one progress comment, and no Lease left.
+//! Daemon processes in `cluster.mode: kubernetes` against the fake Lease
+//! API server, one fake GitHub and the scripted model: a labelled issue is
+//! claimed by exactly one replica; the holder killed with SIGKILL mid-task
+//! is taken over by the other once its Lease runs out, and in the end there
+//! is one pull request, one progress comment, and no Lease left. Three
+//! replicas deliver twelve issues, each exactly once, while the API server
+//! answers 500 and 429 at random.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -44,7 +46,8 @@ fn replica(world: &World, kube_config: &Path, n: usize) -> DaemonProcess {
         .replace(
             &format!("instance_id: \"{}\"", world.instance),
             &format!("instance_id: \"{}-{n}\"", world.instance),
-        );
+        )
+        .replacen("daemon:\n", "daemon:\n  max_concurrent_tasks: 4\n", 1);
     std::fs::write(&config, text).unwrap();
     let mut env: Vec<(&str, String)> = world.env().to_vec();
     env.push(("KUBECONFIG", kube_config.display().to_string()));
@@ -136,5 +139,75 @@ async fn a_replica_killed_mid_task_is_taken_over_and_the_task_ends_once() {
             }
             assert!(!body.contains(&secret));
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_replicas_deliver_twelve_issues_each_once_while_the_api_fails_at_random() {
+    let kube = FakeKube::start().await;
+    let world = World::with_repository(
+        edit_and_commit(Duration::from_millis(200)),
+        &[("greet.py", "print('Hello')\n"), ("README.md", "# app\n")],
+        "cluster:\n  mode: \"kubernetes\"\n  namespace: \"default\"\n  lease_duration: \"8s\"\n",
+    )
+    .await;
+    let kube_config = daemon_rig::write_kubeconfig(world.dir.path(), &kube.url());
+    let log = world.log_path();
+    let gh = &world.github;
+    let issues: Vec<u64> = (0..12)
+        .map(|i| world.labelled_issue(&format!("Greet the world ({i})")))
+        .collect();
+    let mut replicas: Vec<DaemonProcess> = (1..=3).map(|n| replica(&world, &kube_config, n)).collect();
+    // One Lease call in five answers 500 or 429 until the work is done.
+    let faults = {
+        let kube = kube.clone();
+        tokio::spawn(async move {
+            for i in 0u32.. {
+                tokio::time::sleep(Duration::from_millis(150)).await;
+                kube.fail_next(1, if i % 2 == 0 { 500 } else { 429 });
+            }
+        })
+    };
+    for &n in &issues {
+        world.wait_for_end(n).await;
+    }
+    faults.abort();
+    let bot_comments = |n: u64| gh.issue(REPO, n).comments.iter().filter(|c| c.1 == BOT).count();
+    for &n in &issues {
+        assert_eq!(gh.issue(REPO, n).labels, vec![DONE.to_owned()], "issue #{n}");
+        assert_eq!(bot_comments(n), 1, "issue #{n}: one progress comment");
+        let head = format!("forgehand/issue-{n}");
+        assert_eq!(
+            gh.pulls(REPO).iter().filter(|p| p.head == head).count(),
+            1,
+            "issue #{n}: one pull request"
+        );
+    }
+    assert_eq!(gh.pulls(REPO).len(), 12);
+    // The work was shared: more than one replica held a Lease.
+    let text = std::fs::read_to_string(&log).unwrap();
+    let holders: std::collections::BTreeSet<&str> = ["replica-1", "replica-2", "replica-3"]
+        .into_iter()
+        .filter(|r| {
+            kube.bodies().iter().any(|b| {
+                b["spec"]["holderIdentity"]
+                    .as_str()
+                    .is_some_and(|h| h.contains(r))
+            })
+        })
+        .collect();
+    assert!(
+        holders.len() >= 2,
+        "one replica did everything: {holders:?}\n{text}"
+    );
+    wait_until(
+        "every Lease released",
+        Duration::from_secs(30),
+        async || kube.leases().is_empty(),
+        &log,
+    )
+    .await;
+    for replica in &mut replicas {
+        assert!(replica.terminate().success());
     }
 }
