@@ -365,3 +365,37 @@ fn a_missing_file_says_how_to_point_at_one() {
         "{err}"
     );
 }
+
+#[test]
+fn sandboxes_as_pods_are_configured_with_their_registry_and_refuse_the_socket_tunnel() {
+    let pods = load(
+        "sandbox:\n  backend: kubernetes\n  kubernetes:\n    namespace: sandboxes\n    runtime_class: gvisor\nimages:\n  registry: registry.example.com/team\n  pull_secrets: [pull]\n",
+        &[],
+    )
+    .unwrap();
+    let forgehand::config::SandboxBackendChoice::Kubernetes(k) = pods.sandbox.backend else {
+        panic!("pods asked for");
+    };
+    assert_eq!(
+        (
+            k.namespace.as_str(),
+            k.registry.as_str(),
+            k.runtime_class.as_deref()
+        ),
+        ("sandboxes", "registry.example.com/team", Some("gvisor"))
+    );
+    let err = load(
+        "sandbox:\n  backend: kubernetes\n  egress:\n    transport: socket\n",
+        &[],
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(
+        err.contains("sandbox.egress.transport") && err.contains("rides on exec"),
+        "{err}"
+    );
+    let err = load("sandbox:\n  kubernetes:\n    namespaces: x\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("namespaces"), "{err}");
+}

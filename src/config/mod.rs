@@ -392,6 +392,12 @@ impl Config {
                 pull_secrets: &raw.images.pull_secrets,
             },
         )?;
+        if matches!(backend, SandboxBackendChoice::Kubernetes(_)) && s.egress.transport == "socket" {
+            return Err(ConfigError::invalid(
+                "sandbox.egress.transport",
+                r#""socket" needs sandboxes on this host's Docker engine; with sandbox.backend: kubernetes the tunnel rides on exec (use "auto" or "exec")"#,
+            ));
+        }
         if s.pids_limit < 16 {
             return Err(ConfigError::invalid(
                 "sandbox.pids_limit",

@@ -11,8 +11,8 @@ use super::egress_socket::{self, EgressSocket};
 use super::helper::{self, EditorBinary};
 use super::mux::Supervisor;
 use super::{
-    labels, numeric_owner, split_parent, within_workspace, ExecOutput, ExecStatus, ExecStream, Sandbox,
-    SandboxBackend, SandboxError, SandboxSpec,
+    check_copy_source, labels, numeric_owner, split_parent, within_workspace, ExecOutput, ExecStatus,
+    ExecStream, Sandbox, SandboxBackend, SandboxError, SandboxSpec,
 };
 use crate::config::EgressTransport;
 use crate::config::{DockerConfig, SandboxConfig};
@@ -397,20 +397,6 @@ impl SandboxBackend for DockerBackend {
 
     async fn reap(&self, running: &[String]) -> Result<Vec<String>, SandboxError> {
         self.reap_orphans(running).await
-    }
-}
-
-pub(super) fn check_copy_source(dir: &Path) -> Result<(), SandboxError> {
-    match std::fs::metadata(dir) {
-        Ok(meta) if meta.is_dir() => Ok(()),
-        Ok(_) => Err(SandboxError::CopyInSource {
-            path: dir.to_owned(),
-            detail: "it is not a folder; pass the workspace folder".into(),
-        }),
-        Err(e) => Err(SandboxError::CopyInSource {
-            path: dir.to_owned(),
-            detail: format!("{e}; check that the workspace was cloned"),
-        }),
     }
 }
 

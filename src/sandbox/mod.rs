@@ -225,6 +225,21 @@ pub(crate) fn within_workspace<'a>(workspace: &str, path: &'a str) -> Result<&'a
         })
 }
 
+/// A folder to copy into a sandbox must exist and be a folder.
+pub(crate) fn check_copy_source(dir: &Path) -> Result<(), SandboxError> {
+    match std::fs::metadata(dir) {
+        Ok(meta) if meta.is_dir() => Ok(()),
+        Ok(_) => Err(SandboxError::CopyInSource {
+            path: dir.to_owned(),
+            detail: "it is not a folder; pass the workspace folder".into(),
+        }),
+        Err(e) => Err(SandboxError::CopyInSource {
+            path: dir.to_owned(),
+            detail: format!("{e}; check that the workspace was cloned"),
+        }),
+    }
+}
+
 /// Makes sandboxes and cleans up after crashes.
 #[async_trait]
 pub trait SandboxBackend: Send + Sync {

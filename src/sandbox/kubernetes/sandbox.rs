@@ -7,8 +7,8 @@ use crate::config::SandboxConfig;
 use crate::sandbox::egress::Egress;
 use crate::sandbox::mux::Supervisor;
 use crate::sandbox::{
-    archive, command, numeric_owner, split_parent, within_workspace, CappedOutput, ExecOutput, ExecStatus,
-    ExecStream, Sandbox, SandboxError,
+    archive, check_copy_source, command, numeric_owner, split_parent, within_workspace, CappedOutput,
+    ExecOutput, ExecStatus, ExecStream, Sandbox, SandboxError,
 };
 use async_trait::async_trait;
 use k8s_openapi::api::core::v1::Pod;
@@ -260,7 +260,7 @@ impl Sandbox for PodSandbox {
     }
 
     async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError> {
-        crate::sandbox::docker::check_copy_source(host_dir)?;
+        check_copy_source(host_dir)?;
         let (parent, name) = split_parent(sandbox_dir).ok_or_else(|| SandboxError::CopyInSource {
             path: host_dir.to_owned(),
             detail: format!("the destination {sandbox_dir:?} is not an absolute folder path"),
