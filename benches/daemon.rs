@@ -9,12 +9,15 @@
 //! - GitLab requests per poll cycle of 100 unchanged projects, one of them
 //!   with an item whose label a Reporter applied (refused);
 //! - resident memory of a running `forgehand run`: idle, and with 8 tasks at
-//!   once on the scripted model (containers excluded: they are other processes).
+//!   once on the scripted model (containers excluded: they are other processes);
+//! - tasks per minute with 1, 2 and 3 replicas (`cluster.mode: kubernetes`
+//!   on the fake Lease API), 24 issues whose model thinks 2 s each.
 //!
 //! Run: `cargo bench --bench daemon` (needs Docker and the images, as
 //! `scripts/test` prepares them); `cargo bench --bench daemon -- polling`
 //! runs only the two polling costs (no Docker needed), and
-//! `cargo bench --bench daemon -- memory` only the resident memory.
+//! `cargo bench --bench daemon -- memory` only the resident memory, and
+//! `cargo bench --bench daemon -- replicas` only the replicas' throughput.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -24,8 +27,12 @@ mod fake_github;
 mod fake_gitlab;
 #[path = "../tests/common/fake_http.rs"]
 mod fake_http;
+#[path = "../tests/common/fake_kube.rs"]
+mod fake_kube;
 #[path = "../tests/common/git_http.rs"]
 mod git_http;
+#[path = "../tests/common/kubeconfig.rs"]
+mod kubeconfig;
 #[path = "../tests/common/scripted_model.rs"]
 mod scripted_model;
 #[path = "support/stats.rs"]
@@ -331,8 +338,100 @@ async fn daemon_memory() {
     );
 }
 
+/// Tasks per minute of `replicas` daemons sharing one repository's issues.
+async fn replicas_throughput(replicas: usize) -> f64 {
+    const ISSUES: u64 = 24;
+    let dir = tempfile::tempdir().unwrap();
+    let git_root = dir.path().join("git");
+    let bare = git_http::bare_repo(&git_root, "acme/app.git", &[("greet.py", "print('Hello')\n")]);
+    let git = git_http::GitHttpServer::start(&git_root, "x-access-token", TOKEN).await;
+    let github = FakeGitHub::start(TOKEN).await;
+    github.add_repo("acme/app", &git.url("acme/app.git"), Some(bare));
+    github.set_permission("acme/app", "maya", "write");
+    let model = TurnModel::start(vec![(text("Nothing to change."), Some(Duration::from_secs(2)))]).await;
+    let kube = fake_kube::FakeKube::start().await;
+    let kubeconfig = kubeconfig::write_kubeconfig(dir.path(), &kube.url());
+    let mut children = Vec::new();
+    for n in 0..replicas {
+        let home = dir.path().join(format!("replica-{n}"));
+        std::fs::create_dir_all(&home).unwrap();
+        let config = home.join("config.yaml");
+        let instance = format!("bench-rep-{}-{n}", std::process::id());
+        let yaml = config_yaml(&home, &instance, &github.api_url(), 2)
+            + "cluster:\n  mode: \"kubernetes\"\n  namespace: \"default\"\n";
+        std::fs::write(&config, yaml).unwrap();
+        children.push(
+            Command::new(env!("CARGO_BIN_EXE_forgehand"))
+                .arg("--config")
+                .arg(&config)
+                .arg("run")
+                .env("GITHUB_TOKEN", TOKEN)
+                .env("OPENAI_API_KEY", "sk-bench")
+                .env("OPENAI_BASE_URL", model.base_url())
+                .env("KUBECONFIG", &kubeconfig)
+                .env("HOSTNAME", format!("replica-{n}"))
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .spawn()
+                .unwrap(),
+        );
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    let started = Instant::now();
+    for _ in 0..ISSUES {
+        let n = github.open_issue("acme/app", "maya", "Look", "Have a look.");
+        github.add_label("acme/app", n, "coding agent", "maya");
+    }
+    loop {
+        let done = (1..=ISSUES)
+            .filter(|n| {
+                github
+                    .issue("acme/app", *n)
+                    .labels
+                    .iter()
+                    .any(|l| l == "coding agent done")
+            })
+            .count();
+        if done == ISSUES as usize || started.elapsed() > Duration::from_secs(600) {
+            assert_eq!(done, ISSUES as usize, "every issue done");
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let minutes = started.elapsed().as_secs_f64() / 60.0;
+    for child in &mut children {
+        let _ = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status();
+        let _ = child.wait();
+    }
+    ISSUES as f64 / minutes
+}
+
+async fn replicas_scaling() {
+    let one = replicas_throughput(1).await;
+    println!(
+        "{:<40} 1 replica: {one:.1} tasks/min (2 at a time each; the model thinks 2 s)",
+        "replicas throughput"
+    );
+    for n in [2usize, 3] {
+        let rate = replicas_throughput(n).await;
+        println!(
+            "{:<40} {n} replicas: {rate:.1} tasks/min ({:.0} % of linear)",
+            "replicas throughput",
+            100.0 * rate / (one * n as f64)
+        );
+    }
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if std::env::args().any(|a| a == "replicas") {
+        replicas_scaling().await;
+        return;
+    }
     println!("forgehand daemon benchmarks (reproduce: cargo bench --bench daemon)");
     let only_memory = std::env::args().any(|a| a == "memory");
     if !only_memory {
@@ -352,4 +451,5 @@ async fn main() {
     claim_to_first_request(", cold setup", &with_setup, no_snapshots, 3).await;
     claim_to_first_request(", setup snapshot hit", &with_setup, "", ROUNDS).await;
     daemon_memory().await;
+    replicas_scaling().await;
 }

@@ -7,6 +7,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+mod common;
 #[path = "common/fake_http.rs"]
 mod fake_http;
 #[path = "common/fake_kube.rs"]
@@ -120,6 +121,14 @@ async fn three_replicas_racing_for_twelve_tasks_claim_each_exactly_once() {
     won.sort();
     assert_eq!(won, (0..12).map(|t| (t, 0)).collect::<Vec<_>>());
     assert_eq!(kube.leases().len(), 12);
+    // Every Lease body sent is valid against the Kubernetes schemas.
+    let bodies: Vec<serde_json::Value> = kube
+        .bodies()
+        .into_iter()
+        .filter(|b| b["kind"] == "Lease")
+        .collect();
+    assert!(bodies.len() >= 12);
+    common::kube_validate(&bodies);
 }
 
 #[tokio::test]

@@ -21,6 +21,8 @@ mod fake_kube;
 mod git_http;
 #[path = "common/github_world.rs"]
 mod github_world;
+#[path = "common/kubeconfig.rs"]
+mod kubeconfig;
 #[path = "common/scripted_model.rs"]
 mod scripted_model;
 
@@ -64,7 +66,7 @@ async fn a_replica_killed_mid_task_is_taken_over_and_the_task_ends_once() {
         CLUSTER,
     )
     .await;
-    let kube_config = daemon_rig::write_kubeconfig(world.dir.path(), &kube.url());
+    let kube_config = kubeconfig::write_kubeconfig(world.dir.path(), &kube.url());
     let log = world.log_path();
     let gh = &world.github;
     let issue = world.labelled_issue("Greet the world");
@@ -151,7 +153,7 @@ async fn three_replicas_deliver_twelve_issues_each_once_while_the_api_fails_at_r
         "cluster:\n  mode: \"kubernetes\"\n  namespace: \"default\"\n  lease_duration: \"8s\"\n",
     )
     .await;
-    let kube_config = daemon_rig::write_kubeconfig(world.dir.path(), &kube.url());
+    let kube_config = kubeconfig::write_kubeconfig(world.dir.path(), &kube.url());
     let log = world.log_path();
     let gh = &world.github;
     let issues: Vec<u64> = (0..12)

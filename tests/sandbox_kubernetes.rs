@@ -16,8 +16,6 @@ use fake_pods::FakePods;
 use forgehand::config::KubeSandboxConfig;
 use forgehand::sandbox::kubernetes::KubernetesBackend;
 use forgehand::sandbox::{SandboxBackend, SandboxError};
-use serde_json::Value;
-use std::path::PathBuf;
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
@@ -60,52 +58,6 @@ fn workspace() -> tempfile::TempDir {
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
     dir
-}
-
-fn validator() -> PathBuf {
-    let state = std::env::var_os("FORGEHAND_DEV_STATE")
-        .map_or_else(|| PathBuf::from("/tmp/forgehand-dev"), PathBuf::from);
-    let path = state.join("validate-venv/bin/kubernetes-validate");
-    assert!(
-        path.is_file(),
-        "{} is missing; run scripts/dev-env.sh",
-        path.display()
-    );
-    path
-}
-
-/// Every body is valid against the Kubernetes 1.33 schemas, strictly
-/// (no unknown field).
-fn validate(bodies: &[Value]) {
-    let dir = tempfile::tempdir().unwrap();
-    let mut files = Vec::new();
-    for (i, body) in bodies.iter().enumerate() {
-        let path = dir.path().join(format!("body-{i}.json"));
-        let mut body = body.clone();
-        // Access reviews are never stored and have no name; the validator
-        // wants one to report by.
-        if body["kind"] == "SelfSubjectAccessReview" && body["metadata"]["name"].is_null() {
-            body["metadata"] = serde_json::json!({"name": format!("review-{i}")});
-        }
-        std::fs::write(&path, body.to_string()).unwrap();
-        files.push(path);
-    }
-    let out = std::process::Command::new(validator())
-        .args(["--strict", "--kubernetes-version", "1.33"])
-        .args(&files)
-        .output()
-        .unwrap();
-    let report = format!(
-        "{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    assert!(out.status.success(), "{report}");
-    assert_eq!(
-        report.matches(" passed for resource ").count(),
-        bodies.len(),
-        "{report}"
-    );
 }
 
 async fn read_all(mut reader: impl tokio::io::AsyncRead + Unpin) -> String {
@@ -243,7 +195,7 @@ async fn a_pod_sandbox_passes_restricted_and_runs_copies_and_streams_over_exec()
     sandbox.remove().await.unwrap();
     assert!(fake.pods().is_empty());
     sandbox.remove().await.unwrap();
-    validate(&fake.bodies());
+    common::kube_validate(&fake.bodies());
     fake.cleanup().await;
 }
 
@@ -370,7 +322,7 @@ async fn doctor_names_each_verb_the_identity_lacks_and_a_missing_namespace() {
     );
     let access = by_name("access in default");
     assert_eq!(access.status, forgehand::doctor::Status::Pass, "{access:?}");
-    validate(&fake.bodies());
+    common::kube_validate(&fake.bodies());
 
     fake.deny("create pods/exec");
     fake.deny("update leases");

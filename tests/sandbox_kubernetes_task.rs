@@ -22,6 +22,8 @@ mod fake_pods;
 mod git_http;
 #[path = "common/github_world.rs"]
 mod github_world;
+#[path = "common/kubeconfig.rs"]
+mod kubeconfig;
 #[path = "common/scripted_model.rs"]
 mod scripted_model;
 
@@ -43,7 +45,7 @@ async fn a_task_runs_end_to_end_in_a_sandbox_pod() {
         PODS,
     )
     .await;
-    let kube_config = daemon_rig::write_kubeconfig(world.dir.path(), fake.url());
+    let kube_config = kubeconfig::write_kubeconfig(world.dir.path(), fake.url());
     let log = world.log_path();
     let issue = world.labelled_issue("Greet the world");
     let mut env: Vec<(&str, String)> = world.env().to_vec();

@@ -187,19 +187,6 @@ llm:
     path
 }
 
-/// A kubeconfig in `dir` naming the API server at `url`, namespace `default`.
-pub fn write_kubeconfig(dir: &Path, url: &str) -> PathBuf {
-    let path = dir.join("kubeconfig");
-    std::fs::write(
-        &path,
-        format!(
-            "apiVersion: v1\nkind: Config\nclusters:\n- name: fake\n  cluster:\n    server: \"{url}\"\ncontexts:\n- name: fake\n  context:\n    cluster: fake\n    user: fake\n    namespace: default\ncurrent-context: fake\nusers:\n- name: fake\n  user: {{}}\n"
-        ),
-    )
-    .unwrap();
-    path
-}
-
 /// Ids of the containers of `instance`.
 pub fn containers_of(instance: &str) -> Vec<String> {
     let out = Command::new("docker")

@@ -158,3 +158,49 @@ pub async fn containers_with_label(docker: &Docker, label: &str, value: &str) ->
         .filter_map(|c| c.id)
         .collect()
 }
+
+fn kube_validator() -> PathBuf {
+    let state = std::env::var_os("FORGEHAND_DEV_STATE")
+        .map_or_else(|| PathBuf::from("/tmp/forgehand-dev"), PathBuf::from);
+    let path = state.join("validate-venv/bin/kubernetes-validate");
+    assert!(
+        path.is_file(),
+        "{} is missing; run scripts/dev-env.sh",
+        path.display()
+    );
+    path
+}
+
+/// Every body is valid against the Kubernetes 1.33 schemas, strictly
+/// (no unknown field).
+pub fn kube_validate(bodies: &[serde_json::Value]) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files = Vec::new();
+    for (i, body) in bodies.iter().enumerate() {
+        let path = dir.path().join(format!("body-{i}.json"));
+        let mut body = body.clone();
+        // Access reviews are never stored and have no name; the validator
+        // wants one to report by.
+        if body["kind"] == "SelfSubjectAccessReview" && body["metadata"]["name"].is_null() {
+            body["metadata"] = serde_json::json!({"name": format!("review-{i}")});
+        }
+        std::fs::write(&path, body.to_string()).unwrap();
+        files.push(path);
+    }
+    let out = std::process::Command::new(kube_validator())
+        .args(["--strict", "--kubernetes-version", "1.33"])
+        .args(&files)
+        .output()
+        .unwrap();
+    let report = format!(
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(out.status.success(), "{report}");
+    assert_eq!(
+        report.matches(" passed for resource ").count(),
+        bodies.len(),
+        "{report}"
+    );
+}
