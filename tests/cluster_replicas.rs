@@ -2,9 +2,11 @@
 //! API server, one fake GitHub and the scripted model: a labelled issue is
 //! claimed by exactly one replica; the holder killed with SIGKILL mid-task
 //! is taken over by the other once its Lease runs out, and in the end there
-//! is one pull request, one progress comment, and no Lease left. Three
-//! replicas deliver twelve issues, each exactly once, while the API server
-//! answers 500 and 429 at random.
+//! is one pull request, one progress comment, and no Lease left. A replica
+//! cut off from the API server mid-task stops at its renew deadline and
+//! writes nothing to the forge after it; another finishes the task once.
+//! Three replicas deliver twelve issues, each exactly once, while the API
+//! server answers 500 and 429 at random.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -32,7 +34,10 @@ use fake_kube::FakeKube;
 use github_world::{World, DONE, REPO};
 use scripted_model::edit_and_commit;
 use std::path::Path;
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::task::JoinHandle;
 
 const CLUSTER: &str =
     "cluster:\n  mode: \"kubernetes\"\n  namespace: \"default\"\n  lease_duration: \"3s\"\n";
@@ -142,6 +147,147 @@ async fn a_replica_killed_mid_task_is_taken_over_and_the_task_ends_once() {
             assert!(!body.contains(&secret));
         }
     }
+}
+
+/// A TCP relay on loopback in front of the API server that can be cut:
+/// from then on, open connections are dropped and new ones refused, as a
+/// replica on the far side of a network partition sees it.
+struct CuttableLink {
+    url: String,
+    tasks: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl CuttableLink {
+    async fn start(upstream: &str) -> CuttableLink {
+        let target = upstream
+            .trim_start_matches("http://")
+            .trim_end_matches('/')
+            .to_owned();
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let tasks: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let relays = tasks.clone();
+        let accept = tokio::spawn(async move {
+            while let Ok((mut inbound, _)) = listener.accept().await {
+                let target = target.clone();
+                let relay = tokio::spawn(async move {
+                    let mut outbound = TcpStream::connect(&target).await.unwrap();
+                    let _ = tokio::io::copy_bidirectional(&mut inbound, &mut outbound).await;
+                });
+                relays.lock().unwrap().push(relay);
+            }
+        });
+        tasks.lock().unwrap().push(accept);
+        CuttableLink { url, tasks }
+    }
+
+    fn cut(&self) {
+        for task in self.tasks.lock().unwrap().drain(..) {
+            task.abort();
+        }
+    }
+}
+
+/// Every ref of the bare repository with its commit.
+fn refs(bare: &Path) -> String {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(["for-each-ref", "--format=%(refname) %(objectname)"])
+        .output()
+        .unwrap();
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// Forge writes (anything but reads) the fake GitHub has seen so far.
+fn forge_writes(world: &World) -> Vec<String> {
+    world
+        .github
+        .requests()
+        .into_iter()
+        .filter(|r| !r.starts_with("GET ") && !r.starts_with("HEAD "))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_cut_off_from_the_api_server_stops_at_its_deadline_and_writes_nothing_after_it() {
+    let kube = FakeKube::start().await;
+    let world = World::with_repository(
+        edit_and_commit(Duration::from_secs(3)),
+        &[("greet.py", "print('Hello')\n"), ("README.md", "# app\n")],
+        CLUSTER,
+    )
+    .await;
+    let link = CuttableLink::start(&kube.url()).await;
+    let dir = world.dir.path();
+    std::fs::create_dir_all(dir.join("cut")).unwrap();
+    let cut_off_config = kubeconfig::write_kubeconfig(&dir.join("cut"), &link.url);
+    let kube_config = kubeconfig::write_kubeconfig(dir, &kube.url());
+    let log = world.log_path();
+    let gh = &world.github;
+    let issue = world.labelled_issue("Greet the world");
+
+    let mut first = replica(&world, &cut_off_config, 1);
+    // The first turn edits; the second is the model thinking for 3 s.
+    wait_until(
+        "a model request",
+        Duration::from_secs(120),
+        async || !world.model.requests().await.is_empty(),
+        &log,
+    )
+    .await;
+    link.cut();
+    let cut = Instant::now();
+    // The last renew was at or before the cut, so the claim is valid for
+    // at most 0.9 of the 3 s lease duration from here.
+    tokio::time::sleep_until((cut + Duration::from_secs(3)).into()).await;
+    let writes = forge_writes(&world);
+    let pushed = refs(&world.bare);
+    let asked = world.model.requests().await.len();
+    wait_until(
+        "the cut-off replica to give its sandbox up",
+        Duration::from_secs(20),
+        async || daemon_rig::containers_of(&format!("{}-1", world.instance)).is_empty(),
+        &log,
+    )
+    .await;
+    // Long enough for anything the cut-off replica still had in flight
+    // (the model answers at 3 s) to have shown; nobody else runs yet.
+    tokio::time::sleep_until((cut + Duration::from_secs(8)).into()).await;
+    assert_eq!(
+        forge_writes(&world),
+        writes,
+        "a forge write after the renew deadline"
+    );
+    assert_eq!(refs(&world.bare), pushed, "a push after the renew deadline");
+    assert_eq!(
+        world.model.requests().await.len(),
+        asked,
+        "work after the renew deadline"
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(text.contains("claim lapsed: not renewed in time"), "{text}");
+
+    // Another replica takes the silent Lease over and finishes the task once.
+    let mut second = replica(&world, &kube_config, 2);
+    world.wait_for_end(issue).await;
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("took over a claim whose holder went silent"),
+        "{text}"
+    );
+    assert_eq!(gh.issue(REPO, issue).labels, vec![DONE.to_owned()]);
+    assert_eq!(gh.pulls(REPO).len(), 1, "exactly one pull request");
+    let bot_comments = gh
+        .issue(REPO, issue)
+        .comments
+        .iter()
+        .filter(|c| c.1 == BOT)
+        .count();
+    assert_eq!(bot_comments, 1, "exactly one progress comment");
+    assert!(second.terminate().success());
+    // Cut off, the first replica still shuts down when asked.
+    assert!(first.terminate().success());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
