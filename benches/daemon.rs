@@ -8,7 +8,7 @@
 //! - GitHub rate-limit units per poll cycle of 100 unchanged repositories;
 //! - GitLab requests per poll cycle of 100 unchanged projects, one of them
 //!   with an item whose label a Reporter applied (refused);
-//! - resident memory of a running `forgehand run`: idle, and with 8 tasks at
+//! - resident memory of a running `forgehand run`: idle, with 1 task, and with 8 tasks at
 //!   once on the scripted model (containers excluded: they are other processes);
 //! - tasks per minute with 1, 2 and 3 replicas (`cluster.mode: kubernetes`
 //!   on the fake Lease API), 24 issues whose model thinks 2 s each.
@@ -276,7 +276,9 @@ fn rss_kib(pid: u32, field: &str) -> u64 {
         .unwrap_or(0)
 }
 
-async fn daemon_memory() {
+/// Resident memory of a daemon: idle, then the most while `count` tasks
+/// run at once, and the high-water mark.
+async fn daemon_memory_with(count: u64) -> (u64, u64, u64) {
     let dir = tempfile::tempdir().unwrap();
     let git_root = dir.path().join("git");
     let bare = git_http::bare_repo(&git_root, "acme/app.git", &[("greet.py", "print('Hello')\n")]);
@@ -284,9 +286,9 @@ async fn daemon_memory() {
     let github = FakeGitHub::start(TOKEN).await;
     github.add_repo("acme/app", &git.url("acme/app.git"), Some(bare));
     github.set_permission("acme/app", "maya", "write");
-    // Every task waits 8 s for its first answer: all 8 are in flight together.
+    // Every task waits 8 s for its first answer: all of them are in flight together.
     let model = TurnModel::start(vec![(text("Nothing to change."), Some(Duration::from_secs(8)))]).await;
-    let instance = format!("bench-mem-{}", std::process::id());
+    let instance = format!("bench-mem-{}-{count}", std::process::id());
     let config = dir.path().join("config.yaml");
     std::fs::write(&config, config_yaml(dir.path(), &instance, &github.api_url(), 8)).unwrap();
     let mut child = Command::new(env!("CARGO_BIN_EXE_forgehand"))
@@ -304,7 +306,7 @@ async fn daemon_memory() {
     let pid = child.id();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let idle = rss_kib(pid, "VmRSS:");
-    for _ in 0..8 {
+    for _ in 0..count {
         let n = github.open_issue("acme/app", "maya", "Look", "Have a look.");
         github.add_label("acme/app", n, "coding agent", "maya");
     }
@@ -312,7 +314,7 @@ async fn daemon_memory() {
     let mut busy_max = 0;
     while started.elapsed() < Duration::from_secs(60) {
         busy_max = busy_max.max(rss_kib(pid, "VmRSS:"));
-        let done = (1..=8)
+        let done = (1..=count)
             .filter(|n| {
                 github
                     .issue("acme/app", *n)
@@ -321,7 +323,7 @@ async fn daemon_memory() {
                     .any(|l| l == "coding agent done")
             })
             .count();
-        if done == 8 {
+        if done == count as usize {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
@@ -329,12 +331,22 @@ async fn daemon_memory() {
     let peak = rss_kib(pid, "VmHWM:");
     let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
     let _ = child.wait();
+    (idle, busy_max, peak)
+}
+
+async fn daemon_memory() {
+    let mb = |kib: u64| kib as f64 / 1024.0;
+    // One task pays the one-time costs (the o200k tokenizer's tables,
+    // about 65 MB); eight show what a task itself adds.
+    let (idle, one, _) = daemon_memory_with(1).await;
+    let (_, eight, peak) = daemon_memory_with(8).await;
     println!(
-        "{:<40} idle {:.1} MB   8 concurrent tasks: max {:.1} MB (peak since start {:.1} MB)",
+        "{:<40} idle {:.1} MB   1 task: max {:.1} MB   8 concurrent tasks: max {:.1} MB (peak since start {:.1} MB)",
         "daemon resident memory",
-        idle as f64 / 1024.0,
-        busy_max as f64 / 1024.0,
-        peak as f64 / 1024.0
+        mb(idle),
+        mb(one),
+        mb(eight),
+        mb(peak)
     );
 }
 
