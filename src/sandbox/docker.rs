@@ -11,7 +11,7 @@ use super::egress_socket::{self, EgressSocket};
 use super::helper::{self, EditorBinary};
 use super::mux::Supervisor;
 use super::{
-    check_copy_source, labels, numeric_owner, split_parent, within_workspace, ExecOutput, ExecStatus,
+    check_copy_source, copy_in_target, labels, numeric_owner, within_workspace, ExecOutput, ExecStatus,
     ExecStream, Sandbox, SandboxBackend, SandboxError, SandboxSpec,
 };
 use crate::config::EgressTransport;
@@ -527,11 +527,7 @@ impl Sandbox for DockerSandbox {
     }
 
     async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError> {
-        check_copy_source(host_dir)?;
-        let (parent, name) = split_parent(sandbox_dir).ok_or_else(|| SandboxError::CopyInSource {
-            path: host_dir.to_owned(),
-            detail: format!("the destination {sandbox_dir:?} is not an absolute folder path"),
-        })?;
+        let (parent, name) = copy_in_target(host_dir, sandbox_dir)?;
         let (uid, gid) = numeric_owner(&self.config.user);
         // Stream the tar: a blocking thread packs into one end of a pipe while
         // the upload reads the other, so memory stays flat for any size.
@@ -672,32 +668,10 @@ mod tests {
     use super::*;
 
     #[test]
-    fn owners_parse_from_the_user_setting() {
-        assert_eq!(numeric_owner("1000:1000"), (1000, 1000));
-        assert_eq!(numeric_owner("1001"), (1001, 1001));
-        assert_eq!(numeric_owner("agent"), (1000, 1000));
-    }
-
-    #[test]
     fn container_names_are_valid_for_docker() {
         assert_eq!(
             container_name("prod", "github/o/r#12"),
             "forgehand-prod-github-o-r-12"
         );
-    }
-
-    #[test]
-    fn parent_split_accepts_absolute_folders_only() {
-        assert_eq!(
-            split_parent("/workspace/project"),
-            Some(("/workspace", "project"))
-        );
-        assert_eq!(
-            split_parent("/workspace/project/"),
-            Some(("/workspace", "project"))
-        );
-        assert_eq!(split_parent("/tmp"), Some(("/", "tmp")));
-        assert_eq!(split_parent("relative"), None);
-        assert_eq!(split_parent("/a/.."), None);
     }
 }

@@ -240,6 +240,19 @@ pub(crate) fn check_copy_source(dir: &Path) -> Result<(), SandboxError> {
     }
 }
 
+/// Checks a copy-in's source folder and splits its destination into the
+/// folder the archive is unpacked in and the name it unpacks as.
+pub(crate) fn copy_in_target<'a>(
+    host_dir: &Path,
+    sandbox_dir: &'a str,
+) -> Result<(&'a str, &'a str), SandboxError> {
+    check_copy_source(host_dir)?;
+    split_parent(sandbox_dir).ok_or_else(|| SandboxError::CopyInSource {
+        path: host_dir.to_owned(),
+        detail: format!("the destination {sandbox_dir:?} is not an absolute folder path"),
+    })
+}
+
 /// Makes sandboxes and cleans up after crashes.
 #[async_trait]
 pub trait SandboxBackend: Send + Sync {
@@ -263,5 +276,51 @@ pub trait SandboxBackend: Send + Sync {
     /// snapshots are keyed on. `None`: this backend keeps no snapshots.
     async fn image_id(&self, _image: &str) -> Result<Option<String>, SandboxError> {
         Ok(None)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn owners_parse_from_the_user_setting() {
+        assert_eq!(numeric_owner("1000:1000"), (1000, 1000));
+        assert_eq!(numeric_owner("1001"), (1001, 1001));
+        assert_eq!(numeric_owner("agent"), (1000, 1000));
+    }
+
+    #[test]
+    fn parent_split_accepts_absolute_folders_only() {
+        assert_eq!(
+            split_parent("/workspace/project"),
+            Some(("/workspace", "project"))
+        );
+        assert_eq!(
+            split_parent("/workspace/project/"),
+            Some(("/workspace", "project"))
+        );
+        assert_eq!(split_parent("/tmp"), Some(("/", "tmp")));
+        assert_eq!(split_parent("relative"), None);
+        assert_eq!(split_parent("/a/.."), None);
+    }
+
+    #[test]
+    fn copy_in_targets_need_an_existing_folder_and_an_absolute_destination() {
+        let dir = tempfile::tempdir().unwrap();
+        assert_eq!(
+            copy_in_target(dir.path(), "/workspace/project").unwrap(),
+            ("/workspace", "project")
+        );
+        let err = copy_in_target(dir.path(), "project").unwrap_err().to_string();
+        assert!(
+            err.contains("\"project\" is not an absolute folder path"),
+            "{err}"
+        );
+        let missing = dir.path().join("missing");
+        let err = copy_in_target(&missing, "/workspace/project")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("check that the workspace was cloned"), "{err}");
     }
 }

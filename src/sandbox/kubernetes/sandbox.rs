@@ -7,7 +7,7 @@ use crate::config::SandboxConfig;
 use crate::sandbox::egress::Egress;
 use crate::sandbox::mux::Supervisor;
 use crate::sandbox::{
-    archive, check_copy_source, command, numeric_owner, split_parent, within_workspace, CappedOutput,
+    archive, command, copy_in_target, numeric_owner, split_parent, within_workspace, CappedOutput,
     ExecOutput, ExecStatus, ExecStream, Sandbox, SandboxError,
 };
 use async_trait::async_trait;
@@ -260,11 +260,7 @@ impl Sandbox for PodSandbox {
     }
 
     async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError> {
-        check_copy_source(host_dir)?;
-        let (parent, name) = split_parent(sandbox_dir).ok_or_else(|| SandboxError::CopyInSource {
-            path: host_dir.to_owned(),
-            detail: format!("the destination {sandbox_dir:?} is not an absolute folder path"),
-        })?;
+        let (parent, name) = copy_in_target(host_dir, sandbox_dir)?;
         let (uid, gid) = numeric_owner(&self.config.user);
         let pack_err = |source: std::io::Error| SandboxError::CopyInSource {
             path: host_dir.to_owned(),
