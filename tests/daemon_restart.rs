@@ -40,13 +40,7 @@ async fn killed_at_claim_mid_run_and_mid_pull_request_the_task_ends_once() {
         "The greeting should say hello to the world.",
     );
     gh.add_label(REPO, issue, "coding agent", "maya");
-    let bot_comments = || {
-        gh.issue(REPO, issue)
-            .comments
-            .into_iter()
-            .filter(|c| c.1 == BOT)
-            .count()
-    };
+    let bot_comments = || world.bot_comment_count(issue);
 
     // 1. Killed right after the claim posted the progress comment.
     let mut daemon = world.start();
@@ -142,7 +136,7 @@ async fn killed_three_times_during_eight_concurrent_tasks_each_ends_once() {
     let issues: Vec<u64> = (0..8)
         .map(|i| world.labelled_issue(&format!("Greet the world ({i})")))
         .collect();
-    let bot_comments = |n: u64| gh.issue(REPO, n).comments.iter().filter(|c| c.1 == BOT).count();
+    let bot_comments = |n: u64| world.bot_comment_count(n);
     let commented = || issues.iter().filter(|&&n| bot_comments(n) > 0).count();
 
     // 1. Killed while the claims are being made.

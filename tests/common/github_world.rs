@@ -224,6 +224,38 @@ impl World {
             .unwrap_or_default()
     }
 
+    /// How many comments forgehand wrote on `number`.
+    pub fn bot_comment_count(&self, number: u64) -> usize {
+        self.github
+            .issue(REPO, number)
+            .comments
+            .iter()
+            .filter(|c| c.1 == super::fake_github::BOT)
+            .count()
+    }
+
+    /// `number` ended done with one progress comment and one pull request
+    /// from its branch.
+    pub fn assert_delivered_once(&self, number: u64) {
+        assert_eq!(
+            self.github.issue(REPO, number).labels,
+            vec![DONE.to_owned()],
+            "issue #{number}: {}",
+            std::fs::read_to_string(self.log_path()).unwrap_or_default()
+        );
+        assert_eq!(
+            self.bot_comment_count(number),
+            1,
+            "issue #{number}: one progress comment"
+        );
+        let head = format!("forgehand/issue-{number}");
+        assert_eq!(
+            self.github.pulls(REPO).iter().filter(|p| p.head == head).count(),
+            1,
+            "issue #{number}: one pull request"
+        );
+    }
+
     pub fn log_path(&self) -> PathBuf {
         self.dir.path().join("daemon.log")
     }
