@@ -20,18 +20,10 @@ mod fake_pods;
 #[path = "support/stats.rs"]
 mod stats;
 
-/// What the fakes take from the tests' helpers.
-mod common {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    static COUNTER: AtomicUsize = AtomicUsize::new(0);
-    pub fn unique(prefix: &str) -> String {
-        format!(
-            "{prefix}-{}-{}",
-            std::process::id(),
-            COUNTER.fetch_add(1, Ordering::Relaxed)
-        )
-    }
-}
+#[path = "../tests/common/mod.rs"]
+mod common;
+#[path = "support/workspace.rs"]
+mod workspace;
 
 use forgehand::cluster::kube_leases::KubeLeases;
 use forgehand::cluster::lease::{Attempt, Claimer};
@@ -44,18 +36,7 @@ use stats::report;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn make_workspace(root: &Path) {
-    let line = b"fn main() { println!(\"x\"); }\n";
-    let content: Vec<u8> = (0..50 * 1024).map(|i| line[i % line.len()]).collect();
-    for folder in 0..40 {
-        let dir = root.join(format!("src/module_{folder}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        for file in 0..5 {
-            std::fs::write(dir.join(format!("file_{file}.rs")), &content).unwrap();
-        }
-    }
-}
+use workspace::make_workspace;
 
 #[tokio::main]
 async fn main() {

@@ -45,7 +45,7 @@ use forgehand::daemon::setup;
 use forgehand::forge::{Forge, ForgeKind, ItemKind, ItemRef};
 use scripted_model::{text, TurnModel};
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
@@ -64,6 +64,77 @@ fn editor_binary() -> String {
             .display()
             .to_string()
     })
+}
+
+/// A fake GitHub with `acme/app` (holding `files`) behind a real git
+/// remote, where maya may label issues.
+struct Stage {
+    dir: tempfile::TempDir,
+    github: FakeGitHub,
+    _git: git_http::GitHttpServer,
+}
+
+impl Stage {
+    async fn new(files: &[(&str, &str)]) -> Stage {
+        let dir = tempfile::tempdir().unwrap();
+        let git_root = dir.path().join("git");
+        let bare = git_http::bare_repo(&git_root, "acme/app.git", files);
+        let git = git_http::GitHttpServer::start(&git_root, "x-access-token", TOKEN).await;
+        let github = FakeGitHub::start(TOKEN).await;
+        github.add_repo("acme/app", &git.url("acme/app.git"), Some(bare));
+        github.set_permission("acme/app", "maya", "write");
+        Stage {
+            dir,
+            github,
+            _git: git,
+        }
+    }
+
+    /// Opens an issue and labels it for forgehand; its number.
+    fn labelled_issue(&self) -> u64 {
+        let number = self.github.open_issue("acme/app", "maya", "Look", "Have a look.");
+        self.github.add_label("acme/app", number, "coding agent", "maya");
+        number
+    }
+
+    /// How many of issues 1..=`count` ended done.
+    fn done(&self, count: u64) -> usize {
+        (1..=count)
+            .filter(|n| {
+                self.github
+                    .issue("acme/app", *n)
+                    .labels
+                    .iter()
+                    .any(|l| l == "coding agent done")
+            })
+            .count()
+    }
+
+    /// `forgehand run` with `config`, the model at `model_url`, and `env`.
+    fn daemon(&self, config: &Path, model_url: &str, env: &[(&str, String)]) -> Child {
+        Command::new(env!("CARGO_BIN_EXE_forgehand"))
+            .arg("--config")
+            .arg(config)
+            .arg("run")
+            .env("GITHUB_TOKEN", TOKEN)
+            .env("OPENAI_API_KEY", "sk-bench")
+            .env("OPENAI_BASE_URL", model_url)
+            .envs(env.iter().map(|(k, v)| (k, v)))
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap()
+    }
+}
+
+/// Stops a daemon as systemd would, and waits for it.
+fn stop(child: &mut Child) {
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
+    let _ = child.wait();
 }
 
 /// 200 files of 50 KiB: a 10 MB repository.
@@ -108,16 +179,11 @@ github:
 const SETUP: &str = "image: python\nsetup:\n  - python3 -m venv .venv\n  - mkdir -p .venv/deps && for i in $(seq 1 300); do head -c 100000 /dev/urandom > .venv/deps/f$i; done\n";
 
 async fn claim_to_first_request(what: &str, extra_files: &[(&str, &str)], extra_yaml: &str, rounds: usize) {
-    let dir = tempfile::tempdir().unwrap();
     let files = ten_megabytes();
     let mut refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
     refs.extend_from_slice(extra_files);
-    let git_root = dir.path().join("git");
-    let bare = git_http::bare_repo(&git_root, "acme/app.git", &refs);
-    let git = git_http::GitHttpServer::start(&git_root, "x-access-token", TOKEN).await;
-    let github = FakeGitHub::start(TOKEN).await;
-    github.add_repo("acme/app", &git.url("acme/app.git"), Some(bare));
-    github.set_permission("acme/app", "maya", "write");
+    let stage = Stage::new(&refs).await;
+    let (dir, github) = (&stage.dir, &stage.github);
     // The model answers at once with no change: the task ends right after the first request.
     let model = TurnModel::start(vec![(text("Nothing to change."), None)]).await;
     let base = model.base_url();
@@ -143,8 +209,7 @@ async fn claim_to_first_request(what: &str, extra_files: &[(&str, &str)], extra_
     let forge = assembly.forges[0].clone();
     let mut samples = Vec::new();
     for round in 0..=rounds {
-        let number = github.open_issue("acme/app", "maya", "Look", "Have a look.");
-        github.add_label("acme/app", number, "coding agent", "maya");
+        let number = stage.labelled_issue();
         let item = ItemRef {
             forge: ForgeKind::GitHub,
             repo: "acme/app".into(),
@@ -279,58 +344,31 @@ fn rss_kib(pid: u32, field: &str) -> u64 {
 /// Resident memory of a daemon: idle, then the most while `count` tasks
 /// run at once, and the high-water mark.
 async fn daemon_memory_with(count: u64) -> (u64, u64, u64) {
-    let dir = tempfile::tempdir().unwrap();
-    let git_root = dir.path().join("git");
-    let bare = git_http::bare_repo(&git_root, "acme/app.git", &[("greet.py", "print('Hello')\n")]);
-    let git = git_http::GitHttpServer::start(&git_root, "x-access-token", TOKEN).await;
-    let github = FakeGitHub::start(TOKEN).await;
-    github.add_repo("acme/app", &git.url("acme/app.git"), Some(bare));
-    github.set_permission("acme/app", "maya", "write");
+    let stage = Stage::new(&[("greet.py", "print('Hello')\n")]).await;
     // Every task waits 8 s for its first answer: all of them are in flight together.
     let model = TurnModel::start(vec![(text("Nothing to change."), Some(Duration::from_secs(8)))]).await;
     let instance = format!("bench-mem-{}-{count}", std::process::id());
-    let config = dir.path().join("config.yaml");
-    std::fs::write(&config, config_yaml(dir.path(), &instance, &github.api_url(), 8)).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_forgehand"))
-        .arg("--config")
-        .arg(&config)
-        .arg("run")
-        .env("GITHUB_TOKEN", TOKEN)
-        .env("OPENAI_API_KEY", "sk-bench")
-        .env("OPENAI_BASE_URL", model.base_url())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
+    let config = stage.dir.path().join("config.yaml");
+    let yaml = config_yaml(stage.dir.path(), &instance, &stage.github.api_url(), 8);
+    std::fs::write(&config, yaml).unwrap();
+    let mut child = stage.daemon(&config, &model.base_url(), &[]);
     let pid = child.id();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let idle = rss_kib(pid, "VmRSS:");
     for _ in 0..count {
-        let n = github.open_issue("acme/app", "maya", "Look", "Have a look.");
-        github.add_label("acme/app", n, "coding agent", "maya");
+        stage.labelled_issue();
     }
     let started = Instant::now();
     let mut busy_max = 0;
     while started.elapsed() < Duration::from_secs(60) {
         busy_max = busy_max.max(rss_kib(pid, "VmRSS:"));
-        let done = (1..=count)
-            .filter(|n| {
-                github
-                    .issue("acme/app", *n)
-                    .labels
-                    .iter()
-                    .any(|l| l == "coding agent done")
-            })
-            .count();
-        if done == count as usize {
+        if stage.done(count) == count as usize {
             break;
         }
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let peak = rss_kib(pid, "VmHWM:");
-    let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
-    let _ = child.wait();
+    stop(&mut child);
     (idle, busy_max, peak)
 }
 
@@ -353,58 +391,32 @@ async fn daemon_memory() {
 /// Tasks per minute of `replicas` daemons sharing one repository's issues.
 async fn replicas_throughput(replicas: usize) -> f64 {
     const ISSUES: u64 = 24;
-    let dir = tempfile::tempdir().unwrap();
-    let git_root = dir.path().join("git");
-    let bare = git_http::bare_repo(&git_root, "acme/app.git", &[("greet.py", "print('Hello')\n")]);
-    let git = git_http::GitHttpServer::start(&git_root, "x-access-token", TOKEN).await;
-    let github = FakeGitHub::start(TOKEN).await;
-    github.add_repo("acme/app", &git.url("acme/app.git"), Some(bare));
-    github.set_permission("acme/app", "maya", "write");
+    let stage = Stage::new(&[("greet.py", "print('Hello')\n")]).await;
     let model = TurnModel::start(vec![(text("Nothing to change."), Some(Duration::from_secs(2)))]).await;
     let kube = fake_kube::FakeKube::start().await;
-    let kubeconfig = kubeconfig::write_kubeconfig(dir.path(), &kube.url());
+    let kubeconfig = kubeconfig::write_kubeconfig(stage.dir.path(), &kube.url());
     let mut children = Vec::new();
     for n in 0..replicas {
-        let home = dir.path().join(format!("replica-{n}"));
+        let home = stage.dir.path().join(format!("replica-{n}"));
         std::fs::create_dir_all(&home).unwrap();
         let config = home.join("config.yaml");
         let instance = format!("bench-rep-{}-{n}", std::process::id());
-        let yaml = config_yaml(&home, &instance, &github.api_url(), 2)
+        let yaml = config_yaml(&home, &instance, &stage.github.api_url(), 2)
             + "cluster:\n  mode: \"kubernetes\"\n  namespace: \"default\"\n";
         std::fs::write(&config, yaml).unwrap();
-        children.push(
-            Command::new(env!("CARGO_BIN_EXE_forgehand"))
-                .arg("--config")
-                .arg(&config)
-                .arg("run")
-                .env("GITHUB_TOKEN", TOKEN)
-                .env("OPENAI_API_KEY", "sk-bench")
-                .env("OPENAI_BASE_URL", model.base_url())
-                .env("KUBECONFIG", &kubeconfig)
-                .env("HOSTNAME", format!("replica-{n}"))
-                .env("RUST_LOG", "warn")
-                .stdout(Stdio::null())
-                .stderr(Stdio::null())
-                .spawn()
-                .unwrap(),
-        );
+        let env = [
+            ("KUBECONFIG", kubeconfig.display().to_string()),
+            ("HOSTNAME", format!("replica-{n}")),
+        ];
+        children.push(stage.daemon(&config, &model.base_url(), &env));
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
     let started = Instant::now();
     for _ in 0..ISSUES {
-        let n = github.open_issue("acme/app", "maya", "Look", "Have a look.");
-        github.add_label("acme/app", n, "coding agent", "maya");
+        stage.labelled_issue();
     }
     loop {
-        let done = (1..=ISSUES)
-            .filter(|n| {
-                github
-                    .issue("acme/app", *n)
-                    .labels
-                    .iter()
-                    .any(|l| l == "coding agent done")
-            })
-            .count();
+        let done = stage.done(ISSUES);
         if done == ISSUES as usize || started.elapsed() > Duration::from_secs(600) {
             assert_eq!(done, ISSUES as usize, "every issue done");
             break;
@@ -413,11 +425,7 @@ async fn replicas_throughput(replicas: usize) -> f64 {
     }
     let minutes = started.elapsed().as_secs_f64() / 60.0;
     for child in &mut children {
-        let _ = Command::new("kill")
-            .arg("-TERM")
-            .arg(child.id().to_string())
-            .status();
-        let _ = child.wait();
+        stop(child);
     }
     ISSUES as f64 / minutes
 }

@@ -19,24 +19,14 @@ use forgehand::sandbox::helper::EditorBinary;
 use forgehand::sandbox::{SandboxBackend, SandboxSpec};
 #[path = "support/stats.rs"]
 mod stats;
+#[path = "support/workspace.rs"]
+mod workspace;
 
 use stats::report;
 use std::path::Path;
 use std::time::Instant;
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-
-/// A 10 MB workspace shaped like a repository: 40 folders of 5 files each.
-fn make_workspace(root: &Path) {
-    let line = b"fn main() { println!(\"x\"); }\n";
-    let content: Vec<u8> = (0..50 * 1024).map(|i| line[i % line.len()]).collect();
-    for folder in 0..40 {
-        let dir = root.join(format!("src/module_{folder}"));
-        std::fs::create_dir_all(&dir).unwrap();
-        for file in 0..5 {
-            std::fs::write(dir.join(format!("file_{file}.rs")), &content).unwrap();
-        }
-    }
-}
+use workspace::make_workspace;
 
 #[tokio::main]
 async fn main() {
