@@ -419,14 +419,7 @@ impl DockerSandbox {
     /// `docker exec` each and the sandbox has no way out at all.
     async fn start_supervisor(&self) {
         let Some(editor) = &self.editor_path else { return };
-        let mut argv = vec![
-            editor.clone(),
-            "supervise".into(),
-            "--dir".into(),
-            self.config.project_dir.clone(),
-            "--proxy".into(),
-            format!("127.0.0.1:{}", self.config.egress_proxy_port),
-        ];
+        let mut argv = Supervisor::argv(editor, &self.config);
         if self.egress_socket.is_some() {
             argv.extend(["--egress-socket".into(), EgressSocket::sandbox_path()]);
         }

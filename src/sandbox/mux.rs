@@ -6,6 +6,7 @@
 
 use super::egress::Egress;
 use super::{CappedOutput, ExecStream};
+use crate::config::SandboxConfig;
 use crate::supervisor::{self, Exit, Request};
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -27,6 +28,20 @@ pub struct RunOutput {
 }
 
 impl Supervisor {
+    /// The command line of `forgehand-editor supervise` at `editor`: commands
+    /// run in the project folder, the in-sandbox proxy listens where the
+    /// sandbox's proxy settings point.
+    pub fn argv(editor: &str, config: &SandboxConfig) -> Vec<String> {
+        vec![
+            editor.to_owned(),
+            "supervise".into(),
+            "--dir".into(),
+            config.project_dir.clone(),
+            "--proxy".into(),
+            format!("127.0.0.1:{}", config.egress_proxy_port),
+        ]
+    }
+
     /// Drives the session over `stream` (the supervisor's stdin/stdout).
     pub fn start(stream: ExecStream, egress: Arc<Egress>) -> Supervisor {
         let io = tokio::io::join(stream.stdout, stream.stdin);

@@ -295,14 +295,7 @@ impl KubernetesBackend {
             injected
         };
         sandbox.editor_path = Some(path.clone());
-        let argv = vec![
-            path,
-            "supervise".into(),
-            "--dir".into(),
-            self.config.project_dir.clone(),
-            "--proxy".into(),
-            format!("127.0.0.1:{}", self.config.egress_proxy_port),
-        ];
+        let argv = Supervisor::argv(&path, &self.config);
         match sandbox.exec_stream(&argv).await {
             Ok(stream) => {
                 let _ = sandbox
