@@ -10,18 +10,6 @@ mod common;
 use std::path::PathBuf;
 use std::process::Command;
 
-fn validator() -> PathBuf {
-    let state = std::env::var_os("FORGEHAND_DEV_STATE")
-        .map_or_else(|| PathBuf::from("/tmp/forgehand-dev"), PathBuf::from);
-    let path = state.join("validate-venv/bin/kubernetes-validate");
-    assert!(
-        path.is_file(),
-        "{} is missing; run scripts/dev-env.sh",
-        path.display()
-    );
-    path
-}
-
 /// `kubectl kustomize dir`, which must build.
 fn build(dir: &std::path::Path) -> String {
     let built = Command::new("kubectl")
@@ -43,7 +31,7 @@ fn validate(yaml: &str, extra: &[PathBuf]) -> usize {
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("built.yaml");
     std::fs::write(&out, yaml).unwrap();
-    let checked = Command::new(validator())
+    let checked = Command::new(common::kube_validator())
         .arg("--strict")
         .arg(&out)
         .args(extra)

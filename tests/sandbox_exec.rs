@@ -179,14 +179,7 @@ async fn the_exec_stream_carries_bytes_both_ways_and_keeps_stderr_apart() {
     let mut rest = Vec::new();
     stdout.read_to_end(&mut rest).await.unwrap();
     assert!(rest.is_empty());
-    let mut status = sandbox.exec_status(&stream.id).await.unwrap();
-    for _ in 0..50 {
-        if !status.running {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        status = sandbox.exec_status(&stream.id).await.unwrap();
-    }
+    let status = common::exec_ended(sandbox.as_ref(), &stream.id).await;
     assert_eq!((status.running, status.exit_code), (false, Some(0)));
     sandbox.remove().await.unwrap();
 }

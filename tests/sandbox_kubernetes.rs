@@ -147,14 +147,7 @@ async fn a_pod_sandbox_passes_restricted_and_runs_copies_and_streams_over_exec()
     stream.stdin.write_all(b"streamed\n").await.unwrap();
     stream.stdin.shutdown().await.unwrap();
     assert_eq!(read_all(&mut stream.stdout).await, "STREAMED\n");
-    let mut status = sandbox.exec_status(&stream.id).await.unwrap();
-    for _ in 0..50 {
-        if !status.running {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        status = sandbox.exec_status(&stream.id).await.unwrap();
-    }
+    let status = common::exec_ended(sandbox.as_ref(), &stream.id).await;
     assert_eq!((status.running, status.exit_code), (false, Some(7)));
 
     // Files put and trees copied back out.

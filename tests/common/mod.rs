@@ -123,6 +123,20 @@ pub async fn backend() -> (DockerBackend, String) {
     backend_with(shipped_config().sandbox).await
 }
 
+/// How a streamed process of `sandbox` ended, polled for up to 5 s
+/// (`running` still true when it had not).
+pub async fn exec_ended(sandbox: &dyn Sandbox, exec_id: &str) -> forgehand::sandbox::ExecStatus {
+    let mut status = sandbox.exec_status(exec_id).await.unwrap();
+    for _ in 0..50 {
+        if !status.running {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        status = sandbox.exec_status(exec_id).await.unwrap();
+    }
+    status
+}
+
 pub fn spec(image: &str) -> SandboxSpec {
     SandboxSpec {
         task_id: unique("task"),
@@ -159,7 +173,8 @@ pub async fn containers_with_label(docker: &Docker, label: &str, value: &str) ->
         .collect()
 }
 
-fn kube_validator() -> PathBuf {
+/// `kubernetes-validate`, as `scripts/dev-env.sh` installs it.
+pub fn kube_validator() -> PathBuf {
     let state = std::env::var_os("FORGEHAND_DEV_STATE")
         .map_or_else(|| PathBuf::from("/tmp/forgehand-dev"), PathBuf::from);
     let path = state.join("validate-venv/bin/kubernetes-validate");
