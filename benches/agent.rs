@@ -50,8 +50,10 @@ impl ChatModel for InstantModel {
                 input_tokens: 1000,
                 cached_input_tokens: 0,
                 output_tokens: 50,
+                ..Default::default()
             },
             model: "instant".into(),
+            ..Default::default()
         })
     }
 }

@@ -158,6 +158,7 @@ impl ChatModel for Recorder {
             tool_calls,
             usage: TokenUsage::default(),
             model: "o3".into(),
+            ..Default::default()
         })
     }
 }

@@ -214,8 +214,10 @@ impl ChatModel for Instant3 {
                 input_tokens: 1000,
                 cached_input_tokens: 900,
                 output_tokens: 500,
+                ..Default::default()
             },
             model: model.into(),
+            ..Default::default()
         })
     }
 }
@@ -258,7 +260,7 @@ fn bench_debate(rt: &tokio::runtime::Runtime) {
     let mut settings = DebateSettings::from_config(&Config::defaults().planning, 8192);
     settings.debaters = vec!["o3".into(), "gemini-2.5-pro".into(), "claude-sonnet-4".into()];
     settings.rounds = 3;
-    let prices = Config::defaults().llm.prices;
+    let prices = forgehand::llm::router::price_table(&Config::defaults().llm);
     let run = |model: &Instant3| {
         rt.block_on(async {
             let planner = Planner {
@@ -313,13 +315,14 @@ fn bench_classification() {
     let config = Config::defaults();
     let prompts = forgehand::prompts::Prompts::embedded();
     // The default light model: the cheapest priced one among the usable.
-    let mut prices = config.llm.prices.clone();
+    let mut prices = forgehand::llm::router::price_table(&config.llm);
     prices
         .entry("gpt-4.1-mini".into())
         .or_insert(forgehand::config::Price {
             input_per_million: 0.4,
             output_per_million: 1.6,
             cached_input_per_million: 0.1,
+            cache_write_per_million: 1.0,
         });
     let usable: Vec<ModelInfo> = ["o3", "gemini-2.5-pro", "gpt-4.1-mini"]
         .iter()

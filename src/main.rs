@@ -354,7 +354,7 @@ async fn serve_sage(
     let router = forgehand::llm::router::from_config(&config.llm, &Secrets::from_env())?;
     let settings = server::SageSettings {
         model: std::sync::Arc::new(router),
-        prices: config.llm.prices.clone(),
+        prices: forgehand::llm::router::price_table(&config.llm),
         max_output_tokens: config.llm.max_output_tokens,
         pack: PackOptions {
             max_file_bytes: config.planning.max_file_bytes,

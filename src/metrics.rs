@@ -297,6 +297,7 @@ mod tests {
                 input_tokens: 1000,
                 cached_input_tokens: 800,
                 output_tokens: 50,
+                ..Default::default()
             },
             Some(0.0042),
         );

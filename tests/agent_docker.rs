@@ -76,7 +76,7 @@ async fn the_loop_edits_a_file_and_runs_a_command_in_a_real_sandbox() {
         model,
         tools,
         config.agent.limits.clone(),
-        config.llm.prices.clone(),
+        forgehand::llm::router::price_table(&config.llm),
     );
 
     let system = Prompts::embedded().agent.system_prompt(true);

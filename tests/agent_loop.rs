@@ -6,7 +6,7 @@
 use async_trait::async_trait;
 use forgehand::agent::tools::{CommandExecutor, ServerTools, ToolRegistry};
 use forgehand::agent::{Agent, AgentLimits, ChatModel, StopReason};
-use forgehand::llm::{ChatRequest, ChatResponse, LlmError, Message, TokenUsage, ToolCall};
+use forgehand::llm::{ChatRequest, ChatResponse, FinishReason, LlmError, Message, TokenUsage, ToolCall};
 use forgehand::mcp::{McpClient, McpError, ToolInfo, ToolOutput};
 use forgehand::sandbox::ExecOutput;
 use serde_json::{json, Map, Value};
@@ -20,6 +20,8 @@ enum Step {
     Calls(Vec<(&'static str, String)>),
     Text(&'static str),
     Fail,
+    /// An answer that stops for a reason: (text, why).
+    Stopped(&'static str, FinishReason),
 }
 
 struct FakeModel {
@@ -40,6 +42,7 @@ impl FakeModel {
                 input_tokens: 10,
                 cached_input_tokens: 0,
                 output_tokens: 5,
+                ..Default::default()
             },
             delay: Duration::ZERO,
             requests: Mutex::new(Vec::new()),
@@ -63,6 +66,15 @@ impl ChatModel for FakeModel {
             },
         };
         let n = self.requests.lock().unwrap().len();
+        if let Step::Stopped(text, finish) = step {
+            return Ok(ChatResponse {
+                text: text.into(),
+                usage: self.usage,
+                model: "fake-model".into(),
+                finish,
+                ..Default::default()
+            });
+        }
         let (text, tool_calls) = match step {
             Step::Text(t) => (t.to_owned(), vec![]),
             Step::Calls(calls) => (
@@ -77,6 +89,7 @@ impl ChatModel for FakeModel {
                     })
                     .collect(),
             ),
+            Step::Stopped(..) => unreachable!(),
             Step::Fail => {
                 return Err(LlmError::Rejected {
                     provider: "fake".into(),
@@ -90,6 +103,7 @@ impl ChatModel for FakeModel {
             tool_calls,
             usage: self.usage,
             model: "fake-model".into(),
+            ..Default::default()
         })
     }
 }
@@ -247,7 +261,8 @@ async fn tool_calls_run_in_order_until_the_model_answers() {
         TokenUsage {
             input_tokens: 30,
             cached_input_tokens: 0,
-            output_tokens: 15
+            output_tokens: 15,
+            ..Default::default()
         }
     );
     // The model saw the system prompt and every tool each time.
@@ -330,6 +345,7 @@ async fn the_token_budget_stops_the_run() {
         input_tokens: 500,
         cached_input_tokens: 0,
         output_tokens: 100,
+        ..Default::default()
     };
     let limits = AgentLimits {
         token_budget: 1000,
@@ -468,6 +484,124 @@ async fn a_model_error_ends_the_run_with_its_reason() {
         "{:?}",
         outcome.stop
     );
+}
+
+#[tokio::test]
+async fn a_tool_call_the_provider_could_not_parse_is_asked_for_again_saying_what_was_wrong() {
+    let model = Arc::new(FakeModel::new(vec![
+        Step::Stopped(
+            "",
+            FinishReason::MalformedToolCall("MALFORMED_FUNCTION_CALL: bad args".into()),
+        ),
+        Step::Calls(vec![(
+            "text_editor_view",
+            r#"{"path": "/workspace/project/a"}"#.into(),
+        )]),
+        Step::Text("done"),
+    ]));
+    let outcome = agent(
+        model.clone(),
+        registry(Some(editor(ok("x"))), "", vec![]).await,
+        AgentLimits::default(),
+    )
+    .run("s", user("go"))
+    .await;
+    assert_eq!(
+        (outcome.stop, outcome.answer.as_deref()),
+        (StopReason::Answered, Some("done"))
+    );
+    let second = model.requests.lock().unwrap()[1].clone();
+    assert!(
+        matches!(second.messages.last(), Some(Message::User(t)) if t.contains("could not be read") && t.contains("MALFORMED_FUNCTION_CALL")),
+        "{:?}",
+        second.messages
+    );
+    // No empty assistant turn was kept for the malformed answer.
+    assert!(!second.messages.iter().any(|m| matches!(m, Message::Assistant { text, tool_calls, .. } if text.is_empty() && tool_calls.is_empty())));
+
+    // Malformed again and again: stopped, saying so.
+    let model = Arc::new(FakeModel::new(
+        (0..5)
+            .map(|_| {
+                Step::Stopped(
+                    "",
+                    FinishReason::MalformedToolCall("MALFORMED_FUNCTION_CALL".into()),
+                )
+            })
+            .collect(),
+    ));
+    let outcome = agent(model, registry(None, "", vec![]).await, AgentLimits::default())
+        .run("s", user("go"))
+        .await;
+    assert!(
+        matches!(outcome.stop, StopReason::RepeatedFailure { times: 3, .. }),
+        "{:?}",
+        outcome.stop
+    );
+}
+
+#[tokio::test]
+async fn an_answer_cut_at_the_output_limit_gets_more_room_and_a_cut_text_is_continued() {
+    let model = Arc::new(FakeModel::new(vec![
+        // Thinking ate the whole room: nothing to keep, ask again with more.
+        Step::Stopped("", FinishReason::OutputLimit),
+        Step::Stopped("The change is in a.rs and ", FinishReason::OutputLimit),
+        Step::Text("b.rs."),
+    ]));
+    let limits = AgentLimits {
+        max_output_tokens: 1000,
+        ..AgentLimits::default()
+    };
+    let outcome = agent(model.clone(), registry(None, "", vec![]).await, limits)
+        .run("s", user("go"))
+        .await;
+    assert_eq!(outcome.stop, StopReason::Answered);
+    assert_eq!(outcome.answer.as_deref(), Some("The change is in a.rs and b.rs."));
+    let requests = model.requests.lock().unwrap().clone();
+    let rooms: Vec<u32> = requests.iter().map(|r| r.max_output_tokens).collect();
+    assert_eq!(rooms, [1000, 2000, 4000]);
+    assert!(
+        matches!(requests[2].messages.last(), Some(Message::User(t)) if t.contains("cut at the output limit"))
+    );
+
+    let model = Arc::new(FakeModel::new(
+        (0..5)
+            .map(|_| Step::Stopped("", FinishReason::OutputLimit))
+            .collect(),
+    ));
+    let outcome = agent(model, registry(None, "", vec![]).await, AgentLimits::default())
+        .run("s", user("go"))
+        .await;
+    assert!(
+        matches!(outcome.stop, StopReason::OutputLimit { times: 3 }),
+        "{:?}",
+        outcome.stop
+    );
+    assert!(
+        outcome.stop.to_string().contains("output limit"),
+        "{}",
+        outcome.stop
+    );
+}
+
+#[tokio::test]
+async fn a_refusal_stops_the_run_in_plain_words() {
+    let model = Arc::new(FakeModel::new(vec![Step::Stopped(
+        "",
+        FinishReason::Refused("Gemini withheld the answer (SAFETY)".into()),
+    )]));
+    let outcome = agent(model, registry(None, "", vec![]).await, AgentLimits::default())
+        .run("s", user("go"))
+        .await;
+    assert_eq!(
+        outcome.stop,
+        StopReason::Refused("Gemini withheld the answer (SAFETY)".into())
+    );
+    assert_eq!(
+        outcome.stop.to_string(),
+        "stopped: the model declined to continue (Gemini withheld the answer (SAFETY))"
+    );
+    assert_eq!(outcome.answer, None);
 }
 
 #[tokio::test]

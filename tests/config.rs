@@ -178,12 +178,40 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
             &["planning.mode", "\"debates\" is not one of", "\"off\""],
         ),
         (
-            "planning:\n  debaters: [\"o3\", \"gpt-5\"]\n",
+            "planning:\n  debaters: [\"gpt-5.6\", \"gpt-5\"]\n",
             &[
                 "planning.debaters[1]",
                 "\"gpt-5\" is not a model under llm.models",
-                "o3, gemini-2.5-pro",
+                "gpt-5.6, claude-opus-5-5, gemini-3.1-pro-preview",
             ],
+        ),
+        (
+            "llm:\n  models:\n    - {provider: openai, model: gpt-5.6, api: messages}\n",
+            &[
+                "llm.models[0].api",
+                "not an API of this provider",
+                "\"responses\"",
+            ],
+        ),
+        (
+            "llm:\n  models:\n    - {provider: anthropic, model: c, reasoning: deep}\n",
+            &[
+                "llm.models[0].reasoning",
+                "\"deep\" is not one of",
+                "\"adaptive\"",
+            ],
+        ),
+        (
+            "llm:\n  models:\n    - {provider: openai, model: m, reasoning_effort: extreme}\n",
+            &[
+                "llm.models[0].reasoning_effort",
+                "\"extreme\" is not one of",
+                "xhigh",
+            ],
+        ),
+        (
+            "llm:\n  models:\n    - {provider: openai, model: m, efforts: [low, turbo]}\n",
+            &["llm.models[0].efforts", "\"turbo\""],
         ),
         (
             "planning:\n  judge: \"claude\"\n",

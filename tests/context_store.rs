@@ -94,6 +94,7 @@ impl ChatModel for Light {
             tool_calls: vec![],
             usage: TokenUsage::default(),
             model: "gpt-4.1-mini".into(),
+            ..Default::default()
         })
     }
 
@@ -395,6 +396,7 @@ impl ChatModel for LongRun {
             tool_calls,
             usage: TokenUsage::default(),
             model: "o3".into(),
+            ..Default::default()
         })
     }
 }

@@ -63,6 +63,7 @@ impl ChatModel for Fake {
             tool_calls: vec![],
             usage: TokenUsage::default(),
             model: "gemini-2.5-pro".into(),
+            ..Default::default()
         })
     }
 

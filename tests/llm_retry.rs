@@ -4,10 +4,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use async_trait::async_trait;
+use forgehand::config::{Api, ProviderKind};
 use forgehand::config::{Config, Secrets};
 use forgehand::llm::retry::RetryPolicy;
 use forgehand::llm::router::{self, Route, Router};
-use forgehand::llm::{ChatRequest, ChatResponse, LlmError, Message, Provider, TokenUsage};
+use forgehand::llm::{ChatRequest, ChatResponse, LlmError, Message, ModelSpec, Provider, TokenUsage};
 use std::collections::VecDeque;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -40,7 +41,7 @@ impl Provider for Flaky {
     fn name(&self) -> &str {
         &self.name
     }
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+    async fn chat(&self, _: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         self.attempts.lock().unwrap().push(Instant::now());
         if let Some(err) = self.errors.lock().unwrap().pop_front() {
             return Err(err);
@@ -50,6 +51,7 @@ impl Provider for Flaky {
             tool_calls: vec![],
             usage: TokenUsage::default(),
             model: request.model.clone(),
+            ..Default::default()
         })
     }
 }
@@ -63,10 +65,11 @@ fn overloaded(retry_after: Option<u64>) -> LlmError {
     }
 }
 
-fn route(model: &str, provider: Arc<Flaky>, max_input_tokens: u64) -> Route {
+/// A route to a plain model with a window of `window` tokens and no
+/// output room of its own to reserve.
+fn route(model: &str, provider: Arc<Flaky>, window: u64) -> Route {
     Route {
-        model: model.into(),
-        max_input_tokens,
+        spec: ModelSpec::plain(model, ProviderKind::OpenAi, Api::ChatCompletions, window, 0),
         reasoning_effort: None,
         provider,
     }
@@ -201,14 +204,17 @@ async fn models_are_chosen_by_size_and_a_too_large_request_names_the_limits() {
     assert!(matches!(err, LlmError::TooLarge { .. }), "{err}");
     let text = err.to_string();
     assert!(
-        text.contains("o3 takes up to 50") && text.contains("gemini-2.5-pro takes up to 5000"),
+        text.contains("o3 takes up to 47 (a window of 50")
+            && text.contains("gemini-2.5-pro takes up to 4761 (a window of 5000"),
         "{text}"
     );
 }
 
 #[test]
 fn models_without_keys_are_left_out_and_named() {
-    let config = Config::from_yaml("", Path::new("t.yaml"), Path::new("/tmp"), &|_| None).unwrap();
+    // The seed's pairing: o3 up to 200K tokens, Gemini 2.5 Pro above.
+    let seed = "llm:\n  models:\n    - {provider: openai, model: o3, max_input_tokens: 200000}\n    - {provider: gemini, model: gemini-2.5-pro, max_input_tokens: 1000000}\n";
+    let config = Config::from_yaml(seed, Path::new("t.yaml"), Path::new("/tmp"), &|_| None).unwrap();
     let none = Secrets::from_lookup(&|_| None);
     let router = router::from_config(&config.llm, &none).unwrap();
     let err = router.candidates(10).err().expect("no usable model");
@@ -226,7 +232,7 @@ fn models_without_keys_are_left_out_and_named() {
         .candidates(10)
         .unwrap()
         .iter()
-        .map(|r| r.model.clone())
+        .map(|r| r.model().to_owned())
         .collect();
     assert_eq!(models, vec!["gemini-2.5-pro"]);
 
@@ -239,10 +245,76 @@ fn models_without_keys_are_left_out_and_named() {
             .candidates(tokens)
             .unwrap()
             .iter()
-            .map(|r| r.model.clone())
+            .map(|r| r.model().to_owned())
             .collect::<Vec<_>>()
     };
+    // The output room (llm.max_output_tokens) and the tokenizer margin count too.
     assert_eq!(names(150_000), vec!["o3", "gemini-2.5-pro"]);
+    assert_eq!(names(190_000), vec!["gemini-2.5-pro"]);
     assert_eq!(names(500_000), vec!["gemini-2.5-pro"]);
     assert!(router.candidates(1_500_000).is_err());
+}
+
+#[test]
+fn a_model_the_catalogue_lacks_must_say_its_window_and_config_replaces_what_the_catalogue_says() {
+    let keys = Secrets::from_lookup(&|v| (v == "OPENAI_API_KEY").then(|| "k".to_owned()));
+    let load =
+        |yaml: &str| Config::from_yaml(yaml, Path::new("t.yaml"), Path::new("/tmp"), &|_| None).unwrap();
+    let unknown = load("llm:\n  models:\n    - {provider: openai, model: my-finetune}\n");
+    let err = router::from_config(&unknown.llm, &keys)
+        .err()
+        .expect("refused")
+        .to_string();
+    assert!(
+        err.contains("my-finetune")
+            && err.contains("llm.models[0].max_input_tokens")
+            && err.contains("not in the model catalogue"),
+        "{err}"
+    );
+
+    let local = load(
+        "llm:\n  providers:\n    openai: {base_url: \"http://127.0.0.1:8000/v1\"}\n  models:\n    - {provider: openai, model: qwen-coder, max_input_tokens: 32000, temperature: false}\n    - {provider: openai, model: gpt-5.6, max_output_tokens: 4000, efforts: [low, high]}\n",
+    );
+    let router = router::from_config(&local.llm, &Secrets::from_lookup(&|_| None)).unwrap();
+    let [qwen, gpt] = router.routes() else {
+        panic!("two routes")
+    };
+    assert_eq!(
+        (qwen.spec.window, qwen.spec.temperature, qwen.spec.api),
+        (32_000, false, Api::ChatCompletions)
+    );
+    assert!(
+        qwen.spec.origin.contains("not in the catalogue") && qwen.spec.origin.contains("temperature"),
+        "{}",
+        qwen.spec.origin
+    );
+    // Known to the catalogue, on a compatible server: Chat Completions, with
+    // the catalogue's window and the config's cap and levels.
+    assert_eq!(
+        (gpt.spec.api, gpt.spec.max_output, gpt.spec.window),
+        (Api::ChatCompletions, 4000, 922_000)
+    );
+    assert_eq!(gpt.spec.efforts, ["low", "high"]);
+    assert!(
+        gpt.spec.origin.starts_with("catalogue (litellm"),
+        "{}",
+        gpt.spec.origin
+    );
+
+    // On OpenAI's own endpoint a known model goes through the Responses API.
+    let shipped = load("");
+    let all = Secrets::from_lookup(&|_| Some("k".to_owned()));
+    let router = router::from_config(&shipped.llm, &all).unwrap();
+    let apis: Vec<(String, Api)> = router
+        .routes()
+        .iter()
+        .map(|r| (r.model().to_owned(), r.spec.api))
+        .collect();
+    assert_eq!(apis[0], ("gpt-5.6".to_owned(), Api::Responses));
+    assert_eq!(apis[1], ("claude-opus-5-5".to_owned(), Api::Messages));
+    assert_eq!(
+        apis[2],
+        ("gemini-3.1-pro-preview".to_owned(), Api::GenerateContent)
+    );
+    assert!(router.routes().iter().all(|r| r.spec.price.is_some()));
 }

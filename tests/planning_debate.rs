@@ -69,9 +69,10 @@ fn model(provider: ProviderKind, name: &str, max: u64) -> ModelConfig {
     ModelConfig {
         provider,
         model: name.into(),
-        max_input_tokens: max,
+        max_input_tokens: Some(max),
         reasoning_effort: None,
         light: false,
+        overrides: Default::default(),
     }
 }
 

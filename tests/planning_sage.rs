@@ -71,16 +71,18 @@ impl Setup {
             ModelConfig {
                 provider: ProviderKind::OpenAi,
                 model: "o3".into(),
-                max_input_tokens: O3_LIMIT,
+                max_input_tokens: Some(O3_LIMIT),
                 reasoning_effort: Some("high".into()),
                 light: false,
+                overrides: Default::default(),
             },
             ModelConfig {
                 provider: ProviderKind::Gemini,
                 model: "gemini-2.5-pro".into(),
-                max_input_tokens: GEMINI_LIMIT,
+                max_input_tokens: Some(GEMINI_LIMIT),
                 reasoning_effort: None,
                 light: false,
+                overrides: Default::default(),
             },
         ];
         let keys: Vec<String> = keys.iter().map(|k| (*k).to_owned()).collect();

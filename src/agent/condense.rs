@@ -35,6 +35,9 @@ pub struct Condensed {
 /// `keep_recent_steps` model turns. Returns `None` when there is nothing
 /// (new) to condense. Message 0 is never changed.
 pub fn condense(messages: &mut [Message], done: usize, keep_recent_steps: usize) -> Option<Condensed> {
+    // The newest turn is never condensed: its reasoning state (a thinking
+    // block, a signature) must reach the provider unchanged.
+    let keep_recent_steps = keep_recent_steps.max(1);
     let turns: Vec<usize> = messages
         .iter()
         .enumerate()
@@ -60,11 +63,20 @@ pub fn condense(messages: &mut [Message], done: usize, keep_recent_steps: usize)
                     }
                 }
             }
-            Message::Assistant { tool_calls, .. } => {
+            Message::Assistant {
+                tool_calls, native, ..
+            } => {
+                let mut edited = false;
                 for call in tool_calls.iter_mut() {
                     if shorten_arguments(call) {
                         arguments += 1;
+                        edited = true;
                     }
+                }
+                // The provider's copy would still hold the long arguments,
+                // and its reasoning state belongs to the turn as it was.
+                if edited {
+                    *native = None;
                 }
             }
             Message::User(_) => {}
@@ -134,6 +146,7 @@ mod tests {
     fn step(i: usize, output: &str) -> [Message; 2] {
         [
             Message::Assistant {
+                native: None,
                 text: String::new(),
                 tool_calls: vec![ToolCall {
                     id: format!("c{i}"),

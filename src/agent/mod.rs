@@ -9,7 +9,7 @@ pub mod prompts;
 pub mod tools;
 
 use crate::llm::usage::{Price, UsageReport};
-use crate::llm::{ChatRequest, Message, ToolCall, ToolResult};
+use crate::llm::{ChatRequest, ChatResponse, FinishReason, Message, ToolCall, ToolResult};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -74,6 +74,12 @@ pub enum StopReason {
     Halted(String),
     /// The sandbox could not be prepared (see [`Agent::with_ready`]); no tool ran.
     NotReady(String),
+    /// The model (or its provider's filter) declined to go on.
+    Refused(String),
+    /// Every answer was cut at the output limit, even with more room.
+    OutputLimit {
+        times: u32,
+    },
 }
 
 impl std::fmt::Display for StopReason {
@@ -94,6 +100,11 @@ impl std::fmt::Display for StopReason {
             StopReason::Model(error) => write!(f, "stopped: the model could not be asked: {error}"),
             StopReason::Halted(reason) => write!(f, "stopped: {reason}"),
             StopReason::NotReady(reason) => write!(f, "stopped before any tool ran: the sandbox was not prepared ({reason})"),
+            StopReason::Refused(why) => write!(f, "stopped: the model declined to continue ({why})"),
+            StopReason::OutputLimit { times } => write!(
+                f,
+                "stopped: the model's answer was cut at its output limit {times} times (llm.max_output_tokens, the model's max_output_tokens)"
+            ),
         }
     }
 }
@@ -172,6 +183,9 @@ impl Agent {
             failures: HashMap::new(),
             condensed_upto: 0,
             message_tokens: Vec::new(),
+            output_room: self.limits.max_output_tokens,
+            unusable: 0,
+            partial: String::new(),
         };
         loop {
             if run.steps >= self.limits.max_steps {
@@ -204,10 +218,12 @@ impl Agent {
                 system: system.to_owned(),
                 messages: run.messages.clone(),
                 tools: self.tools.specs().to_vec(),
-                max_output_tokens: self.limits.max_output_tokens,
+                max_output_tokens: run.output_room,
                 temperature: self.limits.temperature,
                 reasoning_effort: None,
-                cache_system: false,
+                // The transcript grows at its end: each step reads the
+                // previous ones from the provider's prompt cache.
+                cache_system: true,
                 json_output: false,
             };
             let response = match tokio::time::timeout(remaining, self.model.chat(&request)).await {
@@ -224,12 +240,27 @@ impl Agent {
             };
             run.usage.add(&response.model, response.usage);
             let used = run.usage.total().input_tokens + run.usage.total().output_tokens;
-            run.messages.push(Message::Assistant {
-                text: response.text.clone(),
-                tool_calls: response.tool_calls.clone(),
-            });
+            match run.unusable_answer(&response, self.limits.max_output_tokens) {
+                Unusable::No => run.unusable = 0,
+                Unusable::Retry => {
+                    if run.unusable >= self.limits.max_repeated_failures {
+                        let stop = match response.finish {
+                            FinishReason::OutputLimit => StopReason::OutputLimit { times: run.unusable },
+                            _ => StopReason::RepeatedFailure {
+                                tool: "a tool call the provider could not parse".into(),
+                                times: run.unusable,
+                            },
+                        };
+                        return run.finish(None, stop);
+                    }
+                    continue;
+                }
+                Unusable::Stop(stop) => return run.finish(None, stop),
+            }
+            run.messages.push(response.to_message());
             if response.tool_calls.is_empty() {
-                return run.finish(Some(response.text), StopReason::Answered);
+                let answer = std::mem::take(&mut run.partial) + &response.text;
+                return run.finish(Some(answer), StopReason::Answered);
             }
             if used > self.limits.token_budget {
                 return run.finish(
@@ -355,7 +386,21 @@ impl Agent {
     }
 }
 
+/// What to do with an answer the model could not finish.
+enum Unusable {
+    No,
+    /// Asked again (the conversation says why, or the answer gets more room).
+    Retry,
+    Stop(StopReason),
+}
+
 struct Run {
+    /// Output tokens the next request asks for: more after a cut answer.
+    output_room: u32,
+    /// Unusable answers in a row (cut, malformed calls).
+    unusable: u32,
+    /// A text answer cut at the output limit, continued in the next turns.
+    partial: String,
     messages: Vec<Message>,
     usage: UsageReport,
     steps: u32,
@@ -368,6 +413,58 @@ struct Run {
 }
 
 impl Run {
+    /// Reads why the model stopped, and prepares what to ask next when its
+    /// answer cannot be used as it is:
+    /// - a tool call the provider could not parse: the model is told what
+    ///   was wrong and asked again;
+    /// - an answer cut at the output limit: asked again with twice the room
+    ///   (up to 8 times the configured room; the router caps it at the
+    ///   model's own), and a cut text is kept and continued;
+    /// - a refusal: the run stops, saying so.
+    fn unusable_answer(&mut self, response: &ChatResponse, configured_room: u32) -> Unusable {
+        match &response.finish {
+            FinishReason::Complete => Unusable::No,
+            FinishReason::Refused(why) => Unusable::Stop(StopReason::Refused(why.clone())),
+            FinishReason::MalformedToolCall(what) if response.tool_calls.is_empty() => {
+                self.unusable += 1;
+                if !response.text.trim().is_empty() {
+                    self.messages.push(response.to_message());
+                }
+                self.messages.push(Message::User(format!(
+                    "[forgehand: your last tool call could not be read ({what}). Call the tool again, with its arguments as one JSON object that matches the tool's schema.]"
+                )));
+                tracing::warn!(
+                    step = self.steps,
+                    "the model's tool call could not be parsed ({what}); asking again"
+                );
+                Unusable::Retry
+            }
+            FinishReason::OutputLimit if response.tool_calls.is_empty() => {
+                self.unusable += 1;
+                self.output_room = self
+                    .output_room
+                    .saturating_mul(2)
+                    .min(configured_room.saturating_mul(8));
+                if !response.text.trim().is_empty() {
+                    self.partial.push_str(&response.text);
+                    self.messages.push(response.to_message());
+                    self.messages.push(Message::User(
+                        "[forgehand: your answer was cut at the output limit. Continue exactly where it stopped, without repeating anything.]".into(),
+                    ));
+                }
+                tracing::warn!(
+                    step = self.steps,
+                    output_room = self.output_room,
+                    "the model's answer was cut at its output limit; asking again with more room"
+                );
+                Unusable::Retry
+            }
+            // Cut or malformed, but with calls to run: they are run (a cut
+            // call's arguments fail to parse and the model is told).
+            _ => Unusable::No,
+        }
+    }
+
     /// Condenses old steps when the next request would pass the budget.
     fn condense(
         &mut self,

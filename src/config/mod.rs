@@ -18,7 +18,7 @@ pub use cluster::{ClusterConfig, ClusterMode};
 pub use context::{ContextConfig, IdeasConfig, IdeasMode, TrustConfig};
 pub use kube_sandbox::{KubeSandboxConfig, SandboxBackendChoice};
 pub use planning::{PlanningConfig, PlanningMode};
-pub use policy::{AgentLimits, Price, RetryPolicy};
+pub use policy::{AgentLimits, Api, Price, ReasoningKind, RetryPolicy};
 pub use repository::{
     check_file as check_repo_file, host_patterns, AgentNetwork, Commands, HostPattern, PlainValue,
     RawNetwork, RepoFile, RepositoriesConfig, SetupFailure,
@@ -114,11 +114,27 @@ impl ProviderKind {
 pub struct ModelConfig {
     pub provider: ProviderKind,
     pub model: String,
-    pub max_input_tokens: u64,
+    /// `None`: the model catalogue's window.
+    pub max_input_tokens: Option<u64>,
     pub reasoning_effort: Option<String>,
     /// A light model (`role: light`) classifies and summarises for the
     /// context store, and debates only when `planning.debaters` names it.
     pub light: bool,
+    /// Facts that replace the model catalogue's.
+    pub overrides: ModelOverrides,
+}
+
+/// What an operator may say of a model instead of the catalogue (each
+/// `None`: the catalogue's value, or a plain default for a model it lacks).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelOverrides {
+    /// None for an OpenAI model: the Responses API on OpenAI's own base URL,
+    /// Chat Completions on any other (an OpenAI-compatible server).
+    pub api: Option<Api>,
+    pub max_output_tokens: Option<u32>,
+    pub reasoning: Option<ReasoningKind>,
+    pub efforts: Option<Vec<String>>,
+    pub temperature: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -587,17 +603,22 @@ fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
                 ))
             }
         };
-        if m.max_input_tokens == 0 {
+        if m.max_input_tokens == Some(0) {
             return Err(ConfigError::invalid(
                 &key("max_input_tokens"),
                 "must be above 0 (the model's context size in tokens)",
             ));
         }
+        let overrides = model_overrides(&m, provider, &key)?;
         if let Some(effort) = &m.reasoning_effort {
-            if !["low", "medium", "high"].contains(&effort.as_str()) {
+            let allowed = overrides
+                .efforts
+                .clone()
+                .unwrap_or_else(|| EFFORT_LEVELS.iter().map(|l| l.to_string()).collect());
+            if !allowed.contains(effort) {
                 return Err(ConfigError::invalid(
                     &key("reasoning_effort"),
-                    format!(r#""{effort}" is not one of "low", "medium", "high""#),
+                    format!(r#""{effort}" is not one of {}"#, allowed.join(", ")),
                 ));
             }
         }
@@ -619,12 +640,14 @@ fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
             max_input_tokens: m.max_input_tokens,
             reasoning_effort: m.reasoning_effort,
             light,
+            overrides,
         });
     }
     let mut prices = BTreeMap::new();
     for (model, price) in raw.prices {
         let cached = price.cached_input.unwrap_or(0.0);
-        if ![price.input, price.output, cached]
+        let write = price.cache_write.unwrap_or(0.0);
+        if ![price.input, price.output, cached, write]
             .iter()
             .all(|p| *p >= 0.0 && p.is_finite())
         {
@@ -639,6 +662,7 @@ fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
                 input_per_million: price.input,
                 output_per_million: price.output,
                 cached_input_per_million: price.cached_input.unwrap_or(price.input),
+                cache_write_per_million: price.cache_write.unwrap_or(price.input),
             },
         );
     }
@@ -671,6 +695,71 @@ fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
         )?,
         models,
         prices,
+    })
+}
+
+/// Effort levels any provider documents, least thought first.
+const EFFORT_LEVELS: [&str; 7] = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
+
+/// The catalogue facts `llm.models[i]` replaces, checked.
+fn model_overrides(
+    m: &raw::RawModel,
+    provider: ProviderKind,
+    key: &dyn Fn(&str) -> String,
+) -> Result<ModelOverrides, ConfigError> {
+    let api = match m.api.as_deref().map(str::trim) {
+        None => None,
+        Some(value) => {
+            let api = Api::parse(value).ok_or_else(|| {
+                ConfigError::invalid(
+                    &key("api"),
+                    format!(r#""{value}" is not one of "responses", "chat_completions", "messages", "generate_content""#),
+                )
+            })?;
+            if !api.serves(provider) {
+                return Err(ConfigError::invalid(
+                    &key("api"),
+                    format!(
+                        r#""{value}" is not an API of this provider; {} models use {}"#,
+                        m.provider.trim(),
+                        match provider {
+                            ProviderKind::OpenAi =>
+                                r#""responses" (OpenAI's own) or "chat_completions" (OpenAI-compatible servers)"#,
+                            ProviderKind::Anthropic => r#""messages""#,
+                            ProviderKind::Gemini => r#""generate_content""#,
+                        }
+                    ),
+                ));
+            }
+            Some(api)
+        }
+    };
+    let reasoning = match m.reasoning.as_deref().map(str::trim) {
+        None => None,
+        Some(value) => Some(ReasoningKind::parse(value).ok_or_else(|| {
+            ConfigError::invalid(
+                &key("reasoning"),
+                format!(r#""{value}" is not one of "none", "effort", "adaptive", "budget", "level""#),
+            )
+        })?),
+    };
+    if let Some(efforts) = &m.efforts {
+        if let Some(bad) = efforts.iter().find(|e| !EFFORT_LEVELS.contains(&e.as_str())) {
+            return Err(ConfigError::invalid(
+                &key("efforts"),
+                format!(r#""{bad}" is not one of {}"#, EFFORT_LEVELS.join(", ")),
+            ));
+        }
+    }
+    if m.max_output_tokens == Some(0) {
+        return Err(ConfigError::invalid(&key("max_output_tokens"), "must be above 0"));
+    }
+    Ok(ModelOverrides {
+        api,
+        max_output_tokens: m.max_output_tokens,
+        reasoning,
+        efforts: m.efforts.clone(),
+        temperature: m.temperature,
     })
 }
 

@@ -20,6 +20,98 @@ pub struct Price {
     pub output_per_million: f64,
     /// Input tokens the provider served from its prompt cache.
     pub cached_input_per_million: f64,
+    /// Input tokens written to the prompt cache (Anthropic bills them above
+    /// plain input; the others do not bill writes apart, so it equals input).
+    pub cache_write_per_million: f64,
+}
+
+/// The wire format a model is reached through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Api {
+    /// OpenAI's Responses API (`/v1/responses`): reasoning carried between
+    /// tool turns, function tools while the model reasons.
+    Responses,
+    /// Chat Completions (`/v1/chat/completions`): OpenAI-compatible servers.
+    ChatCompletions,
+    /// Anthropic Messages.
+    Messages,
+    /// Gemini generateContent.
+    GenerateContent,
+}
+
+impl Api {
+    pub fn name(self) -> &'static str {
+        match self {
+            Api::Responses => "responses",
+            Api::ChatCompletions => "chat_completions",
+            Api::Messages => "messages",
+            Api::GenerateContent => "generate_content",
+        }
+    }
+
+    /// The setting's values, for `llm.models[].api`.
+    pub fn parse(value: &str) -> Option<Api> {
+        match value {
+            "responses" => Some(Api::Responses),
+            "chat_completions" => Some(Api::ChatCompletions),
+            "messages" => Some(Api::Messages),
+            "generate_content" => Some(Api::GenerateContent),
+            _ => None,
+        }
+    }
+
+    /// The APIs a provider's models are reached through.
+    pub fn serves(self, provider: super::ProviderKind) -> bool {
+        matches!(
+            (provider, self),
+            (super::ProviderKind::OpenAi, Api::Responses | Api::ChatCompletions)
+                | (super::ProviderKind::Anthropic, Api::Messages)
+                | (super::ProviderKind::Gemini, Api::GenerateContent)
+        )
+    }
+}
+
+/// How a model is asked to think.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReasoningKind {
+    /// It does not reason (or not in a way the request controls).
+    None,
+    /// OpenAI: `reasoning.effort` (Responses) or `reasoning_effort` (Chat
+    /// Completions); no temperature.
+    Effort,
+    /// Anthropic: `thinking: {type: "adaptive"}` with `output_config.effort`.
+    Adaptive,
+    /// Anthropic `thinking: {type: "enabled", budget_tokens}`, or Gemini 2.5's
+    /// `thinkingConfig.thinkingBudget`: a number of tokens.
+    Budget,
+    /// Gemini 3: `thinkingConfig.thinkingLevel`; its thoughts are signed and
+    /// the signatures must come back with the calls they preceded.
+    Level,
+}
+
+impl ReasoningKind {
+    pub fn name(self) -> &'static str {
+        match self {
+            ReasoningKind::None => "none",
+            ReasoningKind::Effort => "effort",
+            ReasoningKind::Adaptive => "adaptive",
+            ReasoningKind::Budget => "budget",
+            ReasoningKind::Level => "level",
+        }
+    }
+
+    pub fn parse(value: &str) -> Option<ReasoningKind> {
+        match value {
+            "none" => Some(ReasoningKind::None),
+            "effort" => Some(ReasoningKind::Effort),
+            "adaptive" => Some(ReasoningKind::Adaptive),
+            "budget" => Some(ReasoningKind::Budget),
+            "level" => Some(ReasoningKind::Level),
+            _ => None,
+        }
+    }
 }
 
 /// The caps of one agent run (`agent` enforces them).

@@ -353,40 +353,18 @@ impl Default for RawLlm {
             max_output_tokens: 16384,
             retry: RawRetry::default(),
             providers: RawProviders::default(),
+            // Each provider's current flagship and light model (checked
+            // against the providers' model pages in November 2026).
             models: vec![
-                RawModel {
-                    provider: "openai".into(),
-                    model: "o3".into(),
-                    max_input_tokens: 200_000,
-                    reasoning_effort: Some("medium".into()),
-                    role: None,
-                },
-                RawModel {
-                    provider: "gemini".into(),
-                    model: "gemini-2.5-pro".into(),
-                    max_input_tokens: 1_000_000,
-                    reasoning_effort: None,
-                    role: None,
-                },
+                RawModel::new("openai", "gpt-5.6", Some("medium"), None),
+                RawModel::new("anthropic", "claude-opus-5-5", Some("medium"), None),
+                RawModel::new("gemini", "gemini-3.1-pro-preview", None, None),
+                RawModel::new("openai", "gpt-5.6-luna", None, Some("light")),
+                RawModel::new("anthropic", "claude-haiku-5-5", None, Some("light")),
+                RawModel::new("gemini", "gemini-3.8-flash", None, Some("light")),
             ],
-            prices: BTreeMap::from([
-                (
-                    "o3".into(),
-                    RawPrice {
-                        input: 2.0,
-                        output: 8.0,
-                        cached_input: Some(0.5),
-                    },
-                ),
-                (
-                    "gemini-2.5-pro".into(),
-                    RawPrice {
-                        input: 1.25,
-                        output: 10.0,
-                        cached_input: Some(0.31),
-                    },
-                ),
-            ]),
+            // Prices come from the model catalogue; entries here replace them.
+            prices: BTreeMap::new(),
         }
     }
 }
@@ -444,12 +422,42 @@ pub struct RawProvider {
 pub struct RawModel {
     pub provider: String,
     pub model: String,
-    pub max_input_tokens: u64,
+    /// Absent: the model catalogue's window.
+    #[serde(default)]
+    pub max_input_tokens: Option<u64>,
     #[serde(default)]
     pub reasoning_effort: Option<String>,
     /// "main" (the default) or "light".
     #[serde(default)]
     pub role: Option<String>,
+    // What the model catalogue says of the model, replaced.
+    #[serde(default)]
+    pub api: Option<String>,
+    #[serde(default)]
+    pub max_output_tokens: Option<u32>,
+    #[serde(default)]
+    pub reasoning: Option<String>,
+    #[serde(default)]
+    pub efforts: Option<Vec<String>>,
+    #[serde(default)]
+    pub temperature: Option<bool>,
+}
+
+impl RawModel {
+    fn new(provider: &str, model: &str, effort: Option<&str>, role: Option<&str>) -> RawModel {
+        RawModel {
+            provider: provider.into(),
+            model: model.into(),
+            max_input_tokens: None,
+            reasoning_effort: effort.map(Into::into),
+            role: role.map(Into::into),
+            api: None,
+            max_output_tokens: None,
+            reasoning: None,
+            efforts: None,
+            temperature: None,
+        }
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -460,6 +468,9 @@ pub struct RawPrice {
     /// Input served from the provider's prompt cache; absent: the input price.
     #[serde(default)]
     pub cached_input: Option<f64>,
+    /// Input written to the prompt cache; absent: the input price.
+    #[serde(default)]
+    pub cache_write: Option<f64>,
 }
 
 #[derive(Debug, Deserialize)]

@@ -187,9 +187,9 @@ pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets)
                 Status::Pass,
                 routes
                     .iter()
-                    .map(|r| format!("{} (up to {} tokens)", r.model, r.max_input_tokens))
+                    .map(|r| describe_model(&r.spec))
                     .collect::<Vec<_>>()
-                    .join(", "),
+                    .join("; "),
             ),
             Err(e) => check("models", Status::Fail, e.to_string()),
         },
@@ -360,4 +360,38 @@ pub fn render(checks: &[Check]) -> String {
 
 pub fn all_passed(checks: &[Check]) -> bool {
     checks.iter().all(|c| c.status != Status::Fail)
+}
+
+/// What forgehand knows of a usable model, and where it came from.
+fn describe_model(spec: &crate::llm::ModelSpec) -> String {
+    let price = spec
+        .price
+        .map(|p| {
+            format!(
+                "${}/${} per M in/out, cache ${} read ${} write",
+                p.input_per_million,
+                p.output_per_million,
+                p.cached_input_per_million,
+                p.cache_write_per_million
+            )
+        })
+        .unwrap_or_else(|| "no price".to_owned());
+    let reasoning = if spec.reasons() {
+        format!("reasons ({}: {})", spec.reasoning.name(), spec.efforts.join("/"))
+    } else {
+        "no reasoning".to_owned()
+    };
+    format!(
+        "{} via {}: window {} tokens, output up to {}, {reasoning}, {}, {price} [{}]",
+        spec.name,
+        spec.api.name(),
+        spec.window,
+        spec.max_output,
+        if spec.temperature {
+            "temperature"
+        } else {
+            "no temperature"
+        },
+        spec.origin
+    )
 }

@@ -1,15 +1,35 @@
 //! Gemini `generateContent` with `functionDeclarations`, `functionCall` and
-//! `functionResponse`. Tool schemas are cut down to the subset Gemini accepts.
+//! `functionResponse`.
+//!
+//! - A model turn comes back exactly as Gemini sent its parts, so every
+//!   `thoughtSignature` returns on the part that carried it (Gemini 3
+//!   refuses a function-calling turn without it). A turn that lost them (it
+//!   came from another provider, or was condensed) carries Google's
+//!   documented placeholder on its first call instead.
+//! - Thinking is set from the effort (`thinkingLevel` on Gemini 3,
+//!   `thinkingBudget` on 2.5); thought tokens count as output, as billed.
+//! - Tool schemas go as `parametersJsonSchema`, JSON Schema as MCP servers
+//!   write it, instead of the OpenAPI subset `parameters` takes (which
+//!   refuses `format: "uri"`, integer enums, `additionalProperties` and more).
 
+use super::catalogue::ModelSpec;
 use super::http::{client, post_json};
 use super::{
-    answering_model, arguments_object, ChatRequest, ChatResponse, LlmError, Message, Provider, TokenUsage,
-    ToolCall,
+    arguments_object, count_at, made_up_call_id, Api, ChatRequest, ChatResponse, FinishReason, LlmError,
+    Message, NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
-use serde_json::{json, Map, Value};
+use serde_json::{json, Value};
 use std::time::Duration;
+
+/// The signature Google documents for function calls whose real signature
+/// is not at hand ("skip the validator"): it costs the model its earlier
+/// reasoning, not the request.
+pub const PLACEHOLDER_SIGNATURE: &str = "skip_thought_signature_validator";
+
+/// Ids forgehand gives calls that came without one; never sent to Gemini.
+const MADE_UP_ID: &str = "forgehand-gemini-call-";
 
 pub struct Gemini {
     http: reqwest::Client,
@@ -27,98 +47,48 @@ impl Gemini {
     }
 }
 
-/// Schema keywords Gemini's function declarations accept.
-const ALLOWED: [&str; 15] = [
-    "type",
-    "format",
-    "description",
-    "nullable",
-    "enum",
-    "properties",
-    "required",
-    "items",
-    "minItems",
-    "maxItems",
-    "minimum",
-    "maximum",
-    "minLength",
-    "maxLength",
-    "anyOf",
-];
-
-/// Converts an MCP (JSON Schema) tool schema to Gemini's subset: unknown
-/// keywords dropped, `type: [T, "null"]` made `type: T, nullable: true`,
-/// `required` kept to properties that exist. Enums and required fields stay.
-pub fn gemini_schema(schema: &Value) -> Value {
-    let Value::Object(map) = schema else {
-        return schema.clone();
-    };
-    let mut out = Map::new();
-    for (key, value) in map {
-        if !ALLOWED.contains(&key.as_str()) {
-            continue;
+/// Appends `parts` as a turn of `role`, joined to the previous turn when
+/// that has the same role (function responses followed by a user's text).
+fn push_turn(contents: &mut Vec<Value>, role: &str, parts: Vec<Value>) {
+    if let Some(last) = contents.last_mut() {
+        if last["role"] == role {
+            if let Some(existing) = last["parts"].as_array_mut() {
+                existing.extend(parts);
+                return;
+            }
         }
-        let converted = match key.as_str() {
-            "properties" => match value {
-                Value::Object(props) => Value::Object(
-                    props
-                        .iter()
-                        .map(|(name, s)| (name.clone(), gemini_schema(s)))
-                        .collect(),
-                ),
-                other => other.clone(),
-            },
-            "items" => gemini_schema(value),
-            "anyOf" => Value::Array(
-                value
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .map(gemini_schema)
-                    .collect(),
-            ),
-            "type" => match value {
-                Value::Array(types) => {
-                    let non_null: Vec<&Value> = types.iter().filter(|t| t.as_str() != Some("null")).collect();
-                    if non_null.len() < types.len() {
-                        out.insert("nullable".into(), Value::Bool(true));
-                    }
-                    non_null
-                        .first()
-                        .map(|t| (*t).clone())
-                        .unwrap_or_else(|| json!("string"))
-                }
-                other => other.clone(),
-            },
-            _ => value.clone(),
-        };
-        out.insert(key.clone(), converted);
     }
-    if let (Some(Value::Array(required)), Some(Value::Object(props))) =
-        (out.get("required"), out.get("properties"))
-    {
-        let kept: Vec<Value> = required
-            .iter()
-            .filter(|r| r.as_str().is_some_and(|n| props.contains_key(n)))
-            .cloned()
-            .collect();
-        out.insert("required".into(), Value::Array(kept));
-    }
-    Value::Object(out)
+    contents.push(json!({"role": role, "parts": parts}));
 }
 
-pub fn request_body(request: &ChatRequest) -> Value {
+fn contents(model: &ModelSpec, request: &ChatRequest) -> Vec<Value> {
+    let signs = model.reasoning == ReasoningKind::Level;
     let mut contents: Vec<Value> = Vec::new();
     for message in &request.messages {
         match message {
-            Message::User(text) => contents.push(json!({"role": "user", "parts": [{"text": text}]})),
-            Message::Assistant { text, tool_calls } => {
+            Message::User(text) => push_turn(&mut contents, "user", vec![json!({"text": text})]),
+            Message::Assistant {
+                native: Some(native), ..
+            } if native.api == Api::GenerateContent => {
+                let parts = native.content.as_array().cloned().unwrap_or_default();
+                contents.push(json!({"role": "model", "parts": parts}));
+            }
+            Message::Assistant { text, tool_calls, .. } => {
                 let mut parts = Vec::new();
                 if !text.is_empty() {
                     parts.push(json!({"text": text}));
                 }
-                for call in tool_calls {
-                    parts.push(json!({"functionCall": {"name": call.name, "args": arguments_object(&call.arguments)}}));
+                for (i, call) in tool_calls.iter().enumerate() {
+                    let mut function_call =
+                        json!({"name": call.name, "args": arguments_object(&call.arguments)});
+                    if !call.id.starts_with(MADE_UP_ID) {
+                        function_call["id"] = json!(call.id);
+                    }
+                    let mut part = json!({"functionCall": function_call});
+                    if signs && i == 0 {
+                        part["thoughtSignature"] = json!(PLACEHOLDER_SIGNATURE);
+                    }
+                    parts.push(part);
                 }
                 contents.push(json!({"role": "model", "parts": parts}));
             }
@@ -127,71 +97,153 @@ pub fn request_body(request: &ChatRequest) -> Value {
                     .iter()
                     .map(|r| {
                         let key = if r.is_error { "error" } else { "content" };
-                        json!({"functionResponse": {"name": r.name, "response": {key: r.content}}})
+                        let mut response = json!({"name": r.name, "response": {key: r.content}});
+                        if !r.call_id.starts_with(MADE_UP_ID) {
+                            response["id"] = json!(r.call_id);
+                        }
+                        json!({"functionResponse": response})
                     })
                     .collect();
-                contents.push(json!({"role": "user", "parts": parts}));
+                push_turn(&mut contents, "user", parts);
             }
         }
     }
+    contents
+}
+
+fn thinking_config(model: &ModelSpec, request: &ChatRequest) -> Option<Value> {
+    let effort = request
+        .reasoning_effort
+        .as_deref()
+        .and_then(|e| model.effort(e))?;
+    match model.reasoning {
+        ReasoningKind::Level => Some(json!({"thinkingLevel": effort})),
+        ReasoningKind::Budget => {
+            let budget = match effort {
+                "none" | "minimal" => 128,
+                "low" => 1024,
+                "medium" => 8192,
+                _ => 24576,
+            };
+            Some(json!({"thinkingBudget": budget.min(request.max_output_tokens.saturating_sub(256))}))
+        }
+        _ => None,
+    }
+}
+
+pub fn request_body(model: &ModelSpec, request: &ChatRequest) -> Value {
     let mut generation = json!({"maxOutputTokens": request.max_output_tokens});
-    if let Some(t) = request.temperature {
+    if let (Some(t), true) = (request.temperature, model.temperature) {
         generation["temperature"] = json!(t);
     }
     if request.json_output {
         generation["responseMimeType"] = json!("application/json");
     }
+    if let Some(thinking) = thinking_config(model, request) {
+        generation["thinkingConfig"] = thinking;
+    }
     let mut body = json!({
-        "systemInstruction": {"parts": [{"text": request.system}]},
-        "contents": contents,
+        "contents": contents(model, request),
         "generationConfig": generation,
     });
+    if !request.system.trim().is_empty() {
+        body["systemInstruction"] = json!({"parts": [{"text": request.system}]});
+    }
     if !request.tools.is_empty() {
         let declarations: Vec<Value> = request
             .tools
             .iter()
-            .map(|t| json!({"name": t.name, "description": t.description, "parameters": gemini_schema(&Value::Object(t.parameters.clone()))}))
+            .map(|t| json!({"name": t.name, "description": t.description, "parametersJsonSchema": t.parameters}))
             .collect();
         body["tools"] = json!([{"functionDeclarations": declarations}]);
     }
     body
 }
 
+/// Finish reasons that mean the answer was withheld.
+const WITHHELD: [&str; 7] = [
+    "SAFETY",
+    "RECITATION",
+    "BLOCKLIST",
+    "PROHIBITED_CONTENT",
+    "SPII",
+    "LANGUAGE",
+    "IMAGE_SAFETY",
+];
+
+fn finish_reason(candidate: &Value) -> FinishReason {
+    let reason = candidate
+        .get("finishReason")
+        .and_then(Value::as_str)
+        .unwrap_or("STOP");
+    let message = candidate
+        .get("finishMessage")
+        .and_then(Value::as_str)
+        .map(|m| format!(": {m}"))
+        .unwrap_or_default();
+    match reason {
+        "MAX_TOKENS" => FinishReason::OutputLimit,
+        "MALFORMED_FUNCTION_CALL" | "UNEXPECTED_TOOL_CALL" | "TOO_MANY_TOOL_CALLS" => {
+            FinishReason::MalformedToolCall(format!("{reason}{message}"))
+        }
+        r if WITHHELD.contains(&r) => {
+            FinishReason::Refused(format!("Gemini withheld the answer ({reason}){message}"))
+        }
+        _ => FinishReason::Complete,
+    }
+}
+
 pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatResponse, LlmError> {
-    let candidate = body.pointer("/candidates/0").ok_or_else(|| LlmError::Decode {
-        provider: "gemini".into(),
-        detail: format!(
-            "no candidates in the answer{}",
-            body.pointer("/promptFeedback/blockReason")
-                .and_then(Value::as_str)
-                .map(|r| format!(" (blocked: {r})"))
-                .unwrap_or_default()
-        ),
-    })?;
-    let mut text = String::new();
-    let mut tool_calls = Vec::new();
-    for part in candidate
+    let usage = TokenUsage {
+        input_tokens: count_at(body, "/usageMetadata/promptTokenCount"),
+        cached_input_tokens: count_at(body, "/usageMetadata/cachedContentTokenCount"),
+        cache_write_tokens: 0,
+        // Thought tokens are billed as output.
+        output_tokens: count_at(body, "/usageMetadata/candidatesTokenCount")
+            + count_at(body, "/usageMetadata/thoughtsTokenCount"),
+        reasoning_tokens: count_at(body, "/usageMetadata/thoughtsTokenCount"),
+    };
+    let model = body
+        .get("modelVersion")
+        .and_then(Value::as_str)
+        .unwrap_or(requested_model)
+        .to_owned();
+    let Some(candidate) = body.pointer("/candidates/0") else {
+        // The prompt itself was blocked: say why, in plain words.
+        let reason = body
+            .pointer("/promptFeedback/blockReason")
+            .and_then(Value::as_str)
+            .ok_or_else(|| LlmError::Decode {
+                provider: "gemini".into(),
+                detail: "no candidates in the answer".into(),
+            })?;
+        return Ok(ChatResponse {
+            usage,
+            model,
+            finish: FinishReason::Refused(format!("Gemini refused the prompt ({reason})")),
+            ..Default::default()
+        });
+    };
+    let parts = candidate
         .pointer("/content/parts")
         .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-    {
+        .cloned()
+        .unwrap_or_default();
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for part in &parts {
+        // Thought summaries (when asked for) are not the answer.
+        if part.get("thought").and_then(Value::as_bool) == Some(true) {
+            continue;
+        }
         if let Some(t) = part.get("text").and_then(Value::as_str) {
             text.push_str(t);
         }
         if let Some(call) = part.get("functionCall") {
-            let id = call
-                .get("id")
-                .and_then(Value::as_str)
-                .map(str::to_owned)
-                .unwrap_or_else(|| format!("gemini-call-{}", tool_calls.len()));
+            let field = |key: &str| call.get(key).and_then(Value::as_str).map(str::to_owned);
             tool_calls.push(ToolCall {
-                id,
-                name: call
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned(),
+                id: field("id").unwrap_or_else(|| made_up_call_id(MADE_UP_ID)),
+                name: field("name").unwrap_or_default(),
                 arguments: call
                     .get("args")
                     .map(Value::to_string)
@@ -199,18 +251,17 @@ pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatRespons
             });
         }
     }
-    let usage = TokenUsage::at(
-        body,
-        "/usageMetadata/promptTokenCount",
-        "/usageMetadata/cachedContentTokenCount",
-        "/usageMetadata/candidatesTokenCount",
-    );
-    let model = answering_model(body, "modelVersion", requested_model);
     Ok(ChatResponse {
         text,
         tool_calls,
         usage,
         model,
+        finish: finish_reason(candidate),
+        native: (!parts.is_empty()).then(|| NativeTurn {
+            api: Api::GenerateContent,
+            model: requested_model.to_owned(),
+            content: Value::Array(parts),
+        }),
     })
 }
 
@@ -220,7 +271,7 @@ impl Provider for Gemini {
         "gemini"
     }
 
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+    async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let http = self
             .http
             .post(format!(
@@ -228,42 +279,7 @@ impl Provider for Gemini {
                 self.base_url, request.model
             ))
             .header("x-goog-api-key", self.key.expose());
-        let body = post_json("gemini", http, &request_body(request)).await?;
+        let body = post_json("gemini", http, &request_body(model, request)).await?;
         parse_response(&body, &request.model)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn schemas_lose_what_gemini_rejects_and_keep_required_and_enums() {
-        let mcp = json!({
-            "$schema": "http://json-schema.org/draft-07/schema#",
-            "type": "object",
-            "additionalProperties": false,
-            "properties": {
-                "command": {"type": "string", "enum": ["view", "create"]},
-                "count": {"type": "integer", "exclusiveMinimum": 0, "default": 3},
-                "note": {"type": ["string", "null"]},
-                "range": {"type": "array", "items": {"type": "integer", "examples": [1]}, "minItems": 2}
-            },
-            "required": ["command", "ghost"]
-        });
-        let out = gemini_schema(&mcp);
-        assert_eq!(
-            out,
-            json!({
-                "type": "object",
-                "properties": {
-                    "command": {"type": "string", "enum": ["view", "create"]},
-                    "count": {"type": "integer"},
-                    "note": {"type": "string", "nullable": true},
-                    "range": {"type": "array", "items": {"type": "integer"}, "minItems": 2}
-                },
-                "required": ["command"]
-            })
-        );
     }
 }

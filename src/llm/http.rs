@@ -32,6 +32,8 @@ pub async fn post_json(
         });
     }
     let message = error_message(&text);
+    // Gemini says how long to wait in the body (google.rpc.RetryInfo).
+    let retry_after = retry_after.or_else(|| retry_info(&text));
     let overloaded = matches!(status, 429 | 503 | 529) || message.to_ascii_lowercase().contains("overloaded");
     let provider = provider.to_owned();
     Err(if overloaded {
@@ -82,6 +84,26 @@ fn parse_retry_after(value: &str) -> Option<Duration> {
     (seconds.is_finite() && seconds >= 0.0).then(|| Duration::from_secs_f64(seconds.min(3600.0)))
 }
 
+/// `retryDelay` of a `google.rpc.RetryInfo` detail in an error body ("30s",
+/// "1.5s").
+fn retry_info(body: &str) -> Option<Duration> {
+    let parsed: Value = serde_json::from_str(body).ok()?;
+    let details = parsed.pointer("/error/details")?.as_array()?;
+    details
+        .iter()
+        .filter(|d| {
+            d.get("@type")
+                .and_then(Value::as_str)
+                .is_some_and(|t| t.ends_with("google.rpc.RetryInfo"))
+        })
+        .find_map(|d| {
+            d.get("retryDelay")?
+                .as_str()?
+                .strip_suffix('s')
+                .and_then(parse_retry_after)
+        })
+}
+
 fn clip(text: &str) -> String {
     const LIMIT: usize = 500;
     if text.len() <= LIMIT {
@@ -130,6 +152,13 @@ mod tests {
             "INVALID_ARGUMENT: bad schema"
         );
         assert_eq!(error_message("upstream connect error"), "upstream connect error");
+    }
+
+    #[test]
+    fn geminis_retry_info_says_how_long_to_wait() {
+        let body = r#"{"error":{"code":429,"message":"Resource has been exhausted","status":"RESOURCE_EXHAUSTED","details":[{"@type":"type.googleapis.com/google.rpc.QuotaFailure","violations":[]},{"@type":"type.googleapis.com/google.rpc.RetryInfo","retryDelay":"37s"}]}}"#;
+        assert_eq!(retry_info(body), Some(Duration::from_secs(37)));
+        assert_eq!(retry_info(r#"{"error":{"code":429,"message":"x"}}"#), None);
     }
 
     #[test]

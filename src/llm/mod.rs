@@ -1,16 +1,26 @@
-//! Model providers behind one small trait, and what sits around them:
-//! retries with backoff ([`retry`]), token counting ([`tokens`]), choosing a
-//! model by size and available keys with fallback ([`router`]), and usage
-//! accounting ([`usage`]).
+//! Model providers behind one small trait, and what sits around them: what
+//! each model is and accepts ([`catalogue`]), the conversation made fit for
+//! the provider that gets it ([`history`]), retries with backoff ([`retry`]),
+//! token counting ([`tokens`]), choosing a model by size and available keys
+//! with fallback ([`router`]), and usage accounting ([`usage`]).
+//!
+//! One module per wire format: [`responses`] (OpenAI's Responses API),
+//! [`chat_completions`] (OpenAI-compatible servers), [`anthropic`] (Messages)
+//! and [`gemini`] (generateContent).
 
 pub mod anthropic;
+pub mod catalogue;
+pub mod chat_completions;
 pub mod gemini;
+pub mod history;
 mod http;
-pub mod openai;
+pub mod responses;
 pub mod retry;
 pub mod router;
 pub mod tokens;
 pub mod usage;
+
+pub use catalogue::{Api, ModelSpec, ReasoningKind};
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -18,14 +28,14 @@ use std::time::Duration;
 
 /// A tool call the model asked for. `arguments` is the JSON text as the model
 /// sent it: it may be invalid, and the agent loop says so to the model.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolCall {
     pub id: String,
     pub name: String,
     pub arguments: String,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ToolResult {
     pub call_id: String,
     pub name: String,
@@ -34,15 +44,59 @@ pub struct ToolResult {
 }
 
 /// One turn of the conversation (the system prompt travels apart).
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum Message {
     User(String),
     Assistant {
         text: String,
         tool_calls: Vec<ToolCall>,
+        /// The turn as the provider sent it, with its opaque reasoning state.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        native: Option<NativeTurn>,
     },
     /// Results of the previous assistant turn's tool calls, in order.
     ToolResults(Vec<ToolResult>),
+}
+
+impl Message {
+    /// An assistant turn that forgehand wrote itself, or that carries no
+    /// provider state.
+    pub fn assistant(text: impl Into<String>, tool_calls: Vec<ToolCall>) -> Message {
+        Message::Assistant {
+            text: text.into(),
+            tool_calls,
+            native: None,
+        }
+    }
+}
+
+/// An assistant turn exactly as its provider sent it: Anthropic's content
+/// blocks with their thinking and signatures, the Responses API's output
+/// items with encrypted reasoning, Gemini's parts with thought signatures.
+/// Each API wants that state back unchanged in later requests, and only the
+/// API and model that made it can verify it (see [`history`]).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct NativeTurn {
+    pub api: Api,
+    pub model: String,
+    pub content: Value,
+}
+
+/// Why the model stopped writing, read from each provider's own field
+/// (`stop_reason`, `finishReason`, `status` + `incomplete_details`).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub enum FinishReason {
+    /// A whole answer, or tool calls to run.
+    #[default]
+    Complete,
+    /// Cut at the output limit (`max_tokens`, `MAX_TOKENS`,
+    /// `max_output_tokens`), perhaps after thinking alone.
+    OutputLimit,
+    /// The model tried to call a tool and the provider could not parse the
+    /// call (Gemini's `MALFORMED_FUNCTION_CALL`); the text says what.
+    MalformedToolCall(String),
+    /// The model or the provider's filter declined to answer.
+    Refused(String),
 }
 
 /// A function the model may call; `parameters` is a JSON Schema object.
@@ -60,13 +114,16 @@ pub struct ChatRequest {
     pub messages: Vec<Message>,
     pub tools: Vec<ToolSpec>,
     pub max_output_tokens: u32,
-    /// Ignored by reasoning models, which do not take one.
+    /// Left out for models that refuse one (the catalogue says which).
     pub temperature: Option<f32>,
-    /// For reasoning models (OpenAI o-series): "low", "medium" or "high".
+    /// How hard a reasoning model thinks: one of the levels the catalogue
+    /// lists for the model ("none", "minimal", "low", "medium", "high",
+    /// "xhigh", "max"); the nearest one the model has is sent.
     pub reasoning_effort: Option<String>,
-    /// The system text is a long prefix shared by many requests (a packed
-    /// code context): mark it for the provider's prompt cache where the API
-    /// needs a mark (Anthropic's `cache_control`). OpenAI and Gemini cache
+    /// The request shares a long prefix with the next ones (a packed code
+    /// context, an agent's growing transcript): mark it for the provider's
+    /// prompt cache where the API needs a mark (Anthropic's `cache_control`
+    /// on the system text and on the newest turn). OpenAI and Gemini cache
     /// identical prefixes by themselves.
     pub cache_system: bool,
     /// Ask for a JSON answer in the provider's JSON mode where it has one
@@ -77,12 +134,20 @@ pub struct ChatRequest {
 
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct TokenUsage {
-    /// Every input token, cached ones included.
+    /// Every input token, cached ones and cache writes included.
     pub input_tokens: u64,
     /// The part of `input_tokens` the provider served from its prompt cache.
     #[serde(default)]
     pub cached_input_tokens: u64,
+    /// The part of `input_tokens` written to the prompt cache (Anthropic
+    /// prices it above plain input).
+    #[serde(default)]
+    pub cache_write_tokens: u64,
+    /// Every output token, thinking included (all three bill it as output).
     pub output_tokens: u64,
+    /// The part of `output_tokens` the model spent thinking.
+    #[serde(default)]
+    pub reasoning_tokens: u64,
 }
 
 impl TokenUsage {
@@ -93,17 +158,33 @@ impl TokenUsage {
     pub fn add(&mut self, other: TokenUsage) {
         self.input_tokens += other.input_tokens;
         self.cached_input_tokens += other.cached_input_tokens;
+        self.cache_write_tokens += other.cache_write_tokens;
         self.output_tokens += other.output_tokens;
+        self.reasoning_tokens += other.reasoning_tokens;
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ChatResponse {
     pub text: String,
     pub tool_calls: Vec<ToolCall>,
     pub usage: TokenUsage,
     /// The model that answered, as the provider names it.
     pub model: String,
+    pub finish: FinishReason,
+    /// The turn as the provider sent it, to send back in later requests.
+    pub native: Option<NativeTurn>,
+}
+
+impl ChatResponse {
+    /// The assistant turn to append to the conversation.
+    pub fn to_message(&self) -> Message {
+        Message::Assistant {
+            text: self.text.clone(),
+            tool_calls: self.tool_calls.clone(),
+            native: self.native.clone(),
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -140,6 +221,15 @@ pub enum LlmError {
     TooLarge { tokens: u64, limits: String },
     #[error("no model can be used: {detail}")]
     NoModel { detail: String },
+    /// The server cannot do what forgehand needs (an OpenAI-compatible
+    /// server started without tool calling): a setting to change, not a
+    /// request to repeat.
+    #[error("{provider} cannot serve this request: {message}. {advice}")]
+    Unsupported {
+        provider: String,
+        message: String,
+        advice: String,
+    },
 }
 
 impl LlmError {
@@ -190,33 +280,35 @@ pub struct ModelInfo {
     pub max_input_tokens: u64,
 }
 
-/// One model API.
+/// One model API. `model` is what the catalogue (and config) know of the
+/// model the request is for: what it accepts, how it reasons.
 #[async_trait]
 pub trait Provider: Send + Sync {
     /// `openai`, `gemini` or `anthropic`.
     fn name(&self) -> &str;
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
+    async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
 }
 
-impl TokenUsage {
-    /// Reads the input, cached-input and output counts at three JSON
-    /// pointers (0 when absent).
-    pub(crate) fn at(body: &Value, input: &str, cached: &str, output: &str) -> TokenUsage {
-        let count = |pointer: &str| body.pointer(pointer).and_then(Value::as_u64).unwrap_or(0);
-        TokenUsage {
-            input_tokens: count(input),
-            cached_input_tokens: count(cached),
-            output_tokens: count(output),
-        }
-    }
+/// The count at a JSON pointer, 0 when absent.
+pub(crate) fn count_at(body: &Value, pointer: &str) -> u64 {
+    body.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
 }
 
-/// The model the provider says answered (at `key`), else the one asked for.
-pub(crate) fn answering_model(body: &Value, key: &str, requested: &str) -> String {
-    body.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or(requested)
-        .to_owned()
+/// An id for a tool call the provider gave none: unique in this process
+/// and, through the start time in it, across restarts (a resumed run's
+/// history keeps the ids of the run before it).
+pub(crate) fn made_up_call_id(prefix: &str) -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    use std::sync::OnceLock;
+    static START: OnceLock<u64> = OnceLock::new();
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let start = *START.get_or_init(|| {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_millis() as u64)
+            .unwrap_or(0)
+    });
+    format!("{prefix}{start:x}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
 /// Arguments as a JSON object for APIs that want one; invalid text becomes `{}`.

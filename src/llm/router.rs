@@ -1,28 +1,77 @@
-//! Choosing the model for a request (seed 000): the configured models in
-//! order, each usable when its provider's key is set and the request fits its
-//! context; retries on overload, then the next model on persistent overload
-//! or a network failure.
+//! Choosing the model for a request: the configured models in order, each
+//! usable when its provider's key is set and the request fits its window
+//! (input, counted with a margin for the provider's own tokenizer, plus the
+//! answer's output room); retries on overload, then the next model on
+//! persistent overload or a network failure.
 
+use super::catalogue::{self, ModelSpec};
 use super::retry::RetryPolicy;
 use super::tokens::count_request;
+use super::usage::Price;
 use super::{ChatRequest, ChatResponse, LlmError, Provider};
+use crate::config::{Api, ProviderKind};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 #[derive(Clone)]
 pub struct Route {
-    pub model: String,
-    pub max_input_tokens: u64,
+    pub spec: ModelSpec,
     pub reasoning_effort: Option<String>,
     pub provider: Arc<dyn Provider>,
+}
+
+impl Route {
+    pub fn model(&self) -> &str {
+        &self.spec.name
+    }
+
+    /// Whether `input` tokens (as o200k counts them) and an answer of up to
+    /// `output` tokens fit the model's window.
+    fn fits(&self, input: u64, output: u32) -> bool {
+        estimate(self.spec.provider, input) + u64::from(self.output_room(output)) <= self.spec.window
+    }
+
+    /// The output room a request asking for `output` tokens gets: the
+    /// model's cap at most.
+    fn output_room(&self, output: u32) -> u32 {
+        output.min(self.spec.max_output)
+    }
+
+    /// The most input (as o200k counts it) that fits with `output` tokens of answer.
+    fn input_room(&self, output: u32) -> u64 {
+        let room = self
+            .spec
+            .window
+            .saturating_sub(u64::from(self.output_room(output)));
+        (room as f64 / margin(self.spec.provider)) as u64
+    }
+}
+
+/// How many more tokens a provider's tokenizer makes of a text than o200k
+/// does, at most, on code and prose: Claude's and Gemini's tokenizers cut
+/// finer. Near a window's edge the router counts with this margin.
+fn margin(provider: ProviderKind) -> f64 {
+    match provider {
+        ProviderKind::OpenAi => 1.05,
+        ProviderKind::Anthropic => 1.25,
+        ProviderKind::Gemini => 1.15,
+    }
+}
+
+fn estimate(provider: ProviderKind, o200k_tokens: u64) -> u64 {
+    (o200k_tokens as f64 * margin(provider)).ceil() as u64
 }
 
 pub struct Router {
     routes: Vec<Route>,
     retry: RetryPolicy,
-    /// For the cost metric (`llm.prices`).
-    prices: std::collections::BTreeMap<String, super::usage::Price>,
+    /// For the cost metric: the catalogue's prices and `llm.prices`.
+    prices: BTreeMap<String, Price>,
     /// Models configured but left out for a missing key, for error messages.
     unavailable: Vec<String>,
+    /// The output room a request is checked with when it asks for none
+    /// (`llm.max_output_tokens`).
+    output_room: u32,
 }
 
 impl Router {
@@ -32,17 +81,29 @@ impl Router {
             retry,
             prices: Default::default(),
             unavailable,
+            output_room: 0,
         }
     }
 
     /// Prices the cost metric with `prices`.
-    pub fn with_prices(mut self, prices: std::collections::BTreeMap<String, super::usage::Price>) -> Router {
+    pub fn with_prices(mut self, prices: BTreeMap<String, Price>) -> Router {
         self.prices = prices;
         self
     }
 
-    /// The routes a request of `tokens` input tokens may use, in order.
+    /// Checks what callers ask of [`Router::candidates`] with `output` tokens of answer.
+    pub fn with_output_room(mut self, output: u32) -> Router {
+        self.output_room = output;
+        self
+    }
+
+    /// The routes a request of `tokens` input tokens and the configured
+    /// output room may use, in order.
     pub fn candidates(&self, tokens: u64) -> Result<Vec<&Route>, LlmError> {
+        self.fitting(tokens, self.output_room)
+    }
+
+    fn fitting(&self, tokens: u64, output: u32) -> Result<Vec<&Route>, LlmError> {
         if self.routes.is_empty() {
             let detail = if self.unavailable.is_empty() {
                 "llm.models is empty".to_owned()
@@ -54,19 +115,12 @@ impl Router {
             };
             return Err(LlmError::NoModel { detail });
         }
-        let fitting: Vec<&Route> = self
-            .routes
-            .iter()
-            .filter(|r| tokens <= r.max_input_tokens)
-            .collect();
+        let fitting: Vec<&Route> = self.routes.iter().filter(|r| r.fits(tokens, output)).collect();
         if fitting.is_empty() {
-            let limits = self
-                .routes
-                .iter()
-                .map(|r| format!("{} takes up to {}", r.model, r.max_input_tokens))
-                .collect::<Vec<_>>()
-                .join(", ");
-            return Err(LlmError::TooLarge { tokens, limits });
+            return Err(LlmError::TooLarge {
+                tokens,
+                limits: limits(self.routes.iter(), output),
+            });
         }
         Ok(fitting)
     }
@@ -80,13 +134,13 @@ impl Router {
     /// model that fits, falling back along the list.
     pub async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let tokens = count_request(request);
-        let candidates = self.candidates(tokens)?;
+        let candidates = self.fitting(tokens, request.max_output_tokens)?;
         let mut last_error = None;
         for route in candidates {
             match self.send(route, request).await {
                 Ok(response) => return Ok(response),
                 Err(err) if err.falls_back() => {
-                    tracing::warn!(model = %route.model, "{err}; falling back to the next model");
+                    tracing::warn!(model = %route.model(), "{err}; falling back to the next model");
                     last_error = Some(err);
                 }
                 Err(err) => return Err(err),
@@ -99,8 +153,8 @@ impl Router {
 
     /// Sends `request` to the model named `model` only, with retries.
     pub async fn chat_on(&self, model: &str, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let route = self.routes.iter().find(|r| r.model == model).ok_or_else(|| {
-            let usable: Vec<&str> = self.routes.iter().map(|r| r.model.as_str()).collect();
+        let route = self.routes.iter().find(|r| r.model() == model).ok_or_else(|| {
+            let usable: Vec<&str> = self.routes.iter().map(Route::model).collect();
             LlmError::NoModel {
                 detail: format!(
                     "{model} is not usable (usable: {}); check llm.models and its provider's key",
@@ -113,18 +167,19 @@ impl Router {
             }
         })?;
         let tokens = count_request(request);
-        if tokens > route.max_input_tokens {
+        if !route.fits(tokens, request.max_output_tokens) {
             return Err(LlmError::TooLarge {
                 tokens,
-                limits: format!("{} takes up to {}", route.model, route.max_input_tokens),
+                limits: limits(std::iter::once(route), request.max_output_tokens),
             });
         }
         self.send(route, request).await
     }
 
     async fn send(&self, route: &Route, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let mut routed = request.clone();
-        routed.model = route.model.clone();
+        let mut routed = super::history::for_model(request, &route.spec);
+        routed.model = route.spec.name.clone();
+        routed.max_output_tokens = route.output_room(request.max_output_tokens);
         // A request that asks for an effort (the classifier's "low") keeps
         // it; otherwise the model's configured one applies.
         routed.reasoning_effort = request
@@ -136,7 +191,7 @@ impl Router {
             let provider = route.provider.clone();
             let prices = &self.prices;
             async move {
-                let result = provider.chat(routed).await;
+                let result = provider.chat(&route.spec, routed).await;
                 let metrics = crate::metrics::global();
                 match &result {
                     Ok(response) => {
@@ -153,8 +208,28 @@ impl Router {
                 result
             }
         };
-        self.retry.run(&route.model, attempt).await
+        let mut response = self.retry.run(route.model(), attempt).await?;
+        // Reported under the configured name, so that prices and budgets
+        // find it; the provider's own name stays in the native turn.
+        response.model = route.spec.name.clone();
+        Ok(response)
     }
+}
+
+/// "m takes up to N input tokens with M of output" for each route.
+fn limits<'a>(routes: impl Iterator<Item = &'a Route>, output: u32) -> String {
+    routes
+        .map(|r| {
+            format!(
+                "{} takes up to {} (a window of {} with {} tokens of output room)",
+                r.model(),
+                r.input_room(output),
+                r.spec.window,
+                r.output_room(output)
+            )
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 #[async_trait::async_trait]
@@ -167,8 +242,8 @@ impl super::ChatModel for Router {
         self.routes
             .iter()
             .map(|r| super::ModelInfo {
-                name: r.model.clone(),
-                max_input_tokens: r.max_input_tokens,
+                name: r.spec.name.clone(),
+                max_input_tokens: r.input_room(self.output_room),
             })
             .collect()
     }
@@ -182,30 +257,142 @@ impl super::ChatModel for Router {
 /// server (Ollama, vLLM, ...) that may need no key.
 pub const OPENAI_DEFAULT: &str = "https://api.openai.com/v1";
 
+/// What forgehand knows of `llm.models[index]`: the catalogue's entry with
+/// the config's replacements, or plain defaults for a model the catalogue
+/// lacks (which must then name its window).
+pub fn model_spec(config: &crate::config::LlmConfig, index: usize) -> Result<ModelSpec, LlmError> {
+    let model = &config.models[index];
+    let key = |field: &str| format!("llm.models[{index}].{field}");
+    let known = catalogue::lookup(&model.model).filter(|s| s.provider == model.provider);
+    let default_api = match model.provider {
+        ProviderKind::OpenAi if config.openai_base_url != OPENAI_DEFAULT => Api::ChatCompletions,
+        ProviderKind::OpenAi => Api::Responses,
+        ProviderKind::Anthropic => Api::Messages,
+        ProviderKind::Gemini => Api::GenerateContent,
+    };
+    let mut spec = match known {
+        Some(mut spec) => {
+            spec.api = default_api;
+            spec
+        }
+        None => {
+            let window = model.max_input_tokens.ok_or_else(|| LlmError::NoModel {
+                detail: format!(
+                    "{} ({}) is not in the model catalogue ({}): set {} to its context size in tokens, and {} where it reasons or refuses a temperature",
+                    model.model,
+                    key("model"),
+                    catalogue::source(),
+                    key("max_input_tokens"),
+                    key("reasoning / efforts / temperature"),
+                ),
+            })?;
+            ModelSpec::plain(
+                &model.model,
+                model.provider,
+                default_api,
+                window,
+                config.max_output_tokens,
+            )
+        }
+    };
+    let o = &model.overrides;
+    let mut replaced = Vec::new();
+    if let Some(window) = model.max_input_tokens {
+        spec.window = window;
+        replaced.push("max_input_tokens");
+    }
+    if let Some(api) = o.api {
+        spec.api = api;
+        replaced.push("api");
+    }
+    if let Some(max) = o.max_output_tokens {
+        spec.max_output = max;
+        replaced.push("max_output_tokens");
+    }
+    if let Some(kind) = o.reasoning {
+        spec.reasoning = kind;
+        replaced.push("reasoning");
+    }
+    if let Some(efforts) = &o.efforts {
+        spec.efforts = efforts.clone();
+        replaced.push("efforts");
+    }
+    if let Some(temperature) = o.temperature {
+        spec.temperature = temperature;
+        replaced.push("temperature");
+    }
+    if let Some(price) = config.prices.get(&model.model) {
+        spec.price = Some(*price);
+        replaced.push("price (llm.prices)");
+    }
+    if !replaced.is_empty() {
+        spec.origin = format!(
+            "{}; {} from llm.models[{index}]",
+            spec.origin,
+            replaced.join(", ")
+        );
+    }
+    if let (Some(effort), false) = (&model.reasoning_effort, spec.efforts.is_empty()) {
+        if spec.effort(effort) != Some(effort.as_str()) {
+            tracing::warn!(
+                model = %model.model,
+                "{} is {effort}, which the model does not have ({}); {} is sent instead",
+                key("reasoning_effort"),
+                spec.efforts.join(", "),
+                spec.effort(effort).unwrap_or("nothing"),
+            );
+        }
+    }
+    Ok(spec)
+}
+
+/// Every price forgehand knows for the configured models: the catalogue's,
+/// replaced by `llm.prices`, whose other entries price models by prefix.
+pub fn price_table(config: &crate::config::LlmConfig) -> BTreeMap<String, Price> {
+    let mut prices = config.prices.clone();
+    for model in &config.models {
+        if prices.contains_key(&model.model) {
+            continue;
+        }
+        if let Some(price) = catalogue::lookup(&model.model)
+            .filter(|s| s.provider == model.provider)
+            .and_then(|s| s.price)
+        {
+            prices.insert(model.model.clone(), price);
+        }
+    }
+    prices
+}
+
 /// Builds the router from config and the keys that are set. A model whose
-/// provider has no key is left out (and named in errors), as seed 000 asks.
+/// provider has no key is left out (and named in errors).
 pub fn from_config(
     config: &crate::config::LlmConfig,
     secrets: &crate::config::Secrets,
 ) -> Result<Router, LlmError> {
-    use super::{anthropic::Anthropic, gemini::Gemini, openai::OpenAi};
-    use crate::config::ProviderKind;
+    use super::{
+        anthropic::Anthropic, chat_completions::ChatCompletions, gemini::Gemini, responses::Responses,
+    };
     let timeout = config.request_timeout;
-    // One client per provider kind, made the first time a model needs it.
-    let make = |kind: ProviderKind| -> Result<Option<Arc<dyn Provider>>, LlmError> {
-        Ok(match kind {
-            ProviderKind::OpenAi => {
+    // One client per API, made the first time a model needs it.
+    let make = |api: Api| -> Result<Option<Arc<dyn Provider>>, LlmError> {
+        Ok(match api {
+            Api::Responses | Api::ChatCompletions => {
                 let keyless_ok = config.openai_base_url != OPENAI_DEFAULT;
-                match &secrets.openai_api_key {
-                    key if key.is_some() || keyless_ok => Some(Arc::new(OpenAi::new(
+                let key = secrets.openai_api_key.clone();
+                if key.is_none() && !keyless_ok {
+                    None
+                } else if api == Api::Responses {
+                    Some(Arc::new(Responses::new(&config.openai_base_url, key, timeout)?))
+                } else {
+                    Some(Arc::new(ChatCompletions::new(
                         &config.openai_base_url,
-                        key.clone(),
+                        key,
                         timeout,
-                    )?)),
-                    _ => None,
+                    )?))
                 }
             }
-            ProviderKind::Gemini => match &secrets.gemini_api_key {
+            Api::GenerateContent => match &secrets.gemini_api_key {
                 Some(key) => Some(Arc::new(Gemini::new(
                     &config.gemini_base_url,
                     key.clone(),
@@ -213,7 +400,7 @@ pub fn from_config(
                 )?)),
                 None => None,
             },
-            ProviderKind::Anthropic => match &secrets.anthropic_api_key {
+            Api::Messages => match &secrets.anthropic_api_key {
                 Some(key) => Some(Arc::new(Anthropic::new(
                     &config.anthropic_base_url,
                     key.clone(),
@@ -223,35 +410,37 @@ pub fn from_config(
             },
         })
     };
-    let mut made: Vec<(ProviderKind, Option<Arc<dyn Provider>>)> = Vec::new();
+    let mut made: Vec<(Api, Option<Arc<dyn Provider>>)> = Vec::new();
     let mut routes = Vec::new();
     let mut unavailable = Vec::new();
-    for model in &config.models {
-        let provider = match made.iter().find(|(kind, _)| *kind == model.provider) {
+    for (index, model) in config.models.iter().enumerate() {
+        let spec = model_spec(config, index)?;
+        let provider = match made.iter().find(|(api, _)| *api == spec.api) {
             Some((_, provider)) => provider.clone(),
             None => {
-                let provider = make(model.provider)?;
-                made.push((model.provider, provider.clone()));
+                let provider = make(spec.api)?;
+                made.push((spec.api, provider.clone()));
                 provider
             }
         };
         match provider {
             Some(provider) => routes.push(Route {
-                model: model.model.clone(),
-                max_input_tokens: model.max_input_tokens,
+                spec,
                 reasoning_effort: model.reasoning_effort.clone(),
                 provider,
             }),
             None => unavailable.push(format!("{} ({} not set)", model.model, model.provider.key_var())),
         }
     }
-    Ok(Router::new(routes, config.retry, unavailable).with_prices(config.prices.clone()))
+    Ok(Router::new(routes, config.retry, unavailable)
+        .with_prices(price_table(config))
+        .with_output_room(config.max_output_tokens))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::llm::{ChatRequest, Provider, TokenUsage};
+    use crate::llm::{ChatRequest, Provider};
     use std::sync::Mutex;
 
     /// Answers every request, keeping the reasoning effort it was sent.
@@ -265,16 +454,15 @@ mod tests {
         fn name(&self) -> &str {
             "openai"
         }
-        async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        async fn chat(&self, _: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
             self.efforts
                 .lock()
                 .unwrap()
                 .push(request.reasoning_effort.clone());
             Ok(ChatResponse {
                 text: "ok".into(),
-                tool_calls: Vec::new(),
-                usage: TokenUsage::default(),
                 model: request.model.clone(),
+                ..Default::default()
             })
         }
     }
@@ -284,8 +472,7 @@ mod tests {
         let echo = Arc::new(Echo::default());
         let router = Router::new(
             vec![Route {
-                model: "o3".into(),
-                max_input_tokens: 200_000,
+                spec: catalogue::lookup("o3").unwrap(),
                 reasoning_effort: Some("medium".into()),
                 provider: echo.clone(),
             }],

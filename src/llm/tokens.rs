@@ -27,7 +27,7 @@ pub fn count_message(message: &Message) -> u64 {
     PER_MESSAGE
         + match message {
             Message::User(text) => count_text(text),
-            Message::Assistant { text, tool_calls } => {
+            Message::Assistant { text, tool_calls, .. } => {
                 count_text(text)
                     + tool_calls
                         .iter()

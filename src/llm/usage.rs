@@ -38,15 +38,11 @@ impl UsageReport {
         })
     }
 
-    /// The estimated cost of one model's usage, `None` without a price.
+    /// The estimated cost of one model's usage, `None` without a price:
+    /// plain input, cache reads and cache writes each at their price, and
+    /// every output token (thinking included) at the output price.
     pub fn cost_of(&self, model: &str, usage: TokenUsage) -> Option<f64> {
-        let p = self.price_of(model)?;
-        let cached = usage.cached_input_tokens.min(usage.input_tokens);
-        Some(
-            (usage.input_tokens - cached) as f64 / 1e6 * p.input_per_million
-                + cached as f64 / 1e6 * p.cached_input_per_million
-                + usage.output_tokens as f64 / 1e6 * p.output_per_million,
-        )
+        Some(price(&self.price_of(model)?, usage))
     }
 
     pub fn per_model(&self) -> &BTreeMap<String, TokenUsage> {
@@ -85,8 +81,12 @@ impl UsageReport {
         for (model, u) in &self.per_model {
             let _ = writeln!(
                 out,
-                "{model}: {} input ({} cached) + {} output tokens",
-                u.input_tokens, u.cached_input_tokens, u.output_tokens
+                "{model}: {} input ({} cached, {} written to cache) + {} output tokens ({} thinking)",
+                u.input_tokens,
+                u.cached_input_tokens,
+                u.cache_write_tokens,
+                u.output_tokens,
+                u.reasoning_tokens
             );
         }
         let (cost, unpriced) = self.estimated_cost();
@@ -101,6 +101,18 @@ impl UsageReport {
         }
         out
     }
+}
+
+/// What `usage` costs at `p`, in US dollars.
+pub fn price(p: &Price, usage: TokenUsage) -> f64 {
+    let cached = usage.cached_input_tokens.min(usage.input_tokens);
+    let written = usage.cache_write_tokens.min(usage.input_tokens - cached);
+    let plain = usage.input_tokens - cached - written;
+    (plain as f64 * p.input_per_million
+        + cached as f64 * p.cached_input_per_million
+        + written as f64 * p.cache_write_per_million
+        + usage.output_tokens as f64 * p.output_per_million)
+        / 1e6
 }
 
 /// Token use of calls made outside a run that keeps its own report
@@ -130,6 +142,7 @@ mod tests {
                     input_per_million: 2.0,
                     output_per_million: 8.0,
                     cached_input_per_million: 0.5,
+                    cache_write_per_million: 2.0,
                 },
             ),
             (
@@ -138,6 +151,7 @@ mod tests {
                     input_per_million: 1.25,
                     output_per_million: 10.0,
                     cached_input_per_million: 1.25,
+                    cache_write_per_million: 1.25,
                 },
             ),
         ]);
@@ -148,6 +162,7 @@ mod tests {
                 input_tokens: 1_000_000,
                 cached_input_tokens: 400_000,
                 output_tokens: 500_000,
+                ..Default::default()
             },
         );
         report.add(
@@ -156,6 +171,7 @@ mod tests {
                 input_tokens: 200_000,
                 cached_input_tokens: 0,
                 output_tokens: 0,
+                ..Default::default()
             },
         );
         report.add(
@@ -164,6 +180,7 @@ mod tests {
                 input_tokens: 10,
                 cached_input_tokens: 0,
                 output_tokens: 10,
+                ..Default::default()
             },
         );
         let (cost, unpriced) = report.estimated_cost();
@@ -175,7 +192,8 @@ mod tests {
             TokenUsage {
                 input_tokens: 1_200_010,
                 cached_input_tokens: 400_000,
-                output_tokens: 500_010
+                output_tokens: 500_010,
+                ..Default::default()
             }
         );
         assert!(
@@ -235,6 +253,7 @@ mod cheapest_tests {
             input_per_million: input,
             output_per_million: output,
             cached_input_per_million: input / 4.0,
+            cache_write_per_million: input,
         };
         let prices: BTreeMap<String, Price> = [
             ("o3".to_owned(), price(2.0, 8.0)),

@@ -206,7 +206,9 @@ impl IdeaError {
             LlmError::Server { .. } | LlmError::Network { .. } | LlmError::Decode { .. } => {
                 ErrorCode::ApiServiceError
             }
-            LlmError::Rejected { .. } | LlmError::TooLarge { .. } => ErrorCode::InternalError,
+            LlmError::Rejected { .. } | LlmError::TooLarge { .. } | LlmError::Unsupported { .. } => {
+                ErrorCode::InternalError
+            }
         };
         let mut message = err.to_string();
         if code == ErrorCode::InvalidApiKey {

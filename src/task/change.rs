@@ -188,7 +188,7 @@ impl TaskRun<'_> {
             self.env.model.clone(),
             tools,
             agent_limits,
-            config.llm.prices.clone(),
+            crate::llm::router::price_table(&config.llm),
         )
         .with_gate(gate)
         .with_condensing(crate::agent::condense::CondenseSettings {

@@ -51,7 +51,7 @@ impl TaskRun<'_> {
         if store.is_empty() && incoming.is_empty() {
             return Err(TaskError::NothingHeard(notes.join("; ")));
         }
-        let meter = Meter::new(UsageReport::new(config.llm.prices.clone()));
+        let meter = Meter::new(UsageReport::new(crate::llm::router::price_table(&config.llm)));
         // context.classifier_model, else the cheapest usable light model
         // (`role: light`), else the cheapest usable one: a classification
         // is a short call that needs no large model.
@@ -59,7 +59,7 @@ impl TaskRun<'_> {
             crate::llm::usage::light_model(
                 &self.env.model.models(),
                 &config.planning.light_models,
-                &config.llm.prices,
+                &crate::llm::router::price_table(&config.llm),
             )
         });
         let classifier = Classifier {

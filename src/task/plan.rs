@@ -74,7 +74,7 @@ impl TaskRun<'_> {
         let planner = Planner {
             model: env.model.as_ref(),
             settings: &settings,
-            prices: &env.config.llm.prices,
+            prices: &crate::llm::router::price_table(&env.config.llm),
             checkpoints: &checkpoints,
             observer: Some(Arc::new(move |event| {
                 let _ = events.send(event);
@@ -209,7 +209,9 @@ impl TaskRun<'_> {
         let generated = match saved {
             Some(output) => Ok(output),
             None => {
-                let meter = crate::llm::usage::Meter::new(UsageReport::new(env.config.llm.prices.clone()));
+                let meter = crate::llm::usage::Meter::new(UsageReport::new(crate::llm::router::price_table(
+                    &env.config.llm,
+                )));
                 let generator = Generator {
                     model: env.model.as_ref(),
                     model_name: env.config.ideas.model.as_deref(),

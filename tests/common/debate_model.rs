@@ -77,6 +77,15 @@ pub fn texts(format: Format, body: &Value) -> (String, String) {
                 .to_owned();
             (system, user)
         }
+        Format::Responses => (
+            body["instructions"].as_str().unwrap_or_default().to_owned(),
+            body["input"]
+                .as_array()
+                .and_then(|m| m.last())
+                .and_then(|m| m["content"][0]["text"].as_str())
+                .unwrap_or_default()
+                .to_owned(),
+        ),
         Format::Gemini => (
             body["systemInstruction"]["parts"][0]["text"]
                 .as_str()
@@ -179,6 +188,11 @@ impl wiremock::Respond for Responder {
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
                 "usage": {"prompt_tokens": prompt, "completion_tokens": out, "total_tokens": prompt + out, "prompt_tokens_details": {"cached_tokens": cached}}
             }),
+            Format::Responses => json!({
+                "id": "resp_1", "object": "response", "status": "completed", "model": self.label,
+                "output": [{"type": "message", "id": "msg_1", "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]}],
+                "usage": {"input_tokens": prompt, "input_tokens_details": {"cached_tokens": cached}, "output_tokens": out, "output_tokens_details": {"reasoning_tokens": 0}, "total_tokens": prompt + out}
+            }),
             Format::Anthropic => json!({
                 "id": "msg_1", "type": "message", "role": "assistant", "model": self.label,
                 "content": [{"type": "text", "text": text}], "stop_reason": "end_turn",
@@ -221,7 +235,7 @@ impl DebateModel {
 
     pub fn base_url(&self) -> String {
         match self.format {
-            Format::OpenAi => format!("{}/v1", self.server.uri()),
+            Format::OpenAi | Format::Responses => format!("{}/v1", self.server.uri()),
             Format::Gemini | Format::Anthropic => self.server.uri(),
         }
     }

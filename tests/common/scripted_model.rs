@@ -1,20 +1,43 @@
 //! A scripted model server for tests: a real HTTP server (wiremock) that
-//! answers in the wire format of OpenAI, Gemini or Anthropic with the replies
-//! a test queued, in order, and records what the client sent.
+//! answers in the wire format of OpenAI (Chat Completions or the Responses
+//! API), Gemini or Anthropic with the replies a test queued, in order, and
+//! records what the client sent. Like the real services it refuses what they
+//! refuse (`provider_rules`), and it answers like current models do:
+//! reasoning items and thinking blocks before tool calls, signatures that
+//! must come back unchanged, stop reasons.
 #![allow(dead_code)]
 
+#[path = "provider_rules.rs"]
+pub mod provider_rules;
+
+pub use provider_rules::Issued;
 use serde_json::{json, Value};
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::collections::VecDeque;
+use std::sync::{Arc, Mutex};
 use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
+    /// Chat Completions.
     OpenAi,
+    /// OpenAI's Responses API.
+    Responses,
     Gemini,
     Anthropic,
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stop {
+    /// Cut at the output limit after thinking only.
+    Cut,
+    /// Gemini's MALFORMED_FUNCTION_CALL.
+    Malformed,
+    /// The model declines.
+    Refusal,
+}
+
+#[derive(Clone)]
 pub enum Reply {
     Text(String),
     /// (name, arguments as JSON text; may be deliberately invalid).
@@ -25,6 +48,8 @@ pub enum Reply {
         message: String,
         retry_after: Option<u64>,
     },
+    /// An answer that stops for `Stop`'s reason.
+    Stopped(Stop),
 }
 
 pub fn text(t: &str) -> Reply {
@@ -35,128 +60,298 @@ pub fn call(name: &str, arguments: Value) -> Reply {
     Reply::ToolCalls(vec![(name.to_owned(), arguments.to_string())])
 }
 
+#[derive(Default)]
+struct Script {
+    replies: VecDeque<Reply>,
+    answered: usize,
+    issued: Issued,
+    /// Bodies of the requests the rules refused, with why.
+    refused: Vec<(Value, Value)>,
+}
+
 pub struct ScriptedModel {
     pub server: MockServer,
     pub format: Format,
-    pushed: AtomicUsize,
+    script: Arc<Mutex<Script>>,
+}
+
+struct Responder {
+    format: Format,
+    script: Arc<Mutex<Script>>,
+}
+
+/// The model named in a Gemini URL (`/v1beta/models/{model}:generateContent`).
+fn gemini_model(url_path: &str) -> String {
+    url_path
+        .rsplit('/')
+        .next()
+        .and_then(|last| last.split(':').next())
+        .unwrap_or_default()
+        .to_owned()
+}
+
+impl wiremock::Respond for Responder {
+    fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let mut script = self.script.lock().unwrap();
+        let model = match self.format {
+            Format::Gemini => gemini_model(request.url.path()),
+            _ => body["model"].as_str().unwrap_or_default().to_owned(),
+        };
+        let checked = match self.format {
+            Format::OpenAi => provider_rules::chat_completions(&body),
+            Format::Responses => provider_rules::responses(&body, &script.issued),
+            Format::Anthropic => provider_rules::messages(&body, &script.issued),
+            Format::Gemini => provider_rules::generate_content(&model, &body, &script.issued),
+        };
+        if let Err(error) = checked {
+            script.refused.push((body, error.clone()));
+            return ResponseTemplate::new(400).set_body_json(error);
+        }
+        let Some(reply) = script.replies.pop_front() else {
+            return ResponseTemplate::new(500)
+                .set_body_json(json!({"error": {"message": "the test queued no more replies"}}));
+        };
+        let n = script.answered;
+        script.answered += 1;
+        match reply {
+            Reply::Status {
+                code,
+                message,
+                retry_after,
+            } => status_template(self.format, code, &message, retry_after),
+            other => ResponseTemplate::new(200).set_body_json(reply_for(
+                self.format,
+                &model,
+                &body,
+                other,
+                n,
+                &mut script.issued,
+            )),
+        }
+    }
+}
+
+fn status_template(format: Format, code: u16, message: &str, retry_after: Option<u64>) -> ResponseTemplate {
+    let body = match format {
+        Format::Anthropic => {
+            json!({"type": "error", "error": {"type": if code == 529 { "overloaded_error" } else { "invalid_request_error" }, "message": message}})
+        }
+        Format::Gemini => json!({"error": {"code": code, "message": message, "status": "UNAVAILABLE"}}),
+        Format::OpenAi | Format::Responses => {
+            json!({"error": {"message": message, "type": "server_error", "code": null}})
+        }
+    };
+    let mut t = ResponseTemplate::new(code).set_body_json(body);
+    if let Some(seconds) = retry_after {
+        t = t.insert_header("retry-after", seconds.to_string().as_str());
+    }
+    t
 }
 
 impl ScriptedModel {
     pub async fn start(format: Format) -> ScriptedModel {
-        ScriptedModel {
-            server: MockServer::start().await,
+        let server = MockServer::start().await;
+        let script = Arc::new(Mutex::new(Script::default()));
+        let mock = match format {
+            Format::OpenAi => Mock::given(method("POST")).and(path("/v1/chat/completions")),
+            Format::Responses => Mock::given(method("POST")).and(path("/v1/responses")),
+            Format::Anthropic => Mock::given(method("POST")).and(path("/v1/messages")),
+            Format::Gemini => {
+                Mock::given(method("POST")).and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+            }
+        };
+        mock.respond_with(Responder {
             format,
-            pushed: AtomicUsize::new(0),
+            script: script.clone(),
+        })
+        .mount(&server)
+        .await;
+        ScriptedModel {
+            server,
+            format,
+            script,
         }
     }
 
     /// The base URL a provider client is configured with.
     pub fn base_url(&self) -> String {
         match self.format {
-            Format::OpenAi => format!("{}/v1", self.server.uri()),
+            Format::OpenAi | Format::Responses => format!("{}/v1", self.server.uri()),
             Format::Gemini | Format::Anthropic => self.server.uri(),
         }
     }
 
     /// Queues one reply; replies are served in the order they were pushed.
     pub async fn push(&self, reply: Reply) {
-        let n = self.pushed.fetch_add(1, Ordering::SeqCst);
-        let template = match reply {
-            Reply::Status {
-                code,
-                message,
-                retry_after,
-            } => {
-                let body = match self.format {
-                    Format::Anthropic => {
-                        json!({"type": "error", "error": {"type": if code == 529 { "overloaded_error" } else { "invalid_request_error" }, "message": message}})
-                    }
-                    Format::Gemini => {
-                        json!({"error": {"code": code, "message": message, "status": "UNAVAILABLE"}})
-                    }
-                    Format::OpenAi => {
-                        json!({"error": {"message": message, "type": "server_error", "code": null}})
-                    }
-                };
-                let mut t = ResponseTemplate::new(code).set_body_json(body);
-                if let Some(seconds) = retry_after {
-                    t = t.insert_header("retry-after", seconds.to_string().as_str());
-                }
-                t
-            }
-            other => ResponseTemplate::new(200).set_body_json(reply_body(self.format, other, n)),
-        };
-        let mock = match self.format {
-            Format::OpenAi => Mock::given(method("POST")).and(path("/v1/chat/completions")),
-            Format::Anthropic => Mock::given(method("POST")).and(path("/v1/messages")),
-            Format::Gemini => {
-                Mock::given(method("POST")).and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
-            }
-        };
-        mock.respond_with(template)
-            .up_to_n_times(1)
-            .mount(&self.server)
-            .await;
+        self.script.lock().unwrap().replies.push_back(reply);
+    }
+
+    /// The requests the provider's rules refused, with the error each got.
+    pub fn refused(&self) -> Vec<(Value, Value)> {
+        self.script.lock().unwrap().refused.clone()
     }
 }
 
-/// The provider's success body for a text or tool-call reply.
-fn reply_body(format: Format, reply: Reply, n: usize) -> Value {
-    {
-        let (text, calls) = match reply {
-            Reply::Text(t) => (t, Vec::new()),
-            Reply::ToolCalls(calls) => (String::new(), calls),
-            Reply::Status { .. } => unreachable!(),
-        };
-        match format {
-            Format::OpenAi => {
-                let tool_calls: Vec<Value> = calls
-                    .iter()
-                    .enumerate()
-                    .map(|(i, (name, args))| json!({"id": format!("call_{n}_{i}"), "type": "function", "function": {"name": name, "arguments": args}}))
-                    .collect();
-                let mut message = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
-                if !tool_calls.is_empty() {
-                    message["tool_calls"] = json!(tool_calls);
-                }
-                json!({
-                    "id": format!("chatcmpl-{n}"), "object": "chat.completion", "model": "o3-2025-04-16",
-                    "choices": [{"index": 0, "message": message, "finish_reason": if tool_calls.is_empty() { "stop" } else { "tool_calls" }}],
-                    "usage": {"prompt_tokens": 100 + n as u64, "completion_tokens": 10, "total_tokens": 110 + n as u64}
-                })
-            }
-            Format::Anthropic => {
-                let mut content = Vec::new();
-                if !text.is_empty() {
-                    content.push(json!({"type": "text", "text": text}));
-                }
-                for (i, (name, args)) in calls.iter().enumerate() {
-                    let input: Value = serde_json::from_str(args).unwrap_or(json!({}));
-                    content.push(json!({"type": "tool_use", "id": format!("toolu_{n}_{i}"), "name": name, "input": input}));
-                }
-                json!({
-                    "id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": "claude-test",
-                    "content": content, "stop_reason": if calls.is_empty() { "end_turn" } else { "tool_use" },
-                    "usage": {"input_tokens": 200 + n as u64, "output_tokens": 20}
-                })
-            }
-            Format::Gemini => {
-                let mut parts = Vec::new();
-                if !text.is_empty() {
-                    parts.push(json!({"text": text}));
-                }
-                for (name, args) in &calls {
-                    let args: Value = serde_json::from_str(args).unwrap_or(json!({}));
-                    parts.push(json!({"functionCall": {"name": name, "args": args}}));
-                }
-                json!({
-                    "candidates": [{"content": {"role": "model", "parts": parts}, "finishReason": "STOP"}],
-                    "usageMetadata": {"promptTokenCount": 300 + n as u64, "candidatesTokenCount": 30, "totalTokenCount": 330 + n as u64},
-                    "modelVersion": "gemini-2.5-pro"
-                })
-            }
-        }
+/// The provider's success body for a reply.
+fn reply_for(
+    format: Format,
+    model: &str,
+    request: &Value,
+    reply: Reply,
+    n: usize,
+    issued: &mut Issued,
+) -> Value {
+    match format {
+        Format::OpenAi => reply_body(Format::OpenAi, reply, n),
+        Format::Responses => responses_body(model, reply, n, issued),
+        Format::Anthropic => anthropic_body(model, request, reply, n, issued),
+        Format::Gemini => gemini_body(model, reply, n, issued),
     }
+}
+
+fn parts_of(reply: &Reply) -> (String, Vec<(String, String)>) {
+    match reply {
+        Reply::Text(t) => (t.clone(), Vec::new()),
+        Reply::ToolCalls(calls) => (String::new(), calls.clone()),
+        _ => (String::new(), Vec::new()),
+    }
+}
+
+fn responses_body(model: &str, reply: Reply, n: usize, issued: &mut Issued) -> Value {
+    let (text, calls) = parts_of(&reply);
+    let encrypted = format!("enc-{n}-{model}");
+    issued.signatures.insert(encrypted.clone());
+    let mut output = vec![
+        json!({"type": "reasoning", "id": format!("rs_{n}"), "summary": [], "encrypted_content": encrypted}),
+    ];
+    let (status, incomplete) = match reply {
+        Reply::Stopped(Stop::Cut) => ("incomplete", json!({"reason": "max_output_tokens"})),
+        Reply::Stopped(Stop::Refusal) => {
+            output.push(json!({"type": "message", "id": format!("msg_{n}"), "status": "completed", "role": "assistant", "content": [{"type": "refusal", "refusal": "I can't help with that."}]}));
+            ("completed", Value::Null)
+        }
+        _ => ("completed", Value::Null),
+    };
+    if !text.is_empty() {
+        output.push(json!({"type": "message", "id": format!("msg_{n}"), "status": "completed", "role": "assistant", "content": [{"type": "output_text", "text": text, "annotations": []}]}));
+    }
+    for (i, (name, args)) in calls.iter().enumerate() {
+        output.push(json!({"type": "function_call", "id": format!("fc_{n}_{i}"), "call_id": format!("call_{n}_{i}"), "name": name, "arguments": args, "status": "completed"}));
+    }
+    json!({
+        "id": format!("resp_{n}"), "object": "response", "status": status, "incomplete_details": incomplete,
+        "model": format!("{model}-2026-08-01"), "output": output,
+        "usage": {"input_tokens": 100 + n as u64, "input_tokens_details": {"cached_tokens": 0},
+                  "output_tokens": 30, "output_tokens_details": {"reasoning_tokens": 20}, "total_tokens": 130 + n as u64}
+    })
+}
+
+fn anthropic_body(model: &str, request: &Value, reply: Reply, n: usize, issued: &mut Issued) -> Value {
+    let (text, calls) = parts_of(&reply);
+    let mut content = Vec::new();
+    if request.get("thinking").is_some() || provider_rules::claude_thinks_by_default(model) {
+        let signature = format!("sig-{n}-{model}");
+        issued.signatures.insert(signature.clone());
+        content.push(json!({"type": "thinking", "thinking": "I should look at the file first.", "signature": signature}));
+    }
+    if !text.is_empty() {
+        content.push(json!({"type": "text", "text": text}));
+    }
+    for (i, (name, args)) in calls.iter().enumerate() {
+        let input: Value = serde_json::from_str(args).unwrap_or(json!({}));
+        content
+            .push(json!({"type": "tool_use", "id": format!("toolu_{n}_{i}"), "name": name, "input": input}));
+    }
+    let stop = match reply {
+        Reply::Stopped(Stop::Cut) => "max_tokens",
+        Reply::Stopped(Stop::Refusal) => {
+            content.clear();
+            "refusal"
+        }
+        _ if calls.is_empty() => "end_turn",
+        _ => "tool_use",
+    };
+    json!({
+        "id": format!("msg_{n}"), "type": "message", "role": "assistant", "model": model,
+        "content": content, "stop_reason": stop, "stop_sequence": null,
+        "usage": {"input_tokens": 200 + n as u64, "output_tokens": 20, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+    })
+}
+
+fn gemini_body(model: &str, reply: Reply, n: usize, issued: &mut Issued) -> Value {
+    let (text, calls) = parts_of(&reply);
+    let signs = provider_rules::gemini_signs(model);
+    let mut parts = Vec::new();
+    let mut signature = || {
+        let s = format!("gsig-{n}-{model}");
+        issued.signatures.insert(s.clone());
+        s
+    };
+    if !text.is_empty() {
+        let mut part = json!({"text": text});
+        if signs && calls.is_empty() {
+            part["thoughtSignature"] = json!(signature());
+        }
+        parts.push(part);
+    }
+    for (i, (name, args)) in calls.iter().enumerate() {
+        let args: Value = serde_json::from_str(args).unwrap_or(json!({}));
+        let mut part = json!({"functionCall": {"name": name, "args": args}});
+        if signs && i == 0 {
+            part["thoughtSignature"] = json!(signature());
+        }
+        parts.push(part);
+    }
+    let mut candidate =
+        json!({"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0});
+    match reply {
+        Reply::Stopped(Stop::Cut) => {
+            candidate = json!({"content": {"role": "model"}, "finishReason": "MAX_TOKENS", "index": 0});
+        }
+        Reply::Stopped(Stop::Malformed) => {
+            candidate = json!({"finishReason": "MALFORMED_FUNCTION_CALL", "finishMessage": "Malformed function call: print(default_api.read_file(path=README.md", "index": 0});
+        }
+        Reply::Stopped(Stop::Refusal) => {
+            candidate = json!({"finishReason": "SAFETY", "index": 0, "safetyRatings": []});
+        }
+        _ => {}
+    }
+    json!({
+        "candidates": [candidate],
+        "usageMetadata": {"promptTokenCount": 300 + n as u64, "candidatesTokenCount": 30, "thoughtsTokenCount": 12, "totalTokenCount": 342 + n as u64},
+        "modelVersion": model
+    })
+}
+
+/// The Chat Completions success body for a text or tool-call reply.
+fn reply_body(format: Format, reply: Reply, n: usize) -> Value {
+    assert_eq!(format, Format::OpenAi, "reply_body speaks Chat Completions");
+    let (text, calls) = parts_of(&reply);
+    let tool_calls: Vec<Value> = calls
+        .iter()
+        .enumerate()
+        .map(|(i, (name, args))| json!({"id": format!("call_{n}_{i}"), "type": "function", "function": {"name": name, "arguments": args}}))
+        .collect();
+    let mut message =
+        json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
+    if !tool_calls.is_empty() {
+        message["tool_calls"] = json!(tool_calls);
+    }
+    let finish = match reply {
+        Reply::Stopped(Stop::Cut) => "length",
+        Reply::Stopped(Stop::Refusal) => {
+            message["refusal"] = json!("I can't help with that.");
+            "stop"
+        }
+        _ if tool_calls.is_empty() => "stop",
+        _ => "tool_calls",
+    };
+    json!({
+        "id": format!("chatcmpl-{n}"), "object": "chat.completion", "model": "o3-2025-04-16",
+        "choices": [{"index": 0, "message": message, "finish_reason": finish}],
+        "usage": {"prompt_tokens": 100 + n as u64, "completion_tokens": 10, "total_tokens": 110 + n as u64}
+    })
 }
 
 impl ScriptedModel {
@@ -348,6 +543,9 @@ impl wiremock::Respond for ByTurn {
             return refusal;
         }
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        if let Err(error) = provider_rules::chat_completions(&body) {
+            return ResponseTemplate::new(400).set_body_json(error);
+        }
         let system = body["messages"][0]["content"].as_str().unwrap_or_default();
         if let Some(answer) = context_answer(&body) {
             return ResponseTemplate::new(200).set_body_json(reply_body(
@@ -372,19 +570,7 @@ impl wiremock::Respond for ByTurn {
             .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
             .unwrap_or(0);
         let (reply, delay) = &self.turns[turn.min(self.turns.len() - 1)];
-        let reply = match reply {
-            Reply::Text(t) => Reply::Text(t.clone()),
-            Reply::ToolCalls(c) => Reply::ToolCalls(c.clone()),
-            Reply::Status {
-                code,
-                message,
-                retry_after,
-            } => Reply::Status {
-                code: *code,
-                message: message.clone(),
-                retry_after: *retry_after,
-            },
-        };
+        let reply = reply.clone();
         let template = match reply {
             Reply::Status { code, message, .. } => ResponseTemplate::new(code)
                 .set_body_json(json!({"error": {"message": message, "type": "server_error", "code": null}})),

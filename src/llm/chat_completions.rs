@@ -1,0 +1,235 @@
+//! Chat Completions with tools, for OpenAI-compatible servers (vLLM, Ollama,
+//! llama.cpp, OpenRouter) and for OpenAI models an operator puts on it with
+//! `api: chat_completions`. OpenAI's own models go through [`super::responses`]:
+//! from GPT-5.2 on they refuse function tools here while they reason.
+
+use super::catalogue::ModelSpec;
+use super::http::{client, post_json};
+use super::{
+    count_at, made_up_call_id, ChatRequest, ChatResponse, FinishReason, LlmError, Message, Provider,
+    ReasoningKind, TokenUsage, ToolCall,
+};
+use crate::config::Secret;
+use async_trait::async_trait;
+use serde_json::{json, Value};
+use std::time::Duration;
+
+pub struct ChatCompletions {
+    http: reqwest::Client,
+    base_url: String,
+    key: Option<Secret>,
+}
+
+impl ChatCompletions {
+    /// `key` may be absent for local OpenAI-compatible servers.
+    pub fn new(base_url: &str, key: Option<Secret>, timeout: Duration) -> Result<ChatCompletions, LlmError> {
+        Ok(ChatCompletions {
+            http: client(timeout)?,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            key,
+        })
+    }
+}
+
+pub fn request_body(model: &ModelSpec, request: &ChatRequest) -> Value {
+    let mut messages = Vec::new();
+    if !request.system.trim().is_empty() {
+        messages.push(json!({"role": "system", "content": request.system}));
+    }
+    for message in &request.messages {
+        match message {
+            Message::User(text) => messages.push(json!({"role": "user", "content": text})),
+            Message::Assistant { text, tool_calls, .. } => {
+                let mut turn = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
+                if !tool_calls.is_empty() {
+                    turn["tool_calls"] = tool_calls
+                        .iter()
+                        .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
+                        .collect();
+                }
+                messages.push(turn);
+            }
+            Message::ToolResults(results) => {
+                for r in results {
+                    messages.push(json!({"role": "tool", "tool_call_id": r.call_id, "content": r.content}));
+                }
+            }
+        }
+    }
+    let mut body = json!({"model": request.model, "messages": messages});
+    if !request.tools.is_empty() {
+        body["tools"] = request
+            .tools
+            .iter()
+            .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description, "parameters": t.parameters}}))
+            .collect();
+    }
+    if request.json_output {
+        body["response_format"] = json!({"type": "json_object"});
+    }
+    if model.reasoning == ReasoningKind::Effort {
+        body["max_completion_tokens"] = json!(request.max_output_tokens);
+        // Here a reasoning OpenAI model takes function tools only with an
+        // effort of "none" (the Responses API carries both).
+        let effort = if request.tools.is_empty() {
+            request.reasoning_effort.as_deref().and_then(|e| model.effort(e))
+        } else {
+            model.effort("none").filter(|e| *e == "none")
+        };
+        if let Some(effort) = effort {
+            body["reasoning_effort"] = json!(effort);
+        }
+    } else {
+        body["max_tokens"] = json!(request.max_output_tokens);
+    }
+    if let (Some(t), true) = (request.temperature, model.temperature) {
+        body["temperature"] = json!(t);
+    }
+    body
+}
+
+pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatResponse, LlmError> {
+    let decode = |detail: &str| LlmError::Decode {
+        provider: "openai".into(),
+        detail: detail.to_owned(),
+    };
+    let choice = body
+        .pointer("/choices/0")
+        .ok_or_else(|| decode("no choices[0] in the answer"))?;
+    let message = choice
+        .get("message")
+        .ok_or_else(|| decode("no choices[0].message in the answer"))?;
+    let text = message
+        .get("content")
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned();
+    let mut tool_calls = Vec::new();
+    for call in message
+        .get("tool_calls")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
+        let arguments = match call.pointer("/function/arguments") {
+            Some(Value::String(s)) => s.clone(),
+            Some(other) => other.to_string(),
+            None => String::new(),
+        };
+        tool_calls.push(ToolCall {
+            // Servers that give no id get one; `history` keeps ids unique.
+            id: str_at(call, "/id").unwrap_or_else(|| made_up_call_id("call_")),
+            name: str_at(call, "/function/name").unwrap_or_default(),
+            arguments,
+        });
+    }
+    let refusal = str_at(message, "/refusal").filter(|r| !r.is_empty());
+    let finish = match (refusal, choice.get("finish_reason").and_then(Value::as_str)) {
+        (Some(refusal), _) => FinishReason::Refused(refusal),
+        (None, Some("length")) => FinishReason::OutputLimit,
+        (None, Some("content_filter")) => {
+            FinishReason::Refused("the provider's content filter stopped the answer".into())
+        }
+        _ => FinishReason::Complete,
+    };
+    let usage = TokenUsage {
+        input_tokens: count_at(body, "/usage/prompt_tokens"),
+        cached_input_tokens: count_at(body, "/usage/prompt_tokens_details/cached_tokens"),
+        cache_write_tokens: 0,
+        output_tokens: count_at(body, "/usage/completion_tokens"),
+        reasoning_tokens: count_at(body, "/usage/completion_tokens_details/reasoning_tokens"),
+    };
+    Ok(ChatResponse {
+        text,
+        tool_calls,
+        usage,
+        model: str_at(body, "/model").unwrap_or_else(|| requested_model.to_owned()),
+        finish,
+        native: None,
+    })
+}
+
+fn str_at(value: &Value, pointer: &str) -> Option<String> {
+    value.pointer(pointer).and_then(Value::as_str).map(str::to_owned)
+}
+
+/// A server that cannot call tools says so in its own words, often with a
+/// 500: that is a setting to change, not a request to repeat five times.
+fn tools_unsupported(err: LlmError, asked_for_tools: bool) -> LlmError {
+    let (LlmError::Server { message, .. } | LlmError::Rejected { message, .. }) = &err else {
+        return err;
+    };
+    let lower = message.to_ascii_lowercase();
+    let about_tools = lower.contains("tool") || lower.contains("function");
+    let unsupported = [
+        "not support",
+        "unsupported",
+        "--jinja",
+        "enable-auto-tool-choice",
+        "tool-call-parser",
+        "tool_call_parser",
+    ]
+    .iter()
+    .any(|s| lower.contains(s));
+    if !(asked_for_tools && about_tools && unsupported) {
+        return err;
+    }
+    LlmError::Unsupported {
+        provider: "openai".into(),
+        message: message.clone(),
+        advice: "forgehand needs tool calling: start vLLM with --enable-auto-tool-choice and a --tool-call-parser for the model, llama.cpp's server with --jinja, or pick an Ollama model that supports tools".into(),
+    }
+}
+
+#[async_trait]
+impl Provider for ChatCompletions {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let mut http = self.http.post(format!("{}/chat/completions", self.base_url));
+        if let Some(key) = &self.key {
+            http = http.bearer_auth(key.expose());
+        }
+        let body = post_json("openai", http, &request_body(model, request))
+            .await
+            .map_err(|e| tools_unsupported(e, !request.tools.is_empty()))?;
+        parse_response(&body, &request.model)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_server_without_tool_calling_is_a_setting_to_change() {
+        for message in [
+            "tools param requires --jinja flag",
+            "\"auto\" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be set",
+            "registry.ollama.ai/library/llama2:latest does not support tools",
+        ] {
+            let err = tools_unsupported(
+                LlmError::Server {
+                    provider: "openai".into(),
+                    status: 500,
+                    message: message.into(),
+                },
+                true,
+            );
+            assert!(matches!(err, LlmError::Unsupported { .. }), "{message}: {err:?}");
+            assert!(!err.is_retryable() && !err.falls_back());
+            assert!(err.to_string().contains("--jinja"), "{err}");
+        }
+        let other = tools_unsupported(
+            LlmError::Server {
+                provider: "openai".into(),
+                status: 500,
+                message: "internal error".into(),
+            },
+            true,
+        );
+        assert!(other.is_retryable());
+    }
+}
