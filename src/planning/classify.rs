@@ -93,7 +93,8 @@ pub fn request(prompts: &ContextPrompts, message: &str) -> ChatRequest {
         tools: Vec::new(),
         max_output_tokens: MAX_OUTPUT_TOKENS,
         temperature: Some(TEMPERATURE),
-        reasoning_effort: Some("low".into()),
+        // As little thought as the model allows: the answer is a label.
+        reasoning_effort: Some("none".into()),
         cache_system: false,
         json_output: true,
     }

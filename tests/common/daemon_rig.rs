@@ -155,6 +155,12 @@ pub fn write_config_with(dir: &Path, instance: &str, daemon_extra: &str, forge_y
     } else {
         "planning:\n  mode: \"off\"\n"
     };
+    // A test that names its own models brings its own llm section.
+    let llm = if forge_yaml.lines().any(|l| l.starts_with("llm:")) {
+        ""
+    } else {
+        "llm:\n  retry:\n    initial_backoff: \"100ms\"\n    max_backoff: \"200ms\"\n    max_retries: 1\n  models:\n    - provider: \"openai\"\n      model: \"gpt-4o-mini\"\n      max_input_tokens: 100000\n  prices:\n    \"gpt-4o-mini\": {input: 0.15, output: 0.6}\n"
+    };
     let yaml = format!(
         r#"daemon:
   instance_id: "{instance}"
@@ -165,18 +171,7 @@ pub fn write_config_with(dir: &Path, instance: &str, daemon_extra: &str, forge_y
 {daemon_extra}
 images:
   dir: "{images}"
-llm:
-  retry:
-    initial_backoff: "100ms"
-    max_backoff: "200ms"
-    max_retries: 1
-  models:
-    - provider: "openai"
-      model: "gpt-4o-mini"
-      max_input_tokens: 100000
-  prices:
-    "gpt-4o-mini": {{input: 0.15, output: 0.6}}
-{planning}{forge_yaml}
+{llm}{planning}{forge_yaml}
 "#,
         state = dir.join("state").display(),
         images = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))

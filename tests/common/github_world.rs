@@ -6,7 +6,7 @@
 use super::daemon_rig::{self, DaemonProcess};
 use super::fake_github::FakeGitHub;
 use super::git_http::{self, GitHttpServer};
-use super::scripted_model::{Reply, TurnModel};
+use super::scripted_model::{Format, Reply, TurnModel};
 use std::path::PathBuf;
 use std::time::Duration;
 
@@ -21,6 +21,8 @@ pub struct World {
     pub bare: PathBuf,
     pub github: FakeGitHub,
     pub model: TurnModel,
+    /// Further models, in the order the router falls back to them.
+    pub fallbacks: Vec<TurnModel>,
     pub instance: String,
     pub config: PathBuf,
 }
@@ -144,18 +146,56 @@ impl World {
             bare,
             github,
             model,
+            fallbacks: Vec::new(),
             instance,
             config,
         }
     }
 
-    /// The secrets and model address a forgehand process of this world gets.
-    pub fn env(&self) -> [(&'static str, String); 3] {
-        [
-            ("GITHUB_TOKEN", TOKEN.to_owned()),
-            ("OPENAI_API_KEY", MODEL_KEY.to_owned()),
-            ("OPENAI_BASE_URL", self.model.base_url()),
-        ]
+    /// A world whose daemon uses `models` (a format and a model name each),
+    /// in that order of preference, each on its own scripted server that
+    /// answers by `turns` in its wire format and refuses what its provider
+    /// refuses. Retries are off: an overloaded model falls back at once.
+    pub async fn on_models(
+        models: &[(Format, &str)],
+        turns: Vec<(Reply, Option<Duration>)>,
+        files: &[(&str, &str)],
+    ) -> World {
+        let mut yaml = String::from("llm:\n  retry:\n    max_retries: 0\n  models:\n");
+        for (format, model) in models {
+            let (provider, api) = match format {
+                Format::OpenAi => ("openai", "chat_completions"),
+                Format::Responses => ("openai", "responses"),
+                Format::Anthropic => ("anthropic", "messages"),
+                Format::Gemini => ("gemini", "generate_content"),
+            };
+            yaml.push_str(&format!(
+                "    - {{provider: {provider}, model: \"{model}\", api: {api}, reasoning_effort: high}}\n"
+            ));
+        }
+        let mut world = World::build_repo(turns.clone(), "", None, "", &yaml, files).await;
+        let mut servers = Vec::new();
+        for (format, _) in models {
+            servers.push(TurnModel::start_as(*format, turns.clone(), None, None).await);
+        }
+        world.model = servers.remove(0);
+        world.fallbacks = servers;
+        world
+    }
+
+    /// The secrets and model addresses a forgehand process of this world gets.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![("GITHUB_TOKEN", TOKEN.to_owned())];
+        for model in std::iter::once(&self.model).chain(&self.fallbacks) {
+            let (key, base) = match model.format {
+                Format::OpenAi | Format::Responses => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+                Format::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+                Format::Gemini => ("GEMINI_API_KEY", "GEMINI_BASE_URL"),
+            };
+            env.push((key, MODEL_KEY.to_owned()));
+            env.push((base, model.base_url()));
+        }
+        env
     }
 
     pub fn start(&self) -> DaemonProcess {

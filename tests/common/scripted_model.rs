@@ -373,7 +373,9 @@ impl ScriptedModel {
 /// Turns past the end get the last reply.
 pub struct TurnModel {
     pub server: MockServer,
+    pub format: Format,
     storm: std::sync::Arc<std::sync::Mutex<Storm>>,
+    refused: Arc<Mutex<Vec<(Value, Value)>>>,
 }
 
 /// Requests still to refuse, and the statuses refused so far.
@@ -411,6 +413,10 @@ impl Storm {
 }
 
 struct ByTurn {
+    format: Format,
+    issued: Arc<Mutex<Issued>>,
+    refused: Arc<Mutex<Vec<(Value, Value)>>>,
+    answered: std::sync::atomic::AtomicUsize,
     turns: Vec<(Reply, Option<std::time::Duration>)>,
     /// The answer to planning calls (those with the sage system text).
     plan: Option<String>,
@@ -491,28 +497,108 @@ pub fn classify_like_a_model(message: &str) -> Value {
     json!({"intent": labels, "reason": "scripted"})
 }
 
+/// What the scripted models answer by, read from a request in any format:
+/// the system text, the user turns' texts, and how many answers of the
+/// model the conversation already holds.
+pub struct View {
+    pub system: String,
+    pub users: Vec<String>,
+    pub turns: usize,
+}
+
+fn texts_of(blocks: &Value, key: &str) -> String {
+    match blocks {
+        Value::String(s) => s.clone(),
+        Value::Array(parts) => parts
+            .iter()
+            .filter_map(|p| p[key].as_str())
+            .collect::<Vec<_>>()
+            .join(""),
+        _ => String::new(),
+    }
+}
+
+pub fn view(format: Format, body: &Value) -> View {
+    let list = |key: &str| body[key].as_array().cloned().unwrap_or_default();
+    match format {
+        Format::OpenAi => {
+            let messages = list("messages");
+            let of = |role: &'static str| messages.iter().filter(move |m| m["role"] == role);
+            View {
+                system: of("system").map(|m| texts_of(&m["content"], "text")).collect(),
+                users: of("user").map(|m| texts_of(&m["content"], "text")).collect(),
+                turns: of("assistant").count(),
+            }
+        }
+        Format::Responses => {
+            let input = list("input");
+            View {
+                system: body["instructions"].as_str().unwrap_or_default().to_owned(),
+                users: input
+                    .iter()
+                    .filter(|i| i["role"] == "user")
+                    .map(|i| texts_of(&i["content"], "text"))
+                    .collect(),
+                // One answer: a run of the model's items between inputs.
+                turns: input
+                    .iter()
+                    .map(|i| {
+                        i["type"] == "reasoning" || i["type"] == "function_call" || i["role"] == "assistant"
+                    })
+                    .fold((0, false), |(runs, inside), model| {
+                        (runs + usize::from(model && !inside), model)
+                    })
+                    .0,
+            }
+        }
+        Format::Anthropic => {
+            let messages = list("messages");
+            View {
+                system: texts_of(&body["system"], "text"),
+                users: messages
+                    .iter()
+                    .filter(|m| m["role"] == "user")
+                    .map(|m| texts_of(&m["content"], "text"))
+                    .filter(|t| !t.is_empty())
+                    .collect(),
+                turns: messages.iter().filter(|m| m["role"] == "assistant").count(),
+            }
+        }
+        Format::Gemini => {
+            let contents = list("contents");
+            View {
+                system: texts_of(&body["systemInstruction"]["parts"], "text"),
+                users: contents
+                    .iter()
+                    .filter(|c| c["role"] == "user")
+                    .map(|c| texts_of(&c["parts"], "text"))
+                    .filter(|t| !t.is_empty())
+                    .collect(),
+                turns: contents.iter().filter(|c| c["role"] == "model").count(),
+            }
+        }
+    }
+}
+
 /// Whether a request is one of the context store's (classification, summary).
 pub fn is_context_call(body: &Value) -> bool {
-    let first = body["messages"][0]["content"].as_str().unwrap_or_default();
-    let second = body["messages"][1]["content"].as_str().unwrap_or_default();
-    first.starts_with(CLASSIFIER_SYSTEM)
-        || [first, second].iter().any(|t| {
+    is_context_view(&view(Format::OpenAi, body))
+}
+
+fn is_context_view(v: &View) -> bool {
+    let first = v.users.first().map(String::as_str).unwrap_or_default();
+    v.system.starts_with(CLASSIFIER_SYSTEM)
+        || [v.system.as_str(), first].iter().any(|t| {
             t.starts_with(SUMMARY_PROMPT) || t.contains(IDEAS_CATEGORIES) || t.contains(IDEAS_OPTIONS)
         })
 }
 
 /// The answer a context-store call gets from the scripted models.
-fn context_answer(body: &Value) -> Option<String> {
-    let first = body["messages"][0]["content"].as_str().unwrap_or_default();
-    if first.starts_with(CLASSIFIER_SYSTEM) {
-        let prompt = body["messages"][1]["content"].as_str().unwrap_or_default();
-        return Some(classify_like_a_model(classified_message(prompt)).to_string());
+fn context_answer(v: &View) -> Option<String> {
+    let user = v.users.first().map(String::as_str).unwrap_or_default();
+    if v.system.starts_with(CLASSIFIER_SYSTEM) {
+        return Some(classify_like_a_model(classified_message(user)).to_string());
     }
-    let user = body["messages"]
-        .as_array()
-        .and_then(|m| m.iter().find(|m| m["role"] == "user"))
-        .and_then(|m| m["content"].as_str())
-        .unwrap_or_default();
     if user.contains(IDEAS_CATEGORIES) {
         return Some(
             json!([
@@ -543,38 +629,45 @@ impl wiremock::Respond for ByTurn {
             return refusal;
         }
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        if let Err(error) = provider_rules::chat_completions(&body) {
+        let model = match self.format {
+            Format::Gemini => gemini_model(request.url.path()),
+            _ => body["model"].as_str().unwrap_or_default().to_owned(),
+        };
+        let mut issued = self.issued.lock().unwrap();
+        let checked = match self.format {
+            Format::OpenAi => provider_rules::chat_completions(&body),
+            Format::Responses => provider_rules::responses(&body, &issued),
+            Format::Anthropic => provider_rules::messages(&body, &issued),
+            Format::Gemini => provider_rules::generate_content(&model, &body, &issued),
+        };
+        if let Err(error) = checked {
+            self.refused.lock().unwrap().push((body, error.clone()));
             return ResponseTemplate::new(400).set_body_json(error);
         }
-        let system = body["messages"][0]["content"].as_str().unwrap_or_default();
-        if let Some(answer) = context_answer(&body) {
-            return ResponseTemplate::new(200).set_body_json(reply_body(
-                Format::OpenAi,
-                Reply::Text(answer),
-                0,
-            ));
+        let n = self.answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let answer = |reply: Reply, issued: &mut Issued| {
+            ResponseTemplate::new(200).set_body_json(reply_for(self.format, &model, &body, reply, n, issued))
+        };
+        let v = view(self.format, &body);
+        if let Some(text) = context_answer(&v) {
+            return answer(Reply::Text(text), &mut issued);
         }
-        if let (Some(plan), true) = (&self.plan, system.starts_with(SAGE_SYSTEM)) {
-            let template = ResponseTemplate::new(200).set_body_json(reply_body(
-                Format::OpenAi,
-                Reply::Text(plan.clone()),
-                0,
-            ));
+        if let (Some(plan), true) = (&self.plan, v.system.starts_with(SAGE_SYSTEM)) {
+            let template = answer(Reply::Text(plan.clone()), &mut issued);
             return match self.plan_delay {
                 Some(d) => template.set_delay(d),
                 None => template,
             };
         }
-        let turn = body["messages"]
-            .as_array()
-            .map(|m| m.iter().filter(|m| m["role"] == "assistant").count())
-            .unwrap_or(0);
+        let turn = v.turns;
         let (reply, delay) = &self.turns[turn.min(self.turns.len() - 1)];
-        let reply = reply.clone();
-        let template = match reply {
-            Reply::Status { code, message, .. } => ResponseTemplate::new(code)
-                .set_body_json(json!({"error": {"message": message, "type": "server_error", "code": null}})),
-            other => ResponseTemplate::new(200).set_body_json(reply_body(Format::OpenAi, other, turn)),
+        let template = match reply.clone() {
+            Reply::Status {
+                code,
+                message,
+                retry_after,
+            } => status_template(self.format, code, &message, retry_after),
+            other => answer(other, &mut issued),
         };
         match delay {
             Some(d) => template.set_delay(*d),
@@ -602,20 +695,51 @@ impl TurnModel {
         plan: Option<String>,
         plan_delay: Option<std::time::Duration>,
     ) -> TurnModel {
+        TurnModel::start_as(Format::OpenAi, turns, plan, plan_delay).await
+    }
+
+    /// The same, in `format`'s wire format (and its rules).
+    pub async fn start_as(
+        format: Format,
+        turns: Vec<(Reply, Option<std::time::Duration>)>,
+        plan: Option<String>,
+        plan_delay: Option<std::time::Duration>,
+    ) -> TurnModel {
         assert!(!turns.is_empty());
         let server = MockServer::start().await;
         let storm = std::sync::Arc::new(std::sync::Mutex::new(Storm::default()));
-        Mock::given(method("POST"))
-            .and(path("/v1/chat/completions"))
-            .respond_with(ByTurn {
-                turns,
-                plan,
-                plan_delay,
-                storm: storm.clone(),
-            })
-            .mount(&server)
-            .await;
-        TurnModel { server, storm }
+        let refused = Arc::new(Mutex::new(Vec::new()));
+        let mock = match format {
+            Format::OpenAi => Mock::given(method("POST")).and(path("/v1/chat/completions")),
+            Format::Responses => Mock::given(method("POST")).and(path("/v1/responses")),
+            Format::Anthropic => Mock::given(method("POST")).and(path("/v1/messages")),
+            Format::Gemini => {
+                Mock::given(method("POST")).and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+            }
+        };
+        mock.respond_with(ByTurn {
+            format,
+            issued: Arc::default(),
+            refused: refused.clone(),
+            answered: Default::default(),
+            turns,
+            plan,
+            plan_delay,
+            storm: storm.clone(),
+        })
+        .mount(&server)
+        .await;
+        TurnModel {
+            server,
+            format,
+            storm,
+            refused,
+        }
+    }
+
+    /// The requests the provider's rules refused, with the error each got.
+    pub fn refused(&self) -> Vec<(Value, Value)> {
+        self.refused.lock().unwrap().clone()
     }
 
     /// The next `requests` requests are refused (429, 529, 503 in turn).
@@ -629,7 +753,10 @@ impl TurnModel {
     }
 
     pub fn base_url(&self) -> String {
-        format!("{}/v1", self.server.uri())
+        match self.format {
+            Format::OpenAi | Format::Responses => format!("{}/v1", self.server.uri()),
+            Format::Gemini | Format::Anthropic => self.server.uri(),
+        }
     }
 
     /// The JSON bodies of every request of the agent so far (planning and
@@ -639,11 +766,8 @@ impl TurnModel {
             .await
             .into_iter()
             .filter(|r| {
-                !r["messages"][0]["content"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .starts_with(SAGE_SYSTEM)
-                    && !is_context_call(r)
+                let v = view(self.format, r);
+                !v.system.starts_with(SAGE_SYSTEM) && !is_context_view(&v)
             })
             .collect()
     }

@@ -211,7 +211,8 @@ fn summary_request(template: &str, text: &str) -> ChatRequest {
         tools: Vec::new(),
         max_output_tokens: 2_048,
         temperature: Some(classify::TEMPERATURE),
-        reasoning_effort: Some("low".into()),
+        // As little thought as the model allows: the answer is a summary.
+        reasoning_effort: Some("none".into()),
         cache_system: false,
         json_output: false,
     }
