@@ -97,7 +97,7 @@ fn request(messages: Vec<Message>) -> ChatRequest {
         system: "You are a test.".into(),
         messages,
         tools: tools(),
-        max_output_tokens: 4000,
+        max_output_tokens: 16_000,
         temperature: Some(0.2),
         reasoning_effort: None,
         cache_system: true,
@@ -162,7 +162,7 @@ async fn gpt_5_goes_through_the_responses_api_with_its_reasoning_passed_back() {
     assert_eq!(body["store"], false);
     assert_eq!(body["include"], json!(["reasoning.encrypted_content"]));
     assert_eq!(body["reasoning"], json!({"effort": "high"}));
-    assert_eq!(body["max_output_tokens"], 4000);
+    assert_eq!(body["max_output_tokens"], 16_000);
     assert_eq!(body["instructions"], "You are a test.");
     assert!(body.get("temperature").is_none() && body.get("max_tokens").is_none());
     let input = body["input"].as_array().unwrap();
@@ -249,7 +249,8 @@ async fn gemini_3_gets_every_thought_signature_back_on_its_part() {
 async fn an_openai_compatible_server_keeps_chat_completions() {
     let scripted = three_tool_turns(Format::OpenAi, "llama3.1").await;
     let body = &bodies(&scripted).await[0].1;
-    assert_eq!(body["max_tokens"], 4000);
+    // The model's own cap (8192 for this plain model) bounds the room.
+    assert_eq!(body["max_tokens"], 8192);
     assert!((body["temperature"].as_f64().unwrap() - 0.2).abs() < 1e-6);
     assert!(body.get("reasoning_effort").is_none() && body.get("max_completion_tokens").is_none());
 }
@@ -259,7 +260,7 @@ async fn gpt_5_on_chat_completions_reasons_with_effort_none_when_it_has_tools() 
     let scripted = three_tool_turns(Format::OpenAi, "gpt-5.6").await;
     let body = &bodies(&scripted).await[0].1;
     assert_eq!(body["reasoning_effort"], "none");
-    assert_eq!(body["max_completion_tokens"], 4000);
+    assert_eq!(body["max_completion_tokens"], 16_000);
     assert!(body.get("max_tokens").is_none() && body.get("temperature").is_none());
 }
 
@@ -602,4 +603,44 @@ async fn malformed_arguments_reach_the_loop_as_the_model_sent_them() {
         .unwrap();
     assert_eq!(response.tool_calls[0].arguments, "{\"path\": \"README.md\"");
     assert!(serde_json::from_str::<Value>(&response.tool_calls[0].arguments).is_err());
+}
+
+#[tokio::test]
+async fn the_agent_loop_reads_its_transcript_from_claudes_cache() {
+    // Without the moving breakpoint only the system text would be read back.
+    let scripted = ScriptedModel::start_caching(Format::Anthropic).await;
+    for step in 0..7 {
+        scripted
+            .push(call("read_file", json!({"path": format!("f{step}.rs")})))
+            .await;
+    }
+    scripted.push(text("done")).await;
+    let router = router_on(vec![(&scripted, "claude-opus-5-5")]);
+    let mut messages = vec![Message::User("Read the files.".into())];
+    let mut usage = Vec::new();
+    for _ in 0..8 {
+        let mut req = request(messages.clone());
+        req.system = "Rules of the project. ".repeat(400);
+        let response = router.chat_on("claude-opus-5-5", &req).await.unwrap();
+        usage.push(response.usage);
+        messages.push(response.to_message());
+        let mut results = results_for(&response);
+        if let Message::ToolResults(r) = &mut results {
+            for r in r.iter_mut() {
+                r.content = format!("{} {}", r.call_id, "fn f() {}\n".repeat(300));
+            }
+        }
+        messages.push(results);
+    }
+    let (cached, input) = usage[2..].iter().fold((0, 0), |(c, i), u| {
+        (c + u.cached_input_tokens, i + u.input_tokens)
+    });
+    assert!(
+        cached * 100 >= input * 80,
+        "{cached} of {input} from the cache: {usage:?}"
+    );
+    assert!(
+        usage[1].cache_write_tokens > 0 && usage[1].cached_input_tokens > 0,
+        "{usage:?}"
+    );
 }

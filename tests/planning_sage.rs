@@ -123,8 +123,10 @@ async fn the_packed_size_picks_the_model_at_each_threshold() {
         .to_string();
     assert!(
         err.contains("tokens do not fit any usable model")
-            && err.contains(&format!("o3 takes up to {O3_LIMIT}"))
-            && err.contains(&format!("gemini-2.5-pro takes up to {GEMINI_LIMIT}")),
+            && err.contains(&format!("o3 takes up to 952 (a window of {O3_LIMIT}"))
+            && err.contains(&format!(
+                "gemini-2.5-pro takes up to 16521 (a window of {GEMINI_LIMIT}"
+            )),
         "{err}"
     );
     let count: u64 = err.split_whitespace().next().unwrap().parse().unwrap();
@@ -151,7 +153,7 @@ async fn missing_keys_and_an_unreachable_openai_fall_back() {
         .unwrap_err()
         .to_string();
     assert!(
-        err.contains(&format!("o3 takes up to {O3_LIMIT}")) && !err.contains("gemini"),
+        err.contains(&format!("(a window of {O3_LIMIT}")) && !err.contains("gemini"),
         "{err}"
     );
     // OpenAI unreachable (nothing listens there): Gemini answers instead.

@@ -74,7 +74,8 @@ impl Setup {
         let config = dir.path().join("config.yaml");
         std::fs::write(
             &config,
-            "llm:\n  retry:\n    max_retries: 0\nplanning:\n  call_timeout: \"30s\"\n",
+            // The seed's pairing: o3 up to 200K tokens, then Gemini 2.5 Pro.
+            "llm:\n  retry:\n    max_retries: 0\n  models:\n    - {provider: openai, model: o3, max_input_tokens: 200000}\n    - {provider: gemini, model: gemini-2.5-pro, max_input_tokens: 1000000}\nplanning:\n  call_timeout: \"30s\"\n",
         )
         .unwrap();
         Setup { dir, config, models }

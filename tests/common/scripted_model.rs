@@ -7,6 +7,8 @@
 //! must come back unchanged, stop reasons.
 #![allow(dead_code)]
 
+#[path = "prompt_cache.rs"]
+pub mod prompt_cache;
 #[path = "provider_rules.rs"]
 pub mod provider_rules;
 
@@ -67,6 +69,10 @@ struct Script {
     issued: Issued,
     /// Bodies of the requests the rules refused, with why.
     refused: Vec<(Value, Value)>,
+    /// Usage follows the provider's prompt caching (else fixed figures).
+    cache: Option<prompt_cache::PromptCache>,
+    /// The usage object of every answer, as sent.
+    usages: Vec<Value>,
 }
 
 pub struct ScriptedModel {
@@ -120,14 +126,19 @@ impl wiremock::Respond for Responder {
                 message,
                 retry_after,
             } => status_template(self.format, code, &message, retry_after),
-            other => ResponseTemplate::new(200).set_body_json(reply_for(
-                self.format,
-                &model,
-                &body,
-                other,
-                n,
-                &mut script.issued,
-            )),
+            other => {
+                let mut answer = reply_for(self.format, &model, &body, other, n, &mut script.issued);
+                if let Some(cache) = &mut script.cache {
+                    let usage = cache.account(self.format, &model, &body);
+                    set_usage(self.format, &mut answer, usage);
+                }
+                let usage = match self.format {
+                    Format::Gemini => answer["usageMetadata"].clone(),
+                    _ => answer["usage"].clone(),
+                };
+                script.usages.push(usage);
+                ResponseTemplate::new(200).set_body_json(answer)
+            }
         }
     }
 }
@@ -190,6 +201,42 @@ impl ScriptedModel {
     /// The requests the provider's rules refused, with the error each got.
     pub fn refused(&self) -> Vec<(Value, Value)> {
         self.script.lock().unwrap().refused.clone()
+    }
+
+    /// The same server, its usage figures following the provider's prompt
+    /// caching.
+    pub async fn start_caching(format: Format) -> ScriptedModel {
+        let model = ScriptedModel::start(format).await;
+        model.script.lock().unwrap().cache = Some(prompt_cache::PromptCache::default());
+        model
+    }
+
+    /// The usage object of every answer so far, as the provider sent it.
+    pub fn usages(&self) -> Vec<Value> {
+        self.script.lock().unwrap().usages.clone()
+    }
+}
+
+/// Puts a cache-accounted input into an answer's usage, in `format`'s fields.
+fn set_usage(format: Format, answer: &mut Value, usage: prompt_cache::CacheUsage) {
+    match format {
+        Format::Anthropic => {
+            answer["usage"]["input_tokens"] = json!(usage.total - usage.read - usage.written);
+            answer["usage"]["cache_read_input_tokens"] = json!(usage.read);
+            answer["usage"]["cache_creation_input_tokens"] = json!(usage.written);
+        }
+        Format::Responses => {
+            answer["usage"]["input_tokens"] = json!(usage.total);
+            answer["usage"]["input_tokens_details"]["cached_tokens"] = json!(usage.read);
+        }
+        Format::Gemini => {
+            answer["usageMetadata"]["promptTokenCount"] = json!(usage.total);
+            answer["usageMetadata"]["cachedContentTokenCount"] = json!(usage.read);
+        }
+        Format::OpenAi => {
+            answer["usage"]["prompt_tokens"] = json!(usage.total);
+            answer["usage"]["prompt_tokens_details"] = json!({"cached_tokens": usage.read});
+        }
     }
 }
 
