@@ -18,6 +18,7 @@ use forgehand::llm::router::{self, Router};
 use forgehand::planning::debate::{CallRecord, Checkpoints, DebateSettings, Method, PlanOutcome, Planner};
 use forgehand::planning::prompts::Context;
 use scripted_model::Format;
+use serde_json::json;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
@@ -175,6 +176,78 @@ async fn three_models_reach_consensus_in_round_two_and_stop() {
     assert!(
         report.contains("consensus 0.95") && report.contains("cached"),
         "{report}"
+    );
+}
+
+#[tokio::test]
+async fn a_debate_across_the_three_providers_current_models_passes_each_ones_rules() {
+    let agree = || Behaviour {
+        consensus: vec![AGREE.into()],
+        ..Default::default()
+    };
+    let gpt = DebateModel::start(Format::Responses, "gpt-5.6", agree()).await;
+    let claude = DebateModel::start(Format::Anthropic, "claude-opus-5-5", agree()).await;
+    let gemini = DebateModel::start(Format::Gemini, "gemini-3.1-pro-preview", agree()).await;
+    let mut config = Config::defaults();
+    config.llm.openai_base_url = gpt.base_url();
+    config.llm.anthropic_base_url = claude.base_url();
+    config.llm.gemini_base_url = gemini.base_url();
+    config.llm.retry.max_retries = 0;
+    let current = |provider, name: &str, api| ModelConfig {
+        provider,
+        model: name.into(),
+        max_input_tokens: None,
+        reasoning_effort: Some("high".into()),
+        light: false,
+        overrides: forgehand::config::ModelOverrides {
+            api: Some(api),
+            ..Default::default()
+        },
+    };
+    config.llm.models = vec![
+        current(ProviderKind::OpenAi, "gpt-5.6", forgehand::config::Api::Responses),
+        current(
+            ProviderKind::Anthropic,
+            "claude-opus-5-5",
+            forgehand::config::Api::Messages,
+        ),
+        current(
+            ProviderKind::Gemini,
+            "gemini-3.1-pro-preview",
+            forgehand::config::Api::GenerateContent,
+        ),
+    ];
+    let router = router::from_config(
+        &config.llm,
+        &Secrets::from_lookup(&|_| Some("test-key".to_owned())),
+    )
+    .unwrap();
+    let outcome = debate(&router, &settings(), &forgehand::planning::debate::NoCheckpoints).await;
+    for (name, server) in [
+        ("gpt-5.6", &gpt),
+        ("claude-opus-5-5", &claude),
+        ("gemini-3.1-pro-preview", &gemini),
+    ] {
+        assert!(server.refused().is_empty(), "{name}: {:?}", server.refused());
+        assert!(server.calls().len() >= 2, "{name} planned and critiqued");
+        assert!(outcome.usage.per_model()[name].input_tokens > 0, "{name}");
+    }
+    let (_, body) = &gpt.calls()[0];
+    assert_eq!(
+        (body["store"].clone(), body["reasoning"]["effort"].clone()),
+        (json!(false), json!("high"))
+    );
+    let (_, body) = &claude.calls()[0];
+    assert_eq!(body["thinking"], json!({"type": "adaptive"}));
+    let (_, body) = &gemini.calls()[0];
+    assert_eq!(
+        body["generationConfig"]["thinkingConfig"]["thinkingLevel"],
+        "high"
+    );
+    assert!(
+        outcome.report().contains("consensus 0.95"),
+        "{}",
+        outcome.report()
     );
 }
 

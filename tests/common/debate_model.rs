@@ -5,7 +5,7 @@
 //! system text it has seen before reports that text's tokens as cached.
 #![allow(dead_code)]
 
-use super::scripted_model::Format;
+use super::scripted_model::{provider_rules, Format, Issued};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -33,6 +33,8 @@ struct State {
     seen_systems: HashSet<String>,
     consensus_calls: usize,
     calls: Vec<(String, Value)>,
+    /// The errors of the requests the provider's rules refused.
+    refused: Vec<Value>,
 }
 
 pub struct DebateModel {
@@ -135,6 +137,18 @@ pub fn phase_of(user: &str) -> &'static str {
 impl wiremock::Respond for Responder {
     fn respond(&self, request: &Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        // What the provider would refuse is refused here too.
+        let issued = Issued::default();
+        let checked = match self.format {
+            Format::OpenAi => provider_rules::chat_completions(&body),
+            Format::Responses => provider_rules::responses(&body, &issued),
+            Format::Anthropic => provider_rules::messages(&body, &issued),
+            Format::Gemini => provider_rules::generate_content(&self.label, &body, &issued),
+        };
+        if let Err(error) = checked {
+            self.state.lock().unwrap().refused.push(error.clone());
+            return ResponseTemplate::new(400).set_body_json(error);
+        }
         let (system, user) = texts(self.format, &body);
         let phase = phase_of(&user);
         let cached_chars = {
@@ -243,6 +257,11 @@ impl DebateModel {
     /// (phase, body) of every call so far, in order.
     pub fn calls(&self) -> Vec<(String, Value)> {
         self.state.lock().unwrap().calls.clone()
+    }
+
+    /// The errors of the requests the provider's rules refused.
+    pub fn refused(&self) -> Vec<Value> {
+        self.state.lock().unwrap().refused.clone()
     }
 
     pub fn phases(&self) -> Vec<String> {
