@@ -68,7 +68,7 @@ async fn doctor_prints_a_table_and_never_a_secret() {
             .unwrap_or_else(|| panic!("no {row} row:\n{stdout}"));
         assert!(line.contains("PASS"), "{line}");
     }
-    // Each usable model, with what the catalogue says of it and where from.
+    // Each configured model, with what the catalogue says of it and where from.
     let model = stdout
         .lines()
         .find(|l| l.starts_with("model gpt-5.6 "))
@@ -84,11 +84,16 @@ async fn doctor_prints_a_table_and_never_a_secret() {
         stdout.lines().any(|l| l.starts_with("model gpt-5.6-luna ")),
         "{stdout}"
     );
+    // The others are listed with what is missing to use them.
+    let claude = stdout
+        .lines()
+        .find(|l| l.starts_with("model claude-opus-5-5 "))
+        .unwrap();
     assert!(
-        !stdout
-            .lines()
-            .any(|l| l.starts_with("model claude") || l.starts_with("model gemini")),
-        "{stdout}"
+        claude.contains("WARN")
+            && claude.contains("ANTHROPIC_API_KEY is not set")
+            && claude.contains("adaptive"),
+        "{claude}"
     );
     let gitlab = stdout.lines().find(|l| l.starts_with("GITLAB_TOKEN")).unwrap();
     assert!(gitlab.contains("WARN") && gitlab.contains("not set"), "{gitlab}");

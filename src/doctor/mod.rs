@@ -178,21 +178,9 @@ pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets)
         },
     });
 
-    // Which configured models this daemon could use with the keys it has,
-    // and what forgehand knows of each.
-    match router::from_config(&config.llm, secrets) {
-        Err(e) => checks.push(check("models", Status::Fail, e.to_string())),
-        Ok(router) => match router.candidates(0) {
-            Ok(routes) => checks.extend(routes.iter().map(|r| {
-                check(
-                    format!("model {}", r.model()),
-                    Status::Pass,
-                    describe_model(&r.spec),
-                )
-            })),
-            Err(e) => checks.push(check("models", Status::Fail, e.to_string())),
-        },
-    }
+    // Every configured model: what forgehand knows of it, where that came
+    // from, and whether the keys make it usable.
+    checks.extend(model_checks(config, secrets));
     checks.push(planning_check(config, secrets));
     checks.push(snapshots_check(config));
     if cluster::wanted(config) {
@@ -361,7 +349,40 @@ pub fn all_passed(checks: &[Check]) -> bool {
     checks.iter().all(|c| c.status != Status::Fail)
 }
 
-/// What forgehand knows of a usable model, and where it came from.
+/// One row per configured model; a FAIL when none is usable.
+fn model_checks(config: &Config, secrets: &Secrets) -> Vec<Check> {
+    let usable: Vec<String> = match router::from_config(&config.llm, secrets) {
+        Ok(router) => router.routes().iter().map(|r| r.model().to_owned()).collect(),
+        Err(e) => return vec![check("models", Status::Fail, e.to_string())],
+    };
+    let mut rows = Vec::new();
+    for (index, model) in config.llm.models.iter().enumerate() {
+        let name = format!("model {}", model.model);
+        rows.push(match router::model_spec(&config.llm, index) {
+            Err(e) => check(name, Status::Fail, e.to_string()),
+            Ok(spec) if usable.contains(&model.model) => check(name, Status::Pass, describe_model(&spec)),
+            Ok(spec) => check(
+                name,
+                Status::Warn,
+                format!(
+                    "not usable: {} is not set; {}",
+                    model.provider.key_var(),
+                    describe_model(&spec)
+                ),
+            ),
+        });
+    }
+    if usable.is_empty() {
+        rows.push(check(
+            "models",
+            Status::Fail,
+            "no configured model is usable: set OPENAI_API_KEY, ANTHROPIC_API_KEY or GEMINI_API_KEY for a model under llm.models",
+        ));
+    }
+    rows
+}
+
+/// What forgehand knows of a model, and where it came from.
 fn describe_model(spec: &crate::llm::ModelSpec) -> String {
     let price = spec
         .price
