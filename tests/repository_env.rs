@@ -32,25 +32,11 @@ mod scripted_model;
 
 use daemon_rig::DaemonProcess;
 use github_world::{World, DONE, MODEL_KEY, REPO, TOKEN};
-use scripted_model::{call, text, Reply};
+use scripted_model::{call, replace, run, text, GREET, TEST};
 use serde_json::json;
 use std::time::Duration;
 
 const FAILED: &str = "coding agent failed";
-
-const GREET: &str = "def greeting():\n    return 'Hello'\n";
-const TEST: &str = "import unittest\nfrom greet import greeting\n\n\nclass Greeting(unittest.TestCase):\n    def test_world(self):\n        self.assertEqual(greeting(), 'Hello, world')\n\n\nif __name__ == '__main__':\n    unittest.main()\n";
-
-fn run(command: &str) -> Reply {
-    call("command_executor_execute_command", json!({ "command": command }))
-}
-
-fn replace(old: &str, new: &str) -> Reply {
-    call(
-        "text_editor_str_replace",
-        json!({"path": "/workspace/project/greet.py", "old_str": old, "new_str": new}),
-    )
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn setup_instructions_and_tests_shape_the_work_and_a_failing_test_goes_back_to_the_model() {

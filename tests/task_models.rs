@@ -24,24 +24,11 @@ mod scripted_model;
 
 use daemon_rig::wait_until;
 use github_world::{World, DONE, MODEL_KEY, REPO, TOKEN};
-use scripted_model::{call, text, Format, Reply};
+use scripted_model::{replace, run, text, Format, Reply, GREET, TEST};
 use serde_json::json;
 use std::time::Duration;
 
-const GREET: &str = "def greeting():\n    return 'Hello'\n";
-const TEST: &str = "import unittest\nfrom greet import greeting\n\n\nclass Greeting(unittest.TestCase):\n    def test_world(self):\n        self.assertEqual(greeting(), 'Hello, world')\n\n\nif __name__ == '__main__':\n    unittest.main()\n";
 const SETTINGS: &str = "image: python\ntest: python3 -m unittest -q\n";
-
-fn run(command: &str) -> Reply {
-    call("command_executor_execute_command", json!({ "command": command }))
-}
-
-fn replace(old: &str, new: &str) -> Reply {
-    call(
-        "text_editor_str_replace",
-        json!({"path": "/workspace/project/greet.py", "old_str": old, "new_str": new}),
-    )
-}
 
 /// Three tool turns and an answer the tests refuse, a fix round, then a
 /// rebase after the branch moved.

@@ -13,8 +13,8 @@
 use super::catalogue::ModelSpec;
 use super::http::{client, post_json};
 use super::{
-    arguments_object, count_at, Api, ChatRequest, ChatResponse, FinishReason, LlmError, Message, NativeTurn,
-    Provider, ReasoningKind, TokenUsage, ToolCall,
+    answering_model, arguments_object, array_at, count_at, Api, ChatRequest, ChatResponse, FinishReason,
+    LlmError, Message, NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
@@ -161,13 +161,7 @@ pub fn request_body(model: &ModelSpec, request: &ChatRequest) -> Value {
 }
 
 pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatResponse, LlmError> {
-    let content = body
-        .get("content")
-        .and_then(Value::as_array)
-        .ok_or_else(|| LlmError::Decode {
-            provider: "anthropic".into(),
-            detail: "no content array in the answer".into(),
-        })?;
+    let content = array_at(body, "content", "anthropic")?;
     let mut text = String::new();
     let mut tool_calls = Vec::new();
     for block in content {
@@ -216,17 +210,9 @@ pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatRespons
         text,
         tool_calls,
         usage,
-        model: body
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or(requested_model)
-            .to_owned(),
+        model: answering_model(body, "model", requested_model),
         finish,
-        native: (!content.is_empty()).then(|| NativeTurn {
-            api: Api::Messages,
-            model: requested_model.to_owned(),
-            content: Value::Array(content.clone()),
-        }),
+        native: NativeTurn::of(Api::Messages, requested_model, content),
     })
 }
 

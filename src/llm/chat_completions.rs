@@ -4,10 +4,10 @@
 //! from GPT-5.2 on they refuse function tools here while they reason.
 
 use super::catalogue::ModelSpec;
-use super::http::{client, post_json};
+use super::http::{post_json, BearerEndpoint};
 use super::{
-    count_at, made_up_call_id, ChatRequest, ChatResponse, FinishReason, LlmError, Message, Provider,
-    ReasoningKind, TokenUsage, ToolCall,
+    answering_model, count_at, made_up_call_id, ChatRequest, ChatResponse, FinishReason, LlmError, Message,
+    Provider, ReasoningKind, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
@@ -15,18 +15,14 @@ use serde_json::{json, Value};
 use std::time::Duration;
 
 pub struct ChatCompletions {
-    http: reqwest::Client,
-    base_url: String,
-    key: Option<Secret>,
+    endpoint: BearerEndpoint,
 }
 
 impl ChatCompletions {
     /// `key` may be absent for local OpenAI-compatible servers.
     pub fn new(base_url: &str, key: Option<Secret>, timeout: Duration) -> Result<ChatCompletions, LlmError> {
         Ok(ChatCompletions {
-            http: client(timeout)?,
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            key,
+            endpoint: BearerEndpoint::new(base_url, key, timeout)?,
         })
     }
 }
@@ -143,7 +139,7 @@ pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatRespons
         text,
         tool_calls,
         usage,
-        model: str_at(body, "/model").unwrap_or_else(|| requested_model.to_owned()),
+        model: answering_model(body, "model", requested_model),
         finish,
         native: None,
     })
@@ -188,10 +184,7 @@ impl Provider for ChatCompletions {
     }
 
     async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let mut http = self.http.post(format!("{}/chat/completions", self.base_url));
-        if let Some(key) = &self.key {
-            http = http.bearer_auth(key.expose());
-        }
+        let http = self.endpoint.post("/chat/completions");
         let body = post_json("openai", http, &request_body(model, request))
             .await
             .map_err(|e| tools_unsupported(e, !request.tools.is_empty()))?;

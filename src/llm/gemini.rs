@@ -15,8 +15,8 @@
 use super::catalogue::ModelSpec;
 use super::http::{client, post_json};
 use super::{
-    arguments_object, count_at, made_up_call_id, Api, ChatRequest, ChatResponse, FinishReason, LlmError,
-    Message, NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
+    answering_model, arguments_object, count_at, made_up_call_id, Api, ChatRequest, ChatResponse,
+    FinishReason, LlmError, Message, NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
@@ -203,11 +203,7 @@ pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatRespons
             + count_at(body, "/usageMetadata/thoughtsTokenCount"),
         reasoning_tokens: count_at(body, "/usageMetadata/thoughtsTokenCount"),
     };
-    let model = body
-        .get("modelVersion")
-        .and_then(Value::as_str)
-        .unwrap_or(requested_model)
-        .to_owned();
+    let model = answering_model(body, "modelVersion", requested_model);
     let Some(candidate) = body.pointer("/candidates/0") else {
         // The prompt itself was blocked: say why, in plain words.
         let reason = body
@@ -257,11 +253,7 @@ pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatRespons
         usage,
         model,
         finish: finish_reason(candidate),
-        native: (!parts.is_empty()).then(|| NativeTurn {
-            api: Api::GenerateContent,
-            model: requested_model.to_owned(),
-            content: Value::Array(parts),
-        }),
+        native: NativeTurn::of(Api::GenerateContent, requested_model, &parts),
     })
 }
 

@@ -126,6 +126,37 @@ fn describe_reqwest(err: &reqwest::Error) -> String {
     }
 }
 
+/// An OpenAI-style endpoint: a base URL and a bearer key, which local
+/// OpenAI-compatible servers may go without.
+pub struct BearerEndpoint {
+    http: reqwest::Client,
+    base_url: String,
+    key: Option<crate::config::Secret>,
+}
+
+impl BearerEndpoint {
+    pub fn new(
+        base_url: &str,
+        key: Option<crate::config::Secret>,
+        timeout: Duration,
+    ) -> Result<BearerEndpoint, LlmError> {
+        Ok(BearerEndpoint {
+            http: client(timeout)?,
+            base_url: base_url.trim_end_matches('/').to_owned(),
+            key,
+        })
+    }
+
+    /// A POST to `path` (after the base URL), with the key when there is one.
+    pub fn post(&self, path: &str) -> reqwest::RequestBuilder {
+        let request = self.http.post(format!("{}{path}", self.base_url));
+        match &self.key {
+            Some(key) => request.bearer_auth(key.expose()),
+            None => request,
+        }
+    }
+}
+
 /// A client with the configured timeout and no proxy surprises.
 pub fn client(timeout: Duration) -> Result<reqwest::Client, LlmError> {
     reqwest::Client::builder()

@@ -82,6 +82,17 @@ pub struct NativeTurn {
     pub content: Value,
 }
 
+impl NativeTurn {
+    /// The turn `items` make, `None` when there is nothing to send back.
+    pub(crate) fn of(api: Api, model: &str, items: &[Value]) -> Option<NativeTurn> {
+        (!items.is_empty()).then(|| NativeTurn {
+            api,
+            model: model.to_owned(),
+            content: Value::Array(items.to_vec()),
+        })
+    }
+}
+
 /// Why the model stopped writing, read from each provider's own field
 /// (`stop_reason`, `finishReason`, `status` + `incomplete_details`).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -292,6 +303,24 @@ pub trait Provider: Send + Sync {
 /// The count at a JSON pointer, 0 when absent.
 pub(crate) fn count_at(body: &Value, pointer: &str) -> u64 {
     body.pointer(pointer).and_then(Value::as_u64).unwrap_or(0)
+}
+
+/// The array at `key` of an answer, or what is wrong with the answer.
+pub(crate) fn array_at<'a>(body: &'a Value, key: &str, provider: &str) -> Result<&'a Vec<Value>, LlmError> {
+    body.get(key)
+        .and_then(Value::as_array)
+        .ok_or_else(|| LlmError::Decode {
+            provider: provider.to_owned(),
+            detail: format!("no {key} array in the answer"),
+        })
+}
+
+/// The model the provider says answered (at `key`), else the one asked for.
+pub(crate) fn answering_model(body: &Value, key: &str, requested: &str) -> String {
+    body.get(key)
+        .and_then(Value::as_str)
+        .unwrap_or(requested)
+        .to_owned()
 }
 
 /// An id for a tool call the provider gave none: unique in this process

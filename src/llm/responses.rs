@@ -5,10 +5,10 @@
 //! model reasons, which Chat Completions refuses from GPT-5.2 on.
 
 use super::catalogue::ModelSpec;
-use super::http::{client, post_json};
+use super::http::{post_json, BearerEndpoint};
 use super::{
-    count_at, Api, ChatRequest, ChatResponse, FinishReason, LlmError, Message, NativeTurn, Provider,
-    ReasoningKind, TokenUsage, ToolCall,
+    answering_model, array_at, count_at, Api, ChatRequest, ChatResponse, FinishReason, LlmError, Message,
+    NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
@@ -16,17 +16,13 @@ use serde_json::{json, Map, Value};
 use std::time::Duration;
 
 pub struct Responses {
-    http: reqwest::Client,
-    base_url: String,
-    key: Option<Secret>,
+    endpoint: BearerEndpoint,
 }
 
 impl Responses {
     pub fn new(base_url: &str, key: Option<Secret>, timeout: Duration) -> Result<Responses, LlmError> {
         Ok(Responses {
-            http: client(timeout)?,
-            base_url: base_url.trim_end_matches('/').to_owned(),
-            key,
+            endpoint: BearerEndpoint::new(base_url, key, timeout)?,
         })
     }
 }
@@ -121,13 +117,7 @@ fn replayable(item: &Value) -> Value {
 }
 
 pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatResponse, LlmError> {
-    let output = body
-        .get("output")
-        .and_then(Value::as_array)
-        .ok_or_else(|| LlmError::Decode {
-            provider: "openai".into(),
-            detail: "no output array in the answer".into(),
-        })?;
+    let output = array_at(body, "output", "openai")?;
     let mut text = String::new();
     let mut refusal = None;
     let mut tool_calls = Vec::new();
@@ -182,17 +172,9 @@ pub fn parse_response(body: &Value, requested_model: &str) -> Result<ChatRespons
         text,
         tool_calls,
         usage,
-        model: body
-            .get("model")
-            .and_then(Value::as_str)
-            .unwrap_or(requested_model)
-            .to_owned(),
+        model: answering_model(body, "model", requested_model),
         finish,
-        native: (!output.is_empty()).then(|| NativeTurn {
-            api: Api::Responses,
-            model: requested_model.to_owned(),
-            content: Value::Array(output.clone()),
-        }),
+        native: NativeTurn::of(Api::Responses, requested_model, output),
     })
 }
 
@@ -210,10 +192,7 @@ impl Provider for Responses {
     }
 
     async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let mut http = self.http.post(format!("{}/responses", self.base_url));
-        if let Some(key) = &self.key {
-            http = http.bearer_auth(key.expose());
-        }
+        let http = self.endpoint.post("/responses");
         let body = post_json("openai", http, &request_body(model, request)).await?;
         parse_response(&body, &request.model)
     }

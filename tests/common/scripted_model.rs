@@ -62,6 +62,43 @@ pub fn call(name: &str, arguments: Value) -> Reply {
     Reply::ToolCalls(vec![(name.to_owned(), arguments.to_string())])
 }
 
+/// A call to the command executor.
+pub fn run(command: &str) -> Reply {
+    call("command_executor_execute_command", json!({ "command": command }))
+}
+
+/// A `str_replace` in the greeting fixture's `greet.py`.
+pub fn replace(old: &str, new: &str) -> Reply {
+    call(
+        "text_editor_str_replace",
+        json!({"path": "/workspace/project/greet.py", "old_str": old, "new_str": new}),
+    )
+}
+
+/// A Python project whose test wants the greeting "Hello, world".
+pub const GREET: &str = "def greeting():\n    return 'Hello'\n";
+pub const TEST: &str = "import unittest\nfrom greet import greeting\n\n\nclass Greeting(unittest.TestCase):\n    def test_world(self):\n        self.assertEqual(greeting(), 'Hello, world')\n\n\nif __name__ == '__main__':\n    unittest.main()\n";
+
+/// The POST endpoint of `format`'s API on a mock server.
+fn endpoint(format: Format) -> wiremock::MockBuilder {
+    match format {
+        Format::OpenAi => Mock::given(method("POST")).and(path("/v1/chat/completions")),
+        Format::Responses => Mock::given(method("POST")).and(path("/v1/responses")),
+        Format::Anthropic => Mock::given(method("POST")).and(path("/v1/messages")),
+        Format::Gemini => {
+            Mock::given(method("POST")).and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
+        }
+    }
+}
+
+/// The base URL a client of `format` is configured with.
+fn base_url_of(format: Format, server: &MockServer) -> String {
+    match format {
+        Format::OpenAi | Format::Responses => format!("{}/v1", server.uri()),
+        Format::Gemini | Format::Anthropic => server.uri(),
+    }
+}
+
 #[derive(Default)]
 struct Script {
     replies: VecDeque<Reply>,
@@ -164,14 +201,7 @@ impl ScriptedModel {
     pub async fn start(format: Format) -> ScriptedModel {
         let server = MockServer::start().await;
         let script = Arc::new(Mutex::new(Script::default()));
-        let mock = match format {
-            Format::OpenAi => Mock::given(method("POST")).and(path("/v1/chat/completions")),
-            Format::Responses => Mock::given(method("POST")).and(path("/v1/responses")),
-            Format::Anthropic => Mock::given(method("POST")).and(path("/v1/messages")),
-            Format::Gemini => {
-                Mock::given(method("POST")).and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
-            }
-        };
+        let mock = endpoint(format);
         mock.respond_with(Responder {
             format,
             script: script.clone(),
@@ -187,10 +217,7 @@ impl ScriptedModel {
 
     /// The base URL a provider client is configured with.
     pub fn base_url(&self) -> String {
-        match self.format {
-            Format::OpenAi | Format::Responses => format!("{}/v1", self.server.uri()),
-            Format::Gemini | Format::Anthropic => self.server.uri(),
-        }
+        base_url_of(self.format, &self.server)
     }
 
     /// Queues one reply; replies are served in the order they were pushed.
@@ -756,14 +783,7 @@ impl TurnModel {
         let server = MockServer::start().await;
         let storm = std::sync::Arc::new(std::sync::Mutex::new(Storm::default()));
         let refused = Arc::new(Mutex::new(Vec::new()));
-        let mock = match format {
-            Format::OpenAi => Mock::given(method("POST")).and(path("/v1/chat/completions")),
-            Format::Responses => Mock::given(method("POST")).and(path("/v1/responses")),
-            Format::Anthropic => Mock::given(method("POST")).and(path("/v1/messages")),
-            Format::Gemini => {
-                Mock::given(method("POST")).and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
-            }
-        };
+        let mock = endpoint(format);
         mock.respond_with(ByTurn {
             format,
             issued: Arc::default(),
@@ -800,10 +820,7 @@ impl TurnModel {
     }
 
     pub fn base_url(&self) -> String {
-        match self.format {
-            Format::OpenAi | Format::Responses => format!("{}/v1", self.server.uri()),
-            Format::Gemini | Format::Anthropic => self.server.uri(),
-        }
+        base_url_of(self.format, &self.server)
     }
 
     /// The JSON bodies of every request of the agent so far (planning and
