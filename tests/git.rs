@@ -221,3 +221,52 @@ async fn an_unreachable_remote_is_a_retryable_network_error() {
         "{err}"
     );
 }
+
+/// Answers every request with a redirect to the same path on `target`.
+async fn redirector(target: String) -> (String, tokio::task::JoinHandle<()>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let task = tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let target = target.clone();
+            tokio::spawn(async move {
+                let mut head = vec![0u8; 8192];
+                let n = stream.read(&mut head).await.unwrap_or(0);
+                let line = String::from_utf8_lossy(&head[..n])
+                    .lines()
+                    .next()
+                    .unwrap_or_default()
+                    .to_owned();
+                let path = line.split_whitespace().nth(1).unwrap_or("/").to_owned();
+                let reply = format!("HTTP/1.1 302 Found\r\nLocation: {target}{path}\r\nContent-Length: 0\r\nConnection: close\r\n\r\n");
+                let _ = stream.write_all(reply.as_bytes()).await;
+            });
+        }
+    });
+    (format!("http://{addr}"), task)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_token_goes_only_to_the_address_the_operation_was_given() {
+    let (_root, server, _) = server().await;
+    // The remote forgehand was given redirects to another address (here the
+    // real server under another name): libgit2 follows, and is asked for
+    // credentials there. The token must not follow.
+    let (front, task) = redirector(format!("http://localhost:{}", server.addr.port())).await;
+    let dest = tempfile::tempdir().unwrap();
+    let (u, p) = (format!("{front}/acme/app.git"), dest.path().join("a"));
+    let err = blocking(move || {
+        git::clone(&u, &p, None, Some(&creds(TOKEN)))
+            .err()
+            .expect("no clone through a redirect")
+    })
+    .await;
+    task.abort();
+    assert!(err.to_string().contains("authentication refused"), "{err}");
+    assert!(!err.to_string().contains(TOKEN));
+    assert!(
+        server.refused.load(Ordering::SeqCst) >= 1,
+        "the other address was asked without the token"
+    );
+}

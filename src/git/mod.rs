@@ -85,10 +85,36 @@ fn remote_error(action: &str, url: &str, err: git2::Error, auth_attempts: u32) -
     GitError::failed(action, err)
 }
 
-/// Callbacks that answer credential requests at most [`MAX_AUTH_ATTEMPTS`] times.
-fn callbacks<'a>(credentials: Option<&'a Credentials>, attempts: &'a Cell<u32>) -> RemoteCallbacks<'a> {
+/// The scheme, host and port of a URL, the part a credential belongs to.
+fn origin_of(url: &str) -> Option<String> {
+    let parsed = url::Url::parse(url).ok()?;
+    Some(format!(
+        "{}://{}:{}",
+        parsed.scheme(),
+        parsed.host_str()?,
+        parsed.port_or_known_default()?
+    ))
+}
+
+/// Callbacks that answer credential requests at most [`MAX_AUTH_ATTEMPTS`]
+/// times, and only for the origin of `remote`, the URL the operation was
+/// given: a redirect or any other address never gets the token.
+fn callbacks<'a>(
+    credentials: Option<&'a Credentials>,
+    attempts: &'a Cell<u32>,
+    remote: &str,
+) -> RemoteCallbacks<'a> {
     let mut callbacks = RemoteCallbacks::new();
-    callbacks.credentials(move |_url, _user_from_url, allowed| {
+    let expected = origin_of(remote);
+    callbacks.credentials(move |asked, _user_from_url, allowed| {
+        let origin = origin_of(asked);
+        if origin.is_none() || origin != expected {
+            return Err(git2::Error::from_str(&format!(
+                "authentication refused: credentials were asked for {}, not for {}, the forge's address this operation was given; the token is sent to that address only",
+                origin.as_deref().unwrap_or("an address that is not a URL"),
+                expected.as_deref().unwrap_or("(none)")
+            )));
+        }
         attempts.set(attempts.get() + 1);
         if attempts.get() > MAX_AUTH_ATTEMPTS {
             return Err(git2::Error::from_str(
@@ -120,7 +146,7 @@ pub fn clone(
 ) -> Result<Repository, GitError> {
     let attempts = Cell::new(0);
     let mut fetch = FetchOptions::new();
-    fetch.remote_callbacks(callbacks(credentials, &attempts));
+    fetch.remote_callbacks(callbacks(credentials, &attempts, url));
     let mut builder = RepoBuilder::new();
     builder.fetch_options(fetch);
     if let Some(branch) = branch {
@@ -181,7 +207,7 @@ pub fn fetch(
         .remote_anonymous(url)
         .map_err(|e| GitError::failed("set up the remote", e))?;
     let mut options = FetchOptions::new();
-    options.remote_callbacks(callbacks(credentials, &attempts));
+    options.remote_callbacks(callbacks(credentials, &attempts, url));
     remote
         .fetch(refspecs, Some(&mut options), None)
         .map_err(|e| remote_error("fetch", url, e, attempts.get()))
@@ -202,7 +228,7 @@ pub fn push(
     let mut remote = repo
         .remote_anonymous(url)
         .map_err(|e| GitError::failed("set up the remote", e))?;
-    let mut callbacks = callbacks(credentials, &attempts);
+    let mut callbacks = callbacks(credentials, &attempts, url);
     callbacks.push_update_reference(|refname, status| {
         if let Some(reason) = status {
             *rejected.borrow_mut() = Some((refname.to_owned(), reason.to_owned()));

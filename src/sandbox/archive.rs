@@ -144,7 +144,7 @@ pub fn unpack_stripped<R: Read>(input: R, dest: &Path) -> io::Result<u64> {
         if kind.is_dir() {
             make_dirs_inside(dest, &relative)?;
             let mode = entry.header().mode().unwrap_or(0o755) & 0o777;
-            dir_modes.push((target, mode));
+            dir_modes.push((relative, mode));
             written += 1;
             continue;
         }
@@ -171,9 +171,29 @@ pub fn unpack_stripped<R: Read>(input: R, dest: &Path) -> io::Result<u64> {
         written += 1;
     }
     for (dir, mode) in dir_modes.into_iter().rev() {
-        fs::set_permissions(&dir, fs::Permissions::from_mode(mode | 0o700))?;
+        // A later entry may have put a symlink where the folder was (or on
+        // the way to it): chmod would follow it out of `dest`.
+        if is_folder_inside(dest, &dir)? {
+            fs::set_permissions(dest.join(&dir), fs::Permissions::from_mode(mode | 0o700))?;
+        }
     }
     Ok(written)
+}
+
+/// Whether `dest/relative` is a folder reached through folders only, no
+/// symlink on the way.
+fn is_folder_inside(dest: &Path, relative: &Path) -> io::Result<bool> {
+    let mut current = dest.to_path_buf();
+    for component in relative.components() {
+        current.push(component);
+        match fs::symlink_metadata(&current) {
+            Ok(meta) if meta.is_dir() => {}
+            Ok(_) => return Ok(false),
+            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(true)
 }
 
 fn escape_error(path: &Path) -> io::Error {
@@ -285,6 +305,35 @@ mod tests {
         let err = unpack_stripped(&tar[..], &dest.path().join("out")).unwrap_err();
         assert!(err.to_string().contains("escapes"), "{err}");
         assert!(!dest.path().join("evil").exists());
+    }
+
+    #[test]
+    fn a_folders_mode_never_reaches_through_a_symlink_that_replaced_it() {
+        let outside = tempfile::tempdir().unwrap();
+        fs::set_permissions(outside.path(), fs::Permissions::from_mode(0o750)).unwrap();
+        let mut builder = tar::Builder::new(Vec::new());
+        let mut dir = tar::Header::new_gnu();
+        dir.set_entry_type(tar::EntryType::Directory);
+        dir.set_size(0);
+        dir.set_mode(0o777);
+        builder.append_data(&mut dir, "project/d/", &b""[..]).unwrap();
+        // A later entry replaces the folder with a link out of the tree.
+        let mut link = tar::Header::new_gnu();
+        link.set_entry_type(tar::EntryType::Symlink);
+        link.set_size(0);
+        link.set_mode(0o777);
+        builder
+            .append_link(&mut link, "project/d", outside.path())
+            .unwrap();
+        let tar = builder.into_inner().unwrap();
+        let dest = tempfile::tempdir().unwrap();
+        unpack_stripped(&tar[..], &dest.path().join("out")).unwrap();
+        let mode = fs::metadata(outside.path()).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o750, "the folder outside kept its mode");
+        assert!(fs::symlink_metadata(dest.path().join("out/d"))
+            .unwrap()
+            .file_type()
+            .is_symlink());
     }
 
     #[test]
