@@ -258,10 +258,30 @@ impl SnapshotStore {
         ));
         std::fs::create_dir(&partial).map_err(|e| storage(&partial, e))?;
         let saved = async {
+            // Each part stops being written the moment the whole would pass
+            // max_bytes: a sandbox cannot fill the host's disk through it.
             let home = partial.join(HOME_PART);
-            pack_part(sandbox, &helper, home_dir, &home, None, secrets, "home folder").await?;
+            let room = Room {
+                left: self.max_bytes,
+                max: self.max_bytes,
+            };
+            pack_part(
+                sandbox,
+                &helper,
+                home_dir,
+                &home,
+                None,
+                secrets,
+                "home folder",
+                room,
+            )
+            .await?;
             let project = partial.join(PROJECT_PART);
             let skip = Some(checkout.to_owned());
+            let room = Room {
+                left: self.max_bytes.saturating_sub(file_size(&home)),
+                max: self.max_bytes,
+            };
             pack_part(
                 sandbox,
                 &helper,
@@ -270,6 +290,7 @@ impl SnapshotStore {
                 skip,
                 secrets,
                 "project folder",
+                room,
             )
             .await?;
             info.bytes = file_size(&home) + file_size(&project);
@@ -351,9 +372,17 @@ fn write_info(folder: &Path, info: &SnapshotInfo) -> Result<(), SnapshotError> {
     std::fs::rename(&temporary, &path).map_err(|e| storage(&path, e))
 }
 
+/// How many bytes a part may still take, and the store's bound.
+#[derive(Clone, Copy)]
+struct Room {
+    left: u64,
+    max: u64,
+}
+
 /// Runs `forgehand-editor pack dir` in the sandbox and writes its tar to
 /// `to`, without the paths of `skip` (a host folder mirrored there) and
-/// `.git`, refusing any secret.
+/// `.git`, refusing any secret and stopping past `room`.
+#[allow(clippy::too_many_arguments)]
 async fn pack_part(
     sandbox: &dyn Sandbox,
     helper: &str,
@@ -362,6 +391,7 @@ async fn pack_part(
     skip: Option<PathBuf>,
     secrets: &[&str],
     part: &'static str,
+    room: Room,
 ) -> Result<(), SnapshotError> {
     let (action, mut stream) = run_helper(sandbox, helper, "pack", dir).await?;
     let _ = stream.stdin.shutdown().await;
@@ -372,7 +402,15 @@ async fn pack_part(
     let target = to.to_owned();
     let copied = tokio::task::spawn_blocking(move || {
         let mut out = Scanning::new(std::io::BufWriter::with_capacity(1 << 16, file), &secrets);
-        filter_tar(reader, &mut out, skip.as_deref()).map_err(|e| storage(&target, e))?;
+        out.limit = room.left;
+        let filtered = filter_tar(reader, &mut out, skip.as_deref());
+        if out.written > out.limit {
+            return Err(SnapshotError::TooLarge {
+                bytes: room.max - room.left + out.written,
+                max: room.max,
+            });
+        }
+        filtered.map_err(|e| storage(&target, e))?;
         let found = out.found;
         out.inner.flush().map_err(|e| storage(&target, e))?;
         Ok::<bool, SnapshotError>(found)
@@ -506,13 +544,15 @@ fn filter_tar(input: impl std::io::Read, out: impl Write, skip: Option<&Path>) -
 }
 
 /// A writer that notes whether any secret passes through it, across chunk
-/// boundaries too.
+/// boundaries too, and refuses to write past `limit` bytes.
 struct Scanning<W> {
     inner: W,
     finders: Vec<Finder<'static>>,
     carry: Vec<u8>,
     keep: usize,
     found: bool,
+    written: u64,
+    limit: u64,
 }
 
 impl<W: Write> Scanning<W> {
@@ -531,6 +571,8 @@ impl<W: Write> Scanning<W> {
             carry: Vec::new(),
             keep,
             found: false,
+            written: 0,
+            limit: u64::MAX,
         }
     }
 
@@ -564,7 +606,12 @@ impl<W: Write> Scanning<W> {
 
 impl<W: Write> Write for Scanning<W> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.written + buf.len() as u64 > self.limit {
+            self.written += buf.len() as u64;
+            return Err(std::io::Error::other("the snapshot is larger than its room"));
+        }
         let n = self.inner.write(buf)?;
+        self.written += n as u64;
         self.scan(&buf[..n]);
         Ok(n)
     }
@@ -578,6 +625,16 @@ impl<W: Write> Write for Scanning<W> {
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
     use super::*;
+
+    #[test]
+    fn a_part_stops_being_written_at_its_room() {
+        let mut out = Scanning::new(Vec::new(), &[]);
+        out.limit = 10;
+        out.write_all(b"12345678").unwrap();
+        assert!(out.write_all(b"9abc").is_err());
+        assert_eq!(out.inner, b"12345678", "nothing past the room reached the file");
+        assert!(out.written > out.limit);
+    }
 
     fn info(key: &str, last_used_at: u64, bytes: u64) -> SnapshotInfo {
         SnapshotInfo {
