@@ -1,8 +1,11 @@
 //! The task's git work on the host. The trusted clone (made with the token,
 //! pushed from) never runs anything the model wrote: the model's result is
-//! copied out of the sandbox into a separate, untrusted folder and only its
-//! commits are fetched from there, so nothing in a model-edited `.git/config`
-//! (remote rewrites, hooks) can touch the credential.
+//! copied out of the sandbox into a separate, untrusted folder, whose `.git`
+//! is never opened as a repository; only its objects and the task branch are
+//! taken into a bare quarantine repository forgehand makes
+//! (`git::untrusted`), and the commits are fetched from there. Nothing in a
+//! model-edited `.git` (config, worktree, alternates, hooks, links) can reach
+//! a host file or the credential.
 
 use crate::git::{self, Credentials, GitError};
 use git2::{Delta, Oid, Repository, Signature};
@@ -25,6 +28,8 @@ pub enum DeliveryError {
     NotDescendant { base: String },
     #[error("the change touches protected paths: {}; an operator may allow it with delivery.allow_protected_paths", paths.join(", "))]
     Protected { paths: Vec<String> },
+    #[error(transparent)]
+    Untrusted(#[from] git::untrusted::UntrustedError),
 }
 
 /// What the model's work amounts to.
@@ -207,41 +212,45 @@ impl Workspace {
         protected: &[String],
     ) -> Result<Option<Collected>, DeliveryError> {
         let author = Signature::now(author.0, author.1).map_err(|e| failed("make the commit author", e))?;
-        let untrusted = Repository::open(out_dir).map_err(|e| failed("open the sandbox's repository", e))?;
-        let head_name = {
-            let head = untrusted
-                .head()
-                .map_err(|e| failed("read the sandbox's HEAD", e))?;
-            head.name().unwrap_or("(detached)").to_owned()
-        };
-        if head_name != format!("refs/heads/{}", self.branch) {
-            return Err(DeliveryError::WrongBranch {
-                branch: self.branch.clone(),
-                head: head_name,
-            });
-        }
+        let quarantine_dir = out_dir.with_extension("quarantine.git");
+        let quarantined =
+            match git::untrusted::quarantine(&out_dir.join(".git"), &self.branch, &quarantine_dir) {
+                Err(git::untrusted::UntrustedError::OtherHead { head }) => {
+                    return Err(DeliveryError::WrongBranch {
+                        branch: self.branch.clone(),
+                        head,
+                    })
+                }
+                other => other?,
+            };
         if commit_leftovers {
-            git::commit_all(&untrusted, leftover_message, &author)?;
-        }
-        let mut other_branches = Vec::new();
-        if let Ok(branches) = untrusted.branches(Some(git2::BranchType::Local)) {
-            for (b, _) in branches.flatten() {
-                let Some(name) = b.name().ok().flatten().map(str::to_owned) else {
-                    continue;
-                };
-                if name == self.branch {
-                    continue;
-                }
-                let theirs = b.get().target();
-                let ours = self.repo.refname_to_id(&format!("refs/heads/{name}")).ok();
-                if theirs != ours {
-                    other_branches.push(name);
-                }
+            if let Some(commit) = git::untrusted::commit_files(
+                &quarantined.repo,
+                out_dir,
+                quarantined.head,
+                leftover_message,
+                &author,
+            )? {
+                quarantined
+                    .repo
+                    .reference(
+                        &format!("refs/heads/{}", self.branch),
+                        commit,
+                        true,
+                        "forgehand: commit the leftovers",
+                    )
+                    .map_err(|e| failed("record the leftovers' commit", e))?;
             }
         }
-        drop(untrusted);
+        let other_branches = quarantined
+            .other_branches
+            .iter()
+            .filter(|(name, tip)| self.repo.refname_to_id(&format!("refs/heads/{name}")).ok() != Some(*tip))
+            .map(|(name, _)| name.clone())
+            .collect();
+        drop(quarantined);
         let result_ref = "refs/forgehand/result";
-        let source = out_dir.to_string_lossy().into_owned();
+        let source = quarantine_dir.to_string_lossy().into_owned();
         git::fetch(
             &self.repo,
             &source,

@@ -1,0 +1,76 @@
+//! A model that attacks the host through the repository it leaves behind.
+//! Here the sandbox's `.git/config` points `core.worktree` at a host folder
+//! and drops the index, so the commit inside the sandbox fails and the whole
+//! project is copied out: nothing of the host folder may reach the branch.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+mod common;
+#[path = "common/daemon_rig.rs"]
+mod daemon_rig;
+#[path = "common/fake_github.rs"]
+mod fake_github;
+#[path = "common/fake_http.rs"]
+mod fake_http;
+#[path = "common/git_http.rs"]
+mod git_http;
+#[path = "common/github_world.rs"]
+mod github_world;
+#[path = "common/scripted_model.rs"]
+mod scripted_model;
+
+use github_world::{World, DONE, REPO};
+use scripted_model::{run, text, GREET};
+
+/// Files of `branch`'s tip in `bare`.
+fn files(bare: &std::path::Path, branch: &str) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(["ls-tree", "-r", "--name-only", branch])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_worktree_pointed_at_a_host_folder_commits_nothing_of_it() {
+    // A host folder the sandbox cannot see, but a host that trusted the
+    // sandbox's config would stage.
+    let host_folder = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("catalogue");
+    let attack = format!(
+        "echo \"    # greets\" >> greet.py && git config core.worktree {} && rm -f .git/index && git status; true",
+        host_folder.display()
+    );
+    let world = World::with_repository(
+        vec![(run(&attack), None), (text("Changed greet.py."), None)],
+        &[("greet.py", GREET)],
+        "",
+    )
+    .await;
+    let issue = world.labelled_issue("Greet the world");
+    let daemon = world.start();
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{log}"
+    );
+    assert!(
+        log.contains("copying the whole project out"),
+        "the in-sandbox commit failed: {log}"
+    );
+    let pushed = files(&world.bare, "forgehand/issue-1");
+    assert_eq!(pushed, ["greet.py"], "only the project's files: {pushed:?}");
+    let greet = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(&world.bare)
+        .args(["show", "forgehand/issue-1:greet.py"])
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&greet.stdout).contains("# greets"));
+}
