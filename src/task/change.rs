@@ -50,7 +50,8 @@ impl TaskRun<'_> {
             cloned??
         };
         // The repository's settings come first: a broken file costs no model call.
-        let (back, environment) = self.read_environment(ws, &target.base).await?;
+        // Never from the branch a PR targets, which its author chooses.
+        let (back, environment) = self.read_environment(ws, &target.default_branch).await?;
         ws = back;
         self.note_environment(&environment);
         let settings = &environment.settings;

@@ -137,7 +137,8 @@ impl TaskRun<'_> {
                     "{}issue-{}",
                     self.env.config.delivery.branch_prefix, item.reference.number
                 ),
-                base: repo.default_branch,
+                base: repo.default_branch.clone(),
+                default_branch: repo.default_branch,
                 change: None,
                 clone_url: repo.clone_url,
             }),
@@ -152,6 +153,7 @@ impl TaskRun<'_> {
                 Ok(Target {
                     branch: change.source_branch.clone(),
                     base: change.target_branch.clone(),
+                    default_branch: repo.default_branch,
                     change: Some(change),
                     clone_url: repo.clone_url,
                 })

@@ -298,6 +298,9 @@ pub enum Heard {
 struct Target {
     branch: String,
     base: String,
+    /// The repository's default branch: settings and instructions are read
+    /// from it alone (a PR's author chooses the branch it targets).
+    default_branch: String,
     change: Option<ChangeInfo>,
     clone_url: String,
 }

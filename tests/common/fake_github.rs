@@ -239,6 +239,11 @@ impl FakeGitHub {
 
     /// A pull request from `head` (a branch of the same repository).
     pub fn open_pull(&self, repo: &str, author: &str, title: &str, head: &str) -> u64 {
+        self.open_pull_onto(repo, author, title, head, "main")
+    }
+
+    /// A pull request from `head` onto `base`.
+    pub fn open_pull_onto(&self, repo: &str, author: &str, title: &str, head: &str, base: &str) -> u64 {
         let number = self.open_issue(repo, author, title, "PR description");
         self.with(|s| {
             let r = s.repos.get_mut(repo).unwrap();
@@ -248,7 +253,7 @@ impl FakeGitHub {
                 Pull {
                     number,
                     head: head.into(),
-                    base: "main".into(),
+                    base: base.into(),
                     title: title.into(),
                     body: "PR description".into(),
                     draft: false,

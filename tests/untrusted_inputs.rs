@@ -1,7 +1,8 @@
-//! A model that attacks the host through the repository it leaves behind.
-//! Here the sandbox's `.git/config` points `core.worktree` at a host folder
-//! and drops the index, so the commit inside the sandbox fails and the whole
-//! project is copied out: nothing of the host folder may reach the branch.
+//! Attacks through what a task takes in: the repository a model leaves
+//! behind in the sandbox (its `.git/config` pointing `core.worktree` at a
+//! host folder, so that the in-sandbox commit fails and the whole project is
+//! copied out), and a pull request that targets a branch whose settings open
+//! the network.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -20,7 +21,8 @@ mod github_world;
 mod scripted_model;
 
 use github_world::{World, DONE, REPO};
-use scripted_model::{run, text, GREET};
+use scripted_model::{edit_and_commit, run, text, GREET};
+use std::time::Duration;
 
 /// Files of `branch`'s tip in `bare`.
 fn files(bare: &std::path::Path, branch: &str) -> Vec<String> {
@@ -73,4 +75,51 @@ async fn a_worktree_pointed_at_a_host_folder_commits_nothing_of_it() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&greet.stdout).contains("# greets"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_request_gets_the_default_branchs_settings_not_its_targets() {
+    let world = World::with_repository(
+        edit_and_commit(Duration::ZERO),
+        &[
+            ("greet.py", "print('Hello')\n"),
+            (".forgehand.yaml", "test: echo settings-from-main\n"),
+        ],
+        "",
+    )
+    .await;
+    // The PR's author made the branch it targets, with settings of their own.
+    git_http::push_commit(
+        &world.bare,
+        "release",
+        ".forgehand.yaml",
+        "test: echo settings-from-the-target\nnetwork:\n  agent: [\"exfiltrate.example\"]\n",
+        "Open the network",
+    );
+    git_http::push_commit(
+        &world.bare,
+        "feature/greeting",
+        "greet.py",
+        "print('Hello')\nprint('bye')\n",
+        "Start",
+    );
+    let gh = &world.github;
+    let pr = gh.open_pull_onto(REPO, "maya", "Better greeting", "feature/greeting", "release");
+    gh.add_label(REPO, pr, "coding agent", "maya");
+    let daemon = world.start();
+    world.wait_for_end(pr).await;
+    let log = daemon.log_text();
+    assert_eq!(gh.issue(REPO, pr).labels, vec![DONE.to_owned()], "{log}");
+    let progress = world.progress_comment(pr);
+    assert!(
+        progress.contains("from the default branch") && progress.contains("echo settings-from-main"),
+        "{progress}"
+    );
+    assert!(
+        !progress.contains("settings-from-the-target") && !progress.contains("exfiltrate"),
+        "{progress}"
+    );
+    for request in world.model.all_requests().await {
+        assert!(!request.to_string().contains("exfiltrate.example"));
+    }
 }
