@@ -123,3 +123,45 @@ async fn a_pull_request_gets_the_default_branchs_settings_not_its_targets() {
         assert!(!request.to_string().contains("exfiltrate.example"));
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pull_requests_setup_is_never_kept_as_a_snapshot() {
+    // The PR's own files decide what its setup writes (a Makefile the key
+    // does not cover, say): what it leaves in the home folder must not be
+    // restored into the default branch's tasks.
+    let settings =
+        "image: python\nsetup:\n  - mkdir -p \"$HOME/.cache\" && echo ran >> \"$HOME/.cache/setup-runs\"\n";
+    let world = World::with_repository(
+        edit_and_commit(Duration::ZERO),
+        &[("greet.py", "print('Hello')\n"), (".forgehand.yaml", settings)],
+        "",
+    )
+    .await;
+    git_http::push_commit(
+        &world.bare,
+        "feature/greeting",
+        "greet.py",
+        "print('Hello')\nprint('bye')\n",
+        "Start",
+    );
+    let gh = &world.github;
+    let pr = gh.open_pull(REPO, "maya", "Better greeting", "feature/greeting");
+    gh.add_label(REPO, pr, "coding agent", "maya");
+    let daemon = world.start();
+    world.wait_for_end(pr).await;
+    let progress = world.progress_comment(pr);
+    assert!(
+        progress.contains("Setup: done"),
+        "{progress}\n{}",
+        daemon.log_text()
+    );
+    assert!(
+        progress.contains("No setup snapshot kept") && progress.contains("default branch only"),
+        "{progress}"
+    );
+    let snapshots = world.dir.path().join("state/snapshots");
+    let kept = std::fs::read_dir(&snapshots)
+        .map(|d| d.flatten().count())
+        .unwrap_or(0);
+    assert_eq!(kept, 0);
+}

@@ -1,6 +1,9 @@
 //! Which setup snapshot a task may start from: the key is a SHA-256 over
-//! everything that decides what setup writes.
+//! everything that decides what setup writes, and whose it is.
 //!
+//! - the forge and repository (`github:owner/name`): a snapshot is never
+//!   shared with another repository, whatever else they have in common (its
+//!   home folder could hold hooks or wrappers planted for the other's tasks);
 //! - the image's id (its config digest, so a rebuilt image is a new key);
 //! - the setup commands, in order;
 //! - the `env` variables and the hosts setup may reach;
@@ -83,9 +86,14 @@ pub struct SnapshotKey {
     pub inputs: Vec<String>,
 }
 
-/// The key for running `settings`' setup on `checkout` in the image whose
-/// id is `image_id`.
-pub fn compute(checkout: &Path, image_id: &str, settings: &RepoSettings) -> std::io::Result<SnapshotKey> {
+/// The key for running `settings`' setup on `checkout`, a clone of
+/// `repository` (`forge:owner/name`), in the image whose id is `image_id`.
+pub fn compute(
+    repository: &str,
+    checkout: &Path,
+    image_id: &str,
+    settings: &RepoSettings,
+) -> std::io::Result<SnapshotKey> {
     let mut inputs = dependency_files(checkout);
     for path in files_named_in(&settings.setup, checkout) {
         if !inputs.contains(&path) {
@@ -99,7 +107,8 @@ pub fn compute(checkout: &Path, image_id: &str, settings: &RepoSettings) -> std:
         hash.update((value.len() as u64).to_le_bytes());
         hash.update(value);
     };
-    field("format", b"forgehand-snapshot-1");
+    field("format", b"forgehand-snapshot-2");
+    field("repository", repository.as_bytes());
     field("image", image_id.as_bytes());
     for command in &settings.setup {
         field("setup", command.as_bytes());
@@ -199,7 +208,7 @@ mod tests {
             (".git/config", "[core]\n"),
         ];
         let setup = settings(&["sh ./scripts/setup.sh", "echo ok > out.txt"]);
-        let first = compute(repo(&files).path(), "sha256:a", &setup).unwrap();
+        let first = compute("github:o/r", repo(&files).path(), "sha256:a", &setup).unwrap();
         assert_eq!(
             first.inputs,
             vec!["requirements.txt", "scripts/setup.sh", "web/package-lock.json"]
@@ -207,13 +216,13 @@ mod tests {
         let mut source_changed = files;
         source_changed[3] = ("app.py", "print(2)\n");
         assert_eq!(
-            compute(repo(&source_changed).path(), "sha256:a", &setup).unwrap(),
+            compute("github:o/r", repo(&source_changed).path(), "sha256:a", &setup).unwrap(),
             first
         );
         let mut lock_changed = files;
         lock_changed[0] = ("requirements.txt", "dep==1.1\n");
         assert_ne!(
-            compute(repo(&lock_changed).path(), "sha256:a", &setup)
+            compute("github:o/r", repo(&lock_changed).path(), "sha256:a", &setup)
                 .unwrap()
                 .key,
             first.key
@@ -221,18 +230,33 @@ mod tests {
         let mut script_changed = files;
         script_changed[2] = ("scripts/setup.sh", "pip install dep\n");
         assert_ne!(
-            compute(repo(&script_changed).path(), "sha256:a", &setup)
+            compute("github:o/r", repo(&script_changed).path(), "sha256:a", &setup)
                 .unwrap()
                 .key,
             first.key
         );
         assert_ne!(
-            compute(repo(&files).path(), "sha256:b", &setup).unwrap().key,
+            compute("github:o/r", repo(&files).path(), "sha256:b", &setup)
+                .unwrap()
+                .key,
+            first.key
+        );
+        // Another repository with the very same inputs never shares it.
+        assert_ne!(
+            compute("github:o/other", repo(&files).path(), "sha256:a", &setup)
+                .unwrap()
+                .key,
+            first.key
+        );
+        assert_ne!(
+            compute("gitlab:o/r", repo(&files).path(), "sha256:a", &setup)
+                .unwrap()
+                .key,
             first.key
         );
         let other_setup = settings(&["sh ./scripts/setup.sh"]);
         assert_ne!(
-            compute(repo(&files).path(), "sha256:a", &other_setup)
+            compute("github:o/r", repo(&files).path(), "sha256:a", &other_setup)
                 .unwrap()
                 .key,
             first.key

@@ -70,7 +70,10 @@ impl TaskRun<'_> {
             }
         };
         let (dir, id, wanted) = (checkout.to_owned(), image_id.clone(), settings.clone());
-        match tokio::task::spawn_blocking(move || snapshot_key::compute(&dir, &id, &wanted)).await {
+        let repository = format!("{}:{}", self.item.forge.as_str(), self.item.repo);
+        match tokio::task::spawn_blocking(move || snapshot_key::compute(&repository, &dir, &id, &wanted))
+            .await
+        {
             Ok(Ok(key)) => Some(SnapshotPlan {
                 store: SnapshotStore::new(config),
                 key,
@@ -166,6 +169,17 @@ impl TaskRun<'_> {
         settings: &RepoSettings,
         setup_took: std::time::Duration,
     ) {
+        // A pull request's tree is its author's: what its setup wrote is not
+        // kept for the tasks that start from the default branch (restoring
+        // a snapshot the default branch made is fine).
+        if matches!(self.item.kind, ItemKind::Change) {
+            tracing::info!(task = %self.item, "no setup snapshot kept: the setup ran on a pull request's tree");
+            self.progress.note(format!(
+                "No setup snapshot kept: the setup ran on this {}'s own files; snapshots come from the default branch only",
+                self.item.forge.change_noun()
+            ));
+            return;
+        }
         let info = SnapshotInfo {
             key: plan.key.key.clone(),
             repository: self.item.repo.clone(),
