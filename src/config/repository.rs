@@ -378,6 +378,68 @@ const RESERVED_ENV: &[&str] = &[
     "all_proxy",
 ];
 
+/// Variables that change how programs are loaded or run: a repository may
+/// not set them for the commands forgehand runs (its setup, its tests, the
+/// model's commands), whose meaning they would change behind their text.
+const LOADER_ENV: &[&str] = &[
+    "BASH_ENV",
+    "ENV",
+    "SHELLOPTS",
+    "BASHOPTS",
+    "PS4",
+    "PROMPT_COMMAND",
+    "IFS",
+    "CDPATH",
+    "GLOBIGNORE",
+    "TAR_OPTIONS",
+    "GCONV_PATH",
+    "PYTHONSTARTUP",
+    "PYTHONPATH",
+    "PYTHONHOME",
+    "PYTHONINSPECT",
+    "PERL5OPT",
+    "PERL5LIB",
+    "PERLLIB",
+    "RUBYOPT",
+    "RUBYLIB",
+    "NODE_OPTIONS",
+    "JAVA_TOOL_OPTIONS",
+    "_JAVA_OPTIONS",
+    "JDK_JAVA_OPTIONS",
+    "GIT_CONFIG",
+    "GIT_CONFIG_GLOBAL",
+    "GIT_CONFIG_SYSTEM",
+    "GIT_CONFIG_PARAMETERS",
+    "GIT_CONFIG_COUNT",
+    "GIT_DIR",
+    "GIT_WORK_TREE",
+    "GIT_EXEC_PATH",
+    "GIT_SSH",
+    "GIT_SSH_COMMAND",
+    "GIT_ASKPASS",
+    "SSH_ASKPASS",
+    "EDITOR",
+    "VISUAL",
+    "PAGER",
+    "GIT_PAGER",
+    "LESSOPEN",
+    "RUSTC_WRAPPER",
+    "RUSTC_WORKSPACE_WRAPPER",
+    "RUSTFLAGS",
+    "CARGO_BUILD_RUSTC_WRAPPER",
+];
+
+/// Whether `name` changes how programs are loaded or run.
+fn changes_loading(name: &str) -> bool {
+    let upper = name.to_ascii_uppercase();
+    upper.starts_with("LD_")
+        || upper.starts_with("DYLD_")
+        || upper.starts_with("GIT_CONFIG_KEY_")
+        || upper.starts_with("GIT_CONFIG_VALUE_")
+        || upper.starts_with("BASH_FUNC_")
+        || LOADER_ENV.iter().any(|n| n.eq_ignore_ascii_case(name))
+}
+
 fn check_env_name(key: &str, name: &str) -> Result<(), ConfigError> {
     let valid = name
         .chars()
@@ -394,6 +456,12 @@ fn check_env_name(key: &str, name: &str) -> Result<(), ConfigError> {
         return Err(ConfigError::invalid(
             key,
             format!("{name} is set by forgehand in the sandbox and cannot be changed"),
+        ));
+    }
+    if changes_loading(name) {
+        return Err(ConfigError::invalid(
+            key,
+            format!("{name} changes how programs are loaded or run (the dynamic loader, the shell, an interpreter, git, a build wrapper); env holds plain settings only. Put such a step in `setup` as a command instead"),
         ));
     }
     let upper = name.to_ascii_uppercase();
@@ -467,5 +535,29 @@ mod tests {
             assert!(check_env_name("env", name).is_err(), "{name}");
         }
         assert!(check_env_name("env", "PIP_NO_CACHE_DIR").is_ok());
+        assert!(check_env_name("env", "APP_MODE").is_ok());
+    }
+
+    #[test]
+    fn variables_that_change_how_programs_load_or_run_are_refused() {
+        for name in [
+            "LD_PRELOAD",
+            "LD_LIBRARY_PATH",
+            "ld_audit",
+            "BASH_ENV",
+            "TAR_OPTIONS",
+            "PYTHONSTARTUP",
+            "NODE_OPTIONS",
+            "GIT_CONFIG_KEY_0",
+            "GIT_SSH_COMMAND",
+            "RUSTC_WRAPPER",
+            "BASH_FUNC_ls",
+        ] {
+            let err = check_env_name("env", name).unwrap_err().to_string();
+            assert!(
+                err.contains("changes how programs are loaded or run"),
+                "{name}: {err}"
+            );
+        }
     }
 }

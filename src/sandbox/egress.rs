@@ -267,7 +267,7 @@ pub fn proxy_env(port: u16) -> Vec<String> {
 pub fn is_internal(ip: IpAddr) -> bool {
     match ip {
         IpAddr::V4(v4) => {
-            let [a, b, ..] = v4.octets();
+            let [a, b, c, _] = v4.octets();
             v4.is_loopback()
                 || v4.is_private()
                 || v4.is_link_local()
@@ -275,18 +275,34 @@ pub fn is_internal(ip: IpAddr) -> bool {
                 || v4.is_broadcast()
                 || v4.is_multicast()
                 || a == 0
+                // Shared address space (carrier-grade NAT), 100.64.0.0/10.
                 || (a == 100 && (64..128).contains(&b))
+                // IETF protocol assignments, 192.0.0.0/24.
+                || (a == 192 && b == 0 && c == 0)
+                // Benchmarking, 198.18.0.0/15.
+                || (a == 198 && (b == 18 || b == 19))
+                // Reserved for future use, 240.0.0.0/4.
+                || a >= 240
         }
         IpAddr::V6(v6) => {
             if let Some(v4) = v6.to_ipv4_mapped() {
                 return is_internal(IpAddr::V4(v4));
             }
-            let first = v6.segments()[0];
-            v6.is_loopback()
+            let segments = v6.segments();
+            let first = segments[0];
+            // Translators into IPv4 reach whatever address they carry, the
+            // internal ones too: NAT64 (64:ff9b::/96) and 6to4 (2002::/16).
+            let nat64 = segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
+            nat64
+                || first == 0x2002
+                || v6.is_loopback()
                 || v6.is_unspecified()
                 || v6.is_multicast()
+                // Unique local, fc00::/7.
                 || (first & 0xfe00) == 0xfc00
+                // Link-local, fe80::/10, and the deprecated site-local, fec0::/10.
                 || (first & 0xffc0) == 0xfe80
+                || (first & 0xffc0) == 0xfec0
         }
     }
 }
@@ -448,10 +464,24 @@ mod tests {
             "fd00::1",
             "fe80::1",
             "::ffff:10.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "2002:a9fe:a9fe::1",
+            "fec0::1",
+            "198.18.0.1",
+            "198.19.255.254",
+            "192.0.0.8",
+            "240.0.0.1",
+            "255.255.255.254",
         ] {
             assert!(is_internal(ip.parse().unwrap()), "{ip}");
         }
-        for ip in ["93.184.216.34", "2606:2800:220:1::1", "100.128.0.1"] {
+        for ip in [
+            "93.184.216.34",
+            "2606:2800:220:1::1",
+            "100.128.0.1",
+            "198.20.0.1",
+            "192.0.2.1",
+        ] {
             assert!(!is_internal(ip.parse().unwrap()), "{ip}");
         }
     }
