@@ -118,21 +118,20 @@ impl Egress {
         &self,
         client: &mut S,
     ) -> Option<(tokio::net::TcpStream, Decision)> {
-        let (head, rest) = match read_head(client).await {
-            Ok(read) => read,
-            Err(message) => {
-                let _ = respond(client, 400, &message).await;
-                return None;
-            }
-        };
-        let request = match ProxyRequest::parse(&head) {
-            Ok(request) => request,
-            Err(message) => {
-                let _ = respond(client, 400, &message).await;
-                return None;
-            }
-        };
         let policy = self.policy.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let parsed = match read_head(client).await {
+            Ok((head, rest)) => ProxyRequest::parse(&head).map(|request| (request, head, rest)),
+            Err(message) => Err(message),
+        };
+        let (request, head, rest) = match parsed {
+            Ok(parsed) => parsed,
+            Err(message) => {
+                tracing::warn!(phase = %policy.phase, "egress refused a malformed request: {message}");
+                crate::metrics::global().egress(&policy.phase, "malformed", 0);
+                let _ = respond(client, 400, &message).await;
+                return None;
+            }
+        };
         let mut decision = Decision {
             phase: if policy.phase.is_empty() {
                 "sandbox".into()
@@ -153,6 +152,7 @@ impl Egress {
                 return None;
             }
         };
+        tracing::info!(phase = %decision.phase, host = %decision.host, port = decision.port, "egress allowed: connected");
         let started = if request.connect {
             client
                 .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
@@ -226,7 +226,7 @@ impl Egress {
         };
         match &decision.denied {
             None => {
-                tracing::info!(phase = %decision.phase, host = %decision.host, port = decision.port, bytes = decision.bytes, "egress allowed")
+                tracing::info!(phase = %decision.phase, host = %decision.host, port = decision.port, bytes = decision.bytes, "egress connection closed")
             }
             Some(why) => {
                 tracing::warn!(phase = %decision.phase, host = %decision.host, port = decision.port, "egress denied: {why}")
@@ -327,6 +327,7 @@ impl ProxyRequest {
         };
         if method.eq_ignore_ascii_case("CONNECT") {
             let (host, port) = split_host_port(target, 443)?;
+            check_host_header(text, &host, 443)?;
             return Ok(ProxyRequest {
                 connect: true,
                 host,
@@ -344,6 +345,9 @@ impl ProxyRequest {
             None => (rest, "/"),
         };
         let (host, port) = split_host_port(authority, 80)?;
+        // The request goes to `host`; a Host header naming another site
+        // would reach it on a shared address (a CDN, a virtual host).
+        check_host_header(text, &host, 80)?;
         Ok(ProxyRequest {
             connect: false,
             host,
@@ -383,6 +387,26 @@ impl ProxyRequest {
         out.push_str("Connection: close\r\n\r\n");
         out.into_bytes()
     }
+}
+
+/// Refuses a request whose `Host` header (any of them) names another host
+/// than the one the request is checked and sent for.
+fn check_host_header(head: &str, host: &str, default_port: u16) -> Result<(), String> {
+    for line in head.split("\r\n").skip(1) {
+        let Some((name, value)) = line.split_once(':') else {
+            continue;
+        };
+        if !name.trim().eq_ignore_ascii_case("host") {
+            continue;
+        }
+        let (named, _) = split_host_port(value.trim(), default_port)?;
+        if named != host {
+            return Err(format!(
+                "the Host header names {named}, but the request is for {host}; a request reaches the host it was allowed for only"
+            ));
+        }
+    }
+    Ok(())
 }
 
 fn split_host_port(authority: &str, default_port: u16) -> Result<(String, u16), String> {
@@ -488,8 +512,10 @@ mod tests {
 
     #[test]
     fn proxy_requests_parse_and_forward_in_origin_form() {
-        let connect =
-            ProxyRequest::parse(b"CONNECT Pkgs.Example.org:443 HTTP/1.1\r\nHost: x\r\n\r\n").unwrap();
+        let connect = ProxyRequest::parse(
+            b"CONNECT Pkgs.Example.org:443 HTTP/1.1\r\nHost: pkgs.example.org:443\r\n\r\n",
+        )
+        .unwrap();
         assert_eq!(
             (connect.connect, connect.host.as_str(), connect.port),
             (true, "pkgs.example.org", 443)
@@ -509,6 +535,27 @@ mod tests {
         assert!(ProxyRequest::parse(b"GET https://x/ HTTP/1.1\r\n\r\n").is_err());
         let v6 = ProxyRequest::parse(b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n").unwrap();
         assert_eq!((v6.host.as_str(), v6.port), ("::1", 8443));
+    }
+
+    #[test]
+    fn a_host_header_naming_another_site_is_refused() {
+        // An allowed name's address shared with other sites (a CDN) must not
+        // reach them through the Host header.
+        let err = ProxyRequest::parse(
+            b"GET http://pkgs.example.org/simple/ HTTP/1.1\r\nHost: internal.example.com\r\n\r\n",
+        )
+        .unwrap_err();
+        assert!(err.contains("Host header names internal.example.com"), "{err}");
+        let err =
+            ProxyRequest::parse(b"CONNECT pkgs.example.org:443 HTTP/1.1\r\nHost: other.example:443\r\n\r\n")
+                .unwrap_err();
+        assert!(err.contains("other.example"), "{err}");
+        // Two Host headers, the second another site's.
+        assert!(ProxyRequest::parse(
+            b"GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nhost: b.example\r\n\r\n"
+        )
+        .is_err());
+        assert!(ProxyRequest::parse(b"GET http://A.example:80/ HTTP/1.1\r\nHost: a.EXAMPLE\r\n\r\n").is_ok());
     }
 
     #[tokio::test]
