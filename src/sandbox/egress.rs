@@ -16,6 +16,11 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 /// Longest request head read from the sandbox.
 const MAX_HEAD: usize = 16 << 10;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long a connection may take to send its request head.
+const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
+/// Connections one sandbox may have open through the relay at once: one
+/// sandbox must not use up the daemon's file descriptors.
+pub const MAX_CONNECTIONS: usize = 256;
 
 /// What the sandbox may reach now.
 #[derive(Debug, Clone, Default)]
@@ -37,11 +42,24 @@ pub struct Decision {
 }
 
 /// The host end of one sandbox's tunnel.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct Egress {
     policy: Mutex<Policy>,
     allow_private: bool,
     decisions: Mutex<Vec<Decision>>,
+    /// One permit per open connection ([`MAX_CONNECTIONS`]).
+    open: tokio::sync::Semaphore,
+}
+
+impl Default for Egress {
+    fn default() -> Self {
+        Egress {
+            policy: Mutex::default(),
+            allow_private: false,
+            decisions: Mutex::default(),
+            open: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
+        }
+    }
 }
 
 impl Egress {
@@ -95,6 +113,19 @@ impl Egress {
 
     /// Serves one tunnelled connection from the sandbox.
     pub async fn handle<S: AsyncRead + AsyncWrite + Unpin>(&self, mut client: S) {
+        let Ok(_permit) = self.open.try_acquire() else {
+            let phase = self
+                .policy
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .phase
+                .clone();
+            tracing::warn!(phase = %phase, "egress refused a connection: {MAX_CONNECTIONS} are open already");
+            crate::metrics::global().egress(&phase, "too_many", 0);
+            let why = format!("this sandbox has {MAX_CONNECTIONS} connections open already");
+            let _ = respond(&mut client, 503, &why).await;
+            return;
+        };
         let Some((mut upstream, mut decision)) = self.open_tunnel(&mut client).await else {
             return;
         };
@@ -119,9 +150,13 @@ impl Egress {
         client: &mut S,
     ) -> Option<(tokio::net::TcpStream, Decision)> {
         let policy = self.policy.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let parsed = match read_head(client).await {
-            Ok((head, rest)) => ProxyRequest::parse(&head).map(|request| (request, head, rest)),
-            Err(message) => Err(message),
+        let parsed = match tokio::time::timeout(HEAD_TIMEOUT, read_head(client)).await {
+            Ok(Ok((head, rest))) => ProxyRequest::parse(&head).map(|request| (request, head, rest)),
+            Ok(Err(message)) => Err(message),
+            Err(_) => Err(format!(
+                "the request head did not arrive within {} s",
+                HEAD_TIMEOUT.as_secs()
+            )),
         };
         let (request, head, rest) = match parsed {
             Ok(parsed) => parsed,
@@ -458,6 +493,7 @@ async fn respond<S: AsyncWrite + Unpin>(client: &mut S, status: u16, reason: &st
     let title = match status {
         400 => "Bad Request",
         403 => "Forbidden",
+        503 => "Service Unavailable",
         _ => "Bad Gateway",
     };
     let body = format!("forgehand egress: {reason}\n");
@@ -535,6 +571,41 @@ mod tests {
         assert!(ProxyRequest::parse(b"GET https://x/ HTTP/1.1\r\n\r\n").is_err());
         let v6 = ProxyRequest::parse(b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n").unwrap();
         assert_eq!((v6.host.as_str(), v6.port), ("::1", 8443));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_connections_time_out_and_one_sandbox_cannot_open_too_many() {
+        let egress = Egress::new(false);
+        egress.set_phase("agent", vec![HostPattern::parse("localhost").unwrap()]);
+        // MAX_CONNECTIONS connections that never send a head.
+        let mut idle = Vec::new();
+        let mut serving = Vec::new();
+        for _ in 0..MAX_CONNECTIONS {
+            let (near, far) = tokio::io::duplex(1024);
+            let egress = egress.clone();
+            serving.push(tokio::spawn(async move { egress.handle(far).await }));
+            idle.push(near);
+        }
+        // Every one of them is waiting for its head now.
+        tokio::time::sleep(Duration::from_millis(1)).await;
+        // One more is refused at once, without waiting for its head.
+        let (mut near, far) = tokio::io::duplex(1024);
+        egress.handle(far).await;
+        let mut answer = String::new();
+        near.read_to_string(&mut answer).await.unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 503") && answer.contains("256 connections open"),
+            "{answer}"
+        );
+        // The idle ones are answered when their head does not come.
+        for task in serving {
+            task.await.unwrap();
+        }
+        let mut answer = String::new();
+        idle[0].read_to_string(&mut answer).await.unwrap();
+        assert!(answer.contains("did not arrive within 10 s"), "{answer}");
+        // And their permits are back.
+        assert_eq!(egress.open.available_permits(), MAX_CONNECTIONS);
     }
 
     #[test]
