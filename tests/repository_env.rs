@@ -317,7 +317,7 @@ async fn allowlist_through_the_tunnel(transport: &str) -> (World, DaemonProcess)
     let world = World::with_repository(
         vec![(run(&agent_fetch), None), (text("Nothing to change."), None)],
         &[("greet.py", GREET), (".forgehand.yaml", &settings)],
-        &format!("sandbox:\n  egress:\n    allow_private: true\n    transport: {transport}\n"),
+        &format!("sandbox:\n  egress:\n    allow_loopback: true\n    transport: {transport}\n"),
     )
     .await;
     let issue = world.labelled_issue("Check the registry");
@@ -529,7 +529,7 @@ async fn pip_installs_from_a_real_index_through_the_tunnel_and_the_model_fixes_t
             (".gitignore", ".venv/\n__pycache__/\n"),
             (".forgehand.yaml", &settings),
         ],
-        "sandbox:\n  egress:\n    allow_private: true\n",
+        "sandbox:\n  egress:\n    allow_loopback: true\n",
     )
     .await;
     let issue = world.labelled_issue("Greet the world");
@@ -609,7 +609,7 @@ async fn npm_installs_from_a_real_registry_through_the_tunnel_and_the_fixed_test
             (".gitignore", "node_modules/\npackage-lock.json\n"),
             (".forgehand.yaml", &settings),
         ],
-        "sandbox:\n  egress:\n    allow_private: true\n",
+        "sandbox:\n  egress:\n    allow_loopback: true\n",
     )
     .await;
     let issue = world.labelled_issue("Greet the world");

@@ -216,9 +216,11 @@ pub struct SandboxConfig {
     pub project_dir: String,
     pub exec_timeout: Duration,
     pub output_limit: usize,
-    /// Whether the egress tunnel may connect to loopback, private and
-    /// link-local addresses (a self-hosted registry needs it).
+    /// Whether the egress tunnel may connect to private networks (a
+    /// self-hosted registry there needs it); link-local never.
     pub egress_allow_private: bool,
+    /// The daemon host's loopback may be reached (a registry beside it).
+    pub egress_allow_loopback: bool,
     /// The port of the egress proxy on the sandbox's loopback.
     pub egress_proxy_port: u16,
     /// How tunnelled connections reach forgehand from the sandbox.
@@ -495,6 +497,7 @@ impl Config {
             exec_timeout: positive_duration("sandbox.exec_timeout", s.exec_timeout)?,
             output_limit,
             egress_allow_private: s.egress.allow_private,
+            egress_allow_loopback: s.egress.allow_loopback,
             egress_proxy_port: match s.egress.proxy_port {
                 0 => {
                     return Err(ConfigError::invalid(

@@ -257,6 +257,7 @@ impl Default for RawSnapshots {
 #[serde(deny_unknown_fields, default)]
 pub struct RawEgress {
     pub allow_private: bool,
+    pub allow_loopback: bool,
     pub proxy_port: u16,
     pub transport: String,
 }
@@ -265,6 +266,7 @@ impl Default for RawEgress {
     fn default() -> Self {
         RawEgress {
             allow_private: false,
+            allow_loopback: false,
             proxy_port: 3128,
             transport: "auto".into(),
         }

@@ -274,7 +274,10 @@ impl DockerBackend {
         let editor_path = placement.as_ref().map(|(path, _)| path.clone());
         let name = container_name(&self.instance_id, &spec.task_id);
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
-        let egress = Egress::new(self.config.egress_allow_private);
+        let egress = Egress::new(crate::sandbox::egress::Reach {
+            private: self.config.egress_allow_private,
+            loopback: self.config.egress_allow_loopback,
+        });
         let unmountable = self.socket_unmountable.load(std::sync::atomic::Ordering::Relaxed);
         let mut socket =
             egress_socket::for_new_sandbox(&self.config, unmountable, editor_path.is_some(), &egress)?;

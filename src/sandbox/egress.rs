@@ -2,8 +2,10 @@
 //! accepts arrives here over the supervisor's session, as an HTTP proxy
 //! request. The host is checked against the allowlist of the task's current
 //! phase (setup or agent), resolved here, and refused when an address is
-//! loopback, link-local or private (unless `sandbox.egress.allow_private`),
-//! so a public name cannot point inside. CONNECT is tunnelled without TLS
+//! private (unless `sandbox.egress.allow_private`), the daemon's loopback
+//! (unless `sandbox.egress.allow_loopback`), or link-local or reserved
+//! (never: that is where cloud metadata services answer), so a public name
+//! cannot point inside. CONNECT is tunnelled without TLS
 //! interception; plain HTTP is forwarded one request per connection. Each
 //! decision goes to the log, to `/metrics` and to the phase's summary.
 
@@ -41,11 +43,21 @@ pub struct Decision {
     pub bytes: u64,
 }
 
+/// Which internal addresses an operator opened, besides the public internet.
+/// Link-local and reserved addresses stay closed whatever is set.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Reach {
+    /// Private networks: 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7.
+    pub private: bool,
+    /// The daemon host's own loopback.
+    pub loopback: bool,
+}
+
 /// The host end of one sandbox's tunnel.
 #[derive(Debug)]
 pub struct Egress {
     policy: Mutex<Policy>,
-    allow_private: bool,
+    reach: Reach,
     decisions: Mutex<Vec<Decision>>,
     /// One permit per open connection ([`MAX_CONNECTIONS`]).
     open: tokio::sync::Semaphore,
@@ -55,7 +67,7 @@ impl Default for Egress {
     fn default() -> Self {
         Egress {
             policy: Mutex::default(),
-            allow_private: false,
+            reach: Reach::default(),
             decisions: Mutex::default(),
             open: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
         }
@@ -63,9 +75,9 @@ impl Default for Egress {
 }
 
 impl Egress {
-    pub fn new(allow_private: bool) -> Arc<Egress> {
+    pub fn new(reach: Reach) -> Arc<Egress> {
         Arc::new(Egress {
-            allow_private,
+            reach,
             ..Egress::default()
         })
     }
@@ -232,15 +244,24 @@ impl Egress {
             Ok(found) => found.collect(),
             Err(e) => return Err((502, format!("cannot resolve {host}: {e}"))),
         };
-        let inside: Vec<&SocketAddr> = addresses.iter().filter(|a| is_internal(a.ip())).collect();
-        if !self.allow_private && !inside.is_empty() {
-            return Err((
-                403,
-                format!(
-                    "{host} resolves to an internal address ({}); an operator may allow it with sandbox.egress.allow_private",
-                    inside[0].ip()
+        for address in &addresses {
+            let refused = match address_class(address.ip()) {
+                AddressClass::Public => None,
+                AddressClass::Private if self.reach.private => None,
+                AddressClass::Loopback if self.reach.loopback => None,
+                AddressClass::Private => {
+                    Some("a private address; an operator may allow those with sandbox.egress.allow_private")
+                }
+                AddressClass::Loopback => {
+                    Some("the daemon's loopback; an operator may allow it with sandbox.egress.allow_loopback")
+                }
+                AddressClass::Closed => Some(
+                    "a link-local or reserved address (where cloud metadata answers), which no setting opens",
                 ),
-            ));
+            };
+            if let Some(why) = refused {
+                return Err((403, format!("{host} resolves to {}, {why}", address.ip())));
+            }
         }
         let mut last = format!("{host} has no address");
         for address in addresses {
@@ -297,49 +318,70 @@ pub fn proxy_env(port: u16) -> Vec<String> {
     ]
 }
 
-/// Loopback, private, link-local, shared (CGNAT), unspecified, multicast
-/// and broadcast addresses: everything that is not the public internet.
-pub fn is_internal(ip: IpAddr) -> bool {
+/// What an address is, for the egress decision.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum AddressClass {
+    Public,
+    /// The daemon host's own loopback.
+    Loopback,
+    /// Private networks: RFC 1918, shared (CGNAT), unique local.
+    Private,
+    /// Link-local (cloud metadata), unspecified, multicast, broadcast,
+    /// reserved, benchmarking, IETF-assigned, and IPv6 translators into
+    /// IPv4 (NAT64, 6to4) and the old site-local: never reached.
+    Closed,
+}
+
+fn address_class(ip: IpAddr) -> AddressClass {
     match ip {
         IpAddr::V4(v4) => {
             let [a, b, c, _] = v4.octets();
-            v4.is_loopback()
-                || v4.is_private()
-                || v4.is_link_local()
+            if v4.is_loopback() {
+                AddressClass::Loopback
+            } else if v4.is_private() || (a == 100 && (64..128).contains(&b)) {
+                AddressClass::Private
+            } else if v4.is_link_local()
                 || v4.is_unspecified()
                 || v4.is_broadcast()
                 || v4.is_multicast()
                 || a == 0
-                // Shared address space (carrier-grade NAT), 100.64.0.0/10.
-                || (a == 100 && (64..128).contains(&b))
-                // IETF protocol assignments, 192.0.0.0/24.
                 || (a == 192 && b == 0 && c == 0)
-                // Benchmarking, 198.18.0.0/15.
                 || (a == 198 && (b == 18 || b == 19))
-                // Reserved for future use, 240.0.0.0/4.
                 || a >= 240
+            {
+                AddressClass::Closed
+            } else {
+                AddressClass::Public
+            }
         }
         IpAddr::V6(v6) => {
             if let Some(v4) = v6.to_ipv4_mapped() {
-                return is_internal(IpAddr::V4(v4));
+                return address_class(IpAddr::V4(v4));
             }
             let segments = v6.segments();
             let first = segments[0];
-            // Translators into IPv4 reach whatever address they carry, the
-            // internal ones too: NAT64 (64:ff9b::/96) and 6to4 (2002::/16).
-            let nat64 = segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0];
-            nat64
-                || first == 0x2002
-                || v6.is_loopback()
-                || v6.is_unspecified()
+            if v6.is_loopback() {
+                AddressClass::Loopback
+            } else if (first & 0xfe00) == 0xfc00 {
+                AddressClass::Private
+            } else if v6.is_unspecified()
                 || v6.is_multicast()
-                // Unique local, fc00::/7.
-                || (first & 0xfe00) == 0xfc00
-                // Link-local, fe80::/10, and the deprecated site-local, fec0::/10.
                 || (first & 0xffc0) == 0xfe80
                 || (first & 0xffc0) == 0xfec0
+                || segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+                || first == 0x2002
+            {
+                AddressClass::Closed
+            } else {
+                AddressClass::Public
+            }
         }
     }
+}
+
+/// Everything that is not the public internet.
+pub fn is_internal(ip: IpAddr) -> bool {
+    address_class(ip) != AddressClass::Public
 }
 
 /// A request head from the sandbox's proxy client.
@@ -573,9 +615,56 @@ mod tests {
         assert_eq!((v6.host.as_str(), v6.port), ("::1", 8443));
     }
 
+    #[tokio::test]
+    async fn metadata_addresses_stay_closed_whatever_is_opened() {
+        let egress = Egress::new(Reach {
+            private: true,
+            loopback: true,
+        });
+        egress.set_phase(
+            "setup",
+            ["169.254.169.254", "fe80::1", "10.0.0.1"]
+                .map(|h| HostPattern::parse(h).unwrap())
+                .to_vec(),
+        );
+        for (request, words) in [
+            (
+                &b"GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\n\r\n"[..],
+                "which no setting opens",
+            ),
+            (
+                &b"CONNECT [fe80::1]:443 HTTP/1.1\r\n\r\n"[..],
+                "which no setting opens",
+            ),
+        ] {
+            let (mut near, far) = tokio::io::duplex(64 << 10);
+            let serve = tokio::spawn({
+                let egress = egress.clone();
+                async move { egress.handle(far).await }
+            });
+            near.write_all(request).await.unwrap();
+            let mut answer = String::new();
+            near.read_to_string(&mut answer).await.unwrap();
+            serve.await.unwrap();
+            assert!(
+                answer.starts_with("HTTP/1.1 403") && answer.contains(words),
+                "{answer}"
+            );
+        }
+        assert_eq!(address_class("10.0.0.1".parse().unwrap()), AddressClass::Private);
+        assert_eq!(
+            address_class("127.0.0.1".parse().unwrap()),
+            AddressClass::Loopback
+        );
+        assert_eq!(
+            address_class("::ffff:169.254.169.254".parse().unwrap()),
+            AddressClass::Closed
+        );
+    }
+
     #[tokio::test(start_paused = true)]
     async fn idle_connections_time_out_and_one_sandbox_cannot_open_too_many() {
-        let egress = Egress::new(false);
+        let egress = Egress::new(Reach::default());
         egress.set_phase("agent", vec![HostPattern::parse("localhost").unwrap()]);
         // MAX_CONNECTIONS connections that never send a head.
         let mut idle = Vec::new();
@@ -631,7 +720,7 @@ mod tests {
 
     #[tokio::test]
     async fn hosts_off_the_list_and_internal_addresses_are_refused_with_a_reason() {
-        let egress = Egress::new(false);
+        let egress = Egress::new(Reach::default());
         egress.set_phase("setup", vec![HostPattern::parse("localhost").unwrap()]);
         let ask = |request: &'static [u8]| {
             let egress = egress.clone();
@@ -652,7 +741,7 @@ mod tests {
         );
         let inside = ask(b"GET http://localhost:9/ HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
         assert!(
-            inside.starts_with("HTTP/1.1 403") && inside.contains("sandbox.egress.allow_private"),
+            inside.starts_with("HTTP/1.1 403") && inside.contains("sandbox.egress.allow_loopback"),
             "{inside}"
         );
         egress.set_phase("agent", Vec::new());

@@ -322,7 +322,10 @@ impl KubernetesBackend {
             self.namespace.clone(),
             name.to_owned(),
             self.config.clone(),
-            Egress::new(self.config.egress_allow_private),
+            Egress::new(crate::sandbox::egress::Reach {
+                private: self.config.egress_allow_private,
+                loopback: self.config.egress_allow_loopback,
+            }),
         );
         self.equip(&mut sandbox).await?;
         if let Some(dir) = workspace {
