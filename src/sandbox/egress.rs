@@ -30,6 +30,10 @@ struct Policy {
     /// `setup` or `agent`; empty before the task says.
     phase: String,
     hosts: Vec<HostPattern>,
+    /// Cancelled when the phase ends: its connections end with it (a setup
+    /// process that escaped its process group keeps no tunnel into the
+    /// agent phase).
+    ends: tokio_util::sync::CancellationToken,
 }
 
 /// One connection's outcome.
@@ -83,10 +87,14 @@ impl Egress {
     }
 
     /// From now on, connections are decided for `phase` against `hosts`.
+    /// The connections of the phase before are closed.
     pub fn set_phase(&self, phase: &str, hosts: Vec<HostPattern>) {
-        *self.policy.lock().unwrap_or_else(|p| p.into_inner()) = Policy {
+        let mut policy = self.policy.lock().unwrap_or_else(|p| p.into_inner());
+        policy.ends.cancel();
+        *policy = Policy {
             phase: phase.to_owned(),
             hosts,
+            ends: tokio_util::sync::CancellationToken::new(),
         };
     }
 
@@ -138,18 +146,24 @@ impl Egress {
             let _ = respond(&mut client, 503, &why).await;
             return;
         };
-        let Some((mut upstream, mut decision)) = self.open_tunnel(&mut client).await else {
+        let Some((mut upstream, mut decision, ends)) = self.open_tunnel(&mut client).await else {
             return;
         };
-        if let Ok((up, down)) = tokio::io::copy_bidirectional_with_sizes(
+        let copied = tokio::io::copy_bidirectional_with_sizes(
             &mut client,
             &mut upstream,
             crate::supervisor::TUNNEL_BUFFER,
             crate::supervisor::TUNNEL_BUFFER,
-        )
-        .await
-        {
-            decision.bytes += up + down;
+        );
+        tokio::select! {
+            copied = copied => {
+                if let Ok((up, down)) = copied {
+                    decision.bytes += up + down;
+                }
+            }
+            () = ends.cancelled() => {
+                tracing::info!(phase = %decision.phase, host = %decision.host, port = decision.port, "egress connection closed: its phase ended");
+            }
         }
         self.record(&decision);
     }
@@ -160,7 +174,11 @@ impl Egress {
     async fn open_tunnel<S: AsyncRead + AsyncWrite + Unpin>(
         &self,
         client: &mut S,
-    ) -> Option<(tokio::net::TcpStream, Decision)> {
+    ) -> Option<(
+        tokio::net::TcpStream,
+        Decision,
+        tokio_util::sync::CancellationToken,
+    )> {
         let policy = self.policy.lock().unwrap_or_else(|p| p.into_inner()).clone();
         let parsed = match tokio::time::timeout(HEAD_TIMEOUT, read_head(client)).await {
             Ok(Ok((head, rest))) => ProxyRequest::parse(&head).map(|request| (request, head, rest)),
@@ -212,7 +230,8 @@ impl Egress {
                 .and(upstream.write_all(&rest).await)
         };
         match started {
-            Ok(()) => Some((upstream, decision)),
+            // Ended already (the phase changed while this one connected): closed at once.
+            Ok(()) => Some((upstream, decision, policy.ends.clone())),
             Err(_) => {
                 self.record(&decision);
                 None
@@ -613,6 +632,48 @@ mod tests {
         assert!(ProxyRequest::parse(b"GET https://x/ HTTP/1.1\r\n\r\n").is_err());
         let v6 = ProxyRequest::parse(b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n").unwrap();
         assert_eq!((v6.host.as_str(), v6.port), ("::1", 8443));
+    }
+
+    #[tokio::test]
+    async fn a_phases_connections_close_when_it_ends() {
+        // A server that never closes its side.
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let server = tokio::spawn(async move {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            socket.write_all(b"hello").await.unwrap();
+            tokio::time::sleep(Duration::from_secs(3600)).await;
+        });
+        let egress = Egress::new(Reach {
+            private: false,
+            loopback: true,
+        });
+        egress.set_phase("setup", vec![HostPattern::parse("127.0.0.1").unwrap()]);
+        let (mut near, far) = tokio::io::duplex(64 << 10);
+        let serve = tokio::spawn({
+            let egress = egress.clone();
+            async move { egress.handle(far).await }
+        });
+        near.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut got = [0u8; 64];
+        let mut read = 0;
+        while !String::from_utf8_lossy(&got[..read]).ends_with("hello") {
+            read += near.read(&mut got[read..]).await.unwrap();
+        }
+        // The agent phase begins: the setup's tunnel is closed.
+        egress.set_phase("agent", Vec::new());
+        let mut rest = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), near.read_to_end(&mut rest))
+            .await
+            .expect("the tunnel closed")
+            .unwrap();
+        tokio::time::timeout(Duration::from_secs(5), serve)
+            .await
+            .unwrap()
+            .unwrap();
+        server.abort();
     }
 
     #[tokio::test]
