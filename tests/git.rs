@@ -270,3 +270,36 @@ async fn the_token_goes_only_to_the_address_the_operation_was_given() {
         "the other address was asked without the token"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_that_would_land_after_its_deadline_is_given_up_before_any_ref_moves() {
+    let (_root, server, url) = server().await;
+    let dest = tempfile::tempdir().unwrap();
+    let (u, d) = (url.clone(), dest.path().to_owned());
+    let (before, err) = blocking(move || {
+        let repo = git::clone(&u, &d.join("a"), None, Some(&creds(TOKEN))).unwrap();
+        let before = repo.head().unwrap().target().unwrap();
+        std::fs::write(d.join("a/late.txt"), "late\n").unwrap();
+        git::commit_all(&repo, "late work", &signature())
+            .unwrap()
+            .unwrap();
+        // The claim ran out a moment ago.
+        let deadline = std::time::Instant::now() - std::time::Duration::from_millis(1);
+        let err =
+            git::push_before(&repo, &u, "main", "main", Some(&creds(TOKEN)), Some(deadline)).unwrap_err();
+        (before, err)
+    })
+    .await;
+    assert!(matches!(err, GitError::Late { .. }), "{err}");
+    assert!(err.to_string().contains("claim on the task ran out"), "{err}");
+    // The remote still has what it had.
+    let (u, d) = (url.clone(), dest.path().to_owned());
+    let now = blocking(move || {
+        let repo = git::clone(&u, &d.join("b"), None, Some(&creds(TOKEN))).unwrap();
+        let head = repo.head().unwrap().target().unwrap();
+        head
+    })
+    .await;
+    assert_eq!(now, before);
+    drop(server);
+}

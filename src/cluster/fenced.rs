@@ -92,9 +92,36 @@ impl Forge for FencedForge {
         self.inner.create_comment(item, body).await
     }
 
+    /// A push cannot be taken back, so the claim is renewed right before it
+    /// (a compare-and-swap on the Lease, which fails once another replica
+    /// holds it), giving the push the claim's whole validity; an API server
+    /// that does not answer in time stops the push rather than letting it
+    /// through.
     async fn before_push(&self, item: &ItemRef) -> Result<(), ForgeError> {
-        self.fence("the push").await?;
+        let refused = |why: String| {
+            tracing::warn!("the push is abandoned: {why}");
+            ForgeError::Fenced {
+                forge: self.inner.kind().as_str(),
+                message: format!("the push abandoned: {why}"),
+            }
+        };
+        loop {
+            let deadline = self.claim.valid_until();
+            match tokio::time::timeout_at(deadline, self.claim.renew()).await {
+                Ok(Ok(())) => break,
+                Ok(Err(err)) if err.is_retryable() && tokio::time::Instant::now() < deadline => {
+                    tracing::debug!(error = %err, "cannot renew the claim before the push; trying again");
+                    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+                }
+                Ok(Err(err)) => return Err(refused(format!("the claim could not be renewed ({err})"))),
+                Err(_) => return Err(refused("the claim ran out before it could be renewed".into())),
+            }
+        }
         self.inner.before_push(item).await
+    }
+
+    fn write_deadline(&self) -> Option<std::time::Instant> {
+        Some(self.claim.valid_until().into_std())
     }
 
     async fn edit_comment(&self, item: &ItemRef, id: u64, body: &str) -> Result<(), ForgeError> {

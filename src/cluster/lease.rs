@@ -289,6 +289,11 @@ impl Claim {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Until when the claim is valid here, as last renewed.
+    pub fn valid_until(&self) -> Instant {
+        self.state().valid_until
+    }
+
     /// Renews once; a conflict means another replica took the Lease over
     /// (unless the stored Lease shows our own renew landed).
     pub async fn renew(&self) -> Result<(), LeaseError> {

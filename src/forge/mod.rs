@@ -381,6 +381,12 @@ pub trait Forge: Send + Sync {
         Ok(())
     }
 
+    /// When writes to the forge must have finished (a replica's claim on
+    /// the task runs out then); `None`: no such limit.
+    fn write_deadline(&self) -> Option<std::time::Instant> {
+        None
+    }
+
     async fn edit_comment(&self, item: &ItemRef, id: u64, body: &str) -> Result<(), ForgeError>;
 
     /// Adds and removes labels in one go where the forge allows it.

@@ -36,6 +36,10 @@ impl std::fmt::Debug for Credentials {
 pub enum GitError {
     #[error("authentication to {url} failed ({detail}); check that the token is set and may access the repository")]
     Auth { url: String, detail: String },
+    /// The push was given up before it updated anything: it could not have
+    /// finished while this replica's claim on the task was valid.
+    #[error("the push of {refname} was given up: it would have finished after this replica's claim on the task ran out")]
+    Late { refname: String },
     /// The remote refused the update: it moved (not a fast-forward) or a
     /// server-side rule rejected it. Fetch, rebase, and push again.
     #[error("the push of {refname} was rejected: {reason}")]
@@ -225,12 +229,34 @@ pub fn push(
     remote_branch: &str,
     credentials: Option<&Credentials>,
 ) -> Result<(), GitError> {
+    push_before(repo, url, local_branch, remote_branch, credentials, None)
+}
+
+/// [`push`], given up (before any ref is updated) when `deadline` has
+/// passed by the time the remote has negotiated what to send: a replica
+/// whose claim on the task lapses meanwhile must not push.
+pub fn push_before(
+    repo: &Repository,
+    url: &str,
+    local_branch: &str,
+    remote_branch: &str,
+    credentials: Option<&Credentials>,
+    deadline: Option<std::time::Instant>,
+) -> Result<(), GitError> {
     let attempts = Cell::new(0);
     let rejected: RefCell<Option<(String, String)>> = RefCell::new(None);
     let mut remote = repo
         .remote_anonymous(url)
         .map_err(|e| GitError::failed("set up the remote", e))?;
+    let late = Cell::new(false);
     let mut callbacks = callbacks(credentials, &attempts, url);
+    callbacks.push_negotiation(|_| match deadline {
+        Some(deadline) if std::time::Instant::now() >= deadline => {
+            late.set(true);
+            Err(git2::Error::from_str("the push's deadline has passed"))
+        }
+        _ => Ok(()),
+    });
     callbacks.push_update_reference(|refname, status| {
         if let Some(reason) = status {
             *rejected.borrow_mut() = Some((refname.to_owned(), reason.to_owned()));
@@ -242,6 +268,11 @@ pub fn push(
     let refspec = format!("refs/heads/{local_branch}:refs/heads/{remote_branch}");
     let pushed = remote.push(&[refspec.as_str()], Some(&mut options));
     drop(options);
+    if late.get() {
+        return Err(GitError::Late {
+            refname: format!("refs/heads/{remote_branch}"),
+        });
+    }
     if let Some((refname, reason)) = rejected.into_inner() {
         return Err(GitError::Rejected { refname, reason });
     }

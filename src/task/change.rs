@@ -282,8 +282,8 @@ impl TaskRun<'_> {
             // Another replica may have taken the task over meanwhile.
             self.forge.before_push(&self.item).await?;
             let (back, pushed) = {
-                let creds = credentials.clone();
-                on_workspace(ws, move |ws| ws.push(&creds)).await?
+                let (creds, deadline) = (credentials.clone(), self.forge.write_deadline());
+                on_workspace(ws, move |ws| ws.push(&creds, deadline)).await?
             };
             ws = back;
             match pushed {

@@ -308,13 +308,20 @@ impl Workspace {
     }
 
     /// Pushes the task branch to the forge.
-    pub fn push(&self, credentials: &Credentials) -> Result<(), GitError> {
-        git::push(
+    /// Pushes the task branch; given up when `deadline` (the claim's
+    /// validity, with replicas) passes before the push is sent.
+    pub fn push(
+        &self,
+        credentials: &Credentials,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<(), GitError> {
+        git::push_before(
             &self.repo,
             &self.clone_url,
             &self.branch,
             &self.branch,
             Some(credentials),
+            deadline,
         )
     }
 
