@@ -1,0 +1,241 @@
+//! The models: which ones, in which order, what forgehand is told of them
+//! beyond the model catalogue, their prices, timeouts and retries.
+
+use super::raw;
+use super::{non_empty, positive_duration, Api, ConfigError, Price, ReasoningKind, RetryPolicy};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProviderKind {
+    OpenAi,
+    Gemini,
+    Anthropic,
+}
+
+impl ProviderKind {
+    pub fn key_var(self) -> &'static str {
+        match self {
+            ProviderKind::OpenAi => "OPENAI_API_KEY",
+            ProviderKind::Gemini => "GEMINI_API_KEY",
+            ProviderKind::Anthropic => "ANTHROPIC_API_KEY",
+        }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct ModelConfig {
+    pub provider: ProviderKind,
+    pub model: String,
+    /// `None`: the model catalogue's window.
+    pub max_input_tokens: Option<u64>,
+    pub reasoning_effort: Option<String>,
+    /// A light model (`role: light`) classifies and summarises for the
+    /// context store, and debates only when `planning.debaters` names it.
+    pub light: bool,
+    /// Facts that replace the model catalogue's.
+    pub overrides: ModelOverrides,
+}
+
+/// What an operator may say of a model instead of the catalogue (each
+/// `None`: the catalogue's value, or a plain default for a model it lacks).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct ModelOverrides {
+    /// None for an OpenAI model: the Responses API on OpenAI's own base URL,
+    /// Chat Completions on any other (an OpenAI-compatible server).
+    pub api: Option<Api>,
+    pub max_output_tokens: Option<u32>,
+    pub reasoning: Option<ReasoningKind>,
+    pub efforts: Option<Vec<String>>,
+    pub temperature: Option<bool>,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct LlmConfig {
+    pub request_timeout: Duration,
+    pub max_output_tokens: u32,
+    pub retry: RetryPolicy,
+    pub openai_base_url: String,
+    pub gemini_base_url: String,
+    pub anthropic_base_url: String,
+    /// In order of preference.
+    pub models: Vec<ModelConfig>,
+    pub prices: BTreeMap<String, Price>,
+}
+
+pub(super) fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
+    let mut models = Vec::new();
+    for (i, m) in raw.models.into_iter().enumerate() {
+        let key = |field: &str| format!("llm.models[{i}].{field}");
+        let provider = match m.provider.trim() {
+            "openai" => ProviderKind::OpenAi,
+            "gemini" => ProviderKind::Gemini,
+            "anthropic" => ProviderKind::Anthropic,
+            other => {
+                return Err(ConfigError::invalid(
+                    &key("provider"),
+                    format!(
+                        r#""{other}" is not a provider; use "openai" (also for OpenAI-compatible servers), "gemini" or "anthropic""#
+                    ),
+                ))
+            }
+        };
+        if m.max_input_tokens == Some(0) {
+            return Err(ConfigError::invalid(
+                &key("max_input_tokens"),
+                "must be above 0 (the model's context size in tokens)",
+            ));
+        }
+        let overrides = model_overrides(&m, provider, &key)?;
+        if let Some(effort) = &m.reasoning_effort {
+            let allowed = overrides
+                .efforts
+                .clone()
+                .unwrap_or_else(|| EFFORT_LEVELS.iter().map(|l| l.to_string()).collect());
+            if !allowed.contains(effort) {
+                return Err(ConfigError::invalid(
+                    &key("reasoning_effort"),
+                    format!(r#""{effort}" is not one of {}"#, allowed.join(", ")),
+                ));
+            }
+        }
+        let light = match m.role.as_deref().map(str::trim) {
+            None | Some("main") => false,
+            Some("light") => true,
+            Some(other) => {
+                return Err(ConfigError::invalid(
+                    &key("role"),
+                    format!(
+                        r#""{other}" is not one of "main" (plans and works; the default), "light" (classifies and summarises)"#
+                    ),
+                ))
+            }
+        };
+        models.push(ModelConfig {
+            provider,
+            model: non_empty(&key("model"), &m.model)?,
+            max_input_tokens: m.max_input_tokens,
+            reasoning_effort: m.reasoning_effort,
+            light,
+            overrides,
+        });
+    }
+    let mut prices = BTreeMap::new();
+    for (model, price) in raw.prices {
+        let cached = price.cached_input.unwrap_or(0.0);
+        let write = price.cache_write.unwrap_or(0.0);
+        if ![price.input, price.output, cached, write]
+            .iter()
+            .all(|p| *p >= 0.0 && p.is_finite())
+        {
+            return Err(ConfigError::invalid(
+                &format!("llm.prices.{model}"),
+                "prices must be numbers of US dollars per million tokens, 0 or more",
+            ));
+        }
+        prices.insert(
+            model,
+            Price {
+                input_per_million: price.input,
+                output_per_million: price.output,
+                cached_input_per_million: price.cached_input.unwrap_or(price.input),
+                cache_write_per_million: price.cache_write.unwrap_or(price.input),
+            },
+        );
+    }
+    if raw.max_output_tokens == 0 {
+        return Err(ConfigError::invalid("llm.max_output_tokens", "must be above 0"));
+    }
+    let url = |key: &str, value: &str| {
+        let value = non_empty(key, value)?;
+        if !(value.starts_with("http://") || value.starts_with("https://")) {
+            return Err(ConfigError::invalid(
+                key,
+                format!(r#""{value}" is not an http:// or https:// URL"#),
+            ));
+        }
+        Ok(value.trim_end_matches('/').to_owned())
+    };
+    Ok(LlmConfig {
+        request_timeout: positive_duration("llm.request_timeout", raw.request_timeout)?,
+        max_output_tokens: raw.max_output_tokens,
+        retry: RetryPolicy {
+            initial_backoff: positive_duration("llm.retry.initial_backoff", raw.retry.initial_backoff)?,
+            max_backoff: positive_duration("llm.retry.max_backoff", raw.retry.max_backoff)?,
+            max_retries: raw.retry.max_retries,
+        },
+        openai_base_url: url("llm.providers.openai.base_url", &raw.providers.openai.base_url)?,
+        gemini_base_url: url("llm.providers.gemini.base_url", &raw.providers.gemini.base_url)?,
+        anthropic_base_url: url(
+            "llm.providers.anthropic.base_url",
+            &raw.providers.anthropic.base_url,
+        )?,
+        models,
+        prices,
+    })
+}
+
+/// Effort levels any provider documents, least thought first.
+const EFFORT_LEVELS: [&str; 7] = ["none", "minimal", "low", "medium", "high", "xhigh", "max"];
+
+/// The catalogue facts `llm.models[i]` replaces, checked.
+fn model_overrides(
+    m: &raw::RawModel,
+    provider: ProviderKind,
+    key: &dyn Fn(&str) -> String,
+) -> Result<ModelOverrides, ConfigError> {
+    let api = match m.api.as_deref().map(str::trim) {
+        None => None,
+        Some(value) => {
+            let api = Api::parse(value).ok_or_else(|| {
+                ConfigError::invalid(
+                    &key("api"),
+                    format!(r#""{value}" is not one of "responses", "chat_completions", "messages", "generate_content""#),
+                )
+            })?;
+            if !api.serves(provider) {
+                return Err(ConfigError::invalid(
+                    &key("api"),
+                    format!(
+                        r#""{value}" is not an API of this provider; {} models use {}"#,
+                        m.provider.trim(),
+                        match provider {
+                            ProviderKind::OpenAi =>
+                                r#""responses" (OpenAI's own) or "chat_completions" (OpenAI-compatible servers)"#,
+                            ProviderKind::Anthropic => r#""messages""#,
+                            ProviderKind::Gemini => r#""generate_content""#,
+                        }
+                    ),
+                ));
+            }
+            Some(api)
+        }
+    };
+    let reasoning = match m.reasoning.as_deref().map(str::trim) {
+        None => None,
+        Some(value) => Some(ReasoningKind::parse(value).ok_or_else(|| {
+            ConfigError::invalid(
+                &key("reasoning"),
+                format!(r#""{value}" is not one of "none", "effort", "adaptive", "budget", "level""#),
+            )
+        })?),
+    };
+    if let Some(efforts) = &m.efforts {
+        if let Some(bad) = efforts.iter().find(|e| !EFFORT_LEVELS.contains(&e.as_str())) {
+            return Err(ConfigError::invalid(
+                &key("efforts"),
+                format!(r#""{bad}" is not one of {}"#, EFFORT_LEVELS.join(", ")),
+            ));
+        }
+    }
+    if m.max_output_tokens == Some(0) {
+        return Err(ConfigError::invalid(&key("max_output_tokens"), "must be above 0"));
+    }
+    Ok(ModelOverrides {
+        api,
+        max_output_tokens: m.max_output_tokens,
+        reasoning,
+        efforts: m.efforts.clone(),
+        temperature: m.temperature,
+    })
+}

@@ -1,0 +1,246 @@
+//! The egress relay's decisions, on in-memory streams.
+
+use super::*;
+
+#[test]
+fn internal_addresses_are_recognised() {
+    for ip in [
+        "127.0.0.1",
+        "10.1.2.3",
+        "172.20.0.1",
+        "192.168.1.1",
+        "169.254.169.254",
+        "100.64.0.1",
+        "0.0.0.0",
+        "::1",
+        "fd00::1",
+        "fe80::1",
+        "::ffff:10.0.0.1",
+        "64:ff9b::a9fe:a9fe",
+        "2002:a9fe:a9fe::1",
+        "fec0::1",
+        "198.18.0.1",
+        "198.19.255.254",
+        "192.0.0.8",
+        "240.0.0.1",
+        "255.255.255.254",
+    ] {
+        assert!(is_internal(ip.parse().unwrap()), "{ip}");
+    }
+    for ip in [
+        "93.184.216.34",
+        "2606:2800:220:1::1",
+        "100.128.0.1",
+        "198.20.0.1",
+        "192.0.2.1",
+    ] {
+        assert!(!is_internal(ip.parse().unwrap()), "{ip}");
+    }
+}
+
+#[test]
+fn proxy_requests_parse_and_forward_in_origin_form() {
+    let connect =
+        ProxyRequest::parse(b"CONNECT Pkgs.Example.org:443 HTTP/1.1\r\nHost: pkgs.example.org:443\r\n\r\n")
+            .unwrap();
+    assert_eq!(
+        (connect.connect, connect.host.as_str(), connect.port),
+        (true, "pkgs.example.org", 443)
+    );
+    let head = b"GET http://127.0.0.1:8080/simple/x/?a=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n";
+    let plain = ProxyRequest::parse(head).unwrap();
+    assert_eq!(
+        (plain.host.as_str(), plain.port, plain.path.as_str()),
+        ("127.0.0.1", 8080, "/simple/x/?a=1")
+    );
+    let forwarded = String::from_utf8(plain.forwarded_head(head)).unwrap();
+    assert_eq!(
+        forwarded,
+        "GET /simple/x/?a=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
+    );
+    assert!(ProxyRequest::parse(b"GET /relative HTTP/1.1\r\n\r\n").is_err());
+    assert!(ProxyRequest::parse(b"GET https://x/ HTTP/1.1\r\n\r\n").is_err());
+    let v6 = ProxyRequest::parse(b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n").unwrap();
+    assert_eq!((v6.host.as_str(), v6.port), ("::1", 8443));
+}
+
+#[tokio::test]
+async fn a_phases_connections_close_when_it_ends() {
+    // A server that never closes its side.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        socket.write_all(b"hello").await.unwrap();
+        tokio::time::sleep(Duration::from_secs(3600)).await;
+    });
+    let egress = Egress::new(Reach {
+        private: false,
+        loopback: true,
+    });
+    egress.set_phase("setup", vec![HostPattern::parse("127.0.0.1").unwrap()]);
+    let (mut near, far) = tokio::io::duplex(64 << 10);
+    let serve = tokio::spawn({
+        let egress = egress.clone();
+        async move { egress.handle(far).await }
+    });
+    near.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut got = [0u8; 64];
+    let mut read = 0;
+    while !String::from_utf8_lossy(&got[..read]).ends_with("hello") {
+        read += near.read(&mut got[read..]).await.unwrap();
+    }
+    // The agent phase begins: the setup's tunnel is closed.
+    egress.set_phase("agent", Vec::new());
+    let mut rest = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), near.read_to_end(&mut rest))
+        .await
+        .expect("the tunnel closed")
+        .unwrap();
+    tokio::time::timeout(Duration::from_secs(5), serve)
+        .await
+        .unwrap()
+        .unwrap();
+    server.abort();
+}
+
+#[tokio::test]
+async fn metadata_addresses_stay_closed_whatever_is_opened() {
+    let egress = Egress::new(Reach {
+        private: true,
+        loopback: true,
+    });
+    egress.set_phase(
+        "setup",
+        ["169.254.169.254", "fe80::1", "10.0.0.1"]
+            .map(|h| HostPattern::parse(h).unwrap())
+            .to_vec(),
+    );
+    for (request, words) in [
+        (
+            &b"GET http://169.254.169.254/latest/meta-data/ HTTP/1.1\r\n\r\n"[..],
+            "which no setting opens",
+        ),
+        (
+            &b"CONNECT [fe80::1]:443 HTTP/1.1\r\n\r\n"[..],
+            "which no setting opens",
+        ),
+    ] {
+        let (mut near, far) = tokio::io::duplex(64 << 10);
+        let serve = tokio::spawn({
+            let egress = egress.clone();
+            async move { egress.handle(far).await }
+        });
+        near.write_all(request).await.unwrap();
+        let mut answer = String::new();
+        near.read_to_string(&mut answer).await.unwrap();
+        serve.await.unwrap();
+        assert!(
+            answer.starts_with("HTTP/1.1 403") && answer.contains(words),
+            "{answer}"
+        );
+    }
+    assert_eq!(address_class("10.0.0.1".parse().unwrap()), AddressClass::Private);
+    assert_eq!(
+        address_class("127.0.0.1".parse().unwrap()),
+        AddressClass::Loopback
+    );
+    assert_eq!(
+        address_class("::ffff:169.254.169.254".parse().unwrap()),
+        AddressClass::Closed
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn idle_connections_time_out_and_one_sandbox_cannot_open_too_many() {
+    let egress = Egress::new(Reach::default());
+    egress.set_phase("agent", vec![HostPattern::parse("localhost").unwrap()]);
+    // MAX_CONNECTIONS connections that never send a head.
+    let mut idle = Vec::new();
+    let mut serving = Vec::new();
+    for _ in 0..MAX_CONNECTIONS {
+        let (near, far) = tokio::io::duplex(1024);
+        let egress = egress.clone();
+        serving.push(tokio::spawn(async move { egress.handle(far).await }));
+        idle.push(near);
+    }
+    // Every one of them is waiting for its head now.
+    tokio::time::sleep(Duration::from_millis(1)).await;
+    // One more is refused at once, without waiting for its head.
+    let (mut near, far) = tokio::io::duplex(1024);
+    egress.handle(far).await;
+    let mut answer = String::new();
+    near.read_to_string(&mut answer).await.unwrap();
+    assert!(
+        answer.starts_with("HTTP/1.1 503") && answer.contains("256 connections open"),
+        "{answer}"
+    );
+    // The idle ones are answered when their head does not come.
+    for task in serving {
+        task.await.unwrap();
+    }
+    let mut answer = String::new();
+    idle[0].read_to_string(&mut answer).await.unwrap();
+    assert!(answer.contains("did not arrive within 10 s"), "{answer}");
+    // And their permits are back.
+    assert_eq!(egress.open.available_permits(), MAX_CONNECTIONS);
+}
+
+#[test]
+fn a_host_header_naming_another_site_is_refused() {
+    // An allowed name's address shared with other sites (a CDN) must not
+    // reach them through the Host header.
+    let err = ProxyRequest::parse(
+        b"GET http://pkgs.example.org/simple/ HTTP/1.1\r\nHost: internal.example.com\r\n\r\n",
+    )
+    .unwrap_err();
+    assert!(err.contains("Host header names internal.example.com"), "{err}");
+    let err =
+        ProxyRequest::parse(b"CONNECT pkgs.example.org:443 HTTP/1.1\r\nHost: other.example:443\r\n\r\n")
+            .unwrap_err();
+    assert!(err.contains("other.example"), "{err}");
+    // Two Host headers, the second another site's.
+    assert!(ProxyRequest::parse(
+        b"GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nhost: b.example\r\n\r\n"
+    )
+    .is_err());
+    assert!(ProxyRequest::parse(b"GET http://A.example:80/ HTTP/1.1\r\nHost: a.EXAMPLE\r\n\r\n").is_ok());
+}
+
+#[tokio::test]
+async fn hosts_off_the_list_and_internal_addresses_are_refused_with_a_reason() {
+    let egress = Egress::new(Reach::default());
+    egress.set_phase("setup", vec![HostPattern::parse("localhost").unwrap()]);
+    let ask = |request: &'static [u8]| {
+        let egress = egress.clone();
+        async move {
+            let (mut near, far) = tokio::io::duplex(64 << 10);
+            let serve = tokio::spawn(async move { egress.handle(far).await });
+            near.write_all(request).await.unwrap();
+            let mut answer = String::new();
+            near.read_to_string(&mut answer).await.unwrap();
+            serve.await.unwrap();
+            answer
+        }
+    };
+    let off_list = ask(b"CONNECT evil.example:443 HTTP/1.1\r\n\r\n").await;
+    assert!(
+        off_list.starts_with("HTTP/1.1 403") && off_list.contains("not on the setup allowlist"),
+        "{off_list}"
+    );
+    let inside = ask(b"GET http://localhost:9/ HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
+    assert!(
+        inside.starts_with("HTTP/1.1 403") && inside.contains("sandbox.egress.allow_loopback"),
+        "{inside}"
+    );
+    egress.set_phase("agent", Vec::new());
+    let agent = ask(b"CONNECT localhost:443 HTTP/1.1\r\n\r\n").await;
+    assert!(agent.contains("egress is off for the agent"), "{agent}");
+    assert_eq!(
+        egress.summary("setup").unwrap(),
+        "setup reached 0 host(s); denied 2: evil.example, localhost"
+    );
+    assert!(egress.summary("agent").unwrap().contains("denied 1: localhost"));
+}
