@@ -158,12 +158,6 @@ pub fn responses(body: &Value, issued: &Issued) -> Result<(), Value> {
             }
             "function_call" => {
                 calls.insert(item["call_id"].as_str().unwrap_or_default().to_owned());
-                if !stored && item.get("id").is_some() {
-                    return Err(openai_error(
-                        format!("Item with id '{}' not found. Items are not persisted when `store` is set to false. Try again with `store` set to true, or remove this item from your input.", item["id"].as_str().unwrap_or_default()),
-                        Some("input"),
-                    ));
-                }
             }
             "function_call_output" => {
                 let id = item["call_id"].as_str().unwrap_or_default();
