@@ -5,7 +5,7 @@
 //! system text it has seen before reports that text's tokens as cached.
 #![allow(dead_code)]
 
-use super::scripted_model::{provider_rules, Format, Issued};
+use super::scripted_model::{provider_rules, view, Format, Issued};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -52,55 +52,9 @@ struct Responder {
 
 /// The system text and the last user text of a request, per wire format.
 pub fn texts(format: Format, body: &Value) -> (String, String) {
-    match format {
-        Format::OpenAi => (
-            body["messages"][0]["content"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            body["messages"]
-                .as_array()
-                .and_then(|m| m.last())
-                .and_then(|m| m["content"].as_str())
-                .unwrap_or_default()
-                .to_owned(),
-        ),
-        Format::Anthropic => {
-            let system = match &body["system"] {
-                Value::String(s) => s.clone(),
-                Value::Array(blocks) => blocks.iter().filter_map(|b| b["text"].as_str()).collect(),
-                _ => String::new(),
-            };
-            let user = body["messages"]
-                .as_array()
-                .and_then(|m| m.last())
-                .and_then(|m| m["content"][0]["text"].as_str())
-                .unwrap_or_default()
-                .to_owned();
-            (system, user)
-        }
-        Format::Responses => (
-            body["instructions"].as_str().unwrap_or_default().to_owned(),
-            body["input"]
-                .as_array()
-                .and_then(|m| m.last())
-                .and_then(|m| m["content"][0]["text"].as_str())
-                .unwrap_or_default()
-                .to_owned(),
-        ),
-        Format::Gemini => (
-            body["systemInstruction"]["parts"][0]["text"]
-                .as_str()
-                .unwrap_or_default()
-                .to_owned(),
-            body["contents"]
-                .as_array()
-                .and_then(|c| c.last())
-                .and_then(|c| c["parts"][0]["text"].as_str())
-                .unwrap_or_default()
-                .to_owned(),
-        ),
-    }
+    let view = view(format, body);
+    let last = view.users.last().cloned().unwrap_or_default();
+    (view.system, last)
 }
 
 /// The model id a prompt gives ("You are MODEL B").
