@@ -214,6 +214,14 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
             &["llm.models[0].efforts", "\"turbo\""],
         ),
         (
+            "llm:\n  models:\n    - {provider: openai, model: m, max_output_tokens: 0}\n",
+            &["llm.models[0].max_output_tokens", "must be above 0"],
+        ),
+        (
+            "llm:\n  prices:\n    m: {input: 1.0, output: 2.0, cache_write: -1}\n",
+            &["llm.prices.m", "0 or more"],
+        ),
+        (
             "planning:\n  judge: \"claude\"\n",
             &["planning.judge", "not a model under llm.models"],
         ),
