@@ -213,3 +213,61 @@ async fn put_file_writes_an_executable_the_sandbox_can_run() {
     }
     sandbox.remove().await.unwrap();
 }
+
+#[tokio::test]
+async fn a_phase_ends_every_process_it_started_even_those_that_left_its_group() {
+    for sandbox in both_ways(common::shipped_config().sandbox).await {
+        phase_processes_end(sandbox).await;
+    }
+}
+
+/// Live processes of the sandbox, by their command line, with zombies left out.
+async fn live_processes(sandbox: &dyn Sandbox) -> String {
+    let listing = "for d in /proc/[0-9]*; do read -r s < $d/stat 2>/dev/null || continue; case \"${s##*) }\" in Z*) continue;; esac; tr '\\0' ' ' < $d/cmdline; echo; done";
+    sandbox.exec(listing, None).await.unwrap().stdout
+}
+
+async fn phase_processes_end(sandbox: Box<dyn Sandbox>) {
+    use forgehand::sandbox::phase_processes::{end_phase, phase_start};
+    // Started before the phase: it stays.
+    let before = sandbox
+        .exec("nohup setsid sh -c 'exec sleep 1001' >/dev/null 2>&1 &", None)
+        .await
+        .unwrap();
+    assert!(before.success(), "{before:?}");
+    let start = phase_start(sandbox.as_ref()).await.unwrap();
+    // During the phase: a new session, a double fork and a process that
+    // ignores SIGTERM, each writing a heartbeat.
+    let escape = "setsid sh -c 'while :; do echo a >> /tmp/beat-a; sleep 0.1; done' >/dev/null 2>&1 &
+(sh -c 'trap \"\" TERM HUP; while :; do echo b >> /tmp/beat-b; sleep 0.1; done' >/dev/null 2>&1 &) &
+nohup setsid sh -c 'exec sleep 1002' >/dev/null 2>&1 &";
+    assert!(sandbox.exec(escape, None).await.unwrap().success());
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let running = live_processes(sandbox.as_ref()).await;
+    assert!(
+        running.contains("sleep 1002") && running.contains("beat-b"),
+        "{running}"
+    );
+    let ended = end_phase(sandbox.as_ref(), start).await.unwrap();
+    assert!(ended >= 3, "{ended} ended\n{running}");
+    let after = live_processes(sandbox.as_ref()).await;
+    assert!(
+        after.contains("sleep 1001"),
+        "what ran before the phase stays:\n{after}"
+    );
+    for gone in ["sleep 1002", "beat-a", "beat-b"] {
+        assert!(!after.contains(gone), "{gone} still runs:\n{after}");
+    }
+    let beats = "wc -l < /tmp/beat-a; wc -l < /tmp/beat-b";
+    let first = sandbox.exec(beats, None).await.unwrap().stdout;
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert_eq!(
+        sandbox.exec(beats, None).await.unwrap().stdout,
+        first,
+        "no heartbeat after the end"
+    );
+    // The sandbox still works, and a second end finds nothing.
+    assert_eq!(end_phase(sandbox.as_ref(), start).await.unwrap(), 0);
+    assert!(sandbox.exec("true", None).await.unwrap().success());
+    sandbox.remove().await.unwrap();
+}

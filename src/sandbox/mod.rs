@@ -15,6 +15,7 @@ pub mod helper;
 pub mod kubernetes;
 pub mod mux;
 pub mod output;
+pub mod phase_processes;
 pub mod snapshots;
 
 use async_trait::async_trait;
@@ -126,6 +127,8 @@ pub enum SandboxError {
         container: String,
         daemon: String,
     },
+    #[error("cannot {action} in the sandbox: {detail}")]
+    InSandbox { action: String, detail: String },
     #[error("local I/O failed while trying to {action}: {source}")]
     Io {
         action: String,

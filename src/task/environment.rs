@@ -233,7 +233,17 @@ impl TaskRun<'_> {
             format!("Setting up the repository ({} command(s))", settings.setup.len()),
         );
         self.report().await;
-        match self.run_setup(sandbox, settings).await? {
+        let phase = crate::sandbox::phase_processes::phase_start(sandbox).await?;
+        let outcome = self.run_setup(sandbox, settings).await?;
+        // What setup left running (a daemon it started, a process that
+        // escaped its group) must not run on beside the model.
+        let ended = crate::sandbox::phase_processes::end_phase(sandbox, phase).await?;
+        if ended > 0 {
+            tracing::warn!(task = %self.item, processes = ended, "setup left processes running; they were ended");
+            self.progress
+                .note(format!("Setup: ended {ended} process(es) it left running"));
+        }
+        match outcome {
             Ok(took) => {
                 crate::metrics::global().repository_step("setup", "passed");
                 self.progress
