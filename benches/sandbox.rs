@@ -184,10 +184,10 @@ async fn fifty_megabyte_server() -> u16 {
 async fn tunnel_throughput(sandbox: &dyn forgehand::sandbox::Sandbox, proxy_port: u16, way: &str) {
     use forgehand::config::HostPattern;
     let port = fifty_megabyte_server().await;
-    sandbox
-        .egress()
-        .unwrap()
-        .set_phase("setup", vec![HostPattern::parse("127.0.0.1").unwrap()]);
+    sandbox.egress().unwrap().set_phase(
+        "setup",
+        vec![HostPattern::parse(&format!("127.0.0.1:{port}")).unwrap()],
+    );
     // Each client times its own download (bash's clock, no fork), so the
     // cost of starting a process here or in the sandbox counts on neither side.
     let timed = |download: &str| {

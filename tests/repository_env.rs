@@ -305,13 +305,19 @@ async fn allowlist_through_the_tunnel(transport: &str) -> (World, DaemonProcess)
     let fetch = |url: String| {
         format!("python3 -c \"import urllib.request as u, os; print(u.urlopen('{url}').read().decode())\"")
     };
+    // The last setup command leaves a process in a session of its own,
+    // which would keep fetching beside the model.
+    let escape = format!(
+        "setsid sh -c 'while :; do echo beat >> /tmp/escaped; python3 -c \"import urllib.request as u; u.urlopen(\\\"http://127.0.0.1:{registry}/simple/pkg/\\\")\" >> /tmp/escaped 2>&1; sleep 0.2; done' > /dev/null 2>&1 &"
+    );
     let settings = format!(
-        "image: python\nsetup:\n  - {} > \"$HOME/pkg.txt\"\n  - {} || echo refused-as-expected\nnetwork:\n  setup: [127.0.0.1]\n",
+        "image: python\nsetup:\n  - {} > \"$HOME/pkg.txt\"\n  - {} || echo refused-as-expected\n  - {}\nnetwork:\n  setup: ['127.0.0.1:{registry}']\n",
         fetch(format!("http://127.0.0.1:{registry}/simple/pkg/")),
         fetch(format!("http://localhost:{elsewhere}/upload")),
+        serde_json::to_string(&escape).unwrap(),
     );
     let agent_fetch = format!(
-        "cat \"$HOME/pkg.txt\"; {} 2>&1 | tail -3",
+        "cat \"$HOME/pkg.txt\"; {} 2>&1 | tail -3; a=$(wc -l < /tmp/escaped); sleep 1; echo beats-grew=$(( $(wc -l < /tmp/escaped) - a ))",
         fetch(format!("http://127.0.0.1:{registry}/simple/pkg/"))
     );
     let world = World::with_repository(
@@ -341,6 +347,11 @@ async fn allowlist_through_the_tunnel(transport: &str) -> (World, DaemonProcess)
         "setup's download is there: {result}"
     );
     assert!(result.contains("HTTP Error 403"), "{result}");
+    assert!(
+        result.contains("beats-grew=0"),
+        "setup's escaped process ended: {result}"
+    );
+    assert!(comment.contains("Setup: ended "), "{comment}");
     assert!(log.contains("egress is off for the agent"), "{log}");
     assert!(!result.contains("exfiltrated"));
     assert!(
@@ -503,8 +514,9 @@ async fn pip_installs_from_a_real_index_through_the_tunnel_and_the_model_fixes_t
     let index = registries::pypi_with("fhpunct", "1.0", "def punctuate(text):\n    return text + '!'\n");
     let elsewhere = web_server("exfiltrated").await;
     let settings = format!(
-        "image: python\nsetup:\n  - python3 -m venv .venv\n  - .venv/bin/pip install --no-cache-dir --index-url {url}/simple/ -r requirements.txt\n  - python3 -c \"import urllib.request as u; u.urlopen('http://localhost:{elsewhere}/')\" || echo refused-as-expected\nnetwork:\n  setup: [127.0.0.1]\ntest: .venv/bin/python -m unittest -q\n",
-        url = index.url()
+        "image: python\nsetup:\n  - python3 -m venv .venv\n  - .venv/bin/pip install --no-cache-dir --index-url {url}/simple/ -r requirements.txt\n  - python3 -c \"import urllib.request as u; u.urlopen('http://localhost:{elsewhere}/')\" || echo refused-as-expected\nnetwork:\n  setup: ['127.0.0.1:{port}']\ntest: .venv/bin/python -m unittest -q\n",
+        url = index.url(),
+        port = index.port
     );
     let greet = "from fhpunct import punctuate\n\n\ndef greeting():\n    return punctuate('Hello')\n";
     let test = "import unittest\nfrom greet import greeting\n\n\nclass Greeting(unittest.TestCase):\n    def test_world(self):\n        self.assertEqual(greeting(), 'Hello, world!')\n";
@@ -581,8 +593,9 @@ async fn pip_installs_from_a_real_index_through_the_tunnel_and_the_model_fixes_t
 async fn npm_installs_from_a_real_registry_through_the_tunnel_and_the_fixed_tests_pass() {
     let registry = registries::npm_with("fhpunct", "1.0.0", "exports.punctuate = (text) => text + '!';\n");
     let settings = format!(
-        "image: node\nsetup: npm install --no-audit --no-fund --registry {}/\nnetwork:\n  setup: [127.0.0.1]\ntest: npm test\n",
-        registry.url()
+        "image: node\nsetup: npm install --no-audit --no-fund --registry {}/\nnetwork:\n  setup: ['127.0.0.1:{}']\ntest: npm test\n",
+        registry.url(),
+        registry.port
     );
     let greet = "const { punctuate } = require('fhpunct');\n\nexports.greeting = () => punctuate('Hello');\n";
     let test = "const assert = require('assert');\nconst { greeting } = require('./greet');\n\nassert.strictEqual(greeting(), 'Hello, world!');\nconsole.log('greeting ok');\n";

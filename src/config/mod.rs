@@ -5,6 +5,7 @@
 mod cluster;
 mod context;
 mod env;
+mod host_pattern;
 mod kube_sandbox;
 mod llm;
 mod planning;
@@ -17,13 +18,14 @@ mod work;
 
 pub use cluster::{ClusterConfig, ClusterMode};
 pub use context::{ContextConfig, IdeasConfig, IdeasMode, TrustConfig};
+pub use host_pattern::{host_patterns, HostName, HostPattern, WEB_PORTS};
 pub use kube_sandbox::{KubeSandboxConfig, SandboxBackendChoice};
 pub use llm::{LlmConfig, ModelConfig, ModelOverrides, ProviderKind};
 pub use planning::{PlanningConfig, PlanningMode};
 pub use policy::{AgentLimits, Api, Price, ReasoningKind, RetryPolicy};
 pub use repository::{
-    check_file as check_repo_file, host_patterns, AgentNetwork, Commands, HostPattern, PlainValue,
-    RawNetwork, RepoFile, RepositoriesConfig, SetupFailure,
+    check_file as check_repo_file, AgentNetwork, Commands, PlainValue, RawNetwork, RepoFile,
+    RepositoriesConfig, SetupFailure,
 };
 pub use secrets::{Secret, Secrets};
 pub use units::{ByteSize, HumanDuration};

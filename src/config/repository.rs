@@ -4,6 +4,8 @@
 //! limits no repository can pass). The merge itself is in
 //! [`crate::environment`]; this module only parses and checks values.
 
+use super::host_pattern::host_patterns;
+use super::host_pattern::HostPattern;
 use super::units::HumanDuration;
 use super::ConfigError;
 use serde::Deserialize;
@@ -78,93 +80,6 @@ pub enum AgentNetwork {
     Hosts(Vec<String>),
 }
 
-/// A host the egress tunnel may connect to: an exact name (or address), or
-/// `*.suffix` for every name below `suffix` (not `suffix` itself).
-#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum HostPattern {
-    Exact(String),
-    Suffix(String),
-}
-
-impl HostPattern {
-    /// Parses `name`, `*.suffix`, or either with `:port` dropped (the port is
-    /// not part of the decision). The error says what is accepted.
-    pub fn parse(text: &str) -> Result<HostPattern, String> {
-        let accepted = r#"write a host name such as "registry.example.org", "*.example.org" for every name below it, or an IP address"#;
-        let trimmed = text.trim().to_ascii_lowercase();
-        if trimmed.is_empty() {
-            return Err(format!("an empty host; {accepted}"));
-        }
-        if trimmed.contains("://") || trimmed.contains('/') {
-            return Err(format!("\"{text}\" is a URL, not a host; {accepted}"));
-        }
-        let host = match trimmed.rsplit_once(':') {
-            Some((host, port)) if !host.contains(':') && port.parse::<u16>().is_ok() => host,
-            _ => trimmed.as_str(),
-        };
-        if host.parse::<std::net::IpAddr>().is_ok() {
-            return Ok(HostPattern::Exact(host.to_owned()));
-        }
-        let (suffix, name) = match host.strip_prefix("*.") {
-            Some(rest) => (true, rest),
-            None => (false, host),
-        };
-        let label_ok = |label: &str| {
-            !label.is_empty()
-                && label.len() <= 63
-                && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-                && !label.starts_with('-')
-                && !label.ends_with('-')
-        };
-        let name = name.trim_end_matches('.');
-        if name.contains('*') {
-            return Err(format!(
-                "\"{text}\": a wildcard may only stand first, as \"*.\" before a name; {accepted}"
-            ));
-        }
-        if !name.split('.').all(label_ok) {
-            return Err(format!("\"{text}\" is not a host name; {accepted}"));
-        }
-        if suffix && !name.contains('.') {
-            return Err(format!(
-                "\"{text}\" would allow a whole top-level domain; name at least two labels, e.g. \"*.example.org\""
-            ));
-        }
-        Ok(if suffix {
-            HostPattern::Suffix(name.to_owned())
-        } else {
-            HostPattern::Exact(name.to_owned())
-        })
-    }
-
-    pub fn matches(&self, host: &str) -> bool {
-        let host = host.trim_end_matches('.').to_ascii_lowercase();
-        match self {
-            HostPattern::Exact(name) => host == *name,
-            HostPattern::Suffix(suffix) => host
-                .strip_suffix(suffix.as_str())
-                .is_some_and(|rest| rest.ends_with('.') && rest.len() > 1),
-        }
-    }
-}
-
-impl std::fmt::Display for HostPattern {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HostPattern::Exact(name) => f.write_str(name),
-            HostPattern::Suffix(suffix) => write!(f, "*.{suffix}"),
-        }
-    }
-}
-
-/// Parses a list of host patterns found under `key`.
-pub fn host_patterns(key: &str, hosts: &[String]) -> Result<Vec<HostPattern>, ConfigError> {
-    hosts
-        .iter()
-        .map(|h| HostPattern::parse(h).map_err(|message| ConfigError::invalid(key, message)))
-        .collect()
-}
-
 /// What happens when a repository's setup fails.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum SetupFailure {
@@ -182,7 +97,8 @@ pub struct RepositoriesConfig {
     /// Defaults for one repository (`owner/name`), below its `.forgehand.yaml`
     /// and above `defaults`.
     pub per_repository: BTreeMap<String, RepoFile>,
-    /// Whether a repository's file may choose its own image (`image`).
+    /// Whether a repository's file may choose any image (`image`), not only
+    /// one of forgehand's own.
     pub allow_image: bool,
     /// No repository's setup or tests run longer than these.
     pub max_setup_timeout: Duration,
@@ -216,7 +132,7 @@ impl Default for RawRepositories {
         RawRepositories {
             defaults: RepoFile::default(),
             per_repository: BTreeMap::new(),
-            allow_image: true,
+            allow_image: false,
             max_setup_timeout: HumanDuration(Duration::from_secs(3600)),
             max_test_timeout: HumanDuration(Duration::from_secs(3600)),
             allowed_hosts: Vec::new(),
@@ -487,47 +403,6 @@ fn check_env_name(key: &str, name: &str) -> Result<(), ConfigError> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn host_patterns_accept_names_suffixes_and_addresses() {
-        assert_eq!(
-            HostPattern::parse("Registry.Example.org"),
-            Ok(HostPattern::Exact("registry.example.org".into()))
-        );
-        assert_eq!(
-            HostPattern::parse("*.example.org"),
-            Ok(HostPattern::Suffix("example.org".into()))
-        );
-        assert_eq!(
-            HostPattern::parse("127.0.0.1:8080"),
-            Ok(HostPattern::Exact("127.0.0.1".into()))
-        );
-        assert_eq!(HostPattern::parse("::1"), Ok(HostPattern::Exact("::1".into())));
-        for bad in [
-            "",
-            "*",
-            "*.org",
-            "https://example.org",
-            "exa mple.org",
-            "ex*.org",
-            "a.*.org",
-        ] {
-            let err = HostPattern::parse(bad).unwrap_err();
-            assert!(err.contains("example.org"), "{bad}: {err}");
-        }
-    }
-
-    #[test]
-    fn suffixes_match_names_below_only() {
-        let suffix = HostPattern::parse("*.example.org").unwrap();
-        assert!(suffix.matches("files.example.org"));
-        assert!(suffix.matches("a.b.example.org."));
-        assert!(!suffix.matches("example.org"));
-        assert!(!suffix.matches("badexample.org"));
-        let exact = HostPattern::parse("example.org").unwrap();
-        assert!(exact.matches("EXAMPLE.org"));
-        assert!(!exact.matches("www.example.org"));
-    }
 
     #[test]
     fn secret_looking_and_reserved_variables_are_refused() {

@@ -1,12 +1,16 @@
 //! `.forgehand.yaml` and the operator's side of it. Which side wins, key by
 //! key (also in the README):
 //!
-//! - `image`: `images.pins` (operator) first; then the file's, when
-//!   `repositories.allow_image` lets it; then the operator's defaults; then
-//!   the image of the detected language.
+//! - `image`: `images.pins` (operator) first; then the file's, when it
+//!   names one of forgehand's own images or `repositories.allow_image` lets
+//!   it name any; then the operator's defaults; then the image of the
+//!   detected language.
 //! - `setup`, `test`, `instructions`, `network.*`: the file's, else
 //!   `repositories.per_repository.<repo>`, else `repositories.defaults`.
-//!   Hosts outside `repositories.allowed_hosts` (when set) are dropped.
+//!   Hosts outside `repositories.allowed_hosts` (when set) are dropped. The
+//!   file's own `network.agent` needs that list: without it the agent stays
+//!   offline (what runs beside the model must not reach hosts only the
+//!   repository chose).
 //! - `setup_timeout`, `test_timeout`: the same order, capped by
 //!   `repositories.max_setup_timeout` / `max_test_timeout`.
 //! - `env`: merged variable by variable, the file's value first.
@@ -116,13 +120,14 @@ pub fn resolve(
     let layers = [file, operator, &config.defaults];
     let mut notes = Vec::new();
 
-    let image = if file.image.is_some() && !config.allow_image {
-        notes.push(
-            "The repository's `image` is ignored: the operator does not let repositories choose images (repositories.allow_image)".to_owned(),
-        );
-        operator.image.clone().or_else(|| config.defaults.image.clone())
-    } else {
-        first(&layers, |l| l.image.clone())
+    let image = match &file.image {
+        Some(chosen) if !config.allow_image && !crate::images::is_own_image_name(chosen) => {
+            notes.push(format!(
+                "The repository's `image: {chosen}` is ignored: only forgehand's own images (such as `python`) may be chosen unless the operator sets repositories.allow_image"
+            ));
+            operator.image.clone().or_else(|| config.defaults.image.clone())
+        }
+        _ => first(&layers, |l| l.image.clone()),
     };
     let setup = first(&layers, |l| l.setup.clone().map(|c| c.into_vec())).unwrap_or_default();
     let mut capped = |name: &str, asked: Option<Duration>, default: Duration, max: Duration| {
@@ -167,8 +172,20 @@ pub fn resolve(
         Some(AgentNetwork::Hosts(hosts)) => patterns(&hosts),
         _ => Vec::new(),
     };
+    let agent_from_file = file.network.as_ref().is_some_and(|n| n.agent.is_some());
     let (setup_hosts, dropped_setup) = within_limit(setup_hosts, &config.allowed_hosts);
-    let (agent_hosts, dropped_agent) = within_limit(agent_hosts, &config.allowed_hosts);
+    let (agent_hosts, dropped_agent) = if agent_from_file
+        && config.allowed_hosts.is_empty()
+        && !agent_hosts.is_empty()
+    {
+        notes.push(format!(
+            "The agent stays offline: the repository's `network.agent` ({}) needs the operator's list of hosts repositories may name (repositories.allowed_hosts), and none is set",
+            agent_hosts.iter().map(ToString::to_string).collect::<Vec<_>>().join(", ")
+        ));
+        (Vec::new(), Vec::new())
+    } else {
+        within_limit(agent_hosts, &config.allowed_hosts)
+    };
     let dropped: Vec<String> = dropped_setup
         .iter()
         .chain(&dropped_agent)
@@ -214,15 +231,9 @@ fn within_limit(hosts: Vec<HostPattern>, allowed: &[HostPattern]) -> (Vec<HostPa
     if allowed.is_empty() {
         return (hosts, Vec::new());
     }
-    hosts.into_iter().partition(|host| {
-        allowed.iter().any(|limit| match (limit, host) {
-            (_, HostPattern::Exact(name)) => limit.matches(name),
-            (HostPattern::Suffix(outer), HostPattern::Suffix(inner)) => {
-                inner == outer || inner.ends_with(&format!(".{outer}"))
-            }
-            (HostPattern::Exact(_), HostPattern::Suffix(_)) => false,
-        })
-    })
+    hosts
+        .into_iter()
+        .partition(|host| allowed.iter().any(|limit| limit.covers(host)))
 }
 
 #[cfg(test)]
@@ -323,11 +334,63 @@ mod tests {
     }
 
     #[test]
-    fn a_repository_image_is_ignored_when_the_operator_forbids_it() {
-        let config = config_with("repositories:\n  allow_image: false\n");
-        let file = parse_file("image: node\n").unwrap();
-        let settings = resolve(&config, "o/r", Some(&file), Language::Python);
+    fn by_default_a_repository_chooses_only_among_forgehands_own_images() {
+        let default = config_with("");
+        let own = parse_file("image: node\n").unwrap();
+        assert_eq!(
+            resolve(&default, "o/r", Some(&own), Language::Python)
+                .image
+                .as_deref(),
+            Some("node")
+        );
+        let foreign = parse_file("image: registry.example.org/evil/toolbox:1\n").unwrap();
+        let settings = resolve(&default, "o/r", Some(&foreign), Language::Python);
         assert_eq!(settings.image, None);
-        assert!(settings.notes[0].contains("allow_image"));
+        assert!(settings.notes[0].contains("allow_image"), "{:?}", settings.notes);
+        let open = config_with("repositories:\n  allow_image: true\n");
+        assert_eq!(
+            resolve(&open, "o/r", Some(&foreign), Language::Python)
+                .image
+                .as_deref(),
+            Some("registry.example.org/evil/toolbox:1")
+        );
+    }
+
+    #[test]
+    fn a_repositorys_own_agent_hosts_need_the_operators_allowlist() {
+        let file = parse_file("network:\n  agent: [api.example.org]\n").unwrap();
+        let default = resolve(&config_with(""), "o/r", Some(&file), Language::Python);
+        assert!(default.agent_hosts.is_empty());
+        assert!(
+            default.notes.join("\n").contains("repositories.allowed_hosts"),
+            "{:?}",
+            default.notes
+        );
+        let listed = config_with("repositories:\n  allowed_hosts: ['*.example.org']\n");
+        let opened = resolve(&listed, "o/r", Some(&file), Language::Python);
+        assert_eq!(
+            opened.agent_hosts,
+            [HostPattern::parse("api.example.org").unwrap()]
+        );
+        // The operator's own per-repository hosts need no second list.
+        let operator = config_with(
+            "repositories:\n  per_repository:\n    o/r:\n      network:\n        agent: [api.example.org]\n",
+        );
+        let by_operator = resolve(&operator, "o/r", None, Language::Python);
+        assert_eq!(by_operator.agent_hosts.len(), 1);
+    }
+
+    #[test]
+    fn a_port_off_the_operators_list_is_dropped() {
+        let config =
+            config_with("repositories:\n  allowed_hosts: ['*.example.org', 'db.example.org:5432']\n");
+        let file = parse_file(
+            "network:\n  setup: [pkgs.example.org, 'pkgs.example.org:22', 'db.example.org:5432']\n",
+        )
+        .unwrap();
+        let settings = resolve(&config, "o/r", Some(&file), Language::Python);
+        let setup: Vec<String> = settings.setup_hosts.iter().map(ToString::to_string).collect();
+        assert_eq!(setup, ["db.example.org:5432", "pkgs.example.org"]);
+        assert!(settings.notes.join("\n").contains("pkgs.example.org:22"));
     }
 }

@@ -19,12 +19,17 @@ pub fn image_tag(config: &ImagesConfig, name: &str) -> String {
 /// (`python`) becomes forgehand's tag for it; any other reference (with a
 /// registry, a tag or a digest) is used as written.
 pub fn image_reference(config: &ImagesConfig, name: &str) -> String {
-    let name = name.trim();
-    if name.contains(['/', ':', '@']) {
-        name.to_owned()
+    if is_own_image_name(name) {
+        image_tag(config, name.trim())
     } else {
-        image_tag(config, name)
+        name.trim().to_owned()
     }
+}
+
+/// Whether `name` names one of forgehand's own images (`python`, built from
+/// the operator's `images.dir`) rather than any other image reference.
+pub fn is_own_image_name(name: &str) -> bool {
+    !name.trim().contains(['/', ':', '@'])
 }
 
 /// The image a task on `repository`, checked out at `checkout`, runs in: a

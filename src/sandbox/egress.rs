@@ -247,12 +247,17 @@ impl Egress {
         request: &ProxyRequest,
     ) -> Result<tokio::net::TcpStream, (u16, String)> {
         let host = request.host.as_str();
-        if !policy.hosts.iter().any(|p| p.matches(host)) {
+        let port = request.port;
+        if !policy.hosts.iter().any(|p| p.allows(host, port)) {
+            let named = policy.hosts.iter().any(|p| p.matches_name(host));
             let why = match policy.phase.as_str() {
                 "agent" if policy.hosts.is_empty() => {
                     "egress is off for the agent (network.agent in .forgehand.yaml)".to_owned()
                 }
                 "" => "no network before the repository's settings are read".to_owned(),
+                phase if named => format!(
+                    "port {port} of {host} is not on the {phase} allowlist: only 80 and 443 are open unless a port is named, as \"{host}:{port}\" (network.{phase} in .forgehand.yaml)"
+                ),
                 phase => {
                     format!("{host} is not on the {phase} allowlist (network.{phase} in .forgehand.yaml)")
                 }

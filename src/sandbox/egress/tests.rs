@@ -78,7 +78,10 @@ async fn a_phases_connections_close_when_it_ends() {
         private: false,
         loopback: true,
     });
-    egress.set_phase("setup", vec![HostPattern::parse("127.0.0.1").unwrap()]);
+    egress.set_phase(
+        "setup",
+        vec![HostPattern::parse(&format!("127.0.0.1:{port}")).unwrap()],
+    );
     let (mut near, far) = tokio::io::duplex(64 << 10);
     let serve = tokio::spawn({
         let egress = egress.clone();
@@ -230,7 +233,18 @@ async fn hosts_off_the_list_and_internal_addresses_are_refused_with_a_reason() {
         off_list.starts_with("HTTP/1.1 403") && off_list.contains("not on the setup allowlist"),
         "{off_list}"
     );
-    let inside = ask(b"GET http://localhost:9/ HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
+    for request in [
+        &b"CONNECT localhost:22 HTTP/1.1\r\n\r\n"[..],
+        &b"GET http://localhost:6379/ HTTP/1.1\r\nHost: localhost:6379\r\n\r\n"[..],
+    ] {
+        let port = ask(request).await;
+        assert!(
+            port.starts_with("HTTP/1.1 403")
+                && port.contains("only 80 and 443 are open unless a port is named"),
+            "{port}"
+        );
+    }
+    let inside = ask(b"GET http://localhost/ HTTP/1.1\r\nHost: localhost\r\n\r\n").await;
     assert!(
         inside.starts_with("HTTP/1.1 403") && inside.contains("sandbox.egress.allow_loopback"),
         "{inside}"
