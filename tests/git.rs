@@ -285,8 +285,15 @@ async fn a_push_that_would_land_after_its_deadline_is_given_up_before_any_ref_mo
             .unwrap();
         // The claim ran out a moment ago.
         let deadline = std::time::Instant::now() - std::time::Duration::from_millis(1);
-        let err =
-            git::push_before(&repo, &u, "main", "main", Some(&creds(TOKEN)), Some(deadline)).unwrap_err();
+        let err = git::push_before(
+            &repo,
+            &u,
+            ("main", "main"),
+            Some(&creds(TOKEN)),
+            git::BranchAt::Unchecked,
+            Some(deadline),
+        )
+        .unwrap_err();
         (before, err)
     })
     .await;
@@ -301,5 +308,51 @@ async fn a_push_that_would_land_after_its_deadline_is_given_up_before_any_ref_mo
     })
     .await;
     assert_eq!(now, before);
+    drop(server);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_on_stale_knowledge_of_the_branch_never_lands_over_the_new_holders() {
+    let (_root, server, url) = server().await;
+    let dest = tempfile::tempdir().unwrap();
+    let (u, d) = (url.clone(), dest.path().to_owned());
+    let (stale, newer, errors) = blocking(move || {
+        // The old holder saw the branch at `stale` and built on it.
+        let old = git::clone(&u, &d.join("old"), None, Some(&creds(TOKEN))).unwrap();
+        let stale = old.head().unwrap().target().unwrap();
+        std::fs::write(d.join("old/late.txt"), "late\n").unwrap();
+        git::commit_all(&old, "late work", &signature()).unwrap().unwrap();
+        // The new holder pushed meanwhile.
+        let new = git::clone(&u, &d.join("new"), None, Some(&creds(TOKEN))).unwrap();
+        std::fs::write(d.join("new/work.txt"), "new\n").unwrap();
+        let newer = git::commit_all(&new, "new work", &signature()).unwrap().unwrap();
+        git::push(&new, &u, "main", "main", Some(&creds(TOKEN))).unwrap();
+        let push = |expected| {
+            git::push_before(&old, &u, ("main", "main"), Some(&creds(TOKEN)), expected, None).unwrap_err()
+        };
+        // Where the branch was, and as if it had not existed.
+        let errors = [push(git::BranchAt::Commit(stale)), push(git::BranchAt::Missing)];
+        (stale, newer, errors)
+    })
+    .await;
+    for err in &errors {
+        assert!(matches!(err, GitError::Rejected { .. }), "{err}");
+        assert!(err.to_string().contains("the remote branch moved"), "{err}");
+        assert!(err.to_string().contains(&newer.to_string()), "{err}");
+    }
+    assert!(errors[0].to_string().contains(&stale.to_string()));
+    assert!(
+        errors[1].to_string().contains("last saw it missing"),
+        "{}",
+        errors[1]
+    );
+    let (u, d) = (url.clone(), dest.path().to_owned());
+    let now = blocking(move || {
+        let repo = git::clone(&u, &d.join("check"), None, Some(&creds(TOKEN))).unwrap();
+        let head = repo.head().unwrap().target().unwrap();
+        head
+    })
+    .await;
+    assert_eq!(now, newer, "the new holder's branch is intact");
     drop(server);
 }

@@ -56,7 +56,7 @@ impl GitError {
         matches!(self, GitError::Network { .. })
     }
 
-    fn failed(action: &str, err: git2::Error) -> GitError {
+    pub(crate) fn failed(action: &str, err: git2::Error) -> GitError {
         GitError::Failed {
             action: action.to_owned(),
             detail: err.message().to_owned(),
@@ -219,6 +219,21 @@ pub fn fetch(
         .map_err(|e| remote_error("fetch", url, e, attempts.get()))
 }
 
+/// What the remote branch must hold for a push to go ahead: a
+/// compare-and-swap on the ref, checked against the remote's own
+/// advertisement once it is negotiated, so a push made on stale knowledge
+/// (a replica that lost its claim while another pushed) is refused rather
+/// than built upon.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum BranchAt {
+    /// Whatever it holds (the fast-forward rule still applies).
+    Unchecked,
+    /// The branch must not exist yet.
+    Missing,
+    /// The branch must point at this commit.
+    Commit(Oid),
+}
+
 /// Pushes `local_branch` to `remote_branch` at `url`. A rejection, whether
 /// libgit2 sees it locally (not a fast-forward) or the server reports it
 /// through the push status, is [`GitError::Rejected`].
@@ -229,18 +244,27 @@ pub fn push(
     remote_branch: &str,
     credentials: Option<&Credentials>,
 ) -> Result<(), GitError> {
-    push_before(repo, url, local_branch, remote_branch, credentials, None)
+    push_before(
+        repo,
+        url,
+        (local_branch, remote_branch),
+        credentials,
+        BranchAt::Unchecked,
+        None,
+    )
 }
 
 /// [`push`], given up (before any ref is updated) when `deadline` has
-/// passed by the time the remote has negotiated what to send: a replica
-/// whose claim on the task lapses meanwhile must not push.
+/// passed by the time the remote has negotiated what to send (a replica
+/// whose claim on the task lapses meanwhile must not push), or when the
+/// remote branch is not where `expected` says ([`GitError::Rejected`],
+/// naming both commits).
 pub fn push_before(
     repo: &Repository,
     url: &str,
-    local_branch: &str,
-    remote_branch: &str,
+    (local_branch, remote_branch): (&str, &str),
     credentials: Option<&Credentials>,
+    expected: BranchAt,
     deadline: Option<std::time::Instant>,
 ) -> Result<(), GitError> {
     let attempts = Cell::new(0);
@@ -250,12 +274,19 @@ pub fn push_before(
         .map_err(|e| GitError::failed("set up the remote", e))?;
     let late = Cell::new(false);
     let mut callbacks = callbacks(credentials, &attempts, url);
-    callbacks.push_negotiation(|_| match deadline {
-        Some(deadline) if std::time::Instant::now() >= deadline => {
+    callbacks.push_negotiation(|updates| {
+        if deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline) {
             late.set(true);
-            Err(git2::Error::from_str("the push's deadline has passed"))
+            return Err(git2::Error::from_str("the push's deadline has passed"));
         }
-        _ => Ok(()),
+        for update in updates {
+            if let Some(reason) = moved(expected, update.src()) {
+                let refname = update.dst_refname().unwrap_or(remote_branch).to_owned();
+                *rejected.borrow_mut() = Some((refname, reason));
+                return Err(git2::Error::from_str("the remote branch moved"));
+            }
+        }
+        Ok(())
     });
     callbacks.push_update_reference(|refname, status| {
         if let Some(reason) = status {
@@ -284,4 +315,28 @@ pub fn push_before(
         }),
         Err(e) => Err(remote_error("push", url, e, attempts.get())),
     }
+}
+
+/// Why a remote branch at `found` (zero: missing) is not what `expected`
+/// asks, or `None` when it is.
+fn moved(expected: BranchAt, found: Oid) -> Option<String> {
+    let shown = |oid: Oid| {
+        if oid.is_zero() {
+            "missing".to_owned()
+        } else {
+            format!("at {oid}")
+        }
+    };
+    let want = match expected {
+        BranchAt::Unchecked => return None,
+        BranchAt::Missing => Oid::ZERO_SHA1,
+        BranchAt::Commit(oid) => oid,
+    };
+    (want != found).then(|| {
+        format!(
+            "the remote branch moved: it is {}, where this task last saw it {}; someone else pushed to it meanwhile, and nothing of theirs was overwritten",
+            shown(found),
+            shown(want)
+        )
+    })
 }

@@ -49,6 +49,9 @@ pub struct Workspace {
     /// Where the branch stood when the sandbox got it (moves to the new
     /// upstream after a rebase request).
     pub base: Oid,
+    /// Where the remote's copy of the branch was when last seen (`None`:
+    /// it did not exist): a push goes ahead only while it is still there.
+    remote_head: Option<Oid>,
     repo: Repository,
 }
 
@@ -85,8 +88,9 @@ impl Workspace {
             &[&format!("+refs/heads/{branch}:{remote_ref}")],
             Some(credentials),
         )?;
-        match repo.refname_to_id(&remote_ref) {
-            Ok(oid) => {
+        let remote_head = repo.refname_to_id(&remote_ref).ok();
+        match remote_head {
+            Some(oid) => {
                 let commit = repo.find_commit(oid).map_err(|e| failed("read the branch", e))?;
                 // Detached first: the clone may have checked out this very branch (a PR task).
                 repo.set_head_detached(oid)
@@ -98,7 +102,7 @@ impl Workspace {
                 repo.checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
                     .map_err(|e| failed("check out the branch", e))?;
             }
-            Err(_) => git::checkout_new_branch(&repo, branch)?,
+            None => git::checkout_new_branch(&repo, branch)?,
         }
         {
             let mut config = repo
@@ -122,6 +126,7 @@ impl Workspace {
             clone_url: clone_url.to_owned(),
             branch: branch.to_owned(),
             base,
+            remote_head,
             repo,
         })
     }
@@ -307,22 +312,32 @@ impl Workspace {
         }))
     }
 
-    /// Pushes the task branch to the forge.
     /// Pushes the task branch; given up when `deadline` (the claim's
-    /// validity, with replicas) passes before the push is sent.
+    /// validity, with replicas) passes before the push is sent, and refused
+    /// when the remote branch is no longer where this task last saw it.
     pub fn push(
-        &self,
+        &mut self,
         credentials: &Credentials,
         deadline: Option<std::time::Instant>,
     ) -> Result<(), GitError> {
+        let head = self
+            .repo
+            .refname_to_id(&format!("refs/heads/{}", self.branch))
+            .map_err(|e| GitError::failed("read the task branch", e))?;
+        let expected = match self.remote_head {
+            Some(oid) => git::BranchAt::Commit(oid),
+            None => git::BranchAt::Missing,
+        };
         git::push_before(
             &self.repo,
             &self.clone_url,
-            &self.branch,
-            &self.branch,
+            (&self.branch, &self.branch),
             Some(credentials),
+            expected,
             deadline,
-        )
+        )?;
+        self.remote_head = Some(head);
+        Ok(())
     }
 
     /// Fetches the moved remote branch; it becomes the new base the model
@@ -340,6 +355,7 @@ impl Workspace {
             .refname_to_id(&remote_ref)
             .map_err(|e| failed("read the fetched branch", e))?;
         self.base = upstream;
+        self.remote_head = Some(upstream);
         Ok(upstream)
     }
 }
