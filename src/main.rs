@@ -42,7 +42,12 @@ enum Command {
         url: String,
     },
     /// Check configuration, Docker, images and credentials; print a table
-    Doctor,
+    Doctor {
+        /// With sandboxes as pods: start one that tries to reach the API
+        /// server, to see whether the cluster enforces NetworkPolicy
+        #[arg(long)]
+        probe_network: bool,
+    },
     /// Print the tasks in flight and the last 50 that ended, from the journal
     Tasks,
     /// Manage sandbox images
@@ -188,9 +193,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             std::io::stdout().lock().write_all(text.as_bytes())?;
             Ok(ExitCode::SUCCESS)
         }
-        Command::Doctor => {
+        Command::Doctor { probe_network } => {
             let secrets = Secrets::from_env();
-            let checks = doctor::run_checks(&config, &path.display().to_string(), &secrets).await;
+            let options = doctor::DoctorOptions { probe_network };
+            let checks = doctor::run_checks(&config, &path.display().to_string(), &secrets, options).await;
             let mut stdout = std::io::stdout().lock();
             stdout.write_all(doctor::render(&checks).as_bytes())?;
             // A machine that cannot run yet gets the same advice as `forgehand run`.

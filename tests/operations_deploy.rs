@@ -102,41 +102,73 @@ fn the_cluster_overlay_runs_replicas_with_no_privilege_and_exactly_the_verbs_the
     ] {
         assert!(!yaml.contains(absent), "{absent} in\n{yaml}");
     }
-    // The Role grants what the code calls, per resource, and no more.
-    let role: serde_json::Value = {
-        let start = yaml.find("kind: Role\n").unwrap();
-        let doc = yaml[..start].rfind("---").map_or(0, |i| i + 3);
-        let end = yaml[start..].find("---").map_or(yaml.len(), |i| start + i);
-        yaml_serde::from_str(&yaml[doc..end]).unwrap()
+    // Each Role grants what the code calls, per resource, and no more; pods
+    // only in the sandboxes' namespace, Leases only in the replicas'.
+    let role = |name: &str| -> serde_json::Value {
+        yaml.split("\n---\n")
+            .map(|doc| yaml_serde::from_str::<serde_json::Value>(doc).unwrap())
+            .find(|doc| doc["kind"] == "Role" && doc["metadata"]["name"] == name)
+            .unwrap_or_else(|| panic!("no Role {name}"))
     };
-    let verbs = |resource: &str| -> Vec<String> {
-        let rule = role["rules"]
+    let verbs = |role: &serde_json::Value| -> Vec<(String, Vec<String>)> {
+        role["rules"]
             .as_array()
             .unwrap()
             .iter()
-            .find(|r| r["resources"][0] == resource)
-            .unwrap_or_else(|| panic!("no rule for {resource}"));
-        let mut verbs: Vec<String> = rule["verbs"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_str().unwrap().to_owned())
-            .collect();
-        verbs.sort();
-        verbs
+            .map(|rule| {
+                let mut verbs: Vec<String> = rule["verbs"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|v| v.as_str().unwrap().to_owned())
+                    .collect();
+                verbs.sort();
+                (rule["resources"][0].as_str().unwrap().to_owned(), verbs)
+            })
+            .collect()
     };
-    assert_eq!(verbs("leases"), ["create", "delete", "get", "list", "update"]);
-    assert_eq!(verbs("pods"), ["create", "delete", "get", "list"]);
-    assert_eq!(verbs("pods/exec"), ["create", "get"]);
-    assert_eq!(verbs("networkpolicies"), ["create", "get"]);
-    assert_eq!(validate(&yaml, &[]), 8);
+    let (replicas, sandboxes) = (role("forgehand"), role("forgehand-sandboxes"));
+    assert_eq!(replicas["metadata"]["namespace"], "forgehand");
+    assert_eq!(sandboxes["metadata"]["namespace"], "forgehand-sandboxes");
+    let owned = |pairs: &[(&str, &[&str])]| -> Vec<(String, Vec<String>)> {
+        pairs
+            .iter()
+            .map(|(r, v)| ((*r).to_owned(), v.iter().map(|s| (*s).to_owned()).collect()))
+            .collect()
+    };
+    assert_eq!(
+        verbs(&replicas),
+        owned(&[("leases", &["create", "delete", "get", "list", "update"])])
+    );
+    assert_eq!(
+        verbs(&sandboxes),
+        owned(&[
+            ("pods", &["create", "delete", "get", "list"]),
+            ("pods/exec", &["create", "get"]),
+            ("networkpolicies", &["create", "get"]),
+        ])
+    );
+    // The sandboxes' binding names the replicas' service account in theirs.
+    let binding = yaml
+        .split("\n---\n")
+        .map(|doc| yaml_serde::from_str::<serde_json::Value>(doc).unwrap())
+        .find(|doc| doc["kind"] == "RoleBinding" && doc["metadata"]["name"] == "forgehand-sandboxes")
+        .unwrap();
+    assert_eq!(binding["metadata"]["namespace"], "forgehand-sandboxes");
+    assert_eq!(
+        binding["subjects"][0],
+        serde_json::json!({"kind": "ServiceAccount", "name": "forgehand", "namespace": "forgehand"})
+    );
+    assert_eq!(validate(&yaml, &[]), 11);
     // Its config loads, in cluster mode with sandboxes as pods.
-    let loaded = configmap_config("deploy/kubernetes/overlays/cluster/configmap.yaml");
+    let loaded = configmap_config("deploy/kubernetes/overlays/cluster/daemon/configmap.yaml");
     assert_eq!(loaded.cluster.mode, forgehand::config::ClusterMode::Kubernetes);
-    assert!(matches!(
-        loaded.sandbox.backend,
-        forgehand::config::SandboxBackendChoice::Kubernetes(_)
-    ));
+    match loaded.sandbox.backend {
+        forgehand::config::SandboxBackendChoice::Kubernetes(pods) => {
+            assert_eq!(pods.namespace, "forgehand-sandboxes")
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 fn configmap_config(path: &str) -> forgehand::config::Config {

@@ -334,3 +334,77 @@ async fn doctor_names_each_verb_the_identity_lacks_and_a_missing_namespace() {
     assert!(failed[1].contains("not allowed: update leases"), "{failed:?}");
     assert!(failed[2].contains("not allowed: create pods/exec"), "{failed:?}");
 }
+
+#[tokio::test(flavor = "multi_thread")]
+async fn an_existing_policy_that_lets_traffic_through_stops_every_sandbox() {
+    use k8s_openapi::api::networking::v1::{NetworkPolicy, NetworkPolicyEgressRule};
+    common::ensure_images().await;
+    let fake = FakePods::start(common::docker().await, REGISTRY, true).await;
+    // Someone made a policy of forgehand's name that lets egress out.
+    let mut open = forgehand::sandbox::kubernetes::pod_spec::deny_all_policy();
+    open.spec.as_mut().unwrap().egress = Some(vec![NetworkPolicyEgressRule::default()]);
+    kube::Api::<NetworkPolicy>::namespaced(fake.client(), "default")
+        .create(&kube::api::PostParams::default(), &open)
+        .await
+        .unwrap();
+    let (backend, _) = backend(&fake).await;
+    let err = backend
+        .prepare(&common::spec(&common::base_image()), None)
+        .await
+        .err()
+        .expect("no sandbox behind a policy that lets traffic out");
+    let text = err.to_string();
+    assert!(
+        text.contains("does not deny sandbox pods all traffic: it allows some egress"),
+        "{text}"
+    );
+    assert!(
+        text.contains("kubectl -n default delete networkpolicy forgehand-sandbox-deny-all"),
+        "{text}"
+    );
+    assert!(fake.pods().is_empty(), "no pod was made");
+    fake.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn doctor_warns_while_sandboxes_share_the_daemons_namespace_and_the_probe_finds_the_policy_holding() {
+    common::ensure_images().await;
+    let fake = FakePods::start(common::docker().await, REGISTRY, true).await;
+    let mut config = common::shipped_config();
+    config.sandbox.backend = forgehand::config::SandboxBackendChoice::Kubernetes(pods_config());
+    let status_of = |checks: &[forgehand::doctor::Check], name: &str| {
+        checks
+            .iter()
+            .find(|c| c.name == name)
+            .unwrap_or_else(|| panic!("no {name} in {checks:?}"))
+            .clone()
+    };
+    let shared = forgehand::doctor::cluster::checks(&fake.client(), &config).await;
+    let isolation = status_of(&shared, "sandbox namespace");
+    assert_eq!(isolation.status, forgehand::doctor::Status::Warn, "{isolation:?}");
+    assert!(isolation.detail.contains("sandbox.kubernetes.namespace"));
+    let policy = status_of(&shared, "network policy");
+    assert!(policy.detail.contains("--probe-network"), "{policy:?}");
+    let mut own = pods_config();
+    own.namespace = "sandboxes".into();
+    config.sandbox.backend = forgehand::config::SandboxBackendChoice::Kubernetes(own);
+    let apart = forgehand::doctor::cluster::checks(&fake.client(), &config).await;
+    assert_eq!(
+        status_of(&apart, "sandbox namespace").status,
+        forgehand::doctor::Status::Pass
+    );
+    // A real pod tries the API server (network-none containers here: the
+    // policy "holds"), and is gone afterwards.
+    let (backend, _) = backend(&fake).await;
+    let (host, port) = fake.url().trim_start_matches("http://").rsplit_once(':').unwrap();
+    let project = tempfile::tempdir().unwrap();
+    let pod = forgehand::doctor::network_probe::ProbePod {
+        backend: &backend,
+        image: &common::base_image(),
+        project: project.path(),
+    };
+    let probed = forgehand::doctor::network_probe::probe(pod, host, port.parse().unwrap()).await;
+    assert_eq!(probed.status, forgehand::doctor::Status::Pass, "{probed:?}");
+    assert!(fake.pods().is_empty(), "the probe's pod was removed");
+    fake.cleanup().await;
+}

@@ -35,12 +35,54 @@ pub fn wanted(config: &Config) -> bool {
         || matches!(config.sandbox.backend, SandboxBackendChoice::Kubernetes(_))
 }
 
-/// The checks, with a client found the usual way.
-pub async fn run(config: &Config) -> Vec<Check> {
-    match crate::cluster::kube_leases::client().await {
-        Ok(client) => checks(&client, config).await,
-        Err(e) => vec![check("kubernetes", Status::Fail, e)],
+/// The checks, with a client found the usual way; with `probe_network`, a
+/// sandbox pod also tries to reach the API server.
+pub async fn run(config: &Config, probe_network: bool) -> Vec<Check> {
+    let client = match crate::cluster::kube_leases::client().await {
+        Ok(client) => client,
+        Err(e) => return vec![check("kubernetes", Status::Fail, e)],
+    };
+    let mut out = checks(&client, config).await;
+    if let (SandboxBackendChoice::Kubernetes(pods), true) = (&config.sandbox.backend, probe_network) {
+        let target = kube::Config::infer().await.ok().and_then(|c| {
+            let url = c.cluster_url;
+            let default_port = if url.scheme_str() == Some("http") { 80 } else { 443 };
+            Some((url.host()?.to_owned(), url.port_u16().unwrap_or(default_port)))
+        });
+        let backend = crate::sandbox::kubernetes::KubernetesBackend::with_client(
+            client,
+            config.sandbox.clone(),
+            pods.clone(),
+            format!("doctor-{}", std::process::id()),
+        );
+        let image = crate::images::image_tag(&config.images, "base");
+        let project = config.daemon.state_dir.join("doctor-network-probe");
+        let probed = match (&target, std::fs::create_dir_all(&project)) {
+            (_, Err(e)) => check(
+                super::network_probe::NAME,
+                Status::Fail,
+                format!("cannot make {}: {e}", project.display()),
+            ),
+            (Some((host, port)), Ok(())) => {
+                let pod = super::network_probe::ProbePod {
+                    backend: &backend,
+                    image: &image,
+                    project: &project,
+                };
+                let probed = super::network_probe::probe(pod, host, *port).await;
+                let _ = std::fs::remove_dir(&project);
+                probed
+            }
+            (None, Ok(())) => check(
+                super::network_probe::NAME,
+                Status::Warn,
+                "cannot tell: the API server's address has no host and port to try",
+            ),
+        };
+        out.retain(|c| c.name != super::network_probe::NAME);
+        out.push(probed);
     }
+    out
 }
 
 /// The checks against `client`.
@@ -83,6 +125,12 @@ pub async fn checks(client: &kube::Client, config: &Config) -> Vec<Check> {
         out.push(access_check(client, ns, rules).await);
     }
     if let SandboxBackendChoice::Kubernetes(pods) = &config.sandbox.backend {
+        out.push(isolation_check(config, &default, pods));
+        out.push(check(
+            super::network_probe::NAME,
+            Status::Warn,
+            "only the cluster's network plugin enforces the sandboxes' deny-all NetworkPolicy (some do not); `forgehand doctor --probe-network` starts a sandbox pod that tries to reach the API server",
+        ));
         out.push(check(
             "sandbox images",
             Status::Warn,
@@ -93,6 +141,32 @@ pub async fn checks(client: &kube::Client, config: &Config) -> Vec<Check> {
         ));
     }
     out
+}
+
+/// Whether sandbox pods have a namespace of their own: where they share the
+/// daemon's, the Role that makes and execs into them reaches the daemon's
+/// own pods too.
+fn isolation_check(config: &Config, default: &str, pods: &crate::config::KubeSandboxConfig) -> Check {
+    let sandboxes = non_empty(&pods.namespace, default);
+    let mut daemon = vec![default.to_owned()];
+    if config.cluster.mode == ClusterMode::Kubernetes {
+        daemon.push(non_empty(&config.cluster.namespace, default));
+    }
+    if daemon.contains(&sandboxes) {
+        check(
+            "sandbox namespace",
+            Status::Warn,
+            format!(
+                "sandbox pods share the namespace {sandboxes} with the daemon: the Role that makes and execs into them also reaches the daemon's own pods, their environment and the Secrets they mount. Set sandbox.kubernetes.namespace to a namespace of their own (deploy/kubernetes/overlays/cluster does)"
+            ),
+        )
+    } else {
+        check(
+            "sandbox namespace",
+            Status::Pass,
+            format!("sandbox pods have {sandboxes} to themselves"),
+        )
+    }
 }
 
 fn non_empty(configured: &str, default: &str) -> String {

@@ -2,6 +2,7 @@
 //! pass/fail table. Secrets are reported as set or not set, never shown.
 
 pub mod cluster;
+pub mod network_probe;
 
 use crate::config::{Config, SandboxBackendChoice, Secrets};
 use crate::images;
@@ -43,7 +44,19 @@ fn check(name: impl Into<String>, status: Status, detail: impl Into<String>) -> 
 }
 
 /// Runs every check. `config_source` says where the config came from.
-pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets) -> Vec<Check> {
+/// What `doctor` may do beyond reading.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DoctorOptions {
+    /// Start a sandbox pod to see whether NetworkPolicy is enforced.
+    pub probe_network: bool,
+}
+
+pub async fn run_checks(
+    config: &Config,
+    config_source: &str,
+    secrets: &Secrets,
+    options: DoctorOptions,
+) -> Vec<Check> {
     let mut checks = vec![check("config", Status::Pass, format!("loaded {config_source}"))];
 
     checks.push(match std::fs::create_dir_all(&config.daemon.state_dir) {
@@ -184,7 +197,7 @@ pub async fn run_checks(config: &Config, config_source: &str, secrets: &Secrets)
     checks.push(planning_check(config, secrets));
     checks.push(snapshots_check(config));
     if cluster::wanted(config) {
-        checks.extend(cluster::run(config).await);
+        checks.extend(cluster::run(config, options.probe_network).await);
     }
     checks
 }

@@ -127,6 +127,8 @@ pub enum SandboxError {
         container: String,
         daemon: String,
     },
+    #[error("sandboxes cannot start safely here: {detail}")]
+    Unsafe { detail: String },
     #[error("cannot {action} in the sandbox: {detail}")]
     InSandbox { action: String, detail: String },
     #[error("local I/O failed while trying to {action}: {source}")]

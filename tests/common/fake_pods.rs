@@ -87,6 +87,10 @@ impl FakePods {
                 "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies",
                 post(create_policy),
             )
+            .route(
+                "/apis/networking.k8s.io/v1/namespaces/{ns}/networkpolicies/{name}",
+                get(get_policy),
+            )
             .route("/api/v1/namespaces/{ns}", get(get_namespace))
             .route(
                 "/apis/authorization.k8s.io/v1/selfsubjectaccessreviews",
@@ -549,6 +553,18 @@ async fn create_policy(State(shared): State<Shared>, Path(ns): Path<String>, bod
     policy["metadata"]["namespace"] = json!(ns);
     store.policies.insert(key, policy.clone());
     json_response(StatusCode::CREATED, &policy)
+}
+
+async fn get_policy(State(shared): State<Shared>, Path((ns, name)): Path<(String, String)>) -> Response {
+    let store = shared.store.lock().unwrap();
+    match store.policies.get(&(ns, name.clone())) {
+        Some(policy) => json_response(StatusCode::OK, policy),
+        None => status(
+            404,
+            "NotFound",
+            format!("networkpolicies.networking.k8s.io \"{name}\" not found"),
+        ),
+    }
 }
 
 async fn version() -> Response {

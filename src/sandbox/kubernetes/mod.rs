@@ -164,7 +164,7 @@ impl KubernetesBackend {
                         tracing::info!(namespace = %self.namespace, policy = pod_spec::NETWORK_POLICY, "sandbox pods denied all network traffic");
                         Ok(())
                     }
-                    Err(kube::Error::Api(status)) if status.is_already_exists() => Ok(()),
+                    Err(kube::Error::Api(status)) if status.is_already_exists() => self.check_policy(&api).await,
                     Err(e) => Err(api_error(
                         pod_spec::NETWORK_POLICY,
                         &format!("create NetworkPolicy {} in {}", pod_spec::NETWORK_POLICY, self.namespace),
@@ -174,6 +174,27 @@ impl KubernetesBackend {
             })
             .await
             .map(|_| ())
+    }
+
+    /// A policy of the expected name existed: it must deny what forgehand's own would.
+    async fn check_policy(&self, api: &Api<NetworkPolicy>) -> Result<(), SandboxError> {
+        let name = pod_spec::NETWORK_POLICY;
+        let found = api.get(name).await.map_err(|e| {
+            api_error(
+                name,
+                &format!("read NetworkPolicy {name} in {}", self.namespace),
+                e,
+            )
+        })?;
+        match pod_spec::why_not_deny_all(&found) {
+            None => Ok(()),
+            Some(why) => Err(SandboxError::Unsafe {
+                detail: format!(
+                    "the NetworkPolicy {name} in {} does not deny sandbox pods all traffic: {why}. Delete it (kubectl -n {} delete networkpolicy {name}) and forgehand makes its own",
+                    self.namespace, self.namespace
+                ),
+            }),
+        }
     }
 
     /// Creates the pod, replacing a leftover of the same task.

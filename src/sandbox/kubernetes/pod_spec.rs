@@ -313,6 +313,47 @@ pub fn deny_all_policy() -> NetworkPolicy {
     }
 }
 
+/// Why an existing NetworkPolicy of [`NETWORK_POLICY`]'s name does not
+/// deny every sandbox pod all traffic, or `None` when it does: it selects
+/// every sandbox pod (no label but those all of them carry), names both
+/// policy types, and allows nothing in either.
+pub fn why_not_deny_all(policy: &NetworkPolicy) -> Option<String> {
+    let Some(spec) = &policy.spec else {
+        return Some("it has no spec".into());
+    };
+    let every_sandbox = deny_all_policy()
+        .spec
+        .and_then(|s| s.pod_selector)
+        .and_then(|s| s.match_labels)
+        .unwrap_or_default();
+    let selector = spec.pod_selector.clone().unwrap_or_default();
+    if selector.match_expressions.as_ref().is_some_and(|e| !e.is_empty()) {
+        return Some("its podSelector has matchExpressions, so it may leave sandbox pods out".into());
+    }
+    for (key, value) in selector.match_labels.iter().flatten() {
+        if every_sandbox.get(key) != Some(value) {
+            return Some(format!(
+                "its podSelector asks for {key}={value}, which not every sandbox pod carries"
+            ));
+        }
+    }
+    let types = spec.policy_types.clone().unwrap_or_default();
+    for wanted in ["Ingress", "Egress"] {
+        if !types.iter().any(|t| t == wanted) {
+            return Some(format!(
+                "its policyTypes lack {wanted}, so that direction is not restricted"
+            ));
+        }
+    }
+    if spec.ingress.as_ref().is_some_and(|rules| !rules.is_empty()) {
+        return Some("it allows some ingress".into());
+    }
+    if spec.egress.as_ref().is_some_and(|rules| !rules.is_empty()) {
+        return Some("it allows some egress".into());
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -329,5 +370,38 @@ mod tests {
             .bytes()
             .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'-'));
         assert_eq!(label_value("-Acme/Widgets#12_"), "Acme-Widgets-12");
+    }
+
+    #[test]
+    fn only_a_policy_that_denies_every_sandbox_pod_everything_is_accepted() {
+        use k8s_openapi::api::networking::v1::{NetworkPolicyEgressRule, NetworkPolicyPort};
+        assert_eq!(why_not_deny_all(&deny_all_policy()), None);
+        let mut whole_namespace = deny_all_policy();
+        whole_namespace.spec.as_mut().unwrap().pod_selector = Some(LabelSelector::default());
+        assert_eq!(why_not_deny_all(&whole_namespace), None);
+        let change = |edit: &dyn Fn(&mut NetworkPolicySpec)| {
+            let mut policy = deny_all_policy();
+            edit(policy.spec.as_mut().unwrap());
+            why_not_deny_all(&policy).expect("refused")
+        };
+        let egress = change(&|s| {
+            s.egress = Some(vec![NetworkPolicyEgressRule {
+                ports: Some(vec![NetworkPolicyPort::default()]),
+                to: None,
+            }])
+        });
+        assert!(egress.contains("egress"), "{egress}");
+        let one_type = change(&|s| s.policy_types = Some(vec!["Ingress".into()]));
+        assert!(one_type.contains("Egress"), "{one_type}");
+        let narrow = change(&|s| {
+            s.pod_selector = Some(LabelSelector {
+                match_labels: Some(BTreeMap::from([(keys::INSTANCE.to_owned(), "other".to_owned())])),
+                ..Default::default()
+            })
+        });
+        assert!(narrow.contains("io.forgehand/instance=other"), "{narrow}");
+        let mut empty = deny_all_policy();
+        empty.spec = None;
+        assert!(why_not_deny_all(&empty).is_some());
     }
 }

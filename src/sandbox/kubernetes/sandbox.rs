@@ -50,7 +50,7 @@ pub(super) fn api_error(pod: &str, action: &str, err: kube::Error) -> SandboxErr
         },
         kube::Error::Api(status) => {
             let advice = if status.is_forbidden() {
-                "; the daemon's service account needs the verbs of deploy/kubernetes/overlays/cluster/role.yaml in the sandbox namespace"
+                "; the daemon's service account needs the verbs of deploy/kubernetes/overlays/cluster/sandboxes/role.yaml in the sandbox namespace"
             } else {
                 ""
             };
