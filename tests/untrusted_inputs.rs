@@ -165,3 +165,84 @@ async fn a_pull_requests_setup_is_never_kept_as_a_snapshot() {
         .unwrap_or(0);
     assert_eq!(kept, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repository_never_restores_another_repositorys_setup_snapshot() {
+    // Both repositories have the same setup commands and dependency files,
+    // so the same snapshot inputs otherwise. The first one's `planter.py`
+    // (run as a module, so no setup command names its path) plants a file
+    // in the home folder that the second's tools would run.
+    let settings = "image: python\nsetup:\n  - python3 -m planter\n";
+    let planting = "import os\nos.makedirs(os.path.expanduser('~/.config'), exist_ok=True)\nopen(os.path.expanduser('~/.config/usercustomize'), 'w').write('planted by acme/app')\n";
+    let look = "cat \"$HOME/.config/usercustomize\" 2>/dev/null || echo home-is-clean";
+    let turns = vec![
+        (run(look), None),
+        (text("Nothing to change."), None),
+        (run(look), None),
+        (text("Nothing to change."), None),
+    ];
+    let shared = [("requirements.txt", "dep==1.0\n"), (".forgehand.yaml", settings)];
+    let mut first_files = vec![("greet.py", GREET), ("planter.py", planting)];
+    first_files.extend(shared);
+    let world = World::with_repository(turns, &first_files, "").await;
+    // A second repository on the same forge and daemon.
+    let other = "acme/other";
+    let mut second_files = vec![("greet.py", GREET), ("planter.py", "pass\n")];
+    second_files.extend(shared);
+    let bare = git_http::bare_repo(&world.dir.path().join("git"), "acme/other.git", &second_files);
+    world
+        .github
+        .add_repo(other, &world.git.url("acme/other.git"), Some(bare));
+    world.github.set_permission(other, "maya", "maintain");
+    let config = std::fs::read_to_string(&world.config).unwrap();
+    let both = config.replace(&format!("[\"{REPO}\"]"), &format!("[\"{REPO}\", \"{other}\"]"));
+    assert_ne!(config, both);
+    std::fs::write(&world.config, both).unwrap();
+
+    let daemon = world.start();
+    let first = world.labelled_issue("First");
+    world.wait_for_end(first).await;
+    let comment = world.progress_comment(first);
+    assert!(
+        comment.contains("Setup: done") && comment.contains("kept"),
+        "{comment}\n{}",
+        daemon.log_text()
+    );
+    let second = world.github.open_issue(
+        other,
+        "maya",
+        "Second",
+        "The greeting should say hello to the world.",
+    );
+    world.github.add_label(other, second, "coding agent", "maya");
+    let deadline = std::time::Instant::now() + Duration::from_secs(180);
+    while world.model.requests().await.len() < 4 {
+        assert!(std::time::Instant::now() < deadline, "{}", daemon.log_text());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let requests = world.model.requests().await;
+    assert!(
+        requests[1].to_string().contains("planted by acme/app"),
+        "{}",
+        requests[1]
+    );
+    let seen = requests[3].to_string();
+    assert!(
+        seen.contains("home-is-clean"),
+        "the second repository got the first's home: {seen}"
+    );
+    assert!(!seen.contains("planted"), "{seen}");
+    // Each repository has its own snapshot.
+    let kept = std::fs::read_dir(world.dir.path().join("state/snapshots"))
+        .unwrap()
+        .count();
+    let wait = std::time::Instant::now() + Duration::from_secs(30);
+    let mut kept = kept;
+    while kept < 2 && std::time::Instant::now() < wait {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        kept = std::fs::read_dir(world.dir.path().join("state/snapshots"))
+            .unwrap()
+            .count();
+    }
+    assert_eq!(kept, 2, "{}", daemon.log_text());
+}
