@@ -258,3 +258,86 @@ async fn hosts_off_the_list_and_internal_addresses_are_refused_with_a_reason() {
     );
     assert!(egress.summary("agent").unwrap().contains("denied 1: localhost"));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ten_thousand_idle_connections_from_one_sandbox_leave_another_sandbox_served() {
+    // A server the second sandbox may reach, answering at once.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        loop {
+            let (mut socket, _) = listener.accept().await.unwrap();
+            tokio::spawn(async move {
+                let _ = socket.write_all(b"pong").await;
+            });
+        }
+    });
+    let reach = Reach {
+        private: false,
+        loopback: true,
+    };
+    let greedy = Egress::new(reach);
+    greedy.set_phase(
+        "agent",
+        vec![HostPattern::parse(&format!("127.0.0.1:{port}")).unwrap()],
+    );
+    let mut idle = Vec::new();
+    let mut refused = Vec::new();
+    for _ in 0..10_000 {
+        let (near, far) = tokio::io::duplex(4096);
+        let egress = greedy.clone();
+        refused.push(tokio::spawn(async move { egress.handle(far).await }));
+        idle.push(near);
+    }
+    // All but MAX_CONNECTIONS are answered 503 at once; those wait for
+    // their request head.
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while refused.iter().filter(|t| t.is_finished()).count() < 10_000 - MAX_CONNECTIONS {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the flood was not refused at once"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(
+        refused.iter().filter(|t| t.is_finished()).count(),
+        10_000 - MAX_CONNECTIONS
+    );
+    // Another sandbox's relay is untouched by the first one's flood.
+    let other = Egress::new(reach);
+    other.set_phase(
+        "agent",
+        vec![HostPattern::parse(&format!("127.0.0.1:{port}")).unwrap()],
+    );
+    let started = std::time::Instant::now();
+    let (mut near, far) = tokio::io::duplex(64 << 10);
+    let serve = tokio::spawn({
+        let other = other.clone();
+        async move { other.handle(far).await }
+    });
+    near.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), near.read_to_end(&mut got))
+        .await
+        .expect("the other sandbox is served")
+        .unwrap();
+    let got = String::from_utf8_lossy(&got);
+    assert!(got.starts_with("HTTP/1.1 200") && got.ends_with("pong"), "{got}");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    drop(near);
+    serve.await.unwrap();
+    // The flood holds no more than its cap.
+    assert_eq!(greedy.open.available_permits(), 0);
+    drop(idle);
+    for task in refused {
+        task.await.unwrap();
+    }
+    assert_eq!(greedy.open.available_permits(), MAX_CONNECTIONS);
+    server.abort();
+}
