@@ -202,11 +202,12 @@ impl Metrics {
             .inc();
     }
 
-    pub fn model_usage(&self, model: &str, usage: crate::llm::TokenUsage, cost: Option<f64>) {
+    /// Tokens of one model answer, by kind, and its estimated cost.
+    pub fn model_usage(&self, model: &str, tokens: ModelTokens, cost: Option<f64>) {
         for (kind, n) in [
-            ("input", usage.input_tokens),
-            ("cached_input", usage.cached_input_tokens),
-            ("output", usage.output_tokens),
+            ("input", tokens.input),
+            ("cached_input", tokens.cached_input),
+            ("output", tokens.output),
         ] {
             self.tokens
                 .get_or_create(&labels(&[("model", model), ("kind", kind)]))
@@ -276,6 +277,15 @@ impl Metrics {
 }
 
 /// The process's metrics.
+/// The token counts `model_usage` records: plain numbers, so this module
+/// depends on nothing it measures.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ModelTokens {
+    pub input: u64,
+    pub cached_input: u64,
+    pub output: u64,
+}
+
 pub fn global() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     METRICS.get_or_init(Metrics::new)
@@ -293,11 +303,10 @@ mod tests {
         m.model_request("o3", "ok");
         m.model_usage(
             "o3",
-            crate::llm::TokenUsage {
-                input_tokens: 1000,
-                cached_input_tokens: 800,
-                output_tokens: 50,
-                ..Default::default()
+            ModelTokens {
+                input: 1000,
+                cached_input: 800,
+                output: 50,
             },
             Some(0.0042),
         );

@@ -162,6 +162,15 @@ pub struct TokenUsage {
 }
 
 impl TokenUsage {
+    /// The counts `/metrics` records.
+    pub fn metric_counts(&self) -> crate::metrics::ModelTokens {
+        crate::metrics::ModelTokens {
+            input: self.input_tokens,
+            cached_input: self.cached_input_tokens,
+            output: self.output_tokens,
+        }
+    }
+
     pub fn total(&self) -> u64 {
         self.input_tokens + self.output_tokens
     }

@@ -201,7 +201,7 @@ impl Router {
                         // provider answers with may carry a date and has no price.
                         let cost = super::usage::UsageReport::new(prices.clone())
                             .cost_of(&routed.model, response.usage);
-                        metrics.model_usage(&routed.model, response.usage, cost);
+                        metrics.model_usage(&routed.model, response.usage.metric_counts(), cost);
                     }
                     Err(e) if e.is_retryable() => metrics.model_request(&routed.model, "retryable_error"),
                     Err(_) => metrics.model_request(&routed.model, "error"),
