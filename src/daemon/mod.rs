@@ -7,15 +7,16 @@ mod cluster;
 mod deferred;
 pub mod http;
 pub mod intake;
+pub mod scheduler;
 pub mod setup;
 pub mod systemd;
 
 use crate::forge::{Forge, ForgeKind, ItemRef};
 use crate::task::{self, TaskEnd, TaskEnv};
-use std::collections::{BTreeMap, HashSet, VecDeque};
+use scheduler::{Scheduler, StartReason};
+use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
-use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Debug, thiserror::Error)]
@@ -90,7 +91,6 @@ impl Daemon {
 
     /// Runs until `shutdown` is cancelled, then winds down (see module docs).
     pub async fn run(&mut self, shutdown: CancellationToken) -> Result<(), DaemonError> {
-        let mut scheduling = self.env.config.scheduling.clone();
         let mut hangups = match &self.reload_from {
             Some(_) => Some(
                 tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())
@@ -98,12 +98,50 @@ impl Daemon {
             ),
             None => None,
         };
-        // Tasks are cancelled separately, only after the grace period.
-        let tasks_stop = CancellationToken::new();
-        let mut running: JoinSet<(String, TaskEnd)> = JoinSet::new();
-        let mut active: HashSet<String> = HashSet::new();
-        let mut queue: VecDeque<(ItemRef, &'static str)> = VecDeque::new();
-        let mut coordinator = match self.env.config.cluster.mode {
+        let mut state = self.start().await?;
+        let listener_stop = CancellationToken::new();
+        let _listener = self
+            .start_listener(state.health.clone(), listener_stop.clone())
+            .await?;
+        // Wake at least this often, so the watchdog is fed between polls.
+        let heartbeat = state
+            .systemd
+            .watchdog()
+            .map(|w| w / 3)
+            .unwrap_or(state.scheduling.poll_interval)
+            .max(Duration::from_millis(200));
+        loop {
+            self.tick(&mut state);
+            self.start_ready(&mut state).await;
+            if shutdown.is_cancelled() {
+                break;
+            }
+            tokio::select! {
+                _ = shutdown.cancelled() => {}
+                _ = tokio::time::sleep(heartbeat) => {}
+                Some(()) = async { hangups.as_mut()?.recv().await }, if hangups.is_some() => {
+                    self.on_hangup(&mut state).await;
+                }
+                Some(done) = state.scheduler.join_next(), if state.scheduler.running() > 0 => {
+                    if let Some((key, end)) = state.settle(done, &self.env.journal).await {
+                        state.scheduler.after(&key, &end, state.scheduling.poll_interval);
+                    }
+                }
+                _ = tokio::time::sleep_until(state.next_poll) => {
+                    self.poll(&mut state, &shutdown).await;
+                }
+            }
+        }
+        self.wind_down(&mut state).await;
+        listener_stop.cancel();
+        tracing::info!("stopped");
+        Ok(())
+    }
+
+    /// Before the loop: the replicas' coordinator, leftovers reaped, and
+    /// the journal's unfinished tasks queued to resume.
+    async fn start(&self) -> Result<LoopState, DaemonError> {
+        let coordinator = match self.env.config.cluster.mode {
             crate::config::ClusterMode::Single => None,
             crate::config::ClusterMode::Kubernetes => Some(
                 cluster::Coordinator::connect(&self.env.config.cluster, self.env.config.labels.clone())
@@ -111,8 +149,7 @@ impl Daemon {
                     .map_err(DaemonError::Cluster)?,
             ),
         };
-
-        // Reconcile: nothing runs yet, so every container of this instance is an orphan.
+        // Nothing runs yet, so every sandbox of this daemon is an orphan.
         let removed = self.env.backend.reap(&[]).await?;
         if !removed.is_empty() {
             tracing::info!(
@@ -121,6 +158,7 @@ impl Daemon {
                 removed.join(", ")
             );
         }
+        let mut scheduler = Scheduler::default();
         for record in self.env.journal.unfinished()? {
             if coordinator.is_some() {
                 // Among replicas the Leases say who resumes what: this
@@ -136,7 +174,7 @@ impl Daemon {
             match ItemRef::parse_key(&record.key) {
                 Some(item) if self.forges.contains_key(&item.forge) => {
                     tracing::info!(task = %item, phase = record.phase.as_str(), "resuming an unfinished task");
-                    queue.push_back((item, "resume"));
+                    scheduler.push(item, StartReason::Resume);
                 }
                 Some(item) => tracing::warn!(
                     task = %item,
@@ -145,219 +183,202 @@ impl Daemon {
                 None => tracing::warn!(key = %record.key, "unreadable journal key; ignored"),
             }
         }
-
         tracing::info!(
             instance = %self.env.config.daemon.instance_id,
             forges = %self.forges.keys().map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
-            resuming = queue.len(),
+            resuming = scheduler.queued(),
             "forgehand started"
         );
+        let scheduling = self.env.config.scheduling.clone();
         let health = Arc::new(http::Health::new(scheduling.poll_interval));
         health.tick();
-        let listener_stop = CancellationToken::new();
-        let _listener = self.start_listener(health.clone(), listener_stop.clone()).await?;
-        let mut systemd = systemd::Notifier::from_env();
-        let mut intake = intake::Intake::new(self.env.config.labels.clone());
-        let mut next_poll = tokio::time::Instant::now();
-        // Wake at least this often, so the watchdog is fed between polls.
-        let heartbeat = systemd
-            .watchdog()
-            .map(|w| w / 3)
-            .unwrap_or(scheduling.poll_interval)
-            .max(Duration::from_millis(200));
-        let mut low_space: Option<String> = None;
-        let mut deferrals = deferred::Deferrals::default();
-        loop {
-            health.tick();
-            for item in deferrals.due() {
-                tracing::info!(task = %item, "trying the deferred task again");
-                queue.push_back((item, "resume"));
-            }
-            let now_low = self.space_problem();
-            // Logged when it changes (the free space itself moves all the time).
-            if now_low.is_some() != low_space.is_some() {
-                match &now_low {
-                    Some(why) => tracing::warn!("not claiming new tasks: {why}"),
-                    None => tracing::info!("free space is back; claiming again"),
-                }
-            }
-            health.set_not_claiming(now_low.clone());
-            low_space = now_low;
-            systemd.alive(&systemd::status_line(
-                running.len(),
-                queue.len() + deferrals.len(),
-                next_poll.saturating_duration_since(tokio::time::Instant::now()),
-            ));
-            // Resumed tasks go on; new claims wait for space.
-            while active.len() < scheduling.max_concurrent_tasks {
-                if low_space.is_some()
-                    && queue
-                        .front()
-                        .is_some_and(|(_, why)| !matches!(*why, "resume" | "takeover"))
-                {
-                    break;
-                }
-                let Some((item, why)) = queue.pop_front() else {
-                    break;
-                };
-                let key = item.key();
-                if !active.insert(key.clone()) {
-                    continue;
-                }
-                let Some(forge) = self.forges.get(&item.forge).cloned() else {
-                    active.remove(&key);
-                    continue;
-                };
-                let (forge, stop) = match coordinator.as_mut() {
-                    None => (forge, tasks_stop.clone()),
-                    Some(claims) => match claims.acquire(&item, forge).await {
-                        cluster::Acquired::Go(go) => {
-                            // The task stops when the daemon does, or the moment its claim is lost.
-                            let stop = tasks_stop.child_token();
-                            let (lost, on_lost) = (go.lost, stop.clone());
-                            tokio::spawn(async move {
-                                lost.cancelled().await;
-                                on_lost.cancel();
-                            });
-                            (go.forge, stop)
-                        }
-                        cluster::Acquired::Elsewhere => {
-                            active.remove(&key);
-                            continue;
-                        }
-                        cluster::Acquired::Later => {
-                            active.remove(&key);
-                            let wait = deferrals.put_off(item.clone(), scheduling.poll_interval);
-                            tracing::info!(task = %item, "trying to claim it again in {} s", wait.as_secs());
-                            continue;
-                        }
-                    },
-                };
-                tracing::info!(task = %item, "starting ({why})");
-                let env = self.env.clone();
-                running.spawn(async move {
-                    let end = task::run(&env, forge, item, stop).await;
-                    (key, end)
-                });
-            }
-            if shutdown.is_cancelled() {
-                break;
-            }
-            tokio::select! {
-                _ = shutdown.cancelled() => {}
-                _ = tokio::time::sleep(heartbeat) => {}
-                Some(()) = async { hangups.as_mut()?.recv().await }, if hangups.is_some() => {
-                    match self.reload().await {
-                        Ok(()) => {
-                            scheduling = self.env.config.scheduling.clone();
-                            intake = intake::Intake::new(self.env.config.labels.clone());
-                            if let Some(claims) = coordinator.as_mut() {
-                                claims.set_labels(self.env.config.labels.clone());
-                            }
-                            next_poll = tokio::time::Instant::now();
-                            tracing::info!(
-                                forges = %self.forges.keys().map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
-                                running = running.len(),
-                                "config reloaded; running tasks keep the config they started with"
-                            );
-                        }
-                        Err(e) => tracing::error!("config reload refused, the running config stays: {e}"),
-                    }
-                }
-                Some(done) = running.join_next(), if !running.is_empty() => {
-                    if let Some((key, end)) = settle(&mut active, done, &mut coordinator, &self.env.journal).await {
-                        match (end, ItemRef::parse_key(&key)) {
-                            (TaskEnd::Deferred { .. }, Some(item)) => {
-                                let wait = deferrals.put_off(item.clone(), scheduling.poll_interval);
-                                tracing::info!(task = %item, "deferred; trying again in {} s", wait.as_secs());
-                            }
-                            _ => deferrals.ended(&key),
-                        }
-                    }
-                }
-                _ = tokio::time::sleep_until(next_poll) => {
-                    let mut found = Vec::new();
-                    let poll_started = std::time::Instant::now();
-                    let poll_all = async {
-                        for forge in self.forges.values() {
-                            found.extend(intake.poll(forge.as_ref()).await);
-                        }
-                    };
-                    // A slow forge must not hold up a shutdown.
-                    tokio::select! {
-                        _ = shutdown.cancelled() => {}
-                        _ = poll_all => {}
-                    }
-                    crate::metrics::global().poll_took(poll_started.elapsed());
-                    if let Some(claims) = coordinator.as_mut() {
-                        let room = scheduling.max_concurrent_tasks.saturating_sub(active.len() + queue.len());
-                        let forges = &self.forges;
-                        for item in claims.sweep(room, &active, |i| forges.contains_key(&i.forge)).await {
-                            queue.push_back((item, "takeover"));
-                        }
-                    }
-                    self.reap_orphans(&active).await;
-                    let answered = intake.answered();
-                    // The first reconcile is done when a forge answered a whole poll.
-                    if answered.iter().any(|(_, a)| a.is_ok()) {
-                        systemd.ready();
-                    }
-                    for (kind, answered) in answered {
-                        health.set_forge(kind.as_str(), answered);
-                    }
-                    for item in found {
-                        let key = item.key();
-                        if !active.contains(&key) && !queue.iter().any(|(q, _)| q.key() == key) {
-                            queue.push_back((item, "label"));
-                        }
-                    }
-                    let jitter = if scheduling.poll_jitter.is_zero() {
-                        Duration::ZERO
-                    } else {
-                        Duration::from_millis(fastrand::u64(0..=scheduling.poll_jitter.as_millis() as u64))
-                    };
-                    next_poll = tokio::time::Instant::now() + scheduling.poll_interval + jitter;
-                }
+        Ok(LoopState {
+            scheduler,
+            coordinator,
+            intake: intake::Intake::new(self.env.config.labels.clone()),
+            health,
+            systemd: systemd::Notifier::from_env(),
+            next_poll: tokio::time::Instant::now(),
+            low_space: None,
+            tasks_stop: CancellationToken::new(),
+            scheduling,
+        })
+    }
+
+    /// Each pass of the loop: health, due retries, free space, systemd.
+    fn tick(&self, state: &mut LoopState) {
+        state.health.tick();
+        state.scheduler.retry_due();
+        let now_low = self.space_problem();
+        // Logged when it changes (the free space itself moves all the time).
+        if now_low.is_some() != state.low_space.is_some() {
+            match &now_low {
+                Some(why) => tracing::warn!("not claiming new tasks: {why}"),
+                None => tracing::info!("free space is back; claiming again"),
             }
         }
+        state.health.set_not_claiming(now_low.clone());
+        state.low_space = now_low;
+        state.systemd.alive(&systemd::status_line(
+            state.scheduler.running(),
+            state.scheduler.waiting(),
+            state
+                .next_poll
+                .saturating_duration_since(tokio::time::Instant::now()),
+        ));
+    }
 
-        systemd.stopping();
-        if !running.is_empty() {
-            tracing::info!(
-                running = running.len(),
-                "shutting down: no new tasks; running tasks get {} s to finish",
-                scheduling.shutdown_grace.as_secs()
+    /// Starts what may start: up to the concurrency limit, under a claim
+    /// among replicas; begun work goes on while new claims wait for space.
+    async fn start_ready(&self, state: &mut LoopState) {
+        let limit = state.scheduling.max_concurrent_tasks;
+        while let Some((item, why)) = state.scheduler.next(limit, state.low_space.is_some()) {
+            let Some(forge) = self.forges.get(&item.forge).cloned() else {
+                state.scheduler.not_started(&item);
+                continue;
+            };
+            let (forge, stop) = match state.coordinator.as_mut() {
+                None => (forge, state.tasks_stop.clone()),
+                Some(claims) => match claims.acquire(&item, forge).await {
+                    cluster::Acquired::Go(go) => {
+                        // The task stops when the daemon does, or the moment its claim is lost.
+                        let stop = state.tasks_stop.child_token();
+                        let (lost, on_lost) = (go.lost, stop.clone());
+                        tokio::spawn(async move {
+                            lost.cancelled().await;
+                            on_lost.cancel();
+                        });
+                        (go.forge, stop)
+                    }
+                    cluster::Acquired::Elsewhere => {
+                        state.scheduler.not_started(&item);
+                        continue;
+                    }
+                    cluster::Acquired::Later => {
+                        let wait = state
+                            .scheduler
+                            .put_off(item.clone(), state.scheduling.poll_interval);
+                        tracing::info!(task = %item, "trying to claim it again in {} s", wait.as_secs());
+                        continue;
+                    }
+                },
+            };
+            tracing::info!(task = %item, "starting ({})", why.as_str());
+            let env = self.env.clone();
+            state.scheduler.spawn(
+                item.key(),
+                async move { task::run(&env, forge, item, stop).await },
             );
-            let grace = tokio::time::sleep(scheduling.shutdown_grace);
+        }
+    }
+
+    /// SIGHUP: the new config for new tasks, or the old one kept.
+    async fn on_hangup(&mut self, state: &mut LoopState) {
+        match self.reload().await {
+            Ok(()) => {
+                state.scheduling = self.env.config.scheduling.clone();
+                state.intake = intake::Intake::new(self.env.config.labels.clone());
+                if let Some(claims) = state.coordinator.as_mut() {
+                    claims.set_labels(self.env.config.labels.clone());
+                }
+                state.next_poll = tokio::time::Instant::now();
+                tracing::info!(
+                    forges = %self.forges.keys().map(|k| k.as_str()).collect::<Vec<_>>().join(", "),
+                    running = state.scheduler.running(),
+                    "config reloaded; running tasks keep the config they started with"
+                );
+            }
+            Err(e) => tracing::error!("config reload refused, the running config stays: {e}"),
+        }
+    }
+
+    /// One poll of every forge (and, among replicas, of the Leases):
+    /// what it finds is queued; orphaned sandboxes go.
+    async fn poll(&self, state: &mut LoopState, shutdown: &CancellationToken) {
+        let mut found = Vec::new();
+        let poll_started = std::time::Instant::now();
+        let intake = &mut state.intake;
+        let poll_all = async {
+            for forge in self.forges.values() {
+                found.extend(intake.poll(forge.as_ref()).await);
+            }
+        };
+        // A slow forge must not hold up a shutdown.
+        tokio::select! {
+            _ = shutdown.cancelled() => {}
+            _ = poll_all => {}
+        }
+        crate::metrics::global().poll_took(poll_started.elapsed());
+        if let Some(claims) = state.coordinator.as_mut() {
+            let room = state
+                .scheduling
+                .max_concurrent_tasks
+                .saturating_sub(state.scheduler.active().len() + state.scheduler.queued());
+            let forges = &self.forges;
+            for item in claims
+                .sweep(room, state.scheduler.active(), |i| forges.contains_key(&i.forge))
+                .await
+            {
+                state.scheduler.push(item, StartReason::Takeover);
+            }
+        }
+        self.reap_orphans(state.scheduler.active()).await;
+        let answered = state.intake.answered();
+        // The first reconcile is done when a forge answered a whole poll.
+        if answered.iter().any(|(_, a)| a.is_ok()) {
+            state.systemd.ready();
+        }
+        for (kind, answered) in answered {
+            state.health.set_forge(kind.as_str(), answered);
+        }
+        for item in found {
+            state.scheduler.push(item, StartReason::New);
+        }
+        let jitter = if state.scheduling.poll_jitter.is_zero() {
+            Duration::ZERO
+        } else {
+            Duration::from_millis(fastrand::u64(0..=state.scheduling.poll_jitter.as_millis() as u64))
+        };
+        state.next_poll = tokio::time::Instant::now() + state.scheduling.poll_interval + jitter;
+    }
+
+    /// No new tasks; running ones get the grace period, then are
+    /// checkpointed; claims among replicas are handed over.
+    async fn wind_down(&self, state: &mut LoopState) {
+        state.systemd.stopping();
+        if state.scheduler.running() > 0 {
+            tracing::info!(
+                running = state.scheduler.running(),
+                "shutting down: no new tasks; running tasks get {} s to finish",
+                state.scheduling.shutdown_grace.as_secs()
+            );
+            let grace = tokio::time::sleep(state.scheduling.shutdown_grace);
             tokio::pin!(grace);
             loop {
                 tokio::select! {
                     _ = &mut grace => break,
-                    done = running.join_next() => match done {
+                    done = state.scheduler.join_next() => match done {
                         Some(done) => {
-                            settle(&mut active, done, &mut coordinator, &self.env.journal).await;
+                            state.settle(done, &self.env.journal).await;
                         }
                         None => break,
                     },
                 }
             }
-            if !running.is_empty() {
+            if state.scheduler.running() > 0 {
                 tracing::info!(
-                    running = running.len(),
+                    running = state.scheduler.running(),
                     "grace period over; checkpointing running tasks"
                 );
-                tasks_stop.cancel();
-                while let Some(done) = running.join_next().await {
-                    settle(&mut active, done, &mut coordinator, &self.env.journal).await;
+                state.tasks_stop.cancel();
+                while let Some(done) = state.scheduler.join_next().await {
+                    state.settle(done, &self.env.journal).await;
                 }
             }
         }
-        if let Some(claims) = coordinator.as_mut() {
+        if let Some(claims) = state.coordinator.as_mut() {
             claims.shutdown().await;
         }
-        listener_stop.cancel();
-        tracing::info!("stopped");
-        Ok(())
     }
 
     /// Removes this instance's sandboxes that no running task owns: ones a
@@ -435,36 +456,35 @@ impl Daemon {
     }
 }
 
-/// [`finished`], then in cluster mode the claim's: released, kept for a
-/// retry, or handed over (see [`cluster::Coordinator::ended`]).
-async fn settle(
-    active: &mut HashSet<String>,
-    done: Result<(String, TaskEnd), tokio::task::JoinError>,
-    coordinator: &mut Option<cluster::Coordinator>,
-    journal: &crate::journal::Journal,
-) -> Option<(String, TaskEnd)> {
-    let (key, end) = finished(active, done)?;
-    if let Some(claims) = coordinator {
-        claims.ended(&key, &end, journal).await;
-    }
-    Some((key, end))
+/// What the daemon's loop keeps between passes.
+struct LoopState {
+    scheduler: Scheduler,
+    /// Claims among replicas (`cluster.mode: kubernetes`).
+    coordinator: Option<cluster::Coordinator>,
+    intake: intake::Intake,
+    health: Arc<http::Health>,
+    systemd: systemd::Notifier,
+    next_poll: tokio::time::Instant,
+    /// Why new claims wait (the state folder's disk is low), if they do.
+    low_space: Option<String>,
+    /// Cancelled only after the grace period: tasks stop separately.
+    tasks_stop: CancellationToken,
+    scheduling: crate::config::SchedulingConfig,
 }
 
-/// Bookkeeping for a task that returned; its key and ending, unless it crashed.
-fn finished(
-    active: &mut HashSet<String>,
-    done: Result<(String, TaskEnd), tokio::task::JoinError>,
-) -> Option<(String, TaskEnd)> {
-    match done {
-        Ok((key, end)) => {
-            active.remove(&key);
-            tracing::debug!(key = %key, "task finished: {end:?}");
-            Some((key, end))
+impl LoopState {
+    /// The scheduler's bookkeeping for a task that returned, then among
+    /// replicas the claim's: released, kept for a retry, or handed over
+    /// (see [`cluster::Coordinator::ended`]).
+    async fn settle(
+        &mut self,
+        done: scheduler::Finished,
+        journal: &crate::journal::Journal,
+    ) -> Option<(String, TaskEnd)> {
+        let (key, end) = self.scheduler.finished(done)?;
+        if let Some(claims) = self.coordinator.as_mut() {
+            claims.ended(&key, &end, journal).await;
         }
-        Err(e) => {
-            // A panicking task is a bug; its key stays active so it is not restarted in a loop.
-            tracing::error!("a task crashed: {e}");
-            None
-        }
+        Some((key, end))
     }
 }
