@@ -140,6 +140,7 @@ async fn main() {
         50.0 / supervised_flood.as_secs_f64()
     );
     tunnel_throughput(sandbox.as_ref(), config.sandbox.egress_proxy_port, "socket").await;
+    phase_end(sandbox.as_ref()).await;
     {
         // The same download over the exec stream, as on an engine elsewhere.
         let mut over_exec = supervised_config.clone();
@@ -298,4 +299,29 @@ async fn snapshot_save_and_restore(
         saved.as_secs_f64() * 1e3
     );
     report("snapshot restore (35 MB, 301 files)", &mut restores);
+}
+
+/// What ending setup's processes adds to a task: marking the phase's start
+/// and, at its end, finding and killing what it left (here: five escaped
+/// processes each time), over the supervisor.
+async fn phase_end(sandbox: &dyn forgehand::sandbox::Sandbox) {
+    use forgehand::sandbox::phase_processes::{end_phase, phase_start};
+    let mut marks = Vec::new();
+    let mut ends = Vec::new();
+    for _ in 0..20 {
+        let started = Instant::now();
+        let start = phase_start(sandbox).await.unwrap();
+        marks.push(started.elapsed());
+        let leave = "for i in 1 2 3 4 5; do setsid sleep 600 > /dev/null 2>&1 & done";
+        assert!(sandbox.exec(leave, None).await.unwrap().success());
+        let started = Instant::now();
+        let ended = end_phase(sandbox, start).await.unwrap();
+        ends.push(started.elapsed());
+        assert_eq!(ended, 5);
+    }
+    report(
+        "setup phase start mark (one exec, then a 20 ms tick wait)",
+        &mut marks,
+    );
+    report("setup phase end (find and kill 5 escaped processes)", &mut ends);
 }

@@ -358,6 +358,10 @@ pub(super) async fn remove_container(docker: &Docker, id: &str) -> Result<(), Sa
 
 #[async_trait]
 impl SandboxBackend for DockerBackend {
+    fn operator_advice(&self) -> &'static str {
+        "An operator should check the Docker engine and the sandbox images (`forgehand doctor`); then add the trigger label again."
+    }
+
     async fn prepare(
         &self,
         spec: &SandboxSpec,

@@ -95,7 +95,7 @@ pub enum SandboxError {
     DockerUnreachable { endpoint: String, detail: String },
     #[error("image {image} is not present in the Docker engine; build it with `forgehand images build`, or pin an existing image under images.pins")]
     ImageMissing { image: String },
-    #[error("sandbox container {container} is no longer running ({state}); the task needs a new sandbox")]
+    #[error("the sandbox {container} is no longer running ({state}); the task needs a new sandbox")]
     ContainerGone { container: String, state: String },
     #[error("cannot copy {path} into the sandbox: {detail}")]
     CopyInSource { path: PathBuf, detail: String },
@@ -282,6 +282,10 @@ pub trait SandboxBackend: Send + Sync {
     async fn image_id(&self, _image: &str) -> Result<Option<String>, SandboxError> {
         Ok(None)
     }
+
+    /// What a maintainer is told when a task fails on a sandbox error:
+    /// whom to ask, about what, in this backend's words.
+    fn operator_advice(&self) -> &'static str;
 }
 
 #[cfg(test)]

@@ -18,7 +18,7 @@ impl TaskRun<'_> {
         let credentials = self.forge.git_credentials().await?;
         // What was kept from the model: on the comment and in the request.
         let withheld = request::withheld(&thread.author, &thread.comments, &self.forge.who_may_trigger());
-        let mut ws = {
+        let ws = {
             let (root, url, base, branch, creds) = (
                 self.work_dir(),
                 target.clone_url.clone(),
@@ -47,15 +47,14 @@ impl TaskRun<'_> {
                 )
             });
             let (cloned, ()) = tokio::join!(clone, self.report());
-            cloned??
+            WorkspaceHandle::new(cloned??)
         };
         // The repository's settings come first: a broken file costs no model call.
         // Never from the branch a PR targets, which its author chooses.
-        let (back, environment) = self.read_environment(ws, &target.default_branch).await?;
-        ws = back;
+        let environment = self.read_environment(&ws, &target.default_branch).await?;
         self.note_environment(&environment);
         let settings = &environment.settings;
-        let checkout = ws.checkout_dir();
+        let checkout = ws.checkout_dir().to_owned();
         // With setup to run, the sandbox is made and set up before any model
         // call. Without setup, or with a snapshot of it to restore, the
         // sandbox starts while the thread is classified.
@@ -69,7 +68,7 @@ impl TaskRun<'_> {
         // A snapshot is unpacked in the background: classification, planning
         // and the agent's first request do not wait for it; tools do.
         let mut restoring = None;
-        let context = if settings.setup.is_empty() || kept.is_some() {
+        let (context, sandbox) = if settings.setup.is_empty() || kept.is_some() {
             let ready = async {
                 let sandbox = self.start_sandbox(&checkout, settings, &image).await?;
                 let restore = match (&snapshot, kept) {
@@ -84,7 +83,7 @@ impl TaskRun<'_> {
             self.progress.note(format!("Sandbox from image `{image}`"));
             restoring = restore;
             self.enter_agent_phase(sandbox.as_ref(), settings);
-            context
+            (context, sandbox)
         } else {
             self.report().await;
             let sandbox = self.start_sandbox(&checkout, settings, &image).await?;
@@ -95,7 +94,10 @@ impl TaskRun<'_> {
                 .await;
             self.enter_agent_phase(sandbox.as_ref(), settings);
             setup?;
-            self.gather_context(item, target, &thread, &withheld).await
+            (
+                self.gather_context(item, target, &thread, &withheld).await,
+                sandbox,
+            )
         };
         let store = {
             let (store, notes, usage) = context?;
@@ -143,13 +145,15 @@ impl TaskRun<'_> {
             None => request_text.clone(),
         };
         let plan = self
-            .plan(ws.checkout_dir(), &planning_request, &store, item, topic)
+            .plan(
+                ws.checkout_dir().to_owned(),
+                &planning_request,
+                &store,
+                item,
+                topic,
+            )
             .await?;
 
-        let sandbox = self
-            .sandbox
-            .clone()
-            .ok_or_else(|| TaskError::Other("the sandbox was not started".into()))?;
         self.env.journal.set_phase(&self.key, Phase::Working)?;
 
         let (mut tools, editor_enabled, servers) = self.tools(sandbox.clone()).await?;
@@ -232,7 +236,7 @@ impl TaskRun<'_> {
                 &mut outcome,
                 sandbox.as_ref(),
                 settings,
-                &ws.base.to_string(),
+                &ws.with(|ws| ws.base).await?.to_string(),
                 &live,
             )
             .await?;
@@ -246,9 +250,7 @@ impl TaskRun<'_> {
         let mut round = 0;
         loop {
             round += 1;
-            let (back, collected) = self.collect(ws, sandbox.as_ref(), round, &protected).await?;
-            ws = back;
-            let collected = collected?;
+            let collected = self.collect(&ws, sandbox.as_ref(), round, &protected).await?;
             let Some(collected) = collected else {
                 if round == 1 {
                     if let StopReason::Answered = outcome.stop {
@@ -281,11 +283,10 @@ impl TaskRun<'_> {
             self.report().await;
             // Another replica may have taken the task over meanwhile.
             self.forge.before_push(&self.item).await?;
-            let (back, pushed) = {
+            let pushed = {
                 let (creds, deadline) = (credentials.clone(), self.forge.write_deadline());
-                on_workspace(ws, move |ws| ws.push(&creds, deadline)).await?
+                ws.with(move |ws| ws.push(&creds, deadline)).await?
             };
-            ws = back;
             match pushed {
                 Ok(()) => {
                     self.progress.note(format!(
@@ -303,9 +304,7 @@ impl TaskRun<'_> {
                         "Push rejected ({reason}); rebasing onto the new remote branch"
                     ));
                     self.report().await;
-                    let (back, upstream_ref) =
-                        self.deliver_upstream(ws, sandbox.as_ref(), &credentials).await?;
-                    ws = back;
+                    let upstream_ref = self.deliver_upstream(&ws, sandbox.as_ref(), &credentials).await?;
                     let mut messages = outcome.messages.clone();
                     messages.push(Message::User(request::rebase_request(
                         &target.branch,
@@ -408,7 +407,8 @@ impl TaskRun<'_> {
         }
     }
 
-    /// Holds `sandbox` for the task from here on, so `remove_sandbox` always sees it.
+    /// Registers `sandbox` for removal when the task ends, however it ends
+    /// (`remove_sandbox`); the caller goes on with it.
     fn adopt_sandbox(&mut self, sandbox: Arc<dyn Sandbox>) -> Result<Arc<dyn Sandbox>, TaskError> {
         self.sandbox = Some(sandbox.clone());
         crate::metrics::global().sandbox_started();

@@ -8,17 +8,14 @@ impl TaskRun<'_> {
     /// Commits leftovers in the sandbox, copies the repository out and takes the result.
     pub(super) async fn collect(
         &self,
-        ws: Workspace,
+        ws: &WorkspaceHandle,
         sandbox: &dyn Sandbox,
         round: u32,
         protected: &[String],
-    ) -> Result<(Workspace, Result<Option<Collected>, TaskError>), TaskError> {
+    ) -> Result<Option<Collected>, TaskError> {
         let message = format!("forgehand: commit changes left uncommitted for {}", self.item);
         let project = sandbox.project_dir().to_owned();
-        let out_dir = match ws.fresh_out_dir(round) {
-            Ok(dir) => dir,
-            Err(e) => return Ok((ws, Err(e.into()))),
-        };
+        let out_dir = ws.with(move |ws| ws.fresh_out_dir(round)).await??;
         // Commit inside the sandbox when it has git, then only .git needs to come out.
         let committed = sandbox
             .exec(
@@ -38,40 +35,35 @@ impl TaskRun<'_> {
                 .copy_out(&format!("{project}/.git"), &out_dir.join(".git"))
                 .await
             {
-                return Ok((ws, Err(e.into())));
+                return Err(e.into());
             }
         } else {
             tracing::info!(task = %self.item, "git did not run in the sandbox; copying the whole project out");
-            if let Err(e) = sandbox.copy_out(&project, &out_dir).await {
-                return Ok((ws, Err(e.into())));
-            }
+            sandbox.copy_out(&project, &out_dir).await?;
         }
         let author = (
             self.env.config.delivery.author_name.clone(),
             self.env.config.delivery.author_email.clone(),
         );
         let protected = protected.to_vec();
-        let (ws, collected) = on_workspace(ws, move |ws| {
-            ws.collect(&out_dir, !committed, &message, (&author.0, &author.1), &protected)
-        })
-        .await?;
-        Ok((ws, collected.map_err(TaskError::from)))
+        Ok(ws
+            .with(move |ws| ws.collect(&out_dir, !committed, &message, (&author.0, &author.1), &protected))
+            .await??)
     }
 
     /// Puts the moved upstream branch into the sandbox as `origin/<branch>`.
     pub(super) async fn deliver_upstream(
         &self,
-        ws: Workspace,
+        ws: &WorkspaceHandle,
         sandbox: &dyn Sandbox,
         credentials: &Credentials,
-    ) -> Result<(Workspace, String), TaskError> {
+    ) -> Result<String, TaskError> {
         let creds = credentials.clone();
-        let (ws, fetched) = on_workspace(ws, move |ws| ws.fetch_upstream(&creds)).await?;
-        fetched?;
+        ws.with(move |ws| ws.fetch_upstream(&creds)).await??;
         let workspace_dir = &self.env.config.sandbox.workspace_dir;
         let upstream_dir = format!("{}/upstream.git", workspace_dir.trim_end_matches('/'));
-        sandbox.copy_in(&ws.git_dir(), &upstream_dir).await?;
-        let upstream_ref = format!("origin/{}", ws.branch);
+        sandbox.copy_in(ws.git_dir(), &upstream_dir).await?;
+        let upstream_ref = format!("origin/{}", ws.branch());
         let fetched = sandbox
             .exec(
                 &format!(
@@ -79,7 +71,7 @@ impl TaskRun<'_> {
                     shell_quote(&upstream_dir),
                     shell_quote(&format!(
                         "+refs/remotes/origin/{b}:refs/remotes/origin/{b}",
-                        b = ws.branch
+                        b = ws.branch()
                     ))
                 ),
                 Some(Duration::from_secs(300)),
@@ -91,7 +83,7 @@ impl TaskRun<'_> {
                 fetched.stderr.trim()
             )));
         }
-        Ok((ws, upstream_ref))
+        Ok(upstream_ref)
     }
 
     pub(super) async fn deliver(

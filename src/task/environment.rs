@@ -44,50 +44,50 @@ impl TaskRun<'_> {
     /// branch and merges the settings with the operator's.
     pub(super) async fn read_environment(
         &self,
-        ws: Workspace,
+        ws: &WorkspaceHandle,
         base: &str,
-    ) -> Result<(Workspace, RepoEnvironment), TaskError> {
+    ) -> Result<RepoEnvironment, TaskError> {
         let config = self.env.config.clone();
         let repository = self.item.repo.clone();
         let base = base.to_owned();
-        let (ws, read) = on_workspace(ws, move |ws| -> Result<RepoEnvironment, TaskError> {
-            let mut wanted = vec![SETTINGS_FILE.to_owned()];
-            wanted.extend(FALLBACK_FILES.iter().map(|p| (*p).to_owned()));
-            let agents_files = ws.base_paths_named(&base, AGENTS_FILE)?;
-            wanted.extend(agents_files.iter().cloned());
-            let mut files = ws.read_base(&base, &wanted)?;
-            let file = match files.get(SETTINGS_FILE) {
-                Some(bytes) => {
-                    let text = String::from_utf8(bytes.clone()).map_err(|_| {
-                        TaskError::Settings(SettingsError::Syntax {
-                            message: "the file is not UTF-8 text".into(),
-                        })
-                    })?;
-                    Some(settings::parse_file(&text).map_err(TaskError::Settings)?)
+        let environment = ws
+            .with(move |ws| -> Result<RepoEnvironment, TaskError> {
+                let mut wanted = vec![SETTINGS_FILE.to_owned()];
+                wanted.extend(FALLBACK_FILES.iter().map(|p| (*p).to_owned()));
+                let agents_files = ws.base_paths_named(&base, AGENTS_FILE)?;
+                wanted.extend(agents_files.iter().cloned());
+                let mut files = ws.read_base(&base, &wanted)?;
+                let file = match files.get(SETTINGS_FILE) {
+                    Some(bytes) => {
+                        let text = String::from_utf8(bytes.clone()).map_err(|_| {
+                            TaskError::Settings(SettingsError::Syntax {
+                                message: "the file is not UTF-8 text".into(),
+                            })
+                        })?;
+                        Some(settings::parse_file(&text).map_err(TaskError::Settings)?)
+                    }
+                    None => None,
+                };
+                let language = crate::images::detect_language(&ws.checkout_dir());
+                let resolved = settings::resolve(&config.repositories, &repository, file.as_ref(), language);
+                if let Some(named) = &resolved.instructions {
+                    files.extend(ws.read_base(&base, named)?);
                 }
-                None => None,
-            };
-            let language = crate::images::detect_language(&ws.checkout_dir());
-            let resolved = settings::resolve(&config.repositories, &repository, file.as_ref(), language);
-            if let Some(named) = &resolved.instructions {
-                files.extend(ws.read_base(&base, named)?);
-            }
-            let instructions = Instructions::gather(
-                resolved.instructions.as_deref(),
-                &|path| files.get(path).cloned(),
-                &agents_files,
-                config.repositories.instructions_tokens,
-            );
-            Ok(RepoEnvironment {
-                settings: resolved,
-                instructions,
-                has_file: file.is_some(),
+                let instructions = Instructions::gather(
+                    resolved.instructions.as_deref(),
+                    &|path| files.get(path).cloned(),
+                    &agents_files,
+                    config.repositories.instructions_tokens,
+                );
+                Ok(RepoEnvironment {
+                    settings: resolved,
+                    instructions,
+                    has_file: file.is_some(),
+                })
             })
-        })
-        .await?;
-        let environment = read?;
+            .await??;
         self.check_env_values(&environment.settings)?;
-        Ok((ws, environment))
+        Ok(environment)
     }
 
     /// A value equal to a configured secret would carry it into the sandbox.

@@ -9,6 +9,7 @@ mod claim;
 mod context;
 mod deliver;
 mod environment;
+mod error;
 mod plan;
 pub mod progress;
 pub mod request;
@@ -22,13 +23,14 @@ use crate::agent::{Agent, AgentOutcome, ChatModel, StepGate, StopReason};
 use crate::config::{Config, Secrets};
 use crate::forge::{retry, ChangeInfo, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, TextEdits};
 use crate::git::Credentials;
-use crate::journal::{Journal, JournalError, Phase, TaskRecord};
+use crate::journal::{Journal, Phase, TaskRecord};
 use crate::llm::usage::UsageReport;
 use crate::llm::Message;
 use crate::mcp::{McpClient, SandboxedServer};
 use crate::prompts::Prompts;
-use crate::sandbox::{Sandbox, SandboxBackend, SandboxError, SandboxSpec};
+use crate::sandbox::{Sandbox, SandboxBackend, SandboxSpec};
 use async_trait::async_trait;
+use error::{disposition, Disposition, TaskError, Whom};
 use progress::{Progress, Step};
 use std::collections::HashMap;
 use std::path::PathBuf;
@@ -36,7 +38,7 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use workspace::{Collected, DeliveryError, Workspace};
+use workspace::{Collected, Workspace};
 
 /// What every task needs, shared by all of them.
 pub struct TaskEnv {
@@ -97,83 +99,6 @@ impl TaskEnd {
     }
 }
 
-#[derive(Debug, thiserror::Error)]
-enum TaskError {
-    #[error(transparent)]
-    Forge(#[from] ForgeError),
-    #[error(transparent)]
-    Sandbox(#[from] SandboxError),
-    #[error(transparent)]
-    Delivery(#[from] DeliveryError),
-    #[error(transparent)]
-    Journal(#[from] JournalError),
-    #[error("{0}")]
-    Other(String),
-    /// Not a failure: the daemon is stopping.
-    #[error("interrupted by shutdown")]
-    Shutdown,
-    #[error("stopped: {0}")]
-    Stopped(String),
-    /// Nothing of the request may be shown to a model.
-    #[error("nothing of the request can be shown to the model ({0})")]
-    NothingHeard(String),
-    /// The repository's `.forgehand.yaml` cannot be used.
-    #[error("{0}")]
-    Settings(#[from] crate::environment::SettingsError),
-    #[error("{0}")]
-    SetupFailed(environment::SetupFailed),
-    /// The tests still fail and `delivery.require_passing_tests` is set.
-    #[error("the tests still fail ({reason}); delivery.require_passing_tests keeps the change from review")]
-    TestsFailed { reason: String, section: String },
-}
-
-impl TaskError {
-    /// Something outside forgehand is away for now (a forge's 5xx or rate
-    /// limit, an unreachable remote or Docker engine): worth trying the task
-    /// again later rather than failing it.
-    fn is_outage(&self) -> bool {
-        match self {
-            TaskError::Forge(e) => e.is_retryable(),
-            TaskError::Sandbox(e) => e.is_retryable(),
-            TaskError::Delivery(DeliveryError::Git(e)) => e.is_retryable(),
-            _ => false,
-        }
-    }
-}
-
-impl From<crate::git::GitError> for TaskError {
-    fn from(e: crate::git::GitError) -> Self {
-        TaskError::Delivery(DeliveryError::Git(e))
-    }
-}
-
-/// What the maintainer can do about a failure, by its kind.
-fn advice(err: &TaskError, who_may_trigger: &str) -> String {
-    match err {
-        TaskError::Forge(ForgeError::Auth { .. }) | TaskError::Delivery(DeliveryError::Git(crate::git::GitError::Auth { .. })) => {
-            "Check that forgehand's token may read and write this repository, then add the trigger label again."
-        }
-        TaskError::Delivery(DeliveryError::Protected { .. }) => {
-            "Make that change by hand, or let an operator allow it (delivery.allow_protected_paths), then add the trigger label again."
-        }
-        TaskError::Sandbox(_) => "An operator should check the Docker engine (`forgehand doctor`); then add the trigger label again.",
-        TaskError::Settings(_) => {
-            "Fix `.forgehand.yaml` on the default branch as said above (no model was called), then add the trigger label again."
-        }
-        TaskError::SetupFailed(_) => {
-            "Fix the setup commands in `.forgehand.yaml` on the default branch (or what they need); the end of the setup's output is below. No model was called. An operator can let tasks go on without a working setup (repositories.on_setup_failure: continue). Then add the trigger label again."
-        }
-        TaskError::TestsFailed { .. } => {
-            "The change is on its branch; fix the tests there or ask again with more detail, then add the trigger label again. An operator can deliver failing changes as drafts (delivery.require_passing_tests: false)."
-        }
-        TaskError::NothingHeard(_) => {
-            return format!("A maintainer can restate the request in a comment of their own (forgehand reads comments from {who_may_trigger}), then add the trigger label again.");
-        }
-        _ => "Add the trigger label again to retry; if it fails the same way, give more detail in a comment or ask an operator to look at the daemon's log.",
-    }
-    .to_owned()
-}
-
 /// Runs (or resumes) the task for `item`.
 pub async fn run(
     env: &TaskEnv,
@@ -229,21 +154,30 @@ pub async fn run(
     };
     let end = match result {
         Ok(end) => end,
-        Err(TaskError::Shutdown) => {
-            tracing::info!(task = %item, "interrupted by shutdown; it resumes at the next start");
-            task.progress
-                .note("Paused: forgehand is restarting; the task resumes when it is back");
-            task.report().await;
-            TaskEnd::Interrupted
+        Err(err) => {
+            let away = !task.shutdown.is_cancelled() && task.is_outage(&err).await;
+            let who = task.forge.who_may_trigger();
+            let whom = Whom {
+                may_trigger: &who,
+                sandbox_operator: env.backend.operator_advice(),
+            };
+            match disposition(&err, away, &whom) {
+                Disposition::Interrupted => {
+                    tracing::info!(task = %item, "interrupted by shutdown; it resumes at the next start");
+                    task.progress
+                        .note("Paused: forgehand is restarting; the task resumes when it is back");
+                    task.report().await;
+                    TaskEnd::Interrupted
+                }
+                Disposition::Stopped(reason) => task.stopped(&reason).await,
+                Disposition::HandedOver(message) => {
+                    tracing::warn!(task = %item, "{message}; stopping, the replica holding the task goes on");
+                    TaskEnd::Interrupted
+                }
+                Disposition::Deferred => task.defer(&err).await,
+                Disposition::Failed { advice } => task.fail(&err, &advice).await,
+            }
         }
-        Err(TaskError::Stopped(reason)) => task.stopped(&reason).await,
-        // Another replica holds the task now; nothing more is written.
-        Err(TaskError::Forge(ForgeError::Fenced { message, .. })) => {
-            tracing::warn!(task = %item, "{message}; stopping, the replica holding the task goes on");
-            TaskEnd::Interrupted
-        }
-        Err(err) if !task.shutdown.is_cancelled() && task.is_outage(&err).await => task.defer(&err).await,
-        Err(err) => task.fail(&err).await,
     };
     task.remove_sandbox().await;
     if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
@@ -269,6 +203,8 @@ struct TaskRun<'a> {
     comment_id: Option<u64>,
     usage: Option<UsageReport>,
     shutdown: CancellationToken,
+    /// The sandbox to remove when the task ends, however it ends; the
+    /// phases that use it get it from the one that made it.
     sandbox: Option<Arc<dyn Sandbox>>,
     /// The model's answer when it changed nothing.
     finish_summary: Option<String>,
@@ -361,12 +297,12 @@ impl TaskRun<'_> {
         TaskEnd::Deferred { reason }
     }
 
-    pub(super) async fn fail(&mut self, err: &TaskError) -> TaskEnd {
+    pub(super) async fn fail(&mut self, err: &TaskError, advice: &str) -> TaskEnd {
         let reason = self.env.secrets.scrub(&err.to_string());
         tracing::error!(task = %self.item, "task failed: {reason}");
         let mut text = format!(
             "**Failed.** {reason}\n\n**What you can do:** {}\n{}",
-            advice(err, &self.forge.who_may_trigger()),
+            advice,
             self.usage_line()
         );
         if let TaskError::TestsFailed { section, .. } = err {
@@ -476,16 +412,49 @@ fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
 
-/// Runs blocking git work on the workspace off the async threads and hands the workspace back.
-async fn on_workspace<T: Send + 'static>(
-    mut ws: Workspace,
-    f: impl FnOnce(&mut Workspace) -> T + Send + 'static,
-) -> Result<(Workspace, T), TaskError> {
-    blocking(move || {
-        let out = f(&mut ws);
-        (ws, out)
-    })
-    .await
+/// The task's host-side git work ([`Workspace`]), held by the task and
+/// used from async code: each operation runs on a blocking thread, under
+/// the handle's lock, so the async threads never wait on git.
+struct WorkspaceHandle {
+    inner: Arc<std::sync::Mutex<Workspace>>,
+    checkout: PathBuf,
+    git_dir: PathBuf,
+    branch: String,
+}
+
+impl WorkspaceHandle {
+    fn new(ws: Workspace) -> WorkspaceHandle {
+        WorkspaceHandle {
+            checkout: ws.checkout_dir(),
+            git_dir: ws.git_dir(),
+            branch: ws.branch.clone(),
+            inner: Arc::new(std::sync::Mutex::new(ws)),
+        }
+    }
+
+    /// Runs `f` on the workspace off the async threads.
+    async fn with<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&mut Workspace) -> T + Send + 'static,
+    ) -> Result<T, TaskError> {
+        let inner = self.inner.clone();
+        blocking(move || f(&mut inner.lock().unwrap_or_else(|p| p.into_inner()))).await
+    }
+
+    /// The trusted clone's working tree (read, never run).
+    fn checkout_dir(&self) -> &std::path::Path {
+        &self.checkout
+    }
+
+    /// Its git folder (copied into the sandbox when the remote moved).
+    fn git_dir(&self) -> &std::path::Path {
+        &self.git_dir
+    }
+
+    /// The task branch.
+    fn branch(&self) -> &str {
+        &self.branch
+    }
 }
 
 async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, TaskError> {

@@ -358,6 +358,10 @@ impl KubernetesBackend {
 
 #[async_trait]
 impl SandboxBackend for KubernetesBackend {
+    fn operator_advice(&self) -> &'static str {
+        "An operator should check the cluster: the sandbox namespace, the daemon's Role there, the NetworkPolicy and whether the nodes can pull the sandbox images (`forgehand doctor`); then add the trigger label again."
+    }
+
     async fn prepare(
         &self,
         spec: &SandboxSpec,

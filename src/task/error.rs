@@ -1,0 +1,172 @@
+//! How a task's run can end in error, and what becomes of the task then:
+//! one place decides, from the error alone (and whether something outside
+//! is away), whether the task pauses, stops, is handed over, waits for a
+//! retry or fails with advice for the maintainer.
+
+use super::workspace::DeliveryError;
+use super::{environment, ForgeError};
+use crate::journal::JournalError;
+use crate::sandbox::SandboxError;
+
+#[derive(Debug, thiserror::Error)]
+pub(super) enum TaskError {
+    #[error(transparent)]
+    Forge(#[from] ForgeError),
+    #[error(transparent)]
+    Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    Delivery(#[from] DeliveryError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+    #[error("{0}")]
+    Other(String),
+    /// Not a failure: the daemon is stopping.
+    #[error("interrupted by shutdown")]
+    Shutdown,
+    #[error("stopped: {0}")]
+    Stopped(String),
+    /// Nothing of the request may be shown to a model.
+    #[error("nothing of the request can be shown to the model ({0})")]
+    NothingHeard(String),
+    /// The repository's `.forgehand.yaml` cannot be used.
+    #[error("{0}")]
+    Settings(#[from] crate::environment::SettingsError),
+    #[error("{0}")]
+    SetupFailed(environment::SetupFailed),
+    /// The tests still fail and `delivery.require_passing_tests` is set.
+    #[error("the tests still fail ({reason}); delivery.require_passing_tests keeps the change from review")]
+    TestsFailed { reason: String, section: String },
+}
+
+impl TaskError {
+    /// Something outside forgehand is away for now (a forge's 5xx or rate
+    /// limit, an unreachable remote or Docker engine): worth trying the task
+    /// again later rather than failing it.
+    pub(super) fn is_outage(&self) -> bool {
+        match self {
+            TaskError::Forge(e) => e.is_retryable(),
+            TaskError::Sandbox(e) => e.is_retryable(),
+            TaskError::Delivery(DeliveryError::Git(e)) => e.is_retryable(),
+            _ => false,
+        }
+    }
+}
+
+impl From<crate::git::GitError> for TaskError {
+    fn from(e: crate::git::GitError) -> Self {
+        TaskError::Delivery(DeliveryError::Git(e))
+    }
+}
+
+/// What the maintainer can do about a failure, by its kind.
+fn advice(err: &TaskError, who: &Whom<'_>) -> String {
+    match err {
+        TaskError::Forge(ForgeError::Auth { .. }) | TaskError::Delivery(DeliveryError::Git(crate::git::GitError::Auth { .. })) => {
+            "Check that forgehand's token may read and write this repository, then add the trigger label again."
+        }
+        TaskError::Delivery(DeliveryError::Protected { .. }) => {
+            "Make that change by hand, or let an operator allow it (delivery.allow_protected_paths), then add the trigger label again."
+        }
+        TaskError::Sandbox(_) => who.sandbox_operator,
+        TaskError::Settings(_) => {
+            "Fix `.forgehand.yaml` on the default branch as said above (no model was called), then add the trigger label again."
+        }
+        TaskError::SetupFailed(_) => {
+            "Fix the setup commands in `.forgehand.yaml` on the default branch (or what they need); the end of the setup's output is below. No model was called. An operator can let tasks go on without a working setup (repositories.on_setup_failure: continue). Then add the trigger label again."
+        }
+        TaskError::TestsFailed { .. } => {
+            "The change is on its branch; fix the tests there or ask again with more detail, then add the trigger label again. An operator can deliver failing changes as drafts (delivery.require_passing_tests: false)."
+        }
+        TaskError::NothingHeard(_) => {
+            return format!("A maintainer can restate the request in a comment of their own (forgehand reads comments from {}), then add the trigger label again.", who.may_trigger);
+        }
+        _ => "Add the trigger label again to retry; if it fails the same way, give more detail in a comment or ask an operator to look at the daemon's log.",
+    }
+    .to_owned()
+}
+
+/// What becomes of a task whose run ended with an error.
+#[derive(Debug, Clone, PartialEq)]
+pub(super) enum Disposition {
+    /// The daemon is stopping: the task resumes at the next start.
+    Interrupted,
+    /// A maintainer stopped it (the paused label); why.
+    Stopped(String),
+    /// Another replica holds the task now; nothing more is written.
+    HandedOver(String),
+    /// Something outside is away: the task waits and is tried again.
+    Deferred,
+    /// The task failed; what the maintainer can do about it.
+    Failed { advice: String },
+}
+
+/// Who can act on a failure, in the words of this forge and sandbox backend.
+pub(super) struct Whom<'a> {
+    /// Whose comments forgehand reads ("maintainers and admins").
+    pub may_trigger: &'a str,
+    /// What the backend asks of an operator on a sandbox error.
+    pub sandbox_operator: &'a str,
+}
+
+/// The one decision: `away` says whether something outside (a forge, the
+/// git remote, the sandbox engine) does not answer right now.
+pub(super) fn disposition(err: &TaskError, away: bool, who: &Whom<'_>) -> Disposition {
+    match err {
+        TaskError::Shutdown => Disposition::Interrupted,
+        TaskError::Stopped(reason) => Disposition::Stopped(reason.clone()),
+        TaskError::Forge(ForgeError::Fenced { message, .. }) => Disposition::HandedOver(message.clone()),
+        _ if away => Disposition::Deferred,
+        _ => Disposition::Failed {
+            advice: advice(err, who),
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn each_error_has_one_disposition() {
+        let who = &Whom {
+            may_trigger: "maintainers",
+            sandbox_operator: "Ask the cluster's operator.",
+        };
+        assert_eq!(
+            disposition(&TaskError::Shutdown, true, who),
+            Disposition::Interrupted
+        );
+        assert_eq!(
+            disposition(&TaskError::Stopped("paused".into()), false, who),
+            Disposition::Stopped("paused".into())
+        );
+        let fenced = TaskError::Forge(ForgeError::Fenced {
+            forge: "github",
+            message: "lost".into(),
+        });
+        assert_eq!(
+            disposition(&fenced, true, who),
+            Disposition::HandedOver("lost".into())
+        );
+        let other = TaskError::Other("boom".into());
+        assert_eq!(disposition(&other, true, who), Disposition::Deferred);
+        match disposition(&other, false, who) {
+            Disposition::Failed { advice } => assert!(advice.contains("trigger label"), "{advice}"),
+            d => panic!("{d:?}"),
+        }
+        let engine = TaskError::Sandbox(SandboxError::PodNotStarted {
+            pod: "p".into(),
+            detail: "d".into(),
+        });
+        assert_eq!(
+            disposition(&engine, false, who),
+            Disposition::Failed {
+                advice: "Ask the cluster's operator.".into()
+            }
+        );
+        match disposition(&TaskError::NothingHeard("x".into()), false, who) {
+            Disposition::Failed { advice } => assert!(advice.contains("maintainers"), "{advice}"),
+            d => panic!("{d:?}"),
+        }
+    }
+}
