@@ -142,8 +142,19 @@ JSON
   (cd "$npm_dir" && npm install --no-audit --no-fund --loglevel=error) || die "npm install verdaccio failed"
 }
 
+# mdBook builds the book in docs/ (the suite fails on a broken link in it).
+# From crates.io, into a folder of its own; about 2.5 min the first time.
+MDBOOK_VERSION="0.5.4"
+ensure_mdbook() {
+  local root="$STATE_DIR/mdbook"
+  [ -x "$root/bin/mdbook" ] && "$root/bin/mdbook" --version 2>/dev/null | grep -q "v$MDBOOK_VERSION" && return 0
+  log "installing mdbook $MDBOOK_VERSION from crates.io into $root"
+  cargo install --quiet --locked "mdbook@$MDBOOK_VERSION" --root "$root" || die "cargo install mdbook failed"
+}
+
 ensure_docker
 ensure_base_image
 ensure_test_tools
 ensure_deploy_tools
 ensure_registries
+ensure_mdbook

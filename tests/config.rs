@@ -40,6 +40,19 @@ fn the_shipped_config_loads_and_matches_the_built_in_defaults() {
 }
 
 #[test]
+fn the_minimal_example_loads_and_points_at_the_checkouts_images_and_prompts() {
+    let root = common::repo_root();
+    let minimal = Config::load(&root.join("examples/minimal.yaml")).unwrap();
+    assert_eq!(minimal.github.repositories, ["your-org/your-repo"]);
+    for dir in [&minimal.images.dir, &minimal.agent.prompts_dir] {
+        assert!(dir.is_dir(), "{} is a folder of the checkout", dir.display());
+    }
+    assert_eq!(minimal.daemon.state_dir, root.join("examples").join("../state"));
+    // Everything else is the shipped default.
+    assert_eq!(minimal.sandbox, common::shipped_config().sandbox);
+}
+
+#[test]
 fn text_editor_env_override_wins_over_the_file() {
     let yaml = "text_editor_mcp:\n  enabled: true\n";
     assert!(

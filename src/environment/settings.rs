@@ -1,5 +1,5 @@
 //! `.forgehand.yaml` and the operator's side of it. Which side wins, key by
-//! key (also in the README):
+//! key (also in docs/src/maintainers/forgehand-yaml.md):
 //!
 //! - `image`: `images.pins` (operator) first; then the file's, when it
 //!   names one of forgehand's own images or `repositories.allow_image` lets
