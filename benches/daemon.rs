@@ -17,7 +17,9 @@
 //! `scripts/test` prepares them); `cargo bench --bench daemon -- polling`
 //! runs only the two polling costs (no Docker needed), and
 //! `cargo bench --bench daemon -- memory` only the resident memory, and
-//! `cargo bench --bench daemon -- replicas` only the replicas' throughput.
+//! `cargo bench --bench daemon -- replicas` only the replicas' throughput,
+//! `cargo bench --bench daemon -- claim` only claim to first request (with
+//! `RUST_LOG=forgehand=debug`, the tasks' timed steps on stderr).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -453,6 +455,17 @@ async fn main() {
         return;
     }
     println!("forgehand daemon benchmarks (reproduce: cargo bench --bench daemon)");
+    // With RUST_LOG set, the in-process tasks' logs go to stderr (timed steps).
+    if std::env::var_os("RUST_LOG").is_some() {
+        let _ = tracing_subscriber::fmt()
+            .with_writer(std::io::stderr)
+            .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
+            .try_init();
+    }
+    if std::env::args().any(|a| a == "claim") {
+        claim_to_first_request("", &[], "", ROUNDS).await;
+        return;
+    }
     let only_memory = std::env::args().any(|a| a == "memory");
     if !only_memory {
         polling_cost().await;

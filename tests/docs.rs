@@ -99,7 +99,10 @@ fn broken_links(root: &Path, page: &Path) -> Vec<String> {
     let mut broken = Vec::new();
     for target in links(&text) {
         if target.contains("://") || target.starts_with("mailto:") {
-            broken.push(format!("{}: {target} (the docs link only within the repository)", page.display()));
+            broken.push(format!(
+                "{}: {target} (the docs link only within the repository)",
+                page.display()
+            ));
             continue;
         }
         let (file, anchor) = match target.split_once('#') {
@@ -122,7 +125,10 @@ fn broken_links(root: &Path, page: &Path) -> Vec<String> {
         if let Some(anchor) = anchor {
             let heads = anchors(&std::fs::read_to_string(&resolved).unwrap_or_default());
             if !heads.contains(anchor) {
-                broken.push(format!("{}: {target} (no heading gives #{anchor})", page.display()));
+                broken.push(format!(
+                    "{}: {target} (no heading gives #{anchor})",
+                    page.display()
+                ));
             }
         }
     }
@@ -141,7 +147,10 @@ fn every_page_is_in_the_summary_and_every_summary_entry_exists() {
     let missing: Vec<_> = listed.difference(&on_disk).collect();
     let unlisted: Vec<_> = on_disk.difference(&listed).collect();
     assert!(missing.is_empty(), "in SUMMARY.md but not on disk: {missing:?}");
-    assert!(unlisted.is_empty(), "pages SUMMARY.md does not list: {unlisted:?}");
+    assert!(
+        unlisted.is_empty(),
+        "pages SUMMARY.md does not list: {unlisted:?}"
+    );
 }
 
 #[test]

@@ -30,18 +30,38 @@ pub fn for_task(
     budget: u64,
     options: PackOptions,
 ) -> Result<Selection, PackError> {
+    Ok(choose(read_whole(root, options)?, request, budget))
+}
+
+/// The whole checkout read and packed: what every selection starts from,
+/// whatever the request. A task reads it while its sandbox starts.
+#[derive(Debug)]
+pub struct Whole {
+    corpus: Corpus,
+    packed: Packed,
+}
+
+/// Reads and packs the whole checkout at `root` (the costly part: reading
+/// and counting every file).
+pub fn read_whole(root: &Path, options: PackOptions) -> Result<Whole, PackError> {
     let corpus = pack::read(root, &[".".to_owned()], options)?;
-    let whole = pack::render(&corpus.files, corpus.skipped.clone());
-    if whole.tokens <= budget {
-        let whole_tokens = whole.tokens;
-        return Ok(Selection {
-            packed: whole,
+    let packed = pack::render(&corpus.files, corpus.skipped.clone());
+    Ok(Whole { corpus, packed })
+}
+
+/// The whole checkout when it fits `budget`, else a selection for `request`.
+pub fn choose(whole: Whole, request: &str, budget: u64) -> Selection {
+    let Whole { corpus, packed } = whole;
+    if packed.tokens <= budget {
+        let whole_tokens = packed.tokens;
+        return Selection {
+            packed,
             whole: true,
             left_out: Vec::new(),
             whole_tokens,
-        });
+        };
     }
-    Ok(select(corpus, &whole, request, budget))
+    select(corpus, &packed, request, budget)
 }
 
 fn select(corpus: Corpus, whole: &Packed, request: &str, budget: u64) -> Selection {

@@ -52,6 +52,8 @@ impl TaskRun<'_> {
         // The repository's settings come first: a broken file costs no model call.
         // Never from the branch a PR targets, which its author chooses.
         let environment = self.read_environment(&ws, &target.default_branch).await?;
+        // The planners' pack is read while the sandbox starts and the thread is classified.
+        let packing = super::plan::PackedCode::start(&config.planning, ws.checkout_dir().to_owned());
         self.note_environment(&environment);
         let settings = &environment.settings;
         let checkout = ws.checkout_dir().to_owned();
@@ -99,6 +101,12 @@ impl TaskRun<'_> {
                 sandbox,
             )
         };
+        // The editor's session starts now, beside planning: setup (and
+        // what it left running) is over.
+        let editor = config.text_editor_mcp.enabled.then(|| {
+            let (sandbox, editor_config) = (sandbox.clone(), config.text_editor_mcp.clone());
+            tokio::spawn(async move { crate::mcp::text_editor::start(sandbox, &editor_config).await })
+        });
         let store = {
             let (store, notes, usage) = context?;
             for note in notes {
@@ -144,19 +152,11 @@ impl TaskRun<'_> {
             Some(section) => format!("{request_text}\n\n{section}"),
             None => request_text.clone(),
         };
-        let plan = self
-            .plan(
-                ws.checkout_dir().to_owned(),
-                &planning_request,
-                &store,
-                item,
-                topic,
-            )
-            .await?;
+        let plan = self.plan(packing, &planning_request, &store, item, topic).await?;
 
         self.env.journal.set_phase(&self.key, Phase::Working)?;
 
-        let (mut tools, editor_enabled, servers) = self.tools(sandbox.clone()).await?;
+        let (mut tools, editor_enabled, servers) = self.tools(sandbox.clone(), editor).await?;
         let mut system = self.env.prompts.agent.system_prompt(editor_enabled);
         if let Some(section) = &instructions {
             system.push_str("\n\n");
@@ -425,15 +425,21 @@ impl TaskRun<'_> {
     }
 
     /// The editor, the command executor and the configured MCP servers.
+    /// The agent's tools: the editor (its session `starting` since the
+    /// sandbox was ready), the command executor and the configured servers.
     pub(super) async fn tools(
         &mut self,
         sandbox: Arc<dyn Sandbox>,
+        starting: Option<tokio::task::JoinHandle<Result<SandboxedServer, crate::mcp::McpError>>>,
     ) -> Result<(ToolRegistry, bool, Vec<Arc<SandboxedServer>>), TaskError> {
         let config = &self.env.config;
         let mut editor: Option<Arc<dyn McpClient>> = None;
         let mut started = Vec::new();
-        if config.text_editor_mcp.enabled {
-            match crate::mcp::text_editor::start(sandbox.clone(), &config.text_editor_mcp).await {
+        if let Some(starting) = starting {
+            let server = starting
+                .await
+                .map_err(|e| TaskError::Other(format!("starting the text editor failed: {e}")))?;
+            match server {
                 Ok(server) => {
                     let server = Arc::new(server);
                     started.push(server.clone());

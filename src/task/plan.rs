@@ -16,6 +16,27 @@ use crate::planning::pack::PackOptions;
 use crate::planning::prompts::Context;
 use crate::planning::select;
 
+/// The whole checkout, being read and packed for the planners in the
+/// background from the moment it is cloned (the sandbox starts meanwhile).
+pub(super) struct PackedCode(
+    tokio::task::JoinHandle<Result<select::Whole, crate::planning::pack::PackError>>,
+);
+
+impl PackedCode {
+    /// Starts packing `checkout`, unless planning is off.
+    pub(super) fn start(config: &crate::config::PlanningConfig, checkout: PathBuf) -> Option<PackedCode> {
+        if config.mode == crate::config::PlanningMode::Off {
+            return None;
+        }
+        let options = PackOptions {
+            max_file_bytes: config.max_file_bytes,
+        };
+        Some(PackedCode(tokio::task::spawn_blocking(move || {
+            select::read_whole(&checkout, options)
+        })))
+    }
+}
+
 /// The agreed plan, for the agent's prompt and the progress checklist.
 pub(super) struct TaskPlan {
     pub text: String,
@@ -27,7 +48,7 @@ pub(super) struct TaskPlan {
 impl TaskRun<'_> {
     pub(super) async fn plan(
         &mut self,
-        checkout: PathBuf,
+        code: Option<PackedCode>,
         request_text: &str,
         store: &ContextStore,
         item: &Item,
@@ -35,18 +56,19 @@ impl TaskRun<'_> {
     ) -> Result<Option<TaskPlan>, TaskError> {
         let env = self.env;
         let config = &env.config.planning;
-        if config.mode == crate::config::PlanningMode::Off {
+        // Packing starts unless planning is off.
+        let Some(code) = code else {
             return Ok(None);
-        }
+        };
         let widened = self.ideas(store, item, title, request_text).await;
         let request_text = widened.as_deref().unwrap_or(request_text);
         self.progress.at(Step::Plan, "Planning: packing the code");
         self.report().await;
-        let options = PackOptions {
-            max_file_bytes: config.max_file_bytes,
-        };
         let (budget, request) = (config.context_tokens, request_text.to_owned());
-        let selection = blocking(move || select::for_task(&checkout, &request, budget, options)).await?;
+        let selection = match code.0.await {
+            Ok(whole) => blocking(move || whole.map(|whole| select::choose(whole, &request, budget))).await?,
+            Err(e) => return Err(TaskError::Other(format!("packing the code failed: {e}"))),
+        };
         let selection = match selection {
             Ok(s) => s,
             Err(e) => {
