@@ -111,7 +111,7 @@ async fn main() {
         .expect("forgehand-editor is built (scripts/build-editor; FORGEHAND_EDITOR_BINARY)");
     // The tunnel's target is a server on the host's loopback.
     let mut supervised_config = config.sandbox.clone();
-    supervised_config.egress_allow_private = true;
+    supervised_config.egress_allow_loopback = true;
     let supervised = DockerBackend::new(
         connect(&config.docker).await.unwrap(),
         supervised_config.clone(),

@@ -25,8 +25,8 @@ const READ_START: &str = r#"read -r line < /proc/self/stat; set -f; set -- ${lin
 
 /// Kills (SIGKILL) every process that started after the tick `$T0`, except
 /// this shell's own ancestors (the supervisor, or the exec that runs it)
-/// and zombies, in passes until none is found, so a process forking while
-/// it is scanned is caught on the next pass. Only shell builtins: the
+/// and zombies, in passes until no new one is found, so a process forking
+/// while it is scanned is caught on the next pass; each is counted once. Only shell builtins: the
 /// script starts no process of its own. Prints `ended=N`. (No `set -f`:
 /// the scan needs its glob, and a stat line after its `)` holds no glob
 /// characters.)
@@ -41,6 +41,7 @@ while [ "${p:-0}" -gt 0 ]; do
   p=$next
 done
 ended=0
+killed=" "
 for pass in 1 2 3 4 5 6 7 8; do
   found=0
   for dir in /proc/[0-9]*; do
@@ -51,7 +52,12 @@ for pass in 1 2 3 4 5 6 7 8; do
     set -- ${line##*) }
     [ "$1" = Z ] && continue
     [ "${20:-0}" -gt "$T0" ] || continue
-    kill -9 "$pid" 2>/dev/null && found=$((found + 1))
+    # Killed on an earlier pass and not yet dead: not counted again.
+    case "$killed" in *" $pid "*) kill -9 "$pid" 2>/dev/null; continue ;; esac
+    if kill -9 "$pid" 2>/dev/null; then
+      found=$((found + 1))
+      killed="$killed$pid "
+    fi
   done
   ended=$((ended + found))
   [ "$found" -eq 0 ] && break
