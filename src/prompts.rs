@@ -49,7 +49,7 @@ macro_rules! prompt_group {
 }
 
 prompt_group! {
-    /// The agent's system prompt, in the order of seed 004 §7.3.
+    /// The agent's system prompt: its introduction, the tools' sections, the git workflow, then the rules.
     AgentPrompts {
         base => "system_base.txt",
         command_executor => "command_executor.txt",

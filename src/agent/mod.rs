@@ -1,4 +1,4 @@
-//! The tool-calling loop (seed 002): send the system prompt, the conversation
+//! The tool-calling loop: send the system prompt, the conversation
 //! and the tools; run every tool call the model asks for, in order; append
 //! the results (a failure is result text, never a crash); repeat until the
 //! model answers without tool calls, or a cap stops it.

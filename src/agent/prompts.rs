@@ -1,5 +1,5 @@
 //! The agent's system prompt, assembled from the texts of
-//! [`crate::prompts::AgentPrompts`] in the order of seed 004 §7.3: the
+//! [`crate::prompts::AgentPrompts`] in this order: the
 //! editor section right after the command executor's, before the rules.
 
 use crate::prompts::AgentPrompts;

@@ -1,10 +1,10 @@
 //! The tools the model sees, and where each call goes:
-//! - the editor as five functions `text_editor_<command>` (seed 004 §3.2),
+//! - the editor as five functions `text_editor_<command>`,
 //!   each with only its own parameters, routed to the MCP `text_editor` tool;
 //! - the command executor as `command_executor_execute_command`;
-//! - every other MCP server's tools as `<server>__<tool>` (seed 002), filtered
+//! - every other MCP server's tools as `<server>__<tool>`, filtered
 //!   by `allowed_tools` / `excluded_tools`. GitHub and GitLab servers are left
-//!   out while the editor is enabled (seed 004 §5).
+//!   out while the editor is enabled (it is the one way to edit).
 //!
 //! Names are made valid for OpenAI, Gemini and Anthropic alike.
 
@@ -74,7 +74,7 @@ fn object(value: Value) -> Map<String, Value> {
     }
 }
 
-/// The five editor functions with their own parameters (seed 004 §3.2).
+/// The five editor functions with their own parameters.
 fn editor_specs() -> Vec<(&'static str, ToolSpec)> {
     let path = json!({"type": "string", "description": "Absolute path inside /workspace/project."});
     let spec = |command: &'static str, description: &str, properties: Value, required: Value| {

@@ -1,4 +1,4 @@
-//! The context store (seed 003), idea options (seed 001) and whose text the
+//! The context store, idea options and whose text the
 //! model sees: the settings that keep a task's goal and constraints in every
 //! request, however long the run.
 

@@ -1,5 +1,5 @@
 //! The planning phase: what code is packed for the models, and how the sage
-//! debate runs (seed 000).
+//! debate runs.
 
 use super::context::{known_model, resolve_ideas_mode, IdeasMode};
 use super::units::{ByteSize, HumanDuration};

@@ -1,4 +1,4 @@
-//! Waiting out overload: 1 s doubling to 30 s, 5 retries (seed 002), with the
+//! Waiting out overload: 1 s doubling to 30 s, 5 retries, with the
 //! provider's `Retry-After` taking the place of the computed wait.
 
 use super::LlmError;

@@ -1,5 +1,5 @@
-//! The intent classifier of the context store (seed 003 §4.1): each message
-//! of a thread goes to a light model with the seed's prompt (appendix A),
+//! The intent classifier of the context store: each message
+//! of a thread goes to a light model with the classification prompt,
 //! at a low temperature and in JSON mode, and comes back as at most two of
 //! five labels with a reason. A classification that fails or makes no sense
 //! is `UNCLEAR`, with the failure kept as the reason: the message itself is
@@ -12,7 +12,7 @@ use serde_json::Value;
 
 use crate::prompts::ContextPrompts;
 
-/// The seed asks for 0.1 or lower, for stable labels.
+/// 0.1 or lower, for stable labels.
 pub const TEMPERATURE: f32 = 0.1;
 /// Room for a reasoning model's thoughts before its short JSON answer.
 const MAX_OUTPUT_TOKENS: u32 = 4_096;
@@ -79,7 +79,7 @@ impl Classification {
     }
 }
 
-/// The seed's prompt for `message`.
+/// The classification prompt for `message`.
 pub fn prompt(prompts: &ContextPrompts, message: &str) -> String {
     super::prompts::fill(&prompts.classify, &[("message", message)])
 }
@@ -218,7 +218,7 @@ mod tests {
     }
 
     #[test]
-    fn the_prompt_is_the_seeds_with_the_message_in_place() {
+    fn the_prompt_is_the_classification_prompt_with_the_message_in_place() {
         let prompts = crate::prompts::Prompts::embedded();
         let p = prompt(&prompts.context, "Add a --verbose flag {message}");
         assert!(p.contains("User's message: \"\"\"\nAdd a --verbose flag {message}\n\"\"\""));

@@ -1,9 +1,9 @@
-//! Idea options (seed 001, `generate_idea_categories`): categories of
+//! Idea options (`generate_idea_categories`): categories of
 //! perspectives an expert would consider on a subject, then options for
-//! each, to widen a plan. Two stages with the seed's prompts; markdown
+//! each, to widen a plan. Two stages with the prompts under prompts/ideas/; markdown
 //! fences stripped; a JSON-repair request when an answer does not parse;
 //! three attempts per call; a minimum interval between model calls with
-//! bounded parallelism; random sampling in memory; the seed's error codes.
+//! bounded parallelism; random sampling in memory; the tool's fixed error codes.
 
 use crate::llm::{ChatModel, ChatRequest, LlmError, Message};
 use serde::{Deserialize, Serialize};
@@ -14,10 +14,10 @@ use tokio::sync::{Mutex, Semaphore, SemaphorePermit};
 // tokio's clock, so tests can pause it.
 use tokio::time::Instant;
 
-/// Attempts per model call (the seed's "up to 3 retries").
+/// Attempts per model call: the first and up to 3 retries.
 pub const ATTEMPTS: u32 = 3;
 
-/// The tool's input (seed 001 §2), with its defaults.
+/// The tool's input, with its defaults.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct IdeaRequest {
@@ -143,7 +143,7 @@ impl IdeaOutput {
     }
 }
 
-/// The seed's error codes (§8).
+/// The tool's error codes, which callers match on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ErrorCode {
@@ -470,7 +470,7 @@ fn stage_failed(stage: &str, cause: IdeaError) -> IdeaError {
     }
 }
 
-/// Strips markdown fences (the seed's preprocessing) and parses.
+/// Strips markdown fences around the model's JSON and parses it.
 pub fn parse_json<T: serde::de::DeserializeOwned>(answer: &str) -> Result<T, String> {
     let text = answer.replace("```json", "").replace("```", "");
     serde_json::from_str(text.trim()).map_err(|e| e.to_string())
@@ -482,7 +482,7 @@ pub fn sample(options: &mut Vec<String>, max: usize) {
     options.truncate(max);
 }
 
-/// Fills the seed's `{{NAME}}` places in one pass.
+/// Fills the prompts' `{{NAME}}` places in one pass.
 fn fill(template: &str, values: &[(&str, &str)]) -> String {
     let mut out = String::with_capacity(template.len() * 2);
     let mut rest = template;

@@ -1,5 +1,5 @@
-//! `forgehand mcp ideas`: `generate_idea_categories` (seed 001) and the
-//! context store's operations (seed 003) as MCP tools, over stdio or
+//! `forgehand mcp ideas`: `generate_idea_categories` and the
+//! context store's operations as MCP tools, over stdio or
 //! Streamable HTTP (see [`super::server::serve_stdio`] and
 //! [`super::server::serve_http`]). Context stores are named by the client
 //! (`session`) and live as long as the server.
@@ -170,7 +170,7 @@ impl IdeasServer {
             peer: context.peer.clone(),
             name: "ideas",
         };
-        // The seed tells the user at the start how long it will take.
+        // The user is told at the start how long it will take.
         let calls = 1 + request.target_categories;
         log.info(json!({
             "event": "started",

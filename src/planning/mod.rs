@@ -1,8 +1,8 @@
-//! Planning (seed 000): packing code for a model ([`pack`], [`select`]),
+//! Planning: packing code for a model ([`pack`], [`select`]),
 //! the sage tools ([`sage`]: opinion and review; [`debate`]: the plan
 //! debate), and their MCP server ([`server`]); the context store
-//! ([`context`], [`classify`]: seed 003) and idea options ([`ideas`]: seed
-//! 001, served by [`ideas_server`]).
+//! ([`context`], [`classify`]) and idea options ([`ideas`], served by
+//! [`ideas_server`]).
 
 pub mod classify;
 pub mod context;

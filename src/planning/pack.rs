@@ -1,4 +1,4 @@
-//! Packing files for a model (seed 000): the files under the given paths,
+//! Packing files for a model: the files under the given paths,
 //! recursively, in the XML that files-to-prompt's `--cxml` writes:
 //!
 //! ```text

@@ -1,4 +1,4 @@
-//! `sage-opinion` and `sage-review` (seed 000): pack the paths, let the size
+//! `sage-opinion` and `sage-review`: pack the paths, let the size
 //! choose the model through the router (o3 up to 200K tokens, Gemini 2.5
 //! Pro up to 1M, falling back on a missing key or an unreachable OpenAI),
 //! and ask it. A review's SEARCH/REPLACE blocks are checked against the files.

@@ -5,7 +5,7 @@
 //! notifications for each debate phase. A missing key is a tool error that
 //! names the variables to set. Nothing but protocol bytes goes to stdout.
 
-// MCP logging (`notifications/message`) is what seed 000 reports progress
+// MCP logging (`notifications/message`) is how the sage tools report progress
 // and token figures through; rmcp marks it deprecated (SEP-2577) but
 // clients still show it.
 #![allow(deprecated)]

@@ -446,7 +446,7 @@ impl TaskRun<'_> {
                     editor = Some(server);
                 }
                 Err(e) => {
-                    // Seed §12.1.1: log, go on without the editor, and say so on the issue.
+                    // Log it, go on without the editor, and say so on the issue.
                     tracing::error!(task = %self.item, "text editor unavailable: {e}");
                     self.progress.note(format!(
                         "The text editor could not start ({e}); working with the command executor only"

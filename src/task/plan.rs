@@ -197,7 +197,7 @@ impl TaskRun<'_> {
         }
         self.progress.status_now("Planning: generating idea options");
         self.report().await;
-        // The smallest sizes the seed allows: perspectives, not a catalogue.
+        // The smallest sizes the tool allows: perspectives, not a catalogue.
         let request = IdeaRequest {
             target_categories: 10,
             target_options_per_category: 10,

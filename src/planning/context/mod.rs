@@ -1,6 +1,6 @@
-//! The hierarchical context store (seed 003 §4.2-4.3): every message of a
+//! The hierarchical context store: every message of a
 //! task's thread, classified, kept in three tiers and synthesised into the
-//! seed's template for every main request, so the goal and the constraints
+//! synthesis template for every main request, so the goal and the constraints
 //! travel with each one however long the run.
 //!
 //! - Core: the problem definition(s), raw.
@@ -181,7 +181,7 @@ impl ContextStore {
     }
 
     /// The current request is open-ended: the newest message states a
-    /// problem together with a question (the seed's own example: "I want X;
+    /// problem together with a question (for example: "I want X;
     /// is there a good way?"), so idea options are worth generating. Decided
     /// per request: a follow-up that only refines does not bring them back.
     pub fn open_ended(&self) -> bool {

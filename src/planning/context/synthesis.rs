@@ -1,4 +1,4 @@
-//! The seed's template (appendix of seed 003, in English): Mission (Core),
+//! The synthesis template: Mission (Core),
 //! Constraints (Evolving), Recent Conversation and the User's Current
 //! Message, each tier within its own token budget so a large thread never
 //! outgrows a model's window. What does not fit is cut with a line that

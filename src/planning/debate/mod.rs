@@ -1,4 +1,4 @@
-//! `sage-plan`: the plan debate of seed 000.
+//! `sage-plan`: the plan debate (models write plans, critique each other's and a judge picks or merges).
 //!
 //! - Several models: round 1, every model writes a plan in parallel, then
 //!   every model critiques every other plan in parallel. Rounds 2..N: each
