@@ -25,10 +25,10 @@ mod common;
 #[path = "support/workspace.rs"]
 mod workspace;
 
-use forgehand::cluster::kube_leases::KubeLeases;
-use forgehand::cluster::lease::{Attempt, Claimer};
 use forgehand::config::{Config, KubeSandboxConfig};
 use forgehand::images;
+use forgehand::replicas::kube_leases::KubeLeases;
+use forgehand::replicas::lease::{Attempt, Claimer};
 use forgehand::sandbox::helper::EditorBinary;
 use forgehand::sandbox::kubernetes::KubernetesBackend;
 use forgehand::sandbox::{SandboxBackend, SandboxSpec};

@@ -11,15 +11,11 @@ pub mod supervisor;
 #[cfg(feature = "daemon")]
 pub mod agent;
 #[cfg(feature = "daemon")]
-pub mod cluster;
-#[cfg(feature = "daemon")]
 pub mod config;
 #[cfg(feature = "daemon")]
 pub mod daemon;
 #[cfg(feature = "daemon")]
 pub mod doctor;
-#[cfg(feature = "daemon")]
-pub mod environment;
 #[cfg(feature = "daemon")]
 pub mod forge;
 #[cfg(feature = "daemon")]
@@ -42,6 +38,10 @@ pub mod ownership;
 pub mod planning;
 #[cfg(feature = "daemon")]
 pub mod prompts;
+#[cfg(feature = "daemon")]
+pub mod replicas;
+#[cfg(feature = "daemon")]
+pub mod repo_settings;
 #[cfg(feature = "daemon")]
 pub mod sandbox;
 #[cfg(feature = "daemon")]

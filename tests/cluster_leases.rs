@@ -14,8 +14,8 @@ mod fake_http;
 mod fake_kube;
 
 use fake_kube::FakeKube;
-use forgehand::cluster::kube_leases::KubeLeases;
-use forgehand::cluster::lease::{Attempt, Claimer, LeaseApi, LeaseError, LeaseRecord};
+use forgehand::replicas::kube_leases::KubeLeases;
+use forgehand::replicas::lease::{Attempt, Claimer, LeaseApi, LeaseError, LeaseRecord};
 use std::sync::Arc;
 use std::time::Duration;
 

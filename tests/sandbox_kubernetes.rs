@@ -300,7 +300,7 @@ async fn doctor_names_each_verb_the_identity_lacks_and_a_missing_namespace() {
     let mut config = common::shipped_config();
     config.cluster.mode = forgehand::config::ClusterMode::Kubernetes;
     config.sandbox.backend = forgehand::config::SandboxBackendChoice::Kubernetes(pods_config());
-    let checks = forgehand::doctor::cluster::checks(&fake.client(), &config).await;
+    let checks = forgehand::doctor::kubernetes::checks(&fake.client(), &config).await;
     let by_name = |name: &str| {
         checks
             .iter()
@@ -320,7 +320,7 @@ async fn doctor_names_each_verb_the_identity_lacks_and_a_missing_namespace() {
     fake.deny("create pods/exec");
     fake.deny("update leases");
     config.cluster.namespace = "claims".into();
-    let checks = forgehand::doctor::cluster::checks(&fake.client(), &config).await;
+    let checks = forgehand::doctor::kubernetes::checks(&fake.client(), &config).await;
     let failed: Vec<String> = checks
         .iter()
         .filter(|c| c.status == forgehand::doctor::Status::Fail)
@@ -379,7 +379,7 @@ async fn doctor_warns_while_sandboxes_share_the_daemons_namespace_and_the_probe_
             .unwrap_or_else(|| panic!("no {name} in {checks:?}"))
             .clone()
     };
-    let shared = forgehand::doctor::cluster::checks(&fake.client(), &config).await;
+    let shared = forgehand::doctor::kubernetes::checks(&fake.client(), &config).await;
     let isolation = status_of(&shared, "sandbox namespace");
     assert_eq!(isolation.status, forgehand::doctor::Status::Warn, "{isolation:?}");
     assert!(isolation.detail.contains("sandbox.kubernetes.namespace"));
@@ -388,7 +388,7 @@ async fn doctor_warns_while_sandboxes_share_the_daemons_namespace_and_the_probe_
     let mut own = pods_config();
     own.namespace = "sandboxes".into();
     config.sandbox.backend = forgehand::config::SandboxBackendChoice::Kubernetes(own);
-    let apart = forgehand::doctor::cluster::checks(&fake.client(), &config).await;
+    let apart = forgehand::doctor::kubernetes::checks(&fake.client(), &config).await;
     assert_eq!(
         status_of(&apart, "sandbox namespace").status,
         forgehand::doctor::Status::Pass

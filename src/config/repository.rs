@@ -2,7 +2,7 @@
 //! the repository's default branch) and the operator's side of them in
 //! `config.yaml` under `repositories:` (defaults per repository and the
 //! limits no repository can pass). The merge itself is in
-//! [`crate::environment`]; this module only parses and checks values.
+//! [`crate::repo_settings`]; this module only parses and checks values.
 
 use super::host_pattern::host_patterns;
 use super::host_pattern::HostPattern;

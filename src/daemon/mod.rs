@@ -3,7 +3,7 @@
 //! concurrency limit, and on shutdown stop claiming, give running tasks a
 //! grace period, then checkpoint them for the next start.
 
-mod cluster;
+mod claims;
 mod deferred;
 pub mod http;
 pub mod intake;
@@ -144,7 +144,7 @@ impl Daemon {
         let coordinator = match self.env.config.cluster.mode {
             crate::config::ClusterMode::Single => None,
             crate::config::ClusterMode::Kubernetes => Some(
-                cluster::Coordinator::connect(&self.env.config.cluster, self.env.config.labels.clone())
+                claims::Coordinator::connect(&self.env.config.cluster, self.env.config.labels.clone())
                     .await
                     .map_err(DaemonError::Cluster)?,
             ),
@@ -240,7 +240,7 @@ impl Daemon {
             let (forge, stop) = match state.coordinator.as_mut() {
                 None => (forge, state.tasks_stop.clone()),
                 Some(claims) => match claims.acquire(&item, forge).await {
-                    cluster::Acquired::Go(go) => {
+                    claims::Acquired::Go(go) => {
                         // The task stops when the daemon does, or the moment its claim is lost.
                         let stop = state.tasks_stop.child_token();
                         let (lost, on_lost) = (go.lost, stop.clone());
@@ -250,11 +250,11 @@ impl Daemon {
                         });
                         (go.forge, stop)
                     }
-                    cluster::Acquired::Elsewhere => {
+                    claims::Acquired::Elsewhere => {
                         state.scheduler.not_started(&item);
                         continue;
                     }
-                    cluster::Acquired::Later => {
+                    claims::Acquired::Later => {
                         let wait = state
                             .scheduler
                             .put_off(item.clone(), state.scheduling.poll_interval);
@@ -460,7 +460,7 @@ impl Daemon {
 struct LoopState {
     scheduler: Scheduler,
     /// Claims among replicas (`cluster.mode: kubernetes`).
-    coordinator: Option<cluster::Coordinator>,
+    coordinator: Option<claims::Coordinator>,
     intake: intake::Intake,
     health: Arc<http::Health>,
     systemd: systemd::Notifier,
@@ -475,7 +475,7 @@ struct LoopState {
 impl LoopState {
     /// The scheduler's bookkeeping for a task that returned, then among
     /// replicas the claim's: released, kept for a retry, or handed over
-    /// (see [`cluster::Coordinator::ended`]).
+    /// (see [`claims::Coordinator::ended`]).
     async fn settle(
         &mut self,
         done: scheduler::Finished,

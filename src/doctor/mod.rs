@@ -1,7 +1,7 @@
 //! `forgehand doctor`: checks what a running daemon needs and prints a
 //! pass/fail table. Secrets are reported as set or not set, never shown.
 
-pub mod cluster;
+pub mod kubernetes;
 pub mod network_probe;
 
 use crate::config::{Config, SandboxBackendChoice, Secrets};
@@ -196,8 +196,8 @@ pub async fn run_checks(
     checks.extend(model_checks(config, secrets));
     checks.push(planning_check(config, secrets));
     checks.push(snapshots_check(config));
-    if cluster::wanted(config) {
-        checks.extend(cluster::run(config, options.probe_network).await);
+    if kubernetes::wanted(config) {
+        checks.extend(kubernetes::run(config, options.probe_network).await);
     }
     checks
 }

@@ -8,7 +8,7 @@
 //! `home.tar`, `project.tar` and `snapshot.json`. The project part leaves out
 //! `.git` and every path the clone put there: the repository's files always
 //! come from the fresh clone, and a restore never writes over a file that is
-//! already there. The key is computed by `environment::snapshot_key`. Both
+//! already there. The key is computed by `repo_settings::snapshot_key`. Both
 //! parts are packed and unpacked inside the sandbox by forgehand's own binary
 //! (`forgehand-editor pack` / `unpack`), since the home folder is a tmpfs the
 //! engine's archive API cannot see. Storage stays under `max_bytes`, least

@@ -4,7 +4,7 @@
 //! retry or fails with advice for the maintainer.
 
 use super::workspace::DeliveryError;
-use super::{environment, ForgeError};
+use super::{prepare, ForgeError};
 use crate::journal::JournalError;
 use crate::sandbox::SandboxError;
 
@@ -30,9 +30,9 @@ pub(super) enum TaskError {
     NothingHeard(String),
     /// The repository's `.forgehand.yaml` cannot be used.
     #[error("{0}")]
-    Settings(#[from] crate::environment::SettingsError),
+    Settings(#[from] crate::repo_settings::SettingsError),
     #[error("{0}")]
-    SetupFailed(environment::SetupFailed),
+    SetupFailed(prepare::SetupFailed),
     /// The tests still fail and `delivery.require_passing_tests` is set.
     #[error("the tests still fail ({reason}); delivery.require_passing_tests keeps the change from review")]
     TestsFailed { reason: String, section: String },

@@ -3,8 +3,8 @@
 //! fails the task: without a snapshot, setup simply runs.
 
 use super::*;
-use crate::environment::snapshot_key::{self, SnapshotKey};
-use crate::environment::RepoSettings;
+use crate::repo_settings::snapshot_key::{self, SnapshotKey};
+use crate::repo_settings::RepoSettings;
 use crate::sandbox::snapshots::{human_bytes, now_secs, SnapshotInfo, SnapshotStore};
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 

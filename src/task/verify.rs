@@ -4,9 +4,9 @@
 //! more rounds. The result joins the summary, so it reaches the PR/MR body
 //! and the progress comment, and survives a restart with it.
 
-use super::environment::{tail, TAIL_CHARS};
+use super::prepare::{tail, TAIL_CHARS};
 use super::*;
-use crate::environment::RepoSettings;
+use crate::repo_settings::RepoSettings;
 
 /// How the repository's tests ended on the change.
 #[derive(Debug, Clone)]

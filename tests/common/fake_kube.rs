@@ -51,7 +51,7 @@ impl FakeKube {
     /// A client of this server, in namespace `default`.
     pub fn client(&self) -> kube::Client {
         let config = kube::Config::new(self.url().parse().unwrap());
-        forgehand::cluster::kube_leases::client_from(config).unwrap()
+        forgehand::replicas::kube_leases::client_from(config).unwrap()
     }
 
     /// The next `count` requests answer `code` (500, 429, ...).

@@ -122,7 +122,7 @@ impl FakePods {
     /// A client of this server, in namespace `default`.
     pub fn client(&self) -> kube::Client {
         let config = kube::Config::new(self.url.parse().unwrap());
-        forgehand::cluster::kube_leases::client_from(config).unwrap()
+        forgehand::replicas::kube_leases::client_from(config).unwrap()
     }
 
     pub fn fail_next(&self, count: usize, code: u16) {

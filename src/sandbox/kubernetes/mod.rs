@@ -62,7 +62,7 @@ impl KubernetesBackend {
         pods: KubeSandboxConfig,
         instance_id: impl Into<String>,
     ) -> Result<KubernetesBackend, SandboxError> {
-        let client = crate::cluster::kube_leases::client_with_read_timeout(EXEC_READ_TIMEOUT)
+        let client = crate::replicas::kube_leases::client_with_read_timeout(EXEC_READ_TIMEOUT)
             .await
             .map_err(|detail| SandboxError::Kubernetes {
                 action: "connect".into(),

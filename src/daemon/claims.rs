@@ -1,5 +1,5 @@
 //! The daemon's side of `cluster.mode: kubernetes`: a task starts only under
-//! a Lease this replica holds (see [`crate::cluster::lease`]); its forge
+//! a Lease this replica holds (see [`crate::replicas::lease`]); its forge
 //! writes are fenced by it; the claim is renewed while the task runs or
 //! waits to be tried again, released when it ends, handed over when the
 //! daemon stops; and every poll looks for Leases whose holder went silent
@@ -9,13 +9,13 @@
 //! item is open and carries the trigger or the processing label (a task
 //! another replica finished has neither, whatever a late Lease says).
 
-use crate::cluster::fenced::FencedForge;
-use crate::cluster::kube_leases::{self, KubeLeases};
-use crate::cluster::lease::{Attempt, Claim, Claimer};
-use crate::cluster::lease_name;
 use crate::config::{ClusterConfig, LabelsConfig};
 use crate::forge::{Forge, ItemRef};
 use crate::journal::{Journal, Phase};
+use crate::replicas::fenced::FencedForge;
+use crate::replicas::kube_leases::{self, KubeLeases};
+use crate::replicas::lease::{Attempt, Claim, Claimer};
+use crate::replicas::lease_name;
 use crate::task::TaskEnd;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;

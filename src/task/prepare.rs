@@ -1,13 +1,14 @@
-//! The repository's environment phase: its settings and instructions read
-//! from the base branch, the sandbox made from the image they choose, and
+//! Preparing the task (the phase before planning): the repository's
+//! settings and instructions read from the base branch, the sandbox made
+//! from the image they choose, and
 //! the repository's setup run in it, all before any model call when there
 //! is setup to run (a broken file or a failed setup costs no tokens).
 
 use super::snapshot::SnapshotPlan;
 use super::*;
 use crate::config::SetupFailure;
-use crate::environment::instructions::{AGENTS_FILE, FALLBACK_FILES};
-use crate::environment::{settings, Instructions, RepoSettings, SettingsError, SETTINGS_FILE};
+use crate::repo_settings::instructions::{AGENTS_FILE, FALLBACK_FILES};
+use crate::repo_settings::{settings, Instructions, RepoSettings, SettingsError, SETTINGS_FILE};
 
 /// Bytes of a failed setup's or test's output that reach the issue.
 pub(super) const TAIL_CHARS: usize = 3000;

@@ -38,7 +38,7 @@ pub fn wanted(config: &Config) -> bool {
 /// The checks, with a client found the usual way; with `probe_network`, a
 /// sandbox pod also tries to reach the API server.
 pub async fn run(config: &Config, probe_network: bool) -> Vec<Check> {
-    let client = match crate::cluster::kube_leases::client().await {
+    let client = match crate::replicas::kube_leases::client().await {
         Ok(client) => client,
         Err(e) => return vec![check("kubernetes", Status::Fail, e)],
     };
