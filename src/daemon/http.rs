@@ -77,6 +77,7 @@ pub struct HttpState {
     pub backend: Arc<dyn SandboxBackend>,
     pub token: Option<Secret>,
     pub instance: String,
+    pub board: Arc<crate::task::board::Board>,
 }
 
 /// Serves until `shutdown`.
@@ -234,7 +235,7 @@ async fn status_page(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
     };
     let page = render_status(
         &state.instance,
-        &crate::task::board::snapshot(),
+        &state.board.snapshot(),
         &ended,
         &crate::metrics::global().rate_limits(),
         SystemTime::now(),

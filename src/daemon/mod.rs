@@ -81,7 +81,11 @@ impl Daemon {
                 self.env.config.daemon.state_dir.display()
             ));
         }
-        let assembly = setup::assemble_owned(config, secrets, None, self.env.state_owner.clone())
+        let kept = setup::Kept {
+            owner: self.env.state_owner.clone(),
+            board: self.env.board.clone(),
+        };
+        let assembly = setup::assemble_owned(config, secrets, None, kept)
             .await
             .map_err(|e| e.to_string())?;
         self.env = assembly.env;
@@ -446,6 +450,7 @@ impl Daemon {
             backend: self.env.backend.clone(),
             token: self.env.secrets.http_token.clone(),
             instance: self.env.config.daemon.instance_id.clone(),
+            board: self.env.board.clone(),
         });
         let task = tokio::spawn(async move {
             if let Err(e) = http::serve(listener, state, stop).await {

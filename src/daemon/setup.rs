@@ -93,8 +93,18 @@ pub async fn assemble(
     forges: Option<&[ForgeKind]>,
 ) -> Result<Assembly, SetupError> {
     // Before anything uses the state folder: one daemon per folder.
-    let owner = Arc::new(crate::ownership::StateOwner::acquire(&config.daemon.state_dir)?);
-    assemble_owned(config, secrets, forges, owner).await
+    let kept = Kept {
+        owner: Arc::new(crate::ownership::StateOwner::acquire(&config.daemon.state_dir)?),
+        board: Arc::default(),
+    };
+    assemble_owned(config, secrets, forges, kept).await
+}
+
+/// What a reload keeps of the running daemon: its hold on the state folder
+/// (so its id and instance id) and the board its tasks and status page share.
+pub struct Kept {
+    pub owner: Arc<crate::ownership::StateOwner>,
+    pub board: Arc<crate::task::board::Board>,
 }
 
 /// [`assemble`] for a process that already holds the state folder (a
@@ -103,8 +113,9 @@ pub async fn assemble_owned(
     config: Config,
     secrets: Secrets,
     forges: Option<&[ForgeKind]>,
-    owner: Arc<crate::ownership::StateOwner>,
+    kept: Kept,
 ) -> Result<Assembly, SetupError> {
+    let owner = &kept.owner;
     let wanted = |kind: ForgeKind| match forges {
         Some(list) => list.contains(&kind),
         None => match kind {
@@ -185,7 +196,8 @@ pub async fn assemble_owned(
         prompts,
         journal: Arc::new(journal),
         echo_progress: false,
-        state_owner: owner,
+        state_owner: kept.owner.clone(),
+        board: kept.board,
     };
     Ok(Assembly {
         env: Arc::new(env),

@@ -3,7 +3,7 @@
 //! own line current as it reports progress; the line goes when it ends.
 
 use std::collections::BTreeMap;
-use std::sync::{Mutex, OnceLock};
+use std::sync::Mutex;
 use std::time::SystemTime;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -18,38 +18,38 @@ pub struct LiveTask {
     pub cost: f64,
 }
 
-fn lines() -> &'static Mutex<BTreeMap<String, LiveTask>> {
-    static BOARD: OnceLock<Mutex<BTreeMap<String, LiveTask>>> = OnceLock::new();
-    BOARD.get_or_init(Default::default)
+/// The lines of every task in flight. One per daemon, shared by its tasks
+/// (across config reloads) and the status page.
+#[derive(Debug, Default)]
+pub struct Board {
+    lines: Mutex<BTreeMap<String, LiveTask>>,
 }
 
-/// Sets the line of task `key`.
-pub fn set(key: &str, task: LiveTask) {
-    lines()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .insert(key.to_owned(), task);
-}
-
-/// Changes the line of task `key`, if it has one.
-pub fn update(key: &str, change: impl FnOnce(&mut LiveTask)) {
-    if let Some(task) = lines().lock().unwrap_or_else(|p| p.into_inner()).get_mut(key) {
-        change(task);
+impl Board {
+    fn lines(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, LiveTask>> {
+        self.lines.lock().unwrap_or_else(|p| p.into_inner())
     }
-}
 
-pub fn remove(key: &str) {
-    lines().lock().unwrap_or_else(|p| p.into_inner()).remove(key);
-}
+    /// Sets the line of task `key`.
+    pub fn set(&self, key: &str, task: LiveTask) {
+        self.lines().insert(key.to_owned(), task);
+    }
 
-/// Every task in flight, oldest first.
-pub fn snapshot() -> Vec<LiveTask> {
-    let mut all: Vec<LiveTask> = lines()
-        .lock()
-        .unwrap_or_else(|p| p.into_inner())
-        .values()
-        .cloned()
-        .collect();
-    all.sort_by_key(|t| t.started);
-    all
+    /// Changes the line of task `key`, if it has one.
+    pub fn update(&self, key: &str, change: impl FnOnce(&mut LiveTask)) {
+        if let Some(task) = self.lines().get_mut(key) {
+            change(task);
+        }
+    }
+
+    pub fn remove(&self, key: &str) {
+        self.lines().remove(key);
+    }
+
+    /// Every task in flight, oldest first.
+    pub fn snapshot(&self) -> Vec<LiveTask> {
+        let mut all: Vec<LiveTask> = self.lines().values().cloned().collect();
+        all.sort_by_key(|t| t.started);
+        all
+    }
 }

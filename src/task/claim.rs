@@ -33,7 +33,7 @@ impl TaskRun<'_> {
             .await?;
         let item = self.forge.item(&self.item).await?;
         let url = item.web_url.clone();
-        board::update(&self.key, |line| line.web_url = url);
+        self.env.board.update(&self.key, |line| line.web_url = url);
         if !item.open {
             self.forge
                 .edit_labels(&self.item, &[], &[labels.processing.as_str()])

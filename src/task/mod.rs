@@ -54,6 +54,8 @@ pub struct TaskEnv {
     pub ideas_pacer: Arc<crate::planning::ideas::Pacer>,
     /// This process's hold on the state folder, for as long as tasks run.
     pub state_owner: Arc<crate::ownership::StateOwner>,
+    /// The tasks in flight, as the status page shows them.
+    pub board: Arc<board::Board>,
 }
 
 /// How a task ended (for the daemon's bookkeeping and `once`'s exit code).
@@ -131,7 +133,7 @@ pub async fn run(
     tracing::info!(task = %item, attempt = record.attempts, phase = record.phase.as_str(), "task started");
     let started = std::time::Instant::now();
     crate::metrics::global().task_started(item.forge.as_str());
-    board::set(
+    env.board.set(
         &key,
         board::LiveTask {
             name: item.to_string(),
@@ -190,7 +192,7 @@ pub async fn run(
     }
     tracing::info!(task = %item, "task ended: {end:?}");
     crate::metrics::global().task_ended(end.outcome(), started.elapsed());
-    board::remove(&item.key());
+    env.board.remove(&item.key());
     end
 }
 
@@ -261,7 +263,7 @@ impl TaskRun<'_> {
             Some(u) => (u.total().total(), u.estimated_cost().0),
             None => (0, 0.0),
         };
-        board::update(&self.key, |line| {
+        self.env.board.update(&self.key, |line| {
             line.status = self.progress.status().to_owned();
             line.tokens = tokens;
             line.cost = cost;
