@@ -54,15 +54,17 @@ RUN apt-get update \
 WORKDIR /src
 # Dependencies first, so a source change does not download them again.
 COPY Cargo.toml Cargo.lock ./
+COPY crates crates
 COPY src src
 COPY benches benches
+COPY tests tests
 COPY prompts prompts
 RUN cargo fetch --locked
 # The daemon, then the editor linked statically (it runs in every sandbox,
 # whatever libc the sandbox image has), both stripped.
 RUN RUSTFLAGS="-C strip=symbols" cargo build --locked --release --bin forgehand \
  && RUSTFLAGS="-C target-feature=+crt-static -C strip=symbols" cargo build --locked --release \
-      --no-default-features --bin forgehand-editor --target "$(rustc -vV | sed -n 's/^host: //p')" \
+      --package forgehand-editor --bin forgehand-editor --target "$(rustc -vV | sed -n 's/^host: //p')" \
  && install -D target/release/forgehand /out/forgehand \
  && install -D target/*/release/forgehand-editor /out/forgehand-editor \
  && /out/forgehand --version

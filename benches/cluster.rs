@@ -11,19 +11,11 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-#[path = "../tests/common/fake_http.rs"]
-mod fake_http;
-#[path = "../tests/common/fake_kube.rs"]
-mod fake_kube;
-#[path = "../tests/common/fake_pods.rs"]
-mod fake_pods;
-#[path = "support/stats.rs"]
-mod stats;
+use forgehand_test_support::fake_kube;
+use forgehand_test_support::fake_pods;
+use forgehand_test_support::stats;
 
-#[path = "../tests/common/mod.rs"]
-mod common;
-#[path = "support/workspace.rs"]
-mod workspace;
+use forgehand_test_support::sample_workspace as workspace;
 
 use forgehand::config::{Config, KubeSandboxConfig};
 use forgehand::images;

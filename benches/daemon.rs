@@ -23,22 +23,13 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-#[path = "../tests/common/fake_github.rs"]
-mod fake_github;
-#[path = "../tests/common/fake_gitlab.rs"]
-mod fake_gitlab;
-#[path = "../tests/common/fake_http.rs"]
-mod fake_http;
-#[path = "../tests/common/fake_kube.rs"]
-mod fake_kube;
-#[path = "../tests/common/git_http.rs"]
-mod git_http;
-#[path = "../tests/common/kubeconfig.rs"]
-mod kubeconfig;
-#[path = "../tests/common/scripted_model.rs"]
-mod scripted_model;
-#[path = "support/stats.rs"]
-mod stats;
+use forgehand_test_support::fake_github;
+use forgehand_test_support::fake_gitlab;
+use forgehand_test_support::fake_kube;
+use forgehand_test_support::git_http;
+use forgehand_test_support::kubeconfig;
+use forgehand_test_support::scripted_model;
+use forgehand_test_support::stats;
 
 use fake_github::FakeGitHub;
 use forgehand::config::{Config, Secrets};

@@ -12,8 +12,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-#[path = "../tests/common/scripted_model.rs"]
-mod scripted_model;
+use forgehand_test_support::scripted_model;
 
 use forgehand::config::{Api, Price};
 use forgehand::llm::catalogue;

@@ -19,8 +19,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
-#[path = "../tests/common/conversation.rs"]
-mod conversation;
+use forgehand_test_support::conversation;
 
 use async_trait::async_trait;
 use forgehand::config::Config;

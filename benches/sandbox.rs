@@ -17,10 +17,8 @@ use forgehand::images;
 use forgehand::sandbox::docker::{connect, DockerBackend};
 use forgehand::sandbox::helper::EditorBinary;
 use forgehand::sandbox::{SandboxBackend, SandboxSpec};
-#[path = "support/stats.rs"]
-mod stats;
-#[path = "support/workspace.rs"]
-mod workspace;
+use forgehand_test_support::sample_workspace as workspace;
+use forgehand_test_support::stats;
 
 use stats::report;
 use std::path::Path;

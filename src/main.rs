@@ -72,7 +72,7 @@ enum McpCommand {
     /// The text-editor server (the same one the sandboxes run)
     TextEditor {
         /// The only folder it may view and edit
-        #[arg(long, default_value = forgehand::editor::DEFAULT_ROOT)]
+        #[arg(long, default_value = forgehand_editor::DEFAULT_ROOT)]
         root: PathBuf,
         /// Longest `view` output before it is cut
         #[arg(long, default_value_t = 16 * 1024)]
@@ -157,13 +157,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     } = &cli.command
     {
         // Needs no config: it serves one folder on stdio.
-        let root = forgehand::editor::Root::new(root)
+        let root = forgehand_editor::Root::new(root)
             .with_context(|| format!("using {} as the root", root.display()))?;
-        let limits = forgehand::editor::Limits {
+        let limits = forgehand_editor::Limits {
             max_view_bytes: *max_view_bytes,
             ..Default::default()
         };
-        forgehand::editor::server::serve_stdio(root, limits)
+        forgehand_editor::server::serve_stdio(root, limits)
             .await
             .map_err(anyhow::Error::msg)?;
         return Ok(ExitCode::SUCCESS);

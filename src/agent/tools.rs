@@ -8,11 +8,11 @@
 //!
 //! Names are made valid for OpenAI, Gemini and Anthropic alike.
 
-use crate::editor::TOOL_NAME as EDITOR_TOOL;
 use crate::llm::ToolSpec;
 use crate::mcp::{McpClient, McpError, ToolOutput};
 use crate::sandbox::{ExecOutput, Sandbox};
 use async_trait::async_trait;
+use forgehand_editor::TOOL_NAME as EDITOR_TOOL;
 use serde_json::{json, Map, Value};
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -152,8 +152,8 @@ impl Egress {
         let copied = tokio::io::copy_bidirectional_with_sizes(
             &mut client,
             &mut upstream,
-            crate::supervisor::TUNNEL_BUFFER,
-            crate::supervisor::TUNNEL_BUFFER,
+            forgehand_editor::supervisor::TUNNEL_BUFFER,
+            forgehand_editor::supervisor::TUNNEL_BUFFER,
         );
         tokio::select! {
             copied = copied => {

@@ -66,7 +66,7 @@ impl EgressSocket {
                     Ok((connection, _)) => {
                         let _ = rustix::net::sockopt::set_socket_send_buffer_size(
                             &connection,
-                            crate::supervisor::SOCKET_SEND_BUFFER,
+                            forgehand_editor::supervisor::SOCKET_SEND_BUFFER,
                         );
                         let egress = egress.clone();
                         tokio::spawn(async move { egress.handle(connection).await });

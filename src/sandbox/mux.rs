@@ -1,4 +1,4 @@
-//! The host end of the supervisor's session (see [`crate::supervisor`]):
+//! The host end of the supervisor's session (see [`forgehand_editor::supervisor`]):
 //! commands run over streams of one long-lived exec instead of a `docker
 //! exec` each, and the sandbox's tunnelled connections are handed to
 //! [`Egress`]. When the session ends (the supervisor died), callers fall
@@ -7,7 +7,7 @@
 use super::egress::Egress;
 use super::{CappedOutput, ExecStream};
 use crate::config::SandboxConfig;
-use crate::supervisor::{self, Exit, Request};
+use forgehand_editor::supervisor::{self, Exit, Request};
 use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;

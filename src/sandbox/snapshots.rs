@@ -735,11 +735,11 @@ mod tests {
         std::fs::write(clone.path().join("src/app.py"), "tracked").unwrap();
 
         let mut packed = Vec::new();
-        crate::folder_tar::pack(p, &mut packed).unwrap();
+        forgehand_editor::folder_tar::pack(p, &mut packed).unwrap();
         let mut kept = Vec::new();
         filter_tar(packed.as_slice(), &mut kept, Some(clone.path())).unwrap();
         let out = tempfile::tempdir().unwrap();
-        crate::folder_tar::unpack(kept.as_slice(), out.path()).unwrap();
+        forgehand_editor::folder_tar::unpack(kept.as_slice(), out.path()).unwrap();
         assert!(out.path().join(".venv/lib/dep.py").is_file());
         assert_eq!(
             std::fs::read_link(out.path().join(".venv/python")).unwrap(),

@@ -1,0 +1,246 @@
+//! Runs the real `forgehand` executable as a daemon for end-to-end tests:
+//! its stderr goes to a log file the test can read and scan, and it can be
+//! stopped with SIGTERM or killed with SIGKILL.
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+/// The `forgehand` binary the tests run.
+pub fn bin() -> std::path::PathBuf {
+    crate::workspace_binary("forgehand")
+}
+
+pub struct DaemonProcess {
+    child: Option<Child>,
+    pub log: PathBuf,
+}
+
+impl DaemonProcess {
+    /// Starts `forgehand run` (or other arguments) with only the given
+    /// secrets in its environment; stderr is appended to `log`.
+    pub fn start(config: &Path, args: &[&str], env: &[(&str, String)], log: &Path) -> DaemonProcess {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log)
+            .unwrap();
+        let mut cmd = Command::new(bin());
+        cmd.arg("--config").arg(config).args(args);
+        for (var, _, _) in forgehand::config::Secrets::default().presence() {
+            cmd.env_remove(var);
+        }
+        for var in [
+            "GITHUB_API_URL",
+            "GITLAB_URL",
+            "OPENAI_BASE_URL",
+            "GEMINI_BASE_URL",
+            "ANTHROPIC_BASE_URL",
+        ] {
+            cmd.env_remove(var);
+        }
+        // Debug logs of forgehand and the HTTP clients: the secret scans cover them too.
+        cmd.env("RUST_LOG", "debug,hyper_util=info,h2=info,tower=info");
+        // The static editor the images were built with.
+        cmd.env("FORGEHAND_EDITOR_BINARY", crate::editor_binary().path());
+        for (k, v) in env {
+            cmd.env(k, v);
+        }
+        let child = cmd
+            .stdout(Stdio::null())
+            .stderr(Stdio::from(file))
+            .spawn()
+            .unwrap();
+        DaemonProcess {
+            child: Some(child),
+            log: log.to_owned(),
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().unwrap().id()
+    }
+
+    pub fn kill9(&mut self) {
+        if let Some(mut child) = self.child.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+
+    pub fn terminate(&mut self) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let status = Command::new("kill")
+            .arg("-TERM")
+            .arg(child.id().to_string())
+            .status()
+            .unwrap();
+        assert!(status.success());
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "the daemon did not stop within 60 s of SIGTERM"
+            );
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    /// Waits for the process to end by itself.
+    pub fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let mut child = self.child.take().unwrap();
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = child.try_wait().unwrap() {
+                return status;
+            }
+            if Instant::now() > deadline {
+                let _ = child.kill();
+                panic!(
+                    "the process did not end within {} s:\n{}",
+                    limit.as_secs(),
+                    self.log_text()
+                );
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        self.kill9();
+    }
+}
+
+/// Polls `condition` every 100 ms until it holds; panics naming `what` after `limit`.
+pub async fn wait_until(what: &str, limit: Duration, mut condition: impl AsyncFnMut() -> bool, log: &Path) {
+    let start = Instant::now();
+    while !condition().await {
+        if start.elapsed() > limit {
+            let text = std::fs::read_to_string(log).unwrap_or_default();
+            let tail: Vec<&str> = text
+                .lines()
+                .filter(|l| !l.contains(" DEBUG "))
+                .rev()
+                .take(60)
+                .collect();
+            panic!(
+                "timed out after {} s waiting for: {what}\n--- daemon log (last lines) ---\n{}",
+                limit.as_secs(),
+                tail.into_iter().rev().collect::<Vec<_>>().join("\n")
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Config for an end-to-end daemon: fast polling, the scripted model, the
+/// given forge section.
+pub fn write_config(dir: &Path, instance: &str, forge_yaml: &str) -> PathBuf {
+    write_config_with(dir, instance, "", forge_yaml)
+}
+
+/// The same, with more `daemon:` settings (indented lines). Planning is off
+/// unless `forge_yaml` has a `planning:` section of its own.
+pub fn write_config_with(dir: &Path, instance: &str, daemon_extra: &str, forge_yaml: &str) -> PathBuf {
+    let path = dir.join("config.yaml");
+    let planning = if forge_yaml.lines().any(|l| l.starts_with("planning:")) {
+        ""
+    } else {
+        "planning:\n  mode: \"off\"\n"
+    };
+    // A test that names its own models brings its own llm section.
+    let llm = if forge_yaml.lines().any(|l| l.starts_with("llm:")) {
+        ""
+    } else {
+        "llm:\n  retry:\n    initial_backoff: \"100ms\"\n    max_backoff: \"200ms\"\n    max_retries: 1\n  models:\n    - provider: \"openai\"\n      model: \"gpt-4o-mini\"\n      max_input_tokens: 100000\n  prices:\n    \"gpt-4o-mini\": {input: 0.15, output: 0.6}\n"
+    };
+    let yaml = format!(
+        r#"daemon:
+  instance_id: "{instance}"
+  state_dir: "{state}"
+  poll_interval: "1s"
+  poll_jitter: "0s"
+  shutdown_grace: "2s"
+{daemon_extra}
+images:
+  dir: "{images}"
+{llm}{planning}{forge_yaml}
+"#,
+        state = dir.join("state").display(),
+        images = crate::repo_root().join("images").display(),
+    );
+    std::fs::write(&path, yaml).unwrap();
+    path
+}
+
+/// Ids of the containers of `instance`.
+pub fn containers_of(instance: &str) -> Vec<String> {
+    let out = Command::new("docker")
+        .args([
+            "ps",
+            "-aq",
+            "--filter",
+            &format!("label=io.forgehand.instance={instance}"),
+        ])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Fails if any of `secrets` is in the container's environment or in any
+/// file of its filesystem.
+pub fn assert_container_clean(id: &str, secrets: &[&str]) {
+    let inspect = Command::new("docker").args(["inspect", id]).output().unwrap();
+    let inspect = String::from_utf8_lossy(&inspect.stdout);
+    assert!(
+        inspect.contains("\"Env\""),
+        "docker inspect gave no config: {inspect}"
+    );
+    for secret in secrets {
+        assert!(
+            !inspect.contains(secret),
+            "a secret is in the container's configuration"
+        );
+        let scan = Command::new("docker")
+            .args([
+                "exec",
+                "-u",
+                "0",
+                id,
+                "grep",
+                "-rlF",
+                "--exclude-dir=proc",
+                "--exclude-dir=sys",
+                "--exclude-dir=dev",
+                secret,
+                "/",
+            ])
+            .output()
+            .unwrap();
+        let found = String::from_utf8_lossy(&scan.stdout);
+        assert!(
+            found.trim().is_empty(),
+            "a secret is in these container files: {found}"
+        );
+        // Exit 1: nothing found. Exit 2 is accepted only for the image's own
+        // apt cache, which even root cannot read without capabilities.
+        let errors = String::from_utf8_lossy(&scan.stderr);
+        let only_apt_cache = errors.lines().all(|l| l.contains("/var/cache/apt/"));
+        assert!(
+            scan.status.code() == Some(1) || (scan.status.code() == Some(2) && only_apt_cache),
+            "the scan did not complete: {scan:?}"
+        );
+    }
+}

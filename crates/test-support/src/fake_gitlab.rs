@@ -1,0 +1,668 @@
+//! A stateful fake of the GitLab REST API v4 (the parts forgehand uses), on
+//! a real HTTP server: `PRIVATE-TOKEN` auth, URL-encoded project paths,
+//! `updated_after` filtering (on or after, as GitLab documents), offset
+//! pagination with `Link`/`x-next-page`, resource label events, member
+//! access levels, notes (system notes for text edits, as GitLab writes
+//! them) and merge requests. Every request and every answer is checked
+//! against GitLab's documentation (`gitlab_api.rs`); anything else is a
+//! test failure when the fake is dropped.
+
+use super::fake_http::{decode, paged, query, request_line, serve, stamp, Reply};
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use wiremock::{MockServer, Request, Respond, ResponseTemplate};
+
+pub const BOT: &str = "forgehand-bot";
+
+#[derive(Debug, Clone)]
+pub struct Item {
+    pub iid: u64,
+    pub title: String,
+    pub description: String,
+    pub author: String,
+    pub labels: Vec<String>,
+    pub open: bool,
+    pub notes: Vec<Note>,
+    /// (action, user, label, clock)
+    pub label_events: Vec<(String, String, String, u64)>,
+    pub updated: u64,
+    /// Merge requests only.
+    pub source_branch: String,
+    pub target_branch: String,
+}
+
+#[derive(Debug, Clone)]
+pub struct Note {
+    pub id: u64,
+    pub author: String,
+    pub body: String,
+    /// Written by GitLab itself ("changed the description", ...).
+    pub system: bool,
+    pub created: u64,
+    pub updated: u64,
+}
+
+/// Requests that fail on purpose: the next `times` requests whose path
+/// contains `path` get `status`.
+struct Fault {
+    path: String,
+    times: usize,
+    status: u16,
+}
+
+#[derive(Default)]
+struct Project {
+    id: u64,
+    clone_url: String,
+    issues: BTreeMap<u64, Item>,
+    merge_requests: BTreeMap<u64, Item>,
+    /// username -> access level
+    members: HashMap<String, u32>,
+}
+
+#[derive(Default)]
+struct State {
+    token: String,
+    projects: BTreeMap<String, Project>,
+    users: Vec<String>,
+    next_id: u64,
+    clock: u64,
+    requests: Vec<String>,
+    faults: Vec<Fault>,
+    /// Requests or answers GitLab's documentation does not have.
+    violations: Vec<String>,
+}
+
+pub struct FakeGitLab {
+    pub server: MockServer,
+    state: Arc<Mutex<State>>,
+}
+
+struct Handler(Arc<Mutex<State>>);
+
+fn user_id(s: &State, name: &str) -> u64 {
+    s.users
+        .iter()
+        .position(|u| u == name)
+        .map(|i| i as u64 + 1)
+        .unwrap_or(0)
+}
+
+impl FakeGitLab {
+    pub async fn start(token: &str) -> FakeGitLab {
+        let state = Arc::new(Mutex::new(State {
+            token: token.to_owned(),
+            next_id: 500,
+            users: vec![BOT.to_owned()],
+            ..State::default()
+        }));
+        let server = serve(Handler(state.clone())).await;
+        FakeGitLab { server, state }
+    }
+
+    pub fn url(&self) -> String {
+        self.server.uri()
+    }
+
+    fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
+        f(&mut self.state.lock().unwrap())
+    }
+
+    pub fn add_project(&self, path: &str, clone_url: &str) {
+        self.with(|s| {
+            let id = s.projects.len() as u64 + 10;
+            s.projects.insert(
+                path.to_owned(),
+                Project {
+                    id,
+                    clone_url: clone_url.to_owned(),
+                    ..Project::default()
+                },
+            );
+        });
+    }
+
+    /// 10 Guest, 20 Reporter, 30 Developer, 40 Maintainer, 50 Owner.
+    pub fn add_member(&self, project: &str, user: &str, level: u32) {
+        self.with(|s| {
+            if !s.users.iter().any(|u| u == user) {
+                s.users.push(user.to_owned());
+            }
+            s.projects
+                .get_mut(project)
+                .unwrap()
+                .members
+                .insert(user.to_owned(), level);
+        });
+    }
+
+    pub fn open_issue(&self, project: &str, author: &str, title: &str, description: &str) -> u64 {
+        self.with(|s| {
+            if !s.users.iter().any(|u| u == author) {
+                s.users.push(author.to_owned());
+            }
+            s.clock += 1;
+            let clock = s.clock;
+            let p = s.projects.get_mut(project).unwrap();
+            let iid = p.issues.keys().max().copied().unwrap_or(0) + 1;
+            p.issues.insert(
+                iid,
+                Item {
+                    iid,
+                    title: title.into(),
+                    description: description.into(),
+                    author: author.into(),
+                    labels: vec![],
+                    open: true,
+                    notes: vec![],
+                    label_events: vec![],
+                    updated: clock,
+                    source_branch: String::new(),
+                    target_branch: String::new(),
+                },
+            );
+            iid
+        })
+    }
+
+    pub fn add_label(&self, project: &str, iid: u64, label: &str, user: &str) {
+        self.with(|s| {
+            s.clock += 1;
+            let clock = s.clock;
+            let item = s.projects.get_mut(project).unwrap().issues.get_mut(&iid).unwrap();
+            edit_labels(item, &[label.to_owned()], &[], user, clock);
+        });
+    }
+
+    /// The author edits the title and description; GitLab records each
+    /// change as a system note by the editor (`SystemNotes::IssuablesService`).
+    pub fn edit_text(&self, project: &str, iid: u64, title: &str, description: &str) {
+        self.with(|s| {
+            s.clock += 1;
+            s.next_id += 1;
+            let (clock, id) = (s.clock, s.next_id);
+            let item = s.projects.get_mut(project).unwrap().issues.get_mut(&iid).unwrap();
+            let author = item.author.clone();
+            let mut notes = Vec::new();
+            if item.title != title {
+                notes.push(format!("changed title from **{}** to **{title}**", item.title));
+            }
+            if item.description != description {
+                notes.push("changed the description".to_owned());
+            }
+            item.title = title.into();
+            item.description = description.into();
+            item.updated = clock;
+            for (k, body) in notes.into_iter().enumerate() {
+                item.notes.push(Note {
+                    id: id * 10 + k as u64,
+                    author: author.clone(),
+                    body,
+                    system: true,
+                    created: clock,
+                    updated: clock,
+                });
+            }
+        });
+    }
+
+    /// Someone comments on an issue.
+    pub fn comment(&self, project: &str, iid: u64, author: &str, body: &str) {
+        self.with(|s| {
+            s.clock += 1;
+            s.next_id += 1;
+            let (clock, id) = (s.clock, s.next_id);
+            let item = s.projects.get_mut(project).unwrap().issues.get_mut(&iid).unwrap();
+            item.notes.push(Note {
+                id,
+                author: author.into(),
+                body: body.into(),
+                system: false,
+                created: clock,
+                updated: clock,
+            });
+            item.updated = clock;
+        });
+    }
+
+    /// The next `times` requests whose path contains `path` answer `status`.
+    pub fn fail(&self, path: &str, times: usize, status: u16) {
+        self.with(|s| {
+            s.faults.push(Fault {
+                path: path.into(),
+                times,
+                status,
+            })
+        });
+    }
+
+    /// How many requests were made so far.
+    pub fn request_count(&self) -> usize {
+        self.with(|s| s.requests.len())
+    }
+
+    pub fn issue(&self, project: &str, iid: u64) -> Item {
+        self.with(|s| s.projects[project].issues[&iid].clone())
+    }
+
+    pub fn merge_requests(&self, project: &str) -> Vec<Item> {
+        self.with(|s| s.projects[project].merge_requests.values().cloned().collect())
+    }
+
+    pub fn requests(&self) -> Vec<String> {
+        self.with(|s| s.requests.clone())
+    }
+}
+
+/// Issue or MR `iid` (a path segment) of `project`; `kind` is the path's
+/// "issues" or "merge_requests".
+fn item_in<'a>(s: &'a State, project: &str, kind: &str, iid: &str) -> Option<&'a Item> {
+    let p = s.projects.get(project)?;
+    let items = if kind == "merge_requests" {
+        &p.merge_requests
+    } else {
+        &p.issues
+    };
+    items.get(&iid.parse().ok()?)
+}
+
+fn item_in_mut<'a>(s: &'a mut State, project: &str, kind: &str, iid: &str) -> Option<&'a mut Item> {
+    let p = s.projects.get_mut(project)?;
+    let items = if kind == "merge_requests" {
+        &mut p.merge_requests
+    } else {
+        &mut p.issues
+    };
+    items.get_mut(&iid.parse().ok()?)
+}
+
+fn edit_labels(item: &mut Item, add: &[String], remove: &[String], user: &str, clock: u64) {
+    for label in add {
+        if !label.is_empty() && !item.labels.contains(label) {
+            item.labels.push(label.clone());
+            item.label_events
+                .push(("add".into(), user.into(), label.clone(), clock));
+        }
+    }
+    for label in remove {
+        if item.labels.contains(label) {
+            item.labels.retain(|l| l != label);
+            item.label_events
+                .push(("remove".into(), user.into(), label.clone(), clock));
+        }
+    }
+    item.updated = clock;
+}
+
+fn user_json(s: &State, name: &str) -> Value {
+    json!({ "id": user_id(s, name), "username": name, "name": name, "state": "active" })
+}
+
+fn note_json(s: &State, n: &Note) -> Value {
+    json!({
+        "id": n.id,
+        "author": user_json(s, &n.author),
+        "body": n.body,
+        "system": n.system,
+        "created_at": stamp(n.created),
+        "updated_at": stamp(n.updated),
+    })
+}
+
+fn item_json(s: &State, base: &str, path: &str, p: &Project, i: &Item, mr: bool) -> Value {
+    let mut v = json!({
+        "id": p.id * 1000 + i.iid,
+        "iid": i.iid,
+        "project_id": p.id,
+        "title": i.title,
+        "description": i.description,
+        "author": user_json(s, &i.author),
+        "labels": i.labels,
+        "state": if i.open { "opened" } else { "closed" },
+        "web_url": format!("{base}/{path}/-/{}/{}", if mr { "merge_requests" } else { "issues" }, i.iid),
+        "updated_at": stamp(i.updated),
+        "created_at": stamp(0),
+    });
+    if mr {
+        v["source_branch"] = json!(i.source_branch);
+        v["target_branch"] = json!(i.target_branch);
+        v["source_project_id"] = json!(p.id);
+        v["target_project_id"] = json!(p.id);
+        v["draft"] = json!(i.title.starts_with("Draft:"));
+    }
+    v
+}
+
+impl Handler {
+    fn handle(&self, req: &Request) -> Reply {
+        let mut s = self.0.lock().unwrap();
+        let method = req.method.as_str().to_owned();
+        s.requests.push(request_line(req));
+        let token = req
+            .headers
+            .get("private-token")
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("");
+        if token != s.token {
+            return Reply::json(401, json!({"message": "401 Unauthorized"}));
+        }
+        let base = format!("{}://{}", req.url.scheme(), req.url.authority());
+        let Some(rest) = req.url.path().strip_prefix("/api/v4/") else {
+            return Reply::json(404, json!({"error": "404 Not Found"}));
+        };
+        // Segments stay encoded until split, so "group%2Fapp" is one segment.
+        let segs: Vec<String> = rest.trim_end_matches('/').split('/').map(decode).collect();
+        let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let q = query(req);
+        let not_found = |what: &str| Reply::json(404, json!({"message": format!("404 {what} Not Found")}));
+
+        match (method.as_str(), segs.as_slice()) {
+            ("GET", ["user"]) => Reply::json(200, user_json(&s, BOT)),
+            ("GET", ["users"]) => {
+                let name = q.get("username").cloned().unwrap_or_default();
+                let list = if s.users.contains(&name) {
+                    vec![user_json(&s, &name)]
+                } else {
+                    vec![]
+                };
+                paged(req, list)
+            }
+            ("GET", ["projects"]) => {
+                let list = s
+                    .projects
+                    .iter()
+                    .filter(|(_, p)| p.members.contains_key(BOT) || !q.contains_key("membership"))
+                    .map(|(path, p)| json!({"id": p.id, "path_with_namespace": path, "http_url_to_repo": p.clone_url, "default_branch": "main"}))
+                    .collect();
+                paged(req, list)
+            }
+            ("GET", ["projects", path]) => match s.projects.get(*path) {
+                Some(p) => Reply::json(
+                    200,
+                    json!({"id": p.id, "path_with_namespace": path, "http_url_to_repo": p.clone_url, "default_branch": "main"}),
+                ),
+                None => not_found("Project"),
+            },
+            ("GET", ["projects", path, kind @ ("issues" | "merge_requests")]) => {
+                let Some(p) = s.projects.get(*path) else {
+                    return not_found("Project");
+                };
+                let mr = *kind == "merge_requests";
+                let items = if mr { &p.merge_requests } else { &p.issues };
+                let state = q.get("state").cloned().unwrap_or_else(|| "all".into());
+                let wanted: Vec<&str> = q
+                    .get("labels")
+                    .map(|l| l.split(',').collect())
+                    .unwrap_or_default();
+                let after = q.get("updated_after").cloned();
+                let source = q.get("source_branch").cloned();
+                let mut list: Vec<&Item> = items
+                    .values()
+                    .filter(|i| state == "all" || (state == "opened") == i.open)
+                    .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l == w)))
+                    .filter(|i| {
+                        // "updated on or after the given time" (issues.md).
+                        after
+                            .as_ref()
+                            .is_none_or(|a| stamp(i.updated).as_str() >= a.as_str())
+                    })
+                    .filter(|i| source.as_ref().is_none_or(|b| &i.source_branch == b))
+                    .collect();
+                list.sort_by_key(|i| std::cmp::Reverse(i.updated));
+                let values = list
+                    .iter()
+                    .map(|i| item_json(&s, &base, path, p, i, mr))
+                    .collect();
+                paged(req, values)
+            }
+            ("GET", ["projects", path, kind @ ("issues" | "merge_requests"), iid]) => {
+                let Some(p) = s.projects.get(*path) else {
+                    return not_found("Project");
+                };
+                let mr = *kind == "merge_requests";
+                let items = if mr { &p.merge_requests } else { &p.issues };
+                match items.get(&iid.parse().unwrap_or(0)) {
+                    Some(i) => Reply::json(200, item_json(&s, &base, path, p, i, mr)),
+                    None => not_found("Issue"),
+                }
+            }
+            ("PUT", ["projects", path, kind @ ("issues" | "merge_requests"), iid]) => {
+                let split = |key: &str| -> Vec<String> {
+                    body.get(key)
+                        .and_then(Value::as_str)
+                        .map(|v| {
+                            v.split(',')
+                                .map(str::trim)
+                                .filter(|l| !l.is_empty())
+                                .map(str::to_owned)
+                                .collect()
+                        })
+                        .unwrap_or_default()
+                };
+                let (add, remove) = (split("add_labels"), split("remove_labels"));
+                s.clock += 1;
+                let clock = s.clock;
+                let mr = *kind == "merge_requests";
+                let Some(p) = s.projects.get_mut(*path) else {
+                    return not_found("Project");
+                };
+                let items = if mr { &mut p.merge_requests } else { &mut p.issues };
+                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else {
+                    return not_found("Issue");
+                };
+                edit_labels(item, &add, &remove, BOT, clock);
+                let p = &s.projects[*path];
+                let items = if mr { &p.merge_requests } else { &p.issues };
+                Reply::json(
+                    200,
+                    item_json(&s, &base, path, p, &items[&iid.parse().unwrap_or(0)], mr),
+                )
+            }
+            (
+                "GET",
+                ["projects", path, kind @ ("issues" | "merge_requests"), iid, "resource_label_events"],
+            ) => {
+                let Some(item) = item_in(&s, path, kind, iid) else {
+                    return not_found("Issue");
+                };
+                let list = item
+                    .label_events
+                    .iter()
+                    .enumerate()
+                    .map(|(k, (action, user, label, at))| json!({"id": k + 1, "action": action, "user": user_json(&s, user), "label": {"id": 1, "name": label}, "created_at": stamp(*at)}))
+                    .collect();
+                paged(req, list)
+            }
+            ("GET", ["projects", path, "members", "all", uid]) => {
+                let Some(p) = s.projects.get(*path) else {
+                    return not_found("Project");
+                };
+                let uid: u64 = uid.parse().unwrap_or(0);
+                let name = s
+                    .users
+                    .get((uid as usize).wrapping_sub(1))
+                    .cloned()
+                    .unwrap_or_default();
+                match p.members.get(&name) {
+                    Some(level) => {
+                        Reply::json(200, json!({"id": uid, "username": name, "access_level": level}))
+                    }
+                    None => not_found("Member"),
+                }
+            }
+            ("GET", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes"]) => {
+                let Some(item) = item_in(&s, path, kind, iid) else {
+                    return not_found("Issue");
+                };
+                let list = item.notes.iter().map(|n| note_json(&s, n)).collect();
+                paged(req, list)
+            }
+            ("POST", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes"]) => {
+                let Some(text) = body.get("body").and_then(Value::as_str).map(str::to_owned) else {
+                    return Reply::json(400, json!({"message": "400 Bad request - body is missing"}));
+                };
+                s.next_id += 1;
+                s.clock += 1;
+                let (id, clock) = (s.next_id, s.clock);
+                let Some(item) = item_in_mut(&mut s, path, kind, iid) else {
+                    return not_found("Issue");
+                };
+                let note = Note {
+                    id,
+                    author: BOT.into(),
+                    body: text,
+                    system: false,
+                    created: clock,
+                    updated: clock,
+                };
+                item.notes.push(note.clone());
+                item.updated = clock;
+                Reply::json(201, note_json(&s, &note))
+            }
+            ("PUT", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes", id]) => {
+                let text = body
+                    .get("body")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let id: u64 = id.parse().unwrap_or(0);
+                s.clock += 1;
+                let clock = s.clock;
+                let Some(item) = item_in_mut(&mut s, path, kind, iid) else {
+                    return not_found("Issue");
+                };
+                let Some(note) = item.notes.iter_mut().find(|n| n.id == id) else {
+                    return not_found("Note");
+                };
+                if note.author != BOT || note.system {
+                    return Reply::json(403, json!({"message": "403 Forbidden"}));
+                }
+                note.body = text;
+                note.updated = clock;
+                let note = note.clone();
+                Reply::json(200, note_json(&s, &note))
+            }
+            ("POST", ["projects", path, "merge_requests"]) => {
+                let field = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+                let (source, target, title) =
+                    (field("source_branch"), field("target_branch"), field("title"));
+                if source.is_empty() || target.is_empty() || title.is_empty() {
+                    return Reply::json(
+                        400,
+                        json!({"message": "400 Bad request - source_branch, target_branch, title are missing"}),
+                    );
+                }
+                s.clock += 1;
+                let clock = s.clock;
+                let Some(p) = s.projects.get_mut(*path) else {
+                    return not_found("Project");
+                };
+                if p.merge_requests
+                    .values()
+                    .any(|m| m.open && m.source_branch == source)
+                {
+                    return Reply::json(
+                        409,
+                        json!({"message": [format!("Another open merge request already exists for this source branch: !1")]}),
+                    );
+                }
+                let iid = p.merge_requests.keys().max().copied().unwrap_or(0) + 1;
+                p.merge_requests.insert(
+                    iid,
+                    Item {
+                        iid,
+                        title,
+                        description: field("description"),
+                        author: BOT.into(),
+                        labels: vec![],
+                        open: true,
+                        notes: vec![],
+                        label_events: vec![],
+                        updated: clock,
+                        source_branch: source,
+                        target_branch: target,
+                    },
+                );
+                let p = &s.projects[*path];
+                Reply::json(201, item_json(&s, &base, path, p, &p.merge_requests[&iid], true))
+            }
+            _ => Reply::json(404, json!({"error": "404 Not Found"})),
+        }
+    }
+}
+
+impl Handler {
+    /// A documented request gets its answer (checked too); anything else is
+    /// a violation, answered as GitLab answers what it does not know.
+    fn checked(&self, req: &Request) -> Reply {
+        let path = req.url.path().to_owned();
+        let segments: Vec<String> = path
+            .strip_prefix("/api/v4/")
+            .unwrap_or(&path)
+            .trim_end_matches('/')
+            .split('/')
+            .map(decode)
+            .collect();
+        let segments: Vec<&str> = segments.iter().map(String::as_str).collect();
+        let keys: Vec<String> = query(req).into_keys().collect();
+        let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        let endpoint = match crate::gitlab_api::check_request(req.method.as_str(), &segments, &keys, &body) {
+            Ok(e) => e,
+            Err(why) => {
+                let mut s = self.0.lock().unwrap();
+                s.requests.push(request_line(req));
+                s.violations.push(why.clone());
+                return Reply::json(400, json!({"error": why}));
+            }
+        };
+        {
+            let mut s = self.0.lock().unwrap();
+            if let Some(fault) = s
+                .faults
+                .iter_mut()
+                .find(|f| f.times > 0 && path.contains(&f.path))
+            {
+                fault.times -= 1;
+                let status = fault.status;
+                s.requests.push(request_line(req));
+                return Reply::json(status, json!({"message": format!("{status} Bad Gateway")}));
+            }
+        }
+        let reply = self.handle(req);
+        if let (Some(entity), 200..=299) = (endpoint.answer, reply.status) {
+            let answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
+            if let Err(why) = crate::gitlab_api::check_answer(entity, &answer) {
+                self.0
+                    .lock()
+                    .unwrap()
+                    .violations
+                    .push(format!("{} {}: {why}", endpoint.method, endpoint.path));
+            }
+        }
+        reply
+    }
+}
+
+impl Drop for FakeGitLab {
+    fn drop(&mut self) {
+        let violations = std::mem::take(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()).violations);
+        if !std::thread::panicking() {
+            assert!(
+                violations.is_empty(),
+                "the fake GitLab saw what GitLab does not document:\n{}",
+                violations.join("\n")
+            );
+        }
+    }
+}
+
+impl Respond for Handler {
+    fn respond(&self, req: &Request) -> ResponseTemplate {
+        let mut reply = self.checked(req);
+        reply.headers.push(("ratelimit-limit".into(), "2000".into()));
+        reply.headers.push(("ratelimit-remaining".into(), "1999".into()));
+        reply.into_template()
+    }
+}

@@ -1,0 +1,118 @@
+//! Pieces both fake forges share: answers whose body can be read back (for
+//! ETags), offset pagination with `Link` headers, query and path decoding.
+
+use serde_json::Value;
+use std::collections::HashMap;
+use std::time::Duration;
+use wiremock::{Mock, MockServer, Request, Respond};
+
+/// A server on loopback that hands every request to `responder`.
+pub async fn serve(responder: impl Respond + 'static) -> MockServer {
+    let server = MockServer::start().await;
+    Mock::given(wiremock::matchers::any())
+        .respond_with(responder)
+        .mount(&server)
+        .await;
+    server
+}
+
+pub fn query(req: &Request) -> HashMap<String, String> {
+    req.url
+        .query_pairs()
+        .map(|(k, v)| (k.into_owned(), v.into_owned()))
+        .collect()
+}
+
+/// "METHOD path?query", as the fakes record each request.
+pub fn request_line(req: &Request) -> String {
+    match req.url.query() {
+        Some(q) => format!("{} {}?{q}", req.method.as_str(), req.url.path()),
+        None => format!("{} {}", req.method.as_str(), req.url.path()),
+    }
+}
+
+pub fn decode(segment: &str) -> String {
+    percent_encoding::percent_decode_str(segment)
+        .decode_utf8_lossy()
+        .into_owned()
+}
+
+/// Pages a list by `per_page` / `page` with a `Link` header.
+/// The fakes' clock (one tick a change) as a forge timestamp.
+pub fn stamp(clock: u64) -> String {
+    format!(
+        "2026-01-01T{:02}:{:02}:{:02}.000Z",
+        clock / 3600 % 24,
+        clock / 60 % 60,
+        clock % 60
+    )
+}
+
+pub fn paged(req: &Request, items: Vec<Value>) -> Reply {
+    let q = query(req);
+    let per_page: usize = q
+        .get("per_page")
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(30)
+        .clamp(1, 100);
+    let page: usize = q.get("page").and_then(|v| v.parse().ok()).unwrap_or(1).max(1);
+    let start = (page - 1) * per_page;
+    let chunk: Vec<Value> = items.iter().skip(start).take(per_page).cloned().collect();
+    let mut response = Reply::json(200, Value::Array(chunk));
+    response.headers.push(("x-page".into(), page.to_string()));
+    response.headers.push(("x-per-page".into(), per_page.to_string()));
+    response.headers.push(("x-total".into(), items.len().to_string()));
+    if start + per_page < items.len() {
+        response
+            .headers
+            .push(("x-next-page".into(), (page + 1).to_string()));
+        let mut next = req.url.clone();
+        let pairs: Vec<(String, String)> = req
+            .url
+            .query_pairs()
+            .filter(|(k, _)| k != "page")
+            .map(|(k, v)| (k.into_owned(), v.into_owned()))
+            .collect();
+        next.query_pairs_mut()
+            .clear()
+            .extend_pairs(pairs)
+            .append_pair("page", &(page + 1).to_string());
+        response
+            .headers
+            .push(("link".into(), format!("<{next}>; rel=\"next\"")));
+    }
+    response
+}
+
+/// An answer before it becomes a `ResponseTemplate` (whose body cannot be read back).
+pub struct Reply {
+    pub status: u16,
+    pub body: Vec<u8>,
+    pub headers: Vec<(String, String)>,
+    pub delay: Option<Duration>,
+}
+
+impl Reply {
+    pub fn json(status: u16, body: Value) -> Reply {
+        Reply {
+            status,
+            body: serde_json::to_vec(&body).unwrap(),
+            headers: Vec::new(),
+            delay: None,
+        }
+    }
+}
+
+impl Reply {
+    pub fn into_template(self) -> wiremock::ResponseTemplate {
+        let mut response =
+            wiremock::ResponseTemplate::new(self.status).set_body_raw(self.body, "application/json");
+        for (k, v) in &self.headers {
+            response = response.insert_header(k.as_str(), v.as_str());
+        }
+        if let Some(delay) = self.delay {
+            response = response.set_delay(delay);
+        }
+        response
+    }
+}

@@ -1,0 +1,250 @@
+//! A smart-HTTP git server for tests: real `git http-backend` (the CGI that
+//! serves git over HTTP) behind a small HTTP/1.1 front that demands Basic
+//! authentication with one token, on 127.0.0.1.
+
+use base64::Engine;
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::{TcpListener, TcpStream};
+
+pub struct GitHttpServer {
+    pub addr: SocketAddr,
+    pub root: PathBuf,
+    pub refused: Arc<AtomicUsize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for GitHttpServer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+impl GitHttpServer {
+    /// Serves the bare repositories under `root` to `username`:`token`.
+    pub async fn start(root: &Path, username: &str, token: &str) -> GitHttpServer {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let expected = format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(format!("{username}:{token}"))
+        );
+        let refused = Arc::new(AtomicUsize::new(0));
+        let (root_dir, counter, user) = (root.to_owned(), refused.clone(), username.to_owned());
+        let task = tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let (root, expected, counter, user) =
+                    (root_dir.clone(), expected.clone(), counter.clone(), user.clone());
+                tokio::spawn(async move {
+                    let _ = serve(stream, &root, &expected, &user, &counter).await;
+                });
+            }
+        });
+        GitHttpServer {
+            addr,
+            root: root.to_owned(),
+            refused,
+            task,
+        }
+    }
+
+    pub fn url(&self, repo: &str) -> String {
+        format!("http://{}/{repo}", self.addr)
+    }
+}
+
+/// One request per connection (`Connection: close`), which git clients accept.
+async fn serve(
+    stream: TcpStream,
+    root: &Path,
+    expected: &str,
+    user: &str,
+    refused: &AtomicUsize,
+) -> std::io::Result<()> {
+    let mut reader = BufReader::new(stream);
+    let mut request_line = String::new();
+    reader.read_line(&mut request_line).await?;
+    let mut parts = request_line.split_whitespace();
+    let (method, target) = (
+        parts.next().unwrap_or("").to_owned(),
+        parts.next().unwrap_or("").to_owned(),
+    );
+    let mut headers = HashMap::new();
+    loop {
+        let mut line = String::new();
+        reader.read_line(&mut line).await?;
+        let line = line.trim_end();
+        if line.is_empty() {
+            break;
+        }
+        if let Some((name, value)) = line.split_once(':') {
+            headers.insert(name.trim().to_ascii_lowercase(), value.trim().to_owned());
+        }
+    }
+    let mut body = Vec::new();
+    if headers
+        .get("transfer-encoding")
+        .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
+    {
+        loop {
+            let mut size_line = String::new();
+            reader.read_line(&mut size_line).await?;
+            let size =
+                usize::from_str_radix(size_line.trim().split(';').next().unwrap_or("0"), 16).unwrap_or(0);
+            let mut chunk = vec![0; size + 2];
+            reader.read_exact(&mut chunk).await?;
+            if size == 0 {
+                break;
+            }
+            body.extend_from_slice(&chunk[..size]);
+        }
+    } else if let Some(length) = headers
+        .get("content-length")
+        .and_then(|v| v.parse::<usize>().ok())
+    {
+        body.resize(length, 0);
+        reader.read_exact(&mut body).await?;
+    }
+    let mut stream = reader.into_inner();
+    if headers.get("authorization").map(String::as_str) != Some(expected) {
+        refused.fetch_add(1, Ordering::SeqCst);
+        stream
+            .write_all(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
+            .await?;
+        return Ok(());
+    }
+    let (path, query) = target.split_once('?').unwrap_or((&target, ""));
+    let mut cgi = tokio::process::Command::new("git");
+    cgi.arg("http-backend")
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("GIT_PROJECT_ROOT", root)
+        .env("GIT_HTTP_EXPORT_ALL", "1")
+        .env("REQUEST_METHOD", &method)
+        .env("PATH_INFO", path)
+        .env("QUERY_STRING", query)
+        .env(
+            "CONTENT_TYPE",
+            headers.get("content-type").cloned().unwrap_or_default(),
+        )
+        .env("CONTENT_LENGTH", body.len().to_string())
+        .env("REMOTE_USER", user)
+        .env("REMOTE_ADDR", "127.0.0.1")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null());
+    if let Some(encoding) = headers.get("content-encoding") {
+        cgi.env("HTTP_CONTENT_ENCODING", encoding);
+    }
+    let mut child = cgi.spawn()?;
+    let mut stdin = child.stdin.take().expect("piped stdin");
+    let writer = tokio::spawn(async move {
+        let _ = stdin.write_all(&body).await;
+    });
+    let output = child.wait_with_output().await?;
+    let _ = writer.await;
+    let out = output.stdout;
+    let split = out
+        .windows(4)
+        .position(|w| w == b"\r\n\r\n")
+        .map(|p| (p, 4))
+        .or_else(|| out.windows(2).position(|w| w == b"\n\n").map(|p| (p, 2)))
+        .unwrap_or((out.len(), 0));
+    let head = String::from_utf8_lossy(&out[..split.0]).into_owned();
+    let content = &out[(split.0 + split.1).min(out.len())..];
+    let mut status = "200 OK".to_owned();
+    let mut response = String::new();
+    for line in head.lines() {
+        match line.split_once(':') {
+            Some((name, value)) if name.eq_ignore_ascii_case("status") => status = value.trim().to_owned(),
+            Some(_) => {
+                response.push_str(line.trim_end());
+                response.push_str("\r\n");
+            }
+            None => {}
+        }
+    }
+    let head = format!(
+        "HTTP/1.1 {status}\r\n{response}Content-Length: {}\r\nConnection: close\r\n\r\n",
+        content.len()
+    );
+    stream.write_all(head.as_bytes()).await?;
+    stream.write_all(content).await?;
+    stream.shutdown().await
+}
+
+/// A bare repository `name` under `root` whose `main` branch holds `files`
+/// in one commit.
+pub fn bare_repo(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
+    use git2::{Repository, RepositoryInitOptions};
+    let bare = root.join(name);
+    let repo = Repository::init_bare(&bare).unwrap();
+    repo.set_head("refs/heads/main").unwrap();
+    let work = tempfile::tempdir().unwrap();
+    let mut options = RepositoryInitOptions::new();
+    options.initial_head("main");
+    let seed = Repository::init_opts(work.path(), &options).unwrap();
+    let mut index = seed.index().unwrap();
+    for (path, text) in files {
+        let full = work.path().join(path);
+        std::fs::create_dir_all(full.parent().unwrap()).unwrap();
+        std::fs::write(&full, text).unwrap();
+        index.add_path(Path::new(path)).unwrap();
+    }
+    index.write().unwrap();
+    let tree = seed.find_tree(index.write_tree().unwrap()).unwrap();
+    let who = git2::Signature::now("seed", "seed@localhost").unwrap();
+    seed.commit(Some("HEAD"), &who, &who, "initial", &tree, &[])
+        .unwrap();
+    seed.remote_anonymous(&format!("file://{}", bare.display()))
+        .unwrap()
+        .push(&["refs/heads/main:refs/heads/main"], None)
+        .unwrap();
+    bare
+}
+
+/// Someone else's commit: `file` set to `text` on `branch` (created from
+/// `main` when missing), pushed straight into the bare repository.
+pub fn push_commit(bare: &Path, branch: &str, file: &str, text: &str, message: &str) {
+    let work = tempfile::tempdir().unwrap();
+    let url = format!("file://{}", bare.display());
+    let repo = git2::Repository::clone(&url, work.path()).unwrap();
+    let start = repo
+        .find_reference(&format!("refs/remotes/origin/{branch}"))
+        .or_else(|_| repo.find_reference("refs/remotes/origin/main"))
+        .unwrap()
+        .peel_to_commit()
+        .unwrap();
+    std::fs::write(work.path().join(file), text).unwrap();
+    let mut index = repo.index().unwrap();
+    index.read_tree(&start.tree().unwrap()).unwrap();
+    index.add_path(Path::new(file)).unwrap();
+    let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
+    let who = git2::Signature::now("someone", "someone@localhost").unwrap();
+    let oid = repo.commit(None, &who, &who, message, &tree, &[&start]).unwrap();
+    repo.reference(&format!("refs/heads/{branch}"), oid, true, "push")
+        .unwrap();
+    repo.find_remote("origin")
+        .unwrap()
+        .push(&[format!("+refs/heads/{branch}:refs/heads/{branch}")], None)
+        .unwrap();
+}
+
+/// The subject lines of `branch` in the bare repository, newest first.
+pub fn log(bare: &Path, branch: &str) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(["log", "--format=%s", branch])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}

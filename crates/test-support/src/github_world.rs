@@ -1,0 +1,301 @@
+//! A GitHub world for end-to-end tests: a fake GitHub with one repository,
+//! its real git remote behind token auth, the turn-scripted model, and a
+//! daemon config pointing at them.
+
+use super::daemon_rig::{self, DaemonProcess};
+use super::fake_github::FakeGitHub;
+use super::git_http::{self, GitHttpServer};
+use super::scripted_model::{Format, Reply, TurnModel};
+use std::path::PathBuf;
+use std::time::Duration;
+
+pub const TOKEN: &str = "ghp_e2eGitHubTokenThatMustNeverLeak01";
+pub const MODEL_KEY: &str = "sk-e2eModelKeyThatMustNeverLeak0002";
+pub const REPO: &str = "acme/app";
+pub const DONE: &str = "coding agent done";
+
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub git: GitHttpServer,
+    pub bare: PathBuf,
+    pub github: FakeGitHub,
+    pub model: TurnModel,
+    /// Further models, in the order the router falls back to them.
+    pub fallbacks: Vec<TurnModel>,
+    pub instance: String,
+    pub config: PathBuf,
+}
+
+impl World {
+    pub async fn new(turns: Vec<(Reply, Option<Duration>)>) -> World {
+        World::with_daemon_settings(turns, "").await
+    }
+
+    /// `daemon_extra`: more `daemon:` settings, as indented YAML lines.
+    pub async fn with_daemon_settings(turns: Vec<(Reply, Option<Duration>)>, daemon_extra: &str) -> World {
+        World::build(turns, daemon_extra, None).await
+    }
+
+    /// A world whose tasks plan first (`planning.mode: single`); the model
+    /// answers planning calls with `plan`.
+    pub async fn with_planning(turns: Vec<(Reply, Option<Duration>)>, plan: &str) -> World {
+        World::build(turns, "", Some(plan)).await
+    }
+
+    /// A planning world with more top-level YAML (e.g. `ideas:` settings,
+    /// or keys under `planning:` as indented lines starting the text).
+    pub async fn with_planning_yaml(turns: Vec<(Reply, Option<Duration>)>, plan: &str, yaml: &str) -> World {
+        World::build_with(turns, "", Some(plan), yaml).await
+    }
+
+    /// A planning world whose model takes `delay` for every planning call;
+    /// `yaml` may set `planning.mode` (as an indented first line).
+    pub async fn with_slow_planning(
+        turns: Vec<(Reply, Option<Duration>)>,
+        plan: &str,
+        delay: Duration,
+        yaml: &str,
+    ) -> World {
+        World::build_full(turns, "", Some((plan, Some(delay))), "", yaml).await
+    }
+
+    /// More `daemon:` and `github:` settings, each as indented YAML lines.
+    pub async fn with_settings(
+        turns: Vec<(Reply, Option<Duration>)>,
+        daemon_extra: &str,
+        github_extra: &str,
+    ) -> World {
+        World::build_full(turns, daemon_extra, None, github_extra, "").await
+    }
+
+    async fn build(turns: Vec<(Reply, Option<Duration>)>, daemon_extra: &str, plan: Option<&str>) -> World {
+        World::build_with(turns, daemon_extra, plan, "").await
+    }
+
+    async fn build_with(
+        turns: Vec<(Reply, Option<Duration>)>,
+        daemon_extra: &str,
+        plan: Option<&str>,
+        yaml: &str,
+    ) -> World {
+        World::build_full(turns, daemon_extra, plan.map(|p| (p, None)), "", yaml).await
+    }
+
+    /// A world whose repository holds `files` (instead of the usual
+    /// greeting), with more top-level YAML for the daemon's config.
+    pub async fn with_repository(
+        turns: Vec<(Reply, Option<Duration>)>,
+        files: &[(&str, &str)],
+        yaml: &str,
+    ) -> World {
+        World::build_repo(turns, "", None, "", yaml, files).await
+    }
+
+    /// `plan`: the planning answer and how long each planning call takes.
+    async fn build_full(
+        turns: Vec<(Reply, Option<Duration>)>,
+        daemon_extra: &str,
+        plan: Option<(&str, Option<Duration>)>,
+        github_extra: &str,
+        yaml: &str,
+    ) -> World {
+        let files = [("greet.py", "print('Hello')\n"), ("README.md", "# app\n")];
+        World::build_repo(turns, daemon_extra, plan, github_extra, yaml, &files).await
+    }
+
+    async fn build_repo(
+        turns: Vec<(Reply, Option<Duration>)>,
+        daemon_extra: &str,
+        plan: Option<(&str, Option<Duration>)>,
+        github_extra: &str,
+        yaml: &str,
+        files: &[(&str, &str)],
+    ) -> World {
+        crate::ensure_images().await;
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().join("git");
+        let bare = git_http::bare_repo(&root, "acme/app.git", files);
+        let git = GitHttpServer::start(&root, "x-access-token", TOKEN).await;
+        let github = FakeGitHub::start(TOKEN).await;
+        github.add_repo(REPO, &git.url("acme/app.git"), Some(bare.clone()));
+        github.set_permission(REPO, "maya", "maintain");
+        github.set_permission(REPO, "otto", "read");
+        let model = TurnModel::start_with_slow_plan(
+            turns,
+            plan.map(|(text, _)| text.to_owned()),
+            plan.and_then(|(_, delay)| delay),
+        )
+        .await;
+        let instance = crate::unique("gh");
+        let mut forge = format!(
+            "github:\n  api_url: \"{}\"\n  repositories: [\"{REPO}\"]\n{github_extra}\n",
+            github.api_url()
+        );
+        if plan.is_some() {
+            forge.push_str("planning:\n");
+            if !yaml.starts_with("  mode:") {
+                forge.push_str("  mode: \"single\"\n");
+            }
+        }
+        forge.push_str(yaml);
+        let config = daemon_rig::write_config_with(dir.path(), &instance, daemon_extra, &forge);
+        World {
+            dir,
+            git,
+            bare,
+            github,
+            model,
+            fallbacks: Vec::new(),
+            instance,
+            config,
+        }
+    }
+
+    /// A world whose daemon uses `models` (a format and a model name each),
+    /// in that order of preference, each on its own scripted server that
+    /// answers by `turns` in its wire format and refuses what its provider
+    /// refuses. Retries are off: an overloaded model falls back at once.
+    pub async fn on_models(
+        models: &[(Format, &str)],
+        turns: Vec<(Reply, Option<Duration>)>,
+        files: &[(&str, &str)],
+    ) -> World {
+        let mut yaml = String::from("llm:\n  retry:\n    max_retries: 0\n  models:\n");
+        for (format, model) in models {
+            let (provider, api) = match format {
+                Format::OpenAi => ("openai", "chat_completions"),
+                Format::Responses => ("openai", "responses"),
+                Format::Anthropic => ("anthropic", "messages"),
+                Format::Gemini => ("gemini", "generate_content"),
+            };
+            yaml.push_str(&format!(
+                "    - {{provider: {provider}, model: \"{model}\", api: {api}, reasoning_effort: high}}\n"
+            ));
+        }
+        let mut world = World::build_repo(turns.clone(), "", None, "", &yaml, files).await;
+        let mut servers = Vec::new();
+        for (format, _) in models {
+            servers.push(TurnModel::start_as(*format, turns.clone(), None, None).await);
+        }
+        world.model = servers.remove(0);
+        world.fallbacks = servers;
+        world
+    }
+
+    /// The secrets and model addresses a forgehand process of this world gets.
+    pub fn env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![("GITHUB_TOKEN", TOKEN.to_owned())];
+        for model in std::iter::once(&self.model).chain(&self.fallbacks) {
+            let (key, base) = match model.format {
+                Format::OpenAi | Format::Responses => ("OPENAI_API_KEY", "OPENAI_BASE_URL"),
+                Format::Anthropic => ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL"),
+                Format::Gemini => ("GEMINI_API_KEY", "GEMINI_BASE_URL"),
+            };
+            env.push((key, MODEL_KEY.to_owned()));
+            env.push((base, model.base_url()));
+        }
+        env
+    }
+
+    pub fn start(&self) -> DaemonProcess {
+        DaemonProcess::start(&self.config, &["run"], &self.env(), &self.log_path())
+    }
+
+    /// Waits until `issue` ends as done or failed.
+    pub async fn wait_for_end(&self, issue: u64) {
+        daemon_rig::wait_until(
+            "the done or failed label",
+            Duration::from_secs(180),
+            // On GitHub the swap is two requests (add, then remove): wait
+            // until the processing label is gone too.
+            async || {
+                let labels = self.github.issue(REPO, issue).labels;
+                labels.iter().any(|l| l == DONE || l == "coding agent failed")
+                    && !labels.iter().any(|l| l == "coding agent processing")
+            },
+            &self.log_path(),
+        )
+        .await;
+    }
+
+    /// Maya (a maintainer) opens an issue asking for the usual greeting
+    /// change, titled `title`, and labels it for forgehand.
+    pub fn labelled_issue(&self, title: &str) -> u64 {
+        let issue =
+            self.github
+                .open_issue(REPO, "maya", title, "The greeting should say hello to the world.");
+        self.github.add_label(REPO, issue, "coding agent", "maya");
+        issue
+    }
+
+    /// Maya (a maintainer) opens the usual issue ("Greet the world"),
+    /// comments `comments`, labels it; the daemon starts and delivers it.
+    pub async fn deliver_greeting(&self, comments: &[&str]) -> (u64, DaemonProcess) {
+        let issue = self.github.open_issue(
+            REPO,
+            "maya",
+            "Greet the world",
+            "The greeting should say hello to the world.",
+        );
+        for c in comments {
+            self.github.comment(REPO, issue, "maya", c);
+        }
+        self.github.add_label(REPO, issue, "coding agent", "maya");
+        let daemon = self.start();
+        self.wait_for_end(issue).await;
+        assert_eq!(
+            self.github.issue(REPO, issue).labels,
+            vec![DONE.to_owned()],
+            "{}",
+            daemon.log_text()
+        );
+        (issue, daemon)
+    }
+
+    /// The text of forgehand's progress comment on `number` (empty when none).
+    pub fn progress_comment(&self, number: u64) -> String {
+        self.github
+            .issue(REPO, number)
+            .comments
+            .into_iter()
+            .find(|c| c.1 == super::fake_github::BOT)
+            .map(|c| c.2)
+            .unwrap_or_default()
+    }
+
+    /// How many comments forgehand wrote on `number`.
+    pub fn bot_comment_count(&self, number: u64) -> usize {
+        self.github
+            .issue(REPO, number)
+            .comments
+            .iter()
+            .filter(|c| c.1 == super::fake_github::BOT)
+            .count()
+    }
+
+    /// `number` ended done with one progress comment and one pull request
+    /// from its branch.
+    pub fn assert_delivered_once(&self, number: u64) {
+        assert_eq!(
+            self.github.issue(REPO, number).labels,
+            vec![DONE.to_owned()],
+            "issue #{number}: {}",
+            std::fs::read_to_string(self.log_path()).unwrap_or_default()
+        );
+        assert_eq!(
+            self.bot_comment_count(number),
+            1,
+            "issue #{number}: one progress comment"
+        );
+        let head = format!("forgehand/issue-{number}");
+        assert_eq!(
+            self.github.pulls(REPO).iter().filter(|p| p.head == head).count(),
+            1,
+            "issue #{number}: one pull request"
+        );
+    }
+
+    pub fn log_path(&self) -> PathBuf {
+        self.dir.path().join("daemon.log")
+    }
+}

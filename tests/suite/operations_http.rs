@@ -1,0 +1,186 @@
+//! The daemon's HTTP listener, end to end: the real daemon, a fake GitHub,
+//! a real git remote, real Docker, the scripted model. The probes answer
+//! without a token, everything else asks for it; after a scripted task the
+//! metrics show the task, its tokens and its cost, and the status page
+//! lists it with its pull request.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use forgehand_test_support::daemon_rig;
+use forgehand_test_support::github_world;
+use forgehand_test_support::mcp_client;
+use forgehand_test_support::scripted_model;
+
+use github_world::{World, DONE, REPO};
+use scripted_model::edit_and_commit;
+use std::time::Duration;
+
+const HTTP_TOKEN: &str = "status-page-token-that-must-never-leak-01";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn probes_metrics_and_the_status_page_after_a_task() {
+    let address = mcp_client::free_address();
+    let world = World::with_daemon_settings(
+        edit_and_commit(Duration::ZERO),
+        &format!("  http:\n    listen: \"{address}\""),
+    )
+    .await;
+    let gh = &world.github;
+    let issue = world.labelled_issue("Greet the world");
+    let mut env: Vec<(&str, String)> = world.env().into_iter().collect();
+    env.push(("FORGEHAND_HTTP_TOKEN", HTTP_TOKEN.to_owned()));
+    let mut daemon = daemon_rig::DaemonProcess::start(&world.config, &["run"], &env, &world.log_path());
+    mcp_client::wait_for_port(&address).await;
+    world.wait_for_end(issue).await;
+    assert_eq!(
+        gh.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{}",
+        daemon.log_text()
+    );
+
+    let http = reqwest::Client::new();
+    let get = |path: &str, token: Option<&str>| {
+        let mut request = http.get(format!("http://{address}{path}"));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        request.send()
+    };
+    let health = get("/healthz", None).await.unwrap();
+    assert_eq!(health.status(), 200);
+    assert!(health
+        .text()
+        .await
+        .unwrap()
+        .starts_with("ok: the poll loop ticked"));
+    let ready = get("/readyz", None).await.unwrap();
+    let status = ready.status();
+    let body = ready.text().await.unwrap();
+    assert_eq!(status, 200, "{body}");
+    assert!(
+        body.contains("docker: ok") && body.contains("github: ok"),
+        "{body}"
+    );
+
+    // Without the token: refused, and the token never appears anywhere.
+    for path in ["/metrics", "/"] {
+        let refused = get(path, None).await.unwrap();
+        assert_eq!(refused.status(), 401, "{path}");
+        assert_eq!(get(path, Some("wrong")).await.unwrap().status(), 401);
+    }
+
+    // The label changes a moment before the task has wound down.
+    let mut metrics = String::new();
+    for _ in 0..100 {
+        let answer = get("/metrics", Some(HTTP_TOKEN)).await.unwrap();
+        assert!(answer.headers()["content-type"]
+            .to_str()
+            .unwrap()
+            .starts_with("application/openmetrics-text"));
+        metrics = answer.text().await.unwrap();
+        if metrics.contains("forgehand_tasks_ended_total") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    for line in [
+        "forgehand_tasks_started_total{forge=\"github\"} 1",
+        "forgehand_tasks_ended_total{outcome=\"delivered\"} 1",
+        "forgehand_task_duration_seconds_count{outcome=\"delivered\"} 1",
+        "forgehand_model_requests_total{model=\"gpt-4o-mini\",outcome=\"ok\"}",
+        "forgehand_model_tokens_total{model=\"gpt-4o-mini\",kind=\"input\"}",
+        "forgehand_model_cost_usd_total{model=\"gpt-4o-mini\"}",
+        "forgehand_tool_calls_total{tool=\"text_editor_str_replace\",outcome=\"ok\"} 1",
+        "forgehand_forge_api_calls_total{forge=\"github\",status=\"200\"}",
+        "forgehand_forge_rate_limit_remaining{forge=\"github\"}",
+        "forgehand_phase_duration_seconds_count{phase=\"change\"} 1",
+        "forgehand_sandboxes_running 0",
+        "forgehand_journal_bytes",
+    ] {
+        assert!(metrics.contains(line), "{line} in\n{metrics}");
+    }
+    let cost: f64 = metrics
+        .lines()
+        .find(|l| l.starts_with("forgehand_model_cost_usd_total{model=\"gpt-4o-mini\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(cost > 0.0, "{cost}");
+
+    let page = get("/", Some(HTTP_TOKEN)).await.unwrap().text().await.unwrap();
+    assert!(page.contains("<h2>In flight (0)</h2>"), "{page}");
+    assert!(
+        page.contains("acme/app#1") && page.contains("https://github.example/acme/app/pull/2"),
+        "{page}"
+    );
+    assert!(page.contains("Forge rate limits"));
+    assert!(!page.contains(HTTP_TOKEN) && !metrics.contains(HTTP_TOKEN));
+    assert!(!daemon.log_text().contains(HTTP_TOKEN));
+
+    // The same from the journal on the command line.
+    let tasks = std::process::Command::new(env!("CARGO_BIN_EXE_forgehand"))
+        .arg("--config")
+        .arg(&world.config)
+        .arg("tasks")
+        .output()
+        .unwrap();
+    assert!(tasks.status.success());
+    let text = String::from_utf8(tasks.stdout).unwrap();
+    assert!(
+        text.contains("In flight (0)") && text.contains("acme/app#1"),
+        "{text}"
+    );
+    assert!(text.contains("https://github.example/acme/app/pull/2"), "{text}");
+    assert!(daemon.terminate().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_state_disk_stops_claiming_says_why_and_loses_nothing() {
+    let address = mcp_client::free_address();
+    // More free space than any disk has: the daemon must see it as full.
+    let world = World::with_daemon_settings(
+        edit_and_commit(Duration::ZERO),
+        &format!("  min_free_space: \"100000t\"\n  http:\n    listen: \"{address}\""),
+    )
+    .await;
+    let gh = &world.github;
+    let issue = world.labelled_issue("Greet the world");
+    let mut daemon = world.start();
+    mcp_client::wait_for_port(&address).await;
+    // Several poll cycles pass; the issue is not claimed.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(gh.issue(REPO, issue).labels, vec!["coding agent".to_owned()]);
+    let ready = reqwest::get(format!("http://{address}/readyz")).await.unwrap();
+    assert_eq!(ready.status(), 503);
+    let body = ready.text().await.unwrap();
+    assert!(
+        body.contains("claiming: FAIL") && body.contains("daemon.min_free_space"),
+        "{body}"
+    );
+    assert!(reqwest::get(format!("http://{address}/healthz"))
+        .await
+        .unwrap()
+        .status()
+        .is_success());
+    assert!(daemon.terminate().success());
+    let log = daemon.log_text();
+    assert!(log.contains("not claiming new tasks"), "{log}");
+    assert!(world.model.all_requests().await.is_empty());
+
+    // With space again, the same issue is worked as usual.
+    let config = std::fs::read_to_string(&world.config)
+        .unwrap()
+        .replace("100000t", "1m");
+    std::fs::write(&world.config, config).unwrap();
+    let mut daemon = world.start();
+    daemon_rig::wait_until(
+        "the done label alone",
+        Duration::from_secs(180),
+        async || gh.issue(REPO, issue).labels == vec![DONE.to_owned()],
+        &world.log_path(),
+    )
+    .await;
+    assert!(daemon.terminate().success());
+}

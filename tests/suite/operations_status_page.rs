@@ -1,0 +1,115 @@
+//! The status page in a real browser: headless Chromium (Debian's package,
+//! installed by scripts/dev-env.sh) renders it to a PNG, kept at
+//! `target/status-page.png` for a person to look at. The test checks the
+//! browser rendered a full page of it.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use forgehand_test_support as common;
+
+use forgehand::daemon::http::render_status;
+use forgehand::journal::{Phase, TaskRecord};
+use forgehand::task::board::LiveTask;
+use std::time::{Duration, SystemTime};
+
+fn ended(n: u64, phase: Phase, url: Option<&str>, outcome: &str, ago: i64, now: i64) -> TaskRecord {
+    TaskRecord {
+        key: format!("github:acme/app:issue:{n}"),
+        phase,
+        attempts: 1,
+        branch: Some(format!("forgehand/issue-{n}")),
+        comment_id: None,
+        container_id: None,
+        change_url: url.map(str::to_owned),
+        outcome: Some(outcome.into()),
+        updated_at: now - ago,
+    }
+}
+
+#[test]
+fn the_status_page_renders_in_headless_chromium() {
+    let now = SystemTime::now();
+    let secs = now.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let live = vec![
+        LiveTask {
+            name: "acme/app#41".into(),
+            web_url: "https://github.example/acme/app/issues/41".into(),
+            status: "Working: the model is making the change".into(),
+            started: now - Duration::from_secs(754),
+            tokens: 182_400,
+            cost: 0.4127,
+        },
+        LiveTask {
+            name: "acme/platform/api!7".into(),
+            web_url: "https://gitlab.example/acme/platform/api/-/merge_requests/7".into(),
+            status: "Planning: round 2: revisions (9 of about 18 model calls done)".into(),
+            started: now - Duration::from_secs(95),
+            tokens: 64_210,
+            cost: 0.0912,
+        },
+    ];
+    let done = vec![
+        ended(
+            40,
+            Phase::Done,
+            Some("https://github.example/acme/app/pull/52"),
+            "draft PR opened",
+            600,
+            secs,
+        ),
+        ended(
+            38,
+            Phase::Failed,
+            None,
+            "the model made no change and stopped after 50 steps (agent.max_steps)",
+            7200,
+            secs,
+        ),
+        ended(
+            35,
+            Phase::Stopped,
+            None,
+            "the processing label was removed",
+            90_000,
+            secs,
+        ),
+    ];
+    let html = render_status(
+        "forgehand-prod",
+        &live,
+        &done,
+        &[("github".into(), 4_873), ("gitlab".into(), 1_996)],
+        now,
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("status.html");
+    std::fs::write(&page, &html).unwrap();
+    let png = common::repo_root().join("target/status-page.png");
+    let _ = std::fs::remove_file(&png);
+    let out = std::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1280,900",
+        ])
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium (Debian's package; scripts/dev-env.sh installs it)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    // 1280 x 900, as asked.
+    let width = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
+    let height = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
+    assert_eq!((width, height), (1280, 900));
+    // A rendered page of tables compresses far less than a blank one.
+    assert!(
+        bytes.len() > 20_000,
+        "{} bytes: the page looks empty",
+        bytes.len()
+    );
+    assert!(html.contains("<h2>In flight (2)</h2>") && html.contains("12 min"));
+}

@@ -1,0 +1,141 @@
+//! Copying a workspace into a sandbox and back, through the archive API.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use forgehand_test_support as common;
+
+use std::fs;
+use std::io::Write;
+use std::os::unix::fs::{symlink, PermissionsExt};
+use std::path::Path;
+
+fn make_tree(root: &Path) {
+    fs::create_dir_all(root.join("src/deep/er")).unwrap();
+    fs::write(root.join("src/deep/er/mod.rs"), "pub fn f() {}\n").unwrap();
+    fs::write(root.join("README.md"), "# 日本語のテキスト\n").unwrap();
+    fs::write(root.join("build.sh"), "#!/bin/sh\necho built\n").unwrap();
+    fs::set_permissions(root.join("build.sh"), fs::Permissions::from_mode(0o755)).unwrap();
+    symlink("src/deep/er/mod.rs", root.join("link-to-mod")).unwrap();
+    fs::create_dir(root.join("empty-dir")).unwrap();
+    // 50 MB of varied bytes.
+    let mut big = fs::File::create(root.join("big.bin")).unwrap();
+    let block: Vec<u8> = (0..1024 * 1024).map(|i| (i * 7 % 251) as u8).collect();
+    for _ in 0..50 {
+        big.write_all(&block).unwrap();
+    }
+}
+
+fn assert_same_tree(a: &Path, b: &Path) {
+    for rel in ["src/deep/er/mod.rs", "README.md", "build.sh", "big.bin"] {
+        assert!(
+            fs::read(a.join(rel)).unwrap() == fs::read(b.join(rel)).unwrap(),
+            "{rel} differs"
+        );
+    }
+    assert_eq!(
+        fs::metadata(b.join("build.sh")).unwrap().permissions().mode() & 0o111,
+        0o111
+    );
+    assert_eq!(
+        fs::metadata(b.join("README.md")).unwrap().permissions().mode() & 0o111,
+        0
+    );
+    assert_eq!(
+        fs::read_link(b.join("link-to-mod")).unwrap(),
+        Path::new("src/deep/er/mod.rs")
+    );
+    assert!(b.join("empty-dir").is_dir());
+}
+
+#[tokio::test]
+async fn a_tree_round_trips_through_the_sandbox() {
+    let host = tempfile::tempdir().unwrap();
+    let src = host.path().join("src-tree");
+    make_tree(&src);
+    let (backend, _) = common::backend().await;
+    let sandbox = common::base_sandbox(&backend, Some(&src)).await;
+
+    // Inside: owned by the sandbox user, exec bit works, symlink is a symlink.
+    let out = sandbox
+        .exec(
+            "stat -c '%u:%g' build.sh big.bin && ./build.sh && readlink link-to-mod && wc -c < big.bin",
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        vec![
+            "1000:1000",
+            "1000:1000",
+            "built",
+            "src/deep/er/mod.rs",
+            "52428800"
+        ]
+    );
+    // The model's edits come back out.
+    let out = sandbox
+        .exec(
+            "echo changed >> README.md && mkdir -p new/dir && echo x > new/dir/file",
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+
+    let back = host.path().join("back");
+    sandbox.copy_out(sandbox.project_dir(), &back).await.unwrap();
+    fs::write(src.join("README.md"), "# 日本語のテキスト\nchanged\n").unwrap();
+    assert_same_tree(&src, &back);
+    assert_eq!(fs::read_to_string(back.join("new/dir/file")).unwrap(), "x\n");
+    sandbox.remove().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_symlink_the_model_made_cannot_write_outside_the_copy_out_folder() {
+    let host = tempfile::tempdir().unwrap();
+    let (backend, _) = common::backend().await;
+    let sandbox = common::base_sandbox(&backend, None).await;
+    let target = host.path().join("victim");
+    fs::create_dir(&target).unwrap();
+    let cmd = format!(
+        "mkdir -p /workspace/project && ln -s {} /workspace/project/escape && echo ok",
+        target.display()
+    );
+    assert!(sandbox.exec(&cmd, None).await.unwrap().success());
+    let back = host.path().join("back");
+    sandbox.copy_out("/workspace/project", &back).await.unwrap();
+    // The link comes back as a link; nothing was written through it.
+    assert!(fs::symlink_metadata(back.join("escape"))
+        .unwrap()
+        .file_type()
+        .is_symlink());
+    assert_eq!(fs::read_dir(&target).unwrap().count(), 0);
+    sandbox.remove().await.unwrap();
+}
+
+#[tokio::test]
+async fn copy_out_refuses_a_folder_that_is_not_empty_and_a_missing_path() {
+    let host = tempfile::tempdir().unwrap();
+    let (backend, _) = common::backend().await;
+    let sandbox = common::base_sandbox(&backend, None).await;
+    fs::write(host.path().join("keep.txt"), "mine").unwrap();
+    let err = sandbox
+        .copy_out("/workspace", host.path())
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("not empty"), "{err}");
+    assert_eq!(fs::read_to_string(host.path().join("keep.txt")).unwrap(), "mine");
+    let err = sandbox
+        .copy_out("/workspace/nope", &host.path().join("x"))
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("/workspace/nope") && err.contains("no such path"),
+        "{err}"
+    );
+    sandbox.remove().await.unwrap();
+}
