@@ -1,9 +1,11 @@
 //! The daemon's metrics, in the Prometheus text format through the
-//! Prometheus project's own client (`prometheus-client`). One registry per
-//! process ([`global`]): tasks, phases, model requests, tokens and cost,
-//! tool calls, forge calls and rate limits, sandboxes, poll cycles. Every
-//! part of the daemon records into it without a handle passed around; the
-//! HTTP listener encodes it on each scrape.
+//! Prometheus project's own client (`prometheus-client`): tasks, phases,
+//! model requests, tokens and cost, tool calls, forge calls and rate
+//! limits, sandboxes, poll cycles. One [`Metrics`] per daemon, made where
+//! the daemon is assembled and handed to each part that records into it
+//! (the forges, the model router, the sandbox backend, the agent, the
+//! tasks); the HTTP listener encodes it on each scrape. A part given none
+//! records into a registry of its own that nobody reads.
 
 use prometheus_client::encoding::text::encode;
 use prometheus_client::metrics::counter::Counter;
@@ -12,7 +14,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 use std::sync::atomic::AtomicU64;
-use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Label pairs, as `[("model", "o3")]`.
@@ -60,8 +61,20 @@ fn labels(pairs: &[(&str, &str)]) -> Labels {
         .collect()
 }
 
+impl std::fmt::Debug for Metrics {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Metrics { .. }")
+    }
+}
+
+impl Default for Metrics {
+    fn default() -> Metrics {
+        Metrics::new()
+    }
+}
+
 impl Metrics {
-    fn new() -> Metrics {
+    pub fn new() -> Metrics {
         let m = Metrics {
             registry: Registry::with_prefix("forgehand"),
             tasks_started: Family::default(),
@@ -276,7 +289,6 @@ impl Metrics {
     }
 }
 
-/// The process's metrics.
 /// The token counts `model_usage` records: plain numbers, so this module
 /// depends on nothing it measures.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -284,11 +296,6 @@ pub struct ModelTokens {
     pub input: u64,
     pub cached_input: u64,
     pub output: u64,
-}
-
-pub fn global() -> &'static Metrics {
-    static METRICS: OnceLock<Metrics> = OnceLock::new();
-    METRICS.get_or_init(Metrics::new)
 }
 
 #[cfg(test)]

@@ -128,6 +128,8 @@ pub struct Agent {
     gate: Option<Arc<dyn StepGate>>,
     condense: Option<condense::CondenseSettings>,
     ready: Option<Readiness>,
+    /// Where each tool call is counted.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Agent {
@@ -145,6 +147,7 @@ impl Agent {
             gate: None,
             condense: None,
             ready: None,
+            metrics: Arc::default(),
         }
     }
 
@@ -156,6 +159,12 @@ impl Agent {
     }
 
     /// Consults `gate` before every model turn.
+    /// Counts tool calls in `metrics` (the daemon's).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Agent {
+        self.metrics = metrics;
+        self
+    }
+
     pub fn with_gate(mut self, gate: Arc<dyn StepGate>) -> Agent {
         self.gate = Some(gate);
         self
@@ -308,7 +317,7 @@ impl Agent {
                 } else {
                     "unknown"
                 };
-                crate::metrics::global().tool_call(tool, !result.is_error);
+                self.metrics.tool_call(tool, !result.is_error);
                 if result.is_error {
                     let key = (call.name.clone(), canonical_arguments(&call.arguments));
                     let times = run.failures.entry(key).or_insert(0);

@@ -78,6 +78,7 @@ pub struct HttpState {
     pub token: Option<Secret>,
     pub instance: String,
     pub board: Arc<crate::task::board::Board>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// Serves until `shutdown`.
@@ -207,7 +208,7 @@ async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Res
     if let Some(refused) = refuse(&state, &headers) {
         return refused;
     }
-    let m = crate::metrics::global();
+    let m = &state.metrics;
     m.set_journal_bytes(state.journal.size_bytes());
     (
         StatusCode::OK,
@@ -237,7 +238,7 @@ async fn status_page(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
         &state.instance,
         &state.board.snapshot(),
         &ended,
-        &crate::metrics::global().rate_limits(),
+        &state.metrics.rate_limits(),
         SystemTime::now(),
     );
     (

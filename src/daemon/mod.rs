@@ -84,6 +84,7 @@ impl Daemon {
         let kept = setup::Kept {
             owner: self.env.state_owner.clone(),
             board: self.env.board.clone(),
+            metrics: self.env.metrics.clone(),
         };
         let assembly = setup::assemble_owned(config, secrets, None, kept)
             .await
@@ -312,7 +313,7 @@ impl Daemon {
             _ = shutdown.cancelled() => {}
             _ = poll_all => {}
         }
-        crate::metrics::global().poll_took(poll_started.elapsed());
+        self.env.metrics.poll_took(poll_started.elapsed());
         if let Some(claims) = state.coordinator.as_mut() {
             let room = state
                 .scheduling
@@ -451,6 +452,7 @@ impl Daemon {
             token: self.env.secrets.http_token.clone(),
             instance: self.env.config.daemon.instance_id.clone(),
             board: self.env.board.clone(),
+            metrics: self.env.metrics.clone(),
         });
         let task = tokio::spawn(async move {
             if let Err(e) = http::serve(listener, state, stop).await {

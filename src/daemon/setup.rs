@@ -96,15 +96,18 @@ pub async fn assemble(
     let kept = Kept {
         owner: Arc::new(crate::ownership::StateOwner::acquire(&config.daemon.state_dir)?),
         board: Arc::default(),
+        metrics: Arc::default(),
     };
     assemble_owned(config, secrets, forges, kept).await
 }
 
 /// What a reload keeps of the running daemon: its hold on the state folder
-/// (so its id and instance id) and the board its tasks and status page share.
+/// (so its id and instance id), the board its tasks and status page share,
+/// and its metrics (counters go on across the reload).
 pub struct Kept {
     pub owner: Arc<crate::ownership::StateOwner>,
     pub board: Arc<crate::task::board::Board>,
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// [`assemble`] for a process that already holds the state folder (a
@@ -126,11 +129,17 @@ pub async fn assemble_owned(
     let mut connected: Vec<Arc<dyn Forge>> = Vec::new();
     if wanted(ForgeKind::GitHub) {
         let timeout = config.github.api_timeout;
-        connected.push(Arc::new(GitHub::new(&config.github, &secrets, timeout)?));
+        connected.push(Arc::new(
+            GitHub::new(&config.github, &secrets, timeout)?.with_metrics(kept.metrics.clone()),
+        ));
         tracing::info!(url = %config.github.api_url, "GitHub ready");
     }
     if wanted(ForgeKind::GitLab) {
-        connected.push(Arc::new(GitLab::connect(&config.gitlab, &secrets).await?));
+        connected.push(Arc::new(
+            GitLab::connect(&config.gitlab, &secrets)
+                .await?
+                .with_metrics(kept.metrics.clone()),
+        ));
         tracing::info!(url = %config.gitlab.url, "GitLab ready");
     }
     if connected.is_empty() {
@@ -153,7 +162,8 @@ pub async fn assemble_owned(
         SandboxBackendChoice::Docker => {
             let docker = connect(&config.docker).await?;
             let mut backend = DockerBackend::new(docker, config.sandbox.clone(), instance_id.clone())
-                .owned_by(owner.daemon_id());
+                .owned_by(owner.daemon_id())
+                .with_metrics(kept.metrics.clone());
             backend.check_instance_is_free().await?;
             if let Some(editor) = editor {
                 backend = backend.with_editor(editor);
@@ -164,7 +174,8 @@ pub async fn assemble_owned(
             let mut backend =
                 KubernetesBackend::connect(config.sandbox.clone(), pods.clone(), instance_id.clone())
                     .await?
-                    .owned_by(owner.daemon_id());
+                    .owned_by(owner.daemon_id())
+                    .with_metrics(kept.metrics.clone());
             if let Some((pod, namespace)) = KubernetesBackend::owner_from_env() {
                 backend = backend.owned_by_pod(pod, &namespace);
             }
@@ -178,7 +189,7 @@ pub async fn assemble_owned(
         }
     };
     tracing::info!(instance = %instance_id, daemon = %owner.daemon_id(), "state folder and sandboxes owned");
-    let router = crate::llm::router::from_config(&config.llm, &secrets)?;
+    let router = crate::llm::router::from_config(&config.llm, &secrets)?.with_metrics(kept.metrics.clone());
     let prompts = std::sync::Arc::new(Prompts::load(Some(&config.agent.prompts_dir))?);
     let journal = Journal::open(&config.daemon.state_dir)?;
     match journal.prune_contexts(config.context.keep_for) {
@@ -198,6 +209,7 @@ pub async fn assemble_owned(
         echo_progress: false,
         state_owner: kept.owner.clone(),
         board: kept.board,
+        metrics: kept.metrics,
     };
     Ok(Assembly {
         env: Arc::new(env),

@@ -18,7 +18,7 @@ use serde::de::DeserializeOwned;
 use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -39,6 +39,8 @@ pub struct GitHub {
     cache: Mutex<HashMap<String, (String, String)>>,
     /// Set while the rate limit is exhausted: no request is sent before.
     blocked_until: Mutex<Option<Instant>>,
+    /// Where each call and the rate-limit headroom are counted.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 struct Answer {
@@ -100,7 +102,14 @@ impl GitHub {
             config: config.clone(),
             cache: Mutex::new(HashMap::new()),
             blocked_until: Mutex::new(None),
+            metrics: Arc::default(),
         })
+    }
+
+    /// Counts this client's calls in `metrics` (the daemon's).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> GitHub {
+        self.metrics = metrics;
+        self
     }
 
     /// One request, with short rate-limit waits (up to
@@ -166,10 +175,9 @@ impl GitHub {
         })?;
         let status = response.status();
         let headers = response.headers().clone();
-        let metrics = crate::metrics::global();
-        metrics.forge_call(FORGE, status.as_u16());
+        self.metrics.forge_call(FORGE, status.as_u16());
         if let Some(left) = remaining(&headers) {
-            metrics.rate_limit(FORGE, left);
+            self.metrics.rate_limit(FORGE, left);
         }
         let text = self
             .crab

@@ -20,7 +20,7 @@ use serde::Deserialize;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 const FORGE: &str = "gitlab";
@@ -30,6 +30,8 @@ pub struct GitLab {
     token: Secret,
     config: GitLabConfig,
     user_ids: Mutex<HashMap<String, u64>>,
+    /// Where each call is counted.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// One REST call: method, path under /api/v4, query and JSON body.
@@ -336,14 +338,13 @@ impl MergeRequest {
     }
 }
 
-/// Counts a call in the metrics by its outcome (the gitlab crate hides the
-/// status of a success: 200).
-fn record<T>(result: &Result<T, ForgeError>) {
-    let status = match result {
+/// The status a call is counted under (the gitlab crate hides the status
+/// of a success: 200).
+fn status_of<T>(result: &Result<T, ForgeError>) -> u16 {
+    match result {
         Ok(_) => 200,
         Err(e) => e.status(),
-    };
-    crate::metrics::global().forge_call(FORGE, status);
+    }
 }
 
 impl GitLab {
@@ -388,7 +389,14 @@ impl GitLab {
             token,
             config: config.clone(),
             user_ids: Mutex::new(HashMap::new()),
+            metrics: Arc::default(),
         })
+    }
+
+    /// Counts this client's calls in `metrics` (the daemon's).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> GitLab {
+        self.metrics = metrics;
+        self
     }
 
     /// One call; retried with backoff as [`retry`] allows (a POST creates
@@ -403,7 +411,7 @@ impl GitLab {
                 .query_async(&self.client)
                 .await
                 .map_err(|e| map_error(e, what));
-            record(&result);
+            self.metrics.forge_call(FORGE, status_of(&result));
             result
         })
         .await
@@ -420,7 +428,7 @@ impl GitLab {
                 .query_async(&self.client)
                 .await
                 .map_err(|e| map_error(e, what));
-            record(&result);
+            self.metrics.forge_call(FORGE, status_of(&result));
             result
         })
         .await

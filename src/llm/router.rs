@@ -72,6 +72,8 @@ pub struct Router {
     /// The output room a request is checked with when it asks for none
     /// (`llm.max_output_tokens`).
     output_room: u32,
+    /// Where each request, its tokens and its cost are counted.
+    metrics: std::sync::Arc<crate::metrics::Metrics>,
 }
 
 impl Router {
@@ -82,7 +84,14 @@ impl Router {
             prices: Default::default(),
             unavailable,
             output_room: 0,
+            metrics: Default::default(),
         }
+    }
+
+    /// Counts requests, tokens and cost in `metrics` (the daemon's).
+    pub fn with_metrics(mut self, metrics: std::sync::Arc<crate::metrics::Metrics>) -> Router {
+        self.metrics = metrics;
+        self
     }
 
     /// Prices the cost metric with `prices`.
@@ -190,10 +199,9 @@ impl Router {
         let attempt = || {
             let routed = &routed;
             let provider = route.provider.clone();
-            let prices = &self.prices;
+            let (prices, metrics) = (&self.prices, &self.metrics);
             async move {
                 let result = provider.chat(&route.spec, routed).await;
-                let metrics = crate::metrics::global();
                 match &result {
                     Ok(response) => {
                         metrics.model_request(&routed.model, "ok");

@@ -117,6 +117,8 @@ pub struct DockerBackend {
     socket_unmountable: Arc<std::sync::atomic::AtomicBool>,
     /// The id of the state folder of the daemon this backend serves.
     pub(super) daemon_id: Option<String>,
+    /// Where the sandboxes' egress decisions are counted.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl DockerBackend {
@@ -128,7 +130,14 @@ impl DockerBackend {
             editor: None,
             socket_unmountable: Arc::new(std::sync::atomic::AtomicBool::new(false)),
             daemon_id: None,
+            metrics: Arc::default(),
         }
+    }
+
+    /// Counts the sandboxes' egress decisions in `metrics` (the daemon's).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> DockerBackend {
+        self.metrics = metrics;
+        self
     }
 
     /// Gives every sandbox forgehand's editor: it becomes the container's
@@ -274,10 +283,13 @@ impl DockerBackend {
         let editor_path = placement.as_ref().map(|(path, _)| path.clone());
         let name = container_name(&self.instance_id, &spec.task_id);
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
-        let egress = Egress::new(crate::sandbox::egress::Reach {
-            private: self.config.egress_allow_private,
-            loopback: self.config.egress_allow_loopback,
-        });
+        let egress = Egress::new(
+            crate::sandbox::egress::Reach {
+                private: self.config.egress_allow_private,
+                loopback: self.config.egress_allow_loopback,
+            },
+            self.metrics.clone(),
+        );
         let unmountable = self.socket_unmountable.load(std::sync::atomic::Ordering::Relaxed);
         let mut socket =
             egress_socket::for_new_sandbox(&self.config, unmountable, editor_path.is_some(), &egress)?;

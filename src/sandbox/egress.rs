@@ -65,6 +65,8 @@ pub struct Egress {
     decisions: Mutex<Vec<Decision>>,
     /// One permit per open connection ([`MAX_CONNECTIONS`]).
     open: tokio::sync::Semaphore,
+    /// Where each decision is counted (the daemon's metrics).
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl Default for Egress {
@@ -74,14 +76,18 @@ impl Default for Egress {
             reach: Reach::default(),
             decisions: Mutex::default(),
             open: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
+            metrics: Arc::default(),
         }
     }
 }
 
 impl Egress {
-    pub fn new(reach: Reach) -> Arc<Egress> {
+    /// A tunnel end that opens `reach` besides the public internet and
+    /// counts its decisions in `metrics`.
+    pub fn new(reach: Reach, metrics: Arc<crate::metrics::Metrics>) -> Arc<Egress> {
         Arc::new(Egress {
             reach,
+            metrics,
             ..Egress::default()
         })
     }
@@ -141,7 +147,7 @@ impl Egress {
                 .phase
                 .clone();
             tracing::warn!(phase = %phase, "egress refused a connection: {MAX_CONNECTIONS} are open already");
-            crate::metrics::global().egress(&phase, "too_many", 0);
+            self.metrics.egress(&phase, "too_many", 0);
             let why = format!("this sandbox has {MAX_CONNECTIONS} connections open already");
             let _ = respond(&mut client, 503, &why).await;
             return;
@@ -192,7 +198,7 @@ impl Egress {
             Ok(parsed) => parsed,
             Err(message) => {
                 tracing::warn!(phase = %policy.phase, "egress refused a malformed request: {message}");
-                crate::metrics::global().egress(&policy.phase, "malformed", 0);
+                self.metrics.egress(&policy.phase, "malformed", 0);
                 let _ = respond(client, 400, &message).await;
                 return None;
             }
@@ -312,7 +318,7 @@ impl Egress {
                 tracing::warn!(phase = %decision.phase, host = %decision.host, port = decision.port, "egress denied: {why}")
             }
         }
-        crate::metrics::global().egress(&decision.phase, outcome, decision.bytes);
+        self.metrics.egress(&decision.phase, outcome, decision.bytes);
         self.decisions
             .lock()
             .unwrap_or_else(|p| p.into_inner())

@@ -167,7 +167,7 @@ mod tests {
     #[tokio::test]
     async fn connections_are_checked_by_the_egress_and_the_folder_goes_with_the_socket() {
         let parent = tempfile::tempdir().unwrap();
-        let egress = Egress::new(crate::sandbox::egress::Reach::default());
+        let egress = Egress::new(crate::sandbox::egress::Reach::default(), Default::default());
         egress.set_phase("setup", vec![]);
         let socket = EgressSocket::open(parent.path(), egress.clone()).unwrap();
         let dir = socket.host_dir().to_owned();
@@ -193,7 +193,10 @@ mod tests {
     fn a_path_too_long_for_a_socket_is_refused_with_what_to_do() {
         let parent = tempfile::tempdir().unwrap();
         let deep = parent.path().join("d".repeat(120));
-        let err = match EgressSocket::open(&deep, Egress::new(crate::sandbox::egress::Reach::default())) {
+        let err = match EgressSocket::open(
+            &deep,
+            Egress::new(crate::sandbox::egress::Reach::default(), Default::default()),
+        ) {
             Err(err) => err,
             Ok(_) => panic!("a socket path over the limit was accepted"),
         };

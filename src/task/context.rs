@@ -5,9 +5,40 @@
 //! first request's problem and constraints. When nothing of the request
 //! may be heard, no model is called.
 
-use super::*;
-use crate::llm::usage::Meter;
+use super::claim::{Claimed, Heard};
+use super::error::TaskError;
+use super::issue_ref;
+use super::request;
+use super::run::TaskRun;
+use crate::agent::ChatModel;
+use crate::config::ContextConfig;
+use crate::forge::{ItemKind, ItemRef};
+use crate::llm::usage::{Meter, Price, UsageReport};
 use crate::planning::context::{Classifier, ContextLog, ContextStore, Reading, StoredMessage, Voice};
+use crate::prompts::Prompts;
+use std::collections::BTreeMap;
+
+/// What reading the conversation needs besides the run.
+pub(super) struct Needs<'a> {
+    pub context: &'a ContextConfig,
+    /// `planning.light_models`: the classifier's model when
+    /// `context.classifier_model` names none.
+    pub light_models: &'a [String],
+    /// `delivery.branch_prefix`: a PR on `<prefix>issue-N` continues issue N.
+    pub branch_prefix: &'a str,
+    pub prices: BTreeMap<String, Price>,
+    pub model: &'a dyn ChatModel,
+    pub prompts: &'a Prompts,
+}
+
+/// The conversation the task serves, as the context store holds it.
+pub(super) struct Conversation {
+    pub store: ContextStore,
+    /// Lines for the progress comment.
+    pub notes: Vec<String>,
+    /// What classifying the new messages cost.
+    pub usage: UsageReport,
+}
 
 /// The store of the conversation `item` belongs to.
 pub(super) fn conversation_key(item: &ItemRef, branch: &str, branch_prefix: &str) -> String {
@@ -28,90 +59,81 @@ pub(super) fn conversation_key(item: &ItemRef, branch: &str, branch_prefix: &str
     item.key()
 }
 
-impl TaskRun<'_> {
-    /// Loads the conversation's store and adds the thread's new messages.
-    /// Returns it with lines for the progress comment.
-    pub(super) async fn gather_context(
-        &self,
-        item: &Item,
-        target: &Target,
-        thread: &Thread,
-        withheld: &[String],
-    ) -> Result<(ContextStore, Vec<String>, UsageReport), TaskError> {
-        let config = &self.env.config;
-        let key = conversation_key(&self.item, &target.branch, &config.delivery.branch_prefix);
-        let continued = key != self.item.key();
-        let log: &dyn ContextLog = self.env.journal.as_ref();
-        let mut store = ContextStore::load(log, &key);
-        let earlier = store.messages().len();
-        let with_item_text = !continued;
-        let incoming = request::messages(item, &thread.author, &thread.comments, with_item_text);
-        let body_read = with_item_text && !matches!(thread.author, Heard::Withheld { .. });
-        let mut notes = withheld.to_vec();
-        if store.is_empty() && incoming.is_empty() {
-            return Err(TaskError::NothingHeard(notes.join("; ")));
-        }
-        let meter = Meter::new(UsageReport::new(crate::llm::router::price_table(&config.llm)));
-        // context.classifier_model, else the cheapest usable light model
-        // (`role: light`), else the cheapest usable one: a classification
-        // is a short call that needs no large model.
-        let light = config.context.classifier_model.clone().or_else(|| {
-            crate::llm::usage::light_model(
-                &self.env.model.models(),
-                &config.planning.light_models,
-                &crate::llm::router::price_table(&config.llm),
-            )
-        });
-        let classifier = Classifier {
-            model: self.env.model.as_ref(),
-            name: light.as_deref(),
-            usage: Some(&meter),
-            prompts: &self.env.prompts.context,
-        };
-        let reading = Reading {
-            incoming,
-            covers: request::covered_sources(&self.item.key(), body_read),
-        };
-        let followed = store.follow(log, classifier, reading).await;
-        store
-            .fit_evolving(log, classifier, config.context.evolving_tokens)
-            .await;
-        if continued && earlier > 0 {
-            let from = ItemRef::parse_key(&key)
-                .map(|r| issue_ref(&r))
-                .unwrap_or(key.clone());
-            notes.push(format!(
-                "Continuing the conversation of {from}: {earlier} earlier message(s) with its goal and constraints"
-            ));
-        }
-        let unclear = store
-            .messages()
-            .iter()
-            .filter(|m| m.classification.failure.is_some())
-            .count();
-        let mut line = format!("Context: {} new message(s) classified", followed.added);
-        if followed.edited > 0 {
-            line.push_str(&format!(
-                "; {} edited on the thread, re-read in place",
-                followed.edited
-            ));
-        }
-        if followed.deleted > 0 {
-            line.push_str(&format!(
-                "; {} gone from the thread, left out (the old texts stay in the journal)",
-                followed.deleted
-            ));
-        }
-        if unclear > 0 {
-            line.push_str(&format!(
-                "; {unclear} could not be classified and are kept as UNCLEAR"
-            ));
-        }
-        notes.push(line);
-        notes.push(constraints_line(&store.evolving()));
-        let usage = meter.into_inner().unwrap_or_else(|p| p.into_inner());
-        Ok((store, notes, usage))
+/// Loads the conversation's store and adds the thread's new messages.
+pub(super) async fn read_conversation(
+    run: &TaskRun<'_>,
+    needs: &Needs<'_>,
+    claimed: &Claimed,
+) -> Result<Conversation, TaskError> {
+    let config = needs.context;
+    let (item, thread) = (&claimed.item, &claimed.thread);
+    let key = conversation_key(&run.item, &claimed.target.branch, needs.branch_prefix);
+    let continued = key != run.item.key();
+    let log: &dyn ContextLog = run.journal;
+    let mut store = ContextStore::load(log, &key);
+    let earlier = store.messages().len();
+    let with_item_text = !continued;
+    let incoming = request::messages(item, &thread.author, &thread.comments, with_item_text);
+    let body_read = with_item_text && !matches!(thread.author, Heard::Withheld { .. });
+    let mut notes = claimed.withheld.clone();
+    if store.is_empty() && incoming.is_empty() {
+        return Err(TaskError::NothingHeard(notes.join("; ")));
     }
+    let meter = Meter::new(UsageReport::new(needs.prices.clone()));
+    // context.classifier_model, else the cheapest usable light model
+    // (`role: light`), else the cheapest usable one: a classification
+    // is a short call that needs no large model.
+    let light = config
+        .classifier_model
+        .clone()
+        .or_else(|| crate::llm::usage::light_model(&needs.model.models(), needs.light_models, &needs.prices));
+    let classifier = Classifier {
+        model: needs.model,
+        name: light.as_deref(),
+        usage: Some(&meter),
+        prompts: &needs.prompts.context,
+    };
+    let reading = Reading {
+        incoming,
+        covers: request::covered_sources(&run.item.key(), body_read),
+    };
+    let followed = store.follow(log, classifier, reading).await;
+    store.fit_evolving(log, classifier, config.evolving_tokens).await;
+    if continued && earlier > 0 {
+        let from = ItemRef::parse_key(&key)
+            .map(|r| issue_ref(&r))
+            .unwrap_or(key.clone());
+        notes.push(format!(
+            "Continuing the conversation of {from}: {earlier} earlier message(s) with its goal and constraints"
+        ));
+    }
+    let unclear = store
+        .messages()
+        .iter()
+        .filter(|m| m.classification.failure.is_some())
+        .count();
+    let mut line = format!("Context: {} new message(s) classified", followed.added);
+    if followed.edited > 0 {
+        line.push_str(&format!(
+            "; {} edited on the thread, re-read in place",
+            followed.edited
+        ));
+    }
+    if followed.deleted > 0 {
+        line.push_str(&format!(
+            "; {} gone from the thread, left out (the old texts stay in the journal)",
+            followed.deleted
+        ));
+    }
+    if unclear > 0 {
+        line.push_str(&format!(
+            "; {unclear} could not be classified and are kept as UNCLEAR"
+        ));
+    }
+    notes.push(line);
+    notes.push(constraints_line(&store.evolving()));
+    let usage = meter.into_inner().unwrap_or_else(|p| p.into_inner());
+    Ok(Conversation { store, notes, usage })
 }
 
 /// Which messages the requests carry as constraints, quoted briefly.
@@ -155,6 +177,7 @@ fn constraints_line(evolving: &[&StoredMessage]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::forge::ForgeKind;
 
     #[test]
     fn a_pr_on_an_issue_branch_continues_the_issue() {

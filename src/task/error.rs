@@ -3,8 +3,9 @@
 //! is away), whether the task pauses, stops, is handed over, waits for a
 //! retry or fails with advice for the maintainer.
 
+use super::prepare;
 use super::workspace::DeliveryError;
-use super::{prepare, ForgeError};
+use crate::forge::ForgeError;
 use crate::journal::JournalError;
 use crate::sandbox::SandboxError;
 

@@ -1,44 +1,57 @@
-//! One task, from claim to draft PR/MR: the state machine that the daemon
-//! (and `forgehand once`) runs for a labelled issue or PR/MR. Every step with
-//! an effect outside the daemon is journalled as soon as it is done and is
-//! safe to repeat, so a task killed at any point is resumed, never doubled.
+//! One task, from claim to draft PR/MR: what the daemon (and `forgehand
+//! once`) runs for a labelled issue or PR/MR. The run is a pipeline of
+//! phases, each a function from the previous phase's output to its own,
+//! given only the settings it needs:
+//!
+//! ```text
+//! claim    -> Claimed    the label swap, the progress comment, the target, the thread
+//! prepare  -> Prepared   the clone, the repository's settings, the sandbox, the conversation
+//! plan     -> Planned    the synthesised request and the debated plan
+//! change   -> Changed    the agent's run in the sandbox
+//! verify   -> Verified   the repository's tests, with fix rounds
+//! push     -> Pushed     the commits taken out of the sandbox and pushed
+//! deliver  -> TaskEnd    the draft PR/MR, the summary, the labels
+//! ```
+//!
+//! Every phase's effect outside the daemon is journalled as soon as it is
+//! done and is safe to repeat, so a task killed at any point is resumed,
+//! never doubled: once pushed, a restart goes straight on to delivery.
 
 pub mod board;
 mod change;
 mod claim;
 mod context;
 mod deliver;
+mod ending;
 mod error;
+mod gate;
 mod plan;
 mod prepare;
 pub mod progress;
+mod push;
 pub mod request;
+mod run;
 pub mod sanitize;
 mod snapshot;
 mod verify;
 pub mod workspace;
+mod workspace_handle;
 
-use crate::agent::tools::{CommandExecutor, ServerTools, ToolRegistry};
-use crate::agent::{Agent, AgentOutcome, ChatModel, StepGate, StopReason};
+pub use claim::Heard;
+
+use crate::agent::ChatModel;
 use crate::config::{Config, Secrets};
-use crate::forge::{retry, ChangeInfo, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, TextEdits};
-use crate::git::Credentials;
+use crate::forge::{Forge, ForgeKind, ItemKind, ItemRef};
 use crate::journal::{Journal, Phase, TaskRecord};
-use crate::llm::usage::UsageReport;
-use crate::llm::Message;
-use crate::mcp::{McpClient, SandboxedServer};
 use crate::prompts::Prompts;
-use crate::sandbox::{Sandbox, SandboxBackend, SandboxSpec};
-use async_trait::async_trait;
+use crate::sandbox::SandboxBackend;
+use claim::{Claim, Claimed};
 use error::{disposition, Disposition, TaskError, Whom};
-use progress::{Progress, Step};
-use std::collections::HashMap;
-use std::path::PathBuf;
+use push::Pushed;
+use run::{Reporting, TaskRun};
 use std::sync::Arc;
-use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-use workspace::{Collected, Workspace};
 
 /// What every task needs, shared by all of them.
 pub struct TaskEnv {
@@ -56,6 +69,8 @@ pub struct TaskEnv {
     pub state_owner: Arc<crate::ownership::StateOwner>,
     /// The tasks in flight, as the status page shows them.
     pub board: Arc<board::Board>,
+    /// The daemon's metrics.
+    pub metrics: Arc<crate::metrics::Metrics>,
 }
 
 /// How a task ended (for the daemon's bookkeeping and `once`'s exit code).
@@ -118,21 +133,17 @@ pub async fn run(
             };
         }
     };
-    let mut task = TaskRun {
-        env,
-        forge,
-        item: item.clone(),
-        key: key.clone(),
-        progress: Progress::new(&item),
-        comment_id: record.comment_id,
-        usage: None,
-        shutdown,
-        sandbox: None,
-        finish_summary: None,
+    let reporting = Reporting {
+        journal: &env.journal,
+        secrets: &env.secrets,
+        metrics: &env.metrics,
+        board: &env.board,
+        echo: env.echo_progress,
     };
+    let mut run = TaskRun::new(reporting, forge, item.clone(), record.comment_id, shutdown);
     tracing::info!(task = %item, attempt = record.attempts, phase = record.phase.as_str(), "task started");
     let started = std::time::Instant::now();
-    crate::metrics::global().task_started(item.forge.as_str());
+    env.metrics.task_started(item.forge.as_str());
     env.board.set(
         &key,
         board::LiveTask {
@@ -151,39 +162,16 @@ pub async fn run(
         )))
     } else {
         // Every log line of the run names the task and its attempt.
-        let span = tracing::info_span!("task", key = %task.key, attempt = record.attempts);
-        task.execute(&record).instrument(span).await
+        let span = tracing::info_span!("task", key = %key, attempt = record.attempts);
+        execute(&mut run, env, &record).instrument(span).await
     };
     let end = match result {
         Ok(end) => end,
-        Err(err) => {
-            let away = !task.shutdown.is_cancelled() && task.is_outage(&err).await;
-            let who = task.forge.who_may_trigger();
-            let whom = Whom {
-                may_trigger: &who,
-                sandbox_operator: env.backend.operator_advice(),
-            };
-            match disposition(&err, away, &whom) {
-                Disposition::Interrupted => {
-                    tracing::info!(task = %item, "interrupted by shutdown; it resumes at the next start");
-                    task.progress
-                        .note("Paused: forgehand is restarting; the task resumes when it is back");
-                    task.report().await;
-                    TaskEnd::Interrupted
-                }
-                Disposition::Stopped(reason) => task.stopped(&reason).await,
-                Disposition::HandedOver(message) => {
-                    tracing::warn!(task = %item, "{message}; stopping, the replica holding the task goes on");
-                    TaskEnd::Interrupted
-                }
-                Disposition::Deferred => task.defer(&err).await,
-                Disposition::Failed { advice } => task.fail(&err, &advice).await,
-            }
-        }
+        Err(err) => settle(&mut run, env, &err).await,
     };
-    task.remove_sandbox().await;
+    run.remove_sandbox().await;
     if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
-        let dir = task.work_dir();
+        let dir = work_dir(&env.config, &item);
         if dir.exists() {
             if let Err(e) = std::fs::remove_dir_all(&dir) {
                 tracing::warn!(task = %item, "cannot remove the work folder {}: {e}", dir.display());
@@ -191,214 +179,152 @@ pub async fn run(
         }
     }
     tracing::info!(task = %item, "task ended: {end:?}");
-    crate::metrics::global().task_ended(end.outcome(), started.elapsed());
-    env.board.remove(&item.key());
+    env.metrics.task_ended(end.outcome(), started.elapsed());
+    env.board.remove(&key);
     end
 }
 
-struct TaskRun<'a> {
-    env: &'a TaskEnv,
-    forge: Arc<dyn Forge>,
-    item: ItemRef,
-    key: String,
-    progress: Progress,
-    comment_id: Option<u64>,
-    usage: Option<UsageReport>,
-    shutdown: CancellationToken,
-    /// The sandbox to remove when the task ends, however it ends; the
-    /// phases that use it get it from the one that made it.
-    sandbox: Option<Arc<dyn Sandbox>>,
-    /// The model's answer when it changed nothing.
-    finish_summary: Option<String>,
+/// The task's phases in order. A task pushed before a restart goes
+/// straight on to delivery.
+async fn execute(run: &mut TaskRun<'_>, env: &TaskEnv, record: &TaskRecord) -> Result<TaskEnd, TaskError> {
+    let config = &env.config;
+    let claimed = match claim::claim(run, &claim_needs(config), record).await? {
+        Claim::Claimed(claimed) => claimed,
+        Claim::Ended(end) => return Ok(end),
+    };
+    let summary = if record.phase >= Phase::Pushed {
+        tracing::info!(task = %run.item, "already pushed before a restart; opening or finding the PR/MR");
+        run.report().await;
+        record.outcome.clone().unwrap_or_default()
+    } else {
+        match make_change(run, env, &claimed).await? {
+            Pushed::Branch { summary } => summary,
+            Pushed::Nothing { answer } => return deliver::no_changes(run, &config.labels, &answer).await,
+        }
+    };
+    deliver::deliver(run, &config.labels, &claimed, &summary).await
 }
 
-/// Whose text of the thread the model may see.
-pub(super) struct Thread {
-    pub author: Heard,
-    /// Each comment with whether its author may trigger tasks.
-    pub comments: Vec<(crate::forge::Comment, bool)>,
+/// From the clone to the pushed branch.
+async fn make_change(run: &mut TaskRun<'_>, env: &TaskEnv, claimed: &Claimed) -> Result<Pushed, TaskError> {
+    let prepared = prepare::prepare(run, &prepare_needs(env, &run.item), claimed).await?;
+    let planned = plan::plan(run, &plan_needs(env), claimed, prepared).await?;
+    let changed = change::change(run, &change_needs(env), claimed, planned).await?;
+    let verified = verify::verify(run, &verify_needs(env), changed).await?;
+    push::push(run, &push_needs(&env.config), claimed, verified).await
 }
 
-/// Whether the item's own title and body reach the model.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Heard {
-    /// The author may trigger tasks.
-    Member,
-    /// An outsider's text, vouched for by the maintainer who labelled it
-    /// (unchanged since the label).
-    Vouched { by: String },
-    /// Withheld, with the reason for the progress comment.
-    Withheld { why: String },
+/// What becomes of a run that ended in `err`: the one disposition, acted on.
+async fn settle(run: &mut TaskRun<'_>, env: &TaskEnv, err: &TaskError) -> TaskEnd {
+    let away = !run.shutdown.is_cancelled() && is_outage(env, err).await;
+    let who = run.forge.who_may_trigger();
+    let whom = Whom {
+        may_trigger: &who,
+        sandbox_operator: env.backend.operator_advice(),
+    };
+    let labels = &env.config.labels;
+    match disposition(err, away, &whom) {
+        Disposition::Interrupted => ending::interrupted(run).await,
+        Disposition::Stopped(reason) => ending::stopped(run, labels, &reason).await,
+        Disposition::HandedOver(message) => {
+            tracing::warn!(task = %run.item, "{message}; stopping, the replica holding the task goes on");
+            TaskEnd::Interrupted
+        }
+        Disposition::Deferred => ending::deferred(run, err).await,
+        Disposition::Failed { advice } => ending::failed(run, labels, err, &advice).await,
+    }
 }
 
-/// Where the work goes: the branch, what it is based on, and the PR/MR when
-/// the task is one.
-struct Target {
-    branch: String,
-    base: String,
-    /// The repository's default branch: settings and instructions are read
-    /// from it alone (a PR's author chooses the branch it targets).
-    default_branch: String,
-    change: Option<ChangeInfo>,
-    clone_url: String,
+/// Whether `err` comes from something outside being away. A sandbox error
+/// of any kind counts when the engine does not answer a ping (a copy cut
+/// off by an engine restart reads as a broken pipe).
+async fn is_outage(env: &TaskEnv, err: &TaskError) -> bool {
+    err.is_outage() || (matches!(err, TaskError::Sandbox(_)) && env.backend.ping().await.is_err())
 }
 
-impl TaskRun<'_> {
-    pub(super) fn labels(&self) -> &crate::config::LabelsConfig {
-        &self.env.config.labels
-    }
+/// The task's own folder under the state folder.
+fn work_dir(config: &Config, item: &ItemRef) -> std::path::PathBuf {
+    config.daemon.state_dir.join("work").join(item.slug())
+}
 
-    pub(super) fn work_dir(&self) -> PathBuf {
-        self.env
-            .config
-            .daemon
-            .state_dir
-            .join("work")
-            .join(self.item.slug())
+fn claim_needs(config: &Config) -> claim::Needs<'_> {
+    claim::Needs {
+        labels: &config.labels,
+        branch_prefix: &config.delivery.branch_prefix,
+        label_vouches: config.trust.label_vouches_for_issue_text,
     }
+}
 
-    /// Edits the progress comment; a failure is logged, never fatal.
-    pub(super) async fn report(&self) {
-        let (tokens, cost) = match &self.usage {
-            Some(u) => (u.total().total(), u.estimated_cost().0),
-            None => (0, 0.0),
-        };
-        self.env.board.update(&self.key, |line| {
-            line.status = self.progress.status().to_owned();
-            line.tokens = tokens;
-            line.cost = cost;
-        });
-        if self.env.echo_progress {
-            eprintln!("[{}] {}", self.item, self.progress.status());
-        }
-        let Some(id) = self.comment_id else { return };
-        let body = self.env.secrets.scrub(&self.progress.render());
-        if let Err(e) = self.forge.edit_comment(&self.item, id, &body).await {
-            tracing::warn!(task = %self.item, "cannot update the progress comment: {e}");
-        }
+fn prepare_needs<'a>(env: &'a TaskEnv, item: &ItemRef) -> prepare::Needs<'a> {
+    let config = &env.config;
+    prepare::Needs {
+        work_dir: work_dir(config, item),
+        author: (&config.delivery.author_name, &config.delivery.author_email),
+        repositories: &config.repositories,
+        images: &config.images,
+        sandbox: &config.sandbox,
+        planning: &config.planning,
+        text_editor: &config.text_editor_mcp,
+        backend: env.backend.as_ref(),
+        conversation: context::Needs {
+            context: &config.context,
+            light_models: &config.planning.light_models,
+            branch_prefix: &config.delivery.branch_prefix,
+            prices: crate::llm::router::price_table(&config.llm),
+            model: env.model.as_ref(),
+            prompts: &env.prompts,
+        },
     }
+}
 
-    /// Whether `err` comes from something outside being away. A sandbox
-    /// error of any kind counts when the engine does not answer a ping
-    /// (a copy cut off by an engine restart reads as a broken pipe).
-    async fn is_outage(&self, err: &TaskError) -> bool {
-        err.is_outage() || (matches!(err, TaskError::Sandbox(_)) && self.env.backend.ping().await.is_err())
+fn plan_needs(env: &TaskEnv) -> plan::Needs<'_> {
+    let config = &env.config;
+    plan::Needs {
+        planning: &config.planning,
+        ideas: &config.ideas,
+        context: &config.context,
+        max_output_tokens: config.llm.max_output_tokens,
+        prices: crate::llm::router::price_table(&config.llm),
+        model: env.model.as_ref(),
+        prompts: &env.prompts,
+        pacer: &env.ideas_pacer,
     }
+}
 
-    /// Leaves the task for later: the progress comment says why (if the
-    /// forge takes the edit), the journal keeps it unfinished.
-    async fn defer(&mut self, err: &TaskError) -> TaskEnd {
-        let reason = self.env.secrets.scrub(&err.to_string());
-        tracing::warn!(task = %self.item, "deferred, will be tried again: {reason}");
-        self.progress
-            .note(format!("Waiting: {reason}; forgehand tries again shortly"));
-        self.report().await;
-        if let Err(e) = self.env.journal.give_back_attempt(&self.key) {
-            tracing::warn!(task = %self.item, "cannot journal the deferral: {e}");
-        }
-        TaskEnd::Deferred { reason }
+fn change_needs(env: &TaskEnv) -> change::Needs<'_> {
+    let config = &env.config;
+    change::Needs {
+        agent: &config.agent,
+        max_output_tokens: config.llm.max_output_tokens,
+        context: &config.context,
+        mcp_servers: &config.mcp_servers,
+        text_editor: &config.text_editor_mcp,
+        project_dir: &config.sandbox.project_dir,
+        labels: &config.labels,
+        poll: config.scheduling.poll_interval,
+        prices: crate::llm::router::price_table(&config.llm),
+        model: env.model.clone(),
+        prompts: &env.prompts,
+        secrets: env.secrets.clone(),
+        metrics: env.metrics.clone(),
+        setup: prepare::SetupRules {
+            on_failure: config.repositories.on_setup_failure,
+            home_dir: &config.sandbox.home_dir,
+        },
     }
+}
 
-    pub(super) async fn fail(&mut self, err: &TaskError, advice: &str) -> TaskEnd {
-        let reason = self.env.secrets.scrub(&err.to_string());
-        tracing::error!(task = %self.item, "task failed: {reason}");
-        let mut text = format!(
-            "**Failed.** {reason}\n\n**What you can do:** {}\n{}",
-            advice,
-            self.usage_line()
-        );
-        if let TaskError::TestsFailed { section, .. } = err {
-            text.push_str(&format!("\n{}\n", self.env.secrets.scrub(section)));
-        }
-        if let TaskError::SetupFailed(failed) = err {
-            if !failed.tail.trim().is_empty() {
-                text.push_str(&format!(
-                    "\n<details><summary>The end of the setup's output</summary>\n\n{}\n\n</details>\n",
-                    verify::fenced(&self.env.secrets.scrub(&failed.tail))
-                ));
-            }
-        }
-        if self.comment_id.is_none() {
-            // Failed before the claim finished: post the failure as the progress comment.
-            if let Err(e) = self.ensure_comment().await {
-                tracing::warn!(task = %self.item, "cannot post the failure comment: {e}");
-            }
-        }
-        self.progress.finish(false, "Failed", text);
-        self.report().await;
-        let labels = self.labels().clone();
-        if let Err(e) = self
-            .forge
-            .edit_labels(
-                &self.item,
-                &[labels.failed.as_str()],
-                &[labels.processing.as_str()],
-            )
-            .await
-        {
-            tracing::warn!(task = %self.item, "cannot set the failed label: {e}");
-        }
-        if let Err(e) = self.env.journal.finish(&self.key, Phase::Failed, &reason) {
-            tracing::error!(task = %self.item, "cannot journal the failure: {e}");
-        }
-        TaskEnd::Failed { reason }
+fn verify_needs(env: &TaskEnv) -> verify::Needs<'_> {
+    verify::Needs {
+        fix_rounds: env.config.agent.test_fix_rounds,
+        prompts: &env.prompts,
     }
+}
 
-    pub(super) async fn stopped(&mut self, reason: &str) -> TaskEnd {
-        tracing::info!(task = %self.item, "task stopped: {reason}");
-        let text = format!(
-            "**Stopped.** {reason}. Nothing was pushed.\n{}",
-            self.usage_line()
-        );
-        self.progress.finish(false, "Stopped", text);
-        self.report().await;
-        let labels = self.labels().clone();
-        if let Err(e) = self
-            .forge
-            .edit_labels(&self.item, &[], &[labels.paused.as_str()])
-            .await
-        {
-            tracing::warn!(task = %self.item, "cannot clear the paused label: {e}");
-        }
-        if let Err(e) = self.env.journal.finish(&self.key, Phase::Stopped, reason) {
-            tracing::error!(task = %self.item, "cannot journal the stop: {e}");
-        }
-        TaskEnd::Stopped
-    }
-
-    pub(super) fn usage_line(&self) -> String {
-        match &self.usage {
-            Some(usage) => {
-                let total = usage.total();
-                let (cost, _) = usage.estimated_cost();
-                format!(
-                    "\nTokens: {} input + {} output, estimated cost ${cost:.4}.\n",
-                    total.input_tokens, total.output_tokens
-                )
-            }
-            None => String::new(),
-        }
-    }
-
-    /// Adds model use outside the agent loop (classification, ideas,
-    /// planning) to the task's report.
-    pub(super) fn merge_usage(&mut self, usage: &UsageReport) {
-        match &mut self.usage {
-            Some(total) => total.merge(usage),
-            None => self.usage = Some(usage.clone()),
-        }
-    }
-
-    pub(super) async fn remove_sandbox(&mut self) {
-        if let Some(sandbox) = self.sandbox.take() {
-            crate::metrics::global().sandbox_removed();
-            if let Err(e) = sandbox.remove().await {
-                tracing::warn!(task = %self.item, "cannot remove the sandbox: {e}");
-            }
-            if let Err(e) = self.env.journal.set_container(&self.key, None) {
-                tracing::warn!(task = %self.item, "cannot journal the sandbox removal: {e}");
-            }
-        }
+fn push_needs(config: &Config) -> push::Needs<'_> {
+    push::Needs {
+        delivery: &config.delivery,
+        workspace_dir: &config.sandbox.workspace_dir,
     }
 }
 
@@ -412,55 +338,4 @@ fn issue_ref(item: &ItemRef) -> String {
 
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
-}
-
-/// The task's host-side git work ([`Workspace`]), held by the task and
-/// used from async code: each operation runs on a blocking thread, under
-/// the handle's lock, so the async threads never wait on git.
-struct WorkspaceHandle {
-    inner: Arc<std::sync::Mutex<Workspace>>,
-    checkout: PathBuf,
-    git_dir: PathBuf,
-    branch: String,
-}
-
-impl WorkspaceHandle {
-    fn new(ws: Workspace) -> WorkspaceHandle {
-        WorkspaceHandle {
-            checkout: ws.checkout_dir(),
-            git_dir: ws.git_dir(),
-            branch: ws.branch.clone(),
-            inner: Arc::new(std::sync::Mutex::new(ws)),
-        }
-    }
-
-    /// Runs `f` on the workspace off the async threads.
-    async fn with<T: Send + 'static>(
-        &self,
-        f: impl FnOnce(&mut Workspace) -> T + Send + 'static,
-    ) -> Result<T, TaskError> {
-        let inner = self.inner.clone();
-        blocking(move || f(&mut inner.lock().unwrap_or_else(|p| p.into_inner()))).await
-    }
-
-    /// The trusted clone's working tree (read, never run).
-    fn checkout_dir(&self) -> &std::path::Path {
-        &self.checkout
-    }
-
-    /// Its git folder (copied into the sandbox when the remote moved).
-    fn git_dir(&self) -> &std::path::Path {
-        &self.git_dir
-    }
-
-    /// The task branch.
-    fn branch(&self) -> &str {
-        &self.branch
-    }
-}
-
-async fn blocking<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> Result<T, TaskError> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|e| TaskError::Other(format!("a background job failed: {e}")))
 }

@@ -1,20 +1,60 @@
-//! Planning: pack the checkout (all of it when it fits
-//! `planning.context_tokens`, else a selection for the request), let the
-//! models debate a plan, and hand the agreed plan to the change. Each
-//! finished model call is journalled, so a restarted task replays the
-//! debate up to where it stopped and pays for nothing twice. With no model
-//! for planning, or no plan, the task goes on without one and says why.
+//! The third phase, planning: the request synthesised from the context
+//! store (the mission and every constraint), then the checkout packed (all
+//! of it when it fits `planning.context_tokens`, else a selection for the
+//! request) and a plan debated by the models. Each finished model call is
+//! journalled, so a restarted task replays the debate up to where it
+//! stopped and pays for nothing twice. With no model for planning, or no
+//! plan, the task goes on without one and says why.
 
-use super::*;
+use super::claim::{Claimed, Heard};
+use super::error::TaskError;
+use super::prepare::Prepared;
+use super::progress::Step;
+use super::request;
+use super::run::TaskRun;
+use super::workspace_handle::blocking;
 use crate::agent::plan::{PlanStep, StepStatus};
-use crate::config::IdeasMode;
+use crate::agent::ChatModel;
+use crate::config::{ContextConfig, IdeasConfig, IdeasMode, PlanningConfig};
+use crate::forge::{Item, ItemKind};
 use crate::journal::PlanCalls;
-use crate::planning::context::ContextStore;
+use crate::llm::usage::{Meter, Price, UsageReport};
+use crate::planning::context::{ContextStore, Current, Synthesis, TierBudgets};
 use crate::planning::debate::{CallRecord, Checkpoints, DebateEvent, DebateSettings, PlanError, Planner};
-use crate::planning::ideas::{Generator, IdeaOutput, IdeaRequest};
+use crate::planning::ideas::{Generator, IdeaOutput, IdeaRequest, Pacer};
 use crate::planning::pack::PackOptions;
 use crate::planning::prompts::Context;
 use crate::planning::select;
+use crate::prompts::Prompts;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What planning needs besides the run.
+pub(super) struct Needs<'a> {
+    pub planning: &'a PlanningConfig,
+    pub ideas: &'a IdeasConfig,
+    /// The synthesised request's tiers.
+    pub context: &'a ContextConfig,
+    /// `llm.max_output_tokens`.
+    pub max_output_tokens: u32,
+    pub prices: BTreeMap<String, Price>,
+    pub model: &'a dyn ChatModel,
+    pub prompts: &'a Arc<Prompts>,
+    /// Spaces the idea-option calls of every task.
+    pub pacer: &'a Pacer,
+}
+
+/// The planned task: the request every model reads, and the plan when
+/// there is one.
+pub(super) struct Planned {
+    pub prepared: Prepared,
+    /// The synthesised request with the task's header.
+    pub request: String,
+    /// The repository's instructions as a prompt section.
+    pub instructions: Option<String>,
+    pub plan: Option<TaskPlan>,
+}
 
 /// The whole checkout, being read and packed for the planners in the
 /// background from the moment it is cloned (the sandbox starts meanwhile).
@@ -24,7 +64,7 @@ pub(super) struct PackedCode(
 
 impl PackedCode {
     /// Starts packing `checkout`, unless planning is off.
-    pub(super) fn start(config: &crate::config::PlanningConfig, checkout: PathBuf) -> Option<PackedCode> {
+    pub(super) fn start(config: &PlanningConfig, checkout: PathBuf) -> Option<PackedCode> {
         if config.mode == crate::config::PlanningMode::Off {
             return None;
         }
@@ -45,289 +85,353 @@ pub(super) struct TaskPlan {
     pub made: String,
 }
 
-impl TaskRun<'_> {
-    pub(super) async fn plan(
-        &mut self,
-        code: Option<PackedCode>,
-        request_text: &str,
-        store: &ContextStore,
-        item: &Item,
-        title: Option<&str>,
-    ) -> Result<Option<TaskPlan>, TaskError> {
-        let env = self.env;
-        let config = &env.config.planning;
-        // Packing starts unless planning is off.
-        let Some(code) = code else {
+pub(super) async fn plan(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    claimed: &Claimed,
+    mut prepared: Prepared,
+) -> Result<Planned, TaskError> {
+    let item = &claimed.item;
+    let instructions = prepared
+        .repo
+        .instructions
+        .render(&needs.prompts.agent.repository_instructions);
+    // Every main request starts from the synthesised context: the mission
+    // and every constraint, however long the run. The planners get the
+    // task, the code and the constraints; the working rules (commit, do not
+    // push, the summary) are the agent's.
+    let store = &prepared.conversation.store;
+    let mut request = store.synthesize(&synthesis(needs, item));
+    request.push_str(&request::task_header(item, &claimed.withheld));
+    let planning_request = match &instructions {
+        Some(section) => format!("{request}\n\n{section}"),
+        None => request.clone(),
+    };
+    // An outsider's title the label does not vouch for reaches no model.
+    let topic = match claimed.thread.author {
+        Heard::Withheld { .. } => None,
+        _ => Some(item.title.as_str()),
+    };
+    let plan = match prepared.packing.take() {
+        Some(code) => debate(run, needs, code, &planning_request, store, item, topic).await?,
+        None => None,
+    };
+    Ok(Planned {
+        prepared,
+        request,
+        instructions,
+        plan,
+    })
+}
+
+/// How the request is synthesised from the store.
+fn synthesis<'a>(needs: &'a Needs<'_>, item: &Item) -> Synthesis<'a> {
+    let config = needs.context;
+    Synthesis {
+        template: &needs.prompts.context.synthesis,
+        recent_turns: config.recent_turns,
+        budgets: TierBudgets {
+            mission: config.mission_tokens,
+            recent: config.recent_tokens,
+            current: config.current_tokens,
+        },
+        // On an issue chatter is no request; on a PR/MR the newest message is.
+        current: match item.reference.kind {
+            ItemKind::Issue => Current::NewestRequest,
+            ItemKind::Change => Current::Newest,
+        },
+    }
+}
+
+/// Packs the code and lets the models debate a plan.
+async fn debate(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    code: PackedCode,
+    request_text: &str,
+    store: &ContextStore,
+    item: &Item,
+    title: Option<&str>,
+) -> Result<Option<TaskPlan>, TaskError> {
+    let config = needs.planning;
+    let widened = ideas(run, needs, store, item, title, request_text).await;
+    let request_text = widened.as_deref().unwrap_or(request_text);
+    run.at(Step::Plan, "Planning: packing the code");
+    run.report().await;
+    let (budget, request) = (config.context_tokens, request_text.to_owned());
+    let selection = match code.0.await {
+        Ok(whole) => blocking(move || whole.map(|whole| select::choose(whole, &request, budget))).await?,
+        Err(e) => return Err(TaskError::Other(format!("packing the code failed: {e}"))),
+    };
+    let selection = match selection {
+        Ok(s) => s,
+        Err(e) => {
+            run.note(format!("Planning skipped: the code could not be packed ({e})"));
             return Ok(None);
-        };
-        let widened = self.ideas(store, item, title, request_text).await;
-        let request_text = widened.as_deref().unwrap_or(request_text);
-        self.progress.at(Step::Plan, "Planning: packing the code");
-        self.report().await;
-        let (budget, request) = (config.context_tokens, request_text.to_owned());
-        let selection = match code.0.await {
-            Ok(whole) => blocking(move || whole.map(|whole| select::choose(whole, &request, budget))).await?,
-            Err(e) => return Err(TaskError::Other(format!("packing the code failed: {e}"))),
-        };
-        let selection = match selection {
-            Ok(s) => s,
-            Err(e) => {
-                self.progress
-                    .note(format!("Planning skipped: the code could not be packed ({e})"));
-                return Ok(None);
-            }
-        };
-        self.note_selection(&selection);
-        let context = Context::new(
-            env.prompts.clone(),
-            &selection.packed.xml,
-            selection.packed.tokens,
-        );
-        drop(selection);
+        }
+    };
+    note_selection(run, &selection);
+    let context = Context::new(
+        needs.prompts.clone(),
+        &selection.packed.xml,
+        selection.packed.tokens,
+    );
+    drop(selection);
 
-        let settings = DebateSettings::from_config(config, env.config.llm.max_output_tokens);
-        // Its own copy of the key, so the task can be changed while the debate runs.
-        let key = self.key.clone();
-        let checkpoints = PlanCalls {
-            journal: &env.journal,
-            task: &key,
-        };
-        let (events, mut received) = tokio::sync::mpsc::unbounded_channel::<DebateEvent>();
-        let planner = Planner {
-            model: env.model.as_ref(),
-            settings: &settings,
-            prices: &crate::llm::router::price_table(&env.config.llm),
-            checkpoints: &checkpoints,
-            observer: Some(Arc::new(move |event| {
-                let _ = events.send(event);
-            })),
-        };
-        let planning = planner.plan(&context, request_text);
-        tokio::pin!(planning);
-        let shutdown = self.shutdown.clone();
-        let result = loop {
-            tokio::select! {
-                result = &mut planning => break result,
-                Some(event) = received.recv() => {
-                    if let DebateEvent::Phase { name, done, total } = event {
-                        self.progress.status_now(format!("Planning: {name} ({done} of about {total} model calls done)"));
-                        self.report().await;
-                    }
+    let settings = DebateSettings::from_config(config, needs.max_output_tokens);
+    // Its own copy of the key, so the task can be changed while the debate runs.
+    let key = run.key.clone();
+    let checkpoints = PlanCalls {
+        journal: run.journal,
+        task: &key,
+    };
+    let (events, mut received) = tokio::sync::mpsc::unbounded_channel::<DebateEvent>();
+    let planner = Planner {
+        model: needs.model,
+        settings: &settings,
+        prices: &needs.prices,
+        checkpoints: &checkpoints,
+        observer: Some(Arc::new(move |event| {
+            let _ = events.send(event);
+        })),
+    };
+    let planning = planner.plan(&context, request_text);
+    tokio::pin!(planning);
+    let shutdown = run.shutdown.clone();
+    let result = loop {
+        tokio::select! {
+            result = &mut planning => break result,
+            Some(event) = received.recv() => {
+                if let DebateEvent::Phase { name, done, total } = event {
+                    run.status_now(format!("Planning: {name} ({done} of about {total} model calls done)"));
+                    run.report().await;
                 }
-                _ = shutdown.cancelled() => return Err(TaskError::Shutdown),
             }
-        };
-        match result {
-            Ok(outcome) => {
-                self.merge_usage(&outcome.usage);
-                let checklist = outcome.checklist();
-                self.progress.set_plan(
-                    checklist
-                        .iter()
-                        .map(|step| PlanStep {
-                            step: step.clone(),
-                            status: StepStatus::Pending,
-                        })
-                        .collect(),
-                );
-                let (cost, _) = outcome.usage.estimated_cost();
-                // How it was made, for the history line and the plan's section.
-                let mut line = outcome.method.clone();
-                if let Some(c) = outcome.rounds.iter().rev().find_map(|r| r.consensus.as_ref()) {
-                    line.push_str(&format!("; consensus {:.2}", c.score));
-                }
-                if let Some(c) = outcome.confidence {
-                    line.push_str(&format!("; judge's confidence {c:.2}"));
-                }
-                line.push_str(&format!(
-                    "; {} tokens ({} cached), estimated ${cost:.4}",
-                    outcome.usage.total().total(),
-                    outcome.usage.total().cached_input_tokens
-                ));
-                if outcome.replayed > 0 {
-                    line.push_str(&format!(
-                        "; {} call(s) replayed from before a restart",
-                        outcome.replayed
-                    ));
-                }
-                self.progress.set_plan_details(&line, &outcome.final_plan);
-                self.progress.note(format!("Planned: {line}"));
-                for note in outcome.notes.iter().take(5) {
-                    self.progress.note(format!("Planning: {note}"));
-                }
-                Ok(Some(TaskPlan {
-                    text: outcome.final_plan,
-                    checklist,
-                    made: outcome.made,
-                }))
-            }
-            Err(PlanError::NoModel(why)) => {
-                self.progress
-                    .note(format!("No plan: {why}. The model works from the request alone"));
-                Ok(None)
-            }
-            Err(e) => {
-                self.progress
-                    .note(format!("No plan: {e}. The model works from the request alone"));
-                Ok(None)
-            }
+            _ = shutdown.cancelled() => return Err(TaskError::Shutdown),
+        }
+    };
+    match result {
+        Ok(outcome) => Ok(Some(adopt(run, outcome))),
+        Err(PlanError::NoModel(why)) => {
+            run.note(format!("No plan: {why}. The model works from the request alone"));
+            Ok(None)
+        }
+        Err(e) => {
+            run.note(format!("No plan: {e}. The model works from the request alone"));
+            Ok(None)
         }
     }
+}
 
-    /// Idea options as perspectives for the debate (planning.ideas):
-    /// the request with them appended, or `None` when not wanted or not
-    /// available (the comment says why).
-    /// `title`: the item's title when it may be heard; otherwise the topic
-    /// is only the item's name (nothing withheld reaches any model).
-    async fn ideas(
-        &mut self,
-        store: &ContextStore,
-        item: &Item,
-        title: Option<&str>,
-        request_text: &str,
-    ) -> Option<String> {
-        let env = self.env;
-        let wanted = match env.config.planning.ideas {
-            IdeasMode::Always => true,
-            IdeasMode::Never => false,
-            IdeasMode::Auto => store.open_ended(),
-        };
-        if !wanted {
-            return None;
-        }
-        self.progress.status_now("Planning: generating idea options");
-        self.report().await;
-        // The smallest sizes the tool allows: perspectives, not a catalogue.
-        let request = IdeaRequest {
-            target_categories: 10,
-            target_options_per_category: 10,
-            randomize_selection: true,
-            random_sample_size: 5,
-            domain_context: Some(request_text.to_owned()),
-            ..IdeaRequest::new(
-                "senior software engineer and maintainer of this repository",
-                &title.map(str::to_owned).unwrap_or_else(|| {
-                    let noun = match item.reference.kind {
-                        crate::forge::ItemKind::Issue => "issue",
-                        crate::forge::ItemKind::Change => item.reference.forge.change_noun(),
-                    };
-                    format!("{noun} {}", item.reference)
-                }),
-            )
-        };
-        // The options a task used are journalled under its request: a
-        // restart sends the debate the same request, so its saved calls
-        // replay instead of being paid again.
-        let key = self.key.clone();
-        let checkpoints = PlanCalls {
-            journal: &env.journal,
-            task: &key,
-        };
-        let saved_as = ideas_key(&request);
-        let saved = checkpoints
-            .load(&saved_as)
-            .and_then(|record| serde_json::from_str::<IdeaOutput>(&record.text).ok());
-        let replayed = saved.is_some();
-        let generated = match saved {
-            Some(output) => Ok(output),
-            None => {
-                let meter = crate::llm::usage::Meter::new(UsageReport::new(crate::llm::router::price_table(
-                    &env.config.llm,
-                )));
-                let generator = Generator {
-                    model: env.model.as_ref(),
-                    model_name: env.config.ideas.model.as_deref(),
-                    pacer: &env.ideas_pacer,
-                    max_output_tokens: env.config.llm.max_output_tokens,
-                    usage: Some(&meter),
-                    prompts: &env.prompts.ideas,
-                };
-                let generated = tokio::select! {
-                    result = generator.generate(&request) => result,
-                    _ = self.shutdown.cancelled() => return None,
-                };
-                self.merge_usage(&meter.into_inner().unwrap_or_else(|p| p.into_inner()));
-                if let Ok(output) = &generated {
-                    if let Ok(text) = serde_json::to_string(output) {
-                        let record = CallRecord {
-                            model: env.config.ideas.model.clone().unwrap_or_default(),
-                            text,
-                            usage: Default::default(),
-                        };
-                        checkpoints.save(&saved_as, &record);
-                    }
-                }
-                generated
-            }
-        };
-        match generated {
-            Ok(output) => {
-                self.progress.note(format!(
-                    "Idea options: {} categories, {} options as perspectives for the debate{}",
-                    output.metadata.total_categories,
-                    output.metadata.total_options,
-                    if replayed {
-                        " (as journalled before a restart)"
-                    } else {
-                        ""
-                    }
-                ));
-                Some(format!(
-                    "{request_text}\n\n## Perspectives to consider (idea options)\n\nThese options widen the plan. Weigh them; take those that serve the request and its constraints. The final plan must have a section \"## Perspectives taken\", placed just before its \"## Checklist\", that names the options it took (or says none fit, and why).\n\n{}",
-                    output.perspectives()
-                ))
-            }
-            Err(e) => {
-                self.progress
-                    .note(format!("No idea options ({e}); the debate goes on without them"));
-                None
-            }
-        }
-    }
-
-    /// Says on the comment what a partial pack left out.
-    fn note_selection(&mut self, selection: &select::Selection) {
-        let packed = &selection.packed;
-        let real_files = packed
-            .files
+/// The debate's outcome as the task's plan: its checklist and how it was
+/// made go on the comment.
+fn adopt(run: &mut TaskRun<'_>, outcome: crate::planning::debate::PlanOutcome) -> TaskPlan {
+    run.add_usage(&outcome.usage);
+    let checklist = outcome.checklist();
+    run.progress().set_plan(
+        checklist
             .iter()
-            .filter(|f| f.path != select::LEFT_OUT_SOURCE)
-            .count();
-        if selection.whole {
-            self.progress.note(format!(
-                "Packed the whole checkout for planning: {real_files} files, {} tokens",
-                packed.tokens
+            .map(|step| PlanStep {
+                step: step.clone(),
+                status: StepStatus::Pending,
+            })
+            .collect(),
+    );
+    let (cost, _) = outcome.usage.estimated_cost();
+    // How it was made, for the history line and the plan's section.
+    let mut line = outcome.method.clone();
+    if let Some(c) = outcome.rounds.iter().rev().find_map(|r| r.consensus.as_ref()) {
+        line.push_str(&format!("; consensus {:.2}", c.score));
+    }
+    if let Some(c) = outcome.confidence {
+        line.push_str(&format!("; judge's confidence {c:.2}"));
+    }
+    line.push_str(&format!(
+        "; {} tokens ({} cached), estimated ${cost:.4}",
+        outcome.usage.total().total(),
+        outcome.usage.total().cached_input_tokens
+    ));
+    if outcome.replayed > 0 {
+        line.push_str(&format!(
+            "; {} call(s) replayed from before a restart",
+            outcome.replayed
+        ));
+    }
+    run.progress().set_plan_details(&line, &outcome.final_plan);
+    run.note(format!("Planned: {line}"));
+    for note in outcome.notes.iter().take(5) {
+        run.note(format!("Planning: {note}"));
+    }
+    TaskPlan {
+        text: outcome.final_plan,
+        checklist,
+        made: outcome.made,
+    }
+}
+
+/// Idea options as perspectives for the debate (planning.ideas): the
+/// request with them appended, or `None` when not wanted or not available
+/// (the comment says why). `title`: the item's title when it may be heard;
+/// otherwise the topic is only the item's name (nothing withheld reaches
+/// any model).
+async fn ideas(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    store: &ContextStore,
+    item: &Item,
+    title: Option<&str>,
+    request_text: &str,
+) -> Option<String> {
+    let wanted = match needs.planning.ideas {
+        IdeasMode::Always => true,
+        IdeasMode::Never => false,
+        IdeasMode::Auto => store.open_ended(),
+    };
+    if !wanted {
+        return None;
+    }
+    run.status_now("Planning: generating idea options");
+    run.report().await;
+    let request = idea_request(item, title, request_text);
+    let (generated, replayed) = recorded_or_generated(run, needs, &request).await?;
+    match generated {
+        Ok(output) => {
+            run.note(format!(
+                "Idea options: {} categories, {} options as perspectives for the debate{}",
+                output.metadata.total_categories,
+                output.metadata.total_options,
+                if replayed {
+                    " (as journalled before a restart)"
+                } else {
+                    ""
+                }
             ));
-        } else {
-            const NAMED: usize = 10;
-            let mut line = format!(
-                "Packed {real_files} files ({} tokens) for planning; the checkout is {} tokens, over planning.context_tokens, so {} files were left out",
-                packed.tokens,
-                selection.whole_tokens,
-                selection.left_out.len()
-            );
-            let named: Vec<&str> = selection
-                .left_out
-                .iter()
-                .take(NAMED)
-                .map(String::as_str)
-                .collect();
-            if !named.is_empty() {
-                line.push_str(&format!(": {}", named.join(", ")));
-                if selection.left_out.len() > NAMED {
-                    line.push_str(&format!(" and {} more", selection.left_out.len() - NAMED));
-                }
-            }
-            self.progress.note(line);
+            Some(format!(
+                "{request_text}\n\n## Perspectives to consider (idea options)\n\nThese options widen the plan. Weigh them; take those that serve the request and its constraints. The final plan must have a section \"## Perspectives taken\", placed just before its \"## Checklist\", that names the options it took (or says none fit, and why).\n\n{}",
+                output.perspectives()
+            ))
         }
-        let unreadable = packed
-            .skipped
+        Err(e) => {
+            run.note(format!("No idea options ({e}); the debate goes on without them"));
+            None
+        }
+    }
+}
+
+/// The idea options asked for: the smallest sizes the tool allows
+/// (perspectives, not a catalogue), on the item's title when it may be
+/// heard.
+fn idea_request(item: &Item, title: Option<&str>, request_text: &str) -> IdeaRequest {
+    let topic = title.map(str::to_owned).unwrap_or_else(|| {
+        let noun = match item.reference.kind {
+            ItemKind::Issue => "issue",
+            ItemKind::Change => item.reference.forge.change_noun(),
+        };
+        format!("{noun} {}", item.reference)
+    });
+    IdeaRequest {
+        target_categories: 10,
+        target_options_per_category: 10,
+        randomize_selection: true,
+        random_sample_size: 5,
+        domain_context: Some(request_text.to_owned()),
+        ..IdeaRequest::new(
+            "senior software engineer and maintainer of this repository",
+            &topic,
+        )
+    }
+}
+
+/// The options journalled for `request` before a restart, else new ones
+/// (journalled in turn: a restart sends the debate the same request, so
+/// its saved calls replay instead of being paid again). `true`: replayed.
+/// `None`: the daemon is shutting down.
+async fn recorded_or_generated(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    request: &IdeaRequest,
+) -> Option<(Result<IdeaOutput, crate::planning::ideas::IdeaError>, bool)> {
+    let key = run.key.clone();
+    let checkpoints = PlanCalls {
+        journal: run.journal,
+        task: &key,
+    };
+    let saved_as = ideas_key(request);
+    let saved = checkpoints
+        .load(&saved_as)
+        .and_then(|record| serde_json::from_str::<IdeaOutput>(&record.text).ok());
+    if let Some(output) = saved {
+        return Some((Ok(output), true));
+    }
+    let meter = Meter::new(UsageReport::new(needs.prices.clone()));
+    let generator = Generator {
+        model: needs.model,
+        model_name: needs.ideas.model.as_deref(),
+        pacer: needs.pacer,
+        max_output_tokens: needs.max_output_tokens,
+        usage: Some(&meter),
+        prompts: &needs.prompts.ideas,
+    };
+    let generated = tokio::select! {
+        result = generator.generate(request) => result,
+        _ = run.shutdown.cancelled() => return None,
+    };
+    run.add_usage(&meter.into_inner().unwrap_or_else(|p| p.into_inner()));
+    if let Ok(output) = &generated {
+        if let Ok(text) = serde_json::to_string(output) {
+            let record = CallRecord {
+                model: needs.ideas.model.clone().unwrap_or_default(),
+                text,
+                usage: Default::default(),
+            };
+            checkpoints.save(&saved_as, &record);
+        }
+    }
+    Some((generated, false))
+}
+
+/// Says on the comment what a partial pack left out.
+fn note_selection(run: &TaskRun<'_>, selection: &select::Selection) {
+    let packed = &selection.packed;
+    let real_files = packed
+        .files
+        .iter()
+        .filter(|f| f.path != select::LEFT_OUT_SOURCE)
+        .count();
+    if selection.whole {
+        run.note(format!(
+            "Packed the whole checkout for planning: {real_files} files, {} tokens",
+            packed.tokens
+        ));
+    } else {
+        const NAMED: usize = 10;
+        let mut line = format!(
+            "Packed {real_files} files ({} tokens) for planning; the checkout is {} tokens, over planning.context_tokens, so {} files were left out",
+            packed.tokens,
+            selection.whole_tokens,
+            selection.left_out.len()
+        );
+        let named: Vec<&str> = selection
+            .left_out
             .iter()
-            .filter(|s| !matches!(s.reason, crate::planning::pack::SkipReason::OverBudget { .. }))
-            .count();
-        if unreadable > 0 {
-            tracing::info!(task = %self.item, "left out of the pack:\n{}", packed.skip_report());
+            .take(NAMED)
+            .map(String::as_str)
+            .collect();
+        if !named.is_empty() {
+            line.push_str(&format!(": {}", named.join(", ")));
+            if selection.left_out.len() > NAMED {
+                line.push_str(&format!(" and {} more", selection.left_out.len() - NAMED));
+            }
         }
+        run.note(line);
+    }
+    let unreadable = packed
+        .skipped
+        .iter()
+        .filter(|s| !matches!(s.reason, crate::planning::pack::SkipReason::OverBudget { .. }))
+        .count();
+    if unreadable > 0 {
+        tracing::info!(task = %run.item, "left out of the pack:\n{}", packed.skip_report());
     }
 }
 

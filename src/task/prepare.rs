@@ -1,17 +1,76 @@
-//! Preparing the task (the phase before planning): the repository's
-//! settings and instructions read from the base branch, the sandbox made
-//! from the image they choose, and
-//! the repository's setup run in it, all before any model call when there
-//! is setup to run (a broken file or a failed setup costs no tokens).
+//! The second phase, preparing: the clone on the host, the repository's
+//! settings and instructions read from its default branch, the sandbox
+//! from the image they choose (set up, or restored from a snapshot), the
+//! conversation read into the context store, and the editor's session
+//! started. With setup to run, all of it happens before any model call (a
+//! broken file or a failed setup costs no tokens); without, the sandbox
+//! starts while the thread is classified.
 
-use super::snapshot::SnapshotPlan;
-use super::*;
-use crate::config::SetupFailure;
+use super::claim::Claimed;
+use super::context::{self, Conversation};
+use super::error::TaskError;
+use super::plan::PackedCode;
+use super::run::TaskRun;
+use super::snapshot::{self, PendingRestore, SnapshotPlan};
+use super::workspace::Workspace;
+use super::workspace_handle::WorkspaceHandle;
+use crate::config::{
+    ImagesConfig, PlanningConfig, RepositoriesConfig, SandboxConfig, SetupFailure, TextEditorMcpConfig,
+};
+use crate::git::Credentials;
+use crate::mcp::SandboxedServer;
 use crate::repo_settings::instructions::{AGENTS_FILE, FALLBACK_FILES};
 use crate::repo_settings::{settings, Instructions, RepoSettings, SettingsError, SETTINGS_FILE};
+use crate::sandbox::{Sandbox, SandboxBackend, SandboxSpec};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Bytes of a failed setup's or test's output that reach the issue.
 pub(super) const TAIL_CHARS: usize = 3000;
+
+/// What preparing needs besides the run.
+pub(super) struct Needs<'a> {
+    /// The task's own folder under the state folder.
+    pub work_dir: PathBuf,
+    /// `delivery.author_name` and `author_email`, for the clone's commits.
+    pub author: (&'a str, &'a str),
+    pub repositories: &'a RepositoriesConfig,
+    pub images: &'a ImagesConfig,
+    pub sandbox: &'a SandboxConfig,
+    /// For packing the checkout (unless planning is off).
+    pub planning: &'a PlanningConfig,
+    pub text_editor: &'a TextEditorMcpConfig,
+    pub backend: &'a dyn SandboxBackend,
+    /// What reading the conversation needs.
+    pub conversation: context::Needs<'a>,
+}
+
+impl Needs<'_> {
+    pub fn setup_rules(&self) -> SetupRules<'_> {
+        SetupRules {
+            on_failure: self.repositories.on_setup_failure,
+            home_dir: &self.sandbox.home_dir,
+        }
+    }
+}
+
+/// The prepared task: the host's clone, the repository's wishes, the
+/// sandbox holding the checkout, and the conversation so far.
+pub(super) struct Prepared {
+    pub workspace: WorkspaceHandle,
+    pub credentials: Credentials,
+    pub repo: RepoEnvironment,
+    pub sandbox: TaskSandbox,
+    /// The editor's MCP session, starting beside planning.
+    pub editor: Option<EditorStart>,
+    pub conversation: Conversation,
+    /// The whole checkout, being packed for the planners.
+    pub packing: Option<PackedCode>,
+}
+
+/// The editor's session as it starts in the background.
+pub(super) type EditorStart = tokio::task::JoinHandle<Result<SandboxedServer, crate::mcp::McpError>>;
 
 /// What the repository asks of the task.
 pub(super) struct RepoEnvironment {
@@ -19,6 +78,25 @@ pub(super) struct RepoEnvironment {
     pub instructions: Instructions,
     /// Whether the base branch has a settings file.
     pub has_file: bool,
+}
+
+/// The task's sandbox, with what it takes to set it up again when a
+/// snapshot cannot be restored after all.
+pub(super) struct TaskSandbox {
+    pub sandbox: Arc<dyn Sandbox>,
+    pub image: String,
+    /// A snapshot still being unpacked into it: the agent's tools wait.
+    pub restoring: Option<PendingRestore>,
+    /// Where the setup's snapshot is kept.
+    pub snapshot: Option<SnapshotPlan>,
+}
+
+/// How setup runs and what becomes of a failure.
+pub(super) struct SetupRules<'a> {
+    /// `repositories.on_setup_failure`.
+    pub on_failure: SetupFailure,
+    /// The sandbox's home folder, which a snapshot keeps.
+    pub home_dir: &'a str,
 }
 
 /// A setup command that failed (or timed out), with the end of its output.
@@ -40,255 +118,410 @@ impl SetupFailed {
     }
 }
 
-impl TaskRun<'_> {
-    /// Reads `.forgehand.yaml` and the instruction files from the base
-    /// branch and merges the settings with the operator's.
-    pub(super) async fn read_environment(
-        &self,
-        ws: &WorkspaceHandle,
-        base: &str,
-    ) -> Result<RepoEnvironment, TaskError> {
-        let config = self.env.config.clone();
-        let repository = self.item.repo.clone();
-        let base = base.to_owned();
-        let environment = ws
-            .with(move |ws| -> Result<RepoEnvironment, TaskError> {
-                let mut wanted = vec![SETTINGS_FILE.to_owned()];
-                wanted.extend(FALLBACK_FILES.iter().map(|p| (*p).to_owned()));
-                let agents_files = ws.base_paths_named(&base, AGENTS_FILE)?;
-                wanted.extend(agents_files.iter().cloned());
-                let mut files = ws.read_base(&base, &wanted)?;
-                let file = match files.get(SETTINGS_FILE) {
-                    Some(bytes) => {
-                        let text = String::from_utf8(bytes.clone()).map_err(|_| {
-                            TaskError::Settings(SettingsError::Syntax {
-                                message: "the file is not UTF-8 text".into(),
-                            })
-                        })?;
-                        Some(settings::parse_file(&text).map_err(TaskError::Settings)?)
-                    }
-                    None => None,
-                };
-                let language = crate::images::detect_language(&ws.checkout_dir());
-                let resolved = settings::resolve(&config.repositories, &repository, file.as_ref(), language);
-                if let Some(named) = &resolved.instructions {
-                    files.extend(ws.read_base(&base, named)?);
-                }
-                let instructions = Instructions::gather(
-                    resolved.instructions.as_deref(),
-                    &|path| files.get(path).cloned(),
-                    &agents_files,
-                    config.repositories.instructions_tokens,
-                );
-                Ok(RepoEnvironment {
-                    settings: resolved,
-                    instructions,
-                    has_file: file.is_some(),
-                })
-            })
-            .await??;
-        self.check_env_values(&environment.settings)?;
-        Ok(environment)
+pub(super) async fn prepare(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    claimed: &Claimed,
+) -> Result<Prepared, TaskError> {
+    let credentials = run.forge.git_credentials().await?;
+    let (workspace, ()) = tokio::join!(clone(run, needs, claimed, &credentials), run.report());
+    let workspace = workspace?;
+    // The repository's settings come first: a broken file costs no model call.
+    // Never from the branch a PR targets, which its author chooses.
+    let repo = read_settings(run, needs, &workspace, &claimed.target.default_branch).await?;
+    // The planners' pack is read while the sandbox starts and the thread is classified.
+    let packing = PackedCode::start(needs.planning, workspace.checkout_dir().to_owned());
+    note_settings(run, &repo);
+    let checkout = workspace.checkout_dir().to_owned();
+    let (sandbox, conversation) =
+        sandbox_and_conversation(run, needs, claimed, &repo.settings, &checkout).await?;
+    // The editor's session starts now, beside planning: setup (and what
+    // it left running) is over.
+    let editor = needs.text_editor.enabled.then(|| {
+        let (sandbox, editor_config) = (sandbox.sandbox.clone(), needs.text_editor.clone());
+        tokio::spawn(async move { crate::mcp::text_editor::start(sandbox, &editor_config).await })
+    });
+    for note in &conversation.notes {
+        run.note(note.clone());
     }
+    run.add_usage(&conversation.usage);
+    Ok(Prepared {
+        workspace,
+        credentials,
+        repo,
+        sandbox,
+        editor,
+        conversation,
+        packing,
+    })
+}
 
-    /// A value equal to a configured secret would carry it into the sandbox.
-    fn check_env_values(&self, settings: &RepoSettings) -> Result<(), TaskError> {
-        for (name, value) in &settings.env {
-            if !value.is_empty() && self.env.secrets.scrub(value) != *value {
-                return Err(TaskError::Settings(SettingsError::Invalid {
-                    key: format!("env.{name}"),
-                    message: "the value holds one of forgehand's secrets; no secret ever enters a sandbox, so env holds plain settings only".into(),
-                }));
-            }
-        }
-        Ok(())
-    }
-
-    /// The progress lines about the repository's environment.
-    pub(super) fn note_environment(&mut self, environment: &RepoEnvironment) {
-        let s = &environment.settings;
-        if environment.has_file {
-            let mut parts = Vec::new();
-            if !s.setup.is_empty() {
-                parts.push(format!("{} setup command(s)", s.setup.len()));
-            }
-            if let Some(test) = &s.test {
-                parts.push(format!("tests `{test}`"));
-            }
-            if !s.env.is_empty() {
-                parts.push(format!("{} variable(s)", s.env.len()));
-            }
-            self.progress.note(format!(
-                "Settings: `{SETTINGS_FILE}` from the default branch{}",
-                if parts.is_empty() {
-                    String::new()
-                } else {
-                    format!(" ({})", parts.join(", "))
-                }
-            ));
-        }
-        for note in &s.notes {
-            self.progress.note(note.clone());
-        }
-        if let Some(line) = environment.instructions.summary() {
-            self.progress.note(line);
-        }
-    }
-
-    /// The image the task's sandbox runs: a pin, the settings' choice, or
-    /// detection.
-    pub(super) fn choose_image(&self, checkout: &std::path::Path, settings: &RepoSettings) -> String {
-        let config = &self.env.config;
-        match (config.images.pins.get(&self.item.repo), &settings.image) {
-            (Some(pinned), _) => pinned.clone(),
-            (None, Some(chosen)) => crate::images::image_reference(&config.images, chosen),
-            (None, None) => crate::images::image_for_repository(&config.images, &self.item.repo, checkout),
-        }
-    }
-
-    /// The sandbox for the task, from `image`, holding the clone.
-    pub(super) async fn start_sandbox(
-        &self,
-        checkout: &std::path::Path,
-        settings: &RepoSettings,
-        image: &str,
-    ) -> Result<Arc<dyn Sandbox>, TaskError> {
-        let spec = SandboxSpec {
-            task_id: self.item.slug(),
-            forge: self.item.forge.as_str().to_owned(),
-            repository: self.item.repo.clone(),
-            image: image.to_owned(),
-            env: settings.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+/// The sandbox, set up, and the conversation, read. With setup to run,
+/// the sandbox is made and set up before any model call. Without setup,
+/// or with a snapshot of it to restore, the sandbox starts while the
+/// thread is classified.
+async fn sandbox_and_conversation(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    claimed: &Claimed,
+    settings: &RepoSettings,
+    checkout: &Path,
+) -> Result<(TaskSandbox, Conversation), TaskError> {
+    let image = choose_image(run, needs, checkout, settings);
+    let plan = if settings.setup.is_empty() {
+        None
+    } else {
+        snapshot::plan(
+            run,
+            needs.backend,
+            &needs.sandbox.snapshots,
+            checkout,
+            &image,
+            settings,
+        )
+        .await
+    };
+    let kept = plan.as_ref().and_then(|plan| plan.find(run.metrics));
+    if settings.setup.is_empty() || kept.is_some() {
+        // Without setup, or with a snapshot of it to restore, the sandbox
+        // starts while the thread is classified; a snapshot is unpacked in
+        // the background (classification, planning and the agent's first
+        // request do not wait for it; tools do).
+        let ready = async {
+            let sandbox = start_sandbox(run, needs.backend, checkout, settings, &image).await?;
+            let restoring = match (&plan, kept) {
+                (Some(plan), Some(info)) => Some(snapshot::begin_restore(
+                    sandbox.clone(),
+                    plan,
+                    info,
+                    &needs.sandbox.home_dir,
+                )),
+                _ => None,
+            };
+            Ok::<_, TaskError>((sandbox, restoring))
         };
-        let sandbox: Arc<dyn Sandbox> = Arc::from(self.env.backend.prepare(&spec, Some(checkout)).await?);
-        tracing::info!(task = %self.item, image = %spec.image, "sandbox ready");
-        Ok(sandbox)
-    }
-
-    /// Runs the repository's setup commands in order, within
-    /// `setup_timeout` in all. `Err(SetupFailed)`: one failed.
-    pub(super) async fn run_setup(
-        &self,
-        sandbox: &dyn Sandbox,
-        settings: &RepoSettings,
-    ) -> Result<Result<Duration, SetupFailed>, TaskError> {
-        let started = std::time::Instant::now();
-        for command in &settings.setup {
-            let left = settings.setup_timeout.saturating_sub(started.elapsed());
-            if left.is_zero() {
-                return Ok(Err(SetupFailed {
-                    command: command.clone(),
-                    outcome: format!(
-                        "was not started: setup had used its {} (setup_timeout)",
-                        humantime::format_duration(settings.setup_timeout)
-                    ),
-                    tail: String::new(),
-                    timed_out: true,
-                }));
-            }
-            tracing::info!(task = %self.item, command = %command, "running setup");
-            let output = sandbox
-                .exec(
-                    &format!("{{ {command}\n}} 2>&1"),
-                    Some(left.max(Duration::from_secs(1))),
-                )
-                .await?;
-            if !output.success() {
-                let outcome = if output.timed_out {
-                    format!(
-                        "did not finish within the setup's {} (setup_timeout)",
-                        humantime::format_duration(settings.setup_timeout)
-                    )
-                } else {
-                    format!("exited with code {}", output.exit_code.unwrap_or(-1))
-                };
-                return Ok(Err(SetupFailed {
-                    command: command.clone(),
-                    outcome,
-                    tail: tail(&output.stdout, TAIL_CHARS),
-                    timed_out: output.timed_out,
-                }));
-            }
-        }
-        Ok(Ok(started.elapsed()))
-    }
-
-    /// Setup for `settings` in `sandbox`, with the outcome on the comment.
-    /// A failure stops the task unless the operator lets it go on.
-    pub(super) async fn setup(
-        &mut self,
-        sandbox: &dyn Sandbox,
-        settings: &RepoSettings,
-        checkout: &std::path::Path,
-        image: &str,
-        snapshot: Option<SnapshotPlan>,
-    ) -> Result<(), TaskError> {
-        if settings.setup.is_empty() {
-            return Ok(());
-        }
-        if let Some(egress) = sandbox.egress() {
-            egress.set_phase("setup", settings.setup_hosts.clone());
-        }
-        self.progress.at(
-            Step::Change,
-            format!("Setting up the repository ({} command(s))", settings.setup.len()),
+        let (conversation, ready) = tokio::join!(
+            context::read_conversation(run, &needs.conversation, claimed),
+            ready
         );
-        self.report().await;
-        let phase = crate::sandbox::phase_processes::phase_start(sandbox).await?;
-        let outcome = self.run_setup(sandbox, settings).await?;
-        // What setup left running (a daemon it started, a process that
-        // escaped its group) must not run on beside the model.
-        let ended = crate::sandbox::phase_processes::end_phase(sandbox, phase).await?;
-        if ended > 0 {
-            tracing::warn!(task = %self.item, processes = ended, "setup left processes running; they were ended");
-            self.progress
-                .note(format!("Setup: ended {ended} process(es) it left running"));
+        let (sandbox, restoring) = ready?;
+        run.adopt_sandbox(&sandbox)?;
+        run.note(format!("Sandbox from image `{image}`"));
+        enter_agent_phase(run, sandbox.as_ref(), settings);
+        let sandbox = TaskSandbox {
+            sandbox,
+            image,
+            restoring,
+            snapshot: plan,
+        };
+        Ok((sandbox, conversation?))
+    } else {
+        run.report().await;
+        let sandbox = start_sandbox(run, needs.backend, checkout, settings, &image).await?;
+        run.adopt_sandbox(&sandbox)?;
+        run.note(format!("Sandbox from image `{image}`"));
+        let mut sandbox = TaskSandbox {
+            sandbox,
+            image,
+            restoring: None,
+            snapshot: plan,
+        };
+        let set_up = setup(run, &needs.setup_rules(), &mut sandbox, settings, checkout).await;
+        enter_agent_phase(run, sandbox.sandbox.as_ref(), settings);
+        set_up?;
+        let conversation = context::read_conversation(run, &needs.conversation, claimed).await?;
+        Ok((sandbox, conversation))
+    }
+}
+
+/// Clones the repository on the host and checks out the task branch.
+async fn clone(
+    run: &TaskRun<'_>,
+    needs: &Needs<'_>,
+    claimed: &Claimed,
+    credentials: &Credentials,
+) -> Result<WorkspaceHandle, TaskError> {
+    let target = &claimed.target;
+    let (root, url, branch, creds) = (
+        needs.work_dir.clone(),
+        target.clone_url.clone(),
+        target.branch.clone(),
+        credentials.clone(),
+    );
+    let author = (needs.author.0.to_owned(), needs.author.1.to_owned());
+    // For a PR/MR task the branch exists remotely and is checked out from there.
+    let clone_branch = if target.change.is_some() {
+        branch.clone()
+    } else {
+        target.base.clone()
+    };
+    let cloned = super::workspace_handle::blocking(move || {
+        Workspace::prepare(
+            &root,
+            &url,
+            &clone_branch,
+            &branch,
+            &creds,
+            (&author.0, &author.1),
+        )
+    })
+    .await??;
+    tracing::debug!(task = %run.item, "cloned");
+    Ok(WorkspaceHandle::new(cloned))
+}
+
+/// Reads `.forgehand.yaml` and the instruction files from the default
+/// branch and merges the settings with the operator's.
+async fn read_settings(
+    run: &TaskRun<'_>,
+    needs: &Needs<'_>,
+    workspace: &WorkspaceHandle,
+    base: &str,
+) -> Result<RepoEnvironment, TaskError> {
+    let repositories = needs.repositories.clone();
+    let repository = run.item.repo.clone();
+    let base = base.to_owned();
+    let environment = workspace
+        .with(move |ws| -> Result<RepoEnvironment, TaskError> {
+            let mut wanted = vec![SETTINGS_FILE.to_owned()];
+            wanted.extend(FALLBACK_FILES.iter().map(|p| (*p).to_owned()));
+            let agents_files = ws.base_paths_named(&base, AGENTS_FILE)?;
+            wanted.extend(agents_files.iter().cloned());
+            let mut files = ws.read_base(&base, &wanted)?;
+            let file = match files.get(SETTINGS_FILE) {
+                Some(bytes) => {
+                    let text = String::from_utf8(bytes.clone()).map_err(|_| {
+                        TaskError::Settings(SettingsError::Syntax {
+                            message: "the file is not UTF-8 text".into(),
+                        })
+                    })?;
+                    Some(settings::parse_file(&text).map_err(TaskError::Settings)?)
+                }
+                None => None,
+            };
+            let language = crate::images::detect_language(&ws.checkout_dir());
+            let resolved = settings::resolve(&repositories, &repository, file.as_ref(), language);
+            if let Some(named) = &resolved.instructions {
+                files.extend(ws.read_base(&base, named)?);
+            }
+            let instructions = Instructions::gather(
+                resolved.instructions.as_deref(),
+                &|path| files.get(path).cloned(),
+                &agents_files,
+                repositories.instructions_tokens,
+            );
+            Ok(RepoEnvironment {
+                settings: resolved,
+                instructions,
+                has_file: file.is_some(),
+            })
+        })
+        .await??;
+    check_env_values(run, &environment.settings)?;
+    Ok(environment)
+}
+
+/// A value equal to a configured secret would carry it into the sandbox.
+fn check_env_values(run: &TaskRun<'_>, settings: &RepoSettings) -> Result<(), TaskError> {
+    for (name, value) in &settings.env {
+        if !value.is_empty() && run.secrets.scrub(value) != *value {
+            return Err(TaskError::Settings(SettingsError::Invalid {
+                key: format!("env.{name}"),
+                message: "the value holds one of forgehand's secrets; no secret ever enters a sandbox, so env holds plain settings only".into(),
+            }));
         }
-        match outcome {
-            Ok(took) => {
-                crate::metrics::global().repository_step("setup", "passed");
-                self.progress
-                    .note(format!("Setup: done in {:.1} s", took.as_secs_f64()));
-                if let Some(plan) = snapshot {
-                    self.save_snapshot(sandbox, checkout, plan, image, settings, took)
-                        .await;
-                }
-                Ok(())
+    }
+    Ok(())
+}
+
+/// The progress lines about the repository's settings.
+fn note_settings(run: &TaskRun<'_>, environment: &RepoEnvironment) {
+    let s = &environment.settings;
+    if environment.has_file {
+        let mut parts = Vec::new();
+        if !s.setup.is_empty() {
+            parts.push(format!("{} setup command(s)", s.setup.len()));
+        }
+        if let Some(test) = &s.test {
+            parts.push(format!("tests `{test}`"));
+        }
+        if !s.env.is_empty() {
+            parts.push(format!("{} variable(s)", s.env.len()));
+        }
+        run.note(format!(
+            "Settings: `{SETTINGS_FILE}` from the default branch{}",
+            if parts.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", parts.join(", "))
             }
-            Err(failed) => {
-                let text = self.env.secrets.scrub(&failed.tail);
-                crate::metrics::global().repository_step("setup", failed.metric_outcome());
-                if self.env.config.repositories.on_setup_failure == SetupFailure::Continue {
-                    self.progress.note(format!(
-                        "Setup failed: `{}` {}; the model works without it (repositories.on_setup_failure: continue)",
-                        failed.command, failed.outcome
-                    ));
-                    return Ok(());
-                }
-                Err(TaskError::SetupFailed(SetupFailed { tail: text, ..failed }))
+        ));
+    }
+    for note in &s.notes {
+        run.note(note.clone());
+    }
+    if let Some(line) = environment.instructions.summary() {
+        run.note(line);
+    }
+}
+
+/// The image the task's sandbox runs: a pin, the settings' choice, or
+/// detection.
+fn choose_image(run: &TaskRun<'_>, needs: &Needs<'_>, checkout: &Path, settings: &RepoSettings) -> String {
+    let images = needs.images;
+    match (images.pins.get(&run.item.repo), &settings.image) {
+        (Some(pinned), _) => pinned.clone(),
+        (None, Some(chosen)) => crate::images::image_reference(images, chosen),
+        (None, None) => crate::images::image_for_repository(images, &run.item.repo, checkout),
+    }
+}
+
+/// The sandbox for the task, from `image`, holding the clone.
+async fn start_sandbox(
+    run: &TaskRun<'_>,
+    backend: &dyn SandboxBackend,
+    checkout: &Path,
+    settings: &RepoSettings,
+    image: &str,
+) -> Result<Arc<dyn Sandbox>, TaskError> {
+    let spec = SandboxSpec {
+        task_id: run.item.slug(),
+        forge: run.item.forge.as_str().to_owned(),
+        repository: run.item.repo.clone(),
+        image: image.to_owned(),
+        env: settings.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+    };
+    let sandbox: Arc<dyn Sandbox> = Arc::from(backend.prepare(&spec, Some(checkout)).await?);
+    tracing::info!(task = %run.item, image = %spec.image, "sandbox ready");
+    Ok(sandbox)
+}
+
+/// Runs the repository's setup commands in order, within `setup_timeout`
+/// in all. `Err(SetupFailed)`: one failed.
+async fn run_setup(
+    run: &TaskRun<'_>,
+    sandbox: &dyn Sandbox,
+    settings: &RepoSettings,
+) -> Result<Result<Duration, SetupFailed>, TaskError> {
+    let started = std::time::Instant::now();
+    for command in &settings.setup {
+        let left = settings.setup_timeout.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            return Ok(Err(SetupFailed {
+                command: command.clone(),
+                outcome: format!(
+                    "was not started: setup had used its {} (setup_timeout)",
+                    humantime::format_duration(settings.setup_timeout)
+                ),
+                tail: String::new(),
+                timed_out: true,
+            }));
+        }
+        tracing::info!(task = %run.item, command = %command, "running setup");
+        let output = sandbox
+            .exec(
+                &format!("{{ {command}\n}} 2>&1"),
+                Some(left.max(Duration::from_secs(1))),
+            )
+            .await?;
+        if !output.success() {
+            let outcome = if output.timed_out {
+                format!(
+                    "did not finish within the setup's {} (setup_timeout)",
+                    humantime::format_duration(settings.setup_timeout)
+                )
+            } else {
+                format!("exited with code {}", output.exit_code.unwrap_or(-1))
+            };
+            return Ok(Err(SetupFailed {
+                command: command.clone(),
+                outcome,
+                tail: tail(&output.stdout, TAIL_CHARS),
+                timed_out: output.timed_out,
+            }));
+        }
+    }
+    Ok(Ok(started.elapsed()))
+}
+
+/// Setup for `settings` in the task's sandbox, with the outcome on the
+/// comment; a setup that passed is kept as a snapshot. A failure stops the
+/// task unless the operator lets it go on.
+pub(super) async fn setup(
+    run: &mut TaskRun<'_>,
+    rules: &SetupRules<'_>,
+    task_sandbox: &mut TaskSandbox,
+    settings: &RepoSettings,
+    checkout: &Path,
+) -> Result<(), TaskError> {
+    if settings.setup.is_empty() {
+        return Ok(());
+    }
+    let sandbox = task_sandbox.sandbox.as_ref();
+    if let Some(egress) = sandbox.egress() {
+        egress.set_phase("setup", settings.setup_hosts.clone());
+    }
+    run.at(
+        super::progress::Step::Change,
+        format!("Setting up the repository ({} command(s))", settings.setup.len()),
+    );
+    run.report().await;
+    let phase = crate::sandbox::phase_processes::phase_start(sandbox).await?;
+    let outcome = run_setup(run, sandbox, settings).await?;
+    // What setup left running (a daemon it started, a process that
+    // escaped its group) must not run on beside the model.
+    let ended = crate::sandbox::phase_processes::end_phase(sandbox, phase).await?;
+    if ended > 0 {
+        tracing::warn!(task = %run.item, processes = ended, "setup left processes running; they were ended");
+        run.note(format!("Setup: ended {ended} process(es) it left running"));
+    }
+    match outcome {
+        Ok(took) => {
+            run.metrics.repository_step("setup", "passed");
+            run.note(format!("Setup: done in {:.1} s", took.as_secs_f64()));
+            if let Some(plan) = task_sandbox.snapshot.take() {
+                let kept = snapshot::Kept {
+                    plan,
+                    image: &task_sandbox.image,
+                    settings,
+                    setup_took: took,
+                    home_dir: rules.home_dir,
+                };
+                snapshot::save(run, task_sandbox.sandbox.as_ref(), checkout, kept).await;
             }
+            Ok(())
+        }
+        Err(failed) => {
+            let text = run.secrets.scrub(&failed.tail);
+            run.metrics.repository_step("setup", failed.metric_outcome());
+            if rules.on_failure == SetupFailure::Continue {
+                run.note(format!(
+                    "Setup failed: `{}` {}; the model works without it (repositories.on_setup_failure: continue)",
+                    failed.command, failed.outcome
+                ));
+                return Ok(());
+            }
+            Err(TaskError::SetupFailed(SetupFailed { tail: text, ..failed }))
         }
     }
 }
 
-impl TaskRun<'_> {
-    /// From here on the sandbox may reach only the agent's hosts; what
-    /// setup reached goes on the comment.
-    pub(super) fn enter_agent_phase(&mut self, sandbox: &dyn Sandbox, settings: &RepoSettings) {
-        match sandbox.egress() {
-            Some(egress) => {
-                if let Some(line) = egress.summary("setup") {
-                    self.progress.note(format!("Network: {line}"));
-                }
-                egress.set_phase("agent", settings.agent_hosts.clone());
+/// From here on the sandbox may reach only the agent's hosts; what setup
+/// reached goes on the comment.
+pub(super) fn enter_agent_phase(run: &TaskRun<'_>, sandbox: &dyn Sandbox, settings: &RepoSettings) {
+    match sandbox.egress() {
+        Some(egress) => {
+            if let Some(line) = egress.summary("setup") {
+                run.note(format!("Network: {line}"));
             }
-            None if !settings.setup.is_empty() || !settings.agent_hosts.is_empty() => {
-                self.progress.note(
-                    "Network: none (this sandbox has no forgehand supervisor, so `network` settings cannot apply)",
-                );
-            }
-            None => {}
+            egress.set_phase("agent", settings.agent_hosts.clone());
         }
+        None if !settings.setup.is_empty() || !settings.agent_hosts.is_empty() => {
+            run.note(
+                "Network: none (this sandbox has no forgehand supervisor, so `network` settings cannot apply)",
+            );
+        }
+        None => {}
     }
 }
 

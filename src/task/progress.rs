@@ -4,6 +4,7 @@
 
 use crate::agent::plan::{PlanStep, StepStatus};
 use crate::forge::ItemRef;
+use std::time::Duration;
 
 /// The marker put in every progress comment of `item`.
 pub fn marker(item: &ItemRef) -> String {
@@ -104,14 +105,14 @@ impl Progress {
     }
 
     /// Marks every step before `step` done and says what happens now.
-    pub fn at(&mut self, step: Step, phase: impl Into<String>) {
+    /// Returns the step that ended, with how long it took.
+    pub fn at(&mut self, step: Step, phase: impl Into<String>) -> Option<(Step, Duration)> {
         let index = STEPS.iter().position(|s| *s == step).unwrap_or(0);
-        if index != self.done {
-            self.end_step();
-        }
+        let ended = if index != self.done { self.end_step() } else { None };
         self.done = index;
         self.phase = phase.into();
         self.note(self.phase.clone());
+        ended
     }
 
     /// Says what happens now without moving the checklist.
@@ -133,12 +134,14 @@ impl Progress {
         }
     }
 
-    /// Records how long the current step took and starts the clock anew.
-    fn end_step(&mut self) {
-        if let Some(step) = STEPS.get(self.done) {
-            crate::metrics::global().phase_took(step.as_str(), self.step_started.elapsed());
-        }
+    /// Ends the current step: it and how long it took, and the clock
+    /// starts anew.
+    fn end_step(&mut self) -> Option<(Step, Duration)> {
+        let ended = STEPS
+            .get(self.done)
+            .map(|step| (*step, self.step_started.elapsed()));
         self.step_started = std::time::Instant::now();
+        ended
     }
 
     /// The step under way (for the status page).
@@ -146,14 +149,22 @@ impl Progress {
         STEPS.get(self.done).copied()
     }
 
-    pub fn finish(&mut self, all_done: bool, phase: impl Into<String>, outcome: impl Into<String>) {
-        self.end_step();
+    /// Ends the task's comment; returns the step that ended, with how
+    /// long it took.
+    pub fn finish(
+        &mut self,
+        all_done: bool,
+        phase: impl Into<String>,
+        outcome: impl Into<String>,
+    ) -> Option<(Step, Duration)> {
+        let ended = self.end_step();
         if all_done {
             self.done = STEPS.len();
         }
         self.phase = phase.into();
         self.note(self.phase.clone());
         self.outcome = Some(outcome.into());
+        ended
     }
 
     /// The current status, one line.

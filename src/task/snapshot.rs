@@ -2,11 +2,17 @@
 //! the inputs match, keep one after a setup that passed. Neither ever
 //! fails the task: without a snapshot, setup simply runs.
 
-use super::*;
+use super::run::TaskRun;
+use crate::config::SnapshotsConfig;
+use crate::forge::ItemKind;
+use crate::metrics::Metrics;
 use crate::repo_settings::snapshot_key::{self, SnapshotKey};
 use crate::repo_settings::RepoSettings;
 use crate::sandbox::snapshots::{human_bytes, now_secs, SnapshotInfo, SnapshotStore};
+use crate::sandbox::{Sandbox, SandboxBackend};
 use futures_util::future::{BoxFuture, FutureExt, Shared};
+use std::path::Path;
+use std::sync::Arc;
 
 /// A snapshot being unpacked into the sandbox while the task goes on.
 pub(super) struct PendingRestore {
@@ -39,185 +45,191 @@ pub(super) struct SnapshotPlan {
 
 impl SnapshotPlan {
     /// The snapshot kept for this key, if any.
-    pub(super) fn find(&self) -> Option<SnapshotInfo> {
+    pub(super) fn find(&self, metrics: &Metrics) -> Option<SnapshotInfo> {
         let found = self.store.find(&self.key.key);
         if found.is_none() {
-            crate::metrics::global().repository_step("snapshot", "miss");
+            metrics.repository_step("snapshot", "miss");
         }
         found
     }
 }
 
-impl TaskRun<'_> {
-    /// The snapshot key for this setup, when snapshots are on and the
-    /// backend can name the image.
-    pub(super) async fn snapshot_plan(
-        &self,
-        checkout: &std::path::Path,
-        image: &str,
-        settings: &RepoSettings,
-    ) -> Option<SnapshotPlan> {
-        let config = &self.env.config.sandbox.snapshots;
-        if !config.enabled {
+/// The snapshot key for this setup, when snapshots are on and the backend
+/// can name the image.
+pub(super) async fn plan(
+    run: &TaskRun<'_>,
+    backend: &dyn SandboxBackend,
+    config: &SnapshotsConfig,
+    checkout: &Path,
+    image: &str,
+    settings: &RepoSettings,
+) -> Option<SnapshotPlan> {
+    if !config.enabled {
+        return None;
+    }
+    let image_id = match backend.image_id(image).await {
+        Ok(Some(id)) => id,
+        Ok(None) => return None,
+        Err(err) => {
+            tracing::warn!(task = %run.item, image, error = %err, "no setup snapshot: the image's id is unknown");
             return None;
         }
-        let image_id = match self.env.backend.image_id(image).await {
-            Ok(Some(id)) => id,
-            Ok(None) => return None,
-            Err(err) => {
-                tracing::warn!(task = %self.item, image, error = %err, "no setup snapshot: the image's id is unknown");
-                return None;
-            }
-        };
-        let (dir, id, wanted) = (checkout.to_owned(), image_id.clone(), settings.clone());
-        let repository = format!("{}:{}", self.item.forge.as_str(), self.item.repo);
-        match tokio::task::spawn_blocking(move || snapshot_key::compute(&repository, &dir, &id, &wanted))
-            .await
-        {
-            Ok(Ok(key)) => Some(SnapshotPlan {
-                store: SnapshotStore::new(config),
-                key,
-                image_id,
-            }),
-            Ok(Err(err)) => {
-                tracing::warn!(task = %self.item, error = %err, "no setup snapshot: a dependency file could not be read");
-                None
-            }
-            Err(err) => {
-                tracing::warn!(task = %self.item, error = %err, "no setup snapshot: computing its key failed");
-                None
-            }
+    };
+    let (dir, id, wanted) = (checkout.to_owned(), image_id.clone(), settings.clone());
+    let repository = format!("{}:{}", run.item.forge.as_str(), run.item.repo);
+    match tokio::task::spawn_blocking(move || snapshot_key::compute(&repository, &dir, &id, &wanted)).await {
+        Ok(Ok(key)) => Some(SnapshotPlan {
+            store: SnapshotStore::new(config),
+            key,
+            image_id,
+        }),
+        Ok(Err(err)) => {
+            tracing::warn!(task = %run.item, error = %err, "no setup snapshot: a dependency file could not be read");
+            None
+        }
+        Err(err) => {
+            tracing::warn!(task = %run.item, error = %err, "no setup snapshot: computing its key failed");
+            None
         }
     }
+}
 
-    /// Starts unpacking `info` into `sandbox` in the background: planning
-    /// and the agent's first request go on meanwhile; its tools wait.
-    pub(super) fn begin_restore(
-        &self,
-        sandbox: Arc<dyn Sandbox>,
-        plan: &SnapshotPlan,
-        info: SnapshotInfo,
-    ) -> PendingRestore {
-        let store = plan.store.clone();
-        let home = self.env.config.sandbox.home_dir.clone();
-        let kept = info.clone();
-        // Aborted if the task ends first: the sandbox goes with it anyway.
-        let unpacking = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
-            let started = std::time::Instant::now();
-            let restored = store.restore(sandbox.as_ref(), &home, &kept).await;
-            if restored.is_err() {
-                // Setup runs instead and keeps a new one under the same key.
-                if let Err(err) = store.remove_where(|s| s.key == kept.key) {
-                    tracing::warn!(snapshot = %kept.short_key(), error = %err, "a snapshot that could not be restored could not be removed either");
-                }
-            }
-            restored.map(|()| started.elapsed()).map_err(|e| e.to_string())
-        }));
-        let done = async move {
-            match unpacking.await {
-                Ok(restored) => restored,
-                Err(err) => Err(format!("the restore stopped: {err}")),
-            }
-        }
-        .boxed()
-        .shared();
-        PendingRestore { info, done }
-    }
-
-    /// Says on the comment how a restore went; `true` when setup need not run.
-    pub(super) fn note_restore(
-        &mut self,
-        info: &SnapshotInfo,
-        restored: Result<std::time::Duration, String>,
-    ) -> bool {
-        match restored {
-            Ok(took) => {
-                crate::metrics::global().repository_step("snapshot", "hit");
-                tracing::info!(task = %self.item, snapshot = %info.short_key(), took_ms = took.as_millis() as u64, "setup snapshot restored");
-                self.progress.note(format!(
-                    "Setup: not run; snapshot `{}` restored in {:.1} s ({}, from a setup of {:.1} s, {} ago)",
-                    info.short_key(),
-                    took.as_secs_f64(),
-                    human_bytes(info.bytes),
-                    info.setup_seconds,
-                    humantime::format_duration(std::time::Duration::from_secs(
-                        now_secs().saturating_sub(info.created_at)
-                    ))
-                ));
-                true
-            }
-            Err(err) => {
-                crate::metrics::global().repository_step("snapshot", "restore_failed");
-                tracing::warn!(task = %self.item, snapshot = %info.short_key(), error = %err, "setup snapshot could not be restored; running setup");
-                self.progress.note(format!(
-                    "Setup snapshot `{}` could not be restored ({}); running setup",
-                    info.short_key(),
-                    self.env.secrets.scrub(&err)
-                ));
-                false
-            }
-        }
-    }
-
-    /// Keeps what setup wrote as a snapshot for the next task.
-    pub(super) async fn save_snapshot(
-        &mut self,
-        sandbox: &dyn Sandbox,
-        checkout: &std::path::Path,
-        plan: SnapshotPlan,
-        image: &str,
-        settings: &RepoSettings,
-        setup_took: std::time::Duration,
-    ) {
-        // A pull request's tree is its author's: what its setup wrote is not
-        // kept for the tasks that start from the default branch (restoring
-        // a snapshot the default branch made is fine).
-        if matches!(self.item.kind, ItemKind::Change) {
-            tracing::info!(task = %self.item, "no setup snapshot kept: the setup ran on a pull request's tree");
-            self.progress.note(format!(
-                "No setup snapshot kept: the setup ran on this {}'s own files; snapshots come from the default branch only",
-                self.item.forge.change_noun()
-            ));
-            return;
-        }
-        let info = SnapshotInfo {
-            key: plan.key.key.clone(),
-            repository: self.item.repo.clone(),
-            image: image.to_owned(),
-            image_id: plan.image_id.clone(),
-            inputs: plan.key.inputs.clone(),
-            setup_commands: settings.setup.clone(),
-            setup_seconds: setup_took.as_secs_f64(),
-            created_at: 0,
-            last_used_at: 0,
-            bytes: 0,
-        };
+/// Starts unpacking `info` into `sandbox`'s `home_dir` in the background:
+/// planning and the agent's first request go on meanwhile; its tools wait.
+pub(super) fn begin_restore(
+    sandbox: Arc<dyn Sandbox>,
+    plan: &SnapshotPlan,
+    info: SnapshotInfo,
+    home_dir: &str,
+) -> PendingRestore {
+    let store = plan.store.clone();
+    let home = home_dir.to_owned();
+    let kept = info.clone();
+    // Aborted if the task ends first: the sandbox goes with it anyway.
+    let unpacking = tokio_util::task::AbortOnDropHandle::new(tokio::spawn(async move {
         let started = std::time::Instant::now();
-        let home = self.env.config.sandbox.home_dir.clone();
-        let secrets = self.env.secrets.clone();
-        match plan
-            .store
-            .save(sandbox, &home, checkout, info, &secrets.values())
-            .await
-        {
-            Ok(info) => {
-                crate::metrics::global().repository_step("snapshot", "saved");
-                tracing::info!(task = %self.item, snapshot = %info.short_key(), bytes = info.bytes, took_ms = started.elapsed().as_millis() as u64, "setup snapshot saved");
-                self.progress.note(format!(
-                    "Snapshot `{}` kept ({}, {:.1} s): the next task with the same setup and dependency files skips setup",
-                    info.short_key(),
-                    human_bytes(info.bytes),
-                    started.elapsed().as_secs_f64()
-                ));
+        let restored = store.restore(sandbox.as_ref(), &home, &kept).await;
+        if restored.is_err() {
+            // Setup runs instead and keeps a new one under the same key.
+            if let Err(err) = store.remove_where(|s| s.key == kept.key) {
+                tracing::warn!(snapshot = %kept.short_key(), error = %err, "a snapshot that could not be restored could not be removed either");
             }
-            Err(err) => {
-                crate::metrics::global().repository_step("snapshot", "not_saved");
-                tracing::warn!(task = %self.item, error = %err, "no setup snapshot kept");
-                self.progress.note(format!(
-                    "No setup snapshot kept: {}",
-                    secrets.scrub(&err.to_string())
-                ));
-            }
+        }
+        restored.map(|()| started.elapsed()).map_err(|e| e.to_string())
+    }));
+    let done = async move {
+        match unpacking.await {
+            Ok(restored) => restored,
+            Err(err) => Err(format!("the restore stopped: {err}")),
+        }
+    }
+    .boxed()
+    .shared();
+    PendingRestore { info, done }
+}
+
+/// Says on the comment how a restore went; `true` when setup need not run.
+pub(super) fn note_restore(
+    run: &TaskRun<'_>,
+    info: &SnapshotInfo,
+    restored: Result<std::time::Duration, String>,
+) -> bool {
+    match restored {
+        Ok(took) => {
+            run.metrics.repository_step("snapshot", "hit");
+            tracing::info!(task = %run.item, snapshot = %info.short_key(), took_ms = took.as_millis() as u64, "setup snapshot restored");
+            run.note(format!(
+                "Setup: not run; snapshot `{}` restored in {:.1} s ({}, from a setup of {:.1} s, {} ago)",
+                info.short_key(),
+                took.as_secs_f64(),
+                human_bytes(info.bytes),
+                info.setup_seconds,
+                humantime::format_duration(std::time::Duration::from_secs(
+                    now_secs().saturating_sub(info.created_at)
+                ))
+            ));
+            true
+        }
+        Err(err) => {
+            run.metrics.repository_step("snapshot", "restore_failed");
+            tracing::warn!(task = %run.item, snapshot = %info.short_key(), error = %err, "setup snapshot could not be restored; running setup");
+            run.note(format!(
+                "Setup snapshot `{}` could not be restored ({}); running setup",
+                info.short_key(),
+                run.secrets.scrub(&err)
+            ));
+            false
+        }
+    }
+}
+
+/// A setup that passed, to keep as a snapshot.
+pub(super) struct Kept<'a> {
+    pub plan: SnapshotPlan,
+    pub image: &'a str,
+    pub settings: &'a RepoSettings,
+    pub setup_took: std::time::Duration,
+    /// The sandbox's home folder, which the snapshot holds.
+    pub home_dir: &'a str,
+}
+
+/// Keeps what setup wrote as a snapshot for the next task.
+pub(super) async fn save(run: &TaskRun<'_>, sandbox: &dyn Sandbox, checkout: &Path, kept: Kept<'_>) {
+    let Kept {
+        plan,
+        image,
+        settings,
+        setup_took,
+        home_dir,
+    } = kept;
+    // A pull request's tree is its author's: what its setup wrote is not
+    // kept for the tasks that start from the default branch (restoring
+    // a snapshot the default branch made is fine).
+    if matches!(run.item.kind, ItemKind::Change) {
+        tracing::info!(task = %run.item, "no setup snapshot kept: the setup ran on a pull request's tree");
+        run.note(format!(
+            "No setup snapshot kept: the setup ran on this {}'s own files; snapshots come from the default branch only",
+            run.item.forge.change_noun()
+        ));
+        return;
+    }
+    let info = SnapshotInfo {
+        key: plan.key.key.clone(),
+        repository: run.item.repo.clone(),
+        image: image.to_owned(),
+        image_id: plan.image_id.clone(),
+        inputs: plan.key.inputs.clone(),
+        setup_commands: settings.setup.clone(),
+        setup_seconds: setup_took.as_secs_f64(),
+        created_at: 0,
+        last_used_at: 0,
+        bytes: 0,
+    };
+    let started = std::time::Instant::now();
+    let home = home_dir.to_owned();
+    let secrets = run.secrets;
+    match plan
+        .store
+        .save(sandbox, &home, checkout, info, &secrets.values())
+        .await
+    {
+        Ok(info) => {
+            run.metrics.repository_step("snapshot", "saved");
+            tracing::info!(task = %run.item, snapshot = %info.short_key(), bytes = info.bytes, took_ms = started.elapsed().as_millis() as u64, "setup snapshot saved");
+            run.note(format!(
+                "Snapshot `{}` kept ({}, {:.1} s): the next task with the same setup and dependency files skips setup",
+                info.short_key(),
+                human_bytes(info.bytes),
+                started.elapsed().as_secs_f64()
+            ));
+        }
+        Err(err) => {
+            run.metrics.repository_step("snapshot", "not_saved");
+            tracing::warn!(task = %run.item, error = %err, "no setup snapshot kept");
+            run.note(format!(
+                "No setup snapshot kept: {}",
+                secrets.scrub(&err.to_string())
+            ));
         }
     }
 }

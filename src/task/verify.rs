@@ -1,12 +1,36 @@
-//! Tests before delivery: when the repository names a `test` command, it
-//! runs in the sandbox after the model says it is done; a failure goes back
-//! to the model (the end of the output) for up to `agent.test_fix_rounds`
-//! more rounds. The result joins the summary, so it reaches the PR/MR body
-//! and the progress comment, and survives a restart with it.
+//! The fifth phase, verifying: when the repository names a `test`
+//! command, it runs in the sandbox after the model says it is done; a
+//! failure goes back to the model (the end of the output) for up to
+//! `agent.test_fix_rounds` more rounds. The result joins the summary, so
+//! it reaches the PR/MR body and the progress comment, and survives a
+//! restart with it.
 
-use super::prepare::{tail, TAIL_CHARS};
-use super::*;
-use crate::repo_settings::RepoSettings;
+use super::change::{Changed, Session};
+use super::error::TaskError;
+use super::prepare::{tail, Prepared, TAIL_CHARS};
+use super::run::TaskRun;
+use super::shell_quote;
+use crate::agent::{AgentOutcome, StopReason};
+use crate::llm::Message;
+use crate::prompts::Prompts;
+use crate::sandbox::Sandbox;
+use std::time::Duration;
+
+/// What verifying needs besides the run.
+pub(super) struct Needs<'a> {
+    /// `agent.test_fix_rounds`.
+    pub fix_rounds: u32,
+    pub prompts: &'a Prompts,
+}
+
+/// The verified task: the tests' report joins what was changed.
+pub(super) struct Verified {
+    pub prepared: Prepared,
+    pub session: Session,
+    pub outcome: AgentOutcome,
+    /// `None`: no test command, or nothing to test.
+    pub tests: Option<TestReport>,
+}
 
 /// How the repository's tests ended on the change.
 #[derive(Debug, Clone)]
@@ -66,113 +90,143 @@ pub(super) fn fenced(text: &str) -> String {
     format!("{fence}\n{}\n{fence}", text.trim_end())
 }
 
-impl TaskRun<'_> {
-    /// Runs the tests and, while they fail and rounds are left, hands the
-    /// failure back to the model. `outcome` is the agent's latest run and is
-    /// replaced by each fix round's. `None`: no test command, or nothing to test.
-    #[allow(clippy::too_many_arguments)]
-    pub(super) async fn verify(
-        &mut self,
-        agent: &Agent,
-        system: &str,
-        outcome: &mut AgentOutcome,
-        sandbox: &dyn Sandbox,
-        settings: &RepoSettings,
-        base: &str,
-        live: &Arc<std::sync::Mutex<Progress>>,
-    ) -> Result<Option<TestReport>, TaskError> {
-        let Some(command) = settings.test.clone() else {
-            return Ok(None);
-        };
-        if outcome.stop != StopReason::Answered || !self.changed(sandbox, base).await {
-            return Ok(None);
-        }
-        let rounds = self.env.config.agent.test_fix_rounds;
-        let mut fix_rounds = 0;
-        loop {
-            self.progress
-                .status_now(format!("Testing the change: `{command}`"));
-            self.report().await;
-            let output = sandbox
-                .exec(&format!("{{ {command}\n}} 2>&1"), Some(settings.test_timeout))
-                .await?;
-            let passed = output.success();
-            let report = TestReport {
-                command: command.clone(),
-                passed,
-                outcome: if output.timed_out {
-                    format!(
-                        "did not finish within {} (test_timeout)",
-                        humantime::format_duration(settings.test_timeout)
-                    )
-                } else {
-                    format!("exited with code {}", output.exit_code.unwrap_or(-1))
-                },
-                tail: self.env.secrets.scrub(&tail(&output.stdout, TAIL_CHARS)),
-                fix_rounds,
-                took: output.duration,
+/// Runs the tests and, while they fail and rounds are left, hands the
+/// failure back to the model; each fix round's outcome replaces the last.
+pub(super) async fn verify(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    changed: Changed,
+) -> Result<Verified, TaskError> {
+    let Changed {
+        prepared,
+        session,
+        mut outcome,
+    } = changed;
+    let tests = match prepared.repo.settings.test.clone() {
+        Some(command) => {
+            let test = Test {
+                command: &command,
+                timeout: prepared.repo.settings.test_timeout,
+                sandbox: prepared.sandbox.sandbox.as_ref(),
             };
-            crate::metrics::global().repository_step(
-                "test",
-                match (passed, output.timed_out) {
-                    (true, _) => "passed",
-                    (false, true) => "timed_out",
-                    (false, false) => "failed",
-                },
-            );
-            tracing::info!(task = %self.item, passed, rounds = fix_rounds, "tests ran: {}", report.outcome);
-            if passed || fix_rounds >= rounds {
-                self.progress.note(report.note());
-                return Ok(Some(report));
-            }
-            fix_rounds += 1;
-            self.progress.note(format!(
-                "Tests: `{command}` {}; the model fixes it (round {fix_rounds} of {rounds})",
-                report.outcome
-            ));
-            let message = crate::prompts::fill(
-                &self.env.prompts.agent.test_failure,
-                &[
-                    ("command", &command),
-                    ("outcome", &report.outcome),
-                    ("output", &report.tail),
-                    ("rounds_left", &(rounds - fix_rounds).to_string()),
-                ],
-            );
-            let mut messages = outcome.messages.clone();
-            messages.push(Message::User(message));
-            *live.lock().unwrap_or_else(|p| p.into_inner()) = self.progress.clone();
-            let next = agent.run(system, messages).await;
-            self.progress = live.lock().unwrap_or_else(|p| p.into_inner()).clone();
-            self.add_usage(&next);
-            self.check_halt(&next)?;
-            let answered = next.stop == StopReason::Answered;
-            if let (Some(answer), true) = (&next.answer, answered) {
-                if !answer.trim().is_empty() {
-                    outcome.answer = Some(answer.clone());
-                }
-            }
-            outcome.messages = next.messages;
-            outcome.stop = next.stop;
-            if !answered {
-                // The round ran out of budget: test what it left, once more.
-                fix_rounds = rounds;
+            let base = prepared.workspace.with(|ws| ws.base).await?.to_string();
+            if outcome.stop != StopReason::Answered || !changed_since(test.sandbox, &base).await {
+                None
+            } else {
+                Some(test_and_fix(run, needs, &session, &mut outcome, &test).await?)
             }
         }
-    }
+        None => None,
+    };
+    Ok(Verified {
+        prepared,
+        session,
+        outcome,
+        tests,
+    })
+}
 
-    /// Whether the sandbox's project differs from where the branch started.
-    async fn changed(&self, sandbox: &dyn Sandbox, base: &str) -> bool {
-        let check = format!(
-            "test -n \"$(git status --porcelain 2>/dev/null)\" || test \"$(git rev-parse HEAD 2>/dev/null)\" != {}",
-            shell_quote(base)
+/// The repository's test command, where it runs.
+struct Test<'a> {
+    command: &'a str,
+    timeout: Duration,
+    sandbox: &'a dyn Sandbox,
+}
+
+async fn test_and_fix(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    session: &Session,
+    outcome: &mut AgentOutcome,
+    test: &Test<'_>,
+) -> Result<TestReport, TaskError> {
+    let (command, rounds) = (test.command, needs.fix_rounds);
+    let mut fix_rounds = 0;
+    loop {
+        run.status_now(format!("Testing the change: `{command}`"));
+        run.report().await;
+        let report = run_tests(run, test, fix_rounds).await?;
+        if report.passed || fix_rounds >= rounds {
+            run.note(report.note());
+            return Ok(report);
+        }
+        fix_rounds += 1;
+        run.note(format!(
+            "Tests: `{command}` {}; the model fixes it (round {fix_rounds} of {rounds})",
+            report.outcome
+        ));
+        let message = crate::prompts::fill(
+            &needs.prompts.agent.test_failure,
+            &[
+                ("command", command),
+                ("outcome", &report.outcome),
+                ("output", &report.tail),
+                ("rounds_left", &(rounds - fix_rounds).to_string()),
+            ],
         );
-        sandbox
-            .exec(&check, Some(Duration::from_secs(60)))
-            .await
-            .map(|o| o.success())
-            .unwrap_or(true)
+        let mut messages = outcome.messages.clone();
+        messages.push(Message::User(message));
+        let next = session.resume(run, messages).await?;
+        let answered = next.stop == StopReason::Answered;
+        if let (Some(answer), true) = (&next.answer, answered) {
+            if !answer.trim().is_empty() {
+                outcome.answer = Some(answer.clone());
+            }
+        }
+        outcome.messages = next.messages;
+        outcome.stop = next.stop;
+        if !answered {
+            // The round ran out of budget: test what it left, once more.
+            fix_rounds = rounds;
+        }
     }
+}
+
+/// One run of the tests, measured and reported.
+async fn run_tests(run: &TaskRun<'_>, test: &Test<'_>, fix_rounds: u32) -> Result<TestReport, TaskError> {
+    let output = test
+        .sandbox
+        .exec(&format!("{{ {}\n}} 2>&1", test.command), Some(test.timeout))
+        .await?;
+    let passed = output.success();
+    let report = TestReport {
+        command: test.command.to_owned(),
+        passed,
+        outcome: if output.timed_out {
+            format!(
+                "did not finish within {} (test_timeout)",
+                humantime::format_duration(test.timeout)
+            )
+        } else {
+            format!("exited with code {}", output.exit_code.unwrap_or(-1))
+        },
+        tail: run.secrets.scrub(&tail(&output.stdout, TAIL_CHARS)),
+        fix_rounds,
+        took: output.duration,
+    };
+    run.metrics.repository_step(
+        "test",
+        match (passed, output.timed_out) {
+            (true, _) => "passed",
+            (false, true) => "timed_out",
+            (false, false) => "failed",
+        },
+    );
+    tracing::info!(task = %run.item, passed, rounds = fix_rounds, "tests ran: {}", report.outcome);
+    Ok(report)
+}
+
+/// Whether the sandbox's project differs from where the branch started.
+async fn changed_since(sandbox: &dyn Sandbox, base: &str) -> bool {
+    let check = format!(
+        "test -n \"$(git status --porcelain 2>/dev/null)\" || test \"$(git rev-parse HEAD 2>/dev/null)\" != {}",
+        shell_quote(base)
+    );
+    sandbox
+        .exec(&check, Some(Duration::from_secs(60)))
+        .await
+        .map(|o| o.success())
+        .unwrap_or(true)
 }
 
 #[cfg(test)]

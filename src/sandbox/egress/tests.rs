@@ -74,10 +74,13 @@ async fn a_phases_connections_close_when_it_ends() {
         socket.write_all(b"hello").await.unwrap();
         tokio::time::sleep(Duration::from_secs(3600)).await;
     });
-    let egress = Egress::new(Reach {
-        private: false,
-        loopback: true,
-    });
+    let egress = Egress::new(
+        Reach {
+            private: false,
+            loopback: true,
+        },
+        Default::default(),
+    );
     egress.set_phase(
         "setup",
         vec![HostPattern::parse(&format!("127.0.0.1:{port}")).unwrap()],
@@ -111,10 +114,13 @@ async fn a_phases_connections_close_when_it_ends() {
 
 #[tokio::test]
 async fn metadata_addresses_stay_closed_whatever_is_opened() {
-    let egress = Egress::new(Reach {
-        private: true,
-        loopback: true,
-    });
+    let egress = Egress::new(
+        Reach {
+            private: true,
+            loopback: true,
+        },
+        Default::default(),
+    );
     egress.set_phase(
         "setup",
         ["169.254.169.254", "fe80::1", "10.0.0.1"]
@@ -158,7 +164,7 @@ async fn metadata_addresses_stay_closed_whatever_is_opened() {
 
 #[tokio::test(start_paused = true)]
 async fn idle_connections_time_out_and_one_sandbox_cannot_open_too_many() {
-    let egress = Egress::new(Reach::default());
+    let egress = Egress::new(Reach::default(), Default::default());
     egress.set_phase("agent", vec![HostPattern::parse("localhost").unwrap()]);
     // MAX_CONNECTIONS connections that never send a head.
     let mut idle = Vec::new();
@@ -214,7 +220,7 @@ fn a_host_header_naming_another_site_is_refused() {
 
 #[tokio::test]
 async fn hosts_off_the_list_and_internal_addresses_are_refused_with_a_reason() {
-    let egress = Egress::new(Reach::default());
+    let egress = Egress::new(Reach::default(), Default::default());
     egress.set_phase("setup", vec![HostPattern::parse("localhost").unwrap()]);
     let ask = |request: &'static [u8]| {
         let egress = egress.clone();
@@ -276,7 +282,7 @@ async fn ten_thousand_idle_connections_from_one_sandbox_leave_another_sandbox_se
         private: false,
         loopback: true,
     };
-    let greedy = Egress::new(reach);
+    let greedy = Egress::new(reach, Default::default());
     greedy.set_phase(
         "agent",
         vec![HostPattern::parse(&format!("127.0.0.1:{port}")).unwrap()],
@@ -304,7 +310,7 @@ async fn ten_thousand_idle_connections_from_one_sandbox_leave_another_sandbox_se
         10_000 - MAX_CONNECTIONS
     );
     // Another sandbox's relay is untouched by the first one's flood.
-    let other = Egress::new(reach);
+    let other = Egress::new(reach, Default::default());
     other.set_phase(
         "agent",
         vec![HostPattern::parse(&format!("127.0.0.1:{port}")).unwrap()],

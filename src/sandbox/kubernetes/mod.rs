@@ -52,6 +52,8 @@ pub struct KubernetesBackend {
     owner: Option<OwnerPod>,
     editor: Option<EditorBinary>,
     policy: tokio::sync::OnceCell<()>,
+    /// Where the sandboxes' egress decisions are counted.
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
 impl KubernetesBackend {
@@ -92,7 +94,14 @@ impl KubernetesBackend {
             owner: None,
             editor: None,
             policy: tokio::sync::OnceCell::new(),
+            metrics: Arc::default(),
         }
+    }
+
+    /// Counts the sandboxes' egress decisions in `metrics` (the daemon's).
+    pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> KubernetesBackend {
+        self.metrics = metrics;
+        self
     }
 
     /// Pods are labelled with the daemon's state folder id, and only its
@@ -343,10 +352,13 @@ impl KubernetesBackend {
             self.namespace.clone(),
             name.to_owned(),
             self.config.clone(),
-            Egress::new(crate::sandbox::egress::Reach {
-                private: self.config.egress_allow_private,
-                loopback: self.config.egress_allow_loopback,
-            }),
+            Egress::new(
+                crate::sandbox::egress::Reach {
+                    private: self.config.egress_allow_private,
+                    loopback: self.config.egress_allow_loopback,
+                },
+                self.metrics.clone(),
+            ),
         );
         self.equip(&mut sandbox).await?;
         if let Some(dir) = workspace {

@@ -1,0 +1,97 @@
+//! How a run that did not deliver ends on the forge and in the journal:
+//! failed (with advice), stopped by a maintainer, deferred until what was
+//! away is back, or paused for a restart.
+
+use super::error::TaskError;
+use super::run::TaskRun;
+use super::verify::fenced;
+use super::TaskEnd;
+use crate::config::LabelsConfig;
+use crate::journal::Phase;
+
+pub(super) async fn failed(
+    run: &mut TaskRun<'_>,
+    labels: &LabelsConfig,
+    err: &TaskError,
+    advice: &str,
+) -> TaskEnd {
+    let reason = run.secrets.scrub(&err.to_string());
+    tracing::error!(task = %run.item, "task failed: {reason}");
+    let mut text = format!(
+        "**Failed.** {reason}\n\n**What you can do:** {advice}\n{}",
+        run.usage_line()
+    );
+    if let TaskError::TestsFailed { section, .. } = err {
+        text.push_str(&format!("\n{}\n", run.secrets.scrub(section)));
+    }
+    if let TaskError::SetupFailed(failed) = err {
+        if !failed.tail.trim().is_empty() {
+            text.push_str(&format!(
+                "\n<details><summary>The end of the setup's output</summary>\n\n{}\n\n</details>\n",
+                fenced(&run.secrets.scrub(&failed.tail))
+            ));
+        }
+    }
+    if run.comment_id().is_none() {
+        // Failed before the claim finished: post the failure as the progress comment.
+        if let Err(e) = run.ensure_comment().await {
+            tracing::warn!(task = %run.item, "cannot post the failure comment: {e}");
+        }
+    }
+    run.finish(false, "Failed", text);
+    run.report().await;
+    if let Err(e) = run
+        .forge
+        .edit_labels(
+            &run.item,
+            &[labels.failed.as_str()],
+            &[labels.processing.as_str()],
+        )
+        .await
+    {
+        tracing::warn!(task = %run.item, "cannot set the failed label: {e}");
+    }
+    if let Err(e) = run.journal.finish(&run.key, Phase::Failed, &reason) {
+        tracing::error!(task = %run.item, "cannot journal the failure: {e}");
+    }
+    TaskEnd::Failed { reason }
+}
+
+pub(super) async fn stopped(run: &mut TaskRun<'_>, labels: &LabelsConfig, reason: &str) -> TaskEnd {
+    tracing::info!(task = %run.item, "task stopped: {reason}");
+    let text = format!("**Stopped.** {reason}. Nothing was pushed.\n{}", run.usage_line());
+    run.finish(false, "Stopped", text);
+    run.report().await;
+    if let Err(e) = run
+        .forge
+        .edit_labels(&run.item, &[], &[labels.paused.as_str()])
+        .await
+    {
+        tracing::warn!(task = %run.item, "cannot clear the paused label: {e}");
+    }
+    if let Err(e) = run.journal.finish(&run.key, Phase::Stopped, reason) {
+        tracing::error!(task = %run.item, "cannot journal the stop: {e}");
+    }
+    TaskEnd::Stopped
+}
+
+/// Leaves the task for later: the progress comment says why (if the forge
+/// takes the edit), the journal keeps it unfinished.
+pub(super) async fn deferred(run: &mut TaskRun<'_>, err: &TaskError) -> TaskEnd {
+    let reason = run.secrets.scrub(&err.to_string());
+    tracing::warn!(task = %run.item, "deferred, will be tried again: {reason}");
+    run.note(format!("Waiting: {reason}; forgehand tries again shortly"));
+    run.report().await;
+    if let Err(e) = run.journal.give_back_attempt(&run.key) {
+        tracing::warn!(task = %run.item, "cannot journal the deferral: {e}");
+    }
+    TaskEnd::Deferred { reason }
+}
+
+/// The daemon is stopping: the task resumes at the next start.
+pub(super) async fn interrupted(run: &mut TaskRun<'_>) -> TaskEnd {
+    tracing::info!(task = %run.item, "interrupted by shutdown; it resumes at the next start");
+    run.note("Paused: forgehand is restarting; the task resumes when it is back");
+    run.report().await;
+    TaskEnd::Interrupted
+}

@@ -1,0 +1,90 @@
+//! The label gate the agent passes before every model turn: it pauses the
+//! run while the paused label is on (saying so on the progress comment),
+//! and stops it when the processing label is removed or the daemon shuts
+//! down.
+
+use super::progress::Progress;
+use crate::agent::StepGate;
+use crate::config::{LabelsConfig, Secrets};
+use crate::forge::{Forge, ItemRef};
+use async_trait::async_trait;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio_util::sync::CancellationToken;
+
+/// Pauses the agent while the paused label is on, stops it when the
+/// processing label is removed or the daemon shuts down.
+pub(super) struct LabelGate {
+    pub forge: Arc<dyn Forge>,
+    pub item: ItemRef,
+    pub labels: LabelsConfig,
+    pub shutdown: CancellationToken,
+    pub poll: Duration,
+    /// The progress comment and its state while the agent runs, to say
+    /// "paused" on the issue.
+    pub comment: Option<(u64, Arc<Mutex<Progress>>)>,
+    pub secrets: Arc<Secrets>,
+}
+
+impl LabelGate {
+    /// Puts `status` on the progress comment; a failure is only logged.
+    async fn announce(&self, status: String) {
+        let Some((id, progress)) = &self.comment else {
+            return;
+        };
+        let body = {
+            let mut progress = progress.lock().unwrap_or_else(|p| p.into_inner());
+            progress.status_now(status);
+            self.secrets.scrub(&progress.render())
+        };
+        if let Err(e) = self.forge.edit_comment(&self.item, *id, &body).await {
+            tracing::warn!(task = %self.item, "cannot update the progress comment: {e}");
+        }
+    }
+}
+
+#[async_trait]
+impl StepGate for LabelGate {
+    async fn before_step(&self, _step: u32) -> Option<String> {
+        let mut paused_logged = false;
+        loop {
+            if self.shutdown.is_cancelled() {
+                return Some("forgehand is shutting down".into());
+            }
+            match self.forge.item(&self.item).await {
+                Ok(item) => {
+                    if !item.has_label(&self.labels.processing) {
+                        return Some(format!("the label \"{}\" was removed", self.labels.processing));
+                    }
+                    if !item.has_label(&self.labels.paused) {
+                        if paused_logged {
+                            tracing::info!(task = %self.item, "resumed");
+                            self.announce("Working again: the pause label was removed".into())
+                                .await;
+                        }
+                        return None;
+                    }
+                    if !paused_logged {
+                        tracing::info!(task = %self.item, "paused by the \"{}\" label", self.labels.paused);
+                        self.announce(format!(
+                            "Paused before the next model turn; remove the \"{}\" label to continue",
+                            self.labels.paused
+                        ))
+                        .await;
+                        paused_logged = true;
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(task = %self.item, "cannot read the labels: {e}");
+                    if !paused_logged {
+                        return None;
+                    }
+                }
+            }
+            tokio::select! {
+                _ = self.shutdown.cancelled() => {}
+                _ = tokio::time::sleep(self.poll) => {}
+            }
+        }
+    }
+}

@@ -1,0 +1,261 @@
+//! The sixth phase, pushing: what the model committed is taken out of the
+//! sandbox (only `.git`, into an untrusted folder) and pushed from the
+//! host; a rejected push brings the moved upstream into the sandbox for
+//! the model to rebase onto, up to `delivery.max_push_attempts` times.
+//! Once pushed, the summary is journalled: a restart goes straight on to
+//! delivery.
+
+use super::change::Session;
+use super::claim::Claimed;
+use super::error::TaskError;
+use super::progress::Step;
+use super::request;
+use super::run::TaskRun;
+use super::shell_quote;
+use super::verify::Verified;
+use super::workspace::Collected;
+use super::workspace_handle::WorkspaceHandle;
+use crate::agent::{AgentOutcome, StopReason};
+use crate::config::DeliveryConfig;
+use crate::git::Credentials;
+use crate::journal::Phase;
+use crate::llm::Message;
+use crate::sandbox::Sandbox;
+use std::time::Duration;
+
+/// What pushing needs besides the run.
+pub(super) struct Needs<'a> {
+    pub delivery: &'a DeliveryConfig,
+    /// `sandbox.workspace_dir`, where a moved upstream is put for a rebase.
+    pub workspace_dir: &'a str,
+}
+
+/// How the change left the sandbox.
+pub(super) enum Pushed {
+    /// The model changed nothing; what it answered.
+    Nothing { answer: String },
+    /// The branch is pushed; the summary for the PR/MR and the comment.
+    Branch { summary: String },
+}
+
+pub(super) async fn push(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    claimed: &Claimed,
+    verified: Verified,
+) -> Result<Pushed, TaskError> {
+    let Verified {
+        prepared,
+        session,
+        mut outcome,
+        tests,
+    } = verified;
+    let sandbox = prepared.sandbox.sandbox.as_ref();
+    let mut rounds = Rounds {
+        run,
+        needs,
+        workspace: &prepared.workspace,
+        sandbox,
+        credentials: &prepared.credentials,
+        branch: &claimed.target.branch,
+    };
+    let pushed = rounds.push_until_taken(&session, &mut outcome).await;
+    session.close().await;
+    let Some(mut summary) = pushed? else {
+        return Ok(Pushed::Nothing {
+            answer: outcome.answer.unwrap_or_default(),
+        });
+    };
+    if summary.trim().is_empty() {
+        summary = format!("The run ended: {}.", outcome.stop);
+    } else if outcome.stop != StopReason::Answered {
+        summary.push_str(&format!("\n\n(The run ended early: {}.)", outcome.stop));
+    }
+    if let Some(tests) = &tests {
+        summary.push_str("\n\n");
+        summary.push_str(&tests.section());
+        if !tests.passed && needs.delivery.require_passing_tests {
+            return Err(TaskError::TestsFailed {
+                reason: format!(
+                    "`{}` {}; the change is on `{}`, and no {} was opened",
+                    tests.command,
+                    tests.outcome,
+                    claimed.target.branch,
+                    run.item.forge.change_noun()
+                ),
+                section: tests.section(),
+            });
+        }
+    }
+    run.journal.set_phase(&run.key, Phase::Pushed)?;
+    run.journal.set_summary(&run.key, &summary)?;
+    Ok(Pushed::Branch { summary })
+}
+
+/// The push and its rebase rounds.
+struct Rounds<'r, 'a> {
+    run: &'r mut TaskRun<'a>,
+    needs: &'r Needs<'r>,
+    workspace: &'r WorkspaceHandle,
+    sandbox: &'r dyn Sandbox,
+    credentials: &'r Credentials,
+    branch: &'r str,
+}
+
+impl Rounds<'_, '_> {
+    /// Pushes what the model made, rebasing when the remote moved.
+    /// `None`: the model changed nothing (and answered). The summary is
+    /// the model's first answer that said anything.
+    async fn push_until_taken(
+        &mut self,
+        session: &Session,
+        outcome: &mut AgentOutcome,
+    ) -> Result<Option<String>, TaskError> {
+        let delivery = self.needs.delivery;
+        let protected = if delivery.allow_protected_paths {
+            Vec::new()
+        } else {
+            delivery.protected_paths.clone()
+        };
+        let mut summary = outcome.answer.clone().unwrap_or_default();
+        let mut round = 0;
+        loop {
+            round += 1;
+            let Some(collected) = self.collect(round, &protected).await? else {
+                return match (round, &outcome.stop) {
+                    (1, StopReason::Answered) => {
+                        self.run.note("The model finished without changing any file");
+                        Ok(None)
+                    }
+                    (1, stop) => Err(TaskError::Other(format!("the model made no change and {stop}"))),
+                    _ => Err(TaskError::Other(
+                        "after the rebase the branch holds no change any more".into(),
+                    )),
+                };
+            };
+            if !collected.other_branches.is_empty() {
+                self.run.note(format!(
+                    "Not pushed: other branches the model changed ({})",
+                    collected.other_branches.join(", ")
+                ));
+            }
+            self.run.at(
+                Step::Push,
+                format!("Pushing {} commit(s) to `{}`", collected.commits, self.branch),
+            );
+            self.run.report().await;
+            // Another replica may have taken the task over meanwhile.
+            self.run.forge.before_push(&self.run.item).await?;
+            let pushed = {
+                let (creds, deadline) = (self.credentials.clone(), self.run.forge.write_deadline());
+                self.workspace.with(move |ws| ws.push(&creds, deadline)).await?
+            };
+            match pushed {
+                Ok(()) => {
+                    self.run.note(format!(
+                        "Pushed `{}` ({} files changed)",
+                        self.branch,
+                        collected.files.len()
+                    ));
+                    return Ok(Some(summary));
+                }
+                Err(crate::git::GitError::Rejected { reason, .. }) if round < delivery.max_push_attempts => {
+                    *outcome = self.rebase(session, outcome, &reason).await?;
+                    if let Some(answer) = &outcome.answer {
+                        if summary.trim().is_empty() {
+                            summary = answer.clone();
+                        }
+                    }
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Asks the model to rebase onto the moved upstream.
+    async fn rebase(
+        &mut self,
+        session: &Session,
+        outcome: &AgentOutcome,
+        reason: &str,
+    ) -> Result<AgentOutcome, TaskError> {
+        tracing::info!(task = %self.run.item, "push rejected ({reason}); asking the model to rebase");
+        self.run.note(format!(
+            "Push rejected ({reason}); rebasing onto the new remote branch"
+        ));
+        self.run.report().await;
+        let upstream_ref = self.bring_upstream().await?;
+        let mut messages = outcome.messages.clone();
+        messages.push(Message::User(request::rebase_request(self.branch, &upstream_ref)));
+        session.resume(self.run, messages).await
+    }
+
+    /// Commits leftovers in the sandbox, copies the repository out and
+    /// takes the result.
+    async fn collect(&self, round: u32, protected: &[String]) -> Result<Option<Collected>, TaskError> {
+        let delivery = self.needs.delivery;
+        let message = format!("forgehand: commit changes left uncommitted for {}", self.run.item);
+        let project = self.sandbox.project_dir().to_owned();
+        let out_dir = self.workspace.with(move |ws| ws.fresh_out_dir(round)).await??;
+        // Commit inside the sandbox when it has git, then only .git needs to come out.
+        let committed = self
+            .sandbox
+            .exec(
+                &format!(
+                    "git add -A && (git diff --cached --quiet || git -c user.name={} -c user.email={} commit -q -m {})",
+                    shell_quote(&delivery.author_name),
+                    shell_quote(&delivery.author_email),
+                    shell_quote(&message)
+                ),
+                Some(Duration::from_secs(300)),
+            )
+            .await
+            .map(|o| o.success())
+            .unwrap_or(false);
+        if committed {
+            self.sandbox
+                .copy_out(&format!("{project}/.git"), &out_dir.join(".git"))
+                .await?;
+        } else {
+            tracing::info!(task = %self.run.item, "git did not run in the sandbox; copying the whole project out");
+            self.sandbox.copy_out(&project, &out_dir).await?;
+        }
+        let author = (delivery.author_name.clone(), delivery.author_email.clone());
+        let protected = protected.to_vec();
+        Ok(self
+            .workspace
+            .with(move |ws| ws.collect(&out_dir, !committed, &message, (&author.0, &author.1), &protected))
+            .await??)
+    }
+
+    /// Puts the moved upstream branch into the sandbox as `origin/<branch>`.
+    async fn bring_upstream(&self) -> Result<String, TaskError> {
+        let creds = self.credentials.clone();
+        self.workspace.with(move |ws| ws.fetch_upstream(&creds)).await??;
+        let upstream_dir = format!("{}/upstream.git", self.needs.workspace_dir.trim_end_matches('/'));
+        self.sandbox
+            .copy_in(self.workspace.git_dir(), &upstream_dir)
+            .await?;
+        let branch = self.workspace.branch();
+        let fetched = self
+            .sandbox
+            .exec(
+                &format!(
+                    "git fetch -q {} {}",
+                    shell_quote(&upstream_dir),
+                    shell_quote(&format!(
+                        "+refs/remotes/origin/{branch}:refs/remotes/origin/{branch}"
+                    ))
+                ),
+                Some(Duration::from_secs(300)),
+            )
+            .await?;
+        if !fetched.success() {
+            return Err(TaskError::Other(format!(
+                "cannot bring the new upstream into the sandbox: {}",
+                fetched.stderr.trim()
+            )));
+        }
+        Ok(format!("origin/{branch}"))
+    }
+}

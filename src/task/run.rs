@@ -1,0 +1,252 @@
+//! What the phases of one task share: the item, the progress comment and
+//! the status board the task reports to, the model use so far, the sandbox
+//! to remove when the task ends, and the shutdown signal. Each phase gets
+//! this and its own settings; nothing here knows the whole configuration.
+
+use super::board::Board;
+use super::error::TaskError;
+use super::progress::{self, Progress, Step};
+use crate::agent::{AgentOutcome, StopReason};
+use crate::config::Secrets;
+use crate::forge::{retry, Forge, ForgeError, ItemRef};
+use crate::journal::Journal;
+use crate::llm::usage::UsageReport;
+use crate::metrics::Metrics;
+use crate::sandbox::Sandbox;
+use std::sync::{Arc, Mutex, MutexGuard};
+use tokio_util::sync::CancellationToken;
+
+pub(super) struct TaskRun<'a> {
+    pub forge: Arc<dyn Forge>,
+    pub item: ItemRef,
+    /// The journal's key of the task.
+    pub key: String,
+    pub journal: &'a Journal,
+    pub secrets: &'a Secrets,
+    pub metrics: &'a Metrics,
+    pub shutdown: CancellationToken,
+    board: &'a Board,
+    /// Print each progress update on stderr (`forgehand once`).
+    echo: bool,
+    /// The progress comment's state. Shared: while the agent runs, the
+    /// label gate (pause notes) and the plan tool (checklist) edit it too.
+    progress: Arc<Mutex<Progress>>,
+    comment_id: Option<u64>,
+    usage: Option<UsageReport>,
+    /// The sandbox to remove when the task ends, however it ends; the
+    /// phases that use it get it from the phase that made it.
+    sandbox: Option<Arc<dyn Sandbox>>,
+}
+
+/// Where a run reports, and what it may read and write, besides the forge.
+pub(super) struct Reporting<'a> {
+    pub journal: &'a Journal,
+    pub secrets: &'a Secrets,
+    pub metrics: &'a Metrics,
+    pub board: &'a Board,
+    pub echo: bool,
+}
+
+impl<'a> TaskRun<'a> {
+    pub fn new(
+        reporting: Reporting<'a>,
+        forge: Arc<dyn Forge>,
+        item: ItemRef,
+        comment_id: Option<u64>,
+        shutdown: CancellationToken,
+    ) -> TaskRun<'a> {
+        TaskRun {
+            forge,
+            key: item.key(),
+            progress: Arc::new(Mutex::new(Progress::new(&item))),
+            item,
+            journal: reporting.journal,
+            secrets: reporting.secrets,
+            metrics: reporting.metrics,
+            shutdown,
+            board: reporting.board,
+            echo: reporting.echo,
+            comment_id,
+            usage: None,
+            sandbox: None,
+        }
+    }
+
+    /// The progress comment's state, to read or change.
+    pub fn progress(&self) -> MutexGuard<'_, Progress> {
+        self.progress.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The same state, for what edits it while the agent runs.
+    pub fn shared_progress(&self) -> Arc<Mutex<Progress>> {
+        self.progress.clone()
+    }
+
+    /// Moves the checklist to `step`; the step that ended is measured.
+    pub fn at(&self, step: Step, text: impl Into<String>) {
+        let ended = self.progress().at(step, text);
+        self.record_step(ended);
+    }
+
+    /// Ends the comment with `outcome`.
+    pub fn finish(&self, all_done: bool, phase: &str, outcome: String) {
+        let ended = self.progress().finish(all_done, phase, outcome);
+        self.record_step(ended);
+    }
+
+    fn record_step(&self, ended: Option<(Step, std::time::Duration)>) {
+        if let Some((step, took)) = ended {
+            self.metrics.phase_took(step.as_str(), took);
+        }
+    }
+
+    pub fn note(&self, line: impl Into<String>) {
+        self.progress().note(line);
+    }
+
+    /// Says what happens now without moving the checklist.
+    pub fn status_now(&self, text: impl Into<String>) {
+        self.progress().status_now(text);
+    }
+
+    pub fn comment_id(&self) -> Option<u64> {
+        self.comment_id
+    }
+
+    /// Edits the progress comment and the status board; a failure is
+    /// logged, never fatal.
+    pub async fn report(&self) {
+        let (tokens, cost) = match &self.usage {
+            Some(u) => (u.total().total(), u.estimated_cost().0),
+            None => (0, 0.0),
+        };
+        let (status, rendered) = {
+            let progress = self.progress();
+            (progress.status().to_owned(), progress.render())
+        };
+        if self.echo {
+            eprintln!("[{}] {status}", self.item);
+        }
+        self.board.update(&self.key, |line| {
+            line.status = status;
+            line.tokens = tokens;
+            line.cost = cost;
+        });
+        let Some(id) = self.comment_id else { return };
+        let body = self.secrets.scrub(&rendered);
+        if let Err(e) = self.forge.edit_comment(&self.item, id, &body).await {
+            tracing::warn!(task = %self.item, "cannot update the progress comment: {e}");
+        }
+    }
+
+    /// Shows the item's page on the status board.
+    pub fn show_web_url(&self, url: &str) {
+        self.board.update(&self.key, |line| line.web_url = url.to_owned());
+    }
+
+    /// The progress comment: the journalled one, else one carrying this
+    /// task's marker (posted before a restart), else `None`.
+    pub async fn locate_comment(&self) -> Result<Option<u64>, TaskError> {
+        if let Some(id) = self.comment_id {
+            return Ok(Some(id));
+        }
+        let found = self.locate_comment_on_forge().await?;
+        if let Some(id) = found {
+            tracing::info!(task = %self.item, comment = id, "continuing the existing progress comment");
+        }
+        Ok(found)
+    }
+
+    /// Posts the progress comment. A failure that may have posted it anyway
+    /// (a 5xx, a lost answer) is followed by a look for its marker, so a
+    /// flaky forge never gets two.
+    pub async fn post_comment(&self) -> Result<u64, TaskError> {
+        let body = self.secrets.scrub(&self.progress().render());
+        Ok(retry::find_or_create(
+            "post the progress comment",
+            || self.locate_comment_on_forge(),
+            || self.forge.create_comment(&self.item, &body),
+        )
+        .await?)
+    }
+
+    /// The comment carrying this task's marker on the forge, if any.
+    async fn locate_comment_on_forge(&self) -> Result<Option<u64>, ForgeError> {
+        let marker = progress::marker(&self.item);
+        let existing = self.forge.comments(&self.item).await?;
+        Ok(existing
+            .iter()
+            .rev()
+            .find(|c| c.body.contains(&marker))
+            .map(|c| c.id))
+    }
+
+    /// From now on the progress comment is `id` (journalled).
+    pub fn use_comment(&mut self, id: u64) -> Result<(), TaskError> {
+        self.comment_id = Some(id);
+        self.journal.set_comment(&self.key, id)?;
+        Ok(())
+    }
+
+    /// Makes sure there is a progress comment (used when failing early).
+    pub async fn ensure_comment(&mut self) -> Result<(), TaskError> {
+        let id = match self.locate_comment().await? {
+            Some(id) => id,
+            None => self.post_comment().await?,
+        };
+        self.use_comment(id)
+    }
+
+    /// Adds model use (a planning call, a classification, an agent run)
+    /// to the task's report.
+    pub fn add_usage(&mut self, usage: &UsageReport) {
+        match &mut self.usage {
+            Some(total) => total.merge(usage),
+            None => self.usage = Some(usage.clone()),
+        }
+    }
+
+    /// The tokens and estimated cost so far, as a line of the comment.
+    pub fn usage_line(&self) -> String {
+        match &self.usage {
+            Some(usage) => {
+                let total = usage.total();
+                let (cost, _) = usage.estimated_cost();
+                format!(
+                    "\nTokens: {} input + {} output, estimated cost ${cost:.4}.\n",
+                    total.input_tokens, total.output_tokens
+                )
+            }
+            None => String::new(),
+        }
+    }
+
+    /// A run stopped by the gate ends the task here.
+    pub fn check_halt(&self, outcome: &AgentOutcome) -> Result<(), TaskError> {
+        match &outcome.stop {
+            StopReason::Halted(_) if self.shutdown.is_cancelled() => Err(TaskError::Shutdown),
+            StopReason::Halted(reason) => Err(TaskError::Stopped(reason.clone())),
+            _ => Ok(()),
+        }
+    }
+
+    /// Registers `sandbox` for removal when the task ends, however it ends.
+    pub fn adopt_sandbox(&mut self, sandbox: &Arc<dyn Sandbox>) -> Result<(), TaskError> {
+        self.sandbox = Some(sandbox.clone());
+        self.metrics.sandbox_started();
+        self.journal.set_container(&self.key, Some(sandbox.id()))?;
+        Ok(())
+    }
+
+    pub async fn remove_sandbox(&mut self) {
+        if let Some(sandbox) = self.sandbox.take() {
+            self.metrics.sandbox_removed();
+            if let Err(e) = sandbox.remove().await {
+                tracing::warn!(task = %self.item, "cannot remove the sandbox: {e}");
+            }
+            if let Err(e) = self.journal.set_container(&self.key, None) {
+                tracing::warn!(task = %self.item, "cannot journal the sandbox removal: {e}");
+            }
+        }
+    }
+}
