@@ -168,7 +168,8 @@ pub async fn image_present(docker: &Docker, image: &str) -> Result<bool, Sandbox
     match docker.inspect_image(image).await {
         Ok(_) => Ok(true),
         Err(bollard::errors::Error::DockerResponseServerError { status_code: 404, .. }) => Ok(false),
-        Err(err) => Err(SandboxError::Docker {
+        Err(err) => Err(SandboxError::Refused {
+            engine: crate::sandbox::docker::ENGINE,
             action: format!("inspect image {image}"),
             detail: err.to_string(),
             retryable: true,

@@ -123,7 +123,8 @@ pub fn for_new_sandbox(
             tracing::warn!(error = %err, dir = %config.egress_socket_dir.display(), "no egress socket for this sandbox; its tunnel uses the exec stream");
             Ok(None)
         }
-        Err(err) => Err(SandboxError::Docker {
+        Err(err) => Err(SandboxError::Refused {
+            engine: super::docker::ENGINE,
             action: format!(
                 "open an egress socket in {} (sandbox.egress.transport: socket)",
                 config.egress_socket_dir.display()

@@ -2,21 +2,27 @@
 //! reaps leftovers; a [`Sandbox`] is one task's isolated environment with
 //! exec, a long-lived stdio stream (for MCP servers) and tree copies in and
 //! out. Docker ([`docker`]) and Kubernetes pods ([`kubernetes`]) are the
-//! real backends; core logic depends on the traits only.
+//! real backends. Each only makes its sandboxes and provides a
+//! [`transport::Transport`] to them (a process with stdio streams, tar in
+//! and out); the sandbox itself, with the supervisor, commands, copies and
+//! the egress tunnel, is [`supervised::SupervisedSandbox`] for both. Core
+//! logic depends on the traits only.
 
 pub mod archive;
 pub mod command;
 pub mod docker;
-mod docker_exec;
-mod docker_owner;
 pub mod egress;
 pub mod egress_socket;
 pub mod helper;
 pub mod kubernetes;
+#[cfg(test)]
+pub mod local;
 pub mod mux;
 pub mod output;
 pub mod phase_processes;
 pub mod snapshots;
+pub mod supervised;
+pub mod transport;
 
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
@@ -89,14 +95,22 @@ pub struct ExecStatus {
     pub exit_code: Option<i64>,
 }
 
+/// What went wrong with a sandbox, in words that fit every backend; the
+/// backend fills in what it is called and what an operator can do.
 #[derive(Debug, thiserror::Error)]
 pub enum SandboxError {
-    #[error("cannot reach Docker at {endpoint}: {detail}. Is dockerd running and is its socket readable by this user? Set docker.host in config.yaml or DOCKER_HOST to point elsewhere")]
-    DockerUnreachable { endpoint: String, detail: String },
-    #[error("image {image} is not present in the Docker engine; build it with `forgehand images build`, or pin an existing image under images.pins")]
-    ImageMissing { image: String },
-    #[error("the sandbox {container} is no longer running ({state}); the task needs a new sandbox")]
-    ContainerGone { container: String, state: String },
+    /// The engine or cluster does not answer at all.
+    #[error("cannot reach {engine}: {detail}. {advice}")]
+    Unreachable {
+        /// "Docker at unix:///var/run/docker.sock", "the Kubernetes API".
+        engine: String,
+        detail: String,
+        advice: &'static str,
+    },
+    #[error("image {image} is not available: {advice}")]
+    ImageMissing { image: String, advice: &'static str },
+    #[error("the sandbox {sandbox} is no longer running ({state}); the task needs a new sandbox")]
+    Gone { sandbox: String, state: String },
     #[error("cannot copy {path} into the sandbox: {detail}")]
     CopyInSource { path: PathBuf, detail: String },
     #[error("cannot copy {path} out of the sandbox into {dest}: {detail}")]
@@ -105,26 +119,24 @@ pub enum SandboxError {
         dest: PathBuf,
         detail: String,
     },
-    #[error("Docker refused to {action}: {detail}")]
-    Docker {
+    /// The engine or cluster answered, with a refusal.
+    #[error("{engine} refused to {action}: {detail}")]
+    Refused {
+        /// "Docker", "the Kubernetes API".
+        engine: &'static str,
         action: String,
         detail: String,
         retryable: bool,
     },
     #[error("cannot write {path}: files can only be put under {workspace}/ (the writable volume); the rest of the sandbox is read-only or tmpfs")]
     OutsideWorkspace { path: String, workspace: String },
-    #[error("the Kubernetes API refused to {action}: {detail}")]
-    Kubernetes {
-        action: String,
-        detail: String,
-        retryable: bool,
-    },
-    #[error("sandbox pod {pod} cannot start: {detail}")]
-    PodNotStarted { pod: String, detail: String },
-    #[error("another forgehand daemon (state folder id {daemon}) uses daemon.instance_id `{instance}` on this Docker engine (its sandbox {container} is running): give each daemon its own daemon.instance_id, or leave it empty for one of its own")]
+    #[error("sandbox {sandbox} cannot start: {detail}")]
+    NotStarted { sandbox: String, detail: String },
+    #[error("another forgehand daemon (state folder id {daemon}) uses daemon.instance_id `{instance}` on this {engine} (its sandbox {sandbox} is running): give each daemon its own daemon.instance_id, or leave it empty for one of its own")]
     InstanceInUse {
+        engine: &'static str,
         instance: String,
-        container: String,
+        sandbox: String,
         daemon: String,
     },
     #[error("sandboxes cannot start safely here: {detail}")]
@@ -144,8 +156,8 @@ impl SandboxError {
     /// overloaded), as opposed to an error that needs a person.
     pub fn is_retryable(&self) -> bool {
         match self {
-            SandboxError::DockerUnreachable { .. } => true,
-            SandboxError::Docker { retryable, .. } | SandboxError::Kubernetes { retryable, .. } => *retryable,
+            SandboxError::Unreachable { .. } => true,
+            SandboxError::Refused { retryable, .. } => *retryable,
             _ => false,
         }
     }

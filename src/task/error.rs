@@ -155,8 +155,8 @@ mod tests {
             Disposition::Failed { advice } => assert!(advice.contains("trigger label"), "{advice}"),
             d => panic!("{d:?}"),
         }
-        let engine = TaskError::Sandbox(SandboxError::PodNotStarted {
-            pod: "p".into(),
+        let engine = TaskError::Sandbox(SandboxError::NotStarted {
+            sandbox: "p".into(),
             detail: "d".into(),
         });
         assert_eq!(

@@ -339,3 +339,6 @@ fn issue_ref(item: &ItemRef) -> String {
 fn shell_quote(text: &str) -> String {
     format!("'{}'", text.replace('\'', r"'\''"))
 }
+
+#[cfg(test)]
+mod tests;

@@ -141,7 +141,7 @@ async fn an_unreachable_docker_is_a_clear_error() {
         api_timeout: Duration::from_secs(5),
     };
     let err = connect(&config).await.expect_err("must fail");
-    assert!(matches!(err, SandboxError::DockerUnreachable { .. }));
+    assert!(matches!(err, SandboxError::Unreachable { .. }));
     assert!(err.is_retryable());
     let text = err.to_string();
     assert!(
@@ -201,7 +201,7 @@ async fn a_container_that_died_under_us_is_reported_as_gone() {
         .exec("true", None)
         .await
         .expect_err("exec on a dead container fails");
-    assert!(matches!(err, SandboxError::ContainerGone { .. }), "{err}");
+    assert!(matches!(err, SandboxError::Gone { .. }), "{err}");
     assert!(err.to_string().contains("no longer running"), "{err}");
     // The work is still recoverable: the workspace volume outlives the process.
     let host = tempfile::tempdir().unwrap();
@@ -218,7 +218,7 @@ async fn a_container_that_died_under_us_is_reported_as_gone() {
         .exec("true", None)
         .await
         .expect_err("exec on a removed container fails");
-    assert!(matches!(err, SandboxError::ContainerGone { .. }), "{err}");
+    assert!(matches!(err, SandboxError::Gone { .. }), "{err}");
 }
 
 #[tokio::test]

@@ -7,6 +7,7 @@
 //! there stdin stays open and callers bound their input themselves (see
 //! [`PodProcess::signals_end_of_input`]).
 
+use crate::sandbox::transport::{Process, ProcessExit};
 use bytes::Bytes;
 use futures_util::{FutureExt, SinkExt, StreamExt};
 use k8s_openapi::api::core::v1::Pod;
@@ -28,15 +29,6 @@ const CLOSE: u8 = 255;
 const PING_EVERY: Duration = Duration::from_secs(30);
 const STDIN_BUFFER: usize = 256 * 1024;
 
-/// How a process in the pod ended, from the exec's final `Status`.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct PodExit {
-    /// `None`: the process could not start, or the stream ended unsaid.
-    pub code: Option<i64>,
-    /// The API server's words when it was not a plain exit code.
-    pub message: Option<String>,
-}
-
 /// One process started over exec.
 pub struct PodProcess {
     /// Its stdin (when asked for); shut it down to end the input.
@@ -44,7 +36,7 @@ pub struct PodProcess {
     pub stdout: mpsc::Receiver<std::io::Result<Bytes>>,
     pub stderr: mpsc::Receiver<std::io::Result<Bytes>>,
     /// `Some` once the process ended.
-    pub exit: watch::Receiver<Option<PodExit>>,
+    pub exit: watch::Receiver<Option<ProcessExit>>,
     v5: bool,
 }
 
@@ -56,7 +48,7 @@ impl PodProcess {
     }
 
     /// Waits for the exit status.
-    pub async fn wait(&mut self) -> PodExit {
+    pub async fn wait(&mut self) -> ProcessExit {
         match self.exit.wait_for(Option::is_some).await {
             Ok(exit) => exit.clone().unwrap_or_else(unsaid),
             Err(_) => unsaid(),
@@ -64,8 +56,21 @@ impl PodProcess {
     }
 }
 
-fn unsaid() -> PodExit {
-    PodExit {
+impl From<PodProcess> for Process {
+    fn from(process: PodProcess) -> Process {
+        Process {
+            stdin: process
+                .stdin
+                .map(|stdin| Box::pin(stdin) as std::pin::Pin<Box<dyn tokio::io::AsyncWrite + Send>>),
+            stdout: process.stdout,
+            stderr: process.stderr,
+            exit: process.exit,
+        }
+    }
+}
+
+fn unsaid() -> ProcessExit {
+    ProcessExit {
         code: None,
         message: Some("the exec stream ended before the process's exit status".into()),
     }
@@ -119,7 +124,7 @@ async fn pump<S>(
     mut stdin: Option<DuplexStream>,
     stdout: mpsc::Sender<std::io::Result<Bytes>>,
     stderr: mpsc::Sender<std::io::Result<Bytes>>,
-    exit: watch::Sender<Option<PodExit>>,
+    exit: watch::Sender<Option<ProcessExit>>,
 ) where
     S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin,
 {
@@ -209,9 +214,9 @@ async fn pump<S>(
 
 /// Reads the exit code out of the exec's `Status`: `Success`, or
 /// `NonZeroExitCode` with the code as the `ExitCode` cause's message.
-pub fn exit_of(body: &[u8]) -> PodExit {
+pub fn exit_of(body: &[u8]) -> ProcessExit {
     let Ok(status) = serde_json::from_slice::<Status>(body) else {
-        return PodExit {
+        return ProcessExit {
             code: None,
             message: Some(format!(
                 "the exec's status is not a Status object: {}",
@@ -220,7 +225,7 @@ pub fn exit_of(body: &[u8]) -> PodExit {
         };
     };
     if status.status.as_deref() == Some("Success") {
-        return PodExit {
+        return ProcessExit {
             code: Some(0),
             message: None,
         };
@@ -240,7 +245,7 @@ pub fn exit_of(body: &[u8]) -> PodExit {
                 .ok()
         })
         .flatten();
-    PodExit {
+    ProcessExit {
         code,
         message: if code.is_some() { None } else { status.message },
     }
@@ -256,7 +261,7 @@ mod tests {
         let failed = br#"{"metadata":{},"status":"Failure","message":"command terminated with non-zero exit code: error executing command [sh -c exit 3], exit code 3","reason":"NonZeroExitCode","details":{"causes":[{"reason":"ExitCode","message":"3"}]}}"#;
         assert_eq!(
             exit_of(failed),
-            PodExit {
+            ProcessExit {
                 code: Some(3),
                 message: None
             }

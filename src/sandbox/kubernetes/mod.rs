@@ -7,15 +7,13 @@
 
 pub mod exec;
 pub mod pod_spec;
-mod sandbox;
-
-pub use sandbox::PodSandbox;
+mod transport;
 
 use self::pod_spec::{keys, OwnerPod, Ownership};
-use self::sandbox::api_error;
+use self::transport::{api_error, PodTransport, ENGINE};
 use super::egress::Egress;
 use super::helper::{self, EditorBinary};
-use super::mux::Supervisor;
+use super::supervised::SupervisedSandbox;
 use super::{Sandbox, SandboxBackend, SandboxError, SandboxSpec};
 use crate::config::{KubeSandboxConfig, SandboxConfig};
 use async_trait::async_trait;
@@ -66,7 +64,8 @@ impl KubernetesBackend {
     ) -> Result<KubernetesBackend, SandboxError> {
         let client = crate::replicas::kube_leases::client_with_read_timeout(EXEC_READ_TIMEOUT)
             .await
-            .map_err(|detail| SandboxError::Kubernetes {
+            .map_err(|detail| SandboxError::Refused {
+                engine: ENGINE,
                 action: "connect".into(),
                 detail,
                 retryable: false,
@@ -271,8 +270,8 @@ impl KubernetesBackend {
                     } else {
                         String::new()
                     };
-                    return Err(SandboxError::PodNotStarted {
-                        pod: name.to_owned(),
+                    return Err(SandboxError::NotStarted {
+                        sandbox: name.to_owned(),
                         detail: format!("{reason}: {message}{advice}"),
                     });
                 }
@@ -284,14 +283,14 @@ impl KubernetesBackend {
                 }
             };
             if phase == "Failed" || phase == "Succeeded" {
-                return Err(SandboxError::PodNotStarted {
-                    pod: name.to_owned(),
+                return Err(SandboxError::NotStarted {
+                    sandbox: name.to_owned(),
                     detail: format!("it ended before it was used ({last})"),
                 });
             }
             if started.elapsed() >= self.pods.start_timeout {
-                return Err(SandboxError::PodNotStarted {
-                    pod: name.to_owned(),
+                return Err(SandboxError::NotStarted {
+                    sandbox: name.to_owned(),
                     detail: format!(
                         "not running after {} s ({last}); the cluster may lack room for its requests (sandbox.cpus, sandbox.memory, sandbox.kubernetes.ephemeral_storage) or sandbox.kubernetes.start_timeout is too short",
                         self.pods.start_timeout.as_secs()
@@ -304,14 +303,14 @@ impl KubernetesBackend {
 
     /// Puts the editor in place (unless the image carries this build) and
     /// starts the supervisor: commands and the egress tunnel over one exec.
-    async fn equip(&self, sandbox: &mut PodSandbox) -> Result<(), SandboxError> {
+    async fn equip(&self, sandbox: &mut SupervisedSandbox) -> Result<(), SandboxError> {
         let Some(editor) = &self.editor else {
             // The first exec also tells which channel protocol the server speaks.
             sandbox.exec("true", Some(Duration::from_secs(60))).await?;
             return Ok(());
         };
         let path = if sandbox
-            .has_file_with_sha256(helper::IMAGE_PATH, editor.sha256())
+            .file_has_sha256(helper::IMAGE_PATH, editor.sha256())
             .await?
         {
             helper::IMAGE_PATH.to_owned()
@@ -324,18 +323,8 @@ impl KubernetesBackend {
             sandbox.put_file(&injected, editor.bytes(), 0o755).await?;
             injected
         };
-        sandbox.editor_path = Some(path.clone());
-        let argv = Supervisor::argv(&path, &self.config);
-        match sandbox.exec_stream(&argv).await {
-            Ok(stream) => {
-                let _ = sandbox
-                    .supervisor
-                    .set(Supervisor::start(stream, sandbox.egress.clone()));
-            }
-            Err(e) => {
-                tracing::warn!(pod = %sandbox.name, "cannot start the sandbox supervisor ({e}); commands use one exec each and the sandbox has no egress")
-            }
-        }
+        sandbox.set_editor_path(path);
+        sandbox.start_supervisor(&[]).await;
         Ok(())
     }
 
@@ -344,22 +333,24 @@ impl KubernetesBackend {
         name: &str,
         spec: &SandboxSpec,
         workspace: Option<&Path>,
-    ) -> Result<PodSandbox, SandboxError> {
+    ) -> Result<SupervisedSandbox, SandboxError> {
         self.wait_running(name, &pod_spec::image_ref(&self.pods, &spec.image))
             .await?;
-        let mut sandbox = PodSandbox::new(
-            self.client.clone(),
-            self.namespace.clone(),
-            name.to_owned(),
-            self.config.clone(),
-            Egress::new(
-                crate::sandbox::egress::Reach {
-                    private: self.config.egress_allow_private,
-                    loopback: self.config.egress_allow_loopback,
-                },
-                self.metrics.clone(),
-            ),
+        let transport = PodTransport {
+            client: self.client.clone(),
+            namespace: self.namespace.clone(),
+            name: name.to_owned(),
+            project_dir: self.config.project_dir.clone(),
+            v5: std::sync::atomic::AtomicBool::new(true),
+        };
+        let egress = Egress::new(
+            crate::sandbox::egress::Reach {
+                private: self.config.egress_allow_private,
+                loopback: self.config.egress_allow_loopback,
+            },
+            self.metrics.clone(),
         );
+        let mut sandbox = SupervisedSandbox::new(Box::new(transport), self.config.clone(), egress);
         self.equip(&mut sandbox).await?;
         if let Some(dir) = workspace {
             sandbox.copy_in(dir, &self.config.project_dir).await?;

@@ -3,8 +3,8 @@
 //! reaper that removes only this daemon's orphans, and the check at start
 //! that no other daemon runs under the same instance id.
 
-use super::docker::{docker_error, remove_container, DockerBackend};
-use super::{labels, SandboxError};
+use super::{docker_error, remove_container, DockerBackend};
+use crate::sandbox::{labels, SandboxError};
 use bollard::models::ContainerSummary;
 use bollard::query_parameters::ListContainersOptionsBuilder;
 use std::collections::HashMap;
@@ -32,8 +32,9 @@ impl DockerBackend {
                     .and_then(|n| n.into_iter().next())
                     .unwrap_or_default();
                 return Err(SandboxError::InstanceInUse {
+                    engine: "Docker engine",
                     instance: self.instance_id.clone(),
-                    container: name.trim_start_matches('/').to_owned(),
+                    sandbox: name.trim_start_matches('/').to_owned(),
                     daemon: theirs,
                 });
             }

@@ -5,32 +5,27 @@
 //! as tmpfs, no network, no capabilities, no new privileges, a non-root user
 //! and pids / memory / CPU limits, all from `sandbox.*` in the config.
 
-use super::archive;
+mod owner;
+mod transport;
+
 use super::egress::Egress;
 use super::egress_socket::{self, EgressSocket};
 use super::helper::{self, EditorBinary};
-use super::mux::Supervisor;
-use super::{
-    check_copy_source, copy_in_target, labels, numeric_owner, within_workspace, ExecOutput, ExecStatus,
-    ExecStream, Sandbox, SandboxBackend, SandboxError, SandboxSpec,
-};
+use super::supervised::SupervisedSandbox;
+use super::{check_copy_source, labels, numeric_owner, Sandbox, SandboxBackend, SandboxError, SandboxSpec};
 use crate::config::EgressTransport;
 use crate::config::{DockerConfig, SandboxConfig};
 use async_trait::async_trait;
-use bollard::exec::CreateExecOptions;
 use bollard::models::{ContainerCreateBody, HostConfig, Mount, MountType};
-use bollard::query_parameters::{
-    ContainerArchiveInfoOptionsBuilder, CreateContainerOptionsBuilder, DownloadFromContainerOptionsBuilder,
-    RemoveContainerOptionsBuilder, UploadToContainerOptionsBuilder,
-};
+use bollard::query_parameters::{CreateContainerOptionsBuilder, RemoveContainerOptionsBuilder};
 use bollard::Docker;
-use bytes::Bytes;
-use futures_util::TryStreamExt;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Arc;
-use std::time::Duration;
-use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
+use transport::DockerTransport;
+
+/// How a refusal names the engine.
+pub(crate) const ENGINE: &str = "Docker";
 
 /// Connects to the engine named in the config (or `DOCKER_HOST`, or the local
 /// socket) and agrees on an API version it speaks.
@@ -40,9 +35,10 @@ pub async fn connect(config: &DockerConfig) -> Result<Docker, SandboxError> {
         .clone()
         .or_else(|| std::env::var("DOCKER_HOST").ok().filter(|h| !h.is_empty()))
         .unwrap_or_else(|| "unix:///var/run/docker.sock".to_owned());
-    let unreachable = |detail: String| SandboxError::DockerUnreachable {
-        endpoint: endpoint.clone(),
+    let unreachable = |detail: String| SandboxError::Unreachable {
+        engine: format!("Docker at {endpoint}"),
         detail,
+        advice: UNREACHABLE_ADVICE,
     };
     let docker = Docker::connect_with_host(&endpoint).map_err(|e| unreachable(e.to_string()))?;
     let docker = docker.with_timeout(config.api_timeout);
@@ -52,17 +48,25 @@ pub async fn connect(config: &DockerConfig) -> Result<Docker, SandboxError> {
         .map_err(|e| unreachable(e.to_string()))
 }
 
+/// What an operator can do when the engine does not answer.
+const UNREACHABLE_ADVICE: &str = "Is dockerd running and is its socket readable by this user? Set docker.host in config.yaml or DOCKER_HOST to point elsewhere";
+
+/// What a maintainer or operator can do when an image is missing.
+pub(crate) const IMAGE_ADVICE: &str = "it is not present in the Docker engine; build it with `forgehand images build`, or pin an existing image under images.pins";
+
 /// Turns a bollard error into a sandbox error that says what was attempted.
-pub(super) fn docker_error(action: impl Into<String>, err: bollard::errors::Error) -> SandboxError {
+pub(crate) fn docker_error(action: impl Into<String>, err: bollard::errors::Error) -> SandboxError {
     use bollard::errors::Error as E;
     let action = action.into();
     match err {
-        E::DockerResponseServerError { status_code, message } => SandboxError::Docker {
+        E::DockerResponseServerError { status_code, message } => SandboxError::Refused {
+            engine: ENGINE,
             action,
             retryable: status_code >= 500 && !message.contains("is not running"),
             detail: format!("{message} (HTTP {status_code})"),
         },
-        E::RequestTimeoutError => SandboxError::Docker {
+        E::RequestTimeoutError => SandboxError::Refused {
+            engine: ENGINE,
             action,
             detail: "the Docker API did not answer in time (docker.api_timeout)".into(),
             retryable: true,
@@ -70,12 +74,14 @@ pub(super) fn docker_error(action: impl Into<String>, err: bollard::errors::Erro
         E::HyperResponseError { .. }
         | E::HttpClientError { .. }
         | E::IOError { .. }
-        | E::SocketNotFoundError(_) => SandboxError::Docker {
+        | E::SocketNotFoundError(_) => SandboxError::Refused {
+            engine: ENGINE,
             action,
             detail: format!("{err}; is the Docker engine still running?"),
             retryable: true,
         },
-        other => SandboxError::Docker {
+        other => SandboxError::Refused {
+            engine: ENGINE,
             action,
             detail: other.to_string(),
             retryable: false,
@@ -83,7 +89,7 @@ pub(super) fn docker_error(action: impl Into<String>, err: bollard::errors::Erro
     }
 }
 
-fn status_of(err: &bollard::errors::Error) -> Option<u16> {
+pub(crate) fn status_of(err: &bollard::errors::Error) -> Option<u16> {
     match err {
         bollard::errors::Error::DockerResponseServerError { status_code, .. } => Some(*status_code),
         _ => None,
@@ -166,6 +172,7 @@ impl DockerBackend {
             .map_err(|err| match status_of(&err) {
                 Some(404) => SandboxError::ImageMissing {
                     image: image.to_owned(),
+                    advice: IMAGE_ADVICE,
                 },
                 _ => docker_error(format!("inspect image {image}"), err),
             })?;
@@ -278,7 +285,7 @@ impl DockerBackend {
         }
     }
 
-    async fn create_and_start(&self, spec: &SandboxSpec) -> Result<DockerSandbox, SandboxError> {
+    async fn create_and_start(&self, spec: &SandboxSpec) -> Result<SupervisedSandbox, SandboxError> {
         let placement = self.editor_placement(&spec.image).await?;
         let editor_path = placement.as_ref().map(|(path, _)| path.clone());
         let name = container_name(&self.instance_id, &spec.task_id);
@@ -325,31 +332,40 @@ impl DockerBackend {
         let created = created.map_err(|err| match status_of(&err) {
             Some(404) => SandboxError::ImageMissing {
                 image: spec.image.clone(),
+                advice: IMAGE_ADVICE,
             },
             _ => docker_error(format!("create a container from {}", spec.image), err),
         })?;
-        let sandbox = DockerSandbox {
+        let transport = DockerTransport {
             docker: self.docker.clone(),
             id: created.id,
-            config: self.config.clone(),
-            editor_path,
-            supervisor: std::sync::OnceLock::new(),
-            egress,
-            egress_socket: socket,
+            user: self.config.user.clone(),
+            project_dir: self.config.project_dir.clone(),
+            _egress_socket: socket,
         };
+        let mounted_socket = transport._egress_socket.is_some();
+        let mut sandbox = SupervisedSandbox::new(Box::new(transport), self.config.clone(), egress);
         // The editor is the main process, so it must be in place before start.
-        if let (Some((path, true)), Some(editor)) = (&placement, &self.editor) {
-            if let Err(err) = sandbox.put_file(path, editor.bytes(), 0o755).await {
-                let _ = sandbox.remove().await;
-                return Err(err);
+        if let Some((path, copy)) = &placement {
+            if let (true, Some(editor)) = (copy, &self.editor) {
+                if let Err(err) = sandbox.put_file(path, editor.bytes(), 0o755).await {
+                    let _ = sandbox.remove().await;
+                    return Err(err);
+                }
             }
+            sandbox.set_editor_path(path.clone());
         }
-        if let Err(err) = self.docker.start_container(&sandbox.id, None).await {
+        if let Err(err) = self.docker.start_container(sandbox.id(), None).await {
             let _ = sandbox.remove().await;
             return Err(docker_error(format!("start container {name}"), err));
         }
-        tracing::info!(container = %sandbox.short_id(), task = %spec.task_id, image = %spec.image, "sandbox started");
-        sandbox.start_supervisor().await;
+        tracing::info!(container = %short(sandbox.id()), task = %spec.task_id, image = %spec.image, "sandbox started");
+        let extra = if mounted_socket {
+            vec!["--egress-socket".to_owned(), EgressSocket::sandbox_path()]
+        } else {
+            Vec::new()
+        };
+        sandbox.start_supervisor(&extra).await;
         Ok(sandbox)
     }
 }
@@ -398,9 +414,10 @@ impl SandboxBackend for DockerBackend {
             .ping()
             .await
             .map(drop)
-            .map_err(|e| SandboxError::DockerUnreachable {
-                endpoint: "the configured engine".into(),
+            .map_err(|e| SandboxError::Unreachable {
+                engine: "the configured Docker engine".into(),
                 detail: e.to_string(),
+                advice: UNREACHABLE_ADVICE,
             })
     }
 
@@ -409,6 +426,7 @@ impl SandboxBackend for DockerBackend {
             Ok(inspect) => Ok(inspect.id),
             Err(err) if status_of(&err) == Some(404) => Err(SandboxError::ImageMissing {
                 image: image.to_owned(),
+                advice: IMAGE_ADVICE,
             }),
             Err(err) => Err(docker_error(format!("inspect image {image}"), err)),
         }
@@ -419,260 +437,9 @@ impl SandboxBackend for DockerBackend {
     }
 }
 
-/// One running sandbox container.
-pub struct DockerSandbox {
-    pub(super) docker: Docker,
-    pub(super) id: String,
-    pub(super) config: Arc<SandboxConfig>,
-    editor_path: Option<String>,
-    /// The in-sandbox supervisor's session, once started.
-    pub(super) supervisor: std::sync::OnceLock<Supervisor>,
-    egress: Arc<Egress>,
-    /// The tunnel's short way in, when the engine could mount it.
-    egress_socket: Option<EgressSocket>,
-}
-
-impl DockerSandbox {
-    /// Starts `forgehand-editor supervise` (when the sandbox has the editor)
-    /// for commands and the egress tunnel. Without it, commands use one
-    /// `docker exec` each and the sandbox has no way out at all.
-    async fn start_supervisor(&self) {
-        let Some(editor) = &self.editor_path else { return };
-        let mut argv = Supervisor::argv(editor, &self.config);
-        if self.egress_socket.is_some() {
-            argv.extend(["--egress-socket".into(), EgressSocket::sandbox_path()]);
-        }
-        match self.exec_stream_plain(&argv).await {
-            Ok(stream) => {
-                let _ = self
-                    .supervisor
-                    .set(Supervisor::start(stream, self.egress.clone()));
-            }
-            Err(e) => {
-                tracing::warn!(container = %self.short_id(), "cannot start the sandbox supervisor ({e}); commands use docker exec and the sandbox has no egress")
-            }
-        }
-    }
-
-    pub(super) fn short_id(&self) -> &str {
-        &self.id[..12.min(self.id.len())]
-    }
-
-    /// After a failed call, tells whether the container itself is gone, which
-    /// is the error worth reporting.
-    pub(super) async fn explain(&self, action: &str, err: bollard::errors::Error) -> SandboxError {
-        match self.docker.inspect_container(&self.id, None).await {
-            Ok(info) => {
-                let state = info.state.unwrap_or_default();
-                if state.running == Some(true) {
-                    return docker_error(action, err);
-                }
-                let mut how = format!(
-                    "state {}",
-                    state
-                        .status
-                        .map(|s| s.to_string())
-                        .unwrap_or_else(|| "unknown".into())
-                );
-                if let Some(code) = state.exit_code {
-                    how.push_str(&format!(", exit code {code}"));
-                }
-                if state.oom_killed == Some(true) {
-                    how.push_str(", killed for exceeding sandbox.memory");
-                }
-                SandboxError::ContainerGone {
-                    container: self.short_id().to_owned(),
-                    state: how,
-                }
-            }
-            Err(inspect) if status_of(&inspect) == Some(404) => SandboxError::ContainerGone {
-                container: self.short_id().to_owned(),
-                state: "removed".into(),
-            },
-            Err(_) => docker_error(action, err),
-        }
-    }
-
-    pub(super) async fn create_exec(&self, argv: Vec<String>, stdin: bool) -> Result<String, SandboxError> {
-        let options = CreateExecOptions {
-            attach_stdin: Some(stdin),
-            attach_stdout: Some(true),
-            attach_stderr: Some(true),
-            tty: Some(false),
-            cmd: Some(argv),
-            user: Some(self.config.user.clone()),
-            working_dir: Some(self.config.project_dir.clone()),
-            ..Default::default()
-        };
-        match self.docker.create_exec(&self.id, options).await {
-            Ok(created) => Ok(created.id),
-            Err(err) => Err(self.explain("start a process in the sandbox", err).await),
-        }
-    }
-
-    /// Maps the result of an archive upload into `parent` to a sandbox error.
-    async fn upload_outcome(
-        &self,
-        result: Result<(), bollard::errors::Error>,
-        parent: &str,
-        what: &str,
-    ) -> Result<(), SandboxError> {
-        match result {
-            Ok(()) => Ok(()),
-            Err(err) => Err(self.explain(&format!("copy {what} into {parent}"), err).await),
-        }
-    }
-}
-
-#[async_trait]
-impl Sandbox for DockerSandbox {
-    fn id(&self) -> &str {
-        &self.id
-    }
-
-    fn project_dir(&self) -> &str {
-        &self.config.project_dir
-    }
-
-    fn editor_path(&self) -> Option<&str> {
-        self.editor_path.as_deref()
-    }
-
-    async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError> {
-        let (parent, name) = copy_in_target(host_dir, sandbox_dir)?;
-        let (uid, gid) = numeric_owner(&self.config.user);
-        // Stream the tar: a blocking thread packs into one end of a pipe while
-        // the upload reads the other, so memory stays flat for any size.
-        let (reader, writer) = tokio::io::duplex(256 * 1024);
-        let src = host_dir.to_owned();
-        let top = name.to_owned();
-        let packer = tokio::task::spawn_blocking(move || {
-            let bridge = SyncIoBridge::new(writer);
-            archive::pack_dir(&src, &top, uid, gid, bridge).map(|mut w| {
-                use std::io::Write;
-                w.flush()
-            })
-        });
-        let body = bollard::body_try_stream(ReaderStream::new(reader));
-        let options = UploadToContainerOptionsBuilder::default().path(parent).build();
-        let result = self
-            .docker
-            .upload_to_container(&self.id, Some(options), body)
-            .await;
-        let uploaded = self
-            .upload_outcome(result, parent, &host_dir.display().to_string())
-            .await;
-        let packed = packer.await.map_err(|e| SandboxError::Io {
-            action: format!("pack {}", host_dir.display()),
-            source: std::io::Error::other(e),
-        })?;
-        // A packing error explains a failed upload better than the upload's own.
-        match packed {
-            Ok(Ok(())) => uploaded,
-            Ok(Err(source)) | Err(source) => Err(SandboxError::CopyInSource {
-                path: host_dir.to_owned(),
-                detail: source.to_string(),
-            }),
-        }
-    }
-
-    async fn copy_out(&self, sandbox_dir: &str, host_dir: &Path) -> Result<(), SandboxError> {
-        let copy_err = |detail: String| SandboxError::CopyOut {
-            path: sandbox_dir.to_owned(),
-            dest: host_dir.to_owned(),
-            detail,
-        };
-        if let Ok(mut entries) = std::fs::read_dir(host_dir) {
-            if entries.next().is_some() {
-                return Err(copy_err(
-                    "the destination is not empty; pass a missing or empty folder".into(),
-                ));
-            }
-        }
-        // Ask once up front so a missing path or a dead container gets its
-        // own clear error rather than a broken stream.
-        let info_options = ContainerArchiveInfoOptionsBuilder::default()
-            .path(sandbox_dir)
-            .build();
-        if let Err(err) = self
-            .docker
-            .get_container_archive_info(&self.id, Some(info_options))
-            .await
-        {
-            return Err(match status_of(&err) {
-                Some(404) if self.docker.inspect_container(&self.id, None).await.is_ok() => {
-                    copy_err("no such path in the sandbox".into())
-                }
-                _ => self.explain(&format!("read {sandbox_dir}"), err).await,
-            });
-        }
-        let options = DownloadFromContainerOptionsBuilder::default()
-            .path(sandbox_dir)
-            .build();
-        let stream = self
-            .docker
-            .download_from_container(&self.id, Some(options))
-            .map_err(std::io::Error::other);
-        let reader = StreamReader::new(stream);
-        let dest: PathBuf = host_dir.to_owned();
-        let unpacked =
-            tokio::task::spawn_blocking(move || archive::unpack_stripped(SyncIoBridge::new(reader), &dest))
-                .await
-                .map_err(|e| copy_err(e.to_string()))?;
-        unpacked.map(|_| ()).map_err(|e| copy_err(e.to_string()))
-    }
-
-    async fn put_file(&self, path: &str, contents: &[u8], mode: u32) -> Result<(), SandboxError> {
-        let workspace = self.config.workspace_dir.trim_end_matches('/');
-        let relative = within_workspace(&self.config.workspace_dir, path)?;
-        let (uid, gid) = numeric_owner(&self.config.user);
-        let tar = archive::file_with_parents(relative, contents, mode, uid, gid).map_err(|source| {
-            SandboxError::Io {
-                action: format!("pack {path}"),
-                source,
-            }
-        })?;
-        let options = UploadToContainerOptionsBuilder::default().path(workspace).build();
-        let result = self
-            .docker
-            .upload_to_container(&self.id, Some(options), bollard::body_full(Bytes::from(tar)))
-            .await;
-        self.upload_outcome(result, workspace, path).await
-    }
-
-    async fn exec(&self, command: &str, timeout: Option<Duration>) -> Result<ExecOutput, SandboxError> {
-        let timeout = timeout.unwrap_or(self.config.exec_timeout);
-        match self.supervisor.get().filter(|s| s.is_alive()) {
-            Some(supervisor) => self.exec_supervised(supervisor, command, timeout).await,
-            None => self.exec_plain(command, timeout).await,
-        }
-    }
-
-    async fn exec_stream(&self, argv: &[String]) -> Result<ExecStream, SandboxError> {
-        self.exec_stream_plain(argv).await
-    }
-
-    async fn exec_status(&self, exec_id: &str) -> Result<ExecStatus, SandboxError> {
-        let info = self
-            .docker
-            .inspect_exec(exec_id)
-            .await
-            .map_err(|e| docker_error("inspect a process in the sandbox", e))?;
-        Ok(ExecStatus {
-            running: info.running.unwrap_or(false),
-            exit_code: info.exit_code,
-        })
-    }
-
-    fn egress(&self) -> Option<Arc<Egress>> {
-        self.supervisor.get().map(|_| self.egress.clone())
-    }
-
-    async fn remove(&self) -> Result<(), SandboxError> {
-        remove_container(&self.docker, &self.id).await?;
-        tracing::info!(container = %self.short_id(), "sandbox removed");
-        Ok(())
-    }
+/// The first 12 characters of a container id, as `docker ps` shows it.
+fn short(id: &str) -> &str {
+    &id[..12.min(id.len())]
 }
 
 #[cfg(test)]

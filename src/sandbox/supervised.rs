@@ -1,0 +1,286 @@
+//! A sandbox over any [`Transport`], written once for every backend: the
+//! in-sandbox supervisor carries commands and the egress tunnel over one
+//! long-lived process (about a millisecond a command), and when it is
+//! missing or dies, each command gets a process of its own. Copies are tar
+//! streams, `put_file` a one-entry tar, both under the workspace folder.
+
+use super::archive;
+use super::command;
+use super::egress::Egress;
+use super::mux::Supervisor;
+use super::transport::{self, ProcessExit, TransferError, Transport};
+use super::{
+    copy_in_target, numeric_owner, split_parent, within_workspace, ExecOutput, ExecStatus, ExecStream,
+    Sandbox, SandboxError,
+};
+use crate::config::SandboxConfig;
+use async_trait::async_trait;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+use tokio::sync::watch;
+use tokio_util::io::{ReaderStream, StreamReader, SyncIoBridge};
+
+pub struct SupervisedSandbox {
+    transport: Box<dyn Transport>,
+    config: Arc<SandboxConfig>,
+    /// forgehand's editor in the sandbox, when it has one: the editor MCP
+    /// server and the supervisor.
+    editor_path: Option<String>,
+    supervisor: OnceLock<Supervisor>,
+    egress: Arc<Egress>,
+    /// How each streamed process ended, by its id.
+    processes: Mutex<HashMap<String, watch::Receiver<Option<ProcessExit>>>>,
+    next_process: AtomicU64,
+}
+
+impl SupervisedSandbox {
+    pub fn new(
+        transport: Box<dyn Transport>,
+        config: Arc<SandboxConfig>,
+        egress: Arc<Egress>,
+    ) -> SupervisedSandbox {
+        SupervisedSandbox {
+            transport,
+            config,
+            editor_path: None,
+            supervisor: OnceLock::new(),
+            egress,
+            processes: Mutex::new(HashMap::new()),
+            next_process: AtomicU64::new(1),
+        }
+    }
+
+    /// Where forgehand's editor is in the sandbox.
+    pub fn set_editor_path(&mut self, path: String) {
+        self.editor_path = Some(path);
+    }
+
+    /// The backend's end of the sandbox.
+    pub fn transport(&self) -> &dyn Transport {
+        self.transport.as_ref()
+    }
+
+    /// Starts `forgehand-editor supervise` (when the sandbox has the
+    /// editor), with `extra` arguments, for commands and the egress tunnel.
+    /// Without it, commands get a process each and the sandbox has no way
+    /// out at all.
+    pub async fn start_supervisor(&self, extra: &[String]) {
+        let Some(editor) = &self.editor_path else { return };
+        let mut argv = Supervisor::argv(editor, &self.config);
+        argv.extend(extra.iter().cloned());
+        match self.exec_stream(&argv).await {
+            Ok(stream) => {
+                let _ = self
+                    .supervisor
+                    .set(Supervisor::start(stream, self.egress.clone()));
+            }
+            Err(e) => tracing::warn!(
+                sandbox = %self.id(),
+                "cannot start the sandbox supervisor ({e}); commands use {} and the sandbox has no egress",
+                self.transport.plain_exec_name()
+            ),
+        }
+    }
+
+    /// Whether the file at `path` has the SHA-256 `sha256` (for example an
+    /// image that carries this very build of the editor).
+    pub async fn file_has_sha256(&self, path: &str, sha256: &str) -> Result<bool, SandboxError> {
+        let argv = vec!["sha256sum".to_owned(), path.to_owned()];
+        let finished =
+            transport::run_to_end(self.transport(), argv, None, 4096, Duration::from_secs(60)).await?;
+        let code = finished.code();
+        let (stdout, _) = finished.stdout.finish();
+        Ok(code == Some(0) && stdout.split_whitespace().next() == Some(sha256))
+    }
+
+    /// A command with a process of its own, bounded by the in-sandbox
+    /// `timeout` and the host's deadline.
+    async fn exec_plain(&self, command: &str, timeout: Duration) -> Result<ExecOutput, SandboxError> {
+        let started = Instant::now();
+        let argv = command::wrapped_argv(command, timeout);
+        let finished = transport::run_to_end(
+            self.transport(),
+            argv,
+            None,
+            self.config.output_limit,
+            command::host_deadline(timeout),
+        )
+        .await?;
+        let host_timed_out = finished.exit.is_none();
+        let exit_code = finished.code();
+        let mut stderr = finished.stderr;
+        if let Some(message) = finished.exit.and_then(|e| e.message) {
+            stderr.push(format!("\n[forgehand: {message}]\n").as_bytes());
+        }
+        Ok(command::plain_output(
+            finished.stdout,
+            stderr,
+            exit_code,
+            host_timed_out,
+            timeout,
+            started,
+        ))
+    }
+}
+
+#[async_trait]
+impl Sandbox for SupervisedSandbox {
+    fn id(&self) -> &str {
+        self.transport.id()
+    }
+
+    fn project_dir(&self) -> &str {
+        &self.config.project_dir
+    }
+
+    fn editor_path(&self) -> Option<&str> {
+        self.editor_path.as_deref()
+    }
+
+    async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError> {
+        let (parent, name) = copy_in_target(host_dir, sandbox_dir)?;
+        let (uid, gid) = numeric_owner(&self.config.user);
+        // Stream the tar: a blocking thread packs into one end of a pipe while
+        // the transport reads the other, so memory stays flat for any size.
+        let (reader, writer) = tokio::io::duplex(256 * 1024);
+        let (src, top) = (host_dir.to_owned(), name.to_owned());
+        let packer = tokio::task::spawn_blocking(move || {
+            let mut bridge = archive::pack_dir(&src, &top, uid, gid, SyncIoBridge::new(writer))?;
+            std::io::Write::flush(&mut bridge)?;
+            bridge.shutdown()
+        });
+        let uploaded = self.transport.put_tar(parent, Box::pin(reader)).await;
+        let packed = packer.await.map_err(|e| SandboxError::Io {
+            action: format!("pack {}", host_dir.display()),
+            source: std::io::Error::other(e),
+        })?;
+        // A packing error explains a failed upload better than the upload's own.
+        match packed {
+            Ok(()) => uploaded,
+            Err(source) => Err(SandboxError::CopyInSource {
+                path: host_dir.to_owned(),
+                detail: source.to_string(),
+            }),
+        }
+    }
+
+    async fn copy_out(&self, sandbox_dir: &str, host_dir: &Path) -> Result<(), SandboxError> {
+        let copy_err = |detail: String| SandboxError::CopyOut {
+            path: sandbox_dir.to_owned(),
+            dest: host_dir.to_owned(),
+            detail,
+        };
+        let transfer_err = |err: TransferError| match err {
+            TransferError::Sandbox(err) => err,
+            other => copy_err(other.to_string()),
+        };
+        if let Ok(mut entries) = std::fs::read_dir(host_dir) {
+            if entries.next().is_some() {
+                return Err(copy_err(
+                    "the destination is not empty; pass a missing or empty folder".into(),
+                ));
+            }
+        }
+        if split_parent(sandbox_dir).is_none() {
+            return Err(copy_err("not an absolute path in the sandbox".into()));
+        }
+        let out = self.transport.get_tar(sandbox_dir).await.map_err(transfer_err)?;
+        let dest: PathBuf = host_dir.to_owned();
+        let reader = out.reader;
+        let unpack =
+            tokio::task::spawn_blocking(move || archive::unpack_stripped(SyncIoBridge::new(reader), &dest));
+        let (unpacked, done) = tokio::join!(unpack, out.done);
+        // The sandbox's side failing explains a broken stream best.
+        done.map_err(transfer_err)?;
+        match unpacked {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(copy_err(e.to_string())),
+            Err(join) => Err(copy_err(join.to_string())),
+        }
+    }
+
+    async fn put_file(&self, path: &str, contents: &[u8], mode: u32) -> Result<(), SandboxError> {
+        let workspace = self.config.workspace_dir.trim_end_matches('/');
+        let relative = within_workspace(&self.config.workspace_dir, path)?;
+        let (uid, gid) = numeric_owner(&self.config.user);
+        let tar = archive::file_with_parents(relative, contents, mode, uid, gid).map_err(|source| {
+            SandboxError::Io {
+                action: format!("pack {path}"),
+                source,
+            }
+        })?;
+        let reader = StreamReader::new(ReaderStream::new(std::io::Cursor::new(tar)));
+        self.transport.put_tar(workspace, Box::pin(reader)).await
+    }
+
+    async fn exec(&self, command: &str, timeout: Option<Duration>) -> Result<ExecOutput, SandboxError> {
+        let timeout = timeout.unwrap_or(self.config.exec_timeout);
+        if let Some(supervisor) = self.supervisor.get().filter(|s| s.is_alive()) {
+            match command::run_supervised(supervisor, command, timeout, self.config.output_limit).await {
+                Ok(output) => return Ok(output),
+                Err(e) => tracing::warn!(
+                    sandbox = %self.id(),
+                    "the supervisor did not take a command ({e}); using {}",
+                    self.transport.plain_exec_name()
+                ),
+            }
+        }
+        self.exec_plain(command, timeout).await
+    }
+
+    async fn exec_stream(&self, argv: &[String]) -> Result<ExecStream, SandboxError> {
+        let mut process = self.transport.spawn(argv.to_vec(), true).await?;
+        let id = format!(
+            "{}/{}",
+            self.id(),
+            self.next_process.fetch_add(1, Ordering::Relaxed)
+        );
+        if let Ok(mut processes) = self.processes.lock() {
+            processes.insert(id.clone(), process.exit.clone());
+        }
+        let stdin = process.stdin.take().ok_or_else(|| SandboxError::InSandbox {
+            action: "start a streamed process".into(),
+            detail: "the process has no stdin".into(),
+        })?;
+        let (stdout, stderr) = process.take_outputs();
+        Ok(ExecStream {
+            id,
+            stdin,
+            stdout: Box::pin(StreamReader::new(command::stream_from(stdout))),
+            stderr: Box::pin(StreamReader::new(command::stream_from(stderr))),
+        })
+    }
+
+    async fn exec_status(&self, exec_id: &str) -> Result<ExecStatus, SandboxError> {
+        let exit = self
+            .processes
+            .lock()
+            .ok()
+            .and_then(|processes| processes.get(exec_id).map(|rx| rx.borrow().clone()));
+        match exit {
+            Some(None) => Ok(ExecStatus {
+                running: true,
+                exit_code: None,
+            }),
+            Some(Some(exit)) => Ok(ExecStatus {
+                running: false,
+                exit_code: exit.code,
+            }),
+            None => Err(SandboxError::InSandbox {
+                action: format!("look up process {exec_id}"),
+                detail: "no such process was started in this sandbox".into(),
+            }),
+        }
+    }
+
+    async fn remove(&self) -> Result<(), SandboxError> {
+        self.transport.remove().await
+    }
+
+    fn egress(&self) -> Option<Arc<Egress>> {
+        self.supervisor.get().map(|_| self.egress.clone())
+    }
+}
