@@ -13,13 +13,13 @@ use async_trait::async_trait;
 use forgehand::agent::condense::CondenseSettings;
 use forgehand::agent::tools::{LocalTool, ToolRegistry};
 use forgehand::agent::{Agent, AgentLimits};
+use forgehand::context_store::classify::{Classification, Intent};
+use forgehand::context_store::{ContextStore, Incoming, MemoryLog, Voice};
 use forgehand::llm::tokens::{count_message, count_request, count_text, count_tools};
 use forgehand::llm::{
     ChatModel, ChatRequest, ChatResponse, LlmError, Message, TokenUsage, ToolCall, ToolSpec,
 };
 use forgehand::mcp::ToolOutput;
-use forgehand::planning::classify::{Classification, Intent};
-use forgehand::planning::context::{ContextStore, Incoming, MemoryLog, Voice};
 use serde_json::{json, Map, Value};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
@@ -231,7 +231,7 @@ async fn main() {
         );
     }
     let prompts = forgehand::prompts::Prompts::embedded();
-    let synthesised = store.synthesize(&forgehand::planning::context::Synthesis::new(
+    let synthesised = store.synthesize(&forgehand::context_store::Synthesis::new(
         &prompts.context.synthesis,
         3,
     ));

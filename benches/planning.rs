@@ -23,9 +23,9 @@ use forgehand_test_support::conversation;
 
 use async_trait::async_trait;
 use forgehand::config::Config;
+use forgehand::context_store::classify;
 use forgehand::llm::tokens::{count_request, count_text};
 use forgehand::llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Message, ModelInfo, TokenUsage};
-use forgehand::planning::classify;
 use forgehand::planning::debate::{DebateSettings, NoCheckpoints, Planner};
 use forgehand::planning::pack::{self, PackOptions};
 use forgehand::planning::prompts::{fill, Context};

@@ -239,7 +239,7 @@ async fn snapshot_save_and_restore(
     fresh: &SandboxSpec,
     config: &Config,
 ) {
-    use forgehand::sandbox::snapshots::{SnapshotInfo, SnapshotStore};
+    use forgehand::snapshots::{SnapshotInfo, SnapshotStore};
     let out = sandbox
         .exec(
             "mkdir -p .venv/deps \"$HOME/.cache/pip\" && for i in $(seq 1 300); do head -c 100000 /dev/urandom > .venv/deps/f$i; done && head -c 5000000 /dev/urandom > \"$HOME/.cache/pip/wheel\"",

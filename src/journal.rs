@@ -4,7 +4,7 @@
 //! is recorded here as soon as it is done; a restarted daemon reads it to
 //! resume or fail each unfinished task.
 
-use crate::planning::context::{ContextLog, Retired, StoredMessage};
+use crate::context_store::{ContextLog, Retired, StoredMessage};
 use crate::planning::debate::{CallRecord, Checkpoints};
 use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};

@@ -6,15 +6,18 @@
 
 pub mod agent;
 pub mod config;
+pub mod context_store;
 pub mod daemon;
 pub mod doctor;
 pub mod forge;
 pub mod git;
+pub mod ideas;
 pub mod images;
 pub mod journal;
 pub mod llm;
 pub mod logging;
 pub mod mcp;
+pub mod mcp_servers;
 pub mod metrics;
 pub mod ownership;
 pub mod planning;
@@ -22,4 +25,5 @@ pub mod prompts;
 pub mod replicas;
 pub mod repo_settings;
 pub mod sandbox;
+pub mod snapshots;
 pub mod task;

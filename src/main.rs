@@ -7,7 +7,7 @@ use forgehand::daemon::{setup, Daemon};
 use forgehand::logging::{self, LogFormat};
 use forgehand::sandbox::docker::connect;
 use forgehand::sandbox::helper::EditorBinary;
-use forgehand::sandbox::snapshots::{human_bytes, SnapshotStore};
+use forgehand::snapshots::{human_bytes, SnapshotStore};
 use forgehand::task::TaskEnd;
 use forgehand::{doctor, images};
 use std::io::Write;
@@ -353,7 +353,8 @@ async fn serve_sage(
     root: &std::path::Path,
     http: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<ExitCode> {
-    use forgehand::planning::{debate::DebateSettings, pack::PackOptions, server};
+    use forgehand::mcp_servers::sage as server;
+    use forgehand::planning::{debate::DebateSettings, pack::PackOptions};
     let root = root
         .canonicalize()
         .with_context(|| format!("using {} as the root", root.display()))?;
@@ -375,7 +376,8 @@ async fn serve_sage(
 }
 
 async fn serve_ideas(config: Config, http: Option<std::net::SocketAddr>) -> anyhow::Result<ExitCode> {
-    use forgehand::planning::{ideas, ideas_server};
+    use forgehand::ideas;
+    use forgehand::mcp_servers::ideas as ideas_server;
     let router = forgehand::llm::router::from_config(&config.llm, &Secrets::from_env())?;
     let settings = ideas_server::IdeasSettings {
         model: std::sync::Arc::new(router),
@@ -398,7 +400,7 @@ async fn serve_mcp<S: rmcp::ServerHandler + Clone + Send + Sync + 'static>(
     server: S,
     http: Option<std::net::SocketAddr>,
 ) -> anyhow::Result<ExitCode> {
-    use forgehand::planning::server::{serve_http, serve_stdio};
+    use forgehand::mcp_servers::sage::{serve_http, serve_stdio};
     match http {
         None => serve_stdio(server).await.map_err(anyhow::Error::msg)?,
         Some(addr) => {

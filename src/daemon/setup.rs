@@ -197,7 +197,7 @@ pub async fn assemble_owned(
         Ok(n) => tracing::info!("deleted {n} context message(s) unused for longer than context.keep_for"),
         Err(e) => tracing::warn!("cannot prune old context stores: {e}"),
     }
-    let ideas_pacer = crate::planning::ideas::shared_pacer(&config.ideas);
+    let ideas_pacer = crate::ideas::shared_pacer(&config.ideas);
     let env = TaskEnv {
         ideas_pacer,
         config: Arc::new(config),

@@ -204,7 +204,7 @@ pub async fn run_checks(
 
 /// The setup snapshots kept on this host, against their bound.
 fn snapshots_check(config: &Config) -> Check {
-    use crate::sandbox::snapshots::{human_bytes, SnapshotStore};
+    use crate::snapshots::{human_bytes, SnapshotStore};
     let settings = &config.sandbox.snapshots;
     if !settings.enabled {
         return check(

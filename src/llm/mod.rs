@@ -17,6 +17,7 @@ mod http;
 pub mod responses;
 pub mod retry;
 pub mod router;
+mod tokenizer;
 pub mod tokens;
 pub mod usage;
 

@@ -511,7 +511,7 @@ mod tests {
             RetryPolicy::default(),
             Vec::new(),
         );
-        let mut request = crate::planning::classify::request(
+        let mut request = crate::context_store::classify::request(
             &crate::prompts::Prompts::embedded().context,
             "It must stay on one line.",
         );

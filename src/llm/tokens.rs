@@ -1,14 +1,14 @@
-//! Token counts with a real tokenizer (`o200k_base`, the encoding of OpenAI's
-//! current models), through GitHub's `bpe-openai`: the counts of tiktoken,
-//! about twice as fast, which matters when a whole repository is packed.
-//! Text is counted as the APIs count user text: `<|endoftext|>` is plain
-//! text there, not a special token. Other providers count a little
-//! differently; this is the estimate routing decisions are made on.
+//! Token counts with a real tokenizer (`o200k_base`, the encoding of
+//! OpenAI's current models; see [`super::tokenizer`]): the counts of
+//! tiktoken, fast enough to count a whole repository as it is packed. Text
+//! is counted as the APIs count user text: `<|endoftext|>` is plain text
+//! there, not a special token. Other providers count a little differently;
+//! this is the estimate routing decisions are made on.
 
 use super::{ChatRequest, Message, ToolSpec};
 
 pub fn count_text(text: &str) -> u64 {
-    bpe_openai::o200k_base().count(text) as u64
+    super::tokenizer::count(text) as u64
 }
 
 /// Tokens a request will take as input: system prompt, messages and tools.

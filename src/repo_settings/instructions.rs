@@ -78,7 +78,7 @@ impl Instructions {
             }
             let text = if tokens > left {
                 out.cut.push(path.clone());
-                crate::planning::context::synthesis::clip(&text, left.saturating_sub(20))
+                crate::context_store::synthesis::clip(&text, left.saturating_sub(20))
             } else {
                 text
             };

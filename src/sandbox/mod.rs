@@ -20,7 +20,6 @@ pub mod local;
 pub mod mux;
 pub mod output;
 pub mod phase_processes;
-pub mod snapshots;
 pub mod supervised;
 pub mod transport;
 

@@ -12,9 +12,9 @@ use super::request;
 use super::run::TaskRun;
 use crate::agent::ChatModel;
 use crate::config::ContextConfig;
+use crate::context_store::{Classifier, ContextLog, ContextStore, Reading, StoredMessage, Voice};
 use crate::forge::{ItemKind, ItemRef};
 use crate::llm::usage::{Meter, Price, UsageReport};
-use crate::planning::context::{Classifier, ContextLog, ContextStore, Reading, StoredMessage, Voice};
 use crate::prompts::Prompts;
 use std::collections::BTreeMap;
 

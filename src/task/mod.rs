@@ -64,7 +64,7 @@ pub struct TaskEnv {
     /// Print each progress update on stderr (`forgehand once`).
     pub echo_progress: bool,
     /// Spaces the idea-option calls of every task (one key, one limit).
-    pub ideas_pacer: Arc<crate::planning::ideas::Pacer>,
+    pub ideas_pacer: Arc<crate::ideas::Pacer>,
     /// This process's hold on the state folder, for as long as tasks run.
     pub state_owner: Arc<crate::ownership::StateOwner>,
     /// The tasks in flight, as the status page shows them.

@@ -16,12 +16,12 @@ use super::workspace_handle::blocking;
 use crate::agent::plan::{PlanStep, StepStatus};
 use crate::agent::ChatModel;
 use crate::config::{ContextConfig, IdeasConfig, IdeasMode, PlanningConfig};
+use crate::context_store::{ContextStore, Current, Synthesis, TierBudgets};
 use crate::forge::{Item, ItemKind};
+use crate::ideas::{Generator, IdeaOutput, IdeaRequest, Pacer};
 use crate::journal::PlanCalls;
 use crate::llm::usage::{Meter, Price, UsageReport};
-use crate::planning::context::{ContextStore, Current, Synthesis, TierBudgets};
 use crate::planning::debate::{CallRecord, Checkpoints, DebateEvent, DebateSettings, PlanError, Planner};
-use crate::planning::ideas::{Generator, IdeaOutput, IdeaRequest, Pacer};
 use crate::planning::pack::PackOptions;
 use crate::planning::prompts::Context;
 use crate::planning::select;
@@ -350,7 +350,7 @@ async fn recorded_or_generated(
     run: &mut TaskRun<'_>,
     needs: &Needs<'_>,
     request: &IdeaRequest,
-) -> Option<(Result<IdeaOutput, crate::planning::ideas::IdeaError>, bool)> {
+) -> Option<(Result<IdeaOutput, crate::ideas::IdeaError>, bool)> {
     let key = run.key.clone();
     let checkpoints = PlanCalls {
         journal: run.journal,

@@ -5,8 +5,8 @@
 use super::progress::is_progress_comment;
 use super::sanitize::for_model;
 use super::Heard;
+use crate::context_store::{Incoming, Voice};
 use crate::forge::{Comment, CommentPlace, Item, ItemKind};
-use crate::planning::context::{Incoming, Voice};
 
 /// Where the model works.
 pub struct Setting<'a> {

@@ -15,16 +15,16 @@ use conversation::conversation;
 use forgehand::agent::condense::CondenseSettings;
 use forgehand::agent::tools::{LocalTool, ToolRegistry};
 use forgehand::agent::{Agent, AgentLimits};
+use forgehand::context_store::classify::{self, Intent};
+use forgehand::context_store::{
+    Classifier, ContextLog, ContextStore, Current, Followed, Incoming, MemoryLog, Reading, Retired,
+    Synthesis, TierBudgets, Voice,
+};
 use forgehand::journal::Journal;
 use forgehand::llm::{
     ChatModel, ChatRequest, ChatResponse, LlmError, Message, ModelInfo, TokenUsage, ToolCall, ToolSpec,
 };
 use forgehand::mcp::ToolOutput;
-use forgehand::planning::classify::{self, Intent};
-use forgehand::planning::context::{
-    Classifier, ContextLog, ContextStore, Current, Followed, Incoming, MemoryLog, Reading, Retired,
-    Synthesis, TierBudgets, Voice,
-};
 use forgehand::prompts::Prompts;
 use scripted_model::{classified_message, classify_like_a_model};
 use serde_json::{json, Map, Value};

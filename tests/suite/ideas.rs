@@ -6,8 +6,8 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use async_trait::async_trait;
+use forgehand::ideas::{ErrorCode, Generator, IdeaRequest, Pacer, ATTEMPTS};
 use forgehand::llm::{ChatModel, ChatRequest, ChatResponse, LlmError, Message, ModelInfo, TokenUsage};
-use forgehand::planning::ideas::{ErrorCode, Generator, IdeaRequest, Pacer, ATTEMPTS};
 use forgehand::prompts::Prompts;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, LazyLock, Mutex};

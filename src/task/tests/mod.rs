@@ -89,7 +89,7 @@ impl World {
             prompts: crate::prompts::Prompts::embedded(),
             journal: Arc::new(journal),
             echo_progress: false,
-            ideas_pacer: crate::planning::ideas::shared_pacer(&config.ideas),
+            ideas_pacer: crate::ideas::shared_pacer(&config.ideas),
             state_owner: Arc::new(crate::ownership::StateOwner::acquire(&config.daemon.state_dir).unwrap()),
             board: Arc::default(),
             metrics: Arc::default(),

@@ -1,14 +1,14 @@
 //! `forgehand mcp ideas`: `generate_idea_categories` and the
 //! context store's operations as MCP tools, over stdio or
-//! Streamable HTTP (see [`super::server::serve_stdio`] and
-//! [`super::server::serve_http`]). Context stores are named by the client
+//! Streamable HTTP (see [`super::sage::serve_stdio`] and
+//! [`super::sage::serve_http`]). Context stores are named by the client
 //! (`session`) and live as long as the server.
 
 #![allow(deprecated)]
 
-use super::context::{Classifier, ContextLog, ContextStore, Incoming, MemoryLog, Synthesis, Voice};
-use super::ideas::{ErrorCode, Generator, IdeaError, IdeaRequest, Pacer};
-use super::server::{error, Logger};
+use super::sage::{error, Logger};
+use crate::context_store::{Classifier, ContextLog, ContextStore, Incoming, MemoryLog, Synthesis, Voice};
+use crate::ideas::{ErrorCode, Generator, IdeaError, IdeaRequest, Pacer};
 use crate::llm::ChatModel;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
@@ -235,7 +235,7 @@ impl IdeasServer {
                 )))])
             }
             _ => {
-                let ids = |list: Vec<&super::context::StoredMessage>| {
+                let ids = |list: Vec<&crate::context_store::StoredMessage>| {
                     list.iter().map(|m| m.seq).collect::<Vec<_>>()
                 };
                 let body = json!({

@@ -81,7 +81,7 @@ impl Classification {
 
 /// The classification prompt for `message`.
 pub fn prompt(prompts: &ContextPrompts, message: &str) -> String {
-    super::prompts::fill(&prompts.classify, &[("message", message)])
+    crate::prompts::fill(&prompts.classify, &[("message", message)])
 }
 
 /// The classification request for `message`.

@@ -8,15 +8,17 @@
 //! `home.tar`, `project.tar` and `snapshot.json`. The project part leaves out
 //! `.git` and every path the clone put there: the repository's files always
 //! come from the fresh clone, and a restore never writes over a file that is
-//! already there. The key is computed by `repo_settings::snapshot_key`. Both
+//! already there. The key is computed by [`key`]. Both
 //! parts are packed and unpacked inside the sandbox by forgehand's own binary
 //! (`forgehand-editor pack` / `unpack`), since the home folder is a tmpfs the
 //! engine's archive API cannot see. Storage stays under `max_bytes`, least
 //! recently used removed first. A part that holds one of forgehand's secrets
 //! is never kept.
 
-use super::Sandbox;
+pub mod key;
+
 use crate::config::SnapshotsConfig;
+use crate::sandbox::Sandbox;
 use memchr::memmem::Finder;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -483,7 +485,7 @@ async fn run_helper(
     helper: &str,
     verb: &str,
     dir: &str,
-) -> Result<(String, super::ExecStream), SnapshotError> {
+) -> Result<(String, crate::sandbox::ExecStream), SnapshotError> {
     let action = format!("{verb} {dir}");
     let argv = [helper.to_owned(), verb.to_owned(), dir.to_owned()];
     match sandbox.exec_stream(&argv).await {

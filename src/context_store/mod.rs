@@ -16,6 +16,7 @@
 //! through [`ContextLog`] (the journal in the daemon), so a follow-up days
 //! later continues it. Rendering is in [`synthesis`].
 
+pub mod classify;
 mod follow;
 mod log;
 pub mod synthesis;
@@ -24,9 +25,9 @@ pub use follow::{Followed, Reading};
 pub use log::{ContextLog, MemoryLog, Retired};
 pub use synthesis::{Current, Synthesis, TierBudgets};
 
-use super::classify::{self, Classification, Intent};
 use crate::llm::{ChatModel, ChatRequest};
 use crate::prompts::ContextPrompts;
+use classify::{Classification, Intent};
 use serde::{Deserialize, Serialize};
 
 /// Whose words a message is.

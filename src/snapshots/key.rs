@@ -15,7 +15,7 @@
 //! Any other change to the repository (its source, its tests) keeps the
 //! key: the project's own files always come from the fresh clone.
 
-use super::RepoSettings;
+use crate::repo_settings::RepoSettings;
 use sha2::{Digest, Sha256};
 use std::path::{Component, Path};
 

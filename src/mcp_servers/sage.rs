@@ -10,12 +10,12 @@
 // clients still show it.
 #![allow(deprecated)]
 
-use super::debate::{DebateEvent, DebateSettings, NoCheckpoints, Planner};
-use super::pack::{PackOptions, Packed};
-use super::prompts::Context;
-use super::sage::{expected_model, Sage, SageError};
 use crate::llm::usage::Price;
 use crate::llm::ChatModel;
+use crate::planning::debate::{DebateEvent, DebateSettings, NoCheckpoints, Planner};
+use crate::planning::pack::{PackOptions, Packed};
+use crate::planning::prompts::Context;
+use crate::planning::sage::{expected_model, Sage, SageError};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
     LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
@@ -244,7 +244,7 @@ impl SageServer {
                 }
             }
         });
-        let observer: super::debate::Observer = Arc::new(move |event| {
+        let observer: crate::planning::debate::Observer = Arc::new(move |event| {
             let _ = events.send(event);
         });
         let planner = Planner {
