@@ -210,6 +210,7 @@ pub async fn assemble_owned(
         state_owner: kept.owner.clone(),
         board: kept.board,
         metrics: kept.metrics,
+        sandbox_hints: Arc::default(),
     };
     Ok(Assembly {
         env: Arc::new(env),

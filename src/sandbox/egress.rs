@@ -92,6 +92,21 @@ impl Egress {
         })
     }
 
+    /// A sandbox's tunnel end, opening what `config` opens
+    /// (`sandbox.egress.allow_private`, `allow_loopback`).
+    pub fn for_sandbox(
+        config: &crate::config::SandboxConfig,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Arc<Egress> {
+        Egress::new(
+            Reach {
+                private: config.egress_allow_private,
+                loopback: config.egress_allow_loopback,
+            },
+            metrics,
+        )
+    }
+
     /// From now on, connections are decided for `phase` against `hosts`.
     /// The connections of the phase before are closed.
     pub fn set_phase(&self, phase: &str, hosts: Vec<HostPattern>) {

@@ -33,11 +33,13 @@ pub mod request;
 mod run;
 pub mod sanitize;
 mod snapshot;
+mod start_sandbox;
 mod verify;
 pub mod workspace;
 mod workspace_handle;
 
 pub use claim::Heard;
+pub use start_sandbox::SandboxHints;
 
 use crate::agent::ChatModel;
 use crate::config::{Config, Secrets};
@@ -71,6 +73,8 @@ pub struct TaskEnv {
     pub board: Arc<board::Board>,
     /// The daemon's metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// What each repository's last task ran its sandbox with.
+    pub sandbox_hints: Arc<SandboxHints>,
 }
 
 /// How a task ended (for the daemon's bookkeeping and `once`'s exit code).
@@ -266,6 +270,7 @@ fn prepare_needs<'a>(env: &'a TaskEnv, item: &ItemRef) -> prepare::Needs<'a> {
         planning: &config.planning,
         text_editor: &config.text_editor_mcp,
         backend: env.backend.as_ref(),
+        hints: &env.sandbox_hints,
         conversation: context::Needs {
             context: &config.context,
             light_models: &config.planning.light_models,

@@ -12,6 +12,7 @@ use super::error::TaskError;
 use super::plan::PackedCode;
 use super::run::TaskRun;
 use super::snapshot::{self, PendingRestore, SnapshotPlan};
+use super::start_sandbox::{self, SandboxHints};
 use super::workspace::Workspace;
 use super::workspace_handle::WorkspaceHandle;
 use crate::config::{
@@ -21,7 +22,7 @@ use crate::git::Credentials;
 use crate::mcp::SandboxedServer;
 use crate::repo_settings::instructions::{AGENTS_FILE, FALLBACK_FILES};
 use crate::repo_settings::{settings, Instructions, RepoSettings, SettingsError, SETTINGS_FILE};
-use crate::sandbox::{Sandbox, SandboxBackend, SandboxSpec};
+use crate::sandbox::{Sandbox, SandboxBackend};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
@@ -42,6 +43,8 @@ pub(super) struct Needs<'a> {
     pub planning: &'a PlanningConfig,
     pub text_editor: &'a TextEditorMcpConfig,
     pub backend: &'a dyn SandboxBackend,
+    /// What each repository's last task ran its sandbox with.
+    pub hints: &'a SandboxHints,
     /// What reading the conversation needs.
     pub conversation: context::Needs<'a>,
 }
@@ -124,22 +127,37 @@ pub(super) async fn prepare(
     claimed: &Claimed,
 ) -> Result<Prepared, TaskError> {
     let credentials = run.forge.git_credentials().await?;
-    let (workspace, ()) = tokio::join!(clone(run, needs, claimed, &credentials), run.report());
-    let workspace = workspace?;
-    // The repository's settings come first: a broken file costs no model call.
-    // Never from the branch a PR targets, which its author chooses.
-    let repo = read_settings(run, needs, &workspace, &claimed.target.default_branch).await?;
+    // The sandbox the repository's last task ran starts while the clone is
+    // made and the settings are read.
+    let local = async {
+        let (workspace, ()) = tokio::join!(clone(run, needs, claimed, &credentials), run.report());
+        let workspace = workspace?;
+        // The repository's settings come first: a broken file costs no model call.
+        // Never from the branch a PR targets, which its author chooses.
+        let repo = read_settings(run, needs, &workspace, &claimed.target.default_branch).await?;
+        Ok::<_, TaskError>((workspace, repo))
+    };
+    let (early, local) = tokio::join!(start_sandbox::start_early(run, needs.backend, needs.hints), local);
+    let (workspace, repo) = match local {
+        Ok(local) => local,
+        Err(err) => {
+            start_sandbox::discard(run, early).await;
+            return Err(err);
+        }
+    };
     // The planners' pack is read while the sandbox starts and the thread is classified.
     let packing = PackedCode::start(needs.planning, workspace.checkout_dir().to_owned());
     note_settings(run, &repo);
     let checkout = workspace.checkout_dir().to_owned();
-    let (sandbox, conversation) =
-        sandbox_and_conversation(run, needs, claimed, &repo.settings, &checkout).await?;
-    // The editor's session starts now, beside planning: setup (and what
-    // it left running) is over.
-    let editor = needs.text_editor.enabled.then(|| {
-        let (sandbox, editor_config) = (sandbox.sandbox.clone(), needs.text_editor.clone());
-        tokio::spawn(async move { crate::mcp::text_editor::start(sandbox, &editor_config).await })
+    let (sandbox, editor, conversation) =
+        sandbox_and_conversation(run, needs, claimed, &repo.settings, (&checkout, early)).await?;
+    // Otherwise the editor's session starts now, beside planning: setup
+    // (and what it left running) is over.
+    let editor = editor.or_else(|| {
+        needs.text_editor.enabled.then(|| {
+            let (sandbox, editor_config) = (sandbox.sandbox.clone(), needs.text_editor.clone());
+            tokio::spawn(async move { crate::mcp::text_editor::start(sandbox, &editor_config).await })
+        })
     });
     for note in &conversation.notes {
         run.note(note.clone());
@@ -165,9 +183,10 @@ async fn sandbox_and_conversation(
     needs: &Needs<'_>,
     claimed: &Claimed,
     settings: &RepoSettings,
-    checkout: &Path,
-) -> Result<(TaskSandbox, Conversation), TaskError> {
+    (checkout, early): (&Path, Option<start_sandbox::Early>),
+) -> Result<(TaskSandbox, Option<EditorStart>, Conversation), TaskError> {
     let image = choose_image(run, needs, checkout, settings);
+    let spec = start_sandbox::spec_for(run, settings, &image);
     let plan = if settings.setup.is_empty() {
         None
     } else {
@@ -187,8 +206,12 @@ async fn sandbox_and_conversation(
         // starts while the thread is classified; a snapshot is unpacked in
         // the background (classification, planning and the agent's first
         // request do not wait for it; tools do).
+        // The editor's session starts while the checkout is copied in.
+        let editor = needs.text_editor.enabled.then_some(needs.text_editor);
         let ready = async {
-            let sandbox = start_sandbox(run, needs.backend, checkout, settings, &image).await?;
+            let (sandbox, editor) =
+                start_sandbox::start(run, needs.backend, needs.hints, (early, spec), checkout, editor)
+                    .await?;
             let restoring = match (&plan, kept) {
                 (Some(plan), Some(info)) => Some(snapshot::begin_restore(
                     sandbox.clone(),
@@ -198,14 +221,13 @@ async fn sandbox_and_conversation(
                 )),
                 _ => None,
             };
-            Ok::<_, TaskError>((sandbox, restoring))
+            Ok::<_, TaskError>((sandbox, editor, restoring))
         };
         let (conversation, ready) = tokio::join!(
             context::read_conversation(run, &needs.conversation, claimed),
             ready
         );
-        let (sandbox, restoring) = ready?;
-        run.adopt_sandbox(&sandbox)?;
+        let (sandbox, editor, restoring) = ready?;
         run.note(format!("Sandbox from image `{image}`"));
         enter_agent_phase(run, sandbox.as_ref(), settings);
         let sandbox = TaskSandbox {
@@ -214,11 +236,11 @@ async fn sandbox_and_conversation(
             restoring,
             snapshot: plan,
         };
-        Ok((sandbox, conversation?))
+        Ok((sandbox, editor, conversation?))
     } else {
         run.report().await;
-        let sandbox = start_sandbox(run, needs.backend, checkout, settings, &image).await?;
-        run.adopt_sandbox(&sandbox)?;
+        let (sandbox, _) =
+            start_sandbox::start(run, needs.backend, needs.hints, (early, spec), checkout, None).await?;
         run.note(format!("Sandbox from image `{image}`"));
         let mut sandbox = TaskSandbox {
             sandbox,
@@ -230,7 +252,7 @@ async fn sandbox_and_conversation(
         enter_agent_phase(run, sandbox.sandbox.as_ref(), settings);
         set_up?;
         let conversation = context::read_conversation(run, &needs.conversation, claimed).await?;
-        Ok((sandbox, conversation))
+        Ok((sandbox, None, conversation))
     }
 }
 
@@ -374,26 +396,6 @@ fn choose_image(run: &TaskRun<'_>, needs: &Needs<'_>, checkout: &Path, settings:
         (None, Some(chosen)) => crate::images::image_reference(images, chosen),
         (None, None) => crate::images::image_for_repository(images, &run.item.repo, checkout),
     }
-}
-
-/// The sandbox for the task, from `image`, holding the clone.
-async fn start_sandbox(
-    run: &TaskRun<'_>,
-    backend: &dyn SandboxBackend,
-    checkout: &Path,
-    settings: &RepoSettings,
-    image: &str,
-) -> Result<Arc<dyn Sandbox>, TaskError> {
-    let spec = SandboxSpec {
-        task_id: run.item.slug(),
-        forge: run.item.forge.as_str().to_owned(),
-        repository: run.item.repo.clone(),
-        image: image.to_owned(),
-        env: settings.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
-    };
-    let sandbox: Arc<dyn Sandbox> = Arc::from(backend.prepare(&spec, Some(checkout)).await?);
-    tracing::info!(task = %run.item, image = %spec.image, "sandbox ready");
-    Ok(sandbox)
 }
 
 /// Runs the repository's setup commands in order, within `setup_timeout`

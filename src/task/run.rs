@@ -35,7 +35,7 @@ pub(super) struct TaskRun<'a> {
     usage: Option<UsageReport>,
     /// The sandbox to remove when the task ends, however it ends; the
     /// phases that use it get it from the phase that made it.
-    sandbox: Option<Arc<dyn Sandbox>>,
+    sandbox: Mutex<Option<Arc<dyn Sandbox>>>,
 }
 
 /// Where a run reports, and what it may read and write, besides the forge.
@@ -68,7 +68,7 @@ impl<'a> TaskRun<'a> {
             echo: reporting.echo,
             comment_id,
             usage: None,
-            sandbox: None,
+            sandbox: Mutex::default(),
         }
     }
 
@@ -231,15 +231,16 @@ impl<'a> TaskRun<'a> {
     }
 
     /// Registers `sandbox` for removal when the task ends, however it ends.
-    pub fn adopt_sandbox(&mut self, sandbox: &Arc<dyn Sandbox>) -> Result<(), TaskError> {
-        self.sandbox = Some(sandbox.clone());
+    pub fn adopt_sandbox(&self, sandbox: &Arc<dyn Sandbox>) -> Result<(), TaskError> {
+        *self.sandbox.lock().unwrap_or_else(|p| p.into_inner()) = Some(sandbox.clone());
         self.metrics.sandbox_started();
         self.journal.set_container(&self.key, Some(sandbox.id()))?;
         Ok(())
     }
 
     pub async fn remove_sandbox(&mut self) {
-        if let Some(sandbox) = self.sandbox.take() {
+        let adopted = self.sandbox.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(sandbox) = adopted {
             self.metrics.sandbox_removed();
             if let Err(e) = sandbox.remove().await {
                 tracing::warn!(task = %self.item, "cannot remove the sandbox: {e}");

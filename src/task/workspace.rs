@@ -218,42 +218,8 @@ impl Workspace {
     ) -> Result<Option<Collected>, DeliveryError> {
         let author = Signature::now(author.0, author.1).map_err(|e| failed("make the commit author", e))?;
         let quarantine_dir = out_dir.with_extension("quarantine.git");
-        let quarantined =
-            match git::untrusted::quarantine(&out_dir.join(".git"), &self.branch, &quarantine_dir) {
-                Err(git::untrusted::UntrustedError::OtherHead { head }) => {
-                    return Err(DeliveryError::WrongBranch {
-                        branch: self.branch.clone(),
-                        head,
-                    })
-                }
-                other => other?,
-            };
-        if commit_leftovers {
-            if let Some(commit) = git::untrusted::commit_files(
-                &quarantined.repo,
-                out_dir,
-                quarantined.head,
-                leftover_message,
-                &author,
-            )? {
-                quarantined
-                    .repo
-                    .reference(
-                        &format!("refs/heads/{}", self.branch),
-                        commit,
-                        true,
-                        "forgehand: commit the leftovers",
-                    )
-                    .map_err(|e| failed("record the leftovers' commit", e))?;
-            }
-        }
-        let other_branches = quarantined
-            .other_branches
-            .iter()
-            .filter(|(name, tip)| self.repo.refname_to_id(&format!("refs/heads/{name}")).ok() != Some(*tip))
-            .map(|(name, _)| name.clone())
-            .collect();
-        drop(quarantined);
+        let leftovers = commit_leftovers.then_some((out_dir, leftover_message, &author));
+        let other_branches = self.quarantine(&out_dir.join(".git"), &quarantine_dir, leftovers)?;
         let result_ref = "refs/forgehand/result";
         let source = quarantine_dir.to_string_lossy().into_owned();
         git::fetch(
@@ -269,6 +235,73 @@ impl Workspace {
         if result == self.base {
             return Ok(None);
         }
+        let (files, commits) = self.check_result(result, protected)?;
+        // libgit2 will not force-move the checked-out branch: detach HEAD
+        // first (the trusted clone's working tree is never used again).
+        self.repo
+            .set_head_detached(result)
+            .map_err(|e| failed("detach HEAD", e))?;
+        self.repo
+            .reference(
+                &format!("refs/heads/{}", self.branch),
+                result,
+                true,
+                "forgehand: take the sandbox's result",
+            )
+            .map_err(|e| failed("move the task branch", e))?;
+        Ok(Some(Collected {
+            head: result,
+            commits,
+            files,
+            other_branches,
+        }))
+    }
+
+    /// Takes the task branch of the untrusted `git_dir` into a bare
+    /// quarantine repository at `quarantine_dir`, with `leftovers` (the
+    /// copied-out project, the message, the author) committed on top.
+    /// Returns the other branches the model created or moved.
+    fn quarantine(
+        &self,
+        git_dir: &Path,
+        quarantine_dir: &Path,
+        leftovers: Option<(&Path, &str, &Signature<'_>)>,
+    ) -> Result<Vec<String>, DeliveryError> {
+        let quarantined = match git::untrusted::quarantine(git_dir, &self.branch, quarantine_dir) {
+            Err(git::untrusted::UntrustedError::OtherHead { head }) => {
+                return Err(DeliveryError::WrongBranch {
+                    branch: self.branch.clone(),
+                    head,
+                })
+            }
+            other => other?,
+        };
+        if let Some((out_dir, message, author)) = leftovers {
+            if let Some(commit) =
+                git::untrusted::commit_files(&quarantined.repo, out_dir, quarantined.head, message, author)?
+            {
+                quarantined
+                    .repo
+                    .reference(
+                        &format!("refs/heads/{}", self.branch),
+                        commit,
+                        true,
+                        "forgehand: commit the leftovers",
+                    )
+                    .map_err(|e| failed("record the leftovers' commit", e))?;
+            }
+        }
+        Ok(quarantined
+            .other_branches
+            .iter()
+            .filter(|(name, tip)| self.repo.refname_to_id(&format!("refs/heads/{name}")).ok() != Some(*tip))
+            .map(|(name, _)| name.clone())
+            .collect())
+    }
+
+    /// The files `result` changes and its commits since the base: it must
+    /// build on the base and leave the protected paths alone.
+    fn check_result(&self, result: Oid, protected: &[String]) -> Result<(Vec<String>, usize), DeliveryError> {
         let descends = self
             .repo
             .graph_descendant_of(result, self.base)
@@ -291,25 +324,7 @@ impl Workspace {
             .repo
             .graph_ahead_behind(result, self.base)
             .map_err(|e| failed("count the commits", e))?;
-        // libgit2 will not force-move the checked-out branch: detach HEAD
-        // first (the trusted clone's working tree is never used again).
-        self.repo
-            .set_head_detached(result)
-            .map_err(|e| failed("detach HEAD", e))?;
-        self.repo
-            .reference(
-                &format!("refs/heads/{}", self.branch),
-                result,
-                true,
-                "forgehand: take the sandbox's result",
-            )
-            .map_err(|e| failed("move the task branch", e))?;
-        Ok(Some(Collected {
-            head: result,
-            commits,
-            files,
-            other_branches,
-        }))
+        Ok((files, commits))
     }
 
     /// Pushes the task branch; given up when `deadline` (the claim's

@@ -290,13 +290,7 @@ impl DockerBackend {
         let editor_path = placement.as_ref().map(|(path, _)| path.clone());
         let name = container_name(&self.instance_id, &spec.task_id);
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
-        let egress = Egress::new(
-            crate::sandbox::egress::Reach {
-                private: self.config.egress_allow_private,
-                loopback: self.config.egress_allow_loopback,
-            },
-            self.metrics.clone(),
-        );
+        let egress = Egress::for_sandbox(&self.config, self.metrics.clone());
         let unmountable = self.socket_unmountable.load(std::sync::atomic::Ordering::Relaxed);
         let mut socket =
             egress_socket::for_new_sandbox(&self.config, unmountable, editor_path.is_some(), &egress)?;
@@ -343,20 +337,33 @@ impl DockerBackend {
             project_dir: self.config.project_dir.clone(),
             _egress_socket: socket,
         };
+        self.start_created(transport, egress, placement, spec).await
+    }
+
+    /// Puts the editor in place (the container's main process, so before
+    /// it starts), starts the container and the supervisor. On an error
+    /// the container is removed.
+    async fn start_created(
+        &self,
+        transport: DockerTransport,
+        egress: Arc<Egress>,
+        placement: Option<(String, bool)>,
+        spec: &SandboxSpec,
+    ) -> Result<SupervisedSandbox, SandboxError> {
         let mounted_socket = transport._egress_socket.is_some();
         let mut sandbox = SupervisedSandbox::new(Box::new(transport), self.config.clone(), egress);
-        // The editor is the main process, so it must be in place before start.
-        if let Some((path, copy)) = &placement {
+        if let Some((path, copy)) = placement {
             if let (true, Some(editor)) = (copy, &self.editor) {
-                if let Err(err) = sandbox.put_file(path, editor.bytes(), 0o755).await {
+                if let Err(err) = sandbox.put_file(&path, editor.bytes(), 0o755).await {
                     let _ = sandbox.remove().await;
                     return Err(err);
                 }
             }
-            sandbox.set_editor_path(path.clone());
+            sandbox.set_editor_path(path);
         }
         if let Err(err) = self.docker.start_container(sandbox.id(), None).await {
             let _ = sandbox.remove().await;
+            let name = container_name(&self.instance_id, &spec.task_id);
             return Err(docker_error(format!("start container {name}"), err));
         }
         tracing::info!(container = %short(sandbox.id()), task = %spec.task_id, image = %spec.image, "sandbox started");

@@ -343,13 +343,7 @@ impl KubernetesBackend {
             project_dir: self.config.project_dir.clone(),
             v5: std::sync::atomic::AtomicBool::new(true),
         };
-        let egress = Egress::new(
-            crate::sandbox::egress::Reach {
-                private: self.config.egress_allow_private,
-                loopback: self.config.egress_allow_loopback,
-            },
-            self.metrics.clone(),
-        );
+        let egress = Egress::for_sandbox(&self.config, self.metrics.clone());
         let mut sandbox = SupervisedSandbox::new(Box::new(transport), self.config.clone(), egress);
         self.equip(&mut sandbox).await?;
         if let Some(dir) = workspace {

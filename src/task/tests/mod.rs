@@ -29,6 +29,7 @@ struct World {
     forge: Arc<MemoryForge>,
     env: TaskEnv,
     model: Arc<Scripted>,
+    backend: Arc<LocalBackend>,
 }
 
 fn git(dir: &Path, args: &[&str]) {
@@ -82,8 +83,9 @@ impl World {
         config.sandbox.home_dir = sandbox_dir.join("home").display().to_string();
         let model = Arc::new(Scripted::new(turns));
         let journal = Journal::open(&config.daemon.state_dir).unwrap();
+        let backend = Arc::new(LocalBackend::new(config.sandbox.clone()));
         let env = TaskEnv {
-            backend: Arc::new(LocalBackend::new(config.sandbox.clone())),
+            backend: backend.clone(),
             secrets: Arc::new(Secrets::from_lookup(&|_| None)),
             model: model.clone(),
             prompts: crate::prompts::Prompts::embedded(),
@@ -93,6 +95,7 @@ impl World {
             state_owner: Arc::new(crate::ownership::StateOwner::acquire(&config.daemon.state_dir).unwrap()),
             board: Arc::default(),
             metrics: Arc::default(),
+            sandbox_hints: Arc::default(),
             config: Arc::new(config),
         };
         World {
@@ -101,6 +104,7 @@ impl World {
             forge,
             env,
             model,
+            backend,
         }
     }
 
@@ -476,4 +480,54 @@ async fn the_whole_pipeline_delivers_and_no_secret_reaches_the_forge() {
     assert!(!comment.contains("forge-token-never-shown"), "{comment}");
     assert!(world.in_sandbox("greet.txt").is_none(), "the sandbox is gone");
     assert!(world.env.board.snapshot().is_empty());
+}
+
+#[tokio::test]
+async fn the_sandbox_the_last_task_ran_starts_early_and_is_replaced_when_the_settings_differ() {
+    let world = World::new(
+        &[
+            ("greet.txt", "hi\n"),
+            (".forgehand.yaml", "env:\n  GREETING: hi\n"),
+        ],
+        Vec::new(),
+    );
+    let backend = |world: &World| world.backend.made.lock().unwrap().clone();
+    let env_of = |spec: &crate::sandbox::SandboxSpec| spec.env.clone();
+    // The first task of the repository has nothing to go by.
+    let first = world.issue();
+    let mut run = world.run(&first);
+    let claimed = world.claimed(&mut run).await;
+    world.prepared(&mut run, &claimed).await;
+    run.remove_sandbox().await;
+    assert_eq!(backend(&world).len(), 1);
+    // The next one starts the same sandbox early and uses it.
+    let second = world
+        .forge
+        .open_issue(8, MAINTAINER, "Again", "Say hello again.", &["coding agent"]);
+    let mut run = world.run(&second);
+    let claimed = world.claimed(&mut run).await;
+    world.prepared(&mut run, &claimed).await;
+    run.remove_sandbox().await;
+    let made = backend(&world);
+    assert_eq!(made.len(), 2, "{made:?}");
+    assert_eq!(made[1].task_id, second.slug());
+    // Settings that changed since: the early sandbox goes, the right one comes.
+    let seed = world._dir.path().join("seed");
+    std::fs::write(seed.join(".forgehand.yaml"), "env:\n  GREETING: hello\n").unwrap();
+    git(&seed, &["commit", "-qam", "greet louder"]);
+    git(&seed, &["push", "-q", world.remote.to_str().unwrap(), "main"]);
+    let third = world
+        .forge
+        .open_issue(9, MAINTAINER, "Louder", "Say it louder.", &["coding agent"]);
+    let mut run = world.run(&third);
+    let claimed = world.claimed(&mut run).await;
+    let prepared = world.prepared(&mut run, &claimed).await;
+    let made = backend(&world);
+    assert_eq!(made.len(), 4, "{made:?}");
+    let hi = vec![("GREETING".to_owned(), "hi".to_owned())];
+    let hello = vec![("GREETING".to_owned(), "hello".to_owned())];
+    assert_eq!(env_of(&made[2]), hi, "started early as the last task's");
+    assert_eq!(env_of(&made[3]), hello, "then as the settings ask");
+    assert_eq!(world.in_sandbox("greet.txt").as_deref(), Some("hi\n"));
+    assert!(prepared.sandbox.sandbox.id().contains(&third.slug()));
 }

@@ -1,0 +1,161 @@
+//! Starting the task's sandbox, off the critical path where it can be:
+//!
+//! - **Early.** A repository's tasks almost always run the same image with
+//!   the same variables, so the sandbox the last task of the repository
+//!   ran is started again while the clone is made and the settings are
+//!   read. When the settings ask for something else after all, that
+//!   sandbox is removed (it never got a file or a command) and the right
+//!   one is made.
+//! - **The editor beside the copy.** Without setup to run first, the
+//!   editor's MCP session starts while the checkout is copied in.
+
+use super::error::TaskError;
+use super::prepare::EditorStart;
+use super::run::TaskRun;
+use crate::config::TextEditorMcpConfig;
+use crate::repo_settings::RepoSettings;
+use crate::sandbox::{Sandbox, SandboxBackend, SandboxError, SandboxSpec};
+use std::collections::HashMap;
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What each repository's last task ran its sandbox with, for the next
+/// task to start the same one early.
+#[derive(Default)]
+pub struct SandboxHints(Mutex<HashMap<String, Hint>>);
+
+/// The image and the variables a sandbox ran with.
+#[derive(Clone)]
+struct Hint {
+    image: String,
+    env: Vec<(String, String)>,
+}
+
+impl SandboxHints {
+    /// The sandbox `run`'s repository ran last, for this task.
+    fn guess(&self, run: &TaskRun<'_>) -> Option<SandboxSpec> {
+        let hints = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        let Hint { image, env } = hints.get(&repository_key(run))?.clone();
+        Some(SandboxSpec {
+            task_id: run.item.slug(),
+            forge: run.item.forge.as_str().to_owned(),
+            repository: run.item.repo.clone(),
+            image,
+            env,
+        })
+    }
+
+    fn remember(&self, run: &TaskRun<'_>, spec: &SandboxSpec) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).insert(
+            repository_key(run),
+            Hint {
+                image: spec.image.clone(),
+                env: spec.env.clone(),
+            },
+        );
+    }
+}
+
+fn repository_key(run: &TaskRun<'_>) -> String {
+    format!("{}:{}", run.item.forge.as_str(), run.item.repo)
+}
+
+/// A sandbox started before the repository's settings were read.
+pub(super) struct Early {
+    spec: SandboxSpec,
+    started: Result<Box<dyn Sandbox>, SandboxError>,
+}
+
+/// Starts the sandbox the repository's last task ran, if there was one.
+pub(super) async fn start_early(
+    run: &TaskRun<'_>,
+    backend: &dyn SandboxBackend,
+    hints: &SandboxHints,
+) -> Option<Early> {
+    let spec = hints.guess(run)?;
+    let started = backend.prepare(&spec, None).await;
+    Some(Early { spec, started })
+}
+
+/// Removes a sandbox started early that the task will not use.
+pub(super) async fn discard(run: &TaskRun<'_>, early: Option<Early>) {
+    if let Some(Early {
+        started: Ok(sandbox), ..
+    }) = early
+    {
+        if let Err(e) = sandbox.remove().await {
+            tracing::warn!(task = %run.item, "cannot remove the sandbox started early: {e}");
+        }
+    }
+}
+
+/// The sandbox the task's settings ask for.
+pub(super) fn spec_for(run: &TaskRun<'_>, settings: &RepoSettings, image: &str) -> SandboxSpec {
+    SandboxSpec {
+        task_id: run.item.slug(),
+        forge: run.item.forge.as_str().to_owned(),
+        repository: run.item.repo.clone(),
+        image: image.to_owned(),
+        env: settings.env.iter().map(|(k, v)| (k.clone(), v.clone())).collect(),
+    }
+}
+
+/// The sandbox for `spec`, registered for removal and holding the
+/// checkout: the one started early when it was started for this very
+/// spec, else a new one. With `editor`, the editor's session starts while
+/// the checkout is copied in.
+pub(super) async fn start(
+    run: &TaskRun<'_>,
+    backend: &dyn SandboxBackend,
+    hints: &SandboxHints,
+    (early, spec): (Option<Early>, SandboxSpec),
+    checkout: &Path,
+    editor: Option<&TextEditorMcpConfig>,
+) -> Result<(Arc<dyn Sandbox>, Option<EditorStart>), TaskError> {
+    let sandbox = match early {
+        Some(Early {
+            spec: guessed,
+            started,
+        }) if guessed == spec => match started {
+            Ok(sandbox) => {
+                tracing::debug!(task = %run.item, "the sandbox started early is the one the settings ask for");
+                sandbox
+            }
+            Err(e) => {
+                tracing::info!(task = %run.item, "the sandbox started early did not start ({e}); trying once more");
+                backend.prepare(&spec, None).await?
+            }
+        },
+        other => {
+            if other.is_some() {
+                tracing::info!(task = %run.item, image = %spec.image, "the settings ask for another sandbox than the last task's; starting it");
+            }
+            discard(run, other).await;
+            backend.prepare(&spec, None).await?
+        }
+    };
+    let sandbox: Arc<dyn Sandbox> = Arc::from(sandbox);
+    run.adopt_sandbox(&sandbox)?;
+    hints.remember(run, &spec);
+    let project = sandbox.project_dir().to_owned();
+    let editor = match editor {
+        Some(config) => {
+            // The editor's root must exist before the copy fills it.
+            let made = sandbox
+                .exec(
+                    &format!("mkdir -p {}", super::shell_quote(&project)),
+                    Some(Duration::from_secs(60)),
+                )
+                .await?;
+            made.success().then(|| {
+                let (sandbox, config) = (sandbox.clone(), config.clone());
+                tokio::spawn(async move { crate::mcp::text_editor::start(sandbox, &config).await })
+            })
+        }
+        None => None,
+    };
+    sandbox.copy_in(checkout, &project).await?;
+    tracing::info!(task = %run.item, image = %spec.image, "sandbox ready");
+    Ok((sandbox, editor))
+}
