@@ -453,8 +453,13 @@ async fn main() {
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .try_init();
     }
+    // Planning on (the default) with no model whose window holds the pack:
+    // the pack is read and counted beside the sandbox's start, then the
+    // agent starts without a plan. With planning off nothing is packed.
+    let planning_off = "planning:\n  mode: \"off\"\n";
     if std::env::args().any(|a| a == "claim") {
         claim_to_first_request("", &[], "", ROUNDS).await;
+        claim_to_first_request(", planning off", &[], planning_off, ROUNDS).await;
         return;
     }
     let only_memory = std::env::args().any(|a| a == "memory");
@@ -470,6 +475,7 @@ async fn main() {
         return;
     }
     claim_to_first_request("", &[], "", ROUNDS).await;
+    claim_to_first_request(", planning off", &[], planning_off, ROUNDS).await;
     let with_setup = [(".forgehand.yaml", SETUP), (".gitignore", ".venv/\n")];
     let no_snapshots = "sandbox:\n  snapshots:\n    enabled: false\n";
     claim_to_first_request(", cold setup", &with_setup, no_snapshots, 3).await;

@@ -23,6 +23,11 @@ pub fn host_deadline(timeout: Duration) -> Duration {
     Duration::from_secs(timeout_secs(timeout) + KILL_AFTER_SECS) + HOST_DEADLINE_GRACE
 }
 
+/// `text` as one word for `sh`.
+pub fn shell_quote(text: &str) -> String {
+    format!("'{}'", text.replace('\'', r"'\''"))
+}
+
 /// `argv` that runs `command` with `sh -c`, bounded by `timeout` when the
 /// image has the utility. `timeout` (coreutils or busybox) puts the command
 /// in its own process group and signals the whole group, so children die

@@ -12,6 +12,7 @@ use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
+use tokio::io::{AsyncRead, AsyncWriteExt};
 
 pub struct Supervisor {
     control: tokio_yamux::Control,
@@ -85,6 +86,30 @@ impl Supervisor {
         limit: usize,
         deadline: Duration,
     ) -> std::io::Result<RunOutput> {
+        let ask = Ask {
+            command,
+            timeout,
+            kill_after,
+            limit,
+            deadline,
+        };
+        self.run_with_input(ask, None).await
+    }
+
+    /// [`Supervisor::run`] with `input` as the command's stdin (ended when
+    /// `input` ends).
+    pub async fn run_with_input(
+        &self,
+        ask: Ask<'_>,
+        input: Option<std::pin::Pin<Box<dyn AsyncRead + Send>>>,
+    ) -> std::io::Result<RunOutput> {
+        let Ask {
+            command,
+            timeout,
+            kill_after,
+            limit,
+            deadline,
+        } = ask;
         let mut control = self.control.clone();
         let mut stream = control
             .open_stream()
@@ -94,8 +119,17 @@ impl Supervisor {
             command: command.to_owned(),
             timeout_secs: timeout.as_secs().max(1),
             kill_after_secs: kill_after.as_secs(),
+            stdin: input.is_some(),
         };
         supervisor::write_request(&mut stream, &request).await?;
+        let (mut stream, mut sending) = tokio::io::split(stream);
+        let feed = async move {
+            if let Some(mut input) = input {
+                tokio::io::copy(&mut input, &mut sending).await?;
+                sending.shutdown().await?;
+            }
+            Ok::<(), std::io::Error>(())
+        };
         let mut out = RunOutput {
             stdout: CappedOutput::new(limit),
             stderr: CappedOutput::new(limit),
@@ -115,10 +149,25 @@ impl Supervisor {
             }
             Ok::<(), std::io::Error>(())
         };
-        match tokio::time::timeout(deadline, collect).await {
+        let exchange = async {
+            let (fed, collected) = tokio::join!(feed, collect);
+            collected.and(fed)
+        };
+        match tokio::time::timeout(deadline, exchange).await {
             Ok(result) => result?,
             Err(_) => tracing::warn!("a command outlived its timeout and the kill that should end it"),
         }
         Ok(out)
     }
+}
+
+/// What a command over the supervisor is, and its bounds.
+pub struct Ask<'a> {
+    pub command: &'a str,
+    pub timeout: Duration,
+    pub kill_after: Duration,
+    /// Most bytes kept of each of stdout and stderr.
+    pub limit: usize,
+    /// How long the whole exchange may take.
+    pub deadline: Duration,
 }

@@ -46,6 +46,7 @@ use crate::config::{Config, Secrets};
 use crate::forge::{Forge, ForgeKind, ItemKind, ItemRef};
 use crate::journal::{Journal, Phase, TaskRecord};
 use crate::prompts::Prompts;
+use crate::sandbox::command::shell_quote;
 use crate::sandbox::SandboxBackend;
 use claim::{Claim, Claimed};
 use error::{disposition, Disposition, TaskError, Whom};
@@ -339,10 +340,6 @@ fn issue_ref(item: &ItemRef) -> String {
         (ForgeKind::GitLab, ItemKind::Change) => format!("!{}", item.number),
         _ => format!("#{}", item.number),
     }
-}
-
-fn shell_quote(text: &str) -> String {
-    format!("'{}'", text.replace('\'', r"'\''"))
 }
 
 #[cfg(test)]

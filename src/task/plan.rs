@@ -159,7 +159,10 @@ async fn debate(
     run.at(Step::Plan, "Planning: packing the code");
     run.report().await;
     let (budget, request) = (config.context_tokens, request_text.to_owned());
-    let selection = match code.0.await {
+    let waited = std::time::Instant::now();
+    let whole = code.0.await;
+    tracing::debug!(task = %run.item, waited_ms = waited.elapsed().as_millis() as u64, "the pack is read");
+    let selection = match whole {
         Ok(whole) => blocking(move || whole.map(|whole| select::choose(whole, &request, budget))).await?,
         Err(e) => return Err(TaskError::Other(format!("packing the code failed: {e}"))),
     };

@@ -139,6 +139,7 @@ pub(super) async fn start(
     run.adopt_sandbox(&sandbox)?;
     hints.remember(run, &spec);
     let project = sandbox.project_dir().to_owned();
+    let copying = std::time::Instant::now();
     let editor = match editor {
         Some(config) => {
             // The editor's root must exist before the copy fills it.
@@ -156,6 +157,6 @@ pub(super) async fn start(
         None => None,
     };
     sandbox.copy_in(checkout, &project).await?;
-    tracing::info!(task = %run.item, image = %spec.image, "sandbox ready");
+    tracing::info!(task = %run.item, image = %spec.image, copy_ms = copying.elapsed().as_millis() as u64, "sandbox ready");
     Ok((sandbox, editor))
 }

@@ -1,4 +1,5 @@
-//! Copying a workspace into a sandbox and back, through the archive API.
+//! Copying a workspace into a sandbox and back: through the engine's
+//! archive API, and over the supervisor's session when it runs.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -137,5 +138,53 @@ async fn copy_out_refuses_a_folder_that_is_not_empty_and_a_missing_path() {
         err.contains("/workspace/nope") && err.contains("no such path"),
         "{err}"
     );
+    sandbox.remove().await.unwrap();
+}
+
+/// The same round trip with the supervisor running: the copy in streams
+/// into `forgehand-editor untar` over its session instead of the engine's
+/// archive API, with the same owner, modes and links.
+#[tokio::test]
+async fn a_tree_round_trips_over_the_supervisor_and_a_second_copy_replaces_the_first() {
+    let host = tempfile::tempdir().unwrap();
+    let src = host.path().join("src-tree");
+    make_tree(&src);
+    let (backend, _) = common::backend().await;
+    let backend = backend.with_editor(common::editor_binary());
+    let sandbox = common::base_sandbox(&backend, Some(&src)).await;
+    assert!(sandbox.egress().is_some(), "the supervisor runs");
+    let out = sandbox
+        .exec(
+            "stat -c '%u:%g' build.sh big.bin && ./build.sh && readlink link-to-mod && wc -c < big.bin",
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+    assert_eq!(
+        out.stdout.lines().collect::<Vec<_>>(),
+        vec![
+            "1000:1000",
+            "1000:1000",
+            "built",
+            "src/deep/er/mod.rs",
+            "52428800"
+        ]
+    );
+    // Copied again into the same folder (a rebase's moved upstream is): the
+    // new files replace the old ones.
+    fs::write(src.join("README.md"), "second\n").unwrap();
+    sandbox.copy_in(&src, sandbox.project_dir()).await.unwrap();
+    let back = host.path().join("back");
+    sandbox.copy_out(sandbox.project_dir(), &back).await.unwrap();
+    assert_same_tree(&src, &back);
+    // A folder that does not exist is a clear error, before anything runs.
+    let missing = host.path().join("missing");
+    let err = sandbox
+        .copy_in(&missing, "/workspace/other")
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("check that the workspace was cloned"), "{err}");
     sandbox.remove().await.unwrap();
 }

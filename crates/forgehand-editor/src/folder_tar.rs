@@ -43,13 +43,32 @@ pub struct Unpacked {
     pub kept_existing: u64,
 }
 
+/// What an unpack does with a path that already holds a file.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Existing {
+    /// The file there stays (a snapshot never writes over the fresh
+    /// clone's files).
+    Keep,
+    /// The archive's entry replaces it (a copy into the sandbox, as the
+    /// engine's archive API does).
+    Replace,
+}
+
 /// Unpacks a tar stream into `dir`, never over an existing file (the fresh
 /// clone's files win over a snapshot's) and never outside `dir`.
 pub fn unpack(input: impl Read, dir: &Path) -> io::Result<Unpacked> {
+    unpack_with(input, dir, Existing::Keep)
+}
+
+/// Unpacks a tar stream into `dir` (created when missing), never outside
+/// it; `existing` says what becomes of a path that holds a file already.
+pub fn unpack_with(input: impl Read, dir: &Path, existing: Existing) -> io::Result<Unpacked> {
+    std::fs::create_dir_all(dir)?;
     let mut archive = tar::Archive::new(input);
     archive.set_preserve_permissions(true);
     archive.set_preserve_mtime(true);
     archive.set_unpack_xattrs(false);
+    archive.set_overwrite(existing == Existing::Replace);
     let mut counts = Unpacked::default();
     for entry in archive.entries()? {
         let mut entry = entry?;
@@ -65,12 +84,14 @@ pub fn unpack(input: impl Read, dir: &Path) -> io::Result<Unpacked> {
         }
         let target = dir.join(&path);
         let is_dir = entry.header().entry_type().is_dir();
-        match std::fs::symlink_metadata(&target) {
-            Ok(meta) if !(is_dir && meta.is_dir()) => {
-                counts.kept_existing += 1;
-                continue;
+        if existing == Existing::Keep {
+            match std::fs::symlink_metadata(&target) {
+                Ok(meta) if !(is_dir && meta.is_dir()) => {
+                    counts.kept_existing += 1;
+                    continue;
+                }
+                _ => {}
             }
-            _ => {}
         }
         if entry.unpack_in(dir)? {
             counts.written += 1;
@@ -117,6 +138,25 @@ mod tests {
             std::fs::read_link(to.path().join(".venv/bin/python")).unwrap(),
             Path::new("/usr/bin/python3")
         );
+    }
+
+    #[test]
+    fn a_copy_replaces_what_is_there_and_makes_its_folder() {
+        let from = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(from.path().join("src")).unwrap();
+        std::fs::write(from.path().join("src/lib.rs"), "new").unwrap();
+        let mut bytes = Vec::new();
+        pack(from.path(), &mut bytes).unwrap();
+        let to = tempfile::tempdir().unwrap();
+        let dir = to.path().join("made/here");
+        std::fs::create_dir_all(dir.join("src")).unwrap();
+        std::fs::write(dir.join("src/lib.rs"), "old").unwrap();
+        let counts = unpack_with(bytes.as_slice(), &dir, Existing::Replace).unwrap();
+        assert_eq!(counts.kept_existing, 0);
+        assert_eq!(std::fs::read_to_string(dir.join("src/lib.rs")).unwrap(), "new");
+        let fresh = to.path().join("fresh");
+        unpack_with(bytes.as_slice(), &fresh, Existing::Replace).unwrap();
+        assert_eq!(std::fs::read_to_string(fresh.join("src/lib.rs")).unwrap(), "new");
     }
 
     #[test]

@@ -28,10 +28,14 @@ const CHUNK: usize = 64 << 10;
 pub enum Request {
     /// `sh -c command` in the project folder, in its own process group:
     /// SIGTERM to the group at `timeout_secs`, SIGKILL `kill_after_secs` later.
+    /// With `stdin`, what forgehand writes on the stream after the request
+    /// is the command's input, until it closes its side.
     Run {
         command: String,
         timeout_secs: u64,
         kill_after_secs: u64,
+        #[serde(default)]
+        stdin: bool,
     },
 }
 
@@ -221,20 +225,21 @@ async fn serve_command<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
         command,
         timeout_secs,
         kill_after_secs,
+        stdin,
     } = read_request(&mut stream).await?;
     // The stream is read for as long as the command runs: yamux delivers
     // the peer's window updates to a writer only through its reads, so a
     // stream that is only written to stalls after one window.
     let (mut incoming, mut stream) = tokio::io::split(stream);
-    let drain = tokio::spawn(async move {
-        let _ = tokio::io::copy(&mut incoming, &mut tokio::io::sink()).await;
-    });
-    let _drain = AbortOnDrop(drain);
     let spawned = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(&command)
         .current_dir(dir)
-        .stdin(std::process::Stdio::null())
+        .stdin(if stdin {
+            std::process::Stdio::piped()
+        } else {
+            std::process::Stdio::null()
+        })
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .process_group(0)
@@ -257,6 +262,20 @@ async fn serve_command<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
             return stream.shutdown().await;
         }
     };
+    // What forgehand sends goes to the command's input (closed at its
+    // end), or nowhere.
+    let input = child.stdin.take();
+    let feed = tokio::spawn(async move {
+        match input {
+            Some(mut input) => {
+                let _ = tokio::io::copy(&mut incoming, &mut input).await;
+            }
+            None => {
+                let _ = tokio::io::copy(&mut incoming, &mut tokio::io::sink()).await;
+            }
+        }
+    });
+    let _feed = AbortOnDrop(feed);
     let group = child
         .id()
         .and_then(|id| rustix::process::Pid::from_raw(id as i32));

@@ -4,14 +4,16 @@
 //!     forgehand-editor [--root DIR] [--max-view-bytes N]
 //!     forgehand-editor idle
 //!     forgehand-editor supervise [--dir DIR] [--proxy ADDR [--egress-socket PATH]]
-//!     forgehand-editor pack DIR | forgehand-editor unpack DIR
+//!     forgehand-editor pack DIR | forgehand-editor unpack DIR | forgehand-editor untar DIR
 //!
 //! `idle` does nothing until it is stopped: it is the sandbox container's main
 //! process, so an image needs no `sleep` (not even a shell) to stay up.
 //! `supervise` carries forgehand's commands and egress tunnels over one
 //! multiplexed stream on stdin/stdout (see `forgehand_editor::supervisor`).
 //! `pack` writes a folder as tar to stdout, `unpack` reads one from stdin
-//! (never over an existing file): forgehand's setup snapshots.
+//! (never over an existing file): forgehand's setup snapshots. `untar`
+//! reads one from stdin over what is there, as the engine's archive API
+//! does: forgehand's copies into the sandbox, over the supervisor.
 //!
 //! stdout carries MCP JSON-RPC only; logs go to stderr (level from
 //! `FORGEHAND_EDITOR_LOG`, default `warn`).
@@ -20,13 +22,13 @@ use forgehand_editor::{server, Limits, Root, DEFAULT_ROOT};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-const USAGE: &str = "usage: forgehand-editor [--root DIR] [--max-view-bytes N] | forgehand-editor idle | forgehand-editor supervise [--dir DIR] [--proxy ADDR [--egress-socket PATH]] | forgehand-editor pack DIR | forgehand-editor unpack DIR";
+const USAGE: &str = "usage: forgehand-editor [--root DIR] [--max-view-bytes N] | forgehand-editor idle | forgehand-editor supervise [--dir DIR] [--proxy ADDR [--egress-socket PATH]] | forgehand-editor pack DIR | forgehand-editor unpack DIR | forgehand-editor untar DIR";
 
 enum Action {
     Serve(PathBuf, Limits),
     Supervise(PathBuf, Option<forgehand_editor::supervisor::Proxy>),
     Pack(PathBuf),
-    Unpack(PathBuf),
+    Unpack(PathBuf, forgehand_editor::folder_tar::Existing),
     Print(String),
     Idle,
 }
@@ -47,7 +49,20 @@ fn parse_args() -> Result<Action, String> {
             }
             "idle" => return Ok(Action::Idle),
             "pack" => return Ok(Action::Pack(args.next().ok_or("pack needs a folder")?.into())),
-            "unpack" => return Ok(Action::Unpack(args.next().ok_or("unpack needs a folder")?.into())),
+            "unpack" => {
+                let dir = args.next().ok_or("unpack needs a folder")?;
+                return Ok(Action::Unpack(
+                    dir.into(),
+                    forgehand_editor::folder_tar::Existing::Keep,
+                ));
+            }
+            "untar" => {
+                let dir = args.next().ok_or("untar needs a folder")?;
+                return Ok(Action::Unpack(
+                    dir.into(),
+                    forgehand_editor::folder_tar::Existing::Replace,
+                ));
+            }
             "supervise" => {
                 let mut dir = PathBuf::from(DEFAULT_ROOT);
                 let mut proxy = None;
@@ -123,9 +138,9 @@ fn main() -> ExitCode {
                 }
             };
         }
-        Ok(Action::Unpack(dir)) => {
+        Ok(Action::Unpack(dir, existing)) => {
             let input = std::io::BufReader::with_capacity(1 << 16, std::io::stdin().lock());
-            return match forgehand_editor::folder_tar::unpack(input, &dir) {
+            return match forgehand_editor::folder_tar::unpack_with(input, &dir, existing) {
                 Ok(counts) => {
                     eprintln!(
                         "forgehand-editor: unpacked {} entries into {} ({} kept as they were)",
