@@ -44,7 +44,7 @@ fn forgehand(config: &Path) -> Command {
 async fn doctor_prints_a_table_and_never_a_secret() {
     common::ensure_images().await;
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &common::unique("doctor"));
+    let config = write_config(dir.path(), &common::unique("test-doctor"));
     let out = forgehand(&config)
         .arg("doctor")
         .env("GITHUB_TOKEN", FAKE_TOKEN)
@@ -108,7 +108,7 @@ async fn doctor_prints_a_table_and_never_a_secret() {
 #[test]
 fn doctor_fails_without_any_forge_token_or_model_key() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &common::unique("doctor"));
+    let config = write_config(dir.path(), &common::unique("test-doctor"));
     let out = forgehand(&config)
         .env_remove("GITHUB_TOKEN")
         .arg("doctor")
@@ -147,7 +147,7 @@ fn a_bad_config_stops_the_binary_with_the_key_named() {
 #[test]
 fn run_stops_at_start_when_the_editor_executable_is_missing() {
     let dir = tempfile::tempdir().unwrap();
-    let config = write_config(dir.path(), &common::unique("noeditor"));
+    let config = write_config(dir.path(), &common::unique("test-noeditor"));
     let out = forgehand(&config)
         .arg("run")
         .env("FORGEHAND_EDITOR_BINARY", "/nonexistent/forgehand-editor")
@@ -188,7 +188,7 @@ fn run_on_a_fresh_machine_says_what_to_set_with_an_example() {
         assert!(stderr.contains(expected), "{expected} in {stderr}");
     }
     // A watched repository without its token.
-    let watched = write_config(dir.path(), &common::unique("fresh"));
+    let watched = write_config(dir.path(), &common::unique("test-fresh"));
     let out = forgehand(&watched)
         .env_remove("GITHUB_TOKEN")
         .env("OPENAI_API_KEY", "sk-cli-test")
@@ -294,7 +294,7 @@ fn snapshots_are_listed_and_removed_only_when_named() {
 #[tokio::test]
 async fn run_reaps_orphans_at_start_and_stops_on_sigterm() {
     common::ensure_images().await;
-    let instance = common::unique("run");
+    let instance = common::unique("test-run");
     let (backend, _) = common::backend().await;
     let backend = forgehand::sandbox::docker::DockerBackend::new(
         backend.docker().clone(),

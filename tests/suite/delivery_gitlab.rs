@@ -49,7 +49,7 @@ fn start_daemon(
     gitlab: &FakeGitLab,
     model: &TurnModel,
 ) -> (DaemonProcess, String, std::path::PathBuf) {
-    let instance = common::unique("gl");
+    let instance = common::unique("test-gl");
     let forge = format!(
         "gitlab:\n  url: \"{}\"\n  projects: [\"{PROJECT}\"]\n",
         gitlab.url()

@@ -35,7 +35,7 @@ fn pods_config() -> KubeSandboxConfig {
 }
 
 async fn backend(fake: &FakePods) -> (KubernetesBackend, String) {
-    let instance = common::unique("kube");
+    let instance = common::unique("test-kube");
     let backend = KubernetesBackend::with_client(
         fake.client(),
         common::shipped_config().sandbox,

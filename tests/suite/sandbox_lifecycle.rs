@@ -85,7 +85,7 @@ async fn the_reaper_removes_orphans_of_its_instance_only() {
                 cmd: Some(vec!["sleep".into(), "60".into()]),
                 labels: Some(HashMap::from([(
                     "purpose".to_owned(),
-                    common::unique("stranger"),
+                    common::unique("test-stranger"),
                 )])),
                 host_config: Some(bollard::models::HostConfig {
                     network_mode: Some("none".into()),
@@ -224,7 +224,7 @@ async fn a_container_that_died_under_us_is_reported_as_gone() {
 #[tokio::test]
 async fn two_daemons_with_one_instance_id_never_take_each_others_sandboxes() {
     use forgehand::sandbox::docker::DockerBackend;
-    let instance = common::unique("shared");
+    let instance = common::unique("test-shared");
     let docker = common::docker().await;
     let config = common::shipped_config().sandbox;
     let first =

@@ -6,6 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use forgehand_test_support::daemon_rig;
 use forgehand_test_support::git_http;
 use forgehand_test_support::github_world;
 use forgehand_test_support::scripted_model;
@@ -235,4 +236,16 @@ async fn a_repository_never_restores_another_repositorys_setup_snapshot() {
             .count();
     }
     assert_eq!(kept, 2, "{}", daemon.log_text());
+    // The second task ends (and its sandbox goes) before the daemon does.
+    daemon_rig::wait_until(
+        "the second task's end",
+        Duration::from_secs(180),
+        async || {
+            let labels = world.github.issue(other, second).labels;
+            labels.iter().any(|l| l == "coding agent done" || l == "coding agent failed")
+                && !labels.iter().any(|l| l == "coding agent processing")
+        },
+        &world.log_path(),
+    )
+    .await;
 }

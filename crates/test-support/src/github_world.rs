@@ -126,7 +126,7 @@ impl World {
             plan.and_then(|(_, delay)| delay),
         )
         .await;
-        let instance = crate::unique("gh");
+        let instance = crate::unique("test-gh");
         let mut forge = format!(
             "github:\n  api_url: \"{}\"\n  repositories: [\"{REPO}\"]\n{github_extra}\n",
             github.api_url()
