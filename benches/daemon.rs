@@ -336,7 +336,7 @@ fn rss_kib(pid: u32, field: &str) -> u64 {
 
 /// Resident memory of a daemon: idle, then the most while `count` tasks
 /// run at once, and the high-water mark.
-async fn daemon_memory_with(count: u64) -> (u64, u64, u64) {
+async fn daemon_memory_with(count: u64) -> (u64, u64, u64, (u64, u64)) {
     let stage = Stage::new(&[("greet.py", "print('Hello')\n")]).await;
     // Every task waits 8 s for its first answer: all of them are in flight together.
     let model = TurnModel::start(vec![(text("Nothing to change."), Some(Duration::from_secs(8)))]).await;
@@ -348,6 +348,9 @@ async fn daemon_memory_with(count: u64) -> (u64, u64, u64) {
     let pid = child.id();
     tokio::time::sleep(Duration::from_secs(5)).await;
     let idle = rss_kib(pid, "VmRSS:");
+    // What the idle figure is made of: heap and stacks, and the pages of
+    // the executable (and libraries) in use.
+    let idle_parts = (rss_kib(pid, "RssAnon:"), rss_kib(pid, "RssFile:"));
     for _ in 0..count {
         stage.labelled_issue();
     }
@@ -362,19 +365,21 @@ async fn daemon_memory_with(count: u64) -> (u64, u64, u64) {
     }
     let peak = rss_kib(pid, "VmHWM:");
     stop(&mut child);
-    (idle, busy_max, peak)
+    (idle, busy_max, peak, idle_parts)
 }
 
 async fn daemon_memory() {
     let mb = |kib: u64| kib as f64 / 1024.0;
-    // One task pays the one-time costs (the o200k tokenizer's tables,
-    // about 65 MB); eight show what a task itself adds.
-    let (idle, one, _) = daemon_memory_with(1).await;
-    let (_, eight, peak) = daemon_memory_with(8).await;
+    // One task pays the one-time costs (the o200k tokenizer's index, about
+    // 12 MB); eight show what a task itself adds.
+    let (idle, one, _, (anonymous, file)) = daemon_memory_with(1).await;
+    let (_, eight, peak, _) = daemon_memory_with(8).await;
     println!(
-        "{:<40} idle {:.1} MB   1 task: max {:.1} MB   8 concurrent tasks: max {:.1} MB (peak since start {:.1} MB)",
+        "{:<40} idle {:.1} MB ({:.1} MB heap and stacks, {:.1} MB of mapped files)   1 task: max {:.1} MB   8 concurrent tasks: max {:.1} MB (peak since start {:.1} MB)",
         "daemon resident memory",
         mb(idle),
+        mb(anonymous),
+        mb(file),
         mb(one),
         mb(eight),
         mb(peak)

@@ -242,7 +242,9 @@ async fn a_repository_never_restores_another_repositorys_setup_snapshot() {
         Duration::from_secs(180),
         async || {
             let labels = world.github.issue(other, second).labels;
-            labels.iter().any(|l| l == "coding agent done" || l == "coding agent failed")
+            labels
+                .iter()
+                .any(|l| l == "coding agent done" || l == "coding agent failed")
                 && !labels.iter().any(|l| l == "coding agent processing")
         },
         &world.log_path(),
