@@ -142,6 +142,28 @@ JSON
   (cd "$npm_dir" && npm install --no-audit --no-fund --loglevel=error) || die "npm install verdaccio failed"
 }
 
+# GitHub's own OpenAPI description of its REST API (npm @octokit/openapi):
+# the fake GitHub checks every request it takes and every answer it gives
+# against it. Only the api.github.com document is kept (13 MB of the
+# package's 28).
+OCTOKIT_OPENAPI_VERSION="23.0.2"
+ensure_github_openapi() {
+  local dir="$STATE_DIR/github-openapi"
+  local file="$dir/api.github.com-$OCTOKIT_OPENAPI_VERSION.json"
+  [ -s "$file" ] && return 0
+  command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+  log "fetching GitHub's OpenAPI description (@octokit/openapi $OCTOKIT_OPENAPI_VERSION) from npm into $dir"
+  mkdir -p "$dir"
+  local work
+  work=$(mktemp -d)
+  (cd "$work" && npm pack --silent "@octokit/openapi@$OCTOKIT_OPENAPI_VERSION" >/dev/null) \
+    || die "npm pack @octokit/openapi@$OCTOKIT_OPENAPI_VERSION failed"
+  tar -xzf "$work"/octokit-openapi-*.tgz -C "$work" package/generated/api.github.com.json \
+    || die "the @octokit/openapi package has no generated/api.github.com.json"
+  mv "$work/package/generated/api.github.com.json" "$file"
+  rm -rf "$work"
+}
+
 # mdBook builds the book in docs/ (the suite fails on a broken link in it).
 # From crates.io, into a folder of its own; about 2.5 min the first time.
 MDBOOK_VERSION="0.5.4"
@@ -157,4 +179,5 @@ ensure_base_image
 ensure_test_tools
 ensure_deploy_tools
 ensure_registries
+ensure_github_openapi
 ensure_mdbook

@@ -15,6 +15,7 @@ pub mod fake_http;
 pub mod fake_kube;
 pub mod fake_pods;
 pub mod git_http;
+pub mod github_api;
 pub mod github_world;
 pub mod gitlab_api;
 pub mod kubeconfig;

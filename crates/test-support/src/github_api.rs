@@ -1,0 +1,262 @@
+//! GitHub's REST API as GitHub describes it: the OpenAPI document of
+//! api.github.com from npm `@octokit/openapi` (fetched by
+//! `scripts/dev-env.sh`). The fake GitHub checks every request it takes and
+//! every answer it gives against it:
+//!
+//! - a request's method and path must be a documented operation, each query
+//!   parameter one that operation documents, and each attribute of its JSON
+//!   body one of the request body's properties;
+//! - every field of a successful answer (and of the objects nested in it)
+//!   must be a property of the documented answer's schema.
+//!
+//! So the fake can never be kinder than GitHub: a field GitHub does not
+//! send, or a parameter it does not take, is a test failure. GraphQL is not
+//! in the document and is not checked here.
+
+use serde_json::{Map, Value};
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::sync::OnceLock;
+
+/// The version `scripts/dev-env.sh` fetches.
+pub const VERSION: &str = "23.0.2";
+
+/// How deep answers are checked (objects in objects).
+const DEPTH: usize = 6;
+
+pub struct GitHubApi {
+    doc: Value,
+    operations: Vec<Operation>,
+}
+
+/// One documented operation.
+pub struct Operation {
+    pub method: String,
+    /// The path template, e.g. `/repos/{owner}/{repo}/issues`.
+    pub template: String,
+    segments: Vec<Option<String>>,
+    query: BTreeSet<String>,
+    body: Option<Value>,
+    answers: Map<String, Value>,
+}
+
+/// Where `scripts/dev-env.sh` put the document.
+pub fn document_path() -> PathBuf {
+    let state = std::env::var_os("FORGEHAND_DEV_STATE").map_or_else(|| PathBuf::from("/tmp/forgehand-dev"), PathBuf::from);
+    state.join(format!("github-openapi/api.github.com-{VERSION}.json"))
+}
+
+/// The document, loaded once per test process.
+pub fn api() -> &'static GitHubApi {
+    static API: OnceLock<GitHubApi> = OnceLock::new();
+    API.get_or_init(|| {
+        let path = document_path();
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+            panic!(
+                "GitHub's OpenAPI description is missing at {} ({e}); run scripts/dev-env.sh (it fetches @octokit/openapi {VERSION} from npm)",
+                path.display()
+            )
+        });
+        let doc: Value = serde_json::from_str(&text).expect("GitHub's OpenAPI description is JSON");
+        GitHubApi::new(doc)
+    })
+}
+
+impl GitHubApi {
+    fn new(doc: Value) -> GitHubApi {
+        let mut operations = Vec::new();
+        if let Some(paths) = doc["paths"].as_object() {
+            for (template, item) in paths {
+                let shared = item["parameters"].as_array().cloned().unwrap_or_default();
+                for (method, op) in item.as_object().into_iter().flatten() {
+                    if !["get", "post", "put", "patch", "delete"].contains(&method.as_str()) {
+                        continue;
+                    }
+                    let mut query = BTreeSet::new();
+                    let params = op["parameters"].as_array().cloned().unwrap_or_default();
+                    for param in shared.iter().chain(&params) {
+                        let param = resolve(&doc, param);
+                        if param["in"] == "query" {
+                            if let Some(name) = param["name"].as_str() {
+                                query.insert(name.to_owned());
+                            }
+                        }
+                    }
+                    let body = op["requestBody"]["content"]["application/json"]["schema"].clone();
+                    operations.push(Operation {
+                        method: method.to_uppercase(),
+                        template: template.clone(),
+                        segments: template
+                            .trim_start_matches('/')
+                            .split('/')
+                            .map(|s| (!s.starts_with('{')).then(|| s.to_owned()))
+                            .collect(),
+                        query,
+                        body: (!body.is_null()).then_some(body),
+                        answers: op["responses"].as_object().cloned().unwrap_or_default(),
+                    });
+                }
+            }
+        }
+        GitHubApi { doc, operations }
+    }
+
+    /// The operation `method` and `segments` (the path's, decoded) name:
+    /// the documented one with the most literal segments that fits.
+    fn operation(&self, method: &str, segments: &[&str]) -> Option<&Operation> {
+        self.operations
+            .iter()
+            .filter(|op| op.method == method && op.segments.len() == segments.len())
+            .filter(|op| {
+                op.segments
+                    .iter()
+                    .zip(segments)
+                    .all(|(want, got)| want.as_deref().is_none_or(|w| w == *got))
+            })
+            .max_by_key(|op| op.segments.iter().filter(|s| s.is_some()).count())
+    }
+
+    /// Checks a request; the operation it is, or what is wrong with it.
+    pub fn check_request(
+        &self,
+        method: &str,
+        segments: &[&str],
+        query: &[String],
+        body: &Value,
+    ) -> Result<&Operation, String> {
+        let op = self
+            .operation(method, segments)
+            .ok_or_else(|| format!("{method} /{} is not a documented operation", segments.join("/")))?;
+        let unknown: Vec<&String> = query.iter().filter(|q| !op.query.contains(*q)).collect();
+        if !unknown.is_empty() {
+            return Err(format!(
+                "{method} {}: query parameter(s) {unknown:?} are not documented",
+                op.template
+            ));
+        }
+        if let (Some(schema), Value::Object(_)) = (&op.body, body) {
+            let mut problems = Vec::new();
+            self.check_value(schema, body, "body", DEPTH, &mut problems);
+            if !problems.is_empty() {
+                return Err(format!("{method} {}: {}", op.template, problems.join("; ")));
+            }
+        }
+        Ok(op)
+    }
+
+    /// Checks a successful answer of `op` with `status`.
+    pub fn check_answer(&self, op: &Operation, status: u16, answer: &Value) -> Result<(), String> {
+        let Some(response) = op.answers.get(&status.to_string()) else {
+            return Err(format!(
+                "{} {}: status {status} is not a documented answer",
+                op.method, op.template
+            ));
+        };
+        let response = resolve(&self.doc, response);
+        let schema = &response["content"]["application/json"]["schema"];
+        if schema.is_null() {
+            return Ok(());
+        }
+        let mut problems = Vec::new();
+        self.check_value(schema, answer, "answer", DEPTH, &mut problems);
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(format!("{} {}: {}", op.method, op.template, problems.join("; "))),
+        }
+    }
+
+    /// Every field of `value` must be a property `schema` declares.
+    fn check_value(&self, schema: &Value, value: &Value, at: &str, depth: usize, problems: &mut Vec<String>) {
+        if depth == 0 {
+            return;
+        }
+        match value {
+            Value::Array(items) => {
+                let item_schemas = self.alternatives(schema, "items");
+                for (i, item) in items.iter().enumerate().take(20) {
+                    let mut best: Option<Vec<String>> = None;
+                    for item_schema in &item_schemas {
+                        let mut found = Vec::new();
+                        self.check_value(item_schema, item, &format!("{at}[{i}]"), depth - 1, &mut found);
+                        if best.as_ref().is_none_or(|b| found.len() < b.len()) {
+                            best = Some(found);
+                        }
+                    }
+                    problems.extend(best.unwrap_or_default());
+                }
+            }
+            Value::Object(fields) => {
+                let Some(properties) = self.properties(schema) else {
+                    return;
+                };
+                for (name, field) in fields {
+                    match properties.iter().find(|(n, _)| n == name) {
+                        Some((_, field_schema)) => {
+                            self.check_value(field_schema, field, &format!("{at}.{name}"), depth - 1, problems)
+                        }
+                        None => problems.push(format!("{at}.{name} is not documented")),
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The schemas `schema` may be (through `oneOf` / `anyOf` / `allOf`
+    /// and `$ref`), each with its `key` taken (`items`), or itself.
+    fn alternatives(&self, schema: &Value, key: &str) -> Vec<Value> {
+        let schema = resolve(&self.doc, schema);
+        let mut out = Vec::new();
+        for combined in ["oneOf", "anyOf", "allOf"] {
+            for part in schema[combined].as_array().into_iter().flatten() {
+                out.extend(self.alternatives(part, key));
+            }
+        }
+        if !schema[key].is_null() {
+            out.push(resolve(&self.doc, &schema[key]).clone());
+        }
+        out
+    }
+
+    /// The properties an object of `schema` may have, with their schemas;
+    /// `None` when it may have any (no properties declared, or
+    /// `additionalProperties` allowed).
+    fn properties(&self, schema: &Value) -> Option<Vec<(String, Value)>> {
+        let schema = resolve(&self.doc, schema);
+        let mut out: Vec<(String, Value)> = Vec::new();
+        let mut declared = false;
+        for combined in ["oneOf", "anyOf", "allOf"] {
+            for part in schema[combined].as_array().into_iter().flatten() {
+                match self.properties(part) {
+                    Some(props) => {
+                        declared = true;
+                        out.extend(props);
+                    }
+                    None => return None,
+                }
+            }
+        }
+        if let Some(props) = schema["properties"].as_object() {
+            declared = true;
+            out.extend(props.iter().map(|(n, s)| (n.clone(), s.clone())));
+        }
+        let open = match &schema["additionalProperties"] {
+            Value::Bool(open) => *open,
+            Value::Object(_) => true,
+            _ => false,
+        };
+        (declared && !open).then_some(out)
+    }
+}
+
+/// `value` with a `$ref` followed (within the document).
+fn resolve<'a>(doc: &'a Value, value: &'a Value) -> &'a Value {
+    let mut value = value;
+    for _ in 0..8 {
+        let Some(pointer) = value["$ref"].as_str() else {
+            return value;
+        };
+        value = doc.pointer(pointer.trim_start_matches('#')).unwrap_or(&Value::Null);
+    }
+    value
+}
