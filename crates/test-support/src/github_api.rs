@@ -30,6 +30,7 @@ pub struct GitHubApi {
 }
 
 /// One documented operation.
+#[derive(Debug)]
 pub struct Operation {
     pub method: String,
     /// The path template, e.g. `/repos/{owner}/{repo}/issues`.
@@ -42,7 +43,8 @@ pub struct Operation {
 
 /// Where `scripts/dev-env.sh` put the document.
 pub fn document_path() -> PathBuf {
-    let state = std::env::var_os("FORGEHAND_DEV_STATE").map_or_else(|| PathBuf::from("/tmp/forgehand-dev"), PathBuf::from);
+    let state = std::env::var_os("FORGEHAND_DEV_STATE")
+        .map_or_else(|| PathBuf::from("/tmp/forgehand-dev"), PathBuf::from);
     state.join(format!("github-openapi/api.github.com-{VERSION}.json"))
 }
 
@@ -191,9 +193,13 @@ impl GitHubApi {
                 };
                 for (name, field) in fields {
                     match properties.iter().find(|(n, _)| n == name) {
-                        Some((_, field_schema)) => {
-                            self.check_value(field_schema, field, &format!("{at}.{name}"), depth - 1, problems)
-                        }
+                        Some((_, field_schema)) => self.check_value(
+                            field_schema,
+                            field,
+                            &format!("{at}.{name}"),
+                            depth - 1,
+                            problems,
+                        ),
                         None => problems.push(format!("{at}.{name} is not documented")),
                     }
                 }
@@ -256,7 +262,67 @@ fn resolve<'a>(doc: &'a Value, value: &'a Value) -> &'a Value {
         let Some(pointer) = value["$ref"].as_str() else {
             return value;
         };
-        value = doc.pointer(pointer.trim_start_matches('#')).unwrap_or(&Value::Null);
+        value = doc
+            .pointer(pointer.trim_start_matches('#'))
+            .unwrap_or(&Value::Null);
     }
     value
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn what_github_does_not_document_is_caught() {
+        let api = api();
+        let op = api
+            .check_request("GET", &["repos", "acme", "app", "issues", "7"], &[], &Value::Null)
+            .unwrap();
+        assert_eq!(op.template, "/repos/{owner}/{repo}/issues/{issue_number}");
+        // A field GitLab serves and GitHub does not.
+        let answer = json!({"number": 7, "title": "t", "last_edited_at": "2026-01-01T00:00:00Z"});
+        let err = api.check_answer(op, 200, &answer).unwrap_err();
+        assert!(err.contains("answer.last_edited_at is not documented"), "{err}");
+        // Nested objects are checked too.
+        let answer = json!({"number": 7, "user": {"login": "maya", "karma": 3}});
+        let err = api.check_answer(op, 200, &answer).unwrap_err();
+        assert!(err.contains("answer.user.karma"), "{err}");
+        assert!(api
+            .check_answer(op, 200, &json!({"number": 7, "user": {"login": "maya"}}))
+            .is_ok());
+        // A literal segment wins over a parameter.
+        let op = api
+            .check_request(
+                "GET",
+                &["repos", "acme", "app", "issues", "comments"],
+                &["since".into()],
+                &Value::Null,
+            )
+            .unwrap();
+        assert_eq!(op.template, "/repos/{owner}/{repo}/issues/comments");
+        let err = api
+            .check_request(
+                "GET",
+                &["repos", "acme", "app", "issues"],
+                &["updated_after".into()],
+                &Value::Null,
+            )
+            .unwrap_err();
+        assert!(err.contains("updated_after"), "{err}");
+        let err = api
+            .check_request("PUT", &["repos", "acme", "app", "issues"], &[], &Value::Null)
+            .unwrap_err();
+        assert!(err.contains("not a documented operation"), "{err}");
+        let err = api
+            .check_request(
+                "POST",
+                &["repos", "acme", "app", "issues", "7", "comments"],
+                &[],
+                &json!({"body": "hi", "sticky": true}),
+            )
+            .unwrap_err();
+        assert!(err.contains("body.sticky"), "{err}");
+    }
 }

@@ -6,8 +6,10 @@
 
 mod routes;
 
+use routes::{add_labels, next_number, remove_label};
+
 use crate::fake_http::{decode, query, serve, Reply};
-use serde_json::{json, Value};
+use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
@@ -490,10 +492,12 @@ impl Handler {
         let api = crate::github_api::api();
         let checked = api
             .check_request(&method, &segments, &keys, &body)
-            .and_then(|op| match (reply.status, serde_json::from_slice::<Value>(&reply.body)) {
-                (200..=299, Ok(answer)) => api.check_answer(op, reply.status, &answer),
-                _ => Ok(()),
-            });
+            .and_then(
+                |op| match (reply.status, serde_json::from_slice::<Value>(&reply.body)) {
+                    (200..=299, Ok(answer)) => api.check_answer(op, reply.status, &answer),
+                    _ => Ok(()),
+                },
+            );
         if let Err(why) = checked {
             self.0.lock().unwrap().violations.push(why);
         }

@@ -34,11 +34,11 @@ fn issue_in<'a>(s: &'a State, name: &str, number: &str) -> Option<&'a Issue> {
     s.repos.get(name)?.issues.get(&number.parse().ok()?)
 }
 
-fn next_number(repo: &Repo) -> u64 {
+pub(super) fn next_number(repo: &Repo) -> u64 {
     repo.issues.keys().max().copied().unwrap_or(0) + 1
 }
 
-fn add_labels(s: &mut State, repo: &str, number: u64, labels: &[String], actor: &str) {
+pub(super) fn add_labels(s: &mut State, repo: &str, number: u64, labels: &[String], actor: &str) {
     s.clock += 1;
     let clock = s.clock;
     let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
@@ -53,7 +53,7 @@ fn add_labels(s: &mut State, repo: &str, number: u64, labels: &[String], actor: 
     issue.updated = clock;
 }
 
-fn remove_label(s: &mut State, repo: &str, number: u64, label: &str, actor: &str) -> bool {
+pub(super) fn remove_label(s: &mut State, repo: &str, number: u64, label: &str, actor: &str) -> bool {
     s.clock += 1;
     let clock = s.clock;
     let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
@@ -507,4 +507,3 @@ impl Handler {
         }
     }
 }
-
