@@ -13,6 +13,7 @@ mod policy;
 mod raw;
 mod repository;
 mod secrets;
+mod triggers;
 mod units;
 mod work;
 
@@ -28,6 +29,7 @@ pub use repository::{
     RepositoriesConfig, SetupFailure,
 };
 pub use secrets::{Secret, Secrets};
+pub use triggers::TriggersConfig;
 pub use units::{ByteSize, HumanDuration};
 pub use work::{
     DeliveryConfig, GitHubApp, GitHubConfig, GitLabConfig, LabelsConfig, SchedulingConfig,
@@ -93,6 +95,7 @@ pub struct Config {
     pub context: ContextConfig,
     pub ideas: IdeasConfig,
     pub trust: TrustConfig,
+    pub triggers: TriggersConfig,
     pub repositories: RepositoriesConfig,
     pub cluster: ClusterConfig,
 }
@@ -517,6 +520,7 @@ impl Config {
             context: context::resolve_context(raw.context, &llm.models)?,
             ideas: context::resolve_ideas(raw.ideas, &llm.models)?,
             trust: context::resolve_trust(raw.trust),
+            triggers: triggers::resolve_triggers(raw.triggers)?,
             repositories: repository::resolve_repositories(raw.repositories)?,
             cluster: cluster::resolve_cluster(raw.cluster)?,
             scheduling,

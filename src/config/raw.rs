@@ -27,6 +27,7 @@ pub struct RawConfig {
     pub context: super::context::RawContext,
     pub ideas: super::context::RawIdeas,
     pub trust: super::context::RawTrust,
+    pub triggers: super::triggers::RawTriggers,
     pub repositories: super::repository::RawRepositories,
     pub cluster: super::cluster::RawCluster,
 }

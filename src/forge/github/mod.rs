@@ -15,12 +15,15 @@ use async_trait::async_trait;
 use http::{HeaderMap, Method, StatusCode};
 use octocrab::Octocrab;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
+
+mod wire;
+
+use wire::*;
 
 const FORGE: &str = "github";
 /// Cached answers kept for conditional requests; past this the cache starts over.
@@ -341,164 +344,6 @@ fn error_for(status: StatusCode, headers: &HeaderMap, body: &str, what: &str) ->
             status: status.as_u16(),
             message,
         },
-    }
-}
-
-#[derive(Deserialize)]
-struct User {
-    login: String,
-}
-
-#[derive(Deserialize)]
-struct Label {
-    name: String,
-}
-
-#[derive(Deserialize)]
-struct Issue {
-    number: u64,
-    title: String,
-    #[serde(default)]
-    body: Option<String>,
-    user: User,
-    #[serde(default)]
-    labels: Vec<Label>,
-    state: String,
-    html_url: String,
-    #[serde(default)]
-    updated_at: String,
-    #[serde(default)]
-    pull_request: Option<Value>,
-}
-
-impl Issue {
-    fn into_item(self, repo: &str) -> Item {
-        Item {
-            reference: ItemRef {
-                forge: ForgeKind::GitHub,
-                repo: repo.to_owned(),
-                kind: if self.pull_request.is_some() {
-                    ItemKind::Change
-                } else {
-                    ItemKind::Issue
-                },
-                number: self.number,
-            },
-            title: self.title,
-            body: self.body.unwrap_or_default(),
-            author: self.user.login,
-            labels: self.labels.into_iter().map(|l| l.name).collect(),
-            updated_at: self.updated_at,
-            open: self.state == "open",
-            web_url: self.html_url,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct IssueComment {
-    id: u64,
-    user: User,
-    #[serde(default)]
-    body: Option<String>,
-    #[serde(default)]
-    created_at: Option<String>,
-}
-
-/// An inline comment of a pull request review (`pulls/N/comments`).
-#[derive(Deserialize)]
-struct ReviewComment {
-    id: u64,
-    user: Option<User>,
-    #[serde(default)]
-    body: Option<String>,
-    #[serde(default)]
-    path: Option<String>,
-    #[serde(default)]
-    line: Option<u64>,
-    #[serde(default)]
-    original_line: Option<u64>,
-    #[serde(default)]
-    created_at: Option<String>,
-}
-
-/// A pull request review (`pulls/N/reviews`).
-#[derive(Deserialize)]
-struct Review {
-    id: u64,
-    user: Option<User>,
-    #[serde(default)]
-    body: Option<String>,
-    #[serde(default)]
-    state: String,
-    #[serde(default)]
-    submitted_at: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct IssueEvent {
-    event: String,
-    #[serde(default)]
-    created_at: Option<String>,
-    #[serde(default)]
-    actor: Option<User>,
-    #[serde(default)]
-    label: Option<Label>,
-}
-
-#[derive(Deserialize)]
-struct Permission {
-    permission: String,
-}
-
-#[derive(Deserialize)]
-struct Repository {
-    full_name: String,
-    clone_url: String,
-    default_branch: String,
-}
-
-#[derive(Deserialize)]
-struct InstallationRepositories {
-    repositories: Vec<Repository>,
-}
-
-#[derive(Deserialize)]
-struct PullRef {
-    #[serde(rename = "ref")]
-    name: String,
-    #[serde(default)]
-    repo: Option<RepoName>,
-}
-
-#[derive(Deserialize)]
-struct RepoName {
-    full_name: String,
-}
-
-#[derive(Deserialize)]
-struct Pull {
-    number: u64,
-    html_url: String,
-    state: String,
-    head: PullRef,
-    base: PullRef,
-}
-
-impl Pull {
-    fn into_change(self, repo: &str) -> ChangeInfo {
-        ChangeInfo {
-            number: self.number,
-            web_url: self.html_url,
-            same_repo: self
-                .head
-                .repo
-                .as_ref()
-                .is_some_and(|r| r.full_name.eq_ignore_ascii_case(repo)),
-            source_branch: self.head.name,
-            target_branch: self.base.name,
-            open: self.state == "open",
-        }
     }
 }
 

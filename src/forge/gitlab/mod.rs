@@ -7,7 +7,7 @@
 use super::retry::{self, Repeat};
 use super::{
     lock, parse_time, ChangeInfo, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
-    ItemRef, LabelApplied, Poll, RepoInfo, TextEdits, Timestamp,
+    ItemRef, LabelApplied, Poll, RepoInfo, TextEdits,
 };
 use crate::config::{GitLabConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -16,12 +16,15 @@ use gitlab::api::{self, ApiError, AsyncQuery, Endpoint, Pageable, Pagination, Qu
 use gitlab::{AsyncGitlab, GitlabBuilder, RestError};
 use http::Method;
 use serde::de::DeserializeOwned;
-use serde::Deserialize;
 use serde_json::{json, Value};
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+mod wire;
+
+use wire::*;
 
 const FORGE: &str = "gitlab";
 
@@ -172,169 +175,6 @@ fn status_error(status: u16, message: String, what: &str) -> ForgeError {
             status,
             message,
         },
-    }
-}
-
-#[derive(Deserialize)]
-struct User {
-    id: u64,
-    username: String,
-}
-
-#[derive(Deserialize)]
-struct Issue {
-    iid: u64,
-    title: String,
-    #[serde(default)]
-    description: Option<String>,
-    author: User,
-    #[serde(default)]
-    labels: Vec<String>,
-    state: String,
-    web_url: String,
-    updated_at: String,
-}
-
-impl Issue {
-    fn into_item(self, repo: &str, kind: ItemKind) -> Item {
-        Item {
-            reference: ItemRef {
-                forge: ForgeKind::GitLab,
-                repo: repo.to_owned(),
-                kind,
-                number: self.iid,
-            },
-            title: self.title,
-            body: self.description.unwrap_or_default(),
-            author: self.author.username,
-            labels: self.labels,
-            open: self.state == "opened",
-            web_url: self.web_url,
-            updated_at: self.updated_at,
-        }
-    }
-}
-
-#[derive(Deserialize)]
-struct Note {
-    id: u64,
-    author: User,
-    body: String,
-    #[serde(default)]
-    system: bool,
-    #[serde(default)]
-    created_at: Option<String>,
-    #[serde(default)]
-    updated_at: Option<String>,
-    /// Where a diff note sits in the change.
-    #[serde(default)]
-    position: Option<NotePosition>,
-}
-
-#[derive(Deserialize)]
-struct NotePosition {
-    #[serde(default)]
-    new_path: Option<String>,
-    #[serde(default)]
-    old_path: Option<String>,
-    #[serde(default)]
-    new_line: Option<u64>,
-    #[serde(default)]
-    old_line: Option<u64>,
-}
-
-/// How the system notes GitLab writes for a change of the text begin
-/// (`SystemNotes::IssuablesService`): the description, the title, and a
-/// task list item ticked in the description (older and newer wording).
-const TEXT_EDIT_NOTES: [&str; 4] = [
-    "changed the description",
-    "changed title from ",
-    "marked the task ",
-    "marked the checklist item ",
-];
-
-/// The last edit of an item's text, from its notes: GitLab's REST issue and
-/// merge request have no edit time, but every title or description change
-/// leaves a system note (updated in place when GitLab folds quick edits
-/// together, so its `updated_at` counts too).
-fn text_edits(notes: &[Note]) -> TextEdits {
-    let mut last: Option<Timestamp> = None;
-    for note in notes.iter().filter(|n| n.system) {
-        if !TEXT_EDIT_NOTES.iter().any(|p| note.body.starts_with(p)) {
-            continue;
-        }
-        for stamp in [&note.created_at, &note.updated_at] {
-            let Some(text) = stamp else { continue };
-            match parse_time(Some(text)) {
-                Some(at) => last = last.max(Some(at)),
-                None => {
-                    return TextEdits::Unknown(format!(
-                        "GitLab's note {} has the time {text:?}, which does not parse",
-                        note.id
-                    ))
-                }
-            }
-        }
-        if note.created_at.is_none() && note.updated_at.is_none() {
-            return TextEdits::Unknown(format!("GitLab's note {} has no time", note.id));
-        }
-    }
-    match last {
-        Some(at) => TextEdits::LastAt(at),
-        None => TextEdits::Never,
-    }
-}
-
-#[derive(Deserialize)]
-struct LabelEvent {
-    #[serde(default)]
-    user: Option<User>,
-    #[serde(default)]
-    created_at: Option<String>,
-    #[serde(default)]
-    label: Option<LabelName>,
-    action: String,
-}
-
-#[derive(Deserialize)]
-struct LabelName {
-    name: String,
-}
-
-#[derive(Deserialize)]
-struct Member {
-    access_level: u32,
-}
-
-#[derive(Deserialize)]
-struct Project {
-    path_with_namespace: String,
-    http_url_to_repo: String,
-    #[serde(default)]
-    default_branch: Option<String>,
-}
-
-#[derive(Deserialize)]
-struct MergeRequest {
-    iid: u64,
-    web_url: String,
-    state: String,
-    source_branch: String,
-    target_branch: String,
-    source_project_id: u64,
-    target_project_id: u64,
-}
-
-impl MergeRequest {
-    fn into_change(self) -> ChangeInfo {
-        ChangeInfo {
-            number: self.iid,
-            web_url: self.web_url,
-            same_repo: self.source_project_id == self.target_project_id,
-            source_branch: self.source_branch,
-            target_branch: self.target_branch,
-            open: self.state == "opened",
-        }
     }
 }
 
