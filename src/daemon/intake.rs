@@ -29,6 +29,9 @@ const LONGEST_CHECK_WAIT: Duration = Duration::from_secs(15 * 60);
 
 pub struct Intake {
     labels: LabelsConfig,
+    /// Mentions of forgehand as triggers (`triggers.mentions`), with the
+    /// journal that keeps which were heard.
+    mentions: Option<(super::mentions::Mentions, std::sync::Arc<crate::journal::Journal>)>,
     repos: HashMap<ForgeKind, (Instant, Vec<String>)>,
     /// No requests to a forge before this (rate limit).
     paused_until: HashMap<ForgeKind, Instant>,
@@ -71,6 +74,7 @@ impl Intake {
     pub fn new(labels: LabelsConfig) -> Intake {
         Intake {
             labels,
+            mentions: None,
             repos: HashMap::new(),
             paused_until: HashMap::new(),
             answered: HashMap::new(),
@@ -78,7 +82,14 @@ impl Intake {
         }
     }
 
-    /// One poll of one forge: the items that may start now.
+    /// Mentions of forgehand start tasks too; `journal` keeps which were heard.
+    pub fn with_mentions(mut self, journal: std::sync::Arc<crate::journal::Journal>) -> Intake {
+        self.mentions = Some((Default::default(), journal));
+        self
+    }
+
+    /// One poll of one forge: the items that may start now (labelled, or
+    /// asked for by a mention).
     pub async fn poll(&mut self, forge: &dyn Forge) -> Vec<ItemRef> {
         let kind = forge.kind();
         if self.paused_until.get(&kind).is_some_and(|t| *t > Instant::now()) {
@@ -154,6 +165,9 @@ impl Intake {
                 match verdict {
                     Ok(Verdict::Accept) => {
                         tracing::info!(task = %item.reference, "trigger label accepted");
+                        if let Err(e) = forge.acknowledge(&item.reference, None).await {
+                            tracing::warn!(task = %item.reference, "cannot acknowledge the label: {e}");
+                        }
                         if let Some(pending) = watched.items.get_mut(&key) {
                             pending.check = Check::Accepted;
                         }
@@ -201,8 +215,27 @@ impl Intake {
             for e in errors {
                 self.note_error(kind, &e);
             }
+            accepted.extend(self.poll_mentions(forge, &repo).await);
         }
         accepted
+    }
+
+    /// The items `repo`'s new mentions of forgehand ask for.
+    async fn poll_mentions(&mut self, forge: &dyn Forge, repo: &str) -> Vec<ItemRef> {
+        let Some((mentions, journal)) = self.mentions.as_mut() else {
+            return Vec::new();
+        };
+        match mentions.poll(forge, repo, journal).await {
+            Ok(items) => items,
+            Err(super::mentions::MentionError::Forge(e)) => {
+                self.note_error(forge.kind(), &e);
+                Vec::new()
+            }
+            Err(super::mentions::MentionError::Journal(e)) => {
+                tracing::error!(repo, "cannot journal the mentions heard: {e}");
+                Vec::new()
+            }
+        }
     }
 
     async fn repositories(&mut self, forge: &dyn Forge) -> Result<Vec<String>, ForgeError> {

@@ -7,6 +7,7 @@ mod claims;
 mod deferred;
 pub mod http;
 pub mod intake;
+mod mentions;
 pub mod scheduler;
 pub mod setup;
 pub mod systemd;
@@ -200,7 +201,7 @@ impl Daemon {
         Ok(LoopState {
             scheduler,
             coordinator,
-            intake: intake::Intake::new(self.env.config.labels.clone()),
+            intake: self.intake(),
             health,
             systemd: systemd::Notifier::from_env(),
             next_poll: tokio::time::Instant::now(),
@@ -282,7 +283,7 @@ impl Daemon {
         match self.reload().await {
             Ok(()) => {
                 state.scheduling = self.env.config.scheduling.clone();
-                state.intake = intake::Intake::new(self.env.config.labels.clone());
+                state.intake = self.intake();
                 if let Some(claims) = state.coordinator.as_mut() {
                     claims.set_labels(self.env.config.labels.clone());
                 }
@@ -339,12 +340,43 @@ impl Daemon {
         for item in found {
             state.scheduler.push(item, StartReason::New);
         }
+        // Mentions heard whose task has not begun (one was running, or the
+        // daemon stopped in between) are offered again until it does.
+        self.offer_pending_mentions(state);
         let jitter = if state.scheduling.poll_jitter.is_zero() {
             Duration::ZERO
         } else {
             Duration::from_millis(fastrand::u64(0..=state.scheduling.poll_jitter.as_millis() as u64))
         };
         state.next_poll = tokio::time::Instant::now() + state.scheduling.poll_interval + jitter;
+    }
+
+    /// The intake for the running config.
+    fn intake(&self) -> intake::Intake {
+        let intake = intake::Intake::new(self.env.config.labels.clone());
+        match self.env.config.triggers.mentions {
+            true => intake.with_mentions(self.env.journal.clone()),
+            false => intake,
+        }
+    }
+
+    /// Queues the tasks of heard mentions that have not begun.
+    fn offer_pending_mentions(&self, state: &mut LoopState) {
+        match self.env.journal.pending_mentions() {
+            Ok(keys) => {
+                for key in keys {
+                    match ItemRef::parse_key(&key) {
+                        Some(item) if self.forges.contains_key(&item.forge) => {
+                            state.scheduler.push(item, StartReason::New)
+                        }
+                        _ => {
+                            tracing::warn!(key = %key, "a mention asked for a task of a forge that is not configured")
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::error!("cannot read the mentions heard: {e}"),
+        }
     }
 
     /// No new tasks; running ones get the grace period, then are

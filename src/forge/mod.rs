@@ -212,6 +212,23 @@ pub enum CommentPlace {
     Line { path: String, line: Option<u64> },
 }
 
+/// A comment of a repository's, with the item it is on.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RepoComment {
+    pub item: ItemRef,
+    pub comment: Comment,
+}
+
+/// A repository's recent comments, oldest first, and where the next
+/// listing starts.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct RecentComments {
+    pub comments: Vec<RepoComment>,
+    /// The `since` of the next listing: the newest instant this one saw
+    /// (`None`: nothing new, keep the last one).
+    pub next_since: Option<String>,
+}
+
 #[derive(Debug, Clone, PartialEq)]
 pub struct RepoInfo {
     /// HTTPS clone address (no credentials in it).
@@ -353,6 +370,21 @@ pub trait Forge: Send + Sync {
     /// `lastEditedAt` and `renamed` events; GitLab: the system notes it
     /// writes for every title and description change).
     async fn text_edited_at(&self, item: &ItemRef) -> Result<TextEdits, ForgeError>;
+
+    /// The account forgehand acts as, as people mention it: GitHub's
+    /// `login` (an App's is `<slug>[bot]`), GitLab's `username`.
+    async fn identity(&self) -> Result<String, ForgeError>;
+
+    /// Comments on the repository's issues and PRs/MRs (review and diff
+    /// comments included) written or edited at or after `since` (an RFC
+    /// 3339 instant), oldest first. A comment may come again in a later
+    /// listing; callers keep what they heard.
+    async fn recent_comments(&self, repo: &str, since: &str) -> Result<RecentComments, ForgeError>;
+
+    /// Says "seen, on it": the `eyes` reaction (GitHub) or award emoji
+    /// (GitLab) on `comment`, or on the item itself when `None`. Placing it
+    /// twice is fine.
+    async fn acknowledge(&self, item: &ItemRef, comment: Option<&Comment>) -> Result<(), ForgeError>;
 
     /// Whether `user` has write access (GitHub) / the configured access level (GitLab).
     async fn may_trigger(&self, repo: &str, user: &str) -> Result<bool, ForgeError>;

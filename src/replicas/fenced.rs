@@ -5,7 +5,8 @@
 
 use super::lease::{Claim, Fenced};
 use crate::forge::{
-    ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemRef, LabelApplied, Poll, RepoInfo, TextEdits,
+    ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemRef, LabelApplied, Poll, RecentComments,
+    RepoInfo, TextEdits,
 };
 use crate::git::Credentials;
 use async_trait::async_trait;
@@ -77,6 +78,19 @@ impl Forge for FencedForge {
 
     fn who_may_trigger(&self) -> String {
         self.inner.who_may_trigger()
+    }
+
+    async fn identity(&self) -> Result<String, ForgeError> {
+        self.inner.identity().await
+    }
+
+    async fn recent_comments(&self, repo: &str, since: &str) -> Result<RecentComments, ForgeError> {
+        self.inner.recent_comments(repo, since).await
+    }
+
+    async fn acknowledge(&self, item: &ItemRef, comment: Option<&Comment>) -> Result<(), ForgeError> {
+        self.fence("a reaction").await?;
+        self.inner.acknowledge(item, comment).await
     }
 
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {

@@ -138,6 +138,10 @@ pub async fn run(
             };
         }
     };
+    // The mentions that asked for this task are answered by it.
+    if let Err(e) = env.journal.mentions_answered(&key) {
+        tracing::warn!(task = %item, "cannot journal the mentions answered: {e}");
+    }
     let reporting = Reporting {
         journal: &env.journal,
         secrets: &env.secrets,

@@ -23,6 +23,7 @@ mod images;
 mod intake;
 mod llm_retry;
 mod llm_wire;
+mod mentions;
 mod operations_deploy;
 mod operations_engine_restart;
 mod operations_faults;

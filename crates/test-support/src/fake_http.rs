@@ -39,13 +39,14 @@ pub fn decode(segment: &str) -> String {
 
 /// Pages a list by `per_page` / `page` with a `Link` header.
 /// The fakes' clock (one tick a change) as a forge timestamp.
+/// The fakes' clock as the forges write time: `clock` seconds after a
+/// minute before this test process first asked, so what a fake stamps
+/// is recent to anyone reading it (a daemon looks at the last minutes'
+/// comments) and ordered as the fake made it.
 pub fn stamp(clock: u64) -> String {
-    format!(
-        "2026-01-01T{:02}:{:02}:{:02}.000Z",
-        clock / 3600 % 24,
-        clock / 60 % 60,
-        clock % 60
-    )
+    static BASE: std::sync::LazyLock<i64> = std::sync::LazyLock::new(|| chrono::Utc::now().timestamp() - 60);
+    let at = chrono::DateTime::from_timestamp(*BASE + clock as i64, 0).unwrap_or_default();
+    at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
 pub fn paged(req: &Request, items: Vec<Value>) -> Reply {

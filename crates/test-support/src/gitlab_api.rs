@@ -31,6 +31,8 @@ pub enum Entity {
     Note,
     LabelEvent,
     Member,
+    Event,
+    AwardEmoji,
 }
 
 /// Offset pagination (`doc/api/rest/_index.md`, "Offset-based pagination").
@@ -174,6 +176,54 @@ pub const ENDPOINTS: &[Endpoint] = &[
         body: &[],
         answer: Some(Entity::Member),
         doc: "members.md: Get a member of a group or project, including inherited and invited members",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/events",
+        query: &[
+            "page",
+            "per_page",
+            "action",
+            "target_type",
+            "before",
+            "after",
+            "sort",
+        ],
+        body: &[],
+        answer: Some(Entity::Event),
+        doc: "events.md: List a project's visible events",
+    },
+    Endpoint {
+        method: "POST",
+        path: "projects/:id/issues/:iid/award_emoji",
+        query: &[],
+        body: &["name"],
+        answer: Some(Entity::AwardEmoji),
+        doc: "emoji_reactions.md: Add a new emoji reaction (issues)",
+    },
+    Endpoint {
+        method: "POST",
+        path: "projects/:id/merge_requests/:iid/award_emoji",
+        query: &[],
+        body: &["name"],
+        answer: Some(Entity::AwardEmoji),
+        doc: "emoji_reactions.md: Add a new emoji reaction (merge requests)",
+    },
+    Endpoint {
+        method: "POST",
+        path: "projects/:id/issues/:iid/notes/:note_id/award_emoji",
+        query: &[],
+        body: &["name"],
+        answer: Some(Entity::AwardEmoji),
+        doc: "emoji_reactions.md: Add a new emoji reaction to a comment",
+    },
+    Endpoint {
+        method: "POST",
+        path: "projects/:id/merge_requests/:iid/notes/:note_id/award_emoji",
+        query: &[],
+        body: &["name"],
+        answer: Some(Entity::AwardEmoji),
+        doc: "emoji_reactions.md: Add a new emoji reaction to a comment",
     },
     Endpoint {
         method: "GET",
@@ -371,6 +421,35 @@ fn fields(entity: Entity) -> &'static [&'static str] {
             "imported",
             "imported_from",
         ],
+        // events.md, List a project's visible events (the "commented on" example).
+        Entity::Event => &[
+            "id",
+            "title",
+            "project_id",
+            "action_name",
+            "target_id",
+            "target_iid",
+            "target_type",
+            "author_id",
+            "target_title",
+            "created_at",
+            "note",
+            "author",
+            "author_username",
+            "push_data",
+            "imported",
+            "imported_from",
+        ],
+        // emoji_reactions.md, Add a new emoji reaction.
+        Entity::AwardEmoji => &[
+            "id",
+            "name",
+            "user",
+            "created_at",
+            "updated_at",
+            "awardable_id",
+            "awardable_type",
+        ],
         // resource_label_events.md.
         Entity::LabelEvent => &[
             "id",
@@ -405,6 +484,8 @@ fn nested(field: &str) -> Option<&'static [&'static str]> {
         "author" | "user" | "assignee" | "closed_by" | "merged_by" | "merge_user" => {
             Some(fields(Entity::User))
         }
+        // events.md: a comment's event carries the note.
+        "note" => Some(fields(Entity::Note)),
         // resource_label_events.md: the label object.
         "label" => Some(&[
             "id",

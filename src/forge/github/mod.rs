@@ -7,7 +7,7 @@ use super::http_util::{encode, next_link, path_and_query, remaining, wait_from_h
 use super::retry::{self, Repeat};
 use super::{
     lock, parse_time, ChangeInfo, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
-    ItemRef, LabelApplied, Poll, RepoInfo, TextEdits,
+    ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, TextEdits,
 };
 use crate::config::{GitHubConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
+mod conversation;
 mod wire;
 
 use wire::*;
@@ -31,7 +32,8 @@ const MAX_CACHED: usize = 4096;
 
 enum Auth {
     Token(Secret),
-    App,
+    /// An App installation; the App's own client asks who the App is.
+    App(Box<Octocrab>),
 }
 
 pub struct GitHub {
@@ -44,6 +46,8 @@ pub struct GitHub {
     blocked_until: Mutex<Option<Instant>>,
     /// Where each call and the rate-limit headroom are counted.
     metrics: Arc<crate::metrics::Metrics>,
+    /// The account forgehand acts as, once asked.
+    identity: tokio::sync::OnceCell<String>,
 }
 
 struct Answer {
@@ -86,7 +90,7 @@ impl GitHub {
                 let crab = app_crab
                     .installation(octocrab::models::InstallationId(app.installation_id))
                     .map_err(|e| setup(format!("cannot use installation {}: {e}", app.installation_id)))?;
-                (crab, Auth::App)
+                (crab, Auth::App(Box::new(app_crab)))
             }
             None => {
                 let token = secrets.github_token.clone().ok_or_else(|| {
@@ -106,6 +110,7 @@ impl GitHub {
             cache: Mutex::new(HashMap::new()),
             blocked_until: Mutex::new(None),
             metrics: Arc::default(),
+            identity: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -356,7 +361,7 @@ impl Forge for GitHub {
     async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
         let token = match &self.auth {
             Auth::Token(token) => token.clone(),
-            Auth::App => {
+            Auth::App(_) => {
                 use octocrab::secrecy::ExposeSecret;
                 let token = self
                     .crab
@@ -380,7 +385,7 @@ impl Forge for GitHub {
         let mut repos = self.config.repositories.clone();
         if self.config.all_repositories {
             let visible: Vec<String> = match self.auth {
-                Auth::App => {
+                Auth::App(_) => {
                     let mut names = Vec::new();
                     let mut path = "/installation/repositories?per_page=100".to_owned();
                     for _ in 0..100 {
@@ -541,6 +546,21 @@ impl Forge for GitHub {
 
     fn who_may_trigger(&self) -> String {
         "people with write access".into()
+    }
+
+    async fn identity(&self) -> Result<String, ForgeError> {
+        self.identity
+            .get_or_try_init(|| self.ask_identity())
+            .await
+            .cloned()
+    }
+
+    async fn recent_comments(&self, repo: &str, since: &str) -> Result<RecentComments, ForgeError> {
+        self.list_recent_comments(repo, since).await
+    }
+
+    async fn acknowledge(&self, item: &ItemRef, comment: Option<&Comment>) -> Result<(), ForgeError> {
+        self.react(item, comment, "eyes").await
     }
 
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {

@@ -64,6 +64,14 @@ pub(super) struct IssueComment {
     pub body: Option<String>,
     #[serde(default)]
     pub created_at: Option<String>,
+    #[serde(default)]
+    pub updated_at: Option<String>,
+    /// `…/issues/N#issuecomment-ID` or `…/pull/N#issuecomment-ID`.
+    #[serde(default)]
+    pub html_url: Option<String>,
+    /// `…/repos/OWNER/NAME/issues/N`.
+    #[serde(default)]
+    pub issue_url: Option<String>,
 }
 
 /// An inline comment of a pull request review (`pulls/N/comments`).
@@ -81,6 +89,11 @@ pub(super) struct ReviewComment {
     pub original_line: Option<u64>,
     #[serde(default)]
     pub created_at: Option<String>,
+    #[serde(default)]
+    pub updated_at: Option<String>,
+    /// `…/repos/OWNER/NAME/pulls/N`.
+    #[serde(default)]
+    pub pull_request_url: Option<String>,
 }
 
 /// A pull request review (`pulls/N/reviews`).
@@ -161,4 +174,10 @@ impl Pull {
             open: self.state == "open",
         }
     }
+}
+
+/// Who an App is (`GET /app`).
+#[derive(Deserialize)]
+pub(super) struct AppInfo {
+    pub slug: String,
 }

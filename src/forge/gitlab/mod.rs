@@ -7,7 +7,7 @@
 use super::retry::{self, Repeat};
 use super::{
     lock, parse_time, ChangeInfo, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
-    ItemRef, LabelApplied, Poll, RepoInfo, TextEdits,
+    ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, TextEdits,
 };
 use crate::config::{GitLabConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod conversation;
 mod wire;
 
 use wire::*;
@@ -35,6 +36,8 @@ pub struct GitLab {
     user_ids: Mutex<HashMap<String, u64>>,
     /// Where each call is counted.
     metrics: Arc<crate::metrics::Metrics>,
+    /// The account forgehand acts as, once asked.
+    identity: tokio::sync::OnceCell<String>,
 }
 
 /// One REST call: method, path under /api/v4, query and JSON body.
@@ -230,6 +233,7 @@ impl GitLab {
             config: config.clone(),
             user_ids: Mutex::new(HashMap::new()),
             metrics: Arc::default(),
+            identity: tokio::sync::OnceCell::new(),
         })
     }
 
@@ -315,6 +319,21 @@ impl GitLab {
 impl Forge for GitLab {
     fn kind(&self) -> ForgeKind {
         ForgeKind::GitLab
+    }
+
+    async fn identity(&self) -> Result<String, ForgeError> {
+        self.identity
+            .get_or_try_init(|| self.ask_identity())
+            .await
+            .cloned()
+    }
+
+    async fn recent_comments(&self, repo: &str, since: &str) -> Result<RecentComments, ForgeError> {
+        self.list_recent_comments(repo, since).await
+    }
+
+    async fn acknowledge(&self, item: &ItemRef, comment: Option<&Comment>) -> Result<(), ForgeError> {
+        self.award(item, comment, "eyes").await
     }
 
     async fn git_credentials(&self) -> Result<Credentials, ForgeError> {

@@ -160,6 +160,37 @@ impl Forge for MemoryForge {
         "the members".into()
     }
 
+    async fn identity(&self) -> Result<String, ForgeError> {
+        Ok("forgehand-bot".into())
+    }
+
+    async fn recent_comments(
+        &self,
+        _repo: &str,
+        since: &str,
+    ) -> Result<crate::forge::RecentComments, ForgeError> {
+        let state = self.state();
+        let comments: Vec<crate::forge::RepoComment> = state
+            .comments
+            .iter()
+            .filter(|(_, c)| c.created_at.as_str() >= since)
+            .filter_map(|(key, c)| {
+                Some(crate::forge::RepoComment {
+                    item: ItemRef::parse_key(key)?,
+                    comment: c.clone(),
+                })
+            })
+            .collect();
+        let next_since = comments.iter().map(|c| c.comment.created_at.clone()).max();
+        Ok(crate::forge::RecentComments { comments, next_since })
+    }
+
+    async fn acknowledge(&self, item: &ItemRef, comment: Option<&Comment>) -> Result<(), ForgeError> {
+        let on = comment.map_or_else(|| "the item".to_owned(), |c| format!("comment {}", c.id));
+        self.state().writes.push(format!("eyes on {on} of {item}"));
+        Ok(())
+    }
+
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
         Ok(self
             .state()

@@ -4,7 +4,10 @@
 //! pagination and `x-ratelimit-*` headers. Labels move, comments are stored,
 //! pull requests are created and listed, permissions are enforced.
 
+mod conversation;
 mod routes;
+
+pub use conversation::Reaction;
 
 use routes::{add_labels, next_number, remove_label};
 
@@ -97,6 +100,10 @@ struct State {
     /// What the fake took or gave that GitHub's API description does not
     /// have (see `crate::github_api`); a test fails on any.
     violations: Vec<String>,
+    /// When each comment was last edited (by id), when it was.
+    comment_updated: BTreeMap<u64, u64>,
+    /// Every reaction placed, in order.
+    reactions: Vec<Reaction>,
 }
 
 /// Faults on a share of requests, the way a struggling GitHub behaves. The
@@ -422,6 +429,33 @@ impl FakeGitHub {
     }
 
     /// The label events of an issue: (event, label).
+    /// Every reaction placed so far.
+    pub fn reactions(&self) -> Vec<Reaction> {
+        self.with(|s| s.reactions.clone())
+    }
+
+    /// Edits comment `id` as its author would (a mention edited later).
+    pub fn edit_comment(&self, repo: &str, id: u64, body: &str) {
+        self.with(|s| {
+            s.clock += 1;
+            let clock = s.clock;
+            s.comment_updated.insert(id, clock);
+            let issue = s
+                .repos
+                .get_mut(repo)
+                .and_then(|r| {
+                    r.issues
+                        .values_mut()
+                        .find(|i| i.comments.iter().any(|c| c.0 == id))
+                })
+                .expect("the comment exists");
+            issue.updated = clock;
+            if let Some(c) = issue.comments.iter_mut().find(|c| c.0 == id) {
+                c.2 = body.to_owned();
+            }
+        });
+    }
+
     pub fn label_events(&self, repo: &str, number: u64) -> Vec<(String, String)> {
         self.issue(repo, number)
             .events

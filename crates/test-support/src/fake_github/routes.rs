@@ -68,7 +68,7 @@ pub(super) fn remove_label(s: &mut State, repo: &str, number: u64, label: &str, 
     had
 }
 
-fn user(login: &str) -> Value {
+pub(super) fn user(login: &str) -> Value {
     json!({ "login": login, "id": login.len() as u64 * 7919, "type": "User",
             "html_url": format!("https://github.example/{login}") })
 }
@@ -176,6 +176,9 @@ impl Handler {
         let q = query(req);
         let not_found = || Reply::json(404, json!({"message": "Not Found"}));
         let ok = |v: Value| Reply::json(200, v);
+        if let Some(reply) = super::conversation::route(&mut s, req, &base, &segs, &body) {
+            return reply;
+        }
 
         match (method.as_str(), segs.as_slice()) {
             // GraphQL: the one query forgehand sends (an item's lastEditedAt).
@@ -322,6 +325,9 @@ impl Handler {
                             );
                         }
                         c.2 = text.clone();
+                        s.clock += 1;
+                        let clock = s.clock;
+                        s.comment_updated.insert(id, clock);
                         return ok(json!({"id": id, "user": user(BOT), "body": text}));
                     }
                 }

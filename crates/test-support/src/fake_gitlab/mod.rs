@@ -7,7 +7,11 @@
 //! against GitLab's documentation (`gitlab_api.rs`); anything else is a
 //! test failure when the fake is dropped.
 
-use super::fake_http::{decode, paged, query, request_line, serve, stamp, Reply};
+mod conversation;
+
+pub use conversation::Award;
+
+use crate::fake_http::{decode, paged, query, request_line, serve, stamp, Reply};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -72,6 +76,8 @@ struct State {
     faults: Vec<Fault>,
     /// Requests or answers GitLab's documentation does not have.
     violations: Vec<String>,
+    /// Every emoji awarded, in order.
+    awards: Vec<Award>,
 }
 
 pub struct FakeGitLab {
@@ -208,6 +214,11 @@ impl FakeGitLab {
     }
 
     /// Someone comments on an issue.
+    /// Every emoji awarded so far.
+    pub fn awards(&self) -> Vec<Award> {
+        self.with(|s| s.awards.clone())
+    }
+
     pub fn comment(&self, project: &str, iid: u64, author: &str, body: &str) {
         self.with(|s| {
             s.clock += 1;
@@ -357,6 +368,9 @@ impl Handler {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
         let q = query(req);
         let not_found = |what: &str| Reply::json(404, json!({"message": format!("404 {what} Not Found")}));
+        if let Some(reply) = conversation::route(&mut s, req, &segs, &body) {
+            return reply;
+        }
 
         match (method.as_str(), segs.as_slice()) {
             ("GET", ["user"]) => Reply::json(200, user_json(&s, BOT)),

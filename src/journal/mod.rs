@@ -10,6 +10,10 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+mod heard;
+
+pub use heard::Heard;
+
 /// How far a task got. Ordered: a later phase implies the earlier ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 pub enum Phase {
@@ -144,6 +148,24 @@ impl Journal {
                 record TEXT NOT NULL,
                 why TEXT NOT NULL,
                 retired_at INTEGER NOT NULL
+            );
+            -- Comments that mention forgehand, each heard once; a heard
+            -- mention that may start a task stays pending until its task
+            -- begins, so a restart in between loses nothing.
+            CREATE TABLE IF NOT EXISTS heard_comments (
+                forge TEXT NOT NULL,
+                comment TEXT NOT NULL,
+                task_key TEXT,
+                pending INTEGER NOT NULL,
+                heard_at INTEGER NOT NULL,
+                PRIMARY KEY (forge, comment)
+            );
+            -- Where each repository's next listing of comments starts.
+            CREATE TABLE IF NOT EXISTS comment_cursors (
+                forge TEXT NOT NULL,
+                repo TEXT NOT NULL,
+                since TEXT NOT NULL,
+                PRIMARY KEY (forge, repo)
             );",
         )
         .map_err(fail)?;
@@ -153,7 +175,10 @@ impl Journal {
         })
     }
 
-    fn with<T>(&self, f: impl FnOnce(&Connection) -> rusqlite::Result<T>) -> Result<T, JournalError> {
+    pub(super) fn with<T>(
+        &self,
+        f: impl FnOnce(&Connection) -> rusqlite::Result<T>,
+    ) -> Result<T, JournalError> {
         let db = self.db.lock().unwrap_or_else(|p| p.into_inner());
         f(&db).map_err(|source| JournalError::Sqlite {
             path: self.path.clone(),
@@ -597,7 +622,7 @@ fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
     })
 }
 
-fn now() -> i64 {
+pub(super) fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_secs() as i64)

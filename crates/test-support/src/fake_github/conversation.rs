@@ -1,0 +1,168 @@
+//! The fake GitHub's conversation-wide routes: who the token is, every
+//! comment of a repository since a time (the mentions forgehand looks for),
+//! and reactions.
+
+use super::routes::user;
+use super::{State, BOT};
+use crate::fake_http::{paged, query, stamp, Reply};
+use serde_json::{json, Value};
+use wiremock::Request;
+
+/// A reaction forgehand (or anyone) placed: on what, which, by whom.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reaction {
+    /// `issue N`, `comment ID` or `review comment ID`.
+    pub on: String,
+    pub content: String,
+    pub user: String,
+}
+
+/// The answer when `segs` is one of these routes.
+pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], body: &Value) -> Option<Reply> {
+    let method = req.method.as_str();
+    Some(match (method, segs) {
+        ("GET", ["user"]) => Reply::json(200, user(BOT)),
+        ("GET", ["repos", o, r, "issues", "comments"]) => {
+            let name = format!("{o}/{r}");
+            let since = query(req).get("since").cloned().unwrap_or_default();
+            let repo = s.repos.get(&name)?;
+            let mut list: Vec<(String, Value)> = Vec::new();
+            for issue in repo.issues.values() {
+                for (id, author, text) in &issue.comments {
+                    let updated = stamp(
+                        s.comment_updated
+                            .get(id)
+                            .or(s.created.get(id))
+                            .copied()
+                            .unwrap_or(0),
+                    );
+                    if updated.as_str() < since.as_str() {
+                        continue;
+                    }
+                    let page = if issue.is_pr { "pull" } else { "issues" };
+                    list.push((
+                        updated.clone(),
+                        json!({
+                            "id": id,
+                            "user": user(author),
+                            "body": text,
+                            "created_at": stamp(s.created.get(id).copied().unwrap_or(0)),
+                            "updated_at": updated,
+                            "html_url": format!("https://github.example/{name}/{page}/{}#issuecomment-{id}", issue.number),
+                            "issue_url": format!("{base}/repos/{name}/issues/{}", issue.number),
+                        }),
+                    ));
+                }
+            }
+            list.sort_by(|a, b| a.0.cmp(&b.0));
+            paged(req, list.into_iter().map(|(_, v)| v).collect())
+        }
+        ("GET", ["repos", o, r, "pulls", "comments"]) => {
+            let name = format!("{o}/{r}");
+            let since = query(req).get("since").cloned().unwrap_or_default();
+            let repo = s.repos.get(&name)?;
+            let mut list: Vec<(String, Value)> = Vec::new();
+            for issue in repo.issues.values().filter(|i| i.is_pr) {
+                for review in &issue.reviews {
+                    let Some((path, line)) = &review.line else {
+                        continue;
+                    };
+                    let at = stamp(review.clock);
+                    if at.as_str() < since.as_str() {
+                        continue;
+                    }
+                    list.push((
+                        at.clone(),
+                        json!({
+                            "id": review.id,
+                            "pull_request_review_id": review.id,
+                            "user": user(&review.author),
+                            "body": review.body,
+                            "path": path,
+                            "line": line,
+                            "original_line": line,
+                            "created_at": at,
+                            "updated_at": at,
+                            "pull_request_url": format!("{base}/repos/{name}/pulls/{}", issue.number),
+                        }),
+                    ));
+                }
+            }
+            list.sort_by(|a, b| a.0.cmp(&b.0));
+            paged(req, list.into_iter().map(|(_, v)| v).collect())
+        }
+        ("POST", ["repos", o, r, "issues", n, "reactions"]) => {
+            let name = format!("{o}/{r}");
+            let number: u64 = n.parse().ok()?;
+            s.repos.get(&name)?.issues.get(&number)?;
+            react(s, format!("issue {number}"), body)
+        }
+        ("POST", ["repos", o, r, "issues", "comments", id, "reactions"]) => {
+            let name = format!("{o}/{r}");
+            let id: u64 = id.parse().ok()?;
+            let exists = s
+                .repos
+                .get(&name)?
+                .issues
+                .values()
+                .any(|i| i.comments.iter().any(|c| c.0 == id));
+            if !exists {
+                return Some(Reply::json(404, json!({"message": "Not Found"})));
+            }
+            react(s, format!("comment {id}"), body)
+        }
+        ("POST", ["repos", o, r, "pulls", "comments", id, "reactions"]) => {
+            let name = format!("{o}/{r}");
+            let id: u64 = id.parse().ok()?;
+            let exists = s
+                .repos
+                .get(&name)?
+                .issues
+                .values()
+                .any(|i| i.reviews.iter().any(|v| v.id == id && v.line.is_some()));
+            if !exists {
+                return Some(Reply::json(404, json!({"message": "Not Found"})));
+            }
+            react(s, format!("review comment {id}"), body)
+        }
+        _ => return None,
+    })
+}
+
+/// GitHub's reaction contents (`POST …/reactions`, `content` enum).
+const CONTENTS: [&str; 8] = [
+    "+1", "-1", "laugh", "confused", "heart", "hooray", "rocket", "eyes",
+];
+
+/// Places `body.content` on `on` as forgehand's account: 201, or 200 with
+/// the reaction that was there already.
+fn react(s: &mut State, on: String, body: &Value) -> Reply {
+    let Some(content) = body
+        .get("content")
+        .and_then(Value::as_str)
+        .filter(|c| CONTENTS.contains(c))
+    else {
+        return Reply::json(
+            422,
+            json!({"message": "Validation Failed", "errors": [{"resource": "Reaction", "field": "content", "code": "invalid"}]}),
+        );
+    };
+    let reaction = Reaction {
+        on,
+        content: content.to_owned(),
+        user: BOT.to_owned(),
+    };
+    let existing = s.reactions.iter().position(|r| *r == reaction);
+    let (status, id) = match existing {
+        Some(at) => (200, at as u64 + 1),
+        None => {
+            s.reactions.push(reaction);
+            (201, s.reactions.len() as u64)
+        }
+    };
+    s.clock += 1;
+    Reply::json(
+        status,
+        json!({"id": id, "user": user(BOT), "content": content, "created_at": stamp(s.clock)}),
+    )
+}

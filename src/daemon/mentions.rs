@@ -1,0 +1,191 @@
+//! Mentions of forgehand's account as triggers. Each watched repository's
+//! recent comments are read after its labels; a comment that mentions
+//! `@login` (not in a quote or in code), written by someone allowed to
+//! trigger, on an open item, is acknowledged with `eyes` and starts a task on
+//! its item, with no label needed. Every such comment is heard once, in the
+//! journal: an edit never runs it again, and a task it asked for that has
+//! not begun is started after a restart. An outsider's mention gets no
+//! reaction and no model call, only a log line.
+
+use crate::forge::{Comment, CommentPlace, Forge, ForgeError, ForgeKind, ItemRef, RepoComment};
+use crate::journal::{Heard, Journal, JournalError};
+use std::collections::HashMap;
+
+/// How far before the daemon's first look at a repository its comments are
+/// read (the forge's clock may lag this host's).
+const FIRST_LOOK_BACK: std::time::Duration = std::time::Duration::from_secs(120);
+
+#[derive(Debug, thiserror::Error)]
+pub enum MentionError {
+    #[error(transparent)]
+    Forge(#[from] ForgeError),
+    #[error(transparent)]
+    Journal(#[from] JournalError),
+}
+
+/// The account forgehand is on each forge, once known.
+#[derive(Default)]
+pub struct Mentions {
+    logins: HashMap<ForgeKind, String>,
+}
+
+impl Mentions {
+    /// The items `repo`'s new mentions ask for, acknowledged.
+    pub async fn poll(
+        &mut self,
+        forge: &dyn Forge,
+        repo: &str,
+        journal: &Journal,
+    ) -> Result<Vec<ItemRef>, MentionError> {
+        let login = self.login(forge).await?;
+        let kind = forge.kind().as_str();
+        let since = match journal.comment_cursor(kind, repo)? {
+            Some(since) => since,
+            None => {
+                let first = humantime::format_rfc3339_seconds(std::time::SystemTime::now() - FIRST_LOOK_BACK)
+                    .to_string();
+                journal.set_comment_cursor(kind, repo, &first)?;
+                first
+            }
+        };
+        let recent = forge.recent_comments(repo, &since).await?;
+        let mut asked = Vec::new();
+        for said in &recent.comments {
+            if said.comment.author.eq_ignore_ascii_case(&login) || !mentions(&said.comment.body, &login) {
+                continue;
+            }
+            let id = comment_id(repo, &said.comment);
+            if journal.heard(kind, &id)? {
+                continue;
+            }
+            if let Some(item) = self.hear(forge, journal, said, &id).await? {
+                asked.push(item);
+            }
+        }
+        if let Some(next) = recent.next_since.filter(|next| *next > since) {
+            journal.set_comment_cursor(kind, repo, &next)?;
+        }
+        Ok(asked)
+    }
+
+    /// Decides one new mention. Nothing is recorded before every question
+    /// was answered, so a forge that fails mid-way is asked again.
+    async fn hear(
+        &self,
+        forge: &dyn Forge,
+        journal: &Journal,
+        said: &RepoComment,
+        id: &str,
+    ) -> Result<Option<ItemRef>, MentionError> {
+        let kind = forge.kind().as_str();
+        let author = &said.comment.author;
+        if !forge.may_trigger(&said.item.repo, author).await? {
+            tracing::warn!(task = %said.item, by = %author, "ignored: a mention by @{author}, who may not trigger tasks ({} may)", forge.who_may_trigger());
+            journal.hear_comment(kind, id, &Heard::Ignored)?;
+            return Ok(None);
+        }
+        let item = forge.item(&said.item).await?;
+        if !item.open {
+            tracing::info!(task = %said.item, by = %author, "ignored: a mention on a closed item");
+            journal.hear_comment(kind, id, &Heard::Ignored)?;
+            return Ok(None);
+        }
+        journal.hear_comment(kind, id, &Heard::Starts(said.item.key()))?;
+        if let Err(e) = forge.acknowledge(&said.item, Some(&said.comment)).await {
+            tracing::warn!(task = %said.item, "cannot acknowledge the mention: {e}");
+        }
+        tracing::info!(task = %said.item, by = %author, "a mention asks for a task");
+        Ok(Some(said.item.clone()))
+    }
+
+    async fn login(&mut self, forge: &dyn Forge) -> Result<String, ForgeError> {
+        if let Some(login) = self.logins.get(&forge.kind()) {
+            return Ok(login.clone());
+        }
+        let login = forge.identity().await?;
+        tracing::info!(forge = forge.kind().as_str(), "mentions of @{login} start tasks");
+        self.logins.insert(forge.kind(), login.clone());
+        Ok(login)
+    }
+}
+
+/// A comment's id, unique on its forge: ids of a pull request's review
+/// comments and of conversation comments are counted apart on GitHub.
+fn comment_id(repo: &str, comment: &Comment) -> String {
+    let place = match comment.place {
+        CommentPlace::Thread => "thread",
+        CommentPlace::Review => "review",
+        CommentPlace::Line { .. } => "line",
+    };
+    format!("{repo}:{place}:{}", comment.id)
+}
+
+/// Whether `body` mentions `@login`: as a word of its own (not an e-mail
+/// address, not a longer name), outside quoted lines and code.
+pub fn mentions(body: &str, login: &str) -> bool {
+    let wanted = format!("@{}", login.to_ascii_lowercase());
+    let mut in_fence = false;
+    for line in body.lines() {
+        let trimmed = line.trim_start();
+        if trimmed.starts_with("```") || trimmed.starts_with("~~~") {
+            in_fence = !in_fence;
+            continue;
+        }
+        if in_fence || trimmed.starts_with('>') {
+            continue;
+        }
+        let prose = strip_code_spans(line).to_ascii_lowercase();
+        let mut from = 0;
+        while let Some(at) = prose[from..].find(&wanted) {
+            let start = from + at;
+            let end = start + wanted.len();
+            let before = prose[..start].chars().next_back();
+            let after = prose[end..].chars().next();
+            let word_before = before.is_some_and(|c| c.is_alphanumeric() || c == '_' || c == '.');
+            let word_after = after.is_some_and(|c| c.is_alphanumeric() || c == '-' || c == '_' || c == '[');
+            if !word_before && !word_after {
+                return true;
+            }
+            from = end;
+        }
+    }
+    false
+}
+
+/// `line` without its `inline code` spans.
+fn strip_code_spans(line: &str) -> String {
+    let mut out = String::with_capacity(line.len());
+    let mut in_code = false;
+    for c in line.chars() {
+        if c == '`' {
+            in_code = !in_code;
+            out.push(' ');
+        } else if !in_code {
+            out.push(c);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::mentions;
+
+    #[test]
+    fn a_mention_is_a_word_of_its_own_outside_quotes_and_code() {
+        assert!(mentions(
+            "@forgehand-bot please fix the greeting",
+            "forgehand-bot"
+        ));
+        assert!(mentions("Could you look, @Forgehand-Bot?", "forgehand-bot"));
+        assert!(mentions("cc @forgehand-bot.", "forgehand-bot"));
+        assert!(mentions("@fh[bot] do it", "fh[bot]"));
+        assert!(!mentions("@forgehand-bot2 do it", "forgehand-bot"));
+        assert!(!mentions("write to me@forgehand-bot.example", "forgehand-bot"));
+        assert!(!mentions("> @forgehand-bot please fix\nI agree", "forgehand-bot"));
+        assert!(!mentions("see `@forgehand-bot run`", "forgehand-bot"));
+        assert!(!mentions("```\n@forgehand-bot\n```", "forgehand-bot"));
+        assert!(!mentions("nothing here", "forgehand-bot"));
+        assert!(mentions("```\ncode\n```\nthen @forgehand-bot", "forgehand-bot"));
+    }
+}

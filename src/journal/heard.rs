@@ -1,0 +1,130 @@
+//! Which comments mentioning forgehand were heard, and where each
+//! repository's next listing of comments starts. A comment is heard once,
+//! whatever it says later (an edit never runs it again). A heard mention
+//! that starts a task stays pending until that task begins, so a daemon
+//! stopped in between starts it when it is back.
+
+use super::{now, Journal, JournalError};
+use rusqlite::{params, OptionalExtension};
+
+/// What became of a comment that mentions forgehand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Heard {
+    /// It starts a task on this item (its journal key).
+    Starts(String),
+    /// It starts nothing (an outsider's, a closed item's).
+    Ignored,
+}
+
+impl Journal {
+    /// Records `comment` (a forge-wide id such as `acme/app:thread:12`) of
+    /// `forge` as heard; `false` when it was heard before.
+    pub fn hear_comment(&self, forge: &str, comment: &str, heard: &Heard) -> Result<bool, JournalError> {
+        let (task, pending) = match heard {
+            Heard::Starts(key) => (Some(key.as_str()), 1),
+            Heard::Ignored => (None, 0),
+        };
+        self.with(|db| {
+            let inserted = db.execute(
+                "INSERT OR IGNORE INTO heard_comments (forge, comment, task_key, pending, heard_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![forge, comment, task, pending, now()],
+            )?;
+            Ok(inserted == 1)
+        })
+    }
+
+    /// Whether `comment` of `forge` was heard.
+    pub fn heard(&self, forge: &str, comment: &str) -> Result<bool, JournalError> {
+        self.with(|db| {
+            db.query_row(
+                "SELECT 1 FROM heard_comments WHERE forge = ?1 AND comment = ?2",
+                params![forge, comment],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+        })
+    }
+
+    /// The tasks heard mentions asked for that have not begun yet.
+    pub fn pending_mentions(&self) -> Result<Vec<String>, JournalError> {
+        self.with(|db| {
+            let mut stmt = db.prepare(
+                "SELECT DISTINCT task_key FROM heard_comments WHERE pending = 1 AND task_key IS NOT NULL ORDER BY heard_at",
+            )?;
+            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            rows.collect()
+        })
+    }
+
+    /// The task `key` began: the mentions that asked for it are answered.
+    pub fn mentions_answered(&self, key: &str) -> Result<(), JournalError> {
+        self.with(|db| {
+            db.execute(
+                "UPDATE heard_comments SET pending = 0 WHERE task_key = ?1",
+                params![key],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Where `forge`'s listing of `repo`'s comments starts next.
+    pub fn comment_cursor(&self, forge: &str, repo: &str) -> Result<Option<String>, JournalError> {
+        self.with(|db| {
+            db.query_row(
+                "SELECT since FROM comment_cursors WHERE forge = ?1 AND repo = ?2",
+                params![forge, repo],
+                |r| r.get(0),
+            )
+            .optional()
+        })
+    }
+
+    pub fn set_comment_cursor(&self, forge: &str, repo: &str, since: &str) -> Result<(), JournalError> {
+        self.with(|db| {
+            db.execute(
+                "INSERT INTO comment_cursors (forge, repo, since) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (forge, repo) DO UPDATE SET since = excluded.since",
+                params![forge, repo, since],
+            )
+            .map(drop)
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_comment_is_heard_once_and_its_task_is_pending_until_it_begins() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path()).unwrap();
+        let key = "github:acme/app:issue:4";
+        assert!(journal
+            .hear_comment("github", "acme/app:thread:9", &Heard::Starts(key.into()))
+            .unwrap());
+        assert!(!journal
+            .hear_comment("github", "acme/app:thread:9", &Heard::Ignored)
+            .unwrap());
+        assert!(journal
+            .hear_comment("github", "acme/app:thread:10", &Heard::Ignored)
+            .unwrap());
+        assert!(journal.heard("github", "acme/app:thread:10").unwrap());
+        assert!(!journal.heard("gitlab", "acme/app:thread:10").unwrap());
+        assert_eq!(journal.pending_mentions().unwrap(), vec![key.to_owned()]);
+        journal.mentions_answered(key).unwrap();
+        assert!(journal.pending_mentions().unwrap().is_empty());
+        assert_eq!(journal.comment_cursor("github", "acme/app").unwrap(), None);
+        journal
+            .set_comment_cursor("github", "acme/app", "2026-01-01T00:00:00Z")
+            .unwrap();
+        journal
+            .set_comment_cursor("github", "acme/app", "2026-01-02T00:00:00Z")
+            .unwrap();
+        assert_eq!(
+            journal.comment_cursor("github", "acme/app").unwrap().as_deref(),
+            Some("2026-01-02T00:00:00Z")
+        );
+    }
+}
