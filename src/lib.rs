@@ -27,3 +27,4 @@ pub mod repo_settings;
 pub mod sandbox;
 pub mod snapshots;
 pub mod task;
+pub mod webhooks;

@@ -52,6 +52,7 @@ pub struct Metrics {
     repository_steps: Family<Labels, Counter>,
     egress_connections: Family<Labels, Counter>,
     egress_bytes: Family<Labels, Counter>,
+    webhook_deliveries: Family<Labels, Counter>,
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
@@ -93,8 +94,17 @@ impl Metrics {
             repository_steps: Family::default(),
             egress_connections: Family::default(),
             egress_bytes: Family::default(),
+            webhook_deliveries: Family::default(),
         };
         let mut m = m;
+        m.register_task_metrics();
+        m.register_daemon_metrics();
+        m
+    }
+
+    /// What tasks do: their phases, models, tools and sandboxes.
+    fn register_task_metrics(&mut self) {
+        let m = self;
         let r = &mut m.registry;
         r.register(
             "tasks_started",
@@ -132,6 +142,12 @@ impl Metrics {
             "Tool calls of the agent, by tool and outcome",
             m.tool_calls.clone(),
         );
+    }
+
+    /// What the daemon does around tasks: forges, polls, the journal, webhooks.
+    fn register_daemon_metrics(&mut self) {
+        let m = self;
+        let r = &mut m.registry;
         r.register(
             "forge_api_calls",
             "Forge API calls, by forge and HTTP status",
@@ -172,7 +188,17 @@ impl Metrics {
             "Bytes carried by the egress tunnel, both ways, by phase",
             m.egress_bytes.clone(),
         );
-        m
+        r.register(
+            "webhook_deliveries",
+            "Webhook deliveries, by forge and outcome (accepted, duplicate, ignored, refused)",
+            m.webhook_deliveries.clone(),
+        );
+    }
+
+    pub fn webhook_delivery(&self, forge: &str, outcome: &str) {
+        self.webhook_deliveries
+            .get_or_create(&labels(&[("forge", forge), ("outcome", outcome)]))
+            .inc();
     }
 
     pub fn egress(&self, phase: &str, decision: &str, bytes: u64) {

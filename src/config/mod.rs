@@ -128,6 +128,9 @@ pub struct DaemonConfig {
     pub http_listen: Option<std::net::SocketAddr>,
     /// Below this much free space in `state_dir` no new task is claimed.
     pub min_free_space: u64,
+    /// GitHub's and GitLab's webhook deliveries are taken at
+    /// `/webhooks/github` and `/webhooks/gitlab` on the HTTP listener.
+    pub webhooks: bool,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -296,34 +299,7 @@ impl Config {
                 base_dir.join(p)
             }
         };
-        let daemon = DaemonConfig {
-            // Empty: the state folder's own id, resolved when the daemon starts.
-            instance_id: raw.daemon.instance_id.trim().to_owned(),
-            state_dir: resolve_path(&non_empty("daemon.state_dir", &raw.daemon.state_dir)?),
-            min_free_space: raw.daemon.min_free_space.bytes(),
-            http_listen: match raw.daemon.http.listen.trim() {
-                "" => None,
-                text => Some(text.parse().map_err(|_| {
-                    ConfigError::invalid(
-                        "daemon.http.listen",
-                        format!(r#""{text}" is not an address; use e.g. "127.0.0.1:9464" (empty: off)"#),
-                    )
-                })?),
-            },
-        };
-        if !daemon
-            .instance_id
-            .chars()
-            .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
-        {
-            return Err(ConfigError::invalid(
-                "daemon.instance_id",
-                format!(
-                    r#""{}" may only hold letters, digits, "-", "_" and "."; it becomes a container label"#,
-                    daemon.instance_id
-                ),
-            ));
-        }
+        let daemon = resolve_daemon(&raw.daemon, &resolve_path)?;
 
         let docker = DockerConfig {
             host: Some(raw.docker.host.trim().to_owned()).filter(|h| !h.is_empty()),
@@ -608,6 +584,49 @@ fn resolve_mcp_servers(raw: Vec<raw::RawMcpServerEntry>) -> Result<Vec<McpServer
         });
     }
     Ok(servers)
+}
+
+/// `daemon:`'s identity, state folder and HTTP listener.
+fn resolve_daemon(
+    raw: &raw::RawDaemon,
+    resolve_path: &dyn Fn(&str) -> PathBuf,
+) -> Result<DaemonConfig, ConfigError> {
+    let daemon = DaemonConfig {
+        // Empty: the state folder's own id, resolved when the daemon starts.
+        instance_id: raw.instance_id.trim().to_owned(),
+        state_dir: resolve_path(&non_empty("daemon.state_dir", &raw.state_dir)?),
+        min_free_space: raw.min_free_space.bytes(),
+        webhooks: raw.webhooks,
+        http_listen: match raw.http.listen.trim() {
+            "" => None,
+            text => Some(text.parse().map_err(|_| {
+                ConfigError::invalid(
+                    "daemon.http.listen",
+                    format!(r#""{text}" is not an address; use e.g. "127.0.0.1:9464" (empty: off)"#),
+                )
+            })?),
+        },
+    };
+    if !daemon
+        .instance_id
+        .chars()
+        .all(|c| c.is_ascii_alphanumeric() || "-_.".contains(c))
+    {
+        return Err(ConfigError::invalid(
+            "daemon.instance_id",
+            format!(
+                r#""{}" may only hold letters, digits, "-", "_" and "."; it becomes a container label"#,
+                daemon.instance_id
+            ),
+        ));
+    }
+    if daemon.webhooks && daemon.http_listen.is_none() {
+        return Err(ConfigError::invalid(
+            "daemon.webhooks",
+            "is on, but daemon.http.listen is empty: webhooks are taken on the HTTP listener; give it an address (e.g. \"0.0.0.0:9464\") or turn webhooks off".to_owned(),
+        ));
+    }
+    Ok(daemon)
 }
 
 fn non_empty(key: &str, value: &str) -> Result<String, ConfigError> {

@@ -44,6 +44,7 @@ pub struct RawDaemon {
     pub max_task_attempts: u32,
     pub min_free_space: ByteSize,
     pub http: RawHttp,
+    pub webhooks: bool,
 }
 
 /// `daemon.http`: the health, metrics and status listener.
@@ -65,6 +66,7 @@ impl Default for RawDaemon {
             max_task_attempts: 3,
             min_free_space: ByteSize(512 << 20),
             http: RawHttp::default(),
+            webhooks: false,
         }
     }
 }

@@ -33,7 +33,7 @@ impl fmt::Display for Secret {
 }
 
 /// The environment variables forgehand reads secrets from, with what each is for.
-pub const SECRET_VARS: [(&str, &str); 7] = [
+pub const SECRET_VARS: [(&str, &str); 9] = [
     ("GITHUB_TOKEN", "GitHub API and git over HTTPS"),
     (
         "GITHUB_APP_PRIVATE_KEY",
@@ -47,6 +47,14 @@ pub const SECRET_VARS: [(&str, &str); 7] = [
         "FORGEHAND_HTTP_TOKEN",
         "bearer token for /metrics and the status page (daemon.http.listen)",
     ),
+    (
+        "FORGEHAND_GITHUB_WEBHOOK_SECRET",
+        "the GitHub webhook's secret (daemon.webhooks)",
+    ),
+    (
+        "FORGEHAND_GITLAB_WEBHOOK_SECRET",
+        "the GitLab webhook's secret token (daemon.webhooks)",
+    ),
 ];
 
 #[derive(Debug, Clone, Default)]
@@ -59,6 +67,10 @@ pub struct Secrets {
     pub anthropic_api_key: Option<Secret>,
     /// Bearer token the HTTP listener asks for (all but /healthz and /readyz).
     pub http_token: Option<Secret>,
+    /// The GitHub webhook's HMAC secret (`daemon.webhooks`).
+    pub github_webhook_secret: Option<Secret>,
+    /// The GitLab webhook's secret token (`daemon.webhooks`).
+    pub gitlab_webhook_secret: Option<Secret>,
 }
 
 impl Secrets {
@@ -81,6 +93,8 @@ impl Secrets {
             gemini_api_key: get("GEMINI_API_KEY"),
             anthropic_api_key: get("ANTHROPIC_API_KEY"),
             http_token: get("FORGEHAND_HTTP_TOKEN"),
+            github_webhook_secret: get("FORGEHAND_GITHUB_WEBHOOK_SECRET"),
+            gitlab_webhook_secret: get("FORGEHAND_GITLAB_WEBHOOK_SECRET"),
         }
     }
 
@@ -94,6 +108,8 @@ impl Secrets {
             self.gemini_api_key.is_some(),
             self.anthropic_api_key.is_some(),
             self.http_token.is_some(),
+            self.github_webhook_secret.is_some(),
+            self.gitlab_webhook_secret.is_some(),
         ];
         SECRET_VARS
             .iter()
@@ -124,6 +140,8 @@ impl Secrets {
             &self.gemini_api_key,
             &self.anthropic_api_key,
             &self.http_token,
+            &self.github_webhook_secret,
+            &self.gitlab_webhook_secret,
         ]
         .into_iter()
         .flatten()

@@ -3,7 +3,10 @@
 //! reachable, every watched forge answered its last poll), `/metrics` (the
 //! Prometheus text format) and `/`, a small server-rendered status page.
 //! With `FORGEHAND_HTTP_TOKEN` set, everything but the two probes asks for
-//! `Authorization: Bearer <token>`.
+//! `Authorization: Bearer <token>`. With `daemon.webhooks`, the forges'
+//! deliveries are taken at `POST /webhooks/github` and `/webhooks/gitlab`;
+//! they prove themselves with their own secret instead (see
+//! [`crate::webhooks`]).
 
 use crate::config::Secret;
 use crate::journal::Journal;
@@ -79,7 +82,17 @@ pub struct HttpState {
     pub instance: String,
     pub board: Arc<crate::task::board::Board>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Webhook deliveries are checked here and rung on `doorbells`.
+    pub webhooks: Option<Webhooks>,
 }
+
+pub struct Webhooks {
+    pub receiver: crate::webhooks::Receiver,
+    pub doorbells: tokio::sync::mpsc::Sender<crate::webhooks::Doorbell>,
+}
+
+/// GitHub sends payloads of up to 25 MB.
+const LARGEST_DELIVERY: usize = 25 << 20;
 
 /// Serves until `shutdown`.
 pub async fn serve(
@@ -92,6 +105,10 @@ pub async fn serve(
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/", get(status_page))
+        .route(
+            "/webhooks/{forge}",
+            axum::routing::post(webhook).layer(axum::extract::DefaultBodyLimit::max(LARGEST_DELIVERY)),
+        )
         .with_state(state);
     axum::serve(listener, router)
         .with_graceful_shutdown(async move { shutdown.cancelled().await })
@@ -178,6 +195,65 @@ async fn readyz(State(state): State<Arc<HttpState>>) -> Response {
         },
         body,
     )
+}
+
+/// One delivery: 202 when it rang, 200 for a repeat, 204 for an event
+/// forgehand does not act on, 401 when it is not signed with the secret.
+async fn webhook(
+    State(state): State<Arc<HttpState>>,
+    axum::extract::Path(forge): axum::extract::Path<String>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    use crate::webhooks::{Delivery, Received};
+    let Some(webhooks) = &state.webhooks else {
+        return text(
+            StatusCode::NOT_FOUND,
+            "webhooks are off here (daemon.webhooks: false)\n".into(),
+        );
+    };
+    let kind = match forge.as_str() {
+        "github" => crate::forge::ForgeKind::GitHub,
+        "gitlab" => crate::forge::ForgeKind::GitLab,
+        _ => {
+            return text(
+                StatusCode::NOT_FOUND,
+                "use /webhooks/github or /webhooks/gitlab\n".into(),
+            )
+        }
+    };
+    let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let received = webhooks.receiver.receive(
+        kind,
+        &Delivery {
+            header: &header,
+            body: &body,
+        },
+    );
+    state.metrics.webhook_delivery(kind.as_str(), received.outcome());
+    match received {
+        Received::Accepted(doorbell) => {
+            tracing::debug!(forge = %forge, repo = %doorbell.repo, topic = ?doorbell.topic, "webhook delivery");
+            if webhooks.doorbells.try_send(doorbell).is_err() {
+                // The loop is busy with earlier bells; its next poll sees this too.
+                tracing::debug!("doorbells queue full; the next poll will see this delivery's change");
+            }
+            text(StatusCode::ACCEPTED, "polling it now\n".into())
+        }
+        Received::Duplicate => text(StatusCode::OK, "delivery seen before; ignored\n".into()),
+        Received::Ignored(event) => {
+            tracing::debug!(forge = %forge, event = %event, "webhook delivery of an event forgehand does not act on");
+            StatusCode::NO_CONTENT.into_response()
+        }
+        Received::Refused(why) => {
+            tracing::warn!(forge = %forge, "refused a webhook delivery: {why}");
+            text(StatusCode::UNAUTHORIZED, format!("{why}\n"))
+        }
+        Received::Malformed(why) => {
+            tracing::warn!(forge = %forge, "a webhook delivery that cannot be read: {why}");
+            text(StatusCode::BAD_REQUEST, format!("{why}\n"))
+        }
+    }
 }
 
 /// `None` when the request may pass; else the refusal.

@@ -92,7 +92,7 @@ impl Intake {
     /// asked for by a mention).
     pub async fn poll(&mut self, forge: &dyn Forge) -> Vec<ItemRef> {
         let kind = forge.kind();
-        if self.paused_until.get(&kind).is_some_and(|t| *t > Instant::now()) {
+        if self.paused(kind) {
             return Vec::new();
         }
         self.answered.insert(kind, Ok(()));
@@ -106,118 +106,173 @@ impl Intake {
         let mut accepted = Vec::new();
         for repo in repos {
             // A check that was rate limited pauses the rest of this poll too.
-            if self.paused_until.get(&kind).is_some_and(|t| *t > Instant::now()) {
+            if self.paused(kind) {
                 break;
             }
-            let since = self
-                .watched
-                .get(&(kind, repo.clone()))
-                .and_then(|w| w.since.clone());
-            let listed = match forge
-                .poll_labelled(&repo, &self.labels.trigger, since.as_deref())
-                .await
-            {
-                Ok(poll) => poll,
-                Err(e) => {
-                    self.note_error(kind, &e);
-                    if e.retry_after().is_some() {
-                        break;
-                    }
-                    continue;
-                }
-            };
-            let trigger = self.labels.trigger.clone();
-            let watched = self.watched.entry((kind, repo.clone())).or_default();
-            let newest_listed = match &listed {
-                Poll::Unchanged => watched.since.clone(),
-                Poll::All(items) | Poll::UpdatedSince(items) => safe_since(items, watched.since.as_deref()),
-            };
-            match listed {
-                Poll::Unchanged => {}
-                Poll::All(items) => watched.replace_all(items, &trigger),
-                Poll::UpdatedSince(items) => {
-                    for item in items {
-                        watched.update(item, &trigger);
-                    }
-                }
-            }
-
-            let now = Instant::now();
-            let due: Vec<Item> = watched
-                .items
-                .values()
-                .filter(|p| matches!(p.check, Check::Due { at, .. } if at <= now))
-                .map(|p| p.item.clone())
-                .collect();
-            let labels = &self.labels;
-            let verdicts: Vec<(Item, Result<Verdict, ForgeError>)> = stream::iter(due)
-                .map(|item| async move {
-                    let verdict = check(forge, labels, &item).await;
-                    (item, verdict)
-                })
-                .buffer_unordered(CHECKS_AT_ONCE)
-                .collect()
-                .await;
-            let mut errors = Vec::new();
-            let watched = self.watched.entry((kind, repo.clone())).or_default();
-            for (item, verdict) in verdicts {
-                let key = item.reference.key();
-                match verdict {
-                    Ok(Verdict::Accept) => {
-                        tracing::info!(task = %item.reference, "trigger label accepted");
-                        if let Err(e) = forge.acknowledge(&item.reference, None).await {
-                            tracing::warn!(task = %item.reference, "cannot acknowledge the label: {e}");
-                        }
-                        if let Some(pending) = watched.items.get_mut(&key) {
-                            pending.check = Check::Accepted;
-                        }
-                        accepted.push(item.reference);
-                    }
-                    Ok(Verdict::Refuse { by, why }) => {
-                        let Some(pending) = watched.items.get_mut(&key) else {
-                            continue;
-                        };
-                        let already =
-                            matches!(&pending.check, Check::Refused { by: before } if *before == by);
-                        if !already {
-                            tracing::warn!(
-                                task = %item.reference,
-                                by = %by,
-                                "ignored: the \"{}\" label was applied by @{by}, and {why}; no task is started",
-                                self.labels.trigger
-                            );
-                        }
-                        pending.check = Check::Refused { by };
-                    }
-                    Err(e) => {
-                        if let Some(pending) = watched.items.get_mut(&key) {
-                            let failures = match pending.check {
-                                Check::Due { failures, .. } => failures + 1,
-                                Check::Refused { .. } | Check::Accepted => 1,
-                            };
-                            let wait = check_wait(failures);
-                            tracing::warn!(
-                                task = %item.reference,
-                                failures,
-                                "could not check who applied the label ({e}); it stays pending and is checked again in {} s",
-                                wait.as_secs()
-                            );
-                            pending.check = Check::Due {
-                                at: Instant::now() + wait,
-                                failures,
-                            };
-                        }
-                        errors.push(e);
-                    }
-                }
-            }
-            watched.since = watched.next_since(newest_listed);
-            for e in errors {
-                self.note_error(kind, &e);
-            }
-            accepted.extend(self.poll_mentions(forge, &repo).await);
+            accepted.extend(self.poll_repository(forge, &repo).await);
         }
         accepted
+    }
+
+    /// One watched repository polled now (a webhook's doorbell): its
+    /// labelled items and new mentions. A repository forgehand does not
+    /// watch is refused (`None`), so a delivery cannot widen what is read.
+    pub async fn poll_one(&mut self, forge: &dyn Forge, repo: &str) -> Option<Vec<ItemRef>> {
+        if self.paused(forge.kind()) {
+            return Some(Vec::new());
+        }
+        let watched = match self.repositories(forge).await {
+            Ok(repos) => repos.iter().any(|r| r.eq_ignore_ascii_case(repo)),
+            Err(e) => {
+                self.note_error(forge.kind(), &e);
+                return Some(Vec::new());
+            }
+        };
+        if !watched {
+            return None;
+        }
+        Some(self.poll_repository(forge, repo).await)
+    }
+
+    fn paused(&self, kind: ForgeKind) -> bool {
+        self.paused_until.get(&kind).is_some_and(|t| *t > Instant::now())
+    }
+
+    /// `repo`'s labelled items (listed since the last listing, each checked
+    /// once per change) and its new mentions: the items that may start.
+    async fn poll_repository(&mut self, forge: &dyn Forge, repo: &str) -> Vec<ItemRef> {
+        let kind = forge.kind();
+        let since = self
+            .watched
+            .get(&(kind, repo.to_owned()))
+            .and_then(|w| w.since.clone());
+        let listed = match forge
+            .poll_labelled(repo, &self.labels.trigger, since.as_deref())
+            .await
+        {
+            Ok(poll) => poll,
+            Err(e) => {
+                self.note_error(kind, &e);
+                return Vec::new();
+            }
+        };
+        let trigger = self.labels.trigger.clone();
+        let watched = self.watched.entry((kind, repo.to_owned())).or_default();
+        let newest_listed = match &listed {
+            Poll::Unchanged => watched.since.clone(),
+            Poll::All(items) | Poll::UpdatedSince(items) => safe_since(items, watched.since.as_deref()),
+        };
+        match listed {
+            Poll::Unchanged => {}
+            Poll::All(items) => watched.replace_all(items, &trigger),
+            Poll::UpdatedSince(items) => {
+                for item in items {
+                    watched.update(item, &trigger);
+                }
+            }
+        }
+        let now = Instant::now();
+        let due: Vec<Item> = watched
+            .items
+            .values()
+            .filter(|p| matches!(p.check, Check::Due { at, .. } if at <= now))
+            .map(|p| p.item.clone())
+            .collect();
+        let labels = &self.labels;
+        let verdicts: Vec<(Item, Result<Verdict, ForgeError>)> = stream::iter(due)
+            .map(|item| async move {
+                let verdict = check(forge, labels, &item).await;
+                (item, verdict)
+            })
+            .buffer_unordered(CHECKS_AT_ONCE)
+            .collect()
+            .await;
+        let mut accepted = Vec::new();
+        let mut errors = Vec::new();
+        for (item, verdict) in verdicts {
+            match verdict {
+                Ok(verdict) => {
+                    if self.answer(forge, &item, verdict).await {
+                        accepted.push(item.reference);
+                    }
+                }
+                Err(e) => {
+                    self.check_failed(&item, &e);
+                    errors.push(e);
+                }
+            }
+        }
+        if let Some(watched) = self.watched.get_mut(&(kind, repo.to_owned())) {
+            watched.since = watched.next_since(newest_listed);
+        }
+        for e in errors {
+            self.note_error(kind, &e);
+        }
+        accepted.extend(self.poll_mentions(forge, repo).await);
+        accepted
+    }
+
+    /// Records a check's answer; `true` when the item may start. An
+    /// accepted label is acknowledged on the item (an `eyes` reaction).
+    async fn answer(&mut self, forge: &dyn Forge, item: &Item, verdict: Verdict) -> bool {
+        let key = item.reference.key();
+        let watched = self
+            .watched
+            .entry((forge.kind(), item.reference.repo.clone()))
+            .or_default();
+        let Some(pending) = watched.items.get_mut(&key) else {
+            return false;
+        };
+        match verdict {
+            Verdict::Accept => {
+                tracing::info!(task = %item.reference, "trigger label accepted");
+                pending.check = Check::Accepted;
+                if let Err(e) = forge.acknowledge(&item.reference, None).await {
+                    tracing::warn!(task = %item.reference, "cannot acknowledge the label: {e}");
+                }
+                true
+            }
+            Verdict::Refuse { by, why } => {
+                let already = matches!(&pending.check, Check::Refused { by: before } if *before == by);
+                if !already {
+                    tracing::warn!(
+                        task = %item.reference,
+                        by = %by,
+                        "ignored: the \"{}\" label was applied by @{by}, and {why}; no task is started",
+                        self.labels.trigger
+                    );
+                }
+                pending.check = Check::Refused { by };
+                false
+            }
+        }
+    }
+
+    /// A check that could not answer: the item stays pending, and waits longer each time.
+    fn check_failed(&mut self, item: &Item, e: &ForgeError) {
+        let key = item.reference.key();
+        let Some(pending) = self
+            .watched
+            .get_mut(&(item.reference.forge, item.reference.repo.clone()))
+            .and_then(|w| w.items.get_mut(&key))
+        else {
+            return;
+        };
+        let failures = match pending.check {
+            Check::Due { failures, .. } => failures + 1,
+            Check::Refused { .. } | Check::Accepted => 1,
+        };
+        let wait = check_wait(failures);
+        tracing::warn!(
+            task = %item.reference,
+            failures,
+            "could not check who applied the label ({e}); it stays pending and is checked again in {} s",
+            wait.as_secs()
+        );
+        pending.check = Check::Due {
+            at: Instant::now() + wait,
+            failures,
+        };
     }
 
     /// The items `repo`'s new mentions of forgehand ask for.

@@ -20,6 +20,9 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// Webhook deliveries waiting for the loop; more wait for the next poll.
+const DOORBELLS: usize = 256;
+
 #[derive(Debug, thiserror::Error)]
 pub enum DaemonError {
     #[error(transparent)]
@@ -86,6 +89,7 @@ impl Daemon {
             owner: self.env.state_owner.clone(),
             board: self.env.board.clone(),
             metrics: self.env.metrics.clone(),
+            checks_bell: self.env.checks_bell.clone(),
         };
         let assembly = setup::assemble_owned(config, secrets, None, kept)
             .await
@@ -106,8 +110,9 @@ impl Daemon {
         };
         let mut state = self.start().await?;
         let listener_stop = CancellationToken::new();
+        let (doorbells, mut rung) = tokio::sync::mpsc::channel(DOORBELLS);
         let _listener = self
-            .start_listener(state.health.clone(), listener_stop.clone())
+            .start_listener(state.health.clone(), doorbells, listener_stop.clone())
             .await?;
         // Wake at least this often, so the watchdog is fed between polls.
         let heartbeat = state
@@ -135,6 +140,9 @@ impl Daemon {
                 }
                 _ = tokio::time::sleep_until(state.next_poll) => {
                     self.poll(&mut state, &shutdown).await;
+                }
+                Some(doorbell) = rung.recv() => {
+                    self.answer_doorbell(&mut state, doorbell).await;
                 }
             }
         }
@@ -351,6 +359,34 @@ impl Daemon {
         state.next_poll = tokio::time::Instant::now() + state.scheduling.poll_interval + jitter;
     }
 
+    /// A webhook delivery: its repository's items polled now, or the
+    /// tasks waiting on its checks told to look again.
+    async fn answer_doorbell(&self, state: &mut LoopState, doorbell: crate::webhooks::Doorbell) {
+        use crate::webhooks::Topic;
+        let Some(forge) = self.forges.get(&doorbell.forge) else {
+            tracing::debug!(
+                forge = doorbell.forge.as_str(),
+                "a delivery from a forge that is not configured"
+            );
+            return;
+        };
+        match doorbell.topic {
+            Topic::Items => match state.intake.poll_one(forge.as_ref(), &doorbell.repo).await {
+                Some(found) => {
+                    for item in found {
+                        state.scheduler.push(item, StartReason::New);
+                    }
+                    self.offer_pending_mentions(state);
+                }
+                None => tracing::info!(
+                    repo = %doorbell.repo,
+                    "a webhook delivery for a repository forgehand does not watch; ignored"
+                ),
+            },
+            Topic::Checks => self.env.checks_bell.ring(doorbell.forge, &doorbell.repo),
+        }
+    }
+
     /// The intake for the running config.
     fn intake(&self) -> intake::Intake {
         let intake = intake::Intake::new(self.env.config.labels.clone());
@@ -464,6 +500,7 @@ impl Daemon {
     async fn start_listener(
         &self,
         health: Arc<http::Health>,
+        doorbells: tokio::sync::mpsc::Sender<crate::webhooks::Doorbell>,
         stop: CancellationToken,
     ) -> Result<Option<tokio_util::task::AbortOnDropHandle<()>>, DaemonError> {
         let Some(address) = self.env.config.daemon.http_listen else {
@@ -477,6 +514,17 @@ impl Daemon {
             })?;
         let bound = listener.local_addr().map(|a| a.to_string()).unwrap_or_default();
         tracing::info!(address = %bound, "serving /healthz, /readyz, /metrics and the status page");
+        let webhooks = self.env.config.daemon.webhooks.then(|| {
+            tracing::info!(address = %bound, "taking webhook deliveries at /webhooks/github and /webhooks/gitlab");
+            let secrets = &self.env.secrets;
+            http::Webhooks {
+                receiver: crate::webhooks::Receiver::new(crate::webhooks::WebhookSecrets {
+                    github: secrets.github_webhook_secret.clone(),
+                    gitlab: secrets.gitlab_webhook_secret.clone(),
+                }),
+                doorbells,
+            }
+        });
         let state = Arc::new(http::HttpState {
             health,
             journal: self.env.journal.clone(),
@@ -485,6 +533,7 @@ impl Daemon {
             instance: self.env.config.daemon.instance_id.clone(),
             board: self.env.board.clone(),
             metrics: self.env.metrics.clone(),
+            webhooks,
         });
         let task = tokio::spawn(async move {
             if let Err(e) = http::serve(listener, state, stop).await {

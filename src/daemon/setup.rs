@@ -63,6 +63,23 @@ pub fn first_run_problems(config: &Config, secrets: &Secrets) -> Vec<String> {
                 .to_owned(),
         );
     }
+    problems.extend(webhook_problems(config, secrets));
+    problems
+}
+
+/// With `daemon.webhooks`, each watched forge needs its webhook secret:
+/// an unsigned delivery is never taken.
+fn webhook_problems(config: &Config, secrets: &Secrets) -> Vec<String> {
+    let mut problems = Vec::new();
+    if !config.daemon.webhooks {
+        return problems;
+    }
+    if config.github.watches_anything() && secrets.github_webhook_secret.is_none() {
+        problems.push("daemon.webhooks is on but FORGEHAND_GITHUB_WEBHOOK_SECRET is not set: the secret you give the GitHub webhook, so its deliveries can be verified".to_owned());
+    }
+    if config.gitlab.watches_anything() && secrets.gitlab_webhook_secret.is_none() {
+        problems.push("daemon.webhooks is on but FORGEHAND_GITLAB_WEBHOOK_SECRET is not set: the secret token you give the GitLab webhook".to_owned());
+    }
     problems
 }
 
@@ -97,6 +114,7 @@ pub async fn assemble(
         owner: Arc::new(crate::ownership::StateOwner::acquire(&config.daemon.state_dir)?),
         board: Arc::default(),
         metrics: Arc::default(),
+        checks_bell: Arc::default(),
     };
     assemble_owned(config, secrets, forges, kept).await
 }
@@ -108,6 +126,8 @@ pub struct Kept {
     pub owner: Arc<crate::ownership::StateOwner>,
     pub board: Arc<crate::task::board::Board>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// Webhook deliveries about checks reach the tasks through it.
+    pub checks_bell: Arc<crate::webhooks::ChecksBell>,
 }
 
 /// [`assemble`] for a process that already holds the state folder (a
@@ -211,6 +231,7 @@ pub async fn assemble_owned(
         board: kept.board,
         metrics: kept.metrics,
         sandbox_hints: Arc::default(),
+        checks_bell: kept.checks_bell,
     };
     Ok(Assembly {
         env: Arc::new(env),

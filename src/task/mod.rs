@@ -76,6 +76,8 @@ pub struct TaskEnv {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// What each repository's last task ran its sandbox with.
     pub sandbox_hints: Arc<SandboxHints>,
+    /// Rung by webhook deliveries about a repository's checks.
+    pub checks_bell: Arc<crate::webhooks::ChecksBell>,
 }
 
 /// How a task ended (for the daemon's bookkeeping and `once`'s exit code).

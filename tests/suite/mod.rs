@@ -47,3 +47,4 @@ mod sandbox_lifecycle;
 mod task_control;
 mod task_models;
 mod untrusted_inputs;
+mod webhooks;

@@ -163,12 +163,17 @@ pub fn write_config_with(dir: &Path, instance: &str, daemon_extra: &str, forge_y
     } else {
         "llm:\n  retry:\n    initial_backoff: \"100ms\"\n    max_backoff: \"200ms\"\n    max_retries: 1\n  models:\n    - provider: \"openai\"\n      model: \"gpt-4o-mini\"\n      max_input_tokens: 100000\n  prices:\n    \"gpt-4o-mini\": {input: 0.15, output: 0.6}\n"
     };
+    // A test may set its own poll interval (webhooks, polling alone).
+    let poll = if daemon_extra.contains("poll_interval:") {
+        ""
+    } else {
+        "  poll_interval: \"1s\"\n"
+    };
     let yaml = format!(
         r#"daemon:
   instance_id: "{instance}"
   state_dir: "{state}"
-  poll_interval: "1s"
-  poll_jitter: "0s"
+{poll}  poll_jitter: "0s"
   shutdown_grace: "2s"
 {daemon_extra}
 images:

@@ -167,6 +167,32 @@ impl GitHubApi {
         }
     }
 
+    /// Checks a webhook payload GitHub would deliver for `name` (e.g.
+    /// `issue-comment-created`, a key of the document's `x-webhooks`).
+    pub fn check_webhook(&self, name: &str, payload: &Value) -> Result<(), String> {
+        let schema =
+            &self.doc["x-webhooks"][name]["post"]["requestBody"]["content"]["application/json"]["schema"];
+        if schema.is_null() {
+            return Err(format!("webhook {name} is not documented"));
+        }
+        let mut problems = Vec::new();
+        for required in resolve(&self.doc, schema)["required"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            let required = required.as_str().unwrap_or_default();
+            if payload.get(required).is_none() {
+                problems.push(format!("payload.{required} is required"));
+            }
+        }
+        self.check_value(schema, payload, "payload", DEPTH, &mut problems);
+        match problems.is_empty() {
+            true => Ok(()),
+            false => Err(format!("webhook {name}: {}", problems.join("; "))),
+        }
+    }
+
     /// Every field of `value` must be a property `schema` declares.
     fn check_value(&self, schema: &Value, value: &Value, at: &str, depth: usize, problems: &mut Vec<String>) {
         if depth == 0 {

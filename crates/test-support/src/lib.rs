@@ -24,6 +24,7 @@ pub mod registries;
 pub mod sample_workspace;
 pub mod scripted_model;
 pub mod stats;
+pub mod webhook_sender;
 
 use bollard::Docker;
 use forgehand::config::{Config, SandboxConfig, EDITOR_BINARY_ENV};

@@ -96,6 +96,7 @@ impl World {
             board: Arc::default(),
             metrics: Arc::default(),
             sandbox_hints: Arc::default(),
+            checks_bell: Arc::default(),
             config: Arc::new(config),
         };
         World {

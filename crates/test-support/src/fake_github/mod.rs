@@ -6,10 +6,11 @@
 
 mod conversation;
 mod routes;
+mod webhooks;
 
 pub use conversation::Reaction;
 
-use routes::{add_labels, next_number, remove_label};
+use routes::{add_comment, add_labels, emit_review, next_number, remove_label};
 
 use crate::fake_http::{decode, query, serve, Reply};
 use serde_json::Value;
@@ -104,6 +105,8 @@ struct State {
     comment_updated: BTreeMap<u64, u64>,
     /// Every reaction placed, in order.
     reactions: Vec<Reaction>,
+    /// Where webhook deliveries go, when they are on.
+    hooks: Option<crate::webhook_sender::WebhookSender>,
 }
 
 /// Faults on a share of requests, the way a struggling GitHub behaves. The
@@ -298,15 +301,14 @@ impl FakeGitHub {
     }
 
     pub fn comment(&self, repo: &str, number: u64, author: &str, body: &str) {
-        self.with(|s| {
-            s.next_id += 1;
-            s.clock += 1;
-            let (id, clock) = (s.next_id, s.clock);
-            s.created.insert(id, clock);
-            let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
-            issue.comments.push((id, author.into(), body.into()));
-            issue.updated = clock;
-        });
+        self.with(|s| add_comment(s, repo, number, author, body));
+    }
+
+    /// Webhook deliveries of what happens from now on go to `url`, signed
+    /// with `secret`; the sender says what was delivered and can lose or
+    /// repeat deliveries.
+    pub fn send_webhooks_to(&self, url: &str, secret: &str) -> crate::webhook_sender::WebhookSender {
+        self.with(|s| webhooks::enable(s, url, secret))
     }
 
     /// A submitted review with `body` (`state`: COMMENTED, CHANGES_REQUESTED,
@@ -335,15 +337,17 @@ impl FakeGitHub {
             let (id, clock) = (s.next_id, s.clock);
             let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
             assert!(issue.is_pr, "reviews are on pull requests");
-            issue.reviews.push(FakeReview {
+            let review = FakeReview {
                 id,
                 author: author.into(),
                 body: body.into(),
                 state: state.into(),
                 line,
                 clock,
-            });
+            };
+            issue.reviews.push(review.clone());
             issue.updated = clock;
+            emit_review(s, repo, number, &review);
         });
     }
 
