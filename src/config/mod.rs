@@ -32,7 +32,7 @@ pub use secrets::{Secret, Secrets};
 pub use triggers::TriggersConfig;
 pub use units::{ByteSize, HumanDuration};
 pub use work::{
-    DeliveryConfig, GitHubApp, GitHubConfig, GitLabConfig, LabelsConfig, SchedulingConfig,
+    CiConfig, DeliveryConfig, GitHubApp, GitHubConfig, GitLabConfig, LabelsConfig, SchedulingConfig,
     GITHUB_API_URL_ENV, GITLAB_URL_ENV,
 };
 

@@ -147,6 +147,10 @@ pub struct RawDelivery {
     pub author_name: String,
     pub author_email: String,
     pub require_passing_tests: bool,
+    pub ci_fix_rounds: u32,
+    pub ci_wait: HumanDuration,
+    pub ci_timeout: HumanDuration,
+    pub ci_poll: HumanDuration,
 }
 
 impl Default for RawDelivery {
@@ -159,6 +163,10 @@ impl Default for RawDelivery {
             author_name: "forgehand".into(),
             author_email: "forgehand@localhost".into(),
             require_passing_tests: false,
+            ci_fix_rounds: 2,
+            ci_wait: HumanDuration(Duration::from_secs(600)),
+            ci_timeout: HumanDuration(Duration::from_secs(3600)),
+            ci_poll: HumanDuration(Duration::from_secs(30)),
         }
     }
 }

@@ -71,6 +71,20 @@ pub struct DeliveryConfig {
     pub author_email: String,
     /// A change whose tests still fail is not delivered (else: a draft that says so).
     pub require_passing_tests: bool,
+    pub ci: CiConfig,
+}
+
+/// Following the forge's checks after each push.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CiConfig {
+    /// Rounds in which the model is given failed checks' logs to fix.
+    pub fix_rounds: u32,
+    /// How long checks may take to start before forgehand says so and stops waiting.
+    pub wait: Duration,
+    /// How long started checks may take to end.
+    pub timeout: Duration,
+    /// How often the checks are asked for while waiting (a webhook rings sooner).
+    pub poll: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -228,6 +242,37 @@ pub(super) fn resolve_delivery(raw: raw::RawDelivery) -> Result<DeliveryConfig, 
         author_name: non_empty("delivery.author_name", &raw.author_name)?,
         author_email: non_empty("delivery.author_email", &raw.author_email)?,
         require_passing_tests: raw.require_passing_tests,
+        ci: resolve_ci(&raw)?,
+    })
+}
+
+fn resolve_ci(raw: &raw::RawDelivery) -> Result<CiConfig, ConfigError> {
+    if raw.ci_fix_rounds > 10 {
+        return Err(ConfigError::invalid(
+            "delivery.ci_fix_rounds",
+            format!(
+                "{} rounds is too many; choose 0 to 10 (default 2)",
+                raw.ci_fix_rounds
+            ),
+        ));
+    }
+    if raw.ci_poll.0 < Duration::from_secs(1) {
+        return Err(ConfigError::invalid(
+            "delivery.ci_poll",
+            "must be at least 1s (default \"30s\")",
+        ));
+    }
+    if raw.ci_timeout.0 < raw.ci_wait.0 {
+        return Err(ConfigError::invalid(
+            "delivery.ci_timeout",
+            "must be at least delivery.ci_wait: checks get ci_wait to start and ci_timeout to end",
+        ));
+    }
+    Ok(CiConfig {
+        fix_rounds: raw.ci_fix_rounds,
+        wait: raw.ci_wait.0,
+        timeout: raw.ci_timeout.0,
+        poll: raw.ci_poll.0,
     })
 }
 

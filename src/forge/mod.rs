@@ -2,6 +2,7 @@
 //! so intake, claiming, reporting and delivery are written once and tested
 //! against fakes.
 
+mod checks;
 pub mod github;
 pub mod gitlab;
 mod http_util;
@@ -9,6 +10,7 @@ pub mod retry;
 
 use crate::git::Credentials;
 use async_trait::async_trait;
+pub use checks::{ci_line, ci_state, Check, CheckId, CheckState, CiState};
 use std::fmt;
 use std::time::Duration;
 
@@ -444,6 +446,18 @@ pub trait Forge: Send + Sync {
         title: &str,
         body: &str,
     ) -> Result<ChangeInfo, ForgeError>;
+
+    /// The checks on commit `sha` (GitHub: check runs and commit statuses;
+    /// GitLab: the jobs of the commit's newest pipeline).
+    async fn checks(&self, repo: &str, sha: &str) -> Result<Vec<Check>, ForgeError>;
+
+    /// A check's log, whole (a job's log; another App's check run output);
+    /// `None` when the check has none.
+    async fn check_log(&self, repo: &str, check: &Check) -> Result<Option<String>, ForgeError>;
+
+    /// Runs a failed check again, where the forge can (a job); `false`
+    /// when it cannot.
+    async fn rerun_check(&self, repo: &str, check: &Check) -> Result<bool, ForgeError>;
 }
 
 /// A poisoned lock only means another request panicked; the cache it guards is still usable.

@@ -5,8 +5,8 @@
 
 use super::lease::{Claim, Fenced};
 use crate::forge::{
-    ChangeInfo, Comment, Forge, ForgeError, ForgeKind, Item, ItemRef, LabelApplied, Poll, RecentComments,
-    RepoInfo, TextEdits,
+    ChangeInfo, Check, Comment, Forge, ForgeError, ForgeKind, Item, ItemRef, LabelApplied, Poll,
+    RecentComments, RepoInfo, TextEdits,
 };
 use crate::git::Credentials;
 use async_trait::async_trait;
@@ -176,5 +176,18 @@ impl Forge for FencedForge {
         self.inner
             .create_draft_change(repo, source_branch, target_branch, title, body)
             .await
+    }
+
+    async fn checks(&self, repo: &str, sha: &str) -> Result<Vec<Check>, ForgeError> {
+        self.inner.checks(repo, sha).await
+    }
+
+    async fn check_log(&self, repo: &str, check: &Check) -> Result<Option<String>, ForgeError> {
+        self.inner.check_log(repo, check).await
+    }
+
+    async fn rerun_check(&self, repo: &str, check: &Check) -> Result<bool, ForgeError> {
+        self.fence("re-running a check").await?;
+        self.inner.rerun_check(repo, check).await
     }
 }

@@ -1,6 +1,6 @@
-//! The last phase, delivering: the draft PR/MR found or opened (never
-//! twice), the comment's outcome, the `done` label. A task whose model
-//! changed nothing ends here too, with its answer.
+//! Delivering: the draft PR/MR found or opened (never twice), then, after
+//! the checks were followed, the comment's outcome and the `done` label. A
+//! task whose model changed nothing ends here too, with its answer.
 
 use super::claim::Claimed;
 use super::error::TaskError;
@@ -10,15 +10,16 @@ use super::run::TaskRun;
 use super::sanitize;
 use super::TaskEnd;
 use crate::config::LabelsConfig;
-use crate::forge::retry;
+use crate::forge::{retry, ChangeInfo};
 use crate::journal::Phase;
 
-pub(super) async fn deliver(
+/// Finds the draft PR/MR of the branch or opens it (never twice); the
+/// task is journalled as delivered.
+pub(super) async fn open_change(
     run: &mut TaskRun<'_>,
-    labels: &LabelsConfig,
     claimed: &Claimed,
     summary: &str,
-) -> Result<TaskEnd, TaskError> {
+) -> Result<ChangeInfo, TaskError> {
     let (item, target) = (&claimed.item, &claimed.target);
     let change = match &target.change {
         Some(change) => change.clone(),
@@ -58,8 +59,23 @@ pub(super) async fn deliver(
     };
     run.journal.set_change(&run.key, &change.web_url)?;
     run.journal.set_phase(&run.key, Phase::Delivered)?;
+    Ok(change)
+}
+
+/// Ends a delivered task: the comment's outcome (with what became of the
+/// checks, when they were followed) and the `done` label.
+pub(super) async fn finish(
+    run: &mut TaskRun<'_>,
+    labels: &LabelsConfig,
+    change: &ChangeInfo,
+    summary: &str,
+    ci: Option<&str>,
+) -> Result<TaskEnd, TaskError> {
     let noun = run.item.forge.change_noun();
     let mut outcome = format!("**Done.** Draft {noun}: {}\n", change.web_url);
+    if let Some(ci) = ci {
+        outcome.push_str(&format!("\n**CI**\n\n{}\n", ci.trim()));
+    }
     if !summary.trim().is_empty() {
         outcome.push_str(&format!("\n**Summary**\n\n{}\n", summary.trim()));
     }
@@ -70,7 +86,9 @@ pub(super) async fn deliver(
         .edit_labels(&run.item, &[labels.done.as_str()], &[labels.processing.as_str()])
         .await?;
     run.journal.finish(&run.key, Phase::Done, &change.web_url)?;
-    Ok(TaskEnd::Delivered { url: change.web_url })
+    Ok(TaskEnd::Delivered {
+        url: change.web_url.clone(),
+    })
 }
 
 /// The model changed nothing: its answer goes on the comment.

@@ -19,6 +19,8 @@
 
 pub mod board;
 mod change;
+mod ci;
+mod ci_log;
 mod claim;
 mod context;
 mod deliver;
@@ -203,17 +205,35 @@ async fn execute(run: &mut TaskRun<'_>, env: &TaskEnv, record: &TaskRecord) -> R
         Claim::Claimed(claimed) => claimed,
         Claim::Ended(end) => return Ok(end),
     };
-    let summary = if record.phase >= Phase::Pushed {
+    if record.phase >= Phase::Pushed {
         tracing::info!(task = %run.item, "already pushed before a restart; opening or finding the PR/MR");
         run.report().await;
-        record.outcome.clone().unwrap_or_default()
-    } else {
-        match make_change(run, env, &claimed).await? {
-            Pushed::Branch { summary } => summary,
-            Pushed::Nothing { answer } => return deliver::no_changes(run, &config.labels, &answer).await,
+        let summary = record.outcome.clone().unwrap_or_default();
+        return deliver_and_follow(run, env, &claimed, &summary, None).await;
+    }
+    match make_change(run, env, &claimed).await? {
+        Pushed::Branch { summary, mut bench } => {
+            let end = deliver_and_follow(run, env, &claimed, &summary, Some(&mut bench)).await;
+            bench.session.close().await;
+            end
         }
-    };
-    deliver::deliver(run, &config.labels, &claimed, &summary).await
+        Pushed::Nothing { answer } => deliver::no_changes(run, &config.labels, &answer).await,
+    }
+}
+
+/// The draft PR/MR, then its checks followed (fixed in `bench`'s sandbox
+/// when they fail), then the outcome.
+async fn deliver_and_follow(
+    run: &mut TaskRun<'_>,
+    env: &TaskEnv,
+    claimed: &Claimed,
+    summary: &str,
+    bench: Option<&mut push::Bench>,
+) -> Result<TaskEnd, TaskError> {
+    let change = deliver::open_change(run, claimed, summary).await?;
+    let report = ci::follow(run, &ci_needs(env), claimed, bench).await?;
+    tracing::info!(task = %run.item, "checks: {report:?}");
+    deliver::finish(run, &env.config.labels, &change, summary, Some(&report.section())).await
 }
 
 /// From the clone to the pushed branch.
@@ -330,6 +350,14 @@ fn verify_needs(env: &TaskEnv) -> verify::Needs<'_> {
     verify::Needs {
         fix_rounds: env.config.agent.test_fix_rounds,
         prompts: &env.prompts,
+    }
+}
+
+fn ci_needs(env: &TaskEnv) -> ci::Needs<'_> {
+    ci::Needs {
+        ci: &env.config.delivery.ci,
+        bell: &env.checks_bell,
+        push: push_needs(&env.config),
     }
 }
 

@@ -24,6 +24,7 @@ pub enum Step {
     Change,
     Push,
     Review,
+    Ci,
 }
 
 impl Step {
@@ -36,17 +37,19 @@ impl Step {
             Step::Change => "change",
             Step::Push => "push",
             Step::Review => "review",
+            Step::Ci => "ci",
         }
     }
 }
 
-const STEPS: [Step; 6] = [
+const STEPS: [Step; 7] = [
     Step::Claim,
     Step::Workspace,
     Step::Plan,
     Step::Change,
     Step::Push,
     Step::Review,
+    Step::Ci,
 ];
 
 #[derive(Debug, Clone)]
@@ -64,6 +67,8 @@ pub struct Progress {
     plan_details: Option<String>,
     /// When the current step began (for the phase-duration metric).
     step_started: std::time::Instant,
+    /// The pushed commit's checks, one line, once they are followed.
+    ci: Option<String>,
 }
 
 impl Progress {
@@ -78,7 +83,13 @@ impl Progress {
             plan: Vec::new(),
             plan_details: None,
             step_started: std::time::Instant::now(),
+            ci: None,
         }
+    }
+
+    /// The checks of the pushed commit, as one line.
+    pub fn set_ci(&mut self, line: impl Into<String>) {
+        self.ci = Some(line.into());
     }
 
     /// The final plan, shown collapsed under the checklist (and in the
@@ -182,11 +193,15 @@ impl Progress {
             "Make the change (model with editor and commands)".to_owned(),
             format!("Push `{branch}`"),
             format!("Open or update the draft {change}"),
+            "Follow the checks (CI)".to_owned(),
         ];
         let mut out = String::new();
         out.push_str(&marker(&self.item));
         out.push_str("\n### forgehand\n\n");
         out.push_str(&format!("**Status:** {}\n\n", self.phase));
+        if let Some(ci) = &self.ci {
+            out.push_str(&format!("**CI:** {ci}\n\n"));
+        }
         for (i, label) in labels.iter().enumerate() {
             let mark = if i < self.done { "x" } else { " " };
             out.push_str(&format!("- [{mark}] {label}\n"));

@@ -34,8 +34,18 @@ pub(super) struct Needs<'a> {
 pub(super) enum Pushed {
     /// The model changed nothing; what it answered.
     Nothing { answer: String },
-    /// The branch is pushed; the summary for the PR/MR and the comment.
-    Branch { summary: String },
+    /// The branch is pushed; the summary for the PR/MR and the comment,
+    /// and the sandbox with its session for rounds after the push (CI).
+    Branch { summary: String, bench: Box<Bench> },
+}
+
+/// What stays after a push for later rounds in the same sandbox and
+/// branch: the sandbox and workspace, the agent's session, and the
+/// conversation so far.
+pub(super) struct Bench {
+    pub prepared: super::prepare::Prepared,
+    pub session: Session,
+    pub outcome: AgentOutcome,
 }
 
 pub(super) async fn push(
@@ -60,11 +70,18 @@ pub(super) async fn push(
         branch: &claimed.target.branch,
     };
     let pushed = rounds.push_until_taken(&session, &mut outcome).await;
-    session.close().await;
-    let Some(mut summary) = pushed? else {
-        return Ok(Pushed::Nothing {
-            answer: outcome.answer.unwrap_or_default(),
-        });
+    let mut summary = match pushed {
+        Ok(Some(summary)) => summary,
+        Ok(None) => {
+            session.close().await;
+            return Ok(Pushed::Nothing {
+                answer: outcome.answer.unwrap_or_default(),
+            });
+        }
+        Err(e) => {
+            session.close().await;
+            return Err(e);
+        }
     };
     if summary.trim().is_empty() {
         summary = format!("The run ended: {}.", outcome.stop);
@@ -89,7 +106,42 @@ pub(super) async fn push(
     }
     run.journal.set_phase(&run.key, Phase::Pushed)?;
     run.journal.set_summary(&run.key, &summary)?;
-    Ok(Pushed::Branch { summary })
+    Ok(Pushed::Branch {
+        summary,
+        bench: Box::new(Bench {
+            prepared,
+            session,
+            outcome,
+        }),
+    })
+}
+
+/// Pushes what a later round (a CI fix) committed in the bench's
+/// sandbox; the pushed commit, or `None` when the round changed nothing.
+pub(super) async fn push_again(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    claimed: &Claimed,
+    bench: &mut Bench,
+) -> Result<Option<git2::Oid>, TaskError> {
+    let before = bench.prepared.workspace.with(|ws| ws.pushed_head()).await?;
+    let mut rounds = Rounds {
+        run,
+        needs,
+        workspace: &bench.prepared.workspace,
+        sandbox: bench.prepared.sandbox.sandbox.as_ref(),
+        credentials: &bench.prepared.credentials,
+        branch: &claimed.target.branch,
+    };
+    if rounds
+        .push_until_taken(&bench.session, &mut bench.outcome)
+        .await?
+        .is_none()
+    {
+        return Ok(None);
+    }
+    let after = bench.prepared.workspace.with(|ws| ws.pushed_head()).await?;
+    Ok(after.filter(|head| Some(*head) != before))
 }
 
 /// The push and its rebase rounds.

@@ -180,6 +180,25 @@ impl Workspace {
             .map_err(|e| failed("read the base branch", e))
     }
 
+    /// The base branch's last commit, and whether its tree configures CI
+    /// (`.github/workflows/` or `.gitlab-ci.yml`).
+    pub fn base_ci(&self, base: &str) -> Result<(Oid, bool), DeliveryError> {
+        let oid = self
+            .repo
+            .refname_to_id(&format!("refs/remotes/origin/{base}"))
+            .map_err(|e| failed(&format!("find the base branch `{base}`"), e))?;
+        let tree = self.base_tree(base)?;
+        let configured = [".github/workflows", ".gitlab-ci.yml"]
+            .iter()
+            .any(|path| tree.get_path(Path::new(path)).is_ok());
+        Ok((oid, configured))
+    }
+
+    /// The commit last pushed to the task branch, if one was.
+    pub fn pushed_head(&self) -> Option<Oid> {
+        self.remote_head
+    }
+
     /// The checkout copied into the sandbox.
     pub fn checkout_dir(&self) -> PathBuf {
         self.root.join("repo")

@@ -37,18 +37,24 @@ pub fn decode(segment: &str) -> String {
         .into_owned()
 }
 
-/// Pages a list by `per_page` / `page` with a `Link` header.
-/// The fakes' clock (one tick a change) as a forge timestamp.
-/// The fakes' clock as the forges write time: `clock` seconds after a
-/// minute before this test process first asked, so what a fake stamps
-/// is recent to anyone reading it (a daemon looks at the last minutes'
-/// comments) and ordered as the fake made it.
+/// The fakes' clock: milliseconds since the epoch at each change, one
+/// more than the last when changes come faster, so what a fake stamps is
+/// as recent as it really is (a daemon looks at the last minutes'
+/// comments, however long the test process has run) and ordered as the
+/// fake made it.
+pub fn tick(last: u64) -> u64 {
+    let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or_default();
+    now.max(last + 1)
+}
+
+/// A clock reading (see [`tick`]) as the forges write time.
 pub fn stamp(clock: u64) -> String {
-    static BASE: std::sync::LazyLock<i64> = std::sync::LazyLock::new(|| chrono::Utc::now().timestamp() - 60);
-    let at = chrono::DateTime::from_timestamp(*BASE + clock as i64, 0).unwrap_or_default();
+    let at =
+        chrono::DateTime::from_timestamp_millis(i64::try_from(clock).unwrap_or_default()).unwrap_or_default();
     at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
+/// Pages a list by `per_page` / `page` with a `Link` header.
 pub fn paged(req: &Request, items: Vec<Value>) -> Reply {
     let q = query(req);
     let per_page: usize = q

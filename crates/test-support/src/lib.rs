@@ -9,6 +9,7 @@
 pub mod conversation;
 pub mod daemon_rig;
 pub mod debate_model;
+pub mod fake_ci;
 pub mod fake_github;
 pub mod fake_gitlab;
 pub mod fake_http;

@@ -6,7 +6,7 @@
 use super::http_util::{encode, next_link, path_and_query, remaining, wait_from_headers};
 use super::retry::{self, Repeat};
 use super::{
-    lock, parse_time, ChangeInfo, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
+    lock, parse_time, ChangeInfo, Check, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
     ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, TextEdits,
 };
 use crate::config::{GitHubConfig, Secret, Secrets};
@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 
+mod checks;
 mod conversation;
 mod wire;
 
@@ -737,5 +738,17 @@ impl Forge for GitHub {
             )
             .await?;
         Ok(pull.into_change(repo))
+    }
+
+    async fn checks(&self, repo: &str, sha: &str) -> Result<Vec<Check>, ForgeError> {
+        self.list_checks(repo, sha).await
+    }
+
+    async fn check_log(&self, repo: &str, check: &Check) -> Result<Option<String>, ForgeError> {
+        self.read_check_log(repo, check).await
+    }
+
+    async fn rerun_check(&self, repo: &str, check: &Check) -> Result<bool, ForgeError> {
+        self.rerun_job(repo, check).await
     }
 }

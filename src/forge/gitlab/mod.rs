@@ -6,7 +6,7 @@
 
 use super::retry::{self, Repeat};
 use super::{
-    lock, parse_time, ChangeInfo, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
+    lock, parse_time, ChangeInfo, Check, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
     ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, TextEdits,
 };
 use crate::config::{GitLabConfig, Secret, Secrets};
@@ -22,6 +22,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+mod checks;
 mod conversation;
 mod wire;
 
@@ -269,6 +270,19 @@ impl GitLab {
     ) -> Result<Vec<T>, ForgeError> {
         retry::send_with_retries(Repeat::Safe, what, || async {
             let result = api::paged(&rest, Pagination::All)
+                .query_async(&self.client)
+                .await
+                .map_err(|e| map_error(e, what));
+            self.metrics.forge_call(FORGE, status_of(&result));
+            result
+        })
+        .await
+    }
+
+    /// One read whose answer is not JSON (a job's trace), as bytes.
+    async fn raw(&self, rest: Rest, what: &str) -> Result<Vec<u8>, ForgeError> {
+        retry::send_with_retries(Repeat::Safe, what, || async {
+            let result = api::raw(&rest)
                 .query_async(&self.client)
                 .await
                 .map_err(|e| map_error(e, what));
@@ -556,5 +570,17 @@ impl Forge for GitLab {
             )
             .await?;
         Ok(mr.into_change())
+    }
+
+    async fn checks(&self, repo: &str, sha: &str) -> Result<Vec<Check>, ForgeError> {
+        self.list_checks(repo, sha).await
+    }
+
+    async fn check_log(&self, repo: &str, check: &Check) -> Result<Option<String>, ForgeError> {
+        self.read_job_trace(repo, check).await
+    }
+
+    async fn rerun_check(&self, repo: &str, check: &Check) -> Result<bool, ForgeError> {
+        self.retry_job(repo, check).await
     }
 }

@@ -3,8 +3,8 @@
 //! trigger tasks, and the draft changes a task opens.
 
 use crate::forge::{
-    ChangeInfo, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemRef, LabelApplied, Poll,
-    RepoInfo, TextEdits,
+    ChangeInfo, Check, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemRef, LabelApplied,
+    Poll, RepoInfo, TextEdits,
 };
 use crate::git::Credentials;
 use async_trait::async_trait;
@@ -20,6 +20,12 @@ pub struct State {
     pub members: HashSet<String>,
     /// Every write, in order, for assertions.
     pub writes: Vec<String>,
+    /// The checks of each commit.
+    pub checks: std::collections::HashMap<String, Vec<Check>>,
+    /// Each check's log, by the check's name.
+    pub logs: std::collections::HashMap<String, String>,
+    /// The checks of any other commit.
+    pub default_checks: Vec<Check>,
 }
 
 pub struct MemoryForge {
@@ -283,5 +289,18 @@ impl Forge for MemoryForge {
         state.writes.push(format!("draft {title}"));
         state.changes.push(change.clone());
         Ok(change)
+    }
+
+    async fn checks(&self, _repo: &str, sha: &str) -> Result<Vec<Check>, ForgeError> {
+        let state = self.state();
+        Ok(state.checks.get(sha).unwrap_or(&state.default_checks).clone())
+    }
+
+    async fn check_log(&self, _repo: &str, check: &Check) -> Result<Option<String>, ForgeError> {
+        Ok(self.state().logs.get(&check.name).cloned())
+    }
+
+    async fn rerun_check(&self, _repo: &str, _check: &Check) -> Result<bool, ForgeError> {
+        Ok(false)
     }
 }

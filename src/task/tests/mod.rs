@@ -10,7 +10,7 @@ mod model;
 
 use super::claim::{self, Claim, Claimed};
 use super::run::{Reporting, TaskRun};
-use super::{change, deliver, plan, prepare, push, verify, TaskEnd, TaskEnv};
+use super::{change, ci, deliver, plan, prepare, push, verify, TaskEnd, TaskEnv};
 use crate::config::{Config, PlanningMode, Secrets};
 use crate::journal::{Journal, Phase};
 use crate::sandbox::local::LocalBackend;
@@ -23,6 +23,9 @@ use tokio_util::sync::CancellationToken;
 const MAINTAINER: &str = "maya";
 
 /// A repository, a forge, a model and everything a task's run needs.
+/// The forge token the tasks' secrets hold; it must never reach a model or the forge.
+const FORGE_TOKEN: &str = "ghp_phaseTestTokenThatMustNeverLeak";
+
 struct World {
     _dir: tempfile::TempDir,
     remote: PathBuf,
@@ -86,7 +89,9 @@ impl World {
         let backend = Arc::new(LocalBackend::new(config.sandbox.clone()));
         let env = TaskEnv {
             backend: backend.clone(),
-            secrets: Arc::new(Secrets::from_lookup(&|_| None)),
+            secrets: Arc::new(Secrets::from_lookup(&|name| {
+                (name == "GITHUB_TOKEN").then(|| FORGE_TOKEN.to_owned())
+            })),
             model: model.clone(),
             prompts: crate::prompts::Prompts::embedded(),
             journal: Arc::new(journal),
@@ -383,9 +388,10 @@ async fn pushing_takes_the_commits_out_of_the_sandbox_and_journals_the_summary()
     .await
     .unwrap();
 
-    let push::Pushed::Branch { summary } = pushed else {
+    let push::Pushed::Branch { summary, bench } = pushed else {
         panic!("the change was not pushed");
     };
+    bench.session.close().await;
     assert_eq!(summary, "greet.txt now says hello.");
     assert_eq!(
         world.remote_file("forgehand/issue-7", "greet.txt").as_deref(),
@@ -421,9 +427,84 @@ async fn pushing_nothing_hands_on_the_models_answer() {
 
     match pushed {
         push::Pushed::Nothing { answer } => assert_eq!(answer, "It already greets; nothing to change."),
-        push::Pushed::Branch { summary } => panic!("pushed: {summary}"),
+        push::Pushed::Branch { summary, .. } => panic!("pushed: {summary}"),
     }
     assert!(world.remote_file("forgehand/issue-7", "greet.txt").is_none());
+}
+
+#[tokio::test]
+async fn a_failed_check_after_the_push_is_fixed_in_the_same_sandbox() {
+    let mut turns = fixing_turns();
+    turns.push(Turn::command(
+        "printf 'hello world\\n' > greet.txt && git add greet.txt && git -c user.name=m -c user.email=m@m commit -qm 'Greet the world'",
+    ));
+    turns.push(Turn::answer("The check wants the world greeted; done."));
+    let world = World::new(&[("greet.txt", "hi\n")], turns);
+    let item = world.issue();
+    let mut run = world.run(&item);
+    let claimed = world.claimed(&mut run).await;
+    let changed = world.changed(&mut run, &claimed).await;
+    let verified = verify::verify(&mut run, &super::verify_needs(&world.env), changed)
+        .await
+        .unwrap();
+    let pushed = push::push(
+        &mut run,
+        &super::push_needs(&world.env.config),
+        &claimed,
+        verified,
+    )
+    .await
+    .unwrap();
+    let push::Pushed::Branch { mut bench, .. } = pushed else {
+        panic!("the change was not pushed");
+    };
+    let first = bench
+        .prepared
+        .workspace
+        .with(|ws| ws.pushed_head())
+        .await
+        .unwrap()
+        .unwrap();
+    let check = |state| crate::forge::Check {
+        id: crate::forge::CheckId::Job(1),
+        name: "test".into(),
+        state,
+        url: "https://ci.test/1".into(),
+    };
+    {
+        let mut state = world.forge.state();
+        state.default_checks = vec![check(crate::forge::CheckState::Passed)];
+        state
+            .checks
+            .insert(first.to_string(), vec![check(crate::forge::CheckState::Failed)]);
+        state.logs.insert(
+            "test".into(),
+            format!(
+                "FAILED test_greet - expected 'hello world'\ntoken {}\n",
+                FORGE_TOKEN
+            ),
+        );
+    }
+    let report = ci::follow(&mut run, &super::ci_needs(&world.env), &claimed, Some(&mut bench))
+        .await
+        .unwrap();
+    bench.session.close().await;
+
+    assert_eq!(
+        report,
+        ci::CiReport::Green {
+            line: "1 passed".into(),
+            flaky: vec![],
+            rounds: 1
+        }
+    );
+    assert_eq!(
+        world.remote_file("forgehand/issue-7", "greet.txt").as_deref(),
+        Some("hello world\n")
+    );
+    let fix_request = world.model.agent_requests().into_iter().last().unwrap();
+    assert!(fix_request.contains("FAILED test_greet"), "{fix_request}");
+    assert!(!fix_request.contains(FORGE_TOKEN), "the log is masked");
 }
 
 #[tokio::test]
@@ -433,7 +514,10 @@ async fn delivering_opens_one_draft_and_ends_the_task_done() {
     let mut run = world.run(&item);
     let claimed = world.claimed(&mut run).await;
     let labels = &world.env.config.labels;
-    let end = deliver::deliver(&mut run, labels, &claimed, "Says hello now.")
+    let change = deliver::open_change(&mut run, &claimed, "Says hello now.")
+        .await
+        .unwrap();
+    let end = deliver::finish(&mut run, labels, &change, "Says hello now.", None)
         .await
         .unwrap();
 
@@ -458,7 +542,10 @@ async fn delivering_opens_one_draft_and_ends_the_task_done() {
     let record = world.record(&run.key);
     assert_eq!(record.phase, Phase::Done);
     // Delivered again after a restart: the same draft, never a second.
-    let again = deliver::deliver(&mut run, labels, &claimed, "Says hello now.")
+    let change = deliver::open_change(&mut run, &claimed, "Says hello now.")
+        .await
+        .unwrap();
+    let again = deliver::finish(&mut run, labels, &change, "Says hello now.", None)
         .await
         .unwrap();
     assert_eq!(again, TaskEnd::Delivered { url });

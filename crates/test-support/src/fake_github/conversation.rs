@@ -4,7 +4,7 @@
 
 use super::routes::user;
 use super::{State, BOT};
-use crate::fake_http::{paged, query, stamp, Reply};
+use crate::fake_http::{paged, query, stamp, tick, Reply};
 use serde_json::{json, Value};
 use wiremock::Request;
 
@@ -160,7 +160,7 @@ fn react(s: &mut State, on: String, body: &Value) -> Reply {
             (201, s.reactions.len() as u64)
         }
     };
-    s.clock += 1;
+    s.clock = tick(s.clock);
     Reply::json(
         status,
         json!({"id": id, "user": user(BOT), "content": content, "created_at": stamp(s.clock)}),

@@ -4,15 +4,17 @@
 //! pagination and `x-ratelimit-*` headers. Labels move, comments are stored,
 //! pull requests are created and listed, permissions are enforced.
 
+mod checks;
 mod conversation;
 mod routes;
 mod webhooks;
 
+pub use crate::fake_ci::{CiScript, Commit, FakeJob, JobEnd};
 pub use conversation::Reaction;
 
 use routes::{add_comment, add_labels, emit_review, next_number, remove_label};
 
-use crate::fake_http::{decode, query, serve, Reply};
+use crate::fake_http::{decode, query, serve, tick, Reply};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 use std::collections::{BTreeMap, HashMap};
@@ -107,6 +109,11 @@ struct State {
     reactions: Vec<Reaction>,
     /// Where webhook deliveries go, when they are on.
     hooks: Option<crate::webhook_sender::WebhookSender>,
+    /// The CI that runs on pushed commits, and its jobs.
+    ci: Option<crate::fake_ci::CiScript>,
+    jobs: Vec<crate::fake_ci::FakeJob>,
+    /// Names of the jobs re-run, in order.
+    reruns: Vec<String>,
 }
 
 /// Faults on a share of requests, the way a struggling GitHub behaves. The
@@ -243,7 +250,7 @@ impl FakeGitHub {
     pub fn open_issue(&self, repo: &str, author: &str, title: &str, body: &str) -> u64 {
         self.with(|s| {
             let number = next_number(s.repos.get(repo).unwrap());
-            s.clock += 1;
+            s.clock = tick(s.clock);
             let clock = s.clock;
             s.repos.get_mut(repo).unwrap().issues.insert(
                 number,
@@ -304,6 +311,21 @@ impl FakeGitHub {
         self.with(|s| add_comment(s, repo, number, author, body));
     }
 
+    /// Commits get the jobs `script` says (GitHub Actions).
+    pub fn run_ci(&self, script: crate::fake_ci::CiScript) {
+        self.with(|s| s.ci = Some(script));
+    }
+
+    /// Every job run so far.
+    pub fn jobs(&self) -> Vec<crate::fake_ci::FakeJob> {
+        self.with(|s| s.jobs.clone())
+    }
+
+    /// Names of the jobs re-run, in order.
+    pub fn reruns(&self) -> Vec<String> {
+        self.with(|s| s.reruns.clone())
+    }
+
     /// Webhook deliveries of what happens from now on go to `url`, signed
     /// with `secret`; the sender says what was delivered and can lose or
     /// repeat deliveries.
@@ -333,7 +355,7 @@ impl FakeGitHub {
     ) {
         self.with(|s| {
             s.next_id += 1;
-            s.clock += 1;
+            s.clock = tick(s.clock);
             let (id, clock) = (s.next_id, s.clock);
             let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
             assert!(issue.is_pr, "reviews are on pull requests");
@@ -355,7 +377,7 @@ impl FakeGitHub {
     /// edit only shows in GraphQL's `lastEditedAt`).
     pub fn edit_text(&self, repo: &str, number: u64, title: &str, body: &str) {
         self.with(|s| {
-            s.clock += 1;
+            s.clock = tick(s.clock);
             let clock = s.clock;
             let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
             if issue.title != title {
@@ -441,7 +463,7 @@ impl FakeGitHub {
     /// Edits comment `id` as its author would (a mention edited later).
     pub fn edit_comment(&self, repo: &str, id: u64, body: &str) {
         self.with(|s| {
-            s.clock += 1;
+            s.clock = tick(s.clock);
             let clock = s.clock;
             s.comment_updated.insert(id, clock);
             let issue = s
@@ -523,8 +545,9 @@ impl Handler {
         let keys: Vec<String> = query(req).keys().cloned().collect();
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
         let reply = self.route(req);
-        // GraphQL is not in the REST description; the app token exchange is.
-        if segments == ["graphql"] {
+        // GraphQL is not in the REST description (the app token exchange
+        // is); a job log's storage link is not the API.
+        if segments == ["graphql"] || segments.first() == Some(&"_job-logs") {
             return reply;
         }
         let api = crate::github_api::api();

@@ -2,7 +2,7 @@
 //! the JSON GitHub answers it with.
 
 use super::{FakeReview, Handler, Issue, Pull, Repo, State, BOT};
-use crate::fake_http::{decode, paged, query, request_line, stamp, Reply};
+use crate::fake_http::{decode, paged, query, request_line, stamp, tick, Reply};
 use serde_json::{json, Value};
 use wiremock::Request;
 
@@ -39,7 +39,7 @@ pub(super) fn next_number(repo: &Repo) -> u64 {
 }
 
 pub(super) fn add_labels(s: &mut State, repo: &str, number: u64, labels: &[String], actor: &str) {
-    s.clock += 1;
+    s.clock = tick(s.clock);
     let clock = s.clock;
     let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
     let mut added = Vec::new();
@@ -82,7 +82,7 @@ fn item_fields(s: &State, repo: &str, number: u64) -> (&'static str, Value) {
 /// A comment by `author` on issue or PR `number`; its id.
 pub(super) fn add_comment(s: &mut State, repo: &str, number: u64, author: &str, text: &str) -> u64 {
     s.next_id += 1;
-    s.clock += 1;
+    s.clock = tick(s.clock);
     let (id, clock) = (s.next_id, s.clock);
     s.created.insert(id, clock);
     let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
@@ -136,7 +136,7 @@ pub(super) fn emit_review(s: &mut State, repo: &str, number: u64, review: &FakeR
 }
 
 pub(super) fn remove_label(s: &mut State, repo: &str, number: u64, label: &str, actor: &str) -> bool {
-    s.clock += 1;
+    s.clock = tick(s.clock);
     let clock = s.clock;
     let issue = s.repos.get_mut(repo).unwrap().issues.get_mut(&number).unwrap();
     let had = issue.labels.iter().any(|l| l == label);
@@ -199,6 +199,13 @@ impl Handler {
             failing.1 -= 1;
             return Reply::json(failing.2, json!({"message": "Server Error"}));
         }
+        // A job log's link is pre-signed storage, not the API: no token.
+        if path.starts_with("/_job-logs/") {
+            let base = format!("{}://{}", req.url.scheme(), req.url.authority());
+            let segs: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+            return super::checks::route(&mut s, req, &base, &segs)
+                .unwrap_or_else(|| Reply::json(404, json!({"message": "Not Found"})));
+        }
         let auth = req
             .headers
             .get("authorization")
@@ -259,6 +266,9 @@ impl Handler {
         let not_found = || Reply::json(404, json!({"message": "Not Found"}));
         let ok = |v: Value| Reply::json(200, v);
         if let Some(reply) = super::conversation::route(&mut s, req, &base, &segs, &body) {
+            return reply;
+        }
+        if let Some(reply) = super::checks::route(&mut s, req, &base, &segs) {
             return reply;
         }
 
@@ -402,7 +412,7 @@ impl Handler {
                             );
                         }
                         c.2 = text.clone();
-                        s.clock += 1;
+                        s.clock = tick(s.clock);
                         let clock = s.clock;
                         s.comment_updated.insert(id, clock);
                         return ok(json!({"id": id, "user": user(BOT), "body": text}));
@@ -552,7 +562,7 @@ impl Handler {
                     .unwrap_or_default()
                     .to_owned();
                 let number = next_number(repo);
-                s.clock += 1;
+                s.clock = tick(s.clock);
                 let clock = s.clock;
                 let pull = Pull {
                     number,

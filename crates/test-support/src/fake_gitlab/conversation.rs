@@ -2,7 +2,7 @@
 //! (where forgehand looks for mentions) and award emoji.
 
 use super::{item_in, note_json, user_json, State, BOT};
-use crate::fake_http::{paged, query, stamp, Reply};
+use crate::fake_http::{paged, query, stamp, tick, Reply};
 use serde_json::{json, Value};
 use wiremock::Request;
 
@@ -92,7 +92,7 @@ fn award(s: &mut State, on: String, body: &Value) -> Reply {
         );
     }
     s.awards.push(award);
-    s.clock += 1;
+    s.clock = tick(s.clock);
     Reply::json(
         201,
         json!({"id": s.awards.len(), "name": name, "user": user_json(s, BOT), "created_at": stamp(s.clock), "updated_at": stamp(s.clock)}),

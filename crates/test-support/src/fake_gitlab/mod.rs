@@ -8,10 +8,11 @@
 //! test failure when the fake is dropped.
 
 mod conversation;
+mod pipelines;
 
 pub use conversation::Award;
 
-use crate::fake_http::{decode, paged, query, request_line, serve, stamp, Reply};
+use crate::fake_http::{decode, paged, query, request_line, serve, stamp, tick, Reply};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -63,6 +64,8 @@ struct Project {
     merge_requests: BTreeMap<u64, Item>,
     /// username -> access level
     members: HashMap<String, u32>,
+    /// The bare repository behind `clone_url`, for the CI to read.
+    bare: Option<std::path::PathBuf>,
 }
 
 #[derive(Default)]
@@ -78,6 +81,11 @@ struct State {
     violations: Vec<String>,
     /// Every emoji awarded, in order.
     awards: Vec<Award>,
+    /// The CI that runs on pushed commits, and its jobs.
+    ci: Option<crate::fake_ci::CiScript>,
+    jobs: Vec<crate::fake_ci::FakeJob>,
+    /// Names of the jobs retried, in order.
+    retries: Vec<String>,
 }
 
 pub struct FakeGitLab {
@@ -115,6 +123,20 @@ impl FakeGitLab {
         f(&mut self.state.lock().unwrap())
     }
 
+    /// Commits of `project` (whose bare repository is `bare`) get the jobs
+    /// `script` says.
+    pub fn run_ci(&self, project: &str, bare: std::path::PathBuf, script: crate::fake_ci::CiScript) {
+        self.with(|s| {
+            s.projects.get_mut(project).unwrap().bare = Some(bare);
+            s.ci = Some(script);
+        });
+    }
+
+    /// Every job run so far, and the names of those retried.
+    pub fn jobs(&self) -> (Vec<crate::fake_ci::FakeJob>, Vec<String>) {
+        self.with(|s| (s.jobs.clone(), s.retries.clone()))
+    }
+
     pub fn add_project(&self, path: &str, clone_url: &str) {
         self.with(|s| {
             let id = s.projects.len() as u64 + 10;
@@ -148,7 +170,7 @@ impl FakeGitLab {
             if !s.users.iter().any(|u| u == author) {
                 s.users.push(author.to_owned());
             }
-            s.clock += 1;
+            s.clock = tick(s.clock);
             let clock = s.clock;
             let p = s.projects.get_mut(project).unwrap();
             let iid = p.issues.keys().max().copied().unwrap_or(0) + 1;
@@ -174,7 +196,7 @@ impl FakeGitLab {
 
     pub fn add_label(&self, project: &str, iid: u64, label: &str, user: &str) {
         self.with(|s| {
-            s.clock += 1;
+            s.clock = tick(s.clock);
             let clock = s.clock;
             let item = s.projects.get_mut(project).unwrap().issues.get_mut(&iid).unwrap();
             edit_labels(item, &[label.to_owned()], &[], user, clock);
@@ -185,7 +207,7 @@ impl FakeGitLab {
     /// change as a system note by the editor (`SystemNotes::IssuablesService`).
     pub fn edit_text(&self, project: &str, iid: u64, title: &str, description: &str) {
         self.with(|s| {
-            s.clock += 1;
+            s.clock = tick(s.clock);
             s.next_id += 1;
             let (clock, id) = (s.clock, s.next_id);
             let item = s.projects.get_mut(project).unwrap().issues.get_mut(&iid).unwrap();
@@ -221,7 +243,7 @@ impl FakeGitLab {
 
     pub fn comment(&self, project: &str, iid: u64, author: &str, body: &str) {
         self.with(|s| {
-            s.clock += 1;
+            s.clock = tick(s.clock);
             s.next_id += 1;
             let (clock, id) = (s.clock, s.next_id);
             let item = s.projects.get_mut(project).unwrap().issues.get_mut(&iid).unwrap();
@@ -371,6 +393,9 @@ impl Handler {
         if let Some(reply) = conversation::route(&mut s, req, &segs, &body) {
             return reply;
         }
+        if let Some(reply) = pipelines::route(&mut s, req, &segs) {
+            return reply;
+        }
 
         match (method.as_str(), segs.as_slice()) {
             ("GET", ["user"]) => Reply::json(200, user_json(&s, BOT)),
@@ -456,7 +481,7 @@ impl Handler {
                         .unwrap_or_default()
                 };
                 let (add, remove) = (split("add_labels"), split("remove_labels"));
-                s.clock += 1;
+                s.clock = tick(s.clock);
                 let clock = s.clock;
                 let mr = *kind == "merge_requests";
                 let Some(p) = s.projects.get_mut(*path) else {
@@ -518,7 +543,7 @@ impl Handler {
                     return Reply::json(400, json!({"message": "400 Bad request - body is missing"}));
                 };
                 s.next_id += 1;
-                s.clock += 1;
+                s.clock = tick(s.clock);
                 let (id, clock) = (s.next_id, s.clock);
                 let Some(item) = item_in_mut(&mut s, path, kind, iid) else {
                     return not_found("Issue");
@@ -542,7 +567,7 @@ impl Handler {
                     .unwrap_or_default()
                     .to_owned();
                 let id: u64 = id.parse().unwrap_or(0);
-                s.clock += 1;
+                s.clock = tick(s.clock);
                 let clock = s.clock;
                 let Some(item) = item_in_mut(&mut s, path, kind, iid) else {
                     return not_found("Issue");
@@ -568,7 +593,7 @@ impl Handler {
                         json!({"message": "400 Bad request - source_branch, target_branch, title are missing"}),
                     );
                 }
-                s.clock += 1;
+                s.clock = tick(s.clock);
                 let clock = s.clock;
                 let Some(p) = s.projects.get_mut(*path) else {
                     return not_found("Project");

@@ -1,0 +1,256 @@
+//! CI results fed back, end to end against the fake GitHub's Actions: a
+//! failing check's log goes to the model in the same sandbox, its fix is
+//! pushed and the checks go green; a check that passes on re-run is
+//! reported flaky, not fixed; checks that never start are said plainly
+//! after `delivery.ci_wait`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use forgehand_test_support::fake_github::{Commit, JobEnd};
+use forgehand_test_support::github_world::{World, REPO, TOKEN};
+use forgehand_test_support::scripted_model::{call, text, Reply};
+use serde_json::json;
+use std::sync::Arc;
+use std::time::Duration;
+
+const FILES: [(&str, &str); 3] = [
+    ("greet.py", "print('Hello')\n"),
+    ("test_greet.py", "def test_greets_the_world(): ...\n"),
+    (
+        ".github/workflows/ci.yml",
+        "on: [push]\njobs:\n  test:\n    runs-on: ubuntu-latest\n",
+    ),
+];
+
+fn edit(old: &str, new: &str, message: &str, summary: &str) -> Vec<(Reply, Option<Duration>)> {
+    vec![
+        (
+            call(
+                "text_editor_str_replace",
+                json!({"path": "/workspace/project/greet.py", "old_str": old, "new_str": new}),
+            ),
+            None,
+        ),
+        (
+            call(
+                "command_executor_execute_command",
+                json!({"command": format!("git add -A && git commit -qm '{message}'")}),
+            ),
+            None,
+        ),
+        (text(summary), None),
+    ]
+}
+
+async fn world(turns: Vec<(Reply, Option<Duration>)>, ci_wait: &str) -> World {
+    World::with_repository(
+        turns,
+        &FILES,
+        &format!("delivery:\n  ci_poll: \"1s\"\n  ci_wait: \"{ci_wait}\"\n"),
+    )
+    .await
+}
+
+/// The `test` job: passes when greet.py greets the world in lower case.
+fn greeting_test(commit: &Commit<'_>) -> Vec<(String, JobEnd)> {
+    let greet = commit.file("greet.py").unwrap_or_default();
+    let end = if greet.contains("Hello, world") {
+        JobEnd::Pass
+    } else {
+        // The log leaks the token, as a careless CI step might: it must reach the model masked.
+        JobEnd::Fail(format!(
+            "2026-11-26T10:00:00.0000000Z \u{1b}[36;1mpytest\u{1b}[0m\n\
+             2026-11-26T10:00:01.0000000Z + curl -H 'Authorization: token {TOKEN}' ...\n\
+             2026-11-26T10:00:02.0000000Z FAILED test_greet.py::test_greets_the_world - AssertionError: expected 'Hello, world', got {:?}\n\
+             2026-11-26T10:00:02.1000000Z ##[error]Process completed with exit code 1.\n",
+            greet.trim()
+        ))
+    };
+    vec![("lint".to_owned(), JobEnd::Pass), ("test".to_owned(), end)]
+}
+
+#[tokio::test]
+async fn a_failing_check_gets_a_fix_round_then_goes_green() {
+    let mut turns = edit("Hello", "Hello, World", "Greet the world", "Greeted the world.");
+    turns.extend(edit(
+        "Hello, World",
+        "Hello, world",
+        "Lower-case world, as the test expects",
+        "The test expects a lower-case world; fixed the case.",
+    ));
+    let world = world(turns, "60s").await;
+    world.github.run_ci(Arc::new(greeting_test));
+    let daemon = world.start();
+    let issue = world.labelled_issue("Greet the world");
+    world.wait_for_end(issue).await;
+    world.assert_delivered_once(issue);
+    let comment = world.progress_comment(issue);
+    assert!(comment.contains("**CI**"), "{comment}\n{}", daemon.log_text());
+    assert!(comment.contains("Green: 2 passed."), "{comment}");
+    assert!(comment.contains("Fixed in 1 round(s)"), "{comment}");
+    // The fix round saw the failing test's log, masked, without escape codes.
+    let requests = world.model.requests().await;
+    let fix = requests
+        .iter()
+        .map(|r| r.to_string())
+        .find(|r| r.contains("checks of the pushed"))
+        .expect("a CI fix request");
+    assert!(
+        fix.contains("test_greets_the_world"),
+        "{}",
+        daemon
+            .log_text()
+            .lines()
+            .filter(|l| l.contains("log"))
+            .collect::<Vec<_>>()
+            .join("\n")
+    );
+    assert!(fix.contains("### test ("), "{fix}");
+    assert!(!fix.contains("### lint"), "only failed checks: {fix}");
+    assert!(!fix.contains(TOKEN), "the token is masked in the log");
+    assert!(!fix.contains("\\u001b"), "escape codes are removed");
+    // Two commits were pushed: the first (failing) and the fix.
+    let jobs = world.github.jobs();
+    let shas: std::collections::BTreeSet<_> = jobs.iter().map(|j| j.sha.clone()).collect();
+    assert_eq!(shas.len(), 2, "{jobs:?}");
+    // The re-run (to tell flaky from real) failed again before the fix.
+    assert_eq!(world.github.reruns(), vec!["test".to_owned()]);
+}
+
+#[tokio::test]
+async fn a_check_that_passes_on_re_run_is_flaky_not_fixed() {
+    let world = world(
+        edit("Hello", "Hello, world", "Greet the world", "Greeted the world."),
+        "60s",
+    )
+    .await;
+    world.github.run_ci(Arc::new(|_: &Commit<'_>| {
+        vec![
+            ("test".to_owned(), JobEnd::Pass),
+            (
+                "e2e".to_owned(),
+                JobEnd::Flaky("timeout waiting for the browser\n".into()),
+            ),
+        ]
+    }));
+    let daemon = world.start();
+    let issue = world.labelled_issue("Greet the world");
+    world.wait_for_end(issue).await;
+    world.assert_delivered_once(issue);
+    let comment = world.progress_comment(issue);
+    assert!(
+        comment.contains("Flaky (failed, then passed when re-run; not a fix): e2e."),
+        "{comment}\n{}",
+        daemon.log_text()
+    );
+    assert!(!comment.contains("Fixed in"), "{comment}");
+    assert_eq!(world.github.reruns(), vec!["e2e".to_owned()]);
+    let requests = world.model.requests().await;
+    assert!(!requests
+        .iter()
+        .any(|r| r.to_string().contains("checks of the pushed")));
+}
+
+#[tokio::test]
+async fn checks_that_never_start_are_said_plainly_after_ci_wait() {
+    let world = world(
+        edit("Hello", "Hello, world", "Greet the world", "Greeted the world."),
+        "3s",
+    )
+    .await;
+    world.github.run_ci(Arc::new(|_: &Commit<'_>| {
+        vec![("test".to_owned(), JobEnd::NeverStarts)]
+    }));
+    let daemon = world.start();
+    let issue = world.labelled_issue("Greet the world");
+    world.wait_for_end(issue).await;
+    world.assert_delivered_once(issue);
+    let comment = world.progress_comment(issue);
+    assert!(
+        comment.contains("No check started within 3s (delivery.ci_wait): 1 queued (test)."),
+        "{comment}\n{}",
+        daemon.log_text()
+    );
+    assert!(comment.contains("may wait for a maintainer's approval"));
+    assert!(world.github.pulls(REPO).len() == 1);
+}
+
+#[tokio::test]
+async fn on_gitlab_a_failing_jobs_trace_gets_a_fix_round_then_the_pipeline_is_green() {
+    use forgehand_test_support::daemon_rig::{self, DaemonProcess};
+    use forgehand_test_support::fake_gitlab::FakeGitLab;
+    use forgehand_test_support::git_http::{self, GitHttpServer};
+    use forgehand_test_support::scripted_model::TurnModel;
+
+    const GL_TOKEN: &str = "glpat-ciFeedbackTokenThatMustNeverLeak";
+    const PROJECT: &str = "acme/platform/app";
+    forgehand_test_support::ensure_images().await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("git");
+    let files = [
+        ("greet.py", "print('Hello')\n"),
+        (".gitlab-ci.yml", "test:\n  script: pytest\n"),
+    ];
+    let bare = git_http::bare_repo(&root, "acme/platform/app.git", &files);
+    let git = GitHttpServer::start(&root, "oauth2", GL_TOKEN).await;
+    let gitlab = FakeGitLab::start(GL_TOKEN).await;
+    gitlab.add_project(PROJECT, &git.url("acme/platform/app.git"));
+    gitlab.add_member(PROJECT, "maya", 30);
+    gitlab.run_ci(PROJECT, bare, Arc::new(greeting_test));
+    let mut turns = edit("Hello", "Hello, World", "Greet the world", "Greeted the world.");
+    turns.extend(edit(
+        "Hello, World",
+        "Hello, world",
+        "Lower-case world",
+        "Fixed the case.",
+    ));
+    let model = TurnModel::start(turns).await;
+    let config = daemon_rig::write_config(
+        dir.path(),
+        &forgehand_test_support::unique("test-gl"),
+        &format!(
+            "gitlab:\n  url: \"{}\"\n  projects: [\"{PROJECT}\"]\ndelivery:\n  ci_poll: \"1s\"\n  ci_wait: \"60s\"\n",
+            gitlab.url()
+        ),
+    );
+    let log = dir.path().join("daemon.log");
+    let env = [
+        ("GITLAB_TOKEN", GL_TOKEN.to_owned()),
+        ("OPENAI_API_KEY", "sk-ciFeedbackModelKey0004".to_owned()),
+        ("OPENAI_BASE_URL", model.base_url()),
+    ];
+    let daemon = DaemonProcess::start(&config, &["run"], &env, &log);
+    let issue = gitlab.open_issue(PROJECT, "maya", "Greet the world", "Say hello to the world.");
+    gitlab.add_label(PROJECT, issue, "coding agent", "maya");
+    daemon_rig::wait_until(
+        "the done label",
+        Duration::from_secs(180),
+        async || gitlab.issue(PROJECT, issue).labels == vec!["coding agent done".to_owned()],
+        &log,
+    )
+    .await;
+    let note = gitlab
+        .issue(PROJECT, issue)
+        .notes
+        .into_iter()
+        .find(|n| n.body.contains("forgehand:task"))
+        .unwrap();
+    assert!(
+        note.body.contains("Green: 2 passed."),
+        "{}\n{}",
+        note.body,
+        daemon.log_text()
+    );
+    assert!(note.body.contains("Fixed in 1 round(s)"), "{}", note.body);
+    let (jobs, retries) = gitlab.jobs();
+    assert_eq!(retries, vec!["test".to_owned()], "{jobs:?}");
+    let fix = model
+        .requests()
+        .await
+        .iter()
+        .map(|r| r.to_string())
+        .find(|r| r.contains("checks of the pushed"))
+        .expect("a CI fix request");
+    assert!(fix.contains("test_greets_the_world"), "{fix}");
+    assert!(!fix.contains(GL_TOKEN));
+}
