@@ -11,6 +11,10 @@ pub struct TriggersConfig {
     /// A comment mentioning forgehand's account (`@login`), by someone
     /// allowed to trigger, starts a task on its issue or PR/MR.
     pub mentions: bool,
+    /// A review on a PR/MR forgehand opened (inline comments on GitHub,
+    /// diff notes on GitLab), by someone allowed to trigger, starts a
+    /// follow-up run that answers and resolves its threads.
+    pub reviews: bool,
     /// How long a review on a forgehand PR/MR must stay quiet (no new
     /// comment) before its follow-up run starts, so a dozen inline
     /// comments make one run.
@@ -21,6 +25,7 @@ pub struct TriggersConfig {
 #[serde(deny_unknown_fields, default)]
 pub struct RawTriggers {
     pub mentions: bool,
+    pub reviews: bool,
     pub review_quiet: HumanDuration,
 }
 
@@ -28,6 +33,7 @@ impl Default for RawTriggers {
     fn default() -> Self {
         RawTriggers {
             mentions: true,
+            reviews: true,
             review_quiet: HumanDuration(Duration::from_secs(60)),
         }
     }
@@ -45,6 +51,7 @@ pub(super) fn resolve_triggers(raw: RawTriggers) -> Result<TriggersConfig, Confi
     }
     Ok(TriggersConfig {
         mentions: raw.mentions,
+        reviews: raw.reviews,
         review_quiet: raw.review_quiet.0,
     })
 }

@@ -29,8 +29,8 @@ const LONGEST_CHECK_WAIT: Duration = Duration::from_secs(15 * 60);
 
 pub struct Intake {
     labels: LabelsConfig,
-    /// Mentions of forgehand as triggers (`triggers.mentions`), with the
-    /// journal that keeps which were heard.
+    /// Comments as triggers (`triggers.mentions`, `triggers.reviews`),
+    /// with the journal that keeps which were heard.
     mentions: Option<(super::mentions::Mentions, std::sync::Arc<crate::journal::Journal>)>,
     repos: HashMap<ForgeKind, (Instant, Vec<String>)>,
     /// No requests to a forge before this (rate limit).
@@ -82,9 +82,14 @@ impl Intake {
         }
     }
 
-    /// Mentions of forgehand start tasks too; `journal` keeps which were heard.
-    pub fn with_mentions(mut self, journal: std::sync::Arc<crate::journal::Journal>) -> Intake {
-        self.mentions = Some((Default::default(), journal));
+    /// Mentions of forgehand and reviews of its changes start tasks too;
+    /// `journal` keeps which comments were heard.
+    pub fn with_comments(
+        mut self,
+        listening: super::mentions::Listening,
+        journal: std::sync::Arc<crate::journal::Journal>,
+    ) -> Intake {
+        self.mentions = Some((super::mentions::Mentions::new(listening), journal));
         self
     }
 

@@ -1,19 +1,27 @@
-//! Mentions of forgehand's account as triggers. Each watched repository's
-//! recent comments are read after its labels; a comment that mentions
-//! `@login` (not in a quote or in code), written by someone allowed to
-//! trigger, on an open item, is acknowledged with `eyes` and starts a task on
-//! its item, with no label needed. Every such comment is heard once, in the
-//! journal: an edit never runs it again, and a task it asked for that has
-//! not begun is started after a restart. An outsider's mention gets no
-//! reaction and no model call, only a log line.
+//! Comments as triggers: mentions of forgehand's account, and reviews of
+//! the PRs/MRs it opened. Each watched repository's recent comments are
+//! read after its labels.
+//! - A comment that mentions `@login` (not in a quote or in code), written
+//!   by someone allowed to trigger, on an open item, is acknowledged with
+//!   `eyes` and starts a task on its item, with no label needed.
+//! - A comment on a line of a forgehand PR/MR's diff (a review's inline
+//!   comment, a GitLab diff note) by someone allowed to trigger is
+//!   acknowledged too, and starts the follow-up run once the review has
+//!   been quiet for `triggers.review_quiet`: a dozen comments, one run.
+//!
+//! Every such comment is heard once, in the journal: an edit never runs it
+//! again, and a task it asked for that has not begun is started after a
+//! restart. An outsider's comment gets no reaction and no model call, only
+//! a log line.
 
-use crate::forge::{Comment, CommentPlace, Forge, ForgeError, ForgeKind, ItemRef, RepoComment};
+use crate::forge::{Comment, CommentPlace, Forge, ForgeError, ForgeKind, ItemKind, ItemRef, RepoComment};
 use crate::journal::{Heard, Journal, JournalError};
 use std::collections::HashMap;
+use std::time::Duration;
 
 /// How far before the daemon's first look at a repository its comments are
 /// read (the forge's clock may lag this host's).
-const FIRST_LOOK_BACK: std::time::Duration = std::time::Duration::from_secs(120);
+const FIRST_LOOK_BACK: Duration = Duration::from_secs(120);
 
 #[derive(Debug, thiserror::Error)]
 pub enum MentionError {
@@ -23,14 +31,38 @@ pub enum MentionError {
     Journal(#[from] JournalError),
 }
 
+/// Which comments start tasks (`triggers`).
+#[derive(Debug, Clone)]
+pub struct Listening {
+    /// `triggers.mentions`.
+    pub mentions: bool,
+    /// Reviews of forgehand's PRs/MRs (`triggers.reviews`): their quiet
+    /// period, and `delivery.branch_prefix`, which names forgehand's branches.
+    pub reviews: Option<(Duration, String)>,
+}
+
+/// What a comment asks of forgehand.
+enum Asks {
+    Mention,
+    Review { quiet: Duration },
+}
+
 /// The account forgehand is on each forge, once known.
-#[derive(Default)]
 pub struct Mentions {
+    listening: Listening,
     logins: HashMap<ForgeKind, String>,
 }
 
 impl Mentions {
-    /// The items `repo`'s new mentions ask for, acknowledged.
+    pub fn new(listening: Listening) -> Mentions {
+        Mentions {
+            listening,
+            logins: HashMap::new(),
+        }
+    }
+
+    /// The items `repo`'s new mentions ask for now, acknowledged (new
+    /// review comments are journalled to start after their quiet period).
     pub async fn poll(
         &mut self,
         forge: &dyn Forge,
@@ -51,14 +83,17 @@ impl Mentions {
         let recent = forge.recent_comments(repo, &since).await?;
         let mut asked = Vec::new();
         for said in &recent.comments {
-            if said.comment.author.eq_ignore_ascii_case(&login) || !mentions(&said.comment.body, &login) {
+            if said.comment.author.eq_ignore_ascii_case(&login) {
                 continue;
             }
+            let Some(asks) = self.asks(said, &login) else {
+                continue;
+            };
             let id = comment_id(repo, &said.comment);
             if journal.heard(kind, &id)? {
                 continue;
             }
-            if let Some(item) = self.hear(forge, journal, said, &id).await? {
+            if let Some(item) = self.hear(forge, journal, said, &id, asks).await? {
                 asked.push(item);
             }
         }
@@ -68,7 +103,20 @@ impl Mentions {
         Ok(asked)
     }
 
-    /// Decides one new mention. Nothing is recorded before every question
+    /// What `said` asks, if anything: a line comment on a change is a
+    /// review's (when reviews are heard), else a mention may ask.
+    fn asks(&self, said: &RepoComment, login: &str) -> Option<Asks> {
+        let on_a_line = matches!(said.comment.place, CommentPlace::Line { .. });
+        match &self.listening.reviews {
+            Some((quiet, _)) if on_a_line && said.item.kind == ItemKind::Change => {
+                Some(Asks::Review { quiet: *quiet })
+            }
+            _ if self.listening.mentions && mentions(&said.comment.body, login) => Some(Asks::Mention),
+            _ => None,
+        }
+    }
+
+    /// Decides one new comment. Nothing is recorded before every question
     /// was answered, so a forge that fails mid-way is asked again.
     async fn hear(
         &self,
@@ -76,26 +124,55 @@ impl Mentions {
         journal: &Journal,
         said: &RepoComment,
         id: &str,
+        asks: Asks,
     ) -> Result<Option<ItemRef>, MentionError> {
         let kind = forge.kind().as_str();
         let author = &said.comment.author;
+        let what = match asks {
+            Asks::Mention => "a mention",
+            Asks::Review { .. } => "a review comment",
+        };
         if !forge.may_trigger(&said.item.repo, author).await? {
-            tracing::warn!(task = %said.item, by = %author, "ignored: a mention by @{author}, who may not trigger tasks ({} may)", forge.who_may_trigger());
+            tracing::warn!(task = %said.item, by = %author, "ignored: {what} by @{author}, who may not trigger tasks ({} may)", forge.who_may_trigger());
             journal.hear_comment(kind, id, &Heard::Ignored)?;
             return Ok(None);
         }
         let item = forge.item(&said.item).await?;
         if !item.open {
-            tracing::info!(task = %said.item, by = %author, "ignored: a mention on a closed item");
+            tracing::info!(task = %said.item, by = %author, "ignored: {what} on a closed item");
             journal.hear_comment(kind, id, &Heard::Ignored)?;
             return Ok(None);
         }
-        journal.hear_comment(kind, id, &Heard::Starts(said.item.key()))?;
+        let heard = match asks {
+            Asks::Mention => Heard::Starts(said.item.key()),
+            Asks::Review { quiet } => {
+                let prefix = self.listening.reviews.as_ref().map_or("", |(_, p)| p.as_str());
+                let change = forge.change(&said.item).await?;
+                if !change.source_branch.starts_with(prefix) {
+                    tracing::debug!(task = %said.item, "a review comment on a change forgehand did not open");
+                    journal.hear_comment(kind, id, &Heard::Ignored)?;
+                    return Ok(None);
+                }
+                Heard::Reviews {
+                    task: said.item.key(),
+                    quiet,
+                }
+            }
+        };
+        journal.hear_comment(kind, id, &heard)?;
         if let Err(e) = forge.acknowledge(&said.item, Some(&said.comment)).await {
-            tracing::warn!(task = %said.item, "cannot acknowledge the mention: {e}");
+            tracing::warn!(task = %said.item, "cannot acknowledge {what}: {e}");
         }
-        tracing::info!(task = %said.item, by = %author, "a mention asks for a task");
-        Ok(Some(said.item.clone()))
+        match heard {
+            Heard::Reviews { quiet, .. } => {
+                tracing::info!(task = %said.item, by = %author, "a review comment; the follow-up starts after {} s without another", quiet.as_secs());
+                Ok(None)
+            }
+            _ => {
+                tracing::info!(task = %said.item, by = %author, "a mention asks for a task");
+                Ok(Some(said.item.clone()))
+            }
+        }
     }
 
     async fn login(&mut self, forge: &dyn Forge) -> Result<String, ForgeError> {

@@ -129,7 +129,7 @@ impl Daemon {
             }
             tokio::select! {
                 _ = shutdown.cancelled() => {}
-                _ = tokio::time::sleep(heartbeat) => {}
+                _ = tokio::time::sleep(self.next_wake(heartbeat)) => {}
                 Some(()) = async { hangups.as_mut()?.recv().await }, if hangups.is_some() => {
                     self.on_hangup(&mut state).await;
                 }
@@ -219,10 +219,12 @@ impl Daemon {
         })
     }
 
-    /// Each pass of the loop: health, due retries, free space, systemd.
+    /// Each pass of the loop: health, due retries, reviews whose quiet
+    /// period is over, free space, systemd.
     fn tick(&self, state: &mut LoopState) {
         state.health.tick();
         state.scheduler.retry_due();
+        self.offer_pending_mentions(state);
         let now_low = self.space_problem();
         // Logged when it changes (the free space itself moves all the time).
         if now_low.is_some() != state.low_space.is_some() {
@@ -389,10 +391,33 @@ impl Daemon {
 
     /// The intake for the running config.
     fn intake(&self) -> intake::Intake {
-        let intake = intake::Intake::new(self.env.config.labels.clone());
-        match self.env.config.triggers.mentions {
-            true => intake.with_mentions(self.env.journal.clone()),
+        let config = &self.env.config;
+        let intake = intake::Intake::new(config.labels.clone());
+        let listening = mentions::Listening {
+            mentions: config.triggers.mentions,
+            reviews: config.triggers.reviews.then(|| {
+                (
+                    config.triggers.review_quiet,
+                    config.delivery.branch_prefix.clone(),
+                )
+            }),
+        };
+        match listening.mentions || listening.reviews.is_some() {
+            true => intake.with_comments(listening, self.env.journal.clone()),
             false => intake,
+        }
+    }
+
+    /// The loop's longest sleep: `heartbeat`, or less when a heard review's
+    /// quiet period ends sooner.
+    fn next_wake(&self, heartbeat: Duration) -> Duration {
+        match self.env.journal.next_pending_in() {
+            Ok(Some(due)) => heartbeat.min(due.max(Duration::from_millis(50))),
+            Ok(None) => heartbeat,
+            Err(e) => {
+                tracing::error!("cannot read the comments heard: {e}");
+                heartbeat
+            }
         }
     }
 

@@ -7,10 +7,12 @@ pub mod github;
 pub mod gitlab;
 mod http_util;
 pub mod retry;
+mod reviews;
 
 use crate::git::Credentials;
 use async_trait::async_trait;
 pub use checks::{ci_line, ci_state, Check, CheckId, CheckState, CiState};
+pub use reviews::ReviewThread;
 use std::fmt;
 use std::time::Duration;
 
@@ -458,6 +460,23 @@ pub trait Forge: Send + Sync {
     /// Runs a failed check again, where the forge can (a job); `false`
     /// when it cannot.
     async fn rerun_check(&self, repo: &str, check: &Check) -> Result<bool, ForgeError>;
+
+    /// A change's review threads, resolved ones included (GitHub: the
+    /// pull request's review threads; GitLab: the merge request's
+    /// resolvable discussions).
+    async fn review_threads(&self, item: &ItemRef) -> Result<Vec<ReviewThread>, ForgeError>;
+
+    /// Answers in `thread`, below its last comment.
+    async fn reply_in_thread(
+        &self,
+        item: &ItemRef,
+        thread: &ReviewThread,
+        body: &str,
+    ) -> Result<(), ForgeError>;
+
+    /// Marks `thread` resolved; `false` when the forge does not let
+    /// forgehand (a permission it lacks).
+    async fn resolve_thread(&self, item: &ItemRef, thread: &ReviewThread) -> Result<bool, ForgeError>;
 }
 
 /// A poisoned lock only means another request panicked; the cache it guards is still usable.

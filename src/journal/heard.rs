@@ -1,17 +1,31 @@
-//! Which comments mentioning forgehand were heard, and where each
-//! repository's next listing of comments starts. A comment is heard once,
-//! whatever it says later (an edit never runs it again). A heard mention
-//! that starts a task stays pending until that task begins, so a daemon
-//! stopped in between starts it when it is back.
+//! Which comments mentioning forgehand (or reviewing its change) were
+//! heard, and where each repository's next listing of comments starts. A
+//! comment is heard once, whatever it says later (an edit never runs it
+//! again). A heard comment that starts a task stays pending until that
+//! task begins, so a daemon stopped in between starts it when it is back;
+//! a review's comments wait until the review has been quiet a while.
 
 use super::{now, Journal, JournalError};
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
 use rusqlite::{params, OptionalExtension};
 
-/// What became of a comment that mentions forgehand.
+/// What became of a comment that mentions forgehand or reviews its change.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Heard {
     /// It starts a task on this item (its journal key).
     Starts(String),
+    /// A review comment: it starts a task on this item once no other
+    /// comment of the review came for `quiet`.
+    Reviews {
+        task: String,
+        quiet: std::time::Duration,
+    },
     /// It starts nothing (an outsider's, a closed item's).
     Ignored,
 }
@@ -20,14 +34,19 @@ impl Journal {
     /// Records `comment` (a forge-wide id such as `acme/app:thread:12`) of
     /// `forge` as heard; `false` when it was heard before.
     pub fn hear_comment(&self, forge: &str, comment: &str, heard: &Heard) -> Result<bool, JournalError> {
-        let (task, pending) = match heard {
-            Heard::Starts(key) => (Some(key.as_str()), 1),
-            Heard::Ignored => (None, 0),
+        let (task, pending, not_before) = match heard {
+            Heard::Starts(key) => (Some(key.as_str()), 1, 0),
+            Heard::Reviews { task, quiet } => (
+                Some(task.as_str()),
+                1,
+                now_ms().saturating_add(i64::try_from(quiet.as_millis()).unwrap_or(i64::MAX)),
+            ),
+            Heard::Ignored => (None, 0, 0),
         };
         self.with(|db| {
             let inserted = db.execute(
-                "INSERT OR IGNORE INTO heard_comments (forge, comment, task_key, pending, heard_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![forge, comment, task, pending, now()],
+                "INSERT OR IGNORE INTO heard_comments (forge, comment, task_key, pending, heard_at, not_before_ms) VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
+                params![forge, comment, task, pending, now(), not_before],
             )?;
             Ok(inserted == 1)
         })
@@ -46,15 +65,33 @@ impl Journal {
         })
     }
 
-    /// The tasks heard mentions asked for that have not begun yet.
+    /// The tasks heard comments asked for that have not begun yet and
+    /// may start now (a review's quiet period is over).
     pub fn pending_mentions(&self) -> Result<Vec<String>, JournalError> {
         self.with(|db| {
             let mut stmt = db.prepare(
-                "SELECT DISTINCT task_key FROM heard_comments WHERE pending = 1 AND task_key IS NOT NULL ORDER BY heard_at",
+                "SELECT task_key FROM heard_comments WHERE pending = 1 AND task_key IS NOT NULL
+                 GROUP BY task_key HAVING MAX(not_before_ms) <= ?1 ORDER BY MIN(heard_at)",
             )?;
-            let rows = stmt.query_map([], |r| r.get::<_, String>(0))?;
+            let rows = stmt.query_map(params![now_ms()], |r| r.get::<_, String>(0))?;
             rows.collect()
         })
+    }
+
+    /// How long until the next heard task that waits for a quiet period
+    /// may start; `None` when none waits (those due already are in
+    /// [`pending_mentions`](Self::pending_mentions)).
+    pub fn next_pending_in(&self) -> Result<Option<std::time::Duration>, JournalError> {
+        let now = now_ms();
+        let due: Option<i64> = self.with(|db| {
+            db.query_row(
+                "SELECT MIN(due) FROM (SELECT MAX(not_before_ms) AS due FROM heard_comments
+                 WHERE pending = 1 AND task_key IS NOT NULL GROUP BY task_key) WHERE due > ?1",
+                params![now],
+                |r| r.get(0),
+            )
+        })?;
+        Ok(due.map(|due| std::time::Duration::from_millis(u64::try_from(due - now).unwrap_or(0))))
     }
 
     /// The task `key` began: the mentions that asked for it are answered.
@@ -115,6 +152,23 @@ mod tests {
         assert_eq!(journal.pending_mentions().unwrap(), vec![key.to_owned()]);
         journal.mentions_answered(key).unwrap();
         assert!(journal.pending_mentions().unwrap().is_empty());
+        assert_eq!(journal.next_pending_in().unwrap(), None);
+        // A review waits for its quiet period; a later comment extends it.
+        let pr = "github:acme/app:change:5";
+        let quiet = |secs| Heard::Reviews {
+            task: pr.into(),
+            quiet: std::time::Duration::from_secs(secs),
+        };
+        journal
+            .hear_comment("github", "acme/app:line:1", &quiet(0))
+            .unwrap();
+        assert_eq!(journal.pending_mentions().unwrap(), vec![pr.to_owned()]);
+        journal
+            .hear_comment("github", "acme/app:line:2", &quiet(60))
+            .unwrap();
+        assert!(journal.pending_mentions().unwrap().is_empty());
+        let wait = journal.next_pending_in().unwrap().unwrap();
+        assert!(wait > std::time::Duration::from_secs(50) && wait <= std::time::Duration::from_secs(60));
         assert_eq!(journal.comment_cursor("github", "acme/app").unwrap(), None);
         journal
             .set_comment_cursor("github", "acme/app", "2026-01-01T00:00:00Z")

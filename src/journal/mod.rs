@@ -149,15 +149,18 @@ impl Journal {
                 why TEXT NOT NULL,
                 retired_at INTEGER NOT NULL
             );
-            -- Comments that mention forgehand, each heard once; a heard
-            -- mention that may start a task stays pending until its task
-            -- begins, so a restart in between loses nothing.
+            -- Comments that mention forgehand or review its change, each
+            -- heard once; one that starts a task stays pending until its
+            -- task begins, so a restart in between loses nothing.
             CREATE TABLE IF NOT EXISTS heard_comments (
                 forge TEXT NOT NULL,
                 comment TEXT NOT NULL,
                 task_key TEXT,
                 pending INTEGER NOT NULL,
                 heard_at INTEGER NOT NULL,
+                -- Milliseconds since the epoch before which its task waits
+                -- (a review's quiet period); 0 for at once.
+                not_before_ms INTEGER NOT NULL DEFAULT 0,
                 PRIMARY KEY (forge, comment)
             );
             -- Where each repository's next listing of comments starts.
@@ -312,6 +315,19 @@ impl Journal {
     }
 
     /// A finished planning call of the task, as saved by [`Journal::save_call`].
+    /// Whether the task has saved planning calls: a debate it began.
+    pub fn planning_begun(&self, task: &str) -> Result<bool, JournalError> {
+        self.with(|db| {
+            db.query_row(
+                "SELECT 1 FROM plan_calls WHERE task_key = ?1 LIMIT 1",
+                params![task],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+        })
+    }
+
     pub fn load_call(&self, task: &str, call: &str) -> Result<Option<String>, JournalError> {
         self.with(|db| {
             db.query_row(

@@ -6,7 +6,7 @@
 use super::lease::{Claim, Fenced};
 use crate::forge::{
     ChangeInfo, Check, Comment, Forge, ForgeError, ForgeKind, Item, ItemRef, LabelApplied, Poll,
-    RecentComments, RepoInfo, TextEdits,
+    RecentComments, RepoInfo, ReviewThread, TextEdits,
 };
 use crate::git::Credentials;
 use async_trait::async_trait;
@@ -189,5 +189,24 @@ impl Forge for FencedForge {
     async fn rerun_check(&self, repo: &str, check: &Check) -> Result<bool, ForgeError> {
         self.fence("re-running a check").await?;
         self.inner.rerun_check(repo, check).await
+    }
+
+    async fn review_threads(&self, item: &ItemRef) -> Result<Vec<ReviewThread>, ForgeError> {
+        self.inner.review_threads(item).await
+    }
+
+    async fn reply_in_thread(
+        &self,
+        item: &ItemRef,
+        thread: &ReviewThread,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        self.fence("replying in a review thread").await?;
+        self.inner.reply_in_thread(item, thread, body).await
+    }
+
+    async fn resolve_thread(&self, item: &ItemRef, thread: &ReviewThread) -> Result<bool, ForgeError> {
+        self.fence("resolving a review thread").await?;
+        self.inner.resolve_thread(item, thread).await
     }
 }

@@ -8,7 +8,7 @@ use super::request;
 use super::run::TaskRun;
 use super::TaskEnd;
 use crate::config::LabelsConfig;
-use crate::forge::{ChangeInfo, Comment, Item, ItemKind, TextEdits};
+use crate::forge::{ChangeInfo, Comment, Item, ItemKind, ReviewThread, TextEdits};
 use crate::journal::{Phase, TaskRecord};
 use std::collections::HashMap;
 
@@ -53,6 +53,10 @@ pub(super) struct Thread {
     pub author: Heard,
     /// Each comment with whether its author may trigger tasks.
     pub comments: Vec<(Comment, bool)>,
+    /// A change's open review threads waiting for forgehand, opened and
+    /// last written by people who may trigger tasks: what a follow-up
+    /// run answers.
+    pub review: Vec<ReviewThread>,
 }
 
 /// Whether the item's own title and body reach the model.
@@ -208,10 +212,37 @@ async fn thread(run: &TaskRun<'_>, needs: &Needs<'_>, item: &Item) -> Result<Thr
     } else {
         vouched(run, needs, &mut trusted).await?
     };
+    let review = match run.item.kind {
+        ItemKind::Change => review_threads(run, &mut trusted).await?,
+        ItemKind::Issue => Vec::new(),
+    };
     Ok(Thread {
         author,
         comments: out,
+        review,
     })
+}
+
+/// The change's review threads that wait for forgehand and whose opener
+/// and last writer may trigger tasks (an outsider's thread is not heard).
+async fn review_threads(
+    run: &TaskRun<'_>,
+    trusted: &mut Trusted<'_, '_>,
+) -> Result<Vec<ReviewThread>, TaskError> {
+    let login = run.forge.identity().await?;
+    let mut waiting = Vec::new();
+    for thread in run.forge.review_threads(&run.item).await? {
+        let (Some(first), Some(last)) = (thread.comments.first(), thread.comments.last()) else {
+            continue;
+        };
+        if thread.awaits(&login)
+            && trusted.may_trigger(&first.author).await?
+            && trusted.may_trigger(&last.author).await?
+        {
+            waiting.push(thread);
+        }
+    }
+    Ok(waiting)
 }
 
 /// Who may trigger tasks, asked of the forge once per user.

@@ -12,6 +12,7 @@ use super::request;
 use super::run::TaskRun;
 use crate::agent::ChatModel;
 use crate::config::ContextConfig;
+use crate::context_store::classify::Intent;
 use crate::context_store::{Classifier, ContextLog, ContextStore, Reading, StoredMessage, Voice};
 use crate::forge::{ItemKind, ItemRef};
 use crate::llm::usage::{Meter, Price, UsageReport};
@@ -38,6 +39,12 @@ pub(super) struct Conversation {
     pub notes: Vec<String>,
     /// What classifying the new messages cost.
     pub usage: UsageReport,
+    /// A run on forgehand's own PR/MR whose conversation an earlier run
+    /// served: a follow-up.
+    pub follow_up: bool,
+    /// A message new in this run states a new problem (the classifier's
+    /// PROBLEM_DEFINITION), so a follow-up is planned again.
+    pub new_problem: bool,
 }
 
 /// The store of the conversation `item` belongs to.
@@ -98,6 +105,15 @@ pub(super) async fn read_conversation(
         covers: request::covered_sources(&run.item.key(), body_read),
     };
     let followed = store.follow(log, classifier, reading).await;
+    // New messages are appended after the earlier ones.
+    let new_problem = store
+        .messages()
+        .iter()
+        .skip(earlier)
+        .any(|m| m.classification.has(Intent::ProblemDefinition));
+    let follow_up = run.item.kind == ItemKind::Change
+        && claimed.target.branch.starts_with(needs.branch_prefix)
+        && earlier > 0;
     store.fit_evolving(log, classifier, config.evolving_tokens).await;
     if continued && earlier > 0 {
         let from = ItemRef::parse_key(&key)
@@ -133,7 +149,13 @@ pub(super) async fn read_conversation(
     notes.push(line);
     notes.push(constraints_line(&store.evolving()));
     let usage = meter.into_inner().unwrap_or_else(|p| p.into_inner());
-    Ok(Conversation { store, notes, usage })
+    Ok(Conversation {
+        store,
+        notes,
+        usage,
+        follow_up,
+        new_problem,
+    })
 }
 
 /// Which messages the requests carry as constraints, quoted briefly.

@@ -10,7 +10,8 @@
 //! change   -> Changed    the agent's run in the sandbox
 //! verify   -> Verified   the repository's tests, with fix rounds
 //! push     -> Pushed     the commits taken out of the sandbox and pushed
-//! deliver  -> TaskEnd    the draft PR/MR, the summary, the labels
+//! deliver  -> TaskEnd    the draft PR/MR, the review threads answered,
+//!                        the checks followed, the summary, the labels
 //! ```
 //!
 //! Every phase's effect outside the daemon is journalled as soon as it is
@@ -32,6 +33,7 @@ mod prepare;
 pub mod progress;
 mod push;
 pub mod request;
+mod review;
 mod run;
 pub mod sanitize;
 mod snapshot;
@@ -217,7 +219,18 @@ async fn execute(run: &mut TaskRun<'_>, env: &TaskEnv, record: &TaskRecord) -> R
             bench.session.close().await;
             end
         }
-        Pushed::Nothing { answer } => deliver::no_changes(run, &config.labels, &answer).await,
+        Pushed::Nothing { answer } => {
+            let (answer, answers) = review::split_summary(&answer);
+            let unpushed = review::Pushed {
+                branch: &claimed.target.branch,
+                commit: None,
+                any: false,
+            };
+            if let Some(line) = review::answer(run, &claimed.thread.review, &answers, &unpushed).await {
+                run.note(line);
+            }
+            deliver::no_changes(run, &config.labels, &answer).await
+        }
     }
 }
 
@@ -230,10 +243,31 @@ async fn deliver_and_follow(
     summary: &str,
     bench: Option<&mut push::Bench>,
 ) -> Result<TaskEnd, TaskError> {
-    let change = deliver::open_change(run, claimed, summary).await?;
+    // The summary's lines for the review threads go to the threads.
+    let (summary, answers) = review::split_summary(summary);
+    let change = deliver::open_change(run, claimed, &summary).await?;
+    let commit = match &bench {
+        Some(bench) => bench.prepared.workspace.with(|ws| ws.pushed_head()).await?,
+        None => None,
+    };
+    let pushed = review::Pushed {
+        branch: &claimed.target.branch,
+        commit: commit.map(|sha| sha.to_string()),
+        any: true,
+    };
+    if let Some(line) = review::answer(run, &claimed.thread.review, &answers, &pushed).await {
+        run.note(line);
+    }
     let report = ci::follow(run, &ci_needs(env), claimed, bench).await?;
     tracing::info!(task = %run.item, "checks: {report:?}");
-    deliver::finish(run, &env.config.labels, &change, summary, Some(&report.section())).await
+    deliver::finish(
+        run,
+        &env.config.labels,
+        &change,
+        &summary,
+        Some(&report.section()),
+    )
+    .await
 }
 
 /// From the clone to the pushed branch.

@@ -103,6 +103,7 @@ pub(super) async fn plan(
     let store = &prepared.conversation.store;
     let mut request = store.synthesize(&synthesis(needs, item));
     request.push_str(&request::task_header(item, &claimed.withheld));
+    request.push_str(&super::review::request_section(&claimed.thread.review));
     let planning_request = match &instructions {
         Some(section) => format!("{request}\n\n{section}"),
         None => request.clone(),
@@ -112,7 +113,23 @@ pub(super) async fn plan(
         Heard::Withheld { .. } => None,
         _ => Some(item.title.as_str()),
     };
+    let conversation = &prepared.conversation;
+    // A follow-up within the delivered change keeps its plan; a new
+    // problem (or a debate begun before a restart) is planned again.
+    let keeps_plan =
+        conversation.follow_up && !conversation.new_problem && !run.journal.planning_begun(&run.key)?;
+    tracing::debug!(
+        task = %run.item,
+        follow_up = conversation.follow_up,
+        new_problem = conversation.new_problem,
+        keeps_plan,
+        "planning decision"
+    );
     let plan = match prepared.packing.take() {
+        Some(_) if keeps_plan => {
+            run.note("Planning: a follow-up on the delivered change with no new problem; no new debate");
+            None
+        }
         Some(code) => debate(run, needs, code, &planning_request, store, item, topic).await?,
         None => None,
     };

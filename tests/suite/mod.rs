@@ -38,6 +38,7 @@ mod planning_pack;
 mod planning_sage;
 mod planning_task;
 mod repository_env;
+mod reviews;
 mod sage_mcp;
 mod sandbox_copy;
 mod sandbox_exec;

@@ -248,3 +248,14 @@ pub fn log(bare: &Path, branch: &str) -> Vec<String> {
         .map(str::to_owned)
         .collect()
 }
+
+/// The commit at the head of `branch` in the bare repository.
+pub fn head_of(bare: &Path, branch: &str) -> String {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(["rev-parse", branch])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}

@@ -35,6 +35,7 @@ pub enum Entity {
     AwardEmoji,
     Pipeline,
     Job,
+    Discussion,
 }
 
 /// Offset pagination (`doc/api/rest/_index.md`, "Offset-based pagination").
@@ -317,6 +318,30 @@ pub const ENDPOINTS: &[Endpoint] = &[
         answer: Some(Entity::Note),
         doc: "notes.md: Modify existing merge request note",
     },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/merge_requests/:iid/discussions",
+        query: &PAGES,
+        body: &[],
+        answer: Some(Entity::Discussion),
+        doc: "discussions.md: List project merge request discussion items",
+    },
+    Endpoint {
+        method: "POST",
+        path: "projects/:id/merge_requests/:iid/discussions/:discussion_id/notes",
+        query: &[],
+        body: &["body", "note_id", "created_at"],
+        answer: Some(Entity::Note),
+        doc: "discussions.md: Add note to existing merge request thread",
+    },
+    Endpoint {
+        method: "PUT",
+        path: "projects/:id/merge_requests/:iid/discussions/:discussion_id",
+        query: &["resolved"],
+        body: &["resolved"],
+        answer: Some(Entity::Discussion),
+        doc: "discussions.md: Resolve a merge request thread",
+    },
 ];
 
 /// The fields each entity's documented example answer has (those the fake serves).
@@ -460,6 +485,11 @@ fn fields(entity: Entity) -> &'static [&'static str] {
             "project_id",
             "noteable_iid",
             "resolvable",
+            // discussions.md: a diff note's place and resolution.
+            "position",
+            "resolved",
+            "resolved_by",
+            "resolved_at",
             "confidential",
             "internal",
             "imported",
@@ -532,6 +562,8 @@ fn fields(entity: Entity) -> &'static [&'static str] {
             "awardable_id",
             "awardable_type",
         ],
+        // discussions.md, List project merge request discussion items.
+        Entity::Discussion => &["id", "individual_note", "notes"],
         // resource_label_events.md.
         Entity::LabelEvent => &[
             "id",
@@ -566,8 +598,20 @@ fn nested(field: &str) -> Option<&'static [&'static str]> {
         "author" | "user" | "assignee" | "closed_by" | "merged_by" | "merge_user" => {
             Some(fields(Entity::User))
         }
-        // events.md: a comment's event carries the note.
-        "note" => Some(fields(Entity::Note)),
+        // events.md: a comment's event carries the note; a discussion its notes.
+        "note" | "notes" => Some(fields(Entity::Note)),
+        // discussions.md: where a diff note sits.
+        "position" => Some(&[
+            "base_sha",
+            "start_sha",
+            "head_sha",
+            "old_path",
+            "new_path",
+            "position_type",
+            "old_line",
+            "new_line",
+            "line_range",
+        ]),
         // resource_label_events.md: the label object.
         "label" => Some(&[
             "id",
@@ -644,8 +688,14 @@ fn check_object(name: &str, allowed: &[&str], object: &serde_json::Map<String, V
                 "{name}: field {key:?} is not in GitLab's documented answer"
             ));
         }
-        if let (Some(inner), Value::Object(o)) = (nested(key), value) {
-            check_object(&format!("{name}.{key}"), inner, o)?;
+        match (nested(key), value) {
+            (Some(inner), Value::Object(o)) => check_object(&format!("{name}.{key}"), inner, o)?,
+            (Some(inner), Value::Array(items)) => {
+                for o in items.iter().filter_map(Value::as_object) {
+                    check_object(&format!("{name}.{key}[]"), inner, o)?;
+                }
+            }
+            _ => {}
         }
     }
     Ok(())

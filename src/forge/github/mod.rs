@@ -7,7 +7,7 @@ use super::http_util::{encode, next_link, path_and_query, remaining, wait_from_h
 use super::retry::{self, Repeat};
 use super::{
     lock, parse_time, ChangeInfo, Check, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
-    ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, TextEdits,
+    ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, ReviewThread, TextEdits,
 };
 use crate::config::{GitHubConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 mod checks;
 mod conversation;
+mod reviews;
 mod wire;
 
 use wire::*;
@@ -461,35 +462,13 @@ impl Forge for GitHub {
     async fn text_edited_at(&self, item: &ItemRef) -> Result<TextEdits, ForgeError> {
         // The body's last edit is only in GraphQL; a title change is a `renamed` event.
         let (owner, name) = item.repo.split_once('/').unwrap_or((item.repo.as_str(), ""));
-        let query = json!({
-            "query": "query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { issueOrPullRequest(number: $number) { ... on Issue { lastEditedAt } ... on PullRequest { lastEditedAt } } } }",
-            "variables": {"owner": owner, "name": name, "number": item.number},
-        });
-        let answer: Value = self
-            .write(
-                Method::POST,
-                &self.graphql_url(),
-                &query,
+        let answer = self
+            .graphql(
+                "query($owner: String!, $name: String!, $number: Int!) { repository(owner: $owner, name: $name) { issueOrPullRequest(number: $number) { ... on Issue { lastEditedAt } ... on PullRequest { lastEditedAt } } } }",
+                json!({"owner": owner, "name": name, "number": item.number}),
                 "read when the issue was last edited",
-                Repeat::Safe,
             )
             .await?;
-        if let Some(errors) = answer
-            .get("errors")
-            .and_then(Value::as_array)
-            .filter(|e| !e.is_empty())
-        {
-            return Err(ForgeError::Api {
-                forge: FORGE,
-                status: 200,
-                what: "read when the issue was last edited".into(),
-                message: errors
-                    .iter()
-                    .filter_map(|e| e.get("message").and_then(Value::as_str))
-                    .collect::<Vec<_>>()
-                    .join("; "),
-            });
-        }
         // `lastEditedAt: null` is "never edited"; an answer without the item
         // (or with a time that does not parse) says nothing, so it is no vouch.
         let Some(found) = answer
@@ -750,5 +729,22 @@ impl Forge for GitHub {
 
     async fn rerun_check(&self, repo: &str, check: &Check) -> Result<bool, ForgeError> {
         self.rerun_job(repo, check).await
+    }
+
+    async fn review_threads(&self, item: &ItemRef) -> Result<Vec<ReviewThread>, ForgeError> {
+        self.list_review_threads(item).await
+    }
+
+    async fn reply_in_thread(
+        &self,
+        item: &ItemRef,
+        thread: &ReviewThread,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        self.reply_to(item, thread, body).await
+    }
+
+    async fn resolve_thread(&self, _item: &ItemRef, thread: &ReviewThread) -> Result<bool, ForgeError> {
+        self.resolve(thread).await
     }
 }

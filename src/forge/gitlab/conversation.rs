@@ -1,7 +1,7 @@
 //! Who forgehand is on GitLab, what was said lately in a project's
 //! conversations (to find the mentions of it), and its award emoji.
 
-use super::wire::User;
+use super::wire::{NotePosition, User};
 use super::{project, GitLab, Rest};
 use crate::forge::{
     parse_time, Comment, CommentPlace, ForgeError, ForgeKind, ItemKind, ItemRef, RecentComments, RepoComment,
@@ -30,6 +30,11 @@ struct EventNote {
     noteable_type: Option<String>,
     #[serde(default)]
     noteable_iid: Option<u64>,
+    /// `DiffNote` for a comment on a line of a merge request's diff.
+    #[serde(default, rename = "type")]
+    note_type: Option<String>,
+    #[serde(default)]
+    position: Option<NotePosition>,
 }
 
 impl GitLab {
@@ -92,7 +97,16 @@ impl GitLab {
                     id: note.id,
                     author: note.author.username,
                     body: note.body,
-                    place: CommentPlace::Thread,
+                    place: match (note.note_type.as_deref(), note.position) {
+                        (Some("DiffNote"), position) => CommentPlace::Line {
+                            path: position
+                                .as_ref()
+                                .and_then(|p| p.new_path.clone().or(p.old_path.clone()))
+                                .unwrap_or_default(),
+                            line: position.and_then(|p| p.new_line.or(p.old_line)),
+                        },
+                        _ => CommentPlace::Thread,
+                    },
                     created_at: created,
                 },
             });

@@ -7,7 +7,7 @@
 use super::retry::{self, Repeat};
 use super::{
     lock, parse_time, ChangeInfo, Check, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
-    ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, TextEdits,
+    ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, ReviewThread, TextEdits,
 };
 use crate::config::{GitLabConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -24,6 +24,7 @@ use std::time::Duration;
 
 mod checks;
 mod conversation;
+mod reviews;
 mod wire;
 
 use wire::*;
@@ -582,5 +583,22 @@ impl Forge for GitLab {
 
     async fn rerun_check(&self, repo: &str, check: &Check) -> Result<bool, ForgeError> {
         self.retry_job(repo, check).await
+    }
+
+    async fn review_threads(&self, item: &ItemRef) -> Result<Vec<ReviewThread>, ForgeError> {
+        self.list_review_threads(item).await
+    }
+
+    async fn reply_in_thread(
+        &self,
+        item: &ItemRef,
+        thread: &ReviewThread,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        self.reply_to(item, thread, body).await
+    }
+
+    async fn resolve_thread(&self, item: &ItemRef, thread: &ReviewThread) -> Result<bool, ForgeError> {
+        self.resolve(item, thread).await
     }
 }

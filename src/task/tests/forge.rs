@@ -4,7 +4,7 @@
 
 use crate::forge::{
     ChangeInfo, Check, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemRef, LabelApplied,
-    Poll, RepoInfo, TextEdits,
+    Poll, RepoInfo, ReviewThread, TextEdits,
 };
 use crate::git::Credentials;
 use async_trait::async_trait;
@@ -26,6 +26,8 @@ pub struct State {
     pub logs: std::collections::HashMap<String, String>,
     /// The checks of any other commit.
     pub default_checks: Vec<Check>,
+    /// Each change's review threads, by the item's key.
+    pub threads: std::collections::HashMap<String, Vec<ReviewThread>>,
 }
 
 pub struct MemoryForge {
@@ -302,5 +304,45 @@ impl Forge for MemoryForge {
 
     async fn rerun_check(&self, _repo: &str, _check: &Check) -> Result<bool, ForgeError> {
         Ok(false)
+    }
+
+    async fn review_threads(&self, item: &ItemRef) -> Result<Vec<ReviewThread>, ForgeError> {
+        Ok(self.state().threads.get(&item.key()).cloned().unwrap_or_default())
+    }
+
+    async fn reply_in_thread(
+        &self,
+        item: &ItemRef,
+        thread: &ReviewThread,
+        body: &str,
+    ) -> Result<(), ForgeError> {
+        let mut state = self.state();
+        state.writes.push(format!("reply {}", thread.id));
+        let threads = state.threads.entry(item.key()).or_default();
+        let Some(found) = threads.iter_mut().find(|t| t.id == thread.id) else {
+            return Err(not_found("review thread"));
+        };
+        let id = found.comments.len() as u64 + 1000;
+        found.comments.push(Comment {
+            id,
+            author: "forgehand-bot".into(),
+            body: body.into(),
+            place: CommentPlace::default(),
+            created_at: String::new(),
+        });
+        Ok(())
+    }
+
+    async fn resolve_thread(&self, item: &ItemRef, thread: &ReviewThread) -> Result<bool, ForgeError> {
+        let mut state = self.state();
+        state.writes.push(format!("resolve {}", thread.id));
+        let threads = state.threads.entry(item.key()).or_default();
+        match threads.iter_mut().find(|t| t.id == thread.id) {
+            Some(found) => {
+                found.resolved = true;
+                Ok(true)
+            }
+            None => Err(not_found("review thread")),
+        }
     }
 }

@@ -7,6 +7,7 @@
 mod checks;
 mod conversation;
 mod routes;
+mod threads;
 mod webhooks;
 
 pub use crate::fake_ci::{CiScript, Commit, FakeJob, JobEnd};
@@ -55,6 +56,10 @@ pub struct FakeReview {
     /// (path, line) of an inline comment.
     pub line: Option<(String, u64)>,
     pub clock: u64,
+    /// The inline comment this one answers (its thread's first).
+    pub in_reply_to: Option<u64>,
+    /// Whether the thread this inline comment opens is resolved.
+    pub resolved: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -366,6 +371,8 @@ impl FakeGitHub {
                 state: state.into(),
                 line,
                 clock,
+                in_reply_to: None,
+                resolved: false,
             };
             issue.reviews.push(review.clone());
             issue.updated = clock;
@@ -482,6 +489,24 @@ impl FakeGitHub {
         });
     }
 
+    /// The pull request's review threads as (first comment's body,
+    /// resolved, the replies' bodies), in the order they were opened.
+    pub fn review_threads(&self, repo: &str, number: u64) -> Vec<(String, bool, Vec<String>)> {
+        let reviews = self.issue(repo, number).reviews;
+        reviews
+            .iter()
+            .filter(|r| r.line.is_some() && r.in_reply_to.is_none())
+            .map(|root| {
+                let replies = reviews
+                    .iter()
+                    .filter(|r| r.in_reply_to == Some(root.id))
+                    .map(|r| r.body.clone())
+                    .collect();
+                (root.body.clone(), root.resolved, replies)
+            })
+            .collect()
+    }
+
     pub fn label_events(&self, repo: &str, number: u64) -> Vec<(String, String)> {
         self.issue(repo, number)
             .events
@@ -491,10 +516,6 @@ impl FakeGitHub {
     }
 }
 
-/// Issue (or PR) `number`, as a path segment, of repository `name`.
-/// A review as `pulls/N/reviews` lists it (`as_review`), or its inline
-/// comment as `pulls/N/comments` does. A reviewer who wrote only an inline
-/// comment still submitted a review: listed with an empty body.
 impl Respond for Handler {
     fn respond(&self, req: &Request) -> ResponseTemplate {
         let fault = self.0.lock().unwrap().chaos.as_mut().and_then(Chaos::draw);

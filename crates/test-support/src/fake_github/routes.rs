@@ -6,7 +6,7 @@ use crate::fake_http::{decode, paged, query, request_line, stamp, tick, Reply};
 use serde_json::{json, Value};
 use wiremock::Request;
 
-fn review_json(v: &FakeReview, as_review: bool) -> Option<Value> {
+pub(super) fn review_json(v: &FakeReview, as_review: bool) -> Option<Value> {
     if as_review {
         let body = if v.line.is_some() { "" } else { v.body.as_str() };
         let mut review = json!({"id": v.id, "user": user(&v.author), "body": body, "state": v.state});
@@ -17,7 +17,7 @@ fn review_json(v: &FakeReview, as_review: bool) -> Option<Value> {
         return Some(review);
     }
     let (path, line) = v.line.as_ref()?;
-    Some(json!({
+    let mut comment = json!({
         "id": v.id,
         "pull_request_review_id": v.id,
         "user": user(&v.author),
@@ -27,7 +27,11 @@ fn review_json(v: &FakeReview, as_review: bool) -> Option<Value> {
         "original_line": line,
         "side": "RIGHT",
         "created_at": stamp(v.clock),
-    }))
+    });
+    if let Some(first) = v.in_reply_to {
+        comment["in_reply_to_id"] = json!(first);
+    }
+    Some(comment)
 }
 
 fn issue_in<'a>(s: &'a State, name: &str, number: &str) -> Option<&'a Issue> {
@@ -268,12 +272,15 @@ impl Handler {
         if let Some(reply) = super::conversation::route(&mut s, req, &base, &segs, &body) {
             return reply;
         }
+        if let Some(reply) = super::threads::route(&mut s, &segs, &body) {
+            return reply;
+        }
         if let Some(reply) = super::checks::route(&mut s, req, &base, &segs) {
             return reply;
         }
 
         match (method.as_str(), segs.as_slice()) {
-            // GraphQL: the one query forgehand sends (an item's lastEditedAt).
+            // GraphQL: an item's lastEditedAt (review threads: threads.rs).
             ("POST", ["graphql"]) => {
                 let vars = &body["variables"];
                 let name = format!(

@@ -8,6 +8,7 @@
 //! test failure when the fake is dropped.
 
 mod conversation;
+mod discussions;
 mod pipelines;
 
 pub use conversation::Award;
@@ -37,7 +38,7 @@ pub struct Item {
     pub target_branch: String,
 }
 
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct Note {
     pub id: u64,
     pub author: String,
@@ -46,6 +47,8 @@ pub struct Note {
     pub system: bool,
     pub created: u64,
     pub updated: u64,
+    /// A diff note's place and discussion (see discussions.rs).
+    pub thread: Option<discussions::DiffThread>,
 }
 
 /// Requests that fail on purpose: the next `times` requests whose path
@@ -230,6 +233,7 @@ impl FakeGitLab {
                     system: true,
                     created: clock,
                     updated: clock,
+                    thread: None,
                 });
             }
         });
@@ -254,6 +258,7 @@ impl FakeGitLab {
                 system: false,
                 created: clock,
                 updated: clock,
+                thread: None,
             });
             item.updated = clock;
         });
@@ -333,14 +338,18 @@ fn user_json(s: &State, name: &str) -> Value {
 }
 
 fn note_json(s: &State, n: &Note) -> Value {
-    json!({
+    let mut note = json!({
         "id": n.id,
         "author": user_json(s, &n.author),
         "body": n.body,
         "system": n.system,
         "created_at": stamp(n.created),
         "updated_at": stamp(n.updated),
-    })
+    });
+    if let Some(thread) = &n.thread {
+        discussions::describe(&mut note, thread);
+    }
+    note
 }
 
 fn item_json(s: &State, base: &str, path: &str, p: &Project, i: &Item, mr: bool) -> Value {
@@ -391,6 +400,9 @@ impl Handler {
         let q = query(req);
         let not_found = |what: &str| Reply::json(404, json!({"message": format!("404 {what} Not Found")}));
         if let Some(reply) = conversation::route(&mut s, req, &segs, &body) {
+            return reply;
+        }
+        if let Some(reply) = discussions::route(&mut s, req, &segs, &body) {
             return reply;
         }
         if let Some(reply) = pipelines::route(&mut s, req, &segs) {
@@ -555,6 +567,7 @@ impl Handler {
                     system: false,
                     created: clock,
                     updated: clock,
+                    thread: None,
                 };
                 item.notes.push(note.clone());
                 item.updated = clock;
