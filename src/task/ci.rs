@@ -111,20 +111,11 @@ pub(super) async fn follow(
             "Not followed: forgehand restarted after the push, and the sandbox of the change is gone.".into(),
         ));
     };
-    let base = claimed.target.base.clone();
-    let workspace = &bench.prepared.workspace;
-    let (base_head, configured) = workspace.with(move |ws| ws.base_ci(&base)).await??;
-    let Some(mut sha) = workspace.with(|ws| ws.pushed_head()).await? else {
-        return Ok(CiReport::NotFollowed("Not followed: nothing was pushed.".into()));
+    let mut sha = match pushed_with_ci(run, claimed, bench).await? {
+        Ok(sha) => sha,
+        Err(report) => return Ok(report),
     };
-    let repo = run.item.repo.clone();
-    if !configured && run.forge.checks(&repo, &base_head.to_string()).await?.is_empty() {
-        return Ok(CiReport::NotFollowed(format!(
-            "No CI seen in this repository (no workflow files or .gitlab-ci.yml, and no checks on `{}`'s last commit); not waited for.",
-            claimed.target.base
-        )));
-    }
-    let mut listener = needs.bell.listen(run.item.forge, &repo);
+    let mut listener = needs.bell.listen(run.item.forge, &run.item.repo);
     let mut rounds = 0;
     let mut flaky = Vec::new();
     let mut rerun_done = false;
@@ -156,16 +147,11 @@ pub(super) async fn follow(
             .collect();
         if !rerun_done {
             rerun_done = true;
-            let rerun = rerun_failed(run, &failed).await?;
-            if !rerun.is_empty() {
-                let again = match watch(run, needs, &sha.to_string(), &mut listener).await? {
-                    Watched::Ended(checks) => checks,
-                    Watched::NeverStarted(checks) | Watched::StillRunning(checks) => checks,
-                };
-                flaky.extend(passed_now(&rerun, &again));
-                if ci_state(&again) != CiState::Failed {
-                    continue;
-                }
+            let (passed, now_green) =
+                rerun_once(run, needs, &sha.to_string(), &failed, &mut listener).await?;
+            flaky.extend(passed);
+            if now_green {
+                continue;
             }
         }
         let failing: Vec<String> = failed.iter().map(|c| c.name.clone()).collect();
@@ -194,6 +180,55 @@ pub(super) async fn follow(
             }
         }
     }
+}
+
+/// Runs the failed checks again once, where the forge can: the names
+/// that passed this time (flaky), and whether nothing fails any more.
+async fn rerun_once(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    sha: &str,
+    failed: &[Check],
+    listener: &mut ChecksListener,
+) -> Result<(Vec<String>, bool), TaskError> {
+    let rerun = rerun_failed(run, failed).await?;
+    if rerun.is_empty() {
+        return Ok((Vec::new(), false));
+    }
+    let again = match watch(run, needs, sha, listener).await? {
+        Watched::Ended(checks) | Watched::NeverStarted(checks) | Watched::StillRunning(checks) => checks,
+    };
+    Ok((passed_now(&rerun, &again), ci_state(&again) != CiState::Failed))
+}
+
+/// The pushed commit, when the repository has CI to follow; else why
+/// nothing is followed.
+async fn pushed_with_ci(
+    run: &TaskRun<'_>,
+    claimed: &Claimed,
+    bench: &Bench,
+) -> Result<Result<git2::Oid, CiReport>, TaskError> {
+    let base = claimed.target.base.clone();
+    let workspace = &bench.prepared.workspace;
+    let (base_head, configured) = workspace.with(move |ws| ws.base_ci(&base)).await??;
+    let Some(sha) = workspace.with(|ws| ws.pushed_head()).await? else {
+        return Ok(Err(CiReport::NotFollowed(
+            "Not followed: nothing was pushed.".into(),
+        )));
+    };
+    if !configured
+        && run
+            .forge
+            .checks(&run.item.repo, &base_head.to_string())
+            .await?
+            .is_empty()
+    {
+        return Ok(Err(CiReport::NotFollowed(format!(
+            "No CI seen in this repository (no workflow files or .gitlab-ci.yml, and no checks on `{}`'s last commit); not waited for.",
+            claimed.target.base
+        ))));
+    }
+    Ok(Ok(sha))
 }
 
 /// Waits until the commit's checks end, or for `ci_wait` / `ci_timeout`.

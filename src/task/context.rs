@@ -13,7 +13,7 @@ use super::run::TaskRun;
 use crate::agent::ChatModel;
 use crate::config::ContextConfig;
 use crate::context_store::classify::Intent;
-use crate::context_store::{Classifier, ContextLog, ContextStore, Reading, StoredMessage, Voice};
+use crate::context_store::{Classifier, ContextLog, ContextStore, Followed, Reading, StoredMessage, Voice};
 use crate::forge::{ItemKind, ItemRef};
 use crate::llm::usage::{Meter, Price, UsageReport};
 use crate::prompts::Prompts;
@@ -123,6 +123,20 @@ pub(super) async fn read_conversation(
             "Continuing the conversation of {from}: {earlier} earlier message(s) with its goal and constraints"
         ));
     }
+    notes.push(context_line(&store, followed));
+    notes.push(constraints_line(&store.evolving()));
+    let usage = meter.into_inner().unwrap_or_else(|p| p.into_inner());
+    Ok(Conversation {
+        store,
+        notes,
+        usage,
+        follow_up,
+        new_problem,
+    })
+}
+
+/// The progress comment's line on what this reading changed.
+fn context_line(store: &ContextStore, followed: Followed) -> String {
     let unclear = store
         .messages()
         .iter()
@@ -146,16 +160,7 @@ pub(super) async fn read_conversation(
             "; {unclear} could not be classified and are kept as UNCLEAR"
         ));
     }
-    notes.push(line);
-    notes.push(constraints_line(&store.evolving()));
-    let usage = meter.into_inner().unwrap_or_else(|p| p.into_inner());
-    Ok(Conversation {
-        store,
-        notes,
-        usage,
-        follow_up,
-        new_problem,
-    })
+    line
 }
 
 /// Which messages the requests carry as constraints, quoted briefly.

@@ -160,6 +160,39 @@ fn synthesis<'a>(needs: &'a Needs<'_>, item: &Item) -> Synthesis<'a> {
     }
 }
 
+/// The part of the packed checkout that fits `budget`, chosen for `request`.
+async fn select_code(
+    run: &TaskRun<'_>,
+    code: PackedCode,
+    request: &str,
+    budget: u64,
+) -> Result<Result<select::Selection, crate::planning::pack::PackError>, TaskError> {
+    let waited = std::time::Instant::now();
+    let whole = code.0.await;
+    tracing::debug!(task = %run.item, waited_ms = waited.elapsed().as_millis() as u64, "the pack is read");
+    let request = request.to_owned();
+    match whole {
+        Ok(whole) => blocking(move || whole.map(|whole| select::choose(whole, &request, budget))).await,
+        Err(e) => Err(TaskError::Other(format!("packing the code failed: {e}"))),
+    }
+}
+
+/// Room a debate's prompts need besides the pack and the request: the
+/// templates, and the plans a critique or the judge quotes.
+const PROMPT_ROOM: u64 = 8_000;
+
+/// The pack's budget: `planning.context_tokens`, within what the largest
+/// usable model takes with the request and the debate's prompts beside it
+/// (a pack that fits no model would leave the task without a plan).
+fn pack_budget(configured: u64, models: &[crate::llm::ModelInfo], request: &str) -> u64 {
+    match models.iter().map(|m| m.max_input_tokens).max() {
+        Some(room) => {
+            configured.min(room.saturating_sub(crate::llm::tokens::count_text(request) + PROMPT_ROOM))
+        }
+        None => configured,
+    }
+}
+
 /// Packs the code and lets the models debate a plan.
 async fn debate(
     run: &mut TaskRun<'_>,
@@ -175,22 +208,15 @@ async fn debate(
     let request_text = widened.as_deref().unwrap_or(request_text);
     run.at(Step::Plan, "Planning: packing the code");
     run.report().await;
-    let (budget, request) = (config.context_tokens, request_text.to_owned());
-    let waited = std::time::Instant::now();
-    let whole = code.0.await;
-    tracing::debug!(task = %run.item, waited_ms = waited.elapsed().as_millis() as u64, "the pack is read");
-    let selection = match whole {
-        Ok(whole) => blocking(move || whole.map(|whole| select::choose(whole, &request, budget))).await?,
-        Err(e) => return Err(TaskError::Other(format!("packing the code failed: {e}"))),
-    };
-    let selection = match selection {
+    let budget = pack_budget(config.context_tokens, &needs.model.models(), request_text);
+    let selection = match select_code(run, code, request_text, budget).await? {
         Ok(s) => s,
         Err(e) => {
             run.note(format!("Planning skipped: the code could not be packed ({e})"));
             return Ok(None);
         }
     };
-    note_selection(run, &selection);
+    note_selection(run, &selection, budget, config.context_tokens);
     let context = Context::new(
         needs.prompts.clone(),
         &selection.packed.xml,
@@ -411,7 +437,7 @@ async fn recorded_or_generated(
 }
 
 /// Says on the comment what a partial pack left out.
-fn note_selection(run: &TaskRun<'_>, selection: &select::Selection) {
+fn note_selection(run: &TaskRun<'_>, selection: &select::Selection, budget: u64, configured: u64) {
     let packed = &selection.packed;
     let real_files = packed
         .files
@@ -426,9 +452,14 @@ fn note_selection(run: &TaskRun<'_>, selection: &select::Selection) {
     } else {
         const NAMED: usize = 10;
         let mut line = format!(
-            "Packed {real_files} files ({} tokens) for planning; the checkout is {} tokens, over planning.context_tokens, so {} files were left out",
+            "Packed {real_files} files ({} tokens) for planning; the checkout is {} tokens, over {}, so {} files were left out",
             packed.tokens,
             selection.whole_tokens,
+            if budget < configured {
+                format!("the {budget} tokens the largest model takes beside the request")
+            } else {
+                "planning.context_tokens".to_owned()
+            },
             selection.left_out.len()
         );
         let named: Vec<&str> = selection
@@ -463,4 +494,28 @@ fn ideas_key(request: &IdeaRequest) -> String {
     let digest = Sha256::digest(asked.as_bytes());
     let short: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     format!("ideas:{short}")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{pack_budget, PROMPT_ROOM};
+    use crate::llm::ModelInfo;
+
+    #[test]
+    fn the_pack_leaves_room_for_the_request_and_the_prompts_in_the_largest_model() {
+        let model = |name: &str, room| ModelInfo {
+            name: name.into(),
+            max_input_tokens: room,
+        };
+        let request = "Greet the world.";
+        let request_tokens = crate::llm::tokens::count_text(request);
+        let models = [model("small", 50_000), model("large", 100_000)];
+        assert_eq!(
+            pack_budget(120_000, &models, request),
+            100_000 - request_tokens - PROMPT_ROOM
+        );
+        assert_eq!(pack_budget(60_000, &models, request), 60_000);
+        assert_eq!(pack_budget(60_000, &[], request), 60_000);
+        assert_eq!(pack_budget(60_000, &[model("tiny", 1_000)], request), 0);
+    }
 }

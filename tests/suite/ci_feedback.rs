@@ -177,26 +177,12 @@ async fn checks_that_never_start_are_said_plainly_after_ci_wait() {
 
 #[tokio::test]
 async fn on_gitlab_a_failing_jobs_trace_gets_a_fix_round_then_the_pipeline_is_green() {
-    use forgehand_test_support::daemon_rig::{self, DaemonProcess};
-    use forgehand_test_support::fake_gitlab::FakeGitLab;
-    use forgehand_test_support::git_http::{self, GitHttpServer};
-    use forgehand_test_support::scripted_model::TurnModel;
+    use forgehand_test_support::gitlab_world::{GitLabWorld, GL_TOKEN, PROJECT};
 
-    const GL_TOKEN: &str = "glpat-ciFeedbackTokenThatMustNeverLeak";
-    const PROJECT: &str = "acme/platform/app";
-    forgehand_test_support::ensure_images().await;
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("git");
     let files = [
         ("greet.py", "print('Hello')\n"),
         (".gitlab-ci.yml", "test:\n  script: pytest\n"),
     ];
-    let bare = git_http::bare_repo(&root, "acme/platform/app.git", &files);
-    let git = GitHttpServer::start(&root, "oauth2", GL_TOKEN).await;
-    let gitlab = FakeGitLab::start(GL_TOKEN).await;
-    gitlab.add_project(PROJECT, &git.url("acme/platform/app.git"));
-    gitlab.add_member(PROJECT, "maya", 30);
-    gitlab.run_ci(PROJECT, bare, Arc::new(greeting_test));
     let mut turns = edit("Hello", "Hello, World", "Greet the world", "Greeted the world.");
     turns.extend(edit(
         "Hello, World",
@@ -204,31 +190,18 @@ async fn on_gitlab_a_failing_jobs_trace_gets_a_fix_round_then_the_pipeline_is_gr
         "Lower-case world",
         "Fixed the case.",
     ));
-    let model = TurnModel::start(turns).await;
-    let config = daemon_rig::write_config(
-        dir.path(),
-        &forgehand_test_support::unique("test-gl"),
-        &format!(
-            "gitlab:\n  url: \"{}\"\n  projects: [\"{PROJECT}\"]\ndelivery:\n  ci_poll: \"1s\"\n  ci_wait: \"60s\"\n",
-            gitlab.url()
-        ),
-    );
-    let log = dir.path().join("daemon.log");
-    let env = [
-        ("GITLAB_TOKEN", GL_TOKEN.to_owned()),
-        ("OPENAI_API_KEY", "sk-ciFeedbackModelKey0004".to_owned()),
-        ("OPENAI_BASE_URL", model.base_url()),
-    ];
-    let daemon = DaemonProcess::start(&config, &["run"], &env, &log);
-    let issue = gitlab.open_issue(PROJECT, "maya", "Greet the world", "Say hello to the world.");
-    gitlab.add_label(PROJECT, issue, "coding agent", "maya");
-    daemon_rig::wait_until(
-        "the done label",
-        Duration::from_secs(180),
-        async || gitlab.issue(PROJECT, issue).labels == vec!["coding agent done".to_owned()],
-        &log,
+    let world = GitLabWorld::new(
+        turns,
+        &files,
+        "delivery:\n  ci_poll: \"1s\"\n  ci_wait: \"60s\"\n",
     )
     .await;
+    world
+        .gitlab
+        .run_ci(PROJECT, world.bare.clone(), Arc::new(greeting_test));
+    let daemon = world.start();
+    let issue = world.deliver("Greet the world", "Say hello to the world.").await;
+    let (gitlab, model) = (&world.gitlab, &world.model);
     let note = gitlab
         .issue(PROJECT, issue)
         .notes

@@ -162,48 +162,14 @@ async fn an_outsiders_review_comment_starts_nothing() {
 
 #[tokio::test]
 async fn on_gitlab_a_batch_of_diff_notes_makes_one_run_and_each_discussion_is_answered_and_resolved() {
-    use forgehand_test_support::daemon_rig::DaemonProcess;
-    use forgehand_test_support::fake_gitlab::FakeGitLab;
-    use forgehand_test_support::git_http::{self, GitHttpServer};
-    use forgehand_test_support::scripted_model::TurnModel;
+    use forgehand_test_support::git_http;
+    use forgehand_test_support::gitlab_world::{GitLabWorld, PROJECT};
 
-    const GL_TOKEN: &str = "glpat-reviewsTokenThatMustNeverLeak01";
-    const PROJECT: &str = "acme/platform/app";
-    const DONE_GL: &str = "coding agent done";
-    forgehand_test_support::ensure_images().await;
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("git");
     let files = [("greet.py", "print('Hello')\n"), ("README.md", "# app\n")];
-    let bare = git_http::bare_repo(&root, "acme/platform/app.git", &files);
-    let git = GitHttpServer::start(&root, "oauth2", GL_TOKEN).await;
-    let gitlab = FakeGitLab::start(GL_TOKEN).await;
-    gitlab.add_project(PROJECT, &git.url("acme/platform/app.git"));
-    gitlab.add_member(PROJECT, "maya", 30);
-    let model = TurnModel::start(turns()).await;
-    let config = daemon_rig::write_config(
-        dir.path(),
-        &forgehand_test_support::unique("test-gl"),
-        &format!(
-            "gitlab:\n  url: \"{}\"\n  projects: [\"{PROJECT}\"]\ntriggers:\n  review_quiet: \"2s\"\n",
-            gitlab.url()
-        ),
-    );
-    let log = dir.path().join("daemon.log");
-    let env = [
-        ("GITLAB_TOKEN", GL_TOKEN.to_owned()),
-        ("OPENAI_API_KEY", "sk-reviewsModelKey0005".to_owned()),
-        ("OPENAI_BASE_URL", model.base_url()),
-    ];
-    let daemon = DaemonProcess::start(&config, &["run"], &env, &log);
-    let issue = gitlab.open_issue(PROJECT, "maya", "Greet the world", "Say hello to the world.");
-    gitlab.add_label(PROJECT, issue, "coding agent", "maya");
-    daemon_rig::wait_until(
-        "the done label",
-        Duration::from_secs(180),
-        async || gitlab.issue(PROJECT, issue).labels == vec![DONE_GL.to_owned()],
-        &log,
-    )
-    .await;
+    let world = GitLabWorld::new(turns(), &files, "triggers:\n  review_quiet: \"2s\"\n").await;
+    let daemon = world.start();
+    world.deliver("Greet the world", "Say hello to the world.").await;
+    let gitlab = &world.gitlab;
     let mr = gitlab.merge_requests(PROJECT)[0].iid;
     for body in [
         "Please say whom this is for.",
@@ -222,11 +188,11 @@ async fn on_gitlab_a_batch_of_diff_notes_makes_one_run_and_each_discussion_is_an
                     .iter()
                     .all(|(_, resolved, replies)| *resolved && replies.len() == 1)
         },
-        &log,
+        &world.log,
     )
     .await;
     let head = gitlab.merge_requests(PROJECT)[0].source_branch.clone();
-    let sha = git_http::head_of(&bare, &head);
+    let sha = git_http::head_of(&world.bare, &head);
     for (asked, _, replies) in gitlab.discussions(PROJECT, mr) {
         assert!(
             replies[0].contains(&format!("Changed in {sha}.")),

@@ -91,6 +91,17 @@ impl World {
         World::build_repo(turns, "", None, "", yaml, files).await
     }
 
+    /// A planning world (`planning.mode: single`, planning calls answered
+    /// with `plan`) whose repository holds `files`, with more top-level YAML.
+    pub async fn with_planned_repository(
+        turns: Vec<(Reply, Option<Duration>)>,
+        files: &[(&str, &str)],
+        plan: &str,
+        yaml: &str,
+    ) -> World {
+        World::build_repo(turns, "", Some((plan, None)), "", yaml, files).await
+    }
+
     /// `plan`: the planning answer and how long each planning call takes.
     async fn build_full(
         turns: Vec<(Reply, Option<Duration>)>,

@@ -19,6 +19,7 @@ pub mod git_http;
 pub mod github_api;
 pub mod github_world;
 pub mod gitlab_api;
+pub mod gitlab_world;
 pub mod kubeconfig;
 pub mod mcp_client;
 pub mod registries;
