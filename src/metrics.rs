@@ -53,6 +53,7 @@ pub struct Metrics {
     egress_connections: Family<Labels, Counter>,
     egress_bytes: Family<Labels, Counter>,
     webhook_deliveries: Family<Labels, Counter>,
+    spend: Family<Labels, Counter<f64, AtomicU64>>,
 }
 
 fn labels(pairs: &[(&str, &str)]) -> Labels {
@@ -95,6 +96,7 @@ impl Metrics {
             egress_connections: Family::default(),
             egress_bytes: Family::default(),
             webhook_deliveries: Family::default(),
+            spend: Family::default(),
         };
         let mut m = m;
         m.register_task_metrics();
@@ -126,6 +128,11 @@ impl Metrics {
             "model_requests",
             "Model API requests, by model and outcome",
             m.model_requests.clone(),
+        );
+        r.register(
+            "spend_usd",
+            "What the models cost in US dollars at the catalogue's prices, by repository and model",
+            m.spend.clone(),
         );
         r.register(
             "model_tokens",
@@ -255,6 +262,13 @@ impl Metrics {
         if let Some(cost) = cost {
             self.cost.get_or_create(&labels(&[("model", model)])).inc_by(cost);
         }
+    }
+
+    /// What one model answer for a task of `repo` cost.
+    pub fn spend(&self, repo: &str, model: &str, usd: f64) {
+        self.spend
+            .get_or_create(&labels(&[("repository", repo), ("model", model)]))
+            .inc_by(usd);
     }
 
     pub fn tool_call(&self, tool: &str, ok: bool) {

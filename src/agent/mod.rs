@@ -7,9 +7,10 @@ pub mod condense;
 pub mod plan;
 pub mod prompts;
 pub mod tools;
+mod wrap_up;
 
 use crate::llm::usage::{Price, UsageReport};
-use crate::llm::{ChatRequest, ChatResponse, FinishReason, Message, ToolCall, ToolResult};
+use crate::llm::{ChatRequest, ChatResponse, FinishReason, LlmError, Message, ToolCall, ToolResult};
 use async_trait::async_trait;
 use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
@@ -76,6 +77,8 @@ pub enum StopReason {
     NotReady(String),
     /// The model (or its provider's filter) declined to go on.
     Refused(String),
+    /// A spending cap (`budget.*`) was reached; the reason names it.
+    Budget(String),
     /// Every answer was cut at the output limit, even with more room.
     OutputLimit {
         times: u32,
@@ -101,6 +104,7 @@ impl std::fmt::Display for StopReason {
             StopReason::Halted(reason) => write!(f, "stopped: {reason}"),
             StopReason::NotReady(reason) => write!(f, "stopped before any tool ran: the sandbox was not prepared ({reason})"),
             StopReason::Refused(why) => write!(f, "stopped: the model declined to continue ({why})"),
+            StopReason::Budget(why) => write!(f, "stopped at the budget: {why}"),
             StopReason::OutputLimit { times } => write!(
                 f,
                 "stopped: the model's answer was cut at its output limit {times} times (llm.max_output_tokens, the model's max_output_tokens)"
@@ -244,6 +248,7 @@ impl Agent {
                         },
                     )
                 }
+                Ok(Err(LlmError::Budget(reason))) => return self.wrap_up(run, system, reason).await,
                 Ok(Err(err)) => return run.finish(None, StopReason::Model(err.to_string())),
                 Ok(Ok(response)) => response,
             };

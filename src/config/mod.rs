@@ -2,6 +2,7 @@
 //! the rest of forgehand uses. Loading fails early with an error that names
 //! the key, the bad value and what is accepted.
 
+mod budget;
 mod cluster;
 mod context;
 mod env;
@@ -17,6 +18,7 @@ mod triggers;
 mod units;
 mod work;
 
+pub use budget::BudgetConfig;
 pub use cluster::{ClusterConfig, ClusterMode};
 pub use context::{ContextConfig, IdeasConfig, IdeasMode, TrustConfig};
 pub use host_pattern::{host_patterns, HostName, HostPattern, WEB_PORTS};
@@ -25,7 +27,7 @@ pub use llm::{LlmConfig, ModelConfig, ModelOverrides, ProviderKind};
 pub use planning::{PlanningConfig, PlanningMode};
 pub use policy::{AgentLimits, Api, Price, ReasoningKind, RetryPolicy};
 pub use repository::{
-    check_file as check_repo_file, AgentNetwork, Commands, PlainValue, RawNetwork, RepoFile,
+    check_file as check_repo_file, AgentNetwork, Commands, PlainValue, RawNetwork, RepoBudget, RepoFile,
     RepositoriesConfig, SetupFailure,
 };
 pub use secrets::{Secret, Secrets};
@@ -96,6 +98,8 @@ pub struct Config {
     pub ideas: IdeasConfig,
     pub trust: TrustConfig,
     pub triggers: TriggersConfig,
+    /// Spending caps in US dollars.
+    pub budget: BudgetConfig,
     pub repositories: RepositoriesConfig,
     pub cluster: ClusterConfig,
 }
@@ -497,6 +501,7 @@ impl Config {
             ideas: context::resolve_ideas(raw.ideas, &llm.models)?,
             trust: context::resolve_trust(raw.trust),
             triggers: triggers::resolve_triggers(raw.triggers)?,
+            budget: budget::resolve_budget(raw.budget)?,
             repositories: repository::resolve_repositories(raw.repositories)?,
             cluster: cluster::resolve_cluster(raw.cluster)?,
             scheduling,

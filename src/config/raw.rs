@@ -28,6 +28,7 @@ pub struct RawConfig {
     pub ideas: super::context::RawIdeas,
     pub trust: super::context::RawTrust,
     pub triggers: super::triggers::RawTriggers,
+    pub budget: super::budget::RawBudget,
     pub repositories: super::repository::RawRepositories,
     pub cluster: super::cluster::RawCluster,
 }

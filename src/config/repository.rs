@@ -25,6 +25,19 @@ pub struct RepoFile {
     pub test: Option<String>,
     pub test_timeout: Option<HumanDuration>,
     pub instructions: Option<Vec<String>>,
+    /// Caps that lower the operator's `budget.*` for this repository.
+    pub budget: Option<RepoBudget>,
+}
+
+/// A repository's own spending caps in US dollars: each lowers the
+/// operator's (`budget.task_usd`, `repository_daily_usd`,
+/// `repository_monthly_usd`), never raises it.
+#[derive(Debug, Clone, Copy, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct RepoBudget {
+    pub task_usd: Option<f64>,
+    pub daily_usd: Option<f64>,
+    pub monthly_usd: Option<f64>,
 }
 
 /// One shell command or a list of them.
@@ -216,6 +229,20 @@ pub fn check_file(prefix: &str, file: &RepoFile) -> Result<(), ConfigError> {
                     r#""{image}" is not an image reference; use a forgehand image name such as "python" or a reference such as "registry.example.org/team/app:1.2" or "name@sha256:…""#
                 ),
             ));
+        }
+    }
+    if let Some(budget) = &file.budget {
+        for (name, cap) in [
+            ("budget.task_usd", budget.task_usd),
+            ("budget.daily_usd", budget.daily_usd),
+            ("budget.monthly_usd", budget.monthly_usd),
+        ] {
+            if cap.is_some_and(|cap| !cap.is_finite() || cap <= 0.0) {
+                return Err(ConfigError::invalid(
+                    &key(name),
+                    "is not a positive amount of US dollars; write e.g. 2 or 0.50, or leave it out",
+                ));
+            }
         }
     }
     if let Some(commands) = &file.setup {

@@ -30,6 +30,13 @@ impl Deferrals {
         wait
     }
 
+    /// Schedules `item` again after `wait` exactly (a budget's period).
+    pub fn put_off_for(&mut self, item: ItemRef, wait: Duration) {
+        let key = item.key();
+        self.waiting.retain(|(_, waiting)| waiting.key() != key);
+        self.waiting.push((Instant::now() + wait, item));
+    }
+
     /// The task ended some other way: its next deferral starts over.
     pub fn ended(&mut self, key: &str) {
         self.in_a_row.remove(key);
@@ -78,5 +85,18 @@ mod tests {
         assert_eq!(d.put_off(item(), base), LONGEST_WAIT);
         d.ended(&item().key());
         assert_eq!(d.put_off(item(), base), Duration::from_secs(10));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_wait_for_a_budget_is_exact_and_held_once() {
+        let mut d = Deferrals::default();
+        let day = Duration::from_secs(9 * 3600);
+        d.put_off_for(item(), day);
+        d.put_off_for(item(), day);
+        assert_eq!(d.len(), 1);
+        tokio::time::advance(day - Duration::from_secs(1)).await;
+        assert!(d.due().is_empty());
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(d.due(), vec![item()]);
     }
 }

@@ -310,11 +310,16 @@ async fn status_page(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
             )
         }
     };
+    let spend = spend_rows(&state.journal).unwrap_or_else(|e| {
+        tracing::warn!("cannot read the spend ledger for the status page: {e}");
+        Vec::new()
+    });
     let page = render_status(
         &state.instance,
         &state.board.snapshot(),
         &ended,
         &state.metrics.rate_limits(),
+        &spend,
         SystemTime::now(),
     );
     (
@@ -361,6 +366,7 @@ pub fn render_status(
     live: &[crate::task::board::LiveTask],
     ended: &[crate::journal::TaskRecord],
     rate_limits: &[(String, i64)],
+    spend: &[SpendRow],
     now: SystemTime,
 ) -> String {
     let mut html = String::new();
@@ -454,6 +460,58 @@ a {{ color: #0969da; }}
         }
         html.push_str("</table>\n");
     }
+    render_spend(&mut html, spend);
     html.push_str("</body></html>\n");
     html
+}
+
+/// What one repository spent on one model: today and this month (UTC).
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpendRow {
+    pub repository: String,
+    pub model: String,
+    pub today: f64,
+    pub month: f64,
+}
+
+/// The month's spend by repository and model, from the journal's ledger.
+pub fn spend_rows(journal: &crate::journal::Journal) -> Result<Vec<SpendRow>, crate::journal::JournalError> {
+    let now = crate::budget::Period::now();
+    let today = journal.spend_by_repository(&now.day(), &now.day())?;
+    let month = journal.spend_by_repository(&now.month_first_day(), &now.day())?;
+    Ok(month
+        .into_iter()
+        .map(|(repository, model, month)| {
+            let today = today
+                .iter()
+                .find(|(r, m, _)| *r == repository && *m == model)
+                .map_or(0.0, |(_, _, usd)| *usd);
+            SpendRow {
+                repository,
+                model,
+                today,
+                month,
+            }
+        })
+        .collect())
+}
+
+fn render_spend(html: &mut String, rows: &[SpendRow]) {
+    html.push_str("<h2>Spend (US dollars at the catalogue's prices, UTC)</h2>\n");
+    if rows.is_empty() {
+        html.push_str("<p class=\"empty\">Nothing spent this month.</p>\n");
+        return;
+    }
+    html.push_str("<table><tr><th>Repository</th><th>Model</th><th>Today</th><th>This month</th></tr>\n");
+    for row in rows {
+        let _ = writeln!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td class=\"num\">${:.2}</td><td class=\"num\">${:.2}</td></tr>",
+            escape(&row.repository),
+            escape(&row.model),
+            row.today,
+            row.month
+        );
+    }
+    html.push_str("</table>\n");
 }

@@ -3,6 +3,7 @@
 //! concurrency limit, and on shutdown stop claiming, give running tasks a
 //! grace period, then checkpoint them for the next start.
 
+mod budget_hold;
 mod claims;
 mod deferred;
 pub mod http;
@@ -155,6 +156,14 @@ impl Daemon {
     /// Before the loop: the replicas' coordinator, leftovers reaped, and
     /// the journal's unfinished tasks queued to resume.
     async fn start(&self) -> Result<LoopState, DaemonError> {
+        // The spend ledger keeps about a year.
+        if let Err(e) = self
+            .env
+            .journal
+            .prune_spend(&crate::budget::Period::now().kept_from())
+        {
+            tracing::warn!("cannot prune the spend ledger: {e}");
+        }
         let coordinator = match self.env.config.cluster.mode {
             crate::config::ClusterMode::Single => None,
             crate::config::ClusterMode::Kubernetes => Some(
@@ -216,6 +225,7 @@ impl Daemon {
             low_space: None,
             tasks_stop: CancellationToken::new(),
             scheduling,
+            budget_holds: Default::default(),
         })
     }
 
@@ -253,6 +263,19 @@ impl Daemon {
                 state.scheduler.not_started(&item);
                 continue;
             };
+            // Work not begun waits while a money cap is reached.
+            if matches!(why, StartReason::New | StartReason::Retry) {
+                let budget = &self.env.config.budget;
+                if let Some(wait) = state
+                    .budget_holds
+                    .wait(budget, &self.env.journal, forge.as_ref(), &item)
+                    .await
+                {
+                    state.scheduler.wait(item, wait);
+                    continue;
+                }
+                state.budget_holds.started(&item.key());
+            }
             let (forge, stop) = match state.coordinator.as_mut() {
                 None => (forge, state.tasks_stop.clone()),
                 Some(claims) => match claims.acquire(&item, forge).await {
@@ -583,6 +606,8 @@ struct LoopState {
     /// Cancelled only after the grace period: tasks stop separately.
     tasks_stop: CancellationToken,
     scheduling: crate::config::SchedulingConfig,
+    /// New items waiting for a budget's period to turn.
+    budget_holds: budget_hold::BudgetHolds,
 }
 
 impl LoopState {

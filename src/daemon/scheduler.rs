@@ -99,6 +99,13 @@ impl Scheduler {
         self.deferrals.put_off(item, first_wait)
     }
 
+    /// Takes `item` (given by [`next`](Self::next)) back, to start it
+    /// after `wait` exactly.
+    pub fn wait(&mut self, item: ItemRef, wait: Duration) {
+        self.active.remove(&item.key());
+        self.deferrals.put_off_for(item, wait);
+    }
+
     /// Runs a task that [`next`](Self::next) gave.
     pub fn spawn(&mut self, key: String, task: impl Future<Output = TaskEnd> + Send + 'static) {
         self.running.spawn(async move { (key, task.await) });

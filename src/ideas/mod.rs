@@ -206,9 +206,10 @@ impl IdeaError {
             LlmError::Server { .. } | LlmError::Network { .. } | LlmError::Decode { .. } => {
                 ErrorCode::ApiServiceError
             }
-            LlmError::Rejected { .. } | LlmError::TooLarge { .. } | LlmError::Unsupported { .. } => {
-                ErrorCode::InternalError
-            }
+            LlmError::Rejected { .. }
+            | LlmError::TooLarge { .. }
+            | LlmError::Unsupported { .. }
+            | LlmError::Budget(_) => ErrorCode::InternalError,
         };
         let mut message = err.to_string();
         if code == ErrorCode::InvalidApiKey {

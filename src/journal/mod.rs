@@ -11,8 +11,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 mod heard;
+mod spend;
 
 pub use heard::Heard;
+pub use spend::Whose;
 
 /// How far a task got. Ordered: a later phase implies the earlier ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -162,6 +164,14 @@ impl Journal {
                 -- (a review's quiet period); 0 for at once.
                 not_before_ms INTEGER NOT NULL DEFAULT 0,
                 PRIMARY KEY (forge, comment)
+            );
+            -- What the models cost, per UTC day, repository and model.
+            CREATE TABLE IF NOT EXISTS spend (
+                day TEXT NOT NULL,
+                repo TEXT NOT NULL,
+                model TEXT NOT NULL,
+                usd REAL NOT NULL,
+                PRIMARY KEY (day, repo, model)
             );
             -- Where each repository's next listing of comments starts.
             CREATE TABLE IF NOT EXISTS comment_cursors (

@@ -251,6 +251,9 @@ pub enum LlmError {
         message: String,
         advice: String,
     },
+    /// A spending cap (`budget.*`) would be passed by this call's worst case.
+    #[error("{0}")]
+    Budget(String),
 }
 
 impl LlmError {

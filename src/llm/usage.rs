@@ -51,7 +51,7 @@ impl UsageReport {
 
     /// The price of `model`: an exact entry, else the longest entry that
     /// prefixes it (a dated model name uses its family's price).
-    fn price_of(&self, model: &str) -> Option<Price> {
+    pub fn price_of(&self, model: &str) -> Option<Price> {
         self.prices.get(model).copied().or_else(|| {
             self.prices
                 .iter()

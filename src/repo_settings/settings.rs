@@ -15,7 +15,9 @@
 //!   `repositories.max_setup_timeout` / `max_test_timeout`.
 //! - `env`: merged variable by variable, the file's value first.
 
-use crate::config::{check_repo_file, AgentNetwork, ConfigError, HostPattern, RepoFile, RepositoriesConfig};
+use crate::config::{
+    check_repo_file, AgentNetwork, ConfigError, HostPattern, RepoBudget, RepoFile, RepositoriesConfig,
+};
 use crate::images::Language;
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -40,6 +42,9 @@ pub struct RepoSettings {
     /// Files read as instructions; `None`: `AGENTS.md`, else `CLAUDE.md`,
     /// else `.github/copilot-instructions.md`.
     pub instructions: Option<Vec<String>>,
+    /// The lowest of the caps the file and the operator's repository
+    /// entries give (each lowers the operator's `budget.*`).
+    pub budget: RepoBudget,
     /// What the merge dropped or capped, for the progress comment.
     pub notes: Vec<String>,
 }
@@ -207,7 +212,23 @@ pub fn resolve(
         test: first(&layers, |l| l.test.clone()).map(|t| t.trim().to_owned()),
         test_timeout,
         instructions: first(&layers, |l| l.instructions.clone()),
+        budget: lowest_budget(&layers),
         notes,
+    }
+}
+
+/// Each cap at the lowest any layer gives.
+fn lowest_budget(layers: &[&RepoFile]) -> RepoBudget {
+    let lowest = |cap: fn(&RepoBudget) -> Option<f64>| {
+        layers
+            .iter()
+            .filter_map(|l| l.budget.as_ref().and_then(cap))
+            .reduce(f64::min)
+    };
+    RepoBudget {
+        task_usd: lowest(|b| b.task_usd),
+        daily_usd: lowest(|b| b.daily_usd),
+        monthly_usd: lowest(|b| b.monthly_usd),
     }
 }
 

@@ -61,6 +61,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 /// What every task needs, shared by all of them.
+#[derive(Clone)]
 pub struct TaskEnv {
     pub config: Arc<Config>,
     pub secrets: Arc<Secrets>,
@@ -135,6 +136,7 @@ pub async fn run(
     shutdown: CancellationToken,
 ) -> TaskEnd {
     let key = item.key();
+    let (env, spend) = &budgeted(env, &item);
     let record = match env.journal.begin(&key) {
         Ok(r) => r,
         Err(e) => {
@@ -178,7 +180,7 @@ pub async fn run(
     } else {
         // Every log line of the run names the task and its attempt.
         let span = tracing::info_span!("task", key = %key, attempt = record.attempts);
-        execute(&mut run, env, &record).instrument(span).await
+        execute(&mut run, env, spend, &record).instrument(span).await
     };
     let end = match result {
         Ok(end) => end,
@@ -199,9 +201,28 @@ pub async fn run(
     end
 }
 
+/// The task's own environment: its model checks every call against the
+/// budgets (`spend`).
+fn budgeted(env: &TaskEnv, item: &ItemRef) -> (TaskEnv, Arc<crate::budget::Spend>) {
+    let spend = Arc::new(crate::budget::Spend::new(
+        crate::budget::Caps::from(&env.config.budget),
+        env.journal.clone(),
+        env.metrics.clone(),
+        &item.repo,
+        crate::llm::router::price_table(&env.config.llm),
+    ));
+    let model = Arc::new(crate::budget::Budgeted::new(env.model.clone(), spend.clone()));
+    (TaskEnv { model, ..env.clone() }, spend)
+}
+
 /// The task's phases in order. A task pushed before a restart goes
 /// straight on to delivery.
-async fn execute(run: &mut TaskRun<'_>, env: &TaskEnv, record: &TaskRecord) -> Result<TaskEnd, TaskError> {
+async fn execute(
+    run: &mut TaskRun<'_>,
+    env: &TaskEnv,
+    spend: &crate::budget::Spend,
+    record: &TaskRecord,
+) -> Result<TaskEnd, TaskError> {
     let config = &env.config;
     let claimed = match claim::claim(run, &claim_needs(config), record).await? {
         Claim::Claimed(claimed) => claimed,
@@ -213,7 +234,7 @@ async fn execute(run: &mut TaskRun<'_>, env: &TaskEnv, record: &TaskRecord) -> R
         let summary = record.outcome.clone().unwrap_or_default();
         return deliver_and_follow(run, env, &claimed, &summary, None).await;
     }
-    match make_change(run, env, &claimed).await? {
+    match make_change(run, env, spend, &claimed).await? {
         Pushed::Branch { summary, mut bench } => {
             let end = deliver_and_follow(run, env, &claimed, &summary, Some(&mut bench)).await;
             bench.session.close().await;
@@ -271,8 +292,15 @@ async fn deliver_and_follow(
 }
 
 /// From the clone to the pushed branch.
-async fn make_change(run: &mut TaskRun<'_>, env: &TaskEnv, claimed: &Claimed) -> Result<Pushed, TaskError> {
+async fn make_change(
+    run: &mut TaskRun<'_>,
+    env: &TaskEnv,
+    spend: &crate::budget::Spend,
+    claimed: &Claimed,
+) -> Result<Pushed, TaskError> {
     let prepared = prepare::prepare(run, &prepare_needs(env, &run.item), claimed).await?;
+    let caps = prepared.repo.settings.budget;
+    spend.lower_to(caps.task_usd, caps.daily_usd, caps.monthly_usd);
     let planned = plan::plan(run, &plan_needs(env), claimed, prepared).await?;
     let changed = change::change(run, &change_needs(env), claimed, planned).await?;
     let verified = verify::verify(run, &verify_needs(env), changed).await?;

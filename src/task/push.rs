@@ -74,6 +74,12 @@ pub(super) async fn push(
         Ok(Some(summary)) => summary,
         Ok(None) => {
             session.close().await;
+            // Stopped at a cap with nothing to deliver: the task ends with that reason.
+            if let StopReason::Budget(why) = &outcome.stop {
+                return Err(TaskError::Other(format!(
+                    "the run stopped at the budget before it changed anything: {why}"
+                )));
+            }
             return Ok(Pushed::Nothing {
                 answer: outcome.answer.unwrap_or_default(),
             });

@@ -2,6 +2,7 @@
 
 mod agent_docker;
 mod agent_loop;
+mod budgets;
 mod ci_feedback;
 mod cli;
 mod cluster_leases;

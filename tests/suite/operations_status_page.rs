@@ -7,7 +7,7 @@
 
 use forgehand_test_support as common;
 
-use forgehand::daemon::http::render_status;
+use forgehand::daemon::http::{render_status, SpendRow};
 use forgehand::journal::{Phase, TaskRecord};
 use forgehand::task::board::LiveTask;
 use std::time::{Duration, SystemTime};
@@ -79,6 +79,20 @@ fn the_status_page_renders_in_headless_chromium() {
         &live,
         &done,
         &[("github".into(), 4_873), ("gitlab".into(), 1_996)],
+        &[
+            SpendRow {
+                repository: "acme/api".into(),
+                model: "gpt-5.6".into(),
+                today: 1.25,
+                month: 31.5,
+            },
+            SpendRow {
+                repository: "acme/web".into(),
+                model: "claude-opus-5-5".into(),
+                today: 0.0,
+                month: 4.0,
+            },
+        ],
         now,
     );
     let dir = tempfile::tempdir().unwrap();
@@ -112,4 +126,7 @@ fn the_status_page_renders_in_headless_chromium() {
         bytes.len()
     );
     assert!(html.contains("<h2>In flight (2)</h2>") && html.contains("12 min"));
+    assert!(html.contains(
+        "<td>acme/api</td><td>gpt-5.6</td><td class=\"num\">$1.25</td><td class=\"num\">$31.50</td>"
+    ));
 }

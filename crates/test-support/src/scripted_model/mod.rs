@@ -447,6 +447,7 @@ pub struct TurnModel {
     pub format: Format,
     storm: std::sync::Arc<std::sync::Mutex<Storm>>,
     refused: Arc<Mutex<Vec<(Value, Value)>>>,
+    billed: Billed,
 }
 
 /// Requests still to refuse, and the statuses refused so far.
@@ -493,7 +494,13 @@ struct ByTurn {
     plan: Option<String>,
     plan_delay: Option<std::time::Duration>,
     storm: std::sync::Arc<std::sync::Mutex<Storm>>,
+    billed: Billed,
 }
+
+/// Usage every answer reports instead of the usual few tokens, in Chat
+/// Completions' format and for the model asked (so a budget sees costs of
+/// a real size): (prompt tokens, completion tokens).
+type Billed = Arc<Mutex<Option<(u64, u64)>>>;
 
 /// How every sage planning call's system text begins.
 pub const SAGE_SYSTEM: &str = "You are a senior software engineer advising on a code base.";
@@ -716,8 +723,14 @@ impl wiremock::Respond for ByTurn {
             return ResponseTemplate::new(400).set_body_json(error);
         }
         let n = self.answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let billed = *self.billed.lock().unwrap();
         let answer = |reply: Reply, issued: &mut Issued| {
-            ResponseTemplate::new(200).set_body_json(reply_for(self.format, &model, &body, reply, n, issued))
+            let mut answer = reply_for(self.format, &model, &body, reply, n, issued);
+            if let (Some((prompt, completion)), Format::OpenAi) = (billed, self.format) {
+                answer["model"] = json!(model);
+                answer["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion});
+            }
+            ResponseTemplate::new(200).set_body_json(answer)
         };
         let v = view(self.format, &body);
         if let Some(text) = context_answer(&v) {
@@ -780,6 +793,7 @@ impl TurnModel {
         let server = MockServer::start().await;
         let storm = std::sync::Arc::new(std::sync::Mutex::new(Storm::default()));
         let refused = Arc::new(Mutex::new(Vec::new()));
+        let billed = Billed::default();
         let mock = endpoint(format);
         mock.respond_with(ByTurn {
             format,
@@ -790,6 +804,7 @@ impl TurnModel {
             plan,
             plan_delay,
             storm: storm.clone(),
+            billed: billed.clone(),
         })
         .mount(&server)
         .await;
@@ -798,7 +813,14 @@ impl TurnModel {
             format,
             storm,
             refused,
+            billed,
         }
+    }
+
+    /// From now on every answer (Chat Completions) reports `prompt` input
+    /// and `completion` output tokens, for the model that was asked.
+    pub fn bill(&self, prompt: u64, completion: u64) {
+        *self.billed.lock().unwrap() = Some((prompt, completion));
     }
 
     /// The requests the provider's rules refused, with the error each got.

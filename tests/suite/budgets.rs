@@ -1,0 +1,107 @@
+//! Budgets in money, end to end against the fake GitHub and a scripted
+//! model whose answers report real-sized usage: a task whose next call
+//! would pass its cap is stopped before it and its draft says why; a
+//! repository whose daily cap is spent holds its next item back, with a
+//! comment saying when it will run and no model call.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use forgehand_test_support::daemon_rig;
+use forgehand_test_support::github_world::{World, REPO};
+use forgehand_test_support::scripted_model::edit_and_commit;
+use std::time::Duration;
+
+const FILES: [(&str, &str); 2] = [("greet.py", "print('Hello')\n"), ("README.md", "# app\n")];
+
+/// Every answer reports 40,000 input and 1,000 output tokens of
+/// gpt-4o-mini ($0.15 / $0.60 a million): $0.0066 a call, while a call's
+/// worst case (16,384 tokens of output room) is about $0.0103.
+const PROMPT: u64 = 40_000;
+const COMPLETION: u64 = 1_000;
+
+#[tokio::test]
+async fn a_task_whose_next_call_would_pass_its_cap_stops_before_it_and_its_draft_says_why() {
+    let world = World::with_repository(
+        edit_and_commit(Duration::ZERO),
+        &FILES,
+        "budget:\n  task_usd: 0.027\n",
+    )
+    .await;
+    world.model.bill(PROMPT, COMPLETION);
+    let daemon = world.start();
+    let issue = world.labelled_issue("Greet the world");
+    world.wait_for_end(issue).await;
+
+    // The classification, the edit and the commit fit; the next turn's
+    // worst case would pass $0.027, so it was never sent: a last turn
+    // without tools asked the model to wrap up instead.
+    let requests = world.model.requests().await;
+    assert_eq!(requests.len(), 3, "{}", daemon.log_text());
+    let last = &requests[2];
+    assert!(last.get("tools").is_none(), "{last}");
+    assert!(last.to_string().contains("this task's budget is spent"), "{last}");
+    let pulls = world.github.pulls(REPO);
+    assert_eq!(pulls.len(), 1, "what was committed is delivered");
+    assert!(pulls[0].draft);
+    assert!(
+        pulls[0]
+            .body
+            .contains("stopped at the budget: budget.task_usd ($0.03) is spent"),
+        "{}",
+        pulls[0].body
+    );
+    assert!(
+        pulls[0].body.contains("Changed the greeting"),
+        "the model's own summary: {}",
+        pulls[0].body
+    );
+}
+
+#[tokio::test]
+async fn a_spent_daily_cap_holds_the_next_item_back_with_a_comment_and_no_model_call() {
+    let world = World::with_repository(
+        edit_and_commit(Duration::ZERO),
+        &FILES,
+        "budget:\n  repository_daily_usd: 0.01\n",
+    )
+    .await;
+    world.model.bill(PROMPT, COMPLETION);
+    let daemon = world.start();
+    let first = world.labelled_issue("Greet the world");
+    world.wait_for_end(first).await;
+    let calls = world.model.all_requests().await.len();
+
+    let second = world.labelled_issue("Greet the moon");
+    daemon_rig::wait_until(
+        "the comment saying when the task runs",
+        Duration::from_secs(60),
+        async || world.bot_comment_count(second) > 0,
+        &world.log_path(),
+    )
+    .await;
+    let comment = world.github.issue(REPO, second).comments[0].2.clone();
+    assert!(comment.contains("forgehand will start this at"), "{comment}");
+    assert!(comment.contains("00:00 UTC"), "{comment}");
+    assert!(
+        comment.contains("budget.repository_daily_usd ($0.01) is spent"),
+        "{comment}"
+    );
+    // Several polls later: still waiting, labelled, told once, nothing asked.
+    tokio::time::sleep(Duration::from_secs(4)).await;
+    assert_eq!(
+        world.model.all_requests().await.len(),
+        calls,
+        "{}",
+        daemon.log_text()
+    );
+    assert_eq!(
+        world.github.issue(REPO, second).labels,
+        vec!["coding agent".to_owned()]
+    );
+    assert_eq!(world.bot_comment_count(second), 1);
+    let log = daemon.log_text();
+    assert!(
+        log.contains("s for the budget: budget.repository_daily_usd"),
+        "{log}"
+    );
+}
