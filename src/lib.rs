@@ -28,4 +28,5 @@ pub mod repo_settings;
 pub mod sandbox;
 pub mod snapshots;
 pub mod task;
+pub mod transcript;
 pub mod webhooks;

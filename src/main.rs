@@ -48,8 +48,12 @@ enum Command {
         #[arg(long)]
         probe_network: bool,
     },
-    /// Print the tasks in flight and the last 50 that ended, from the journal
-    Tasks,
+    /// Print the tasks in flight, the last 50 that ended and the newest
+    /// runs, from the journal; `tasks show ID` prints a run's transcript
+    Tasks {
+        #[command(subcommand)]
+        command: Option<TasksCommand>,
+    },
     /// Manage sandbox images
     Images {
         #[command(subcommand)]
@@ -94,6 +98,18 @@ enum McpCommand {
         /// Serve Streamable HTTP on this address instead of stdio
         #[arg(long, value_name = "ADDR")]
         http: Option<std::net::SocketAddr>,
+    },
+}
+
+#[derive(Subcommand)]
+enum TasksCommand {
+    /// Print a run's transcript: each model answer, tool call, result and edit
+    Show {
+        /// The run's id, as `forgehand tasks` lists it
+        id: i64,
+        /// JSON Lines instead of text: one entry a line
+        #[arg(long)]
+        jsonl: bool,
     },
 }
 
@@ -187,12 +203,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
     let config = Config::load(&path)?;
     match cli.command {
-        Command::Tasks => {
-            let journal = forgehand::journal::Journal::open(&config.daemon.state_dir)?;
-            let text = forgehand::journal::render_tasks(&journal.unfinished()?, &journal.ended(50)?);
-            std::io::stdout().lock().write_all(text.as_bytes())?;
-            Ok(ExitCode::SUCCESS)
-        }
+        Command::Tasks { command } => tasks(&config, command),
         Command::Doctor { probe_network } => {
             let secrets = Secrets::from_env();
             let options = doctor::DoctorOptions { probe_network };
@@ -435,4 +446,32 @@ async fn shutdown_signal() {
             let _ = tokio::signal::ctrl_c().await;
         }
     }
+}
+
+/// `forgehand tasks [show ID [--jsonl]]`.
+fn tasks(config: &Config, command: Option<TasksCommand>) -> anyhow::Result<ExitCode> {
+    let journal = forgehand::journal::Journal::open(&config.daemon.state_dir)?;
+    let text = match command {
+        None => {
+            let mut text = forgehand::journal::render_tasks(&journal.unfinished()?, &journal.ended(50)?);
+            text.push('\n');
+            text.push_str(&forgehand::transcript::render_runs(&journal.runs(20)?));
+            text
+        }
+        Some(TasksCommand::Show { id, jsonl }) => {
+            let shown = match jsonl {
+                true => forgehand::transcript::render_jsonl(&journal, id)?,
+                false => forgehand::transcript::render_text(&journal, id)?,
+            };
+            match shown {
+                Some(text) => text,
+                None => {
+                    eprintln!("no run {id} in {}; `forgehand tasks` lists the runs kept (daemon.transcript_retention)", config.daemon.state_dir.display());
+                    return Ok(ExitCode::FAILURE);
+                }
+            }
+        }
+    };
+    std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
 }

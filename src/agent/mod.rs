@@ -36,6 +36,25 @@ pub trait StepGate: Send + Sync {
     async fn before_step(&self, step: u32) -> Option<String>;
 }
 
+/// Told of each step as it happens: the transcript of the run.
+pub trait StepRecorder: Send + Sync {
+    /// The model answered (its text and the tool calls it asked for).
+    fn model_turn(&self, turn: &ModelTurn<'_>);
+    /// A tool call ran and gave `result`.
+    fn tool_ran(&self, step: u32, call: &ToolCall, result: &ToolResult, took: Duration);
+}
+
+/// One answer of the model, as a [`StepRecorder`] hears it.
+pub struct ModelTurn<'a> {
+    pub step: u32,
+    pub model: &'a str,
+    pub text: &'a str,
+    pub tool_calls: &'a [ToolCall],
+    pub usage: crate::llm::TokenUsage,
+    pub cost: Option<f64>,
+    pub took: Duration,
+}
+
 pub use crate::config::AgentLimits;
 
 impl Default for AgentLimits {
@@ -134,6 +153,7 @@ pub struct Agent {
     ready: Option<Readiness>,
     /// Where each tool call is counted.
     metrics: Arc<crate::metrics::Metrics>,
+    recorder: Option<Arc<dyn StepRecorder>>,
 }
 
 impl Agent {
@@ -152,6 +172,7 @@ impl Agent {
             condense: None,
             ready: None,
             metrics: Arc::default(),
+            recorder: None,
         }
     }
 
@@ -166,6 +187,12 @@ impl Agent {
     /// Counts tool calls in `metrics` (the daemon's).
     pub fn with_metrics(mut self, metrics: Arc<crate::metrics::Metrics>) -> Agent {
         self.metrics = metrics;
+        self
+    }
+
+    /// Every step goes to `recorder` too (the run's transcript).
+    pub fn with_recorder(mut self, recorder: Option<Arc<dyn StepRecorder>>) -> Agent {
+        self.recorder = recorder;
         self
     }
 
@@ -239,6 +266,7 @@ impl Agent {
                 cache_system: true,
                 json_output: false,
             };
+            let asked = Instant::now();
             let response = match tokio::time::timeout(remaining, self.model.chat(&request)).await {
                 Err(_) => {
                     return run.finish(
@@ -253,6 +281,7 @@ impl Agent {
                 Ok(Ok(response)) => response,
             };
             run.usage.add(&response.model, response.usage);
+            self.record_turn(run.steps, &response, asked.elapsed());
             let used = run.usage.total().input_tokens + run.usage.total().output_tokens;
             match run.unusable_answer(&response, self.limits.max_output_tokens) {
                 Unusable::No => run.unusable = 0,
@@ -315,7 +344,11 @@ impl Agent {
                     continue;
                 }
                 run.tool_calls += 1;
+                let started = Instant::now();
                 let mut result = self.call_tool(call).await;
+                if let Some(recorder) = &self.recorder {
+                    recorder.tool_ran(run.steps, call, &result, started.elapsed());
+                }
                 // Names the model made up would make the label set unbounded.
                 let tool = if self.tools.contains(&call.name) {
                     call.name.as_str()
@@ -345,6 +378,21 @@ impl Agent {
             if let Some(stop) = stop {
                 return run.finish(None, stop);
             }
+        }
+    }
+
+    fn record_turn(&self, step: u32, response: &ChatResponse, took: Duration) {
+        if let Some(recorder) = &self.recorder {
+            let cost = UsageReport::new(self.prices.clone()).cost_of(&response.model, response.usage);
+            recorder.model_turn(&ModelTurn {
+                step,
+                model: &response.model,
+                text: &response.text,
+                tool_calls: &response.tool_calls,
+                usage: response.usage,
+                cost,
+                took,
+            });
         }
     }
 

@@ -39,7 +39,12 @@ summary of what you changed (it is committed and delivered as it is) and what is
             json_output: false,
         };
         let stop = StopReason::Budget(reason);
-        match self.model.chat(&request).await {
+        let asked = std::time::Instant::now();
+        let answered = self.model.chat(&request).await;
+        if let Ok(response) = &answered {
+            self.record_turn(run.steps + 1, response, asked.elapsed());
+        }
+        match answered {
             Ok(response) if !response.text.trim().is_empty() => {
                 run.usage.add(&response.model, response.usage);
                 run.messages.push(response.to_message());

@@ -135,6 +135,8 @@ pub struct DaemonConfig {
     /// GitHub's and GitLab's webhook deliveries are taken at
     /// `/webhooks/github` and `/webhooks/gitlab` on the HTTP listener.
     pub webhooks: bool,
+    /// How long a run's transcript is kept after the run ended.
+    pub transcript_retention: Duration,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -602,6 +604,7 @@ fn resolve_daemon(
         state_dir: resolve_path(&non_empty("daemon.state_dir", &raw.state_dir)?),
         min_free_space: raw.min_free_space.bytes(),
         webhooks: raw.webhooks,
+        transcript_retention: raw.transcript_retention.0,
         http_listen: match raw.http.listen.trim() {
             "" => None,
             text => Some(text.parse().map_err(|_| {
@@ -622,6 +625,15 @@ fn resolve_daemon(
             format!(
                 r#""{}" may only hold letters, digits, "-", "_" and "."; it becomes a container label"#,
                 daemon.instance_id
+            ),
+        ));
+    }
+    if daemon.transcript_retention < Duration::from_secs(3600) {
+        return Err(ConfigError::invalid(
+            "daemon.transcript_retention",
+            format!(
+                "{} is too short to read a run's transcript; use at least \"1h\" (default \"30d\")",
+                humantime::format_duration(daemon.transcript_retention)
             ),
         ));
     }

@@ -46,6 +46,7 @@ pub struct RawDaemon {
     pub min_free_space: ByteSize,
     pub http: RawHttp,
     pub webhooks: bool,
+    pub transcript_retention: HumanDuration,
 }
 
 /// `daemon.http`: the health, metrics and status listener.
@@ -68,6 +69,7 @@ impl Default for RawDaemon {
             min_free_space: ByteSize(512 << 20),
             http: RawHttp::default(),
             webhooks: false,
+            transcript_retention: HumanDuration(Duration::from_secs(30 * 24 * 3600)),
         }
     }
 }

@@ -156,7 +156,7 @@ impl Daemon {
     /// Before the loop: the replicas' coordinator, leftovers reaped, and
     /// the journal's unfinished tasks queued to resume.
     async fn start(&self) -> Result<LoopState, DaemonError> {
-        // The spend ledger keeps about a year.
+        // The spend ledger keeps about a year; transcripts their retention.
         if let Err(e) = self
             .env
             .journal
@@ -164,6 +164,7 @@ impl Daemon {
         {
             tracing::warn!("cannot prune the spend ledger: {e}");
         }
+        crate::transcript::prune(&self.env.journal, self.env.config.daemon.transcript_retention);
         let coordinator = match self.env.config.cluster.mode {
             crate::config::ClusterMode::Single => None,
             crate::config::ClusterMode::Kubernetes => Some(

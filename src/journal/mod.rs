@@ -12,9 +12,11 @@ use std::sync::Mutex;
 
 mod heard;
 mod spend;
+mod transcripts;
 
 pub use heard::Heard;
 pub use spend::Whose;
+pub use transcripts::RunRecord;
 
 /// How far a task got. Ordered: a later phase implies the earlier ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -172,6 +174,21 @@ impl Journal {
                 model TEXT NOT NULL,
                 usd REAL NOT NULL,
                 PRIMARY KEY (day, repo, model)
+            );
+            -- Each run of a task, and its transcript's entries (JSON).
+            CREATE TABLE IF NOT EXISTS runs (
+                id INTEGER PRIMARY KEY AUTOINCREMENT,
+                task_key TEXT NOT NULL,
+                started_at INTEGER NOT NULL,
+                ended_at INTEGER,
+                outcome TEXT
+            );
+            CREATE TABLE IF NOT EXISTS transcript (
+                run INTEGER NOT NULL,
+                seq INTEGER NOT NULL,
+                at_ms INTEGER NOT NULL,
+                entry TEXT NOT NULL,
+                PRIMARY KEY (run, seq)
             );
             -- Where each repository's next listing of comments starts.
             CREATE TABLE IF NOT EXISTS comment_cursors (

@@ -52,6 +52,8 @@ pub(super) struct Needs<'a> {
     pub metrics: Arc<Metrics>,
     /// For running setup when a snapshot could not be restored.
     pub setup: SetupRules<'a>,
+    /// The run's transcript, told of every step.
+    pub recorder: Option<Arc<dyn crate::agent::StepRecorder>>,
 }
 
 /// The changed task: the agent's latest outcome and its session.
@@ -202,6 +204,7 @@ fn agent(run: &TaskRun<'_>, needs: &Needs<'_>, tools: ToolRegistry) -> Agent {
             keep_recent_steps: needs.context.keep_recent_steps,
         })
         .with_metrics(needs.metrics.clone())
+        .with_recorder(needs.recorder.clone())
 }
 
 /// The `update_plan` tool over `checklist`. Each update goes to the

@@ -137,6 +137,11 @@ pub async fn run(
 ) -> TaskEnd {
     let key = item.key();
     let (env, spend) = &budgeted(env, &item);
+    let transcript = crate::transcript::Transcript::begin(env.journal.clone(), env.secrets.clone(), &key);
+    let accounts = Accounts {
+        spend: spend.clone(),
+        transcript: transcript.clone(),
+    };
     let record = match env.journal.begin(&key) {
         Ok(r) => r,
         Err(e) => {
@@ -180,7 +185,7 @@ pub async fn run(
     } else {
         // Every log line of the run names the task and its attempt.
         let span = tracing::info_span!("task", key = %key, attempt = record.attempts);
-        execute(&mut run, env, spend, &record).instrument(span).await
+        execute(&mut run, env, &accounts, &record).instrument(span).await
     };
     let end = match result {
         Ok(end) => end,
@@ -196,6 +201,9 @@ pub async fn run(
         }
     }
     tracing::info!(task = %item, "task ended: {end:?}");
+    if let Some(transcript) = &transcript {
+        transcript.end(end.outcome(), &ending_detail(&end));
+    }
     env.metrics.task_ended(end.outcome(), started.elapsed());
     env.board.remove(&key);
     end
@@ -217,10 +225,27 @@ fn budgeted(env: &TaskEnv, item: &ItemRef) -> (TaskEnv, Arc<crate::budget::Spend
 
 /// The task's phases in order. A task pushed before a restart goes
 /// straight on to delivery.
+/// A task's own books: its spending and its run's transcript.
+struct Accounts {
+    spend: Arc<crate::budget::Spend>,
+    transcript: Option<Arc<crate::transcript::Transcript>>,
+}
+
+/// What the transcript says of how the task ended.
+fn ending_detail(end: &TaskEnd) -> String {
+    match end {
+        TaskEnd::Delivered { url } => url.clone(),
+        TaskEnd::Failed { reason } | TaskEnd::Skipped { reason } | TaskEnd::Deferred { reason } => {
+            reason.clone()
+        }
+        TaskEnd::NoChanges | TaskEnd::Stopped | TaskEnd::Interrupted => String::new(),
+    }
+}
+
 async fn execute(
     run: &mut TaskRun<'_>,
     env: &TaskEnv,
-    spend: &crate::budget::Spend,
+    accounts: &Accounts,
     record: &TaskRecord,
 ) -> Result<TaskEnd, TaskError> {
     let config = &env.config;
@@ -234,7 +259,7 @@ async fn execute(
         let summary = record.outcome.clone().unwrap_or_default();
         return deliver_and_follow(run, env, &claimed, &summary, None).await;
     }
-    match make_change(run, env, spend, &claimed).await? {
+    match make_change(run, env, accounts, &claimed).await? {
         Pushed::Branch { summary, mut bench } => {
             let end = deliver_and_follow(run, env, &claimed, &summary, Some(&mut bench)).await;
             bench.session.close().await;
@@ -295,14 +320,20 @@ async fn deliver_and_follow(
 async fn make_change(
     run: &mut TaskRun<'_>,
     env: &TaskEnv,
-    spend: &crate::budget::Spend,
+    accounts: &Accounts,
     claimed: &Claimed,
 ) -> Result<Pushed, TaskError> {
     let prepared = prepare::prepare(run, &prepare_needs(env, &run.item), claimed).await?;
     let caps = prepared.repo.settings.budget;
-    spend.lower_to(caps.task_usd, caps.daily_usd, caps.monthly_usd);
+    accounts
+        .spend
+        .lower_to(caps.task_usd, caps.daily_usd, caps.monthly_usd);
     let planned = plan::plan(run, &plan_needs(env), claimed, prepared).await?;
-    let changed = change::change(run, &change_needs(env), claimed, planned).await?;
+    let recorder = accounts
+        .transcript
+        .clone()
+        .map(|t| t as Arc<dyn crate::agent::StepRecorder>);
+    let changed = change::change(run, &change_needs(env, recorder), claimed, planned).await?;
     let verified = verify::verify(run, &verify_needs(env), changed).await?;
     push::push(run, &push_needs(&env.config), claimed, verified).await
 }
@@ -385,7 +416,7 @@ fn plan_needs(env: &TaskEnv) -> plan::Needs<'_> {
     }
 }
 
-fn change_needs(env: &TaskEnv) -> change::Needs<'_> {
+fn change_needs(env: &TaskEnv, recorder: Option<Arc<dyn crate::agent::StepRecorder>>) -> change::Needs<'_> {
     let config = &env.config;
     change::Needs {
         agent: &config.agent,
@@ -405,6 +436,7 @@ fn change_needs(env: &TaskEnv) -> change::Needs<'_> {
             on_failure: config.repositories.on_setup_failure,
             home_dir: &config.sandbox.home_dir,
         },
+        recorder,
     }
 }
 

@@ -49,5 +49,6 @@ mod sandbox_kubernetes_task;
 mod sandbox_lifecycle;
 mod task_control;
 mod task_models;
+mod transcripts;
 mod untrusted_inputs;
 mod webhooks;

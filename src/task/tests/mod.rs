@@ -159,7 +159,7 @@ impl World {
         let planned = plan::plan(run, &super::plan_needs(&self.env), claimed, prepared)
             .await
             .unwrap();
-        change::change(run, &super::change_needs(&self.env), claimed, planned)
+        change::change(run, &super::change_needs(&self.env, None), claimed, planned)
             .await
             .unwrap()
     }

@@ -1,0 +1,127 @@
+//! A transcript's entries, as journalled (JSON, one per row) and exported
+//! (JSON Lines).
+
+use serde::{Deserialize, Serialize};
+
+/// Output kept whole up to this many characters; beyond it, its head and
+/// its tail of this size each.
+const KEPT_WHOLE: usize = 8_000;
+const HEAD_AND_TAIL: usize = 3_000;
+
+/// One thing that happened in a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum Entry {
+    /// The model answered.
+    Model {
+        step: u32,
+        model: String,
+        text: String,
+        tool_calls: Vec<Call>,
+        input_tokens: u64,
+        cached_input_tokens: u64,
+        output_tokens: u64,
+        cost_usd: Option<f64>,
+        ms: u64,
+    },
+    /// A tool call ran.
+    Tool {
+        step: u32,
+        name: String,
+        arguments: String,
+        ok: bool,
+        /// A command's exit code, when the tool ran one.
+        exit_code: Option<i64>,
+        /// The output whole, or its head when it was long.
+        output: String,
+        /// The output's tail, when it was long (the middle is left out).
+        output_tail: Option<String>,
+        /// How many characters the output had.
+        output_chars: usize,
+        /// An edit of the text editor, as a diff.
+        diff: Option<String>,
+        ms: u64,
+    },
+    /// Something the run said: its start, its end, a stop.
+    Note { text: String },
+}
+
+/// A tool call the model asked for.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Call {
+    pub name: String,
+    pub arguments: String,
+}
+
+/// `output` as kept: whole, or head and tail.
+pub fn fold(output: &str) -> (String, Option<String>) {
+    let chars = output.chars().count();
+    if chars <= KEPT_WHOLE {
+        return (output.to_owned(), None);
+    }
+    let head: String = output.chars().take(HEAD_AND_TAIL).collect();
+    let tail: String = output.chars().skip(chars - HEAD_AND_TAIL).collect();
+    (head, Some(tail))
+}
+
+/// A command's exit code, read from the command executor's result
+/// (`exit code 1 (0.3 s)`).
+pub fn exit_code(output: &str) -> Option<i64> {
+    let rest = output.strip_prefix("exit code ")?;
+    rest.split_whitespace().next()?.parse().ok()
+}
+
+/// The text editor's edits as a diff: what `str_replace` took out and
+/// put in, what `create` wrote, what `insert` added.
+pub fn edit_diff(tool: &str, arguments: &str) -> Option<String> {
+    let args: serde_json::Value = serde_json::from_str(arguments).ok()?;
+    let text = |key: &str| args.get(key).and_then(serde_json::Value::as_str);
+    let path = text("path")?;
+    let lines = |sign: char, body: &str| -> String { body.lines().map(|l| format!("{sign}{l}\n")).collect() };
+    let body = if tool.ends_with("str_replace") {
+        format!(
+            "{}{}",
+            lines('-', text("old_str")?),
+            lines('+', text("new_str").unwrap_or(""))
+        )
+    } else if tool.ends_with("create") {
+        lines('+', text("file_text").unwrap_or(""))
+    } else if tool.ends_with("insert") {
+        let at = args
+            .get("insert_line")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(0);
+        format!(
+            "@@ after line {at} @@\n{}",
+            lines('+', text("new_str").or(text("text")).unwrap_or(""))
+        )
+    } else {
+        return None;
+    };
+    Some(format!("--- {path}\n+++ {path}\n{body}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn edits_become_diffs_and_long_outputs_fold() {
+        let diff = edit_diff(
+            "text_editor_str_replace",
+            r#"{"path": "/w/greet.py", "old_str": "Hello", "new_str": "Hello,\nworld"}"#,
+        )
+        .unwrap();
+        assert_eq!(
+            diff,
+            "--- /w/greet.py\n+++ /w/greet.py\n-Hello\n+Hello,\n+world\n"
+        );
+        assert!(edit_diff("text_editor_view", r#"{"path": "/w/greet.py"}"#).is_none());
+        assert_eq!(exit_code("exit code 2 (0.1 s)\n--- stderr ---\nboom"), Some(2));
+        assert_eq!(exit_code("No such file"), None);
+        let long = "x".repeat(10_000);
+        let (head, tail) = fold(&long);
+        assert_eq!((head.len(), tail.map(|t| t.len())), (3_000, Some(3_000)));
+        assert_eq!(fold("short"), ("short".to_owned(), None));
+    }
+}

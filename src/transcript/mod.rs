@@ -1,0 +1,135 @@
+//! The transcript of every run: each model answer (its text, the tool
+//! calls it asked for, tokens, cost, time), each tool call with its
+//! arguments and result (a command's exit code and the head and tail of
+//! its output, an edit as a diff), and the run's start and end, journalled
+//! as they happen with every secret masked by value. `forgehand tasks show
+//! ID` prints one, or exports it as JSON Lines; the journal forgets them
+//! `daemon.transcript_retention` after their run ended.
+
+mod entry;
+mod render;
+
+pub use entry::{Call, Entry};
+pub use render::{render_jsonl, render_runs, render_text};
+
+use crate::agent::{ModelTurn, StepRecorder};
+use crate::config::Secrets;
+use crate::journal::Journal;
+use crate::llm::{ToolCall, ToolResult};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// One run's transcript, being written.
+pub struct Transcript {
+    journal: Arc<Journal>,
+    secrets: Arc<Secrets>,
+    run: i64,
+    next: AtomicU64,
+}
+
+impl Transcript {
+    /// A new run of the task `key`; `None` (logged) when the journal
+    /// cannot take it: the task goes on without a transcript.
+    pub fn begin(journal: Arc<Journal>, secrets: Arc<Secrets>, key: &str) -> Option<Arc<Transcript>> {
+        match journal.begin_run(key) {
+            Ok(run) => Some(Arc::new(Transcript {
+                journal,
+                secrets,
+                run,
+                next: AtomicU64::new(0),
+            })),
+            Err(e) => {
+                tracing::warn!(task = key, "cannot start the run's transcript: {e}");
+                None
+            }
+        }
+    }
+
+    /// The run's id (`forgehand tasks show ID`, `/tasks/ID`).
+    pub fn id(&self) -> i64 {
+        self.run
+    }
+
+    pub fn note(&self, text: impl Into<String>) {
+        self.write(&Entry::Note { text: text.into() });
+    }
+
+    /// The run ended with `outcome`.
+    pub fn end(&self, outcome: &str, detail: &str) {
+        self.note(format!("ended: {outcome} {detail}").trim_end().to_owned());
+        if let Err(e) = self.journal.end_run(self.run, outcome) {
+            tracing::warn!(run = self.run, "cannot end the run's transcript: {e}");
+        }
+    }
+
+    fn write(&self, entry: &Entry) {
+        let json = match serde_json::to_string(entry) {
+            Ok(json) => self.secrets.scrub(&json),
+            Err(e) => {
+                tracing::warn!(run = self.run, "cannot write a transcript entry: {e}");
+                return;
+            }
+        };
+        let seq = self.next.fetch_add(1, Ordering::SeqCst);
+        let at = chrono::Utc::now().timestamp_millis();
+        if let Err(e) = self.journal.append_entry(self.run, seq, at, &json) {
+            tracing::warn!(run = self.run, "cannot write a transcript entry: {e}");
+        }
+    }
+}
+
+impl StepRecorder for Transcript {
+    fn model_turn(&self, turn: &ModelTurn<'_>) {
+        self.write(&Entry::Model {
+            step: turn.step,
+            model: turn.model.to_owned(),
+            text: turn.text.to_owned(),
+            tool_calls: turn
+                .tool_calls
+                .iter()
+                .map(|c| Call {
+                    name: c.name.clone(),
+                    arguments: c.arguments.clone(),
+                })
+                .collect(),
+            input_tokens: turn.usage.input_tokens,
+            cached_input_tokens: turn.usage.cached_input_tokens,
+            output_tokens: turn.usage.output_tokens,
+            cost_usd: turn.cost,
+            ms: turn.took.as_millis() as u64,
+        });
+    }
+
+    fn tool_ran(&self, step: u32, call: &ToolCall, result: &ToolResult, took: Duration) {
+        let (output, output_tail) = entry::fold(&result.content);
+        let diff = match result.is_error {
+            false => entry::edit_diff(&call.name, &call.arguments),
+            true => None,
+        };
+        self.write(&Entry::Tool {
+            step,
+            name: call.name.clone(),
+            arguments: call.arguments.clone(),
+            ok: !result.is_error,
+            exit_code: entry::exit_code(&result.content),
+            output,
+            output_tail,
+            output_chars: result.content.chars().count(),
+            diff,
+            ms: took.as_millis() as u64,
+        });
+    }
+}
+
+/// Forgets the transcripts of runs that ended more than `retention` ago.
+pub fn prune(journal: &Journal, retention: Duration) {
+    let before = chrono::Utc::now().timestamp() - retention.as_secs() as i64;
+    match journal.prune_runs(before) {
+        Ok(0) => {}
+        Ok(n) => {
+            tracing::info!("forgot the transcripts of {n} run(s) older than daemon.transcript_retention")
+        }
+        Err(e) => tracing::warn!("cannot prune the transcripts: {e}"),
+    }
+}

@@ -1,0 +1,143 @@
+//! A transcript as text for the terminal, and as JSON Lines.
+
+use super::Entry;
+use crate::journal::{Journal, JournalError, RunRecord};
+use std::fmt::Write as _;
+
+/// Lines of a long text shown before "…".
+const SHOWN_LINES: usize = 40;
+
+fn when(seconds: i64) -> String {
+    chrono::DateTime::from_timestamp(seconds, 0)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_default()
+}
+
+/// The newest runs, one a line, for `forgehand tasks`.
+pub fn render_runs(runs: &[RunRecord]) -> String {
+    let mut out = format!(
+        "Runs (newest {}; `forgehand tasks show ID` prints one)\n",
+        runs.len()
+    );
+    for run in runs {
+        let _ = writeln!(
+            out,
+            "  {:>6}  {}  {}  {}",
+            run.id,
+            when(run.started_at),
+            run.task_key,
+            run.outcome.as_deref().unwrap_or("running")
+        );
+    }
+    out
+}
+
+/// Run `id`'s transcript as text; `None` when there is no such run.
+pub fn render_text(journal: &Journal, id: i64) -> Result<Option<String>, JournalError> {
+    let Some(run) = journal.run_record(id)? else {
+        return Ok(None);
+    };
+    let mut out = format!(
+        "Run {} of {}, started {}, {}\n",
+        run.id,
+        run.task_key,
+        when(run.started_at),
+        run.outcome.as_deref().unwrap_or("still running")
+    );
+    for (_, json) in journal.entries(id)? {
+        match serde_json::from_str::<Entry>(&json) {
+            Ok(entry) => write_entry(&mut out, &entry),
+            Err(e) => {
+                let _ = writeln!(out, "(an entry that cannot be read: {e})");
+            }
+        }
+    }
+    Ok(Some(out))
+}
+
+/// Run `id`'s entries as JSON Lines, each with its run and time.
+pub fn render_jsonl(journal: &Journal, id: i64) -> Result<Option<String>, JournalError> {
+    if journal.run_record(id)?.is_none() {
+        return Ok(None);
+    }
+    let mut out = String::new();
+    for (at_ms, json) in journal.entries(id)? {
+        let mut value: serde_json::Value = serde_json::from_str(&json).unwrap_or(serde_json::Value::Null);
+        if let Some(object) = value.as_object_mut() {
+            object.insert("run".into(), id.into());
+            object.insert("at_ms".into(), at_ms.into());
+        }
+        let _ = writeln!(out, "{value}");
+    }
+    Ok(Some(out))
+}
+
+fn write_entry(out: &mut String, entry: &Entry) {
+    match entry {
+        Entry::Model {
+            step,
+            model,
+            text,
+            tool_calls,
+            input_tokens,
+            output_tokens,
+            cost_usd,
+            ms,
+            ..
+        } => {
+            let cost = cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "\n#{step} {model} ({input_tokens} in / {output_tokens} out{cost}, {ms} ms)"
+            );
+            indented(out, text);
+            for call in tool_calls {
+                let _ = writeln!(out, "    -> {} {}", call.name, call.arguments);
+            }
+        }
+        Entry::Tool {
+            step,
+            name,
+            ok,
+            exit_code,
+            output,
+            output_tail,
+            output_chars,
+            diff,
+            ms,
+            ..
+        } => {
+            let status = match (ok, exit_code) {
+                (_, Some(code)) => format!("exit code {code}"),
+                (true, None) => "ok".to_owned(),
+                (false, None) => "error".to_owned(),
+            };
+            let _ = writeln!(
+                out,
+                "#{step} {name}: {status} ({ms} ms, {output_chars} characters)"
+            );
+            match diff {
+                Some(diff) => indented(out, diff),
+                None => indented(out, output),
+            }
+            if let (None, Some(tail)) = (diff, output_tail) {
+                let _ = writeln!(out, "    [… the middle of the output is left out …]");
+                indented(out, tail);
+            }
+        }
+        Entry::Note { text } => {
+            let _ = writeln!(out, "\n== {text}");
+        }
+    }
+}
+
+/// `text` indented, cut after [`SHOWN_LINES`] lines.
+fn indented(out: &mut String, text: &str) {
+    let lines: Vec<&str> = text.lines().collect();
+    for line in lines.iter().take(SHOWN_LINES) {
+        let _ = writeln!(out, "    {line}");
+    }
+    if lines.len() > SHOWN_LINES {
+        let _ = writeln!(out, "    [… {} more lines]", lines.len() - SHOWN_LINES);
+    }
+}
