@@ -12,6 +12,7 @@ pub mod daemon;
 pub mod doctor;
 pub mod forge;
 pub mod git;
+pub mod html;
 pub mod ideas;
 pub mod images;
 pub mod journal;

@@ -137,6 +137,9 @@ pub struct DaemonConfig {
     pub webhooks: bool,
     /// How long a run's transcript is kept after the run ended.
     pub transcript_retention: Duration,
+    /// Where people reach the HTTP listener (`daemon.http.public_url`): a
+    /// run's progress comment links its transcript there.
+    pub public_url: Option<String>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -605,6 +608,10 @@ fn resolve_daemon(
         min_free_space: raw.min_free_space.bytes(),
         webhooks: raw.webhooks,
         transcript_retention: raw.transcript_retention.0,
+        public_url: match raw.http.public_url.trim() {
+            "" => None,
+            url => Some(work::http_url("daemon.http.public_url", url)?),
+        },
         http_listen: match raw.http.listen.trim() {
             "" => None,
             text => Some(text.parse().map_err(|_| {

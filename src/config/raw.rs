@@ -54,6 +54,7 @@ pub struct RawDaemon {
 #[serde(deny_unknown_fields, default)]
 pub struct RawHttp {
     pub listen: String,
+    pub public_url: String,
 }
 
 impl Default for RawDaemon {

@@ -276,7 +276,7 @@ fn resolve_ci(raw: &raw::RawDelivery) -> Result<CiConfig, ConfigError> {
     })
 }
 
-fn http_url(key: &str, value: &str) -> Result<String, ConfigError> {
+pub(super) fn http_url(key: &str, value: &str) -> Result<String, ConfigError> {
     let value = value.trim().trim_end_matches('/');
     match url::Url::parse(value) {
         Ok(url) if matches!(url.scheme(), "http" | "https") && url.host().is_some() => Ok(value.to_owned()),

@@ -9,6 +9,7 @@
 //! [`crate::webhooks`]).
 
 use crate::config::Secret;
+use crate::html::escape;
 use crate::journal::Journal;
 use crate::sandbox::SandboxBackend;
 use axum::extract::State;
@@ -105,6 +106,7 @@ pub async fn serve(
         .route("/readyz", get(readyz))
         .route("/metrics", get(metrics))
         .route("/", get(status_page))
+        .route("/tasks/{id}", get(transcript_page))
         .route(
             "/webhooks/{forge}",
             axum::routing::post(webhook).layer(axum::extract::DefaultBodyLimit::max(LARGEST_DELIVERY)),
@@ -297,6 +299,57 @@ async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Res
         .into_response()
 }
 
+/// A run's transcript (`/tasks/ID`), under the status page's token rule.
+async fn transcript_page(
+    State(state): State<Arc<HttpState>>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+    headers: HeaderMap,
+) -> Response {
+    if let Some(refused) = refuse(&state, &headers) {
+        return refused;
+    }
+    let Ok(id) = id.parse::<i64>() else {
+        return text(
+            StatusCode::NOT_FOUND,
+            format!("\"{id}\" is not a run id; the ids are numbers, as `forgehand tasks` lists them\n"),
+        );
+    };
+    let journal = state.journal.clone();
+    let page =
+        tokio::task::spawn_blocking(move || -> Result<Option<String>, crate::journal::JournalError> {
+            let Some(run) = journal.run_record(id)? else {
+                return Ok(None);
+            };
+            let entries: Vec<crate::transcript::Entry> = journal
+                .entries(id)?
+                .into_iter()
+                .filter_map(|(_, json)| serde_json::from_str(&json).ok())
+                .collect();
+            Ok(Some(crate::transcript::render_page(&run, &entries)))
+        })
+        .await;
+    match page {
+        Ok(Ok(Some(page))) => (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "text/html; charset=utf-8")],
+            page,
+        )
+            .into_response(),
+        Ok(Ok(None)) => text(
+            StatusCode::NOT_FOUND,
+            format!("no run {id}: it never was, or it ended longer ago than daemon.transcript_retention\n"),
+        ),
+        Ok(Err(e)) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot read the journal: {e}\n"),
+        ),
+        Err(e) => text(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cannot render the transcript: {e}\n"),
+        ),
+    }
+}
+
 async fn status_page(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {
     if let Some(refused) = refuse(&state, &headers) {
         return refused;
@@ -328,13 +381,6 @@ async fn status_page(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
         page,
     )
         .into_response()
-}
-
-fn escape(text: &str) -> String {
-    text.replace('&', "&amp;")
-        .replace('<', "&lt;")
-        .replace('>', "&gt;")
-        .replace('"', "&quot;")
 }
 
 /// 182400 as "182,400".
@@ -417,6 +463,28 @@ a {{ color: #0969da; }}
         }
         html.push_str("</table>\n");
     }
+    render_ended(&mut html, ended, now);
+    html.push_str("<h2>Forge rate limits</h2>\n");
+    if rate_limits.is_empty() {
+        html.push_str("<p class=\"empty\">No forge has reported its rate limit yet.</p>\n");
+    } else {
+        html.push_str("<table><tr><th>Forge</th><th>Requests left in the window</th></tr>\n");
+        for (forge, left) in rate_limits {
+            let _ = writeln!(
+                html,
+                "<tr><td>{}</td><td class=\"num\">{left}</td></tr>",
+                escape(forge)
+            );
+        }
+        html.push_str("</table>\n");
+    }
+    render_spend(&mut html, spend);
+    html.push_str("</body></html>\n");
+    html
+}
+
+/// The tasks that ended last, newest first.
+fn render_ended(html: &mut String, ended: &[crate::journal::TaskRecord], now: SystemTime) {
     let _ = writeln!(html, "<h2>Ended (last {})</h2>", ended.len());
     if ended.is_empty() {
         html.push_str("<p class=\"empty\">No task has ended yet.</p>\n");
@@ -446,23 +514,6 @@ a {{ color: #0969da; }}
         }
         html.push_str("</table>\n");
     }
-    html.push_str("<h2>Forge rate limits</h2>\n");
-    if rate_limits.is_empty() {
-        html.push_str("<p class=\"empty\">No forge has reported its rate limit yet.</p>\n");
-    } else {
-        html.push_str("<table><tr><th>Forge</th><th>Requests left in the window</th></tr>\n");
-        for (forge, left) in rate_limits {
-            let _ = writeln!(
-                html,
-                "<tr><td>{}</td><td class=\"num\">{left}</td></tr>",
-                escape(forge)
-            );
-        }
-        html.push_str("</table>\n");
-    }
-    render_spend(&mut html, spend);
-    html.push_str("</body></html>\n");
-    html
 }
 
 /// What one repository spent on one model: today and this month (UTC).

@@ -253,6 +253,9 @@ async fn execute(
         Claim::Claimed(claimed) => claimed,
         Claim::Ended(end) => return Ok(end),
     };
+    if let (Some(url), Some(transcript)) = (&config.daemon.public_url, &accounts.transcript) {
+        run.note(format!("Transcript of this run: {url}/tasks/{}", transcript.id()));
+    }
     if record.phase >= Phase::Pushed {
         tracing::info!(task = %run.item, "already pushed before a restart; opening or finding the PR/MR");
         run.report().await;

@@ -7,9 +7,11 @@
 //! `daemon.transcript_retention` after their run ended.
 
 mod entry;
+mod page;
 mod render;
 
 pub use entry::{Call, Entry};
+pub use page::render_page;
 pub use render::{render_jsonl, render_runs, render_text};
 
 use crate::agent::{ModelTurn, StepRecorder};

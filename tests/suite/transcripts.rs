@@ -91,3 +91,99 @@ async fn a_runs_transcript_holds_every_call_command_and_edit_and_no_secret() {
     assert!(!missing.status.success());
     assert!(String::from_utf8_lossy(&missing.stderr).contains("no run 99999"));
 }
+
+#[tokio::test]
+async fn the_transcript_page_shows_each_step_folded_with_its_diff_and_the_comment_links_it() {
+    use forgehand_test_support::mcp_client;
+    let address = mcp_client::free_address();
+    let world = World::with_daemon_settings(
+        edit_and_commit(Duration::ZERO),
+        &format!("  http:\n    listen: \"{address}\"\n    public_url: \"http://{address}/\""),
+    )
+    .await;
+    let mut env = world.env();
+    env.push(("FORGEHAND_HTTP_TOKEN", "page-token-0007".to_owned()));
+    let daemon = daemon_rig::DaemonProcess::start(&world.config, &["run"], &env, &world.log_path());
+    let issue = world.labelled_issue("Greet the world");
+    world.wait_for_end(issue).await;
+    let progress = world.progress_comment(issue);
+    let link = format!("http://{address}/tasks/");
+    let at = progress.find(&link).unwrap_or_else(|| panic!("{progress}"));
+    let id: String = progress[at + link.len()..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    let url = format!("{link}{id}");
+    daemon_rig::wait_until(
+        "the run to end",
+        Duration::from_secs(30),
+        async || !forgehand(&world, &["tasks"]).contains("issue:1  running"),
+        &world.log_path(),
+    )
+    .await;
+
+    let http = reqwest::Client::new();
+    let refused = http.get(&url).send().await.unwrap();
+    assert_eq!(refused.status(), 401, "the status page's token rule");
+    let answer = http
+        .get(&url)
+        .bearer_auth("page-token-0007")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(answer.status(), 200);
+    let html = answer.text().await.unwrap();
+    assert_eq!(html.matches("<details class=\"step\">").count(), 3, "{html}");
+    assert!(
+        !html.contains("<details class=\"step\" open"),
+        "steps start collapsed"
+    );
+    assert!(
+        html.contains("<span class=\"del\">-Hello</span><span class=\"add\">+Hello, world</span>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("command_executor_execute_command <span class=\"ok\">ok</span>"),
+        "{html}"
+    );
+    assert!(html.contains("<div class=\"note\">ended: delivered"), "{html}");
+    let missing = http
+        .get(format!("{link}99999"))
+        .bearer_auth("page-token-0007")
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(missing.status(), 404);
+
+    // What a reader sees: the page in a real browser, every step opened.
+    let dir = tempfile::tempdir().unwrap();
+    let page = dir.path().join("run.html");
+    std::fs::write(
+        &page,
+        html.replace("<details class=\"step\">", "<details class=\"step\" open>"),
+    )
+    .unwrap();
+    let png = forgehand_test_support::repo_root().join("target/transcript-page.png");
+    let _ = std::fs::remove_file(&png);
+    let out = std::process::Command::new("chromium")
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            "--window-size=1280,1400",
+        ])
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", page.display()))
+        .output()
+        .expect("chromium (scripts/dev-env.sh installs it)");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(&png).unwrap();
+    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
+    assert!(
+        bytes.len() > 20_000,
+        "{} bytes: the page looks empty",
+        bytes.len()
+    );
+    drop(daemon);
+}

@@ -1,0 +1,236 @@
+//! A run's transcript as a web page (`/tasks/ID` on the status page's
+//! listener): one collapsed block per step with the model's answer, its
+//! tool calls and their results; diffs coloured; long outputs folded. Plain
+//! HTML and a little CSS, no script.
+
+use super::Entry;
+use crate::html::escape;
+use crate::journal::RunRecord;
+use std::fmt::Write as _;
+
+/// Outputs longer than this many lines are folded.
+const FOLD_LINES: usize = 30;
+
+const STYLE: &str = r#"
+body { font: 15px/1.45 system-ui, sans-serif; margin: 2rem auto; max-width: 72rem; padding: 0 1rem; color: #1f2328; }
+h1 { font-size: 1.4rem; margin-bottom: .2rem; } .sub { color: #59636e; margin-top: 0; }
+details.step { border: 1px solid #d1d9e0; border-radius: .4rem; margin: .5rem 0; }
+details.step > summary { cursor: pointer; padding: .45rem .7rem; background: #f6f8fa; list-style-position: inside; }
+details.step[open] > summary { border-bottom: 1px solid #d1d9e0; }
+.body { padding: .5rem .8rem; }
+.meta { color: #59636e; font-size: .9em; }
+.call { font-family: ui-monospace, monospace; font-size: .88em; color: #0550ae; }
+.tool { margin: .6rem 0; } .tool h3 { font-size: .95rem; margin: .3rem 0; }
+.ok { color: #1a7f37; } .err { color: #cf222e; }
+pre { background: #f6f8fa; padding: .5rem .7rem; overflow-x: auto; font-size: .85em; margin: .3rem 0; white-space: pre-wrap; }
+pre.diff .add { background: #dafbe1; color: #116329; display: block; }
+pre.diff .del { background: #ffebe9; color: #82071e; display: block; }
+pre.diff .hunk { color: #8250df; display: block; }
+.note { margin: .8rem 0; padding: .4rem .7rem; border-left: 3px solid #0969da; background: #ddf4ff; }
+.text { white-space: pre-wrap; }
+"#;
+
+/// The page of run `run` with its `entries` in order.
+pub fn render_page(run: &RunRecord, entries: &[Entry]) -> String {
+    let mut html = String::with_capacity(entries.len() * 1_500 + 4_000);
+    let started = chrono::DateTime::from_timestamp(run.started_at, 0)
+        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
+        .unwrap_or_default();
+    let steps = entries
+        .iter()
+        .filter(|e| matches!(e, Entry::Model { .. }))
+        .count();
+    let _ = write!(
+        html,
+        "<!doctype html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+<title>Run {id} · forgehand</title><style>{STYLE}</style></head><body>\n\
+<h1>Run {id}: {task}</h1><p class=\"sub\">started {started} · {outcome} · {steps} model answer(s) · <a href=\"/\">status page</a></p>\n",
+        id = run.id,
+        task = escape(&run.task_key),
+        outcome = escape(run.outcome.as_deref().unwrap_or("still running")),
+    );
+    let mut open_step = false;
+    for entry in entries {
+        match entry {
+            Entry::Model { .. } => {
+                if open_step {
+                    html.push_str("</div></details>\n");
+                }
+                model_step(&mut html, entry);
+                open_step = true;
+            }
+            Entry::Tool { .. } => tool_result(&mut html, entry),
+            Entry::Note { text } => {
+                if open_step {
+                    html.push_str("</div></details>\n");
+                    open_step = false;
+                }
+                let _ = writeln!(html, "<div class=\"note\">{}</div>", escape(text));
+            }
+        }
+    }
+    if open_step {
+        html.push_str("</div></details>\n");
+    }
+    html.push_str("</body></html>\n");
+    html
+}
+
+fn model_step(html: &mut String, entry: &Entry) {
+    let Entry::Model {
+        step,
+        model,
+        text,
+        tool_calls,
+        input_tokens,
+        output_tokens,
+        cost_usd,
+        ms,
+        ..
+    } = entry
+    else {
+        return;
+    };
+    let gist = match (text.lines().find(|l| !l.trim().is_empty()), tool_calls.first()) {
+        (Some(line), _) => line.chars().take(100).collect::<String>(),
+        (None, Some(call)) => format!("→ {}", call.name),
+        (None, None) => "(no text)".to_owned(),
+    };
+    let cost = cost_usd.map(|c| format!(" · ${c:.4}")).unwrap_or_default();
+    let _ = writeln!(
+        html,
+        "<details class=\"step\"><summary><b>#{step}</b> {gist} <span class=\"meta\">· {model} · {input_tokens} in / {output_tokens} out{cost} · {ms} ms</span></summary><div class=\"body\">",
+        gist = escape(&gist),
+        model = escape(model),
+    );
+    if !text.trim().is_empty() {
+        let _ = writeln!(html, "<p class=\"text\">{}</p>", escape(text));
+    }
+    for call in tool_calls {
+        let _ = writeln!(
+            html,
+            "<div class=\"call\">→ {} {}</div>",
+            escape(&call.name),
+            escape(&call.arguments)
+        );
+    }
+}
+
+fn tool_result(html: &mut String, entry: &Entry) {
+    let Entry::Tool {
+        name,
+        ok,
+        exit_code,
+        output,
+        output_tail,
+        output_chars,
+        diff,
+        ms,
+        ..
+    } = entry
+    else {
+        return;
+    };
+    let status = match (ok, exit_code) {
+        (_, Some(0)) | (true, None) => "<span class=\"ok\">ok</span>".to_owned(),
+        (_, Some(code)) => format!("<span class=\"err\">exit code {code}</span>"),
+        (false, None) => "<span class=\"err\">error</span>".to_owned(),
+    };
+    let _ = writeln!(
+        html,
+        "<div class=\"tool\"><h3>{} {status} <span class=\"meta\">· {ms} ms · {output_chars} characters</span></h3>",
+        escape(name)
+    );
+    match diff {
+        Some(diff) => diff_block(html, diff),
+        None => {
+            let mut shown = output.clone();
+            if let Some(tail) = output_tail {
+                shown.push_str("\n[… the middle of the output is left out …]\n");
+                shown.push_str(tail);
+            }
+            folded(html, &shown);
+        }
+    }
+    html.push_str("</div>\n");
+}
+
+fn diff_block(html: &mut String, diff: &str) {
+    html.push_str("<pre class=\"diff\">");
+    for line in diff.lines() {
+        let class = match line.chars().next() {
+            _ if line.starts_with("---") || line.starts_with("+++") || line.starts_with("@@") => "hunk",
+            Some('+') => "add",
+            Some('-') => "del",
+            _ => "",
+        };
+        let _ = write!(html, "<span class=\"{class}\">{}</span>", escape(line));
+    }
+    html.push_str("</pre>\n");
+}
+
+/// `text` in a block, folded behind a summary when it is long.
+fn folded(html: &mut String, text: &str) {
+    let lines = text.lines().count();
+    if lines > FOLD_LINES {
+        let _ = writeln!(
+            html,
+            "<details><summary>output ({lines} lines)</summary><pre>{}</pre></details>",
+            escape(text)
+        );
+    } else if !text.is_empty() {
+        let _ = writeln!(html, "<pre>{}</pre>", escape(text));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn long_outputs_fold_and_text_is_escaped() {
+        let run = RunRecord {
+            id: 7,
+            task_key: "github:acme/app:issue:4".into(),
+            started_at: 0,
+            ended_at: None,
+            outcome: None,
+        };
+        let entries = [
+            Entry::Model {
+                step: 1,
+                model: "gpt-5.6".into(),
+                text: "Run <the> tests".into(),
+                tool_calls: vec![],
+                input_tokens: 10,
+                cached_input_tokens: 0,
+                output_tokens: 2,
+                cost_usd: None,
+                ms: 5,
+            },
+            Entry::Tool {
+                step: 1,
+                name: "command_executor_execute_command".into(),
+                arguments: "{}".into(),
+                ok: false,
+                exit_code: Some(1),
+                output: "line\n".repeat(50),
+                output_tail: None,
+                output_chars: 250,
+                diff: None,
+                ms: 3,
+            },
+        ];
+        let html = render_page(&run, &entries);
+        assert!(
+            html.contains("<details><summary>output (50 lines)</summary>"),
+            "{html}"
+        );
+        assert!(html.contains("<span class=\"err\">exit code 1</span>"), "{html}");
+        assert!(
+            html.contains("Run &lt;the&gt; tests") && !html.contains("<the>"),
+            "{html}"
+        );
+        assert!(html.contains("still running"));
+    }
+}
