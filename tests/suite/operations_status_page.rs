@@ -5,8 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use forgehand_test_support as common;
-
 use forgehand::daemon::http::{render_status, SpendRow};
 use forgehand::journal::{Phase, TaskRecord};
 use forgehand::task::board::LiveTask;
@@ -95,36 +93,7 @@ fn the_status_page_renders_in_headless_chromium() {
         ],
         now,
     );
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("status.html");
-    std::fs::write(&page, &html).unwrap();
-    let png = common::repo_root().join("target/status-page.png");
-    let _ = std::fs::remove_file(&png);
-    let out = std::process::Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--window-size=1280,900",
-        ])
-        .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("chromium (Debian's package; scripts/dev-env.sh installs it)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let bytes = std::fs::read(&png).unwrap();
-    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-    // 1280 x 900, as asked.
-    let width = u32::from_be_bytes(bytes[16..20].try_into().unwrap());
-    let height = u32::from_be_bytes(bytes[20..24].try_into().unwrap());
-    assert_eq!((width, height), (1280, 900));
-    // A rendered page of tables compresses far less than a blank one.
-    assert!(
-        bytes.len() > 20_000,
-        "{} bytes: the page looks empty",
-        bytes.len()
-    );
+    forgehand_test_support::browser::screenshot(&html, "status-page", 1280, 900);
     assert!(html.contains("<h2>In flight (2)</h2>") && html.contains("12 min"));
     assert!(html.contains(
         "<td>acme/api</td><td>gpt-5.6</td><td class=\"num\">$1.25</td><td class=\"num\">$31.50</td>"

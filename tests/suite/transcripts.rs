@@ -21,6 +21,17 @@ fn forgehand(world: &World, args: &[&str]) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The labels are set just before the run's end is journalled.
+async fn wait_for_the_run_to_end(world: &World) {
+    daemon_rig::wait_until(
+        "the run to end",
+        Duration::from_secs(30),
+        async || !forgehand(world, &["tasks"]).contains("issue:1  running"),
+        &world.log_path(),
+    )
+    .await;
+}
+
 #[tokio::test]
 async fn a_runs_transcript_holds_every_call_command_and_edit_and_no_secret() {
     let mut turns = edit_and_commit(Duration::ZERO);
@@ -34,14 +45,7 @@ async fn a_runs_transcript_holds_every_call_command_and_edit_and_no_secret() {
     let world = World::new(turns).await;
     let (_, _daemon) = world.deliver_greeting(&[]).await;
 
-    // The labels are set just before the run's end is journalled.
-    daemon_rig::wait_until(
-        "the run to end",
-        Duration::from_secs(30),
-        async || !forgehand(&world, &["tasks"]).contains("issue:1  running"),
-        &world.log_path(),
-    )
-    .await;
+    wait_for_the_run_to_end(&world).await;
     let listing = forgehand(&world, &["tasks"]);
     let line = listing
         .lines()
@@ -114,13 +118,7 @@ async fn the_transcript_page_shows_each_step_folded_with_its_diff_and_the_commen
         .take_while(char::is_ascii_digit)
         .collect();
     let url = format!("{link}{id}");
-    daemon_rig::wait_until(
-        "the run to end",
-        Duration::from_secs(30),
-        async || !forgehand(&world, &["tasks"]).contains("issue:1  running"),
-        &world.log_path(),
-    )
-    .await;
+    wait_for_the_run_to_end(&world).await;
 
     let http = reqwest::Client::new();
     let refused = http.get(&url).send().await.unwrap();
@@ -156,34 +154,7 @@ async fn the_transcript_page_shows_each_step_folded_with_its_diff_and_the_commen
     assert_eq!(missing.status(), 404);
 
     // What a reader sees: the page in a real browser, every step opened.
-    let dir = tempfile::tempdir().unwrap();
-    let page = dir.path().join("run.html");
-    std::fs::write(
-        &page,
-        html.replace("<details class=\"step\">", "<details class=\"step\" open>"),
-    )
-    .unwrap();
-    let png = forgehand_test_support::repo_root().join("target/transcript-page.png");
-    let _ = std::fs::remove_file(&png);
-    let out = std::process::Command::new("chromium")
-        .args([
-            "--headless",
-            "--no-sandbox",
-            "--disable-gpu",
-            "--hide-scrollbars",
-            "--window-size=1280,1400",
-        ])
-        .arg(format!("--screenshot={}", png.display()))
-        .arg(format!("file://{}", page.display()))
-        .output()
-        .expect("chromium (scripts/dev-env.sh installs it)");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    let bytes = std::fs::read(&png).unwrap();
-    assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
-    assert!(
-        bytes.len() > 20_000,
-        "{} bytes: the page looks empty",
-        bytes.len()
-    );
+    let opened = html.replace("<details class=\"step\">", "<details class=\"step\" open>");
+    forgehand_test_support::browser::screenshot(&opened, "transcript-page", 1280, 1400);
     drop(daemon);
 }

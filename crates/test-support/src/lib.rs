@@ -6,6 +6,7 @@
 //! message saying how to get one.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+pub mod browser;
 pub mod conversation;
 pub mod daemon_rig;
 pub mod debate_model;
