@@ -21,6 +21,8 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// How often a running daemon forgets old transcripts and spend.
+const PRUNE_EVERY: Duration = Duration::from_secs(6 * 3600);
 /// Webhook deliveries waiting for the loop; more wait for the next poll.
 const DOORBELLS: usize = 256;
 
@@ -156,15 +158,7 @@ impl Daemon {
     /// Before the loop: the replicas' coordinator, leftovers reaped, and
     /// the journal's unfinished tasks queued to resume.
     async fn start(&self) -> Result<LoopState, DaemonError> {
-        // The spend ledger keeps about a year; transcripts their retention.
-        if let Err(e) = self
-            .env
-            .journal
-            .prune_spend(&crate::budget::Period::now().kept_from())
-        {
-            tracing::warn!("cannot prune the spend ledger: {e}");
-        }
-        crate::transcript::prune(&self.env.journal, self.env.config.daemon.transcript_retention);
+        self.prune_journal();
         let coordinator = match self.env.config.cluster.mode {
             crate::config::ClusterMode::Single => None,
             crate::config::ClusterMode::Kubernetes => Some(
@@ -227,6 +221,7 @@ impl Daemon {
             tasks_stop: CancellationToken::new(),
             scheduling,
             budget_holds: Default::default(),
+            pruned_at: tokio::time::Instant::now(),
         })
     }
 
@@ -383,6 +378,10 @@ impl Daemon {
             Duration::from_millis(fastrand::u64(0..=state.scheduling.poll_jitter.as_millis() as u64))
         };
         state.next_poll = tokio::time::Instant::now() + state.scheduling.poll_interval + jitter;
+        if state.pruned_at.elapsed() >= PRUNE_EVERY {
+            self.prune_journal();
+            state.pruned_at = tokio::time::Instant::now();
+        }
     }
 
     /// A webhook delivery: its repository's items polled now, or the
@@ -411,6 +410,16 @@ impl Daemon {
             },
             Topic::Checks => self.env.checks_bell.ring(doorbell.forge, &doorbell.repo),
         }
+    }
+
+    /// Forgets what the journal keeps no longer: spend older than about a
+    /// year, transcripts older than `daemon.transcript_retention`.
+    fn prune_journal(&self) {
+        let journal = &self.env.journal;
+        if let Err(e) = journal.prune_spend(&crate::budget::Period::now().kept_from()) {
+            tracing::warn!("cannot prune the spend ledger: {e}");
+        }
+        crate::transcript::prune(journal, self.env.config.daemon.transcript_retention);
     }
 
     /// The intake for the running config.
@@ -609,6 +618,8 @@ struct LoopState {
     scheduling: crate::config::SchedulingConfig,
     /// New items waiting for a budget's period to turn.
     budget_holds: budget_hold::BudgetHolds,
+    /// When the journal's old transcripts and spend were last forgotten.
+    pruned_at: tokio::time::Instant,
 }
 
 impl LoopState {
