@@ -391,6 +391,50 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
             &["sandbox", "wrong type", "expected a mapping of settings"],
         ),
         (
+            "delivery:\n  ci_fix_rounds: 50\n",
+            &["delivery.ci_fix_rounds", "too many", "0 to 10"],
+        ),
+        (
+            "delivery:\n  ci_poll: 100ms\n",
+            &["delivery.ci_poll", "at least 1s"],
+        ),
+        (
+            "delivery:\n  ci_wait: 2h\n  ci_timeout: 1h\n",
+            &["delivery.ci_timeout", "at least delivery.ci_wait"],
+        ),
+        (
+            "triggers:\n  review_quiet: 3d\n",
+            &["triggers.review_quiet", "longer than a day"],
+        ),
+        (
+            "triggers:\n  mentions: often\n",
+            &["triggers.mentions", "true or false"],
+        ),
+        (
+            "budget:\n  task_usd: -2\n",
+            &["budget.task_usd", "not a positive amount of US dollars"],
+        ),
+        (
+            "budget:\n  daily_usd: 5\n",
+            &["budget.daily_usd", "unknown key", "repository_daily_usd"],
+        ),
+        (
+            "repositories:\n  defaults:\n    budget:\n      monthly_usd: 0\n",
+            &["budget.monthly_usd", "not a positive amount"],
+        ),
+        (
+            "daemon:\n  transcript_retention: 10m\n",
+            &["daemon.transcript_retention", "at least \"1h\""],
+        ),
+        (
+            "daemon:\n  http:\n    public_url: \"forgehand.example.org\"\n",
+            &["daemon.http.public_url", "not an http(s) address"],
+        ),
+        (
+            "daemon:\n  webhooks: true\n",
+            &["daemon.webhooks", "daemon.http.listen is empty"],
+        ),
+        (
             "sandbox:\n  memory: 4g\n bad indent: x\n",
             &["test.yaml", "not valid YAML"],
         ),
