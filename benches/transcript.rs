@@ -72,13 +72,10 @@ fn main() {
     let mut bytes = 0;
     for _ in 0..20 {
         let started = Instant::now();
-        let run = journal.run_record(id).unwrap().unwrap();
-        let entries: Vec<Entry> = journal
-            .entries(id)
-            .unwrap()
-            .into_iter()
-            .map(|(_, json)| serde_json::from_str(&json).unwrap())
-            .collect();
+        let (run, entries) = forgehand::transcript::load(&journal, id).unwrap().unwrap();
+        assert!(!entries
+            .iter()
+            .any(|e| matches!(e, Entry::Note { text } if text.contains("cannot be read"))));
         let page = forgehand::transcript::render_page(&run, &entries);
         renders.push(started.elapsed());
         bytes = page.len();

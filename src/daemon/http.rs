@@ -315,19 +315,11 @@ async fn transcript_page(
         );
     };
     let journal = state.journal.clone();
-    let page =
-        tokio::task::spawn_blocking(move || -> Result<Option<String>, crate::journal::JournalError> {
-            let Some(run) = journal.run_record(id)? else {
-                return Ok(None);
-            };
-            let entries: Vec<crate::transcript::Entry> = journal
-                .entries(id)?
-                .into_iter()
-                .filter_map(|(_, json)| serde_json::from_str(&json).ok())
-                .collect();
-            Ok(Some(crate::transcript::render_page(&run, &entries)))
-        })
-        .await;
+    let page = tokio::task::spawn_blocking(move || {
+        crate::transcript::load(&journal, id)
+            .map(|run| run.map(|(run, entries)| crate::transcript::render_page(&run, &entries)))
+    })
+    .await;
     match page {
         Ok(Ok(Some(page))) => (
             StatusCode::OK,

@@ -16,7 +16,7 @@ pub use render::{render_jsonl, render_runs, render_text};
 
 use crate::agent::{ModelTurn, StepRecorder};
 use crate::config::Secrets;
-use crate::journal::Journal;
+use crate::journal::{Journal, JournalError, RunRecord};
 use crate::llm::{ToolCall, ToolResult};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
@@ -122,6 +122,24 @@ impl StepRecorder for Transcript {
             ms: took.as_millis() as u64,
         });
     }
+}
+
+/// Run `id` and its entries in order; an entry that cannot be read (a
+/// newer forgehand wrote it) stands as a note saying so. `None`: no such run.
+pub fn load(journal: &Journal, id: i64) -> Result<Option<(RunRecord, Vec<Entry>)>, JournalError> {
+    let Some(run) = journal.run_record(id)? else {
+        return Ok(None);
+    };
+    let entries = journal
+        .entries(id)?
+        .into_iter()
+        .map(|(_, json)| {
+            serde_json::from_str(&json).unwrap_or_else(|e| Entry::Note {
+                text: format!("(an entry that cannot be read: {e})"),
+            })
+        })
+        .collect();
+    Ok(Some((run, entries)))
 }
 
 /// Forgets the transcripts of runs that ended more than `retention` ago.

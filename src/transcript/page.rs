@@ -33,9 +33,7 @@ pre.diff .hunk { color: #8250df; display: block; }
 /// The page of run `run` with its `entries` in order.
 pub fn render_page(run: &RunRecord, entries: &[Entry]) -> String {
     let mut html = String::with_capacity(entries.len() * 1_500 + 4_000);
-    let started = chrono::DateTime::from_timestamp(run.started_at, 0)
-        .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
-        .unwrap_or_default();
+    let started = super::render::when(run.started_at);
     let steps = entries
         .iter()
         .filter(|e| matches!(e, Entry::Model { .. }))

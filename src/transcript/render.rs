@@ -7,7 +7,8 @@ use std::fmt::Write as _;
 /// Lines of a long text shown before "…".
 const SHOWN_LINES: usize = 40;
 
-fn when(seconds: i64) -> String {
+/// A moment of a run, as both renderings show it.
+pub(super) fn when(seconds: i64) -> String {
     chrono::DateTime::from_timestamp(seconds, 0)
         .map(|t| t.format("%Y-%m-%d %H:%M:%S UTC").to_string())
         .unwrap_or_default()
@@ -34,7 +35,7 @@ pub fn render_runs(runs: &[RunRecord]) -> String {
 
 /// Run `id`'s transcript as text; `None` when there is no such run.
 pub fn render_text(journal: &Journal, id: i64) -> Result<Option<String>, JournalError> {
-    let Some(run) = journal.run_record(id)? else {
+    let Some((run, entries)) = super::load(journal, id)? else {
         return Ok(None);
     };
     let mut out = format!(
@@ -44,13 +45,8 @@ pub fn render_text(journal: &Journal, id: i64) -> Result<Option<String>, Journal
         when(run.started_at),
         run.outcome.as_deref().unwrap_or("still running")
     );
-    for (_, json) in journal.entries(id)? {
-        match serde_json::from_str::<Entry>(&json) {
-            Ok(entry) => write_entry(&mut out, &entry),
-            Err(e) => {
-                let _ = writeln!(out, "(an entry that cannot be read: {e})");
-            }
-        }
+    for entry in &entries {
+        write_entry(&mut out, entry);
     }
     Ok(Some(out))
 }
