@@ -113,11 +113,7 @@ async fn heard(world: &World, issue: u64, on: &str, started: Instant) -> (Durati
         );
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
-    wait("the task to end", world, async || {
-        let labels = world.github.issue(REPO, issue).labels;
-        labels.iter().any(|l| l == DONE) && !labels.iter().any(|l| l == "coding agent processing")
-    })
-    .await;
+    world.wait_for_done(issue, Duration::from_secs(120)).await;
     (eyes.unwrap(), comment.unwrap())
 }
 

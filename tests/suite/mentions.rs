@@ -8,7 +8,7 @@
 
 use forgehand_test_support::daemon_rig;
 use forgehand_test_support::fake_github::{Reaction, BOT};
-use forgehand_test_support::github_world::{World, DONE, REPO};
+use forgehand_test_support::github_world::{World, REPO};
 use forgehand_test_support::scripted_model::{edit_and_commit, text};
 use std::time::Duration;
 
@@ -33,19 +33,6 @@ fn newest_comment(world: &World, number: u64, author: &str) -> u64 {
         .unwrap()
 }
 
-async fn wait_for_done(world: &World, number: u64) {
-    daemon_rig::wait_until(
-        "the done label",
-        Duration::from_secs(180),
-        async || {
-            let labels = world.github.issue(REPO, number).labels;
-            labels.iter().any(|l| l == DONE) && !labels.iter().any(|l| l == "coding agent processing")
-        },
-        &world.log_path(),
-    )
-    .await;
-}
-
 #[tokio::test]
 async fn a_writers_mention_starts_a_task_and_one_on_its_pull_request_continues_the_branch() {
     let mut turns = edit_and_commit(Duration::ZERO);
@@ -61,7 +48,7 @@ async fn a_writers_mention_starts_a_task_and_one_on_its_pull_request_continues_t
     world
         .github
         .comment(REPO, issue, "maya", &format!("@{BOT} please take this one."));
-    wait_for_done(&world, issue).await;
+    world.wait_for_done(issue, Duration::from_secs(180)).await;
     let mention = newest_comment(&world, issue, "maya");
     assert!(
         world
@@ -83,7 +70,7 @@ async fn a_writers_mention_starts_a_task_and_one_on_its_pull_request_continues_t
         "maya",
         &format!("Thanks! @{BOT}, check the README too."),
     );
-    wait_for_done(&world, pull).await;
+    world.wait_for_done(pull, Duration::from_secs(180)).await;
     let follow_up = newest_comment(&world, pull, "maya");
     assert!(world
         .github
@@ -138,7 +125,7 @@ async fn a_mention_is_heard_once_even_when_edited_and_a_label_gets_its_eyes() {
     world
         .github
         .comment(REPO, issue, "maya", &format!("@{BOT} is anything to do here?"));
-    wait_for_done(&world, issue).await;
+    world.wait_for_done(issue, Duration::from_secs(180)).await;
     let asked = world.model.requests().await.len();
     let mention = newest_comment(&world, issue, "maya");
     world
@@ -150,7 +137,7 @@ async fn a_mention_is_heard_once_even_when_edited_and_a_label_gets_its_eyes() {
 
     // A trigger label is acknowledged on the issue itself.
     let labelled = world.labelled_issue("Another");
-    wait_for_done(&world, labelled).await;
+    world.wait_for_done(labelled, Duration::from_secs(180)).await;
     assert!(world
         .github
         .reactions()

@@ -8,7 +8,7 @@
 
 use forgehand_test_support::daemon_rig::{self, DaemonProcess};
 use forgehand_test_support::fake_github::BOT;
-use forgehand_test_support::github_world::{World, DONE, REPO};
+use forgehand_test_support::github_world::{World, REPO};
 use forgehand_test_support::mcp_client;
 use forgehand_test_support::scripted_model::{edit_and_commit, text};
 use forgehand_test_support::webhook_sender::{github_signature, WebhookSender};
@@ -50,19 +50,6 @@ async fn start(world: &World, address: &str) -> (DaemonProcess, WebhookSender) {
     (daemon, hooks)
 }
 
-async fn wait_for_done(world: &World, number: u64, within: Duration) {
-    daemon_rig::wait_until(
-        "the done label",
-        within,
-        async || {
-            let labels = world.github.issue(REPO, number).labels;
-            labels.iter().any(|l| l == DONE) && !labels.iter().any(|l| l == "coding agent processing")
-        },
-        &world.log_path(),
-    )
-    .await;
-}
-
 #[tokio::test]
 async fn with_polls_an_hour_apart_a_label_and_a_mention_start_at_once() {
     let mut turns = edit_and_commit(Duration::ZERO);
@@ -70,7 +57,7 @@ async fn with_polls_an_hour_apart_a_label_and_a_mention_start_at_once() {
     let (world, address) = world("1h", turns).await;
     let (daemon, hooks) = start(&world, &address).await;
     let issue = world.labelled_issue("Greet the world");
-    wait_for_done(&world, issue, Duration::from_secs(120)).await;
+    world.wait_for_done(issue, Duration::from_secs(120)).await;
     world.assert_delivered_once(issue);
     let mentioned = world
         .github
@@ -78,7 +65,7 @@ async fn with_polls_an_hour_apart_a_label_and_a_mention_start_at_once() {
     world
         .github
         .comment(REPO, mentioned, "maya", &format!("@{BOT} please look at this"));
-    wait_for_done(&world, mentioned, Duration::from_secs(120)).await;
+    world.wait_for_done(mentioned, Duration::from_secs(120)).await;
     let sent = hooks.sent();
     assert!(!sent.is_empty());
     assert!(
@@ -164,7 +151,7 @@ async fn a_missed_delivery_is_caught_by_the_next_poll() {
     let (daemon, hooks) = start(&world, &address).await;
     hooks.lose_next(usize::MAX);
     let issue = world.labelled_issue("Greet the world");
-    wait_for_done(&world, issue, Duration::from_secs(120)).await;
+    world.wait_for_done(issue, Duration::from_secs(120)).await;
     world.assert_delivered_once(issue);
     assert!(
         hooks.sent().iter().all(|s| s.status.is_none()),
@@ -180,7 +167,7 @@ async fn a_delivery_sent_twice_and_seen_by_a_poll_does_nothing_twice() {
     let (daemon, hooks) = start(&world, &address).await;
     hooks.send_twice();
     let issue = world.labelled_issue("Greet the world");
-    wait_for_done(&world, issue, Duration::from_secs(120)).await;
+    world.wait_for_done(issue, Duration::from_secs(120)).await;
     // A few more polls and deliveries (of forgehand's own comments and labels).
     tokio::time::sleep(Duration::from_secs(5)).await;
     world.assert_delivered_once(issue);

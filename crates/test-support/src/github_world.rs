@@ -229,6 +229,21 @@ impl World {
         .await;
     }
 
+    /// Waits (up to `within`) until `number` is done: the done label on,
+    /// the processing label off (on GitHub the swap is two requests).
+    pub async fn wait_for_done(&self, number: u64, within: Duration) {
+        daemon_rig::wait_until(
+            "the done label",
+            within,
+            async || {
+                let labels = self.github.issue(REPO, number).labels;
+                labels.iter().any(|l| l == DONE) && !labels.iter().any(|l| l == "coding agent processing")
+            },
+            &self.log_path(),
+        )
+        .await;
+    }
+
     /// Maya (a maintainer) opens an issue asking for the usual greeting
     /// change, titled `title`, and labels it for forgehand.
     pub fn labelled_issue(&self, title: &str) -> u64 {
