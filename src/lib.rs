@@ -10,6 +10,7 @@ pub mod config;
 pub mod context_store;
 pub mod daemon;
 pub mod doctor;
+pub mod eval;
 pub mod forge;
 pub mod git;
 pub mod html;

@@ -54,6 +54,15 @@ enum Command {
         #[command(subcommand)]
         command: Option<TasksCommand>,
     },
+    /// Run SWE-bench-style instances through the pipeline and score them;
+    /// `eval make` builds instances from a repository's closed issues
+    #[command(args_conflicts_with_subcommands = true)]
+    Eval {
+        #[command(subcommand)]
+        command: Option<EvalCommand>,
+        #[command(flatten)]
+        run: EvalRun,
+    },
     /// Manage sandbox images
     Images {
         #[command(subcommand)]
@@ -111,6 +120,58 @@ enum TasksCommand {
         #[arg(long)]
         jsonl: bool,
     },
+}
+
+#[derive(clap::Args)]
+struct EvalRun {
+    /// The instances, one JSON object a line (SWE-bench's fields, plus
+    /// `test_command`)
+    instances: Option<PathBuf>,
+    /// Where results, predictions, transcripts and the work go; running
+    /// again with the same folder resumes
+    #[arg(long, default_value = "eval-out")]
+    out: PathBuf,
+    /// Instances run at once
+    #[arg(long, default_value_t = 1)]
+    concurrency: usize,
+    /// `model_name_or_path` in preds.jsonl [default: forgehand-<model>]
+    #[arg(long)]
+    model_name: Option<String>,
+    /// Runs one named test, for instances without a `test_command`;
+    /// `{test}` is replaced by the name, else it is appended
+    #[arg(long)]
+    test_command: Option<String>,
+    /// Longest run of one test while scoring
+    #[arg(long, default_value = "15m", value_parser = humantime::parse_duration)]
+    test_timeout: std::time::Duration,
+}
+
+#[derive(Subcommand)]
+enum EvalCommand {
+    /// Instances from issues closed by a merged PR/MR that changed tests
+    Make {
+        /// OWNER/NAME on GitHub, or a GitLab project's path
+        #[arg(long)]
+        repo: String,
+        /// Issues closed on or after this day (YYYY-MM-DD)
+        #[arg(long)]
+        since: String,
+        /// The forge the repository is on
+        #[arg(long, value_enum, default_value = "github")]
+        forge: EvalForge,
+        /// Written as each instance's `test_command`
+        #[arg(long)]
+        test_command: Option<String>,
+        /// The instances file to write
+        #[arg(long, default_value = "instances.jsonl")]
+        out: PathBuf,
+    },
+}
+
+#[derive(Clone, Copy, clap::ValueEnum)]
+enum EvalForge {
+    Github,
+    Gitlab,
 }
 
 #[derive(Subcommand)]
@@ -204,6 +265,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     let config = Config::load(&path)?;
     match cli.command {
         Command::Tasks { command } => tasks(&config, command),
+        Command::Eval {
+            command: None,
+            run: options,
+        } => evaluate(config, options).await,
+        Command::Eval {
+            command: Some(EvalCommand::Make { .. }),
+            ..
+        } => anyhow::bail!("eval make is not built yet"),
         Command::Doctor { probe_network } => {
             let secrets = Secrets::from_env();
             let options = doctor::DoctorOptions { probe_network };
@@ -357,6 +426,44 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         }
     }
+}
+
+/// `forgehand eval INSTANCES.jsonl`: the table on stdout, the files in `--out`.
+async fn evaluate(config: Config, run: EvalRun) -> anyhow::Result<ExitCode> {
+    use std::io::IsTerminal;
+    let instances = run.instances.context(
+        "name the instances file: forgehand eval INSTANCES.jsonl (or `forgehand eval make` to build one)",
+    )?;
+    let options = forgehand::eval::Options {
+        instances,
+        out: run.out,
+        concurrency: run.concurrency.max(1),
+        model_name: run
+            .model_name
+            .unwrap_or_else(|| forgehand::eval::default_model_name(&config)),
+        test_command: run.test_command,
+        test_timeout: run.test_timeout,
+        progress: std::io::stderr().is_terminal(),
+    };
+    let instances = forgehand::eval::read_instances(&options)?;
+    let env = forgehand::eval::environment(config, Secrets::from_env(), &options).await?;
+    let shutdown = CancellationToken::new();
+    let trigger = shutdown.clone();
+    tokio::spawn(async move {
+        shutdown_signal().await;
+        tracing::info!("interrupted; the instances running now are resumed next time");
+        trigger.cancel();
+    });
+    let results = forgehand::eval::run(env, &instances, &options, shutdown).await?;
+    let mut stdout = std::io::stdout().lock();
+    stdout.write_all(forgehand::eval::report::table(&results).as_bytes())?;
+    writeln!(
+        stdout,
+        "\nPredictions: {}\nReport: {}",
+        options.out.join("preds.jsonl").display(),
+        options.out.join("report.json").display()
+    )?;
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn serve_sage(

@@ -51,20 +51,23 @@ pub fn first_run_problems(config: &Config, secrets: &Secrets) -> Vec<String> {
         problems
             .push("GITLAB_TOKEN is not set: a token with the api scope on the watched projects".to_owned());
     }
+    problems.extend(model_key_problem(config, secrets));
+    problems.extend(webhook_problems(config, secrets));
+    problems
+}
+
+/// No model key (and no keyless endpoint): nothing can be asked.
+pub fn model_key_problem(config: &Config, secrets: &Secrets) -> Option<String> {
     let keys = [
         &secrets.openai_api_key,
         &secrets.gemini_api_key,
         &secrets.anthropic_api_key,
     ];
     let keyless = config.llm.openai_base_url != crate::llm::router::OPENAI_DEFAULT;
-    if keys.iter().all(|k| k.is_none()) && !keyless {
-        problems.push(
-            "no model key: set OPENAI_API_KEY (o3), GEMINI_API_KEY (Gemini 2.5 Pro) or ANTHROPIC_API_KEY"
-                .to_owned(),
-        );
-    }
-    problems.extend(webhook_problems(config, secrets));
-    problems
+    (keys.iter().all(|k| k.is_none()) && !keyless).then(|| {
+        "no model key: set OPENAI_API_KEY (o3), GEMINI_API_KEY (Gemini 2.5 Pro) or ANTHROPIC_API_KEY"
+            .to_owned()
+    })
 }
 
 /// With `daemon.webhooks`, each watched forge needs its webhook secret:
@@ -138,12 +141,12 @@ pub async fn assemble_owned(
     forges: Option<&[ForgeKind]>,
     kept: Kept,
 ) -> Result<Assembly, SetupError> {
-    let owner = &kept.owner;
     let wanted = |kind: ForgeKind| match forges {
         Some(list) => list.contains(&kind),
         None => match kind {
             ForgeKind::GitHub => config.github.watches_anything(),
             ForgeKind::GitLab => config.gitlab.watches_anything(),
+            ForgeKind::Local => false,
         },
     };
     let mut connected: Vec<Arc<dyn Forge>> = Vec::new();
@@ -165,10 +168,59 @@ pub async fn assemble_owned(
     if connected.is_empty() {
         return Err(SetupError::NothingWatched);
     }
+    let env = task_env(config, secrets, kept).await?;
+    Ok(Assembly {
+        env,
+        forges: connected,
+    })
+}
 
+/// Everything tasks share but the forges: the sandbox backend (Docker or
+/// pods) with the editor, the models, the prompts and the journal, for a
+/// process that holds the state folder (`kept.owner`).
+pub async fn task_env(config: Config, secrets: Secrets, kept: Kept) -> Result<Arc<TaskEnv>, SetupError> {
+    let owner = &kept.owner;
     let instance_id = owner.instance_id(&config.daemon.instance_id);
     let mut config = config;
     config.daemon.instance_id = instance_id.clone();
+    let backend = sandbox_backend(&config, &instance_id, &kept).await?;
+    tracing::info!(instance = %instance_id, daemon = %owner.daemon_id(), "state folder and sandboxes owned");
+    let router = crate::llm::router::from_config(&config.llm, &secrets)?.with_metrics(kept.metrics.clone());
+    let prompts = std::sync::Arc::new(Prompts::load(Some(&config.agent.prompts_dir))?);
+    let journal = Journal::open(&config.daemon.state_dir)?;
+    match journal.prune_contexts(config.context.keep_for) {
+        Ok(0) => {}
+        Ok(n) => tracing::info!("deleted {n} context message(s) unused for longer than context.keep_for"),
+        Err(e) => tracing::warn!("cannot prune old context stores: {e}"),
+    }
+    let ideas_pacer = crate::ideas::shared_pacer(&config.ideas);
+    let env = TaskEnv {
+        ideas_pacer,
+        config: Arc::new(config),
+        secrets: Arc::new(secrets),
+        backend,
+        model: Arc::new(router),
+        prompts,
+        journal: Arc::new(journal),
+        echo_progress: false,
+        state_owner: kept.owner.clone(),
+        board: kept.board,
+        metrics: kept.metrics,
+        sandbox_hints: Arc::default(),
+        checks_bell: kept.checks_bell,
+    };
+    Ok(Arc::new(env))
+}
+
+/// The sandboxes' backend, Docker or pods, with the static editor, owned by
+/// this process.
+async fn sandbox_backend(
+    config: &Config,
+    instance_id: &str,
+    kept: &Kept,
+) -> Result<Arc<dyn SandboxBackend>, SetupError> {
+    let owner = &kept.owner;
+    let instance_id = instance_id.to_owned();
     // Sandboxes need the static editor (their main process and the editor
     // server): fail at start, not at the first task.
     let editor = if config.text_editor_mcp.enabled && config.text_editor_mcp.command.is_empty() {
@@ -208,33 +260,5 @@ pub async fn assemble_owned(
             Arc::new(backend)
         }
     };
-    tracing::info!(instance = %instance_id, daemon = %owner.daemon_id(), "state folder and sandboxes owned");
-    let router = crate::llm::router::from_config(&config.llm, &secrets)?.with_metrics(kept.metrics.clone());
-    let prompts = std::sync::Arc::new(Prompts::load(Some(&config.agent.prompts_dir))?);
-    let journal = Journal::open(&config.daemon.state_dir)?;
-    match journal.prune_contexts(config.context.keep_for) {
-        Ok(0) => {}
-        Ok(n) => tracing::info!("deleted {n} context message(s) unused for longer than context.keep_for"),
-        Err(e) => tracing::warn!("cannot prune old context stores: {e}"),
-    }
-    let ideas_pacer = crate::ideas::shared_pacer(&config.ideas);
-    let env = TaskEnv {
-        ideas_pacer,
-        config: Arc::new(config),
-        secrets: Arc::new(secrets),
-        backend,
-        model: Arc::new(router),
-        prompts,
-        journal: Arc::new(journal),
-        echo_progress: false,
-        state_owner: kept.owner.clone(),
-        board: kept.board,
-        metrics: kept.metrics,
-        sandbox_hints: Arc::default(),
-        checks_bell: kept.checks_bell,
-    };
-    Ok(Assembly {
-        env: Arc::new(env),
-        forges: connected,
-    })
+    Ok(backend)
 }

@@ -20,6 +20,9 @@ use std::time::Duration;
 pub enum ForgeKind {
     GitHub,
     GitLab,
+    /// No forge: a local repository run through the pipeline by
+    /// `forgehand eval`.
+    Local,
 }
 
 impl ForgeKind {
@@ -27,6 +30,7 @@ impl ForgeKind {
         match self {
             ForgeKind::GitHub => "github",
             ForgeKind::GitLab => "gitlab",
+            ForgeKind::Local => "local",
         }
     }
 
@@ -34,6 +38,7 @@ impl ForgeKind {
         match text {
             "github" => Some(ForgeKind::GitHub),
             "gitlab" => Some(ForgeKind::GitLab),
+            "local" => Some(ForgeKind::Local),
             _ => None,
         }
     }
@@ -43,6 +48,7 @@ impl ForgeKind {
         match self {
             ForgeKind::GitHub => "pull request",
             ForgeKind::GitLab => "merge request",
+            ForgeKind::Local => "change",
         }
     }
 }
@@ -137,6 +143,7 @@ impl ItemRef {
             ItemKind::Change => match self.forge {
                 ForgeKind::GitHub => "pr",
                 ForgeKind::GitLab => "mr",
+                ForgeKind::Local => "change",
             },
         };
         format!("{}-{repo}-{kind}-{}", self.forge.as_str(), self.number)
@@ -448,6 +455,12 @@ pub trait Forge: Send + Sync {
         title: &str,
         body: &str,
     ) -> Result<ChangeInfo, ForgeError>;
+
+    /// Whether the forge runs checks at all (a local repository has no
+    /// CI: its changes are not followed).
+    fn has_ci(&self) -> bool {
+        true
+    }
 
     /// The checks on commit `sha` (GitHub: check runs and commit statuses;
     /// GitLab: the jobs of the commit's newest pipeline).

@@ -41,6 +41,21 @@ pub fn image_for_repository(config: &ImagesConfig, repository: &str, checkout: &
     image_tag(config, detect_language(checkout).image_name())
 }
 
+/// The image a task on `repository` runs in: a pin from `images.pins`,
+/// else the one the repository's settings choose, else the detected one.
+pub fn chosen_image(
+    config: &ImagesConfig,
+    repository: &str,
+    chosen: Option<&str>,
+    checkout: &Path,
+) -> String {
+    match (config.pins.get(repository), chosen) {
+        (Some(pinned), _) => pinned.clone(),
+        (None, Some(chosen)) => image_reference(config, chosen),
+        (None, None) => image_for_repository(config, repository, checkout),
+    }
+}
+
 /// Names of the image folders under `images.dir` that hold a Dockerfile, sorted.
 pub fn available_images(config: &ImagesConfig) -> std::io::Result<Vec<String>> {
     let mut names = Vec::new();

@@ -71,6 +71,17 @@ impl Journal {
         })
     }
 
+    /// The newest run of the task `key`, if it has one.
+    pub fn last_run_of(&self, key: &str) -> Result<Option<i64>, JournalError> {
+        self.with(|db| {
+            db.query_row(
+                "SELECT MAX(id) FROM runs WHERE task_key = ?1",
+                params![key],
+                |r| r.get(0),
+            )
+        })
+    }
+
     /// Run `id`'s entries in order: (written at, in ms since the epoch; JSON).
     pub fn entries(&self, id: i64) -> Result<Vec<(i64, String)>, JournalError> {
         self.with(|db| {

@@ -208,6 +208,11 @@ async fn pushed_with_ci(
     claimed: &Claimed,
     bench: &Bench,
 ) -> Result<Result<git2::Oid, CiReport>, TaskError> {
+    if !run.forge.has_ci() {
+        return Ok(Err(CiReport::NotFollowed(
+            "Not followed: this repository has no forge, so no checks run.".into(),
+        )));
+    }
     let base = claimed.target.base.clone();
     let workspace = &bench.prepared.workspace;
     let (base_head, configured) = workspace.with(move |ws| ws.base_ci(&base)).await??;

@@ -126,6 +126,17 @@ impl TaskEnd {
             TaskEnd::Deferred { .. } => "deferred",
         }
     }
+
+    /// The change's address, or the reason it ended so; empty when neither.
+    pub fn detail(&self) -> String {
+        match self {
+            TaskEnd::Delivered { url } => url.clone(),
+            TaskEnd::Failed { reason } | TaskEnd::Skipped { reason } | TaskEnd::Deferred { reason } => {
+                reason.clone()
+            }
+            TaskEnd::NoChanges | TaskEnd::Stopped | TaskEnd::Interrupted => String::new(),
+        }
+    }
 }
 
 /// Runs (or resumes) the task for `item`.
@@ -202,7 +213,7 @@ pub async fn run(
     }
     tracing::info!(task = %item, "task ended: {end:?}");
     if let Some(transcript) = &transcript {
-        transcript.end(end.outcome(), &ending_detail(&end));
+        transcript.end(end.outcome(), &end.detail());
     }
     env.metrics.task_ended(end.outcome(), started.elapsed());
     env.board.remove(&key);
@@ -229,17 +240,6 @@ fn budgeted(env: &TaskEnv, item: &ItemRef) -> (TaskEnv, Arc<crate::budget::Spend
 struct Accounts {
     spend: Arc<crate::budget::Spend>,
     transcript: Option<Arc<crate::transcript::Transcript>>,
-}
-
-/// What the transcript says of how the task ended.
-fn ending_detail(end: &TaskEnd) -> String {
-    match end {
-        TaskEnd::Delivered { url } => url.clone(),
-        TaskEnd::Failed { reason } | TaskEnd::Skipped { reason } | TaskEnd::Deferred { reason } => {
-            reason.clone()
-        }
-        TaskEnd::NoChanges | TaskEnd::Stopped | TaskEnd::Interrupted => String::new(),
-    }
 }
 
 async fn execute(

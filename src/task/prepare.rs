@@ -390,12 +390,7 @@ fn note_settings(run: &TaskRun<'_>, environment: &RepoEnvironment) {
 /// The image the task's sandbox runs: a pin, the settings' choice, or
 /// detection.
 fn choose_image(run: &TaskRun<'_>, needs: &Needs<'_>, checkout: &Path, settings: &RepoSettings) -> String {
-    let images = needs.images;
-    match (images.pins.get(&run.item.repo), &settings.image) {
-        (Some(pinned), _) => pinned.clone(),
-        (None, Some(chosen)) => crate::images::image_reference(images, chosen),
-        (None, None) => crate::images::image_for_repository(images, &run.item.repo, checkout),
-    }
+    crate::images::chosen_image(needs.images, &run.item.repo, settings.image.as_deref(), checkout)
 }
 
 /// Runs the repository's setup commands in order, within `setup_timeout`

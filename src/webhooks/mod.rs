@@ -120,6 +120,9 @@ impl Receiver {
         let checked = match forge {
             ForgeKind::GitHub => github::check(self.secrets.github.as_ref(), delivery),
             ForgeKind::GitLab => gitlab::check(self.secrets.gitlab.as_ref(), delivery),
+            ForgeKind::Local => {
+                return Received::Refused("no forge sends webhooks for a local repository".into())
+            }
         };
         let (id, doorbell) = match checked {
             Ok(Some(found)) => found,
@@ -141,6 +144,7 @@ fn event_header(forge: ForgeKind) -> &'static str {
     match forge {
         ForgeKind::GitHub => "x-github-event",
         ForgeKind::GitLab => "x-gitlab-event",
+        ForgeKind::Local => "x-forgehand-event",
     }
 }
 

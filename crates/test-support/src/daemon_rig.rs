@@ -6,6 +6,61 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
+/// `forgehand` with `args`, only the given secrets in its environment,
+/// and debug logs.
+fn command(config: &Path, args: &[&str], env: &[(&str, String)]) -> Command {
+    let mut cmd = Command::new(bin());
+    cmd.arg("--config").arg(config).args(args);
+    for (var, _, _) in forgehand::config::Secrets::default().presence() {
+        cmd.env_remove(var);
+    }
+    for var in [
+        "GITHUB_API_URL",
+        "GITLAB_URL",
+        "OPENAI_BASE_URL",
+        "GEMINI_BASE_URL",
+        "ANTHROPIC_BASE_URL",
+    ] {
+        cmd.env_remove(var);
+    }
+    // Debug logs of forgehand and the HTTP clients: the secret scans cover them too.
+    cmd.env("RUST_LOG", "debug,hyper_util=info,h2=info,tower=info");
+    // The static editor the images were built with.
+    cmd.env("FORGEHAND_EDITOR_BINARY", crate::editor_binary().path());
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd
+}
+
+/// Runs `forgehand` with `args` to its end (without blocking the test's
+/// runtime, whose fakes must answer it); stderr is appended to `log`. The
+/// exit status and stdout.
+pub async fn run_to_end(
+    config: &Path,
+    args: &[&str],
+    env: &[(&str, String)],
+    log: &Path,
+) -> (ExitStatus, String) {
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .unwrap();
+    let mut cmd = tokio::process::Command::from(command(config, args, env));
+    // Not `output()`, which would pipe stderr too.
+    let out = cmd
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(file))
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap()
+        .wait_with_output()
+        .await
+        .unwrap();
+    (out.status, String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// The `forgehand` binary the tests run.
 pub fn bin() -> std::path::PathBuf {
     crate::workspace_binary("forgehand")
@@ -25,28 +80,7 @@ impl DaemonProcess {
             .append(true)
             .open(log)
             .unwrap();
-        let mut cmd = Command::new(bin());
-        cmd.arg("--config").arg(config).args(args);
-        for (var, _, _) in forgehand::config::Secrets::default().presence() {
-            cmd.env_remove(var);
-        }
-        for var in [
-            "GITHUB_API_URL",
-            "GITLAB_URL",
-            "OPENAI_BASE_URL",
-            "GEMINI_BASE_URL",
-            "ANTHROPIC_BASE_URL",
-        ] {
-            cmd.env_remove(var);
-        }
-        // Debug logs of forgehand and the HTTP clients: the secret scans cover them too.
-        cmd.env("RUST_LOG", "debug,hyper_util=info,h2=info,tower=info");
-        // The static editor the images were built with.
-        cmd.env("FORGEHAND_EDITOR_BINARY", crate::editor_binary().path());
-        for (k, v) in env {
-            cmd.env(k, v);
-        }
-        let child = cmd
+        let child = command(config, args, env)
             .stdout(Stdio::null())
             .stderr(Stdio::from(file))
             .spawn()

@@ -1,0 +1,256 @@
+//! `forgehand eval`: three instances of one small local repository run
+//! through the whole pipeline (planning, the sandbox, the agent, the push)
+//! with the scripted model, then scored in a sandbox: one it fixes, one it
+//! cannot (its bug is another), one whose tests cannot run. Then a second
+//! run over the same folder, which runs nothing again.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use forgehand_test_support::daemon_rig;
+use forgehand_test_support::github_world::MODEL_KEY;
+use forgehand_test_support::scripted_model::{call, run, text, TurnModel};
+use serde_json::{json, Value};
+use std::path::Path;
+use std::process::Command;
+
+const CALC_BUGGY: &str = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n";
+const CALC_OTHER_BUG: &str = "def add(a, b):\n    return a * b\n\n\ndef sub(a, b):\n    return a - b\n";
+
+/// The tests the fix is judged by: the model never sees them.
+const TEST_PATCH: &str = "diff --git a/test_calc.py b/test_calc.py
+new file mode 100644
+--- /dev/null
++++ b/test_calc.py
+@@ -0,0 +1,10 @@
++import unittest
++from calc import add, sub
++
++
++class Calc(unittest.TestCase):
++    def test_add(self):
++        self.assertEqual(add(2, 3), 5)
++
++    def test_sub(self):
++        self.assertEqual(sub(5, 3), 2)
+";
+
+fn git(dir: &Path, args: &[&str]) -> String {
+    let out = Command::new("git").current_dir(dir).args(args).output().unwrap();
+    assert!(
+        out.status.success(),
+        "git {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).trim().to_owned()
+}
+
+/// A repository with two commits: `calc.py` with one bug, then another.
+fn source_repository(dir: &Path) -> (String, String) {
+    std::fs::create_dir_all(dir).unwrap();
+    git(dir, &["init", "-q", "-b", "main"]);
+    git(dir, &["config", "user.name", "t"]);
+    git(dir, &["config", "user.email", "t@example.invalid"]);
+    std::fs::write(dir.join("requirements.txt"), "").unwrap();
+    std::fs::write(dir.join("calc.py"), CALC_BUGGY).unwrap();
+    git(dir, &["add", "-A"]);
+    git(dir, &["commit", "-qm", "calc"]);
+    let first = git(dir, &["rev-parse", "HEAD"]);
+    std::fs::write(dir.join("calc.py"), CALC_OTHER_BUG).unwrap();
+    git(dir, &["commit", "-qam", "another bug"]);
+    let second = git(dir, &["rev-parse", "HEAD"]);
+    (first, second)
+}
+
+fn instance(id: &str, repo: &Path, base: &str, test_command: &str) -> Value {
+    json!({
+        "instance_id": id,
+        "repo": repo.display().to_string(),
+        "base_commit": base,
+        "problem_statement": "add() subtracts\n\nadd(2, 3) should be 5.",
+        "FAIL_TO_PASS": "[\"test_calc.Calc.test_add\"]",
+        "PASS_TO_PASS": ["test_calc.Calc.test_sub"],
+        "test_patch": TEST_PATCH,
+        "test_command": test_command,
+        "version": "0.1",
+    })
+}
+
+fn lines(path: &Path) -> Vec<Value> {
+    std::fs::read_to_string(path)
+        .unwrap()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+#[tokio::test]
+async fn three_instances_score_one_resolved_one_unresolved_and_one_error_and_a_second_run_resumes() {
+    forgehand_test_support::ensure_images().await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let (first, second) = source_repository(&source);
+    let unittest = "python3 -m unittest {test}";
+    let instances = [
+        instance("calc-fixed", &source, &first, unittest),
+        instance("calc-other-bug", &source, &second[..12], unittest),
+        instance("calc-no-runner", &source, &first, "no-such-test-runner {test}"),
+    ];
+    let file = dir.path().join("instances.jsonl");
+    let text_of: Vec<String> = instances.iter().map(Value::to_string).collect();
+    std::fs::write(&file, text_of.join("\n") + "\n").unwrap();
+
+    // The same turns for each instance: the replacement only fits the first bug.
+    let model = TurnModel::start_with_plan(
+        vec![
+            (
+                call(
+                    "text_editor_str_replace",
+                    json!({"path": "/workspace/project/calc.py", "old_str": "def add(a, b):\n    return a - b", "new_str": "def add(a, b):\n    return a + b"}),
+                ),
+                None,
+            ),
+            (run("git add -A && git commit -qm 'Fix add' || echo nothing to commit"), None),
+            (text("add() adds now."), None),
+        ],
+        Some("1. Make add() return a + b in calc.py.".to_owned()),
+    )
+    .await;
+    let instance_id = forgehand_test_support::unique("test-eval");
+    let config = daemon_rig::write_config(dir.path(), &instance_id, "planning:\n  mode: \"single\"\n");
+    let env = vec![
+        ("OPENAI_API_KEY", MODEL_KEY.to_owned()),
+        ("OPENAI_BASE_URL", model.base_url()),
+    ];
+    let out = dir.path().join("out");
+    let log = dir.path().join("eval.log");
+    let args = [
+        "eval",
+        file.to_str().unwrap(),
+        "--out",
+        out.to_str().unwrap(),
+        "--model-name",
+        "forgehand-test",
+    ];
+    let (status, stdout) = daemon_rig::run_to_end(&config, &args, &env, &log).await;
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{stdout}\n{logged}");
+    assert!(stdout.contains("Resolved 1 of 3"), "{stdout}");
+    assert!(logged.contains("instance scored"), "{logged}");
+    assert!(stdout.contains("1 unresolved, 1 error(s)"), "{stdout}");
+
+    let report: Value =
+        serde_json::from_str(&std::fs::read_to_string(out.join("report.json")).unwrap()).unwrap();
+    let by_id = |id: &str| {
+        report["instances"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|i| i["instance_id"] == id)
+            .cloned()
+            .unwrap()
+    };
+    let fixed = by_id("calc-fixed");
+    assert_eq!(fixed["status"], "resolved", "{fixed:#}");
+    assert_eq!(fixed["task"], "delivered", "{fixed:#}");
+    assert!(fixed["cost_usd"].as_f64().unwrap() > 0.0, "{fixed:#}");
+    assert!(fixed["input_tokens"].as_u64().unwrap() > 0, "{fixed:#}");
+    let other = by_id("calc-other-bug");
+    assert_eq!(other["status"], "unresolved", "{other:#}");
+    assert_eq!(other["task"], "no_changes", "{other:#}");
+    assert_eq!(
+        other["tests"][0],
+        json!(["test_calc.Calc.test_add", "failed"]),
+        "{other:#}"
+    );
+    assert_eq!(
+        other["tests"][1],
+        json!(["test_calc.Calc.test_sub", "passed"]),
+        "{other:#}"
+    );
+    let broken = by_id("calc-no-runner");
+    assert_eq!(broken["status"], "error", "an error, not a failure: {broken:#}");
+    assert!(
+        broken["note"].as_str().unwrap().contains("exit code 127"),
+        "{broken:#}"
+    );
+    assert_eq!(report["totals"]["resolved"], 1);
+    assert_eq!(report["totals"]["errors"], 1);
+
+    // preds.jsonl in SWE-bench's format: exactly its three string fields,
+    // one line per instance, and each patch applies to its base commit.
+    let preds = lines(&out.join("preds.jsonl"));
+    assert_eq!(preds.len(), 3);
+    for pred in &preds {
+        let fields: Vec<&String> = pred.as_object().unwrap().keys().collect();
+        assert_eq!(
+            fields,
+            ["instance_id", "model_name_or_path", "model_patch"],
+            "{pred}"
+        );
+        assert!(pred.as_object().unwrap().values().all(Value::is_string), "{pred}");
+        assert_eq!(pred["model_name_or_path"], "forgehand-test");
+    }
+    let patch = preds[0]["model_patch"].as_str().unwrap();
+    assert!(patch.starts_with("diff --git a/calc.py b/calc.py"), "{patch}");
+    assert!(patch.contains("+    return a + b"), "{patch}");
+    assert_eq!(preds[1]["model_patch"], "", "nothing was changed");
+    let check = dir.path().join("check");
+    git(
+        dir.path(),
+        &["clone", "-q", source.to_str().unwrap(), check.to_str().unwrap()],
+    );
+    git(&check, &["checkout", "-q", &first]);
+    std::fs::write(check.join("model.patch"), patch).unwrap();
+    git(&check, &["apply", "--check", "model.patch"]);
+
+    // The run's records: its progress comment and its transcript, no key in either.
+    let comment = std::fs::read_to_string(out.join("runs/calc-fixed.md")).unwrap();
+    assert!(comment.contains("add() adds now"), "{comment}");
+    let transcript = std::fs::read_to_string(out.join("transcripts/calc-fixed.jsonl")).unwrap();
+    assert!(transcript.contains("text_editor_str_replace"), "{transcript}");
+    for text in [&comment, &transcript, &logged, &stdout] {
+        assert!(!text.contains(MODEL_KEY));
+    }
+    // Every sandbox (the tasks' and the scoring ones) is gone.
+    assert!(daemon_rig::containers_of(&format!("{instance_id}-eval")).is_empty());
+
+    // Again over the same folder: every instance is finished, nothing runs.
+    let calls = model.all_requests().await.len();
+    let (status, again) = daemon_rig::run_to_end(&config, &args, &env, &log).await;
+    assert!(status.success(), "{again}");
+    assert!(again.contains("Resolved 1 of 3"), "{again}");
+    assert_eq!(model.all_requests().await.len(), calls, "no instance ran again");
+    assert_eq!(lines(&out.join("results.jsonl")).len(), 3);
+}
+
+#[tokio::test]
+async fn a_bad_instances_file_is_refused_with_its_line_named_before_anything_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("instances.jsonl");
+    std::fs::write(
+        &file,
+        "{\"instance_id\": \"a\", \"repo\": \"/r\", \"base_commit\": \"abcdef0\", \"problem_statement\": \"p\", \"FAIL_TO_PASS\": []}\n",
+    )
+    .unwrap();
+    let config = daemon_rig::write_config(dir.path(), &forgehand_test_support::unique("test-eval"), "");
+    let env = vec![
+        ("OPENAI_API_KEY", MODEL_KEY.to_owned()),
+        ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1".to_owned()),
+    ];
+    let log = dir.path().join("eval.log");
+    let out = dir.path().join("out");
+    let (status, _) = daemon_rig::run_to_end(
+        &config,
+        &["eval", file.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &env,
+        &log,
+    )
+    .await;
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(!status.success(), "{logged}");
+    assert!(
+        logged.contains("line 1") && logged.contains("FAIL_TO_PASS is empty"),
+        "{logged}"
+    );
+    assert!(!out.join("results.jsonl").exists());
+}
