@@ -270,9 +270,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             run: options,
         } => evaluate(config, options).await,
         Command::Eval {
-            command: Some(EvalCommand::Make { .. }),
+            command: Some(command),
             ..
-        } => anyhow::bail!("eval make is not built yet"),
+        } => make_instances(config, command).await,
         Command::Doctor { probe_network } => {
             let secrets = Secrets::from_env();
             let options = doctor::DoctorOptions { probe_network };
@@ -463,6 +463,64 @@ async fn evaluate(config: Config, run: EvalRun) -> anyhow::Result<ExitCode> {
         options.out.join("preds.jsonl").display(),
         options.out.join("report.json").display()
     )?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `forgehand eval make`: instances from a repository's closed issues.
+async fn make_instances(config: Config, command: EvalCommand) -> anyhow::Result<ExitCode> {
+    use forgehand::eval::make;
+    use forgehand::forge::history::History;
+    use forgehand::forge::Forge;
+    let EvalCommand::Make {
+        repo,
+        since,
+        forge,
+        test_command,
+        out,
+    } = command;
+    let since = make::parse_since(&since).map_err(anyhow::Error::msg)?;
+    let secrets = Secrets::from_env();
+    let connected: (Box<dyn History>, String) = match forge {
+        EvalForge::Github => {
+            let github =
+                forgehand::forge::github::GitHub::new(&config.github, &secrets, config.github.api_timeout)?;
+            let clone_url = github.repository(&repo).await?.clone_url;
+            (Box::new(github), clone_url)
+        }
+        EvalForge::Gitlab => {
+            let gitlab = forgehand::forge::gitlab::GitLab::connect(&config.gitlab, &secrets).await?;
+            let clone_url = gitlab.repository(&repo).await?.clone_url;
+            (Box::new(gitlab), clone_url)
+        }
+    };
+    let (history, clone_url) = connected;
+    let made = make::make(
+        history.as_ref(),
+        (&repo, &clone_url),
+        since,
+        test_command.as_deref(),
+    )
+    .await?;
+    let mut text = String::new();
+    for instance in &made.instances {
+        text.push_str(&serde_json::to_string(instance)?);
+        text.push('\n');
+    }
+    std::fs::write(&out, text).with_context(|| format!("writing {}", out.display()))?;
+    let mut stdout = std::io::stdout().lock();
+    for skipped in &made.skipped {
+        writeln!(stdout, "skipped {skipped}")?;
+    }
+    writeln!(
+        stdout,
+        "{} instance(s) from issues of {repo} closed since {} written to {}",
+        made.instances.len(),
+        since.format("%Y-%m-%d"),
+        out.display()
+    )?;
+    if test_command.is_none() && !made.instances.is_empty() {
+        writeln!(stdout, "They have no test command: {}", make::test_command_hint())?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

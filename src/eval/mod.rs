@@ -15,6 +15,7 @@
 
 mod forge;
 pub mod instance;
+pub mod make;
 mod meter;
 mod origin;
 pub mod report;

@@ -5,6 +5,7 @@
 mod checks;
 pub mod github;
 pub mod gitlab;
+pub mod history;
 mod http_util;
 pub mod retry;
 mod reviews;

@@ -254,3 +254,163 @@ async fn a_bad_instances_file_is_refused_with_its_line_named_before_anything_run
     );
     assert!(!out.join("results.jsonl").exists());
 }
+
+/// A merged pull request's file: (path, status, patch), as GitHub lists it.
+const FIX_CALC: (&str, &str, &str) = (
+    "calc.py",
+    "modified",
+    "@@ -1,5 +1,5 @@\n def add(a, b):\n-    return a - b\n+    return a + b\n \n \n def sub(a, b):",
+);
+
+#[tokio::test]
+async fn eval_make_builds_instances_from_issues_closed_by_merged_pull_requests_that_changed_tests() {
+    use forgehand_test_support::fake_github::FakeGitHub;
+    use forgehand_test_support::github_world::{REPO, TOKEN};
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let (base, merge) = source_repository(&source);
+    let github = FakeGitHub::start(TOKEN).await;
+    github.add_repo(REPO, source.to_str().unwrap(), None);
+    let tests_file: String = TEST_PATCH
+        .split_once("@@")
+        .map(|(_, rest)| format!("@@{rest}"))
+        .unwrap();
+
+    // Closed by a merged PR that changed the code and added a test: an instance.
+    let fixed = github.open_issue(REPO, "maya", "add() subtracts", "add(2, 3) should be 5.");
+    let pull = github.open_pull(REPO, "maya", "Fix add", "fix-add");
+    github.merge_closing(
+        REPO,
+        pull,
+        fixed,
+        &base,
+        &merge,
+        &[FIX_CALC, ("test_calc.py", "added", tests_file.trim_end())],
+    );
+    // Closed by a merged PR that changed no test: skipped, said why.
+    let untested = github.open_issue(REPO, "maya", "Typo", "In a comment.");
+    let pull = github.open_pull(REPO, "maya", "Fix typo", "typo");
+    github.merge_closing(REPO, pull, untested, &base, &"b".repeat(40), &[FIX_CALC]);
+    // Closed by hand, and still open: not instances.
+    let by_hand = github.open_issue(REPO, "maya", "Wontfix", "");
+    github.close_issue(REPO, by_hand, "maya");
+    github.open_issue(REPO, "maya", "Open", "");
+
+    let forge = format!("github:\n  api_url: \"{}\"\n", github.api_url());
+    let made = make_instances(
+        dir.path(),
+        &forge,
+        &[("GITHUB_TOKEN", TOKEN.to_owned())],
+        &["--repo", REPO],
+    )
+    .await;
+    assert!(
+        made.contains(&format!("skipped #{untested}")) && made.contains("touched no test"),
+        "{made}"
+    );
+    check_made(dir.path(), &source, &base, &format!("acme__app-{fixed}"));
+}
+
+#[tokio::test]
+async fn eval_make_builds_instances_from_issues_closed_by_merged_merge_requests_on_gitlab() {
+    use forgehand_test_support::fake_gitlab::FakeGitLab;
+    let token = "glpat-e2eEvalMakeTokenNeverLeaks01";
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let (base, _) = source_repository(&source);
+    let gitlab = FakeGitLab::start(token).await;
+    let project = "group/sub/app";
+    gitlab.add_project(project, source.to_str().unwrap());
+    let tests_file: String = TEST_PATCH
+        .split_once("@@")
+        .map(|(_, rest)| format!("@@{rest}"))
+        .unwrap();
+    let fixed = gitlab.open_issue(project, "maya", "add() subtracts", "add(2, 3) should be 5.");
+    gitlab.merge_closing(
+        project,
+        "maya",
+        fixed,
+        &base,
+        &[FIX_CALC, ("test_calc.py", "added", &tests_file)],
+    );
+    let untested = gitlab.open_issue(project, "maya", "Typo", "In a comment.");
+    gitlab.merge_closing(project, "maya", untested, &base, &[FIX_CALC]);
+    let by_hand = gitlab.open_issue(project, "maya", "Wontfix", "");
+    gitlab.close_issue(project, by_hand);
+
+    let forge = format!("gitlab:\n  url: \"{}\"\n", gitlab.url());
+    let made = make_instances(
+        dir.path(),
+        &forge,
+        &[("GITLAB_TOKEN", token.to_owned())],
+        &["--repo", project, "--forge", "gitlab"],
+    )
+    .await;
+    assert!(made.contains(&format!("skipped #{untested}")), "{made}");
+    check_made(dir.path(), &source, &base, &format!("group__sub__app-{fixed}"));
+}
+
+/// Runs `forgehand eval make` with `args` against the forge in
+/// `forge_yaml`, writing `made.jsonl` in `dir`; its stdout and log, which
+/// hold no secret of `env`.
+async fn make_instances(dir: &Path, forge_yaml: &str, env: &[(&str, String)], args: &[&str]) -> String {
+    let config = daemon_rig::write_config(dir, &forgehand_test_support::unique("test-eval"), forge_yaml);
+    let out = dir.join("made.jsonl");
+    let log = dir.join("make.log");
+    let mut all = vec![
+        "eval",
+        "make",
+        "--since",
+        "2020-01-01",
+        "--test-command",
+        "python3 -m unittest {test}",
+        "--out",
+        out.to_str().unwrap(),
+    ];
+    all.extend_from_slice(args);
+    let (status, stdout) = daemon_rig::run_to_end(&config, &all, env, &log).await;
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{stdout}\n{logged}");
+    assert!(stdout.contains("1 instance(s)"), "{stdout}");
+    for (_, secret) in env {
+        assert!(!logged.contains(secret.as_str()) && !stdout.contains(secret.as_str()));
+    }
+    format!("{stdout}\n{logged}")
+}
+
+/// `made.jsonl` in `dir` holds one instance, `id`, that `forgehand eval`
+/// reads, based on `base` of `source`, whose reference patch and test
+/// patch apply there.
+fn check_made(dir: &Path, source: &Path, base: &str, id: &str) {
+    let out = dir.join("made.jsonl");
+    let made = forgehand::eval::instance::read(&out, None).unwrap();
+    assert_eq!(made.len(), 1);
+    let instance = &made[0];
+    assert_eq!(instance.instance_id, id);
+    assert_eq!(instance.base_commit, base);
+    assert_eq!(instance.repo, source.to_str().unwrap());
+    assert_eq!(instance.fail_to_pass, vec!["test_calc.py"]);
+    assert!(instance
+        .problem_statement
+        .starts_with("add() subtracts\n\nadd(2, 3)"));
+    let raw = &lines(&out)[0];
+    let check = dir.join("check");
+    git(
+        dir,
+        &["clone", "-q", source.to_str().unwrap(), check.to_str().unwrap()],
+    );
+    git(&check, &["checkout", "-q", base]);
+    for (name, patch) in [
+        ("gold.patch", raw["patch"].as_str().unwrap()),
+        ("tests.patch", instance.test_patch.as_deref().unwrap()),
+    ] {
+        std::fs::write(check.join(name), patch).unwrap();
+        git(&check, &["apply", name]);
+    }
+    assert!(std::fs::read_to_string(check.join("calc.py"))
+        .unwrap()
+        .contains("return a + b"));
+    assert!(std::fs::read_to_string(check.join("test_calc.py"))
+        .unwrap()
+        .contains("def test_add"));
+}

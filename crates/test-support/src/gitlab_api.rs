@@ -36,6 +36,7 @@ pub enum Entity {
     Pipeline,
     Job,
     Discussion,
+    Diff,
 }
 
 /// Offset pagination (`doc/api/rest/_index.md`, "Offset-based pagination").
@@ -125,6 +126,22 @@ pub const ENDPOINTS: &[Endpoint] = &[
         body: &[],
         answer: Some(Entity::MergeRequest),
         doc: "merge_requests.md: Get single MR",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/issues/:iid/closed_by",
+        query: &PAGES,
+        body: &[],
+        answer: Some(Entity::MergeRequest),
+        doc: "issues.md: List merge requests that close a particular issue on merge",
+    },
+    Endpoint {
+        method: "GET",
+        path: "projects/:id/merge_requests/:iid/diffs",
+        query: &["page", "per_page", "unidiff"],
+        body: &[],
+        answer: Some(Entity::Diff),
+        doc: "merge_requests.md: List merge request diffs",
     },
     Endpoint {
         method: "PUT",
@@ -469,6 +486,19 @@ fn fields(entity: Entity) -> &'static [&'static str] {
             "has_conflicts",
             "imported",
             "imported_from",
+            "diff_refs",
+        ],
+        // merge_requests.md, List merge request diffs.
+        Entity::Diff => &[
+            "old_path",
+            "new_path",
+            "a_mode",
+            "b_mode",
+            "diff",
+            "new_file",
+            "renamed_file",
+            "deleted_file",
+            "generated_file",
         ],
         // notes.md, List project issue notes.
         Entity::Note => &[
@@ -612,6 +642,8 @@ fn nested(field: &str) -> Option<&'static [&'static str]> {
             "new_line",
             "line_range",
         ]),
+        // merge_requests.md, Get single MR: the commits the diff is between.
+        "diff_refs" => Some(&["base_sha", "head_sha", "start_sha"]),
         // resource_label_events.md: the label object.
         "label" => Some(&[
             "id",

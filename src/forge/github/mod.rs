@@ -23,6 +23,7 @@ use tokio::time::Instant;
 
 mod checks;
 mod conversation;
+mod history;
 mod reviews;
 mod wire;
 

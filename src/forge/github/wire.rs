@@ -118,6 +118,9 @@ pub(super) struct IssueEvent {
     pub actor: Option<User>,
     #[serde(default)]
     pub label: Option<Label>,
+    /// The commit that closed the issue (a `closed` event's).
+    #[serde(default)]
+    pub commit_id: Option<String>,
 }
 
 #[derive(Deserialize)]

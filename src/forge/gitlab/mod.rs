@@ -24,6 +24,7 @@ use std::time::Duration;
 
 mod checks;
 mod conversation;
+mod history;
 mod reviews;
 mod wire;
 

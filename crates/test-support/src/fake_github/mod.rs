@@ -6,14 +6,16 @@
 
 mod checks;
 mod conversation;
+mod history;
 mod routes;
 mod threads;
 mod webhooks;
 
 pub use crate::fake_ci::{CiScript, Commit, FakeJob, JobEnd};
 pub use conversation::Reaction;
+pub use history::Merged;
 
-use routes::{add_comment, add_labels, emit_review, next_number, remove_label};
+use routes::{add_comment, add_labels, emit_review, next_number, pull_json, remove_label};
 
 use crate::fake_http::{decode, query, serve, tick, Reply};
 use serde_json::Value;
@@ -80,6 +82,10 @@ struct Repo {
     issues: BTreeMap<u64, Issue>,
     pulls: BTreeMap<u64, Pull>,
     permissions: HashMap<String, String>,
+    /// Merged pull requests (by number).
+    merged: BTreeMap<u64, Merged>,
+    /// The merge commit that closed each issue closed by a pull request.
+    closed_by: BTreeMap<u64, String>,
 }
 
 #[derive(Default)]

@@ -173,13 +173,16 @@ fn issue_json(base: &str, repo: &str, i: &Issue) -> Value {
         "url": format!("{base}/repos/{repo}/issues/{}", i.number),
         "updated_at": stamp(i.updated),
     });
+    if !i.open {
+        v["closed_at"] = json!(stamp(i.updated));
+    }
     if i.is_pr {
         v["pull_request"] = json!({ "url": format!("{base}/repos/{repo}/pulls/{}", i.number) });
     }
     v
 }
 
-fn pull_json(repo: &str, p: &Pull, open: bool) -> Value {
+pub(super) fn pull_json(repo: &str, p: &Pull, open: bool) -> Value {
     json!({
         "number": p.number,
         "html_url": format!("https://github.example/{repo}/pull/{}", p.number),
@@ -278,6 +281,9 @@ impl Handler {
         if let Some(reply) = super::checks::route(&mut s, req, &base, &segs) {
             return reply;
         }
+        if let Some(reply) = super::history::route(&mut s, req, &segs) {
+            return reply;
+        }
 
         match (method.as_str(), segs.as_slice()) {
             // GraphQL: an item's lastEditedAt (review threads: threads.rs).
@@ -356,7 +362,10 @@ impl Handler {
                             .enumerate()
                             .map(|(k, (event, actor, label, at))| {
                                 let mut e = json!({"id": k, "event": event, "actor": user(actor), "created_at": stamp(*at)});
-                                if event == "renamed" {
+                                if event == "closed" {
+                                    let number: u64 = n.parse().unwrap_or(0);
+                                    e["commit_id"] = json!(s.repos[&name].closed_by.get(&number));
+                                } else if event == "renamed" {
                                     e["rename"] = json!({"from": "", "to": label});
                                 } else {
                                     e["label"] = json!({"name": label, "color": "ededed"});

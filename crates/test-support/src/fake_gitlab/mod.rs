@@ -9,9 +9,11 @@
 
 mod conversation;
 mod discussions;
+mod history;
 mod pipelines;
 
 pub use conversation::Award;
+pub use history::MergedRequest;
 
 use crate::fake_http::{decode, paged, query, request_line, serve, stamp, tick, Reply};
 use serde_json::{json, Value};
@@ -69,6 +71,8 @@ struct Project {
     members: HashMap<String, u32>,
     /// The bare repository behind `clone_url`, for the CI to read.
     bare: Option<std::path::PathBuf>,
+    /// Merged merge requests (by iid).
+    merged: BTreeMap<u64, MergedRequest>,
 }
 
 #[derive(Default)]
@@ -366,6 +370,9 @@ fn item_json(s: &State, base: &str, path: &str, p: &Project, i: &Item, mr: bool)
         "updated_at": stamp(i.updated),
         "created_at": stamp(0),
     });
+    if !i.open && !mr {
+        v["closed_at"] = json!(stamp(i.updated));
+    }
     if mr {
         v["source_branch"] = json!(i.source_branch);
         v["target_branch"] = json!(i.target_branch);
@@ -406,6 +413,9 @@ impl Handler {
             return reply;
         }
         if let Some(reply) = pipelines::route(&mut s, req, &segs) {
+            return reply;
+        }
+        if let Some(reply) = history::route(&mut s, req, &base, &segs) {
             return reply;
         }
 
