@@ -13,6 +13,7 @@
 //! repos/, work/, state/    mirrors, origins and checkouts, the journal
 //! ```
 
+mod credentials;
 mod forge;
 pub mod instance;
 pub mod make;
@@ -345,14 +346,13 @@ impl Runner<'_> {
             .unfinished()
             .map(|records| records.iter().any(|r| r.key == item.key()))
             .unwrap_or(false);
+        let source = clone_source(&instance.repo);
+        let credentials = credentials::for_source(&self.env.config, &self.env.secrets, &source).await;
         let _one_at_a_time = self.mirrors.lock().await;
         let (mirrors, origin) = (self.files.mirrors(), origin.to_owned());
-        let (source, commit) = (
-            clone_source(&instance.repo),
-            instance.base_commit.trim().to_owned(),
-        );
+        let commit = instance.base_commit.trim().to_owned();
         tokio::task::spawn_blocking(move || {
-            let (mirror, base) = origin::mirror(&mirrors, &source, &commit)?;
+            let (mirror, base) = origin::mirror(&mirrors, (&source, credentials.as_ref()), &commit)?;
             if !(resuming && origin.exists()) {
                 origin::make(&origin, &mirror, base)?;
             }

@@ -29,9 +29,14 @@ fn failed(action: &str) -> impl Fn(git2::Error) -> OriginError + '_ {
     move |e| OriginError::Git(GitError::failed(action, e))
 }
 
-/// The mirror of `source` under `mirrors`, holding `commit`: fetched when
-/// new, and again when it lacks the commit. The full commit id.
-pub fn mirror(mirrors: &Path, source: &str, commit: &str) -> Result<(PathBuf, Oid), OriginError> {
+/// The mirror of `source` (fetched with `credentials`, when given) under
+/// `mirrors`, holding `commit`: fetched when new, and again when it lacks
+/// the commit. The full commit id.
+pub fn mirror(
+    mirrors: &Path,
+    (source, credentials): (&str, Option<&git::Credentials>),
+    commit: &str,
+) -> Result<(PathBuf, Oid), OriginError> {
     let path = mirrors.join(format!("{}.git", folder_name(source)));
     let repo = match Repository::open_bare(&path) {
         Ok(repo) => repo,
@@ -50,7 +55,7 @@ pub fn mirror(mirrors: &Path, source: &str, commit: &str) -> Result<(PathBuf, Oi
         &repo,
         source,
         &["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"],
-        None,
+        credentials,
     )?;
     if let Some(oid) = find_commit(&repo, commit) {
         return Ok((path, oid));
@@ -58,7 +63,7 @@ pub fn mirror(mirrors: &Path, source: &str, commit: &str) -> Result<(PathBuf, Oi
     // A commit on no branch (a pull request's): servers that allow it hand it out by id.
     if commit.len() == 40 {
         let wanted = format!("+{commit}:refs/forgehand-eval/{commit}");
-        if git::fetch(&repo, source, &[wanted.as_str()], None).is_ok() {
+        if git::fetch(&repo, source, &[wanted.as_str()], credentials).is_ok() {
             if let Some(oid) = find_commit(&repo, commit) {
                 return Ok((path, oid));
             }
@@ -237,7 +242,7 @@ mod tests {
 
         let (mirror_path, base) = mirror(
             &dir.path().join("mirrors"),
-            &source_path,
+            (&source_path, None),
             &first.to_string()[..10],
         )
         .unwrap();
@@ -271,7 +276,7 @@ mod tests {
         let refused = checkout_with(&scored, &origin, &["", &text.replace("x = 1", "y = 9")]).unwrap();
         assert_eq!(refused.unwrap_err().0, 1);
 
-        let err = mirror(&dir.path().join("mirrors"), &source_path, "0123456789").unwrap_err();
+        let err = mirror(&dir.path().join("mirrors"), (&source_path, None), "0123456789").unwrap_err();
         assert!(err.to_string().contains("is not in"), "{err}");
     }
 }

@@ -59,17 +59,20 @@ pub struct Scored {
     pub tests: Vec<(String, TestOutcome)>,
     /// Why it is an error, or what else is worth knowing.
     pub note: Option<String>,
-    /// Time spent in setup and the tests (the eval's overhead leaves it out).
+    /// Time spent running setup and the test commands (the eval's
+    /// overhead leaves it out; the checkout and the sandbox's start are
+    /// overhead).
     pub tests_ms: u64,
 }
 
 impl Scored {
-    fn error(note: String, started: Instant) -> Scored {
+    /// An error of the instance, after `tests_ms` of setup and tests.
+    fn error(note: String, tests_ms: u64) -> Scored {
         Scored {
             status: Status::Error,
             tests: Vec::new(),
             note: Some(note),
-            tests_ms: started.elapsed().as_millis() as u64,
+            tests_ms,
         }
     }
 }
@@ -92,13 +95,12 @@ impl Scoring<'_> {
         (origin, checkout): (&Path, &Path),
         patch: &str,
     ) -> Scored {
-        let started = Instant::now();
         let repository = item.repo.as_str();
         let settings =
             match prepared_checkout(self.config, instance, repository, (origin, checkout), patch).await {
                 Ok(Ok(settings)) => settings,
                 Ok(Err(scored_early)) => return scored_early,
-                Err(message) => return Scored::error(message, started),
+                Err(message) => return Scored::error(message, 0),
             };
         let image = crate::images::chosen_image(
             &self.config.images,
@@ -115,26 +117,19 @@ impl Scoring<'_> {
         };
         let sandbox = match self.backend.prepare(&spec, Some(checkout)).await {
             Ok(sandbox) => sandbox,
-            Err(e) => return Scored::error(format!("the scoring sandbox did not start: {e}"), started),
+            Err(e) => return Scored::error(format!("the scoring sandbox did not start: {e}"), 0),
         };
-        let scored = self
-            .run_tests(sandbox.as_ref(), instance, &settings, started)
-            .await;
+        let scored = self.run_tests(sandbox.as_ref(), instance, &settings).await;
         if let Err(e) = sandbox.remove().await {
             tracing::warn!(instance = %instance.instance_id, "cannot remove the scoring sandbox: {e}");
         }
         scored
     }
 
-    async fn run_tests(
-        &self,
-        sandbox: &dyn Sandbox,
-        instance: &Instance,
-        settings: &RepoSettings,
-        started: Instant,
-    ) -> Scored {
+    async fn run_tests(&self, sandbox: &dyn Sandbox, instance: &Instance, settings: &RepoSettings) -> Scored {
+        let started = Instant::now();
         if let Err(message) = setup(sandbox, settings).await {
-            return Scored::error(message, started);
+            return Scored::error(message, started.elapsed().as_millis() as u64);
         }
         if let Some(egress) = sandbox.egress() {
             egress.set_phase("agent", settings.agent_hosts.clone());
@@ -199,7 +194,6 @@ async fn prepared_checkout(
     (origin, checkout): (&Path, &Path),
     patch: &str,
 ) -> Result<Result<RepoSettings, Scored>, String> {
-    let started = Instant::now();
     let (origin_dir, checkout_dir) = (origin.to_owned(), checkout.to_owned());
     let (model_patch, test_patch) = (patch.to_owned(), instance.test_patch.clone().unwrap_or_default());
     let applied = tokio::task::spawn_blocking(move || {
@@ -219,7 +213,7 @@ async fn prepared_checkout(
                 status: Status::Unresolved,
                 tests: Vec::new(),
                 note: Some(format!("the model's patch does not apply: {why}")),
-                tests_ms: started.elapsed().as_millis() as u64,
+                tests_ms: 0,
             }))
         }
         Err((_, why)) => return Err(format!("the instance's test_patch does not apply: {why}")),

@@ -7,73 +7,11 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use forgehand_test_support::daemon_rig;
+use forgehand_test_support::eval_fixture::{self, git, instance, source_repository, TEST_PATCH};
 use forgehand_test_support::github_world::MODEL_KEY;
-use forgehand_test_support::scripted_model::{call, run, text, TurnModel};
 use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
-
-const CALC_BUGGY: &str = "def add(a, b):\n    return a - b\n\n\ndef sub(a, b):\n    return a - b\n";
-const CALC_OTHER_BUG: &str = "def add(a, b):\n    return a * b\n\n\ndef sub(a, b):\n    return a - b\n";
-
-/// The tests the fix is judged by: the model never sees them.
-const TEST_PATCH: &str = "diff --git a/test_calc.py b/test_calc.py
-new file mode 100644
---- /dev/null
-+++ b/test_calc.py
-@@ -0,0 +1,10 @@
-+import unittest
-+from calc import add, sub
-+
-+
-+class Calc(unittest.TestCase):
-+    def test_add(self):
-+        self.assertEqual(add(2, 3), 5)
-+
-+    def test_sub(self):
-+        self.assertEqual(sub(5, 3), 2)
-";
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git").current_dir(dir).args(args).output().unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
-}
-
-/// A repository with two commits: `calc.py` with one bug, then another.
-fn source_repository(dir: &Path) -> (String, String) {
-    std::fs::create_dir_all(dir).unwrap();
-    git(dir, &["init", "-q", "-b", "main"]);
-    git(dir, &["config", "user.name", "t"]);
-    git(dir, &["config", "user.email", "t@example.invalid"]);
-    std::fs::write(dir.join("requirements.txt"), "").unwrap();
-    std::fs::write(dir.join("calc.py"), CALC_BUGGY).unwrap();
-    git(dir, &["add", "-A"]);
-    git(dir, &["commit", "-qm", "calc"]);
-    let first = git(dir, &["rev-parse", "HEAD"]);
-    std::fs::write(dir.join("calc.py"), CALC_OTHER_BUG).unwrap();
-    git(dir, &["commit", "-qam", "another bug"]);
-    let second = git(dir, &["rev-parse", "HEAD"]);
-    (first, second)
-}
-
-fn instance(id: &str, repo: &Path, base: &str, test_command: &str) -> Value {
-    json!({
-        "instance_id": id,
-        "repo": repo.display().to_string(),
-        "base_commit": base,
-        "problem_statement": "add() subtracts\n\nadd(2, 3) should be 5.",
-        "FAIL_TO_PASS": "[\"test_calc.Calc.test_add\"]",
-        "PASS_TO_PASS": ["test_calc.Calc.test_sub"],
-        "test_patch": TEST_PATCH,
-        "test_command": test_command,
-        "version": "0.1",
-    })
-}
 
 fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
@@ -100,21 +38,7 @@ async fn three_instances_score_one_resolved_one_unresolved_and_one_error_and_a_s
     std::fs::write(&file, text_of.join("\n") + "\n").unwrap();
 
     // The same turns for each instance: the replacement only fits the first bug.
-    let model = TurnModel::start_with_plan(
-        vec![
-            (
-                call(
-                    "text_editor_str_replace",
-                    json!({"path": "/workspace/project/calc.py", "old_str": "def add(a, b):\n    return a - b", "new_str": "def add(a, b):\n    return a + b"}),
-                ),
-                None,
-            ),
-            (run("git add -A && git commit -qm 'Fix add' || echo nothing to commit"), None),
-            (text("add() adds now."), None),
-        ],
-        Some("1. Make add() return a + b in calc.py.".to_owned()),
-    )
-    .await;
+    let model = eval_fixture::model().await;
     let instance_id = forgehand_test_support::unique("test-eval");
     let config = daemon_rig::write_config(dir.path(), &instance_id, "planning:\n  mode: \"single\"\n");
     let env = vec![
@@ -413,4 +337,67 @@ fn check_made(dir: &Path, source: &Path, base: &str, id: &str) {
     assert!(std::fs::read_to_string(check.join("test_calc.py"))
         .unwrap()
         .contains("def test_add"));
+}
+
+#[tokio::test]
+async fn a_private_repository_on_the_configured_forge_is_fetched_with_its_token_which_is_kept_nowhere() {
+    use forgehand_test_support::fake_github::FakeGitHub;
+    use forgehand_test_support::git_http::GitHttpServer;
+    use forgehand_test_support::github_world::TOKEN;
+    forgehand_test_support::ensure_images().await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let (base, _) = source_repository(&source);
+    let served = dir.path().join("served");
+    std::fs::create_dir_all(served.join("acme")).unwrap();
+    git(
+        dir.path(),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            source.to_str().unwrap(),
+            served.join("acme/app.git").to_str().unwrap(),
+        ],
+    );
+    let server = GitHttpServer::start(&served, "x-access-token", TOKEN).await;
+    let github = FakeGitHub::start(TOKEN).await;
+    let url = server.url("acme/app.git");
+    let line = instance("private", Path::new(&url), &base, "python3 -m unittest {test}").to_string();
+    let file = dir.path().join("instances.jsonl");
+    std::fs::write(&file, line + "\n").unwrap();
+    let model = eval_fixture::model().await;
+    let config = daemon_rig::write_config(
+        dir.path(),
+        &forgehand_test_support::unique("test-eval"),
+        &format!("github:\n  api_url: \"{}\"\n", github.api_url()),
+    );
+    let env = vec![
+        ("OPENAI_API_KEY", MODEL_KEY.to_owned()),
+        ("OPENAI_BASE_URL", model.base_url()),
+        ("GITHUB_TOKEN", TOKEN.to_owned()),
+    ];
+    let out = dir.path().join("out");
+    let log = dir.path().join("eval.log");
+    let (status, stdout) = daemon_rig::run_to_end(
+        &config,
+        &["eval", file.to_str().unwrap(), "--out", out.to_str().unwrap()],
+        &env,
+        &log,
+    )
+    .await;
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(status.success(), "{stdout}\n{logged}");
+    assert!(stdout.contains("Resolved 1 of 1"), "{stdout}\n{logged}");
+    assert!(!logged.contains(TOKEN) && !stdout.contains(TOKEN));
+    // Nothing under the output folder (mirror, origin, checkouts, journal) holds the token.
+    let found = Command::new("grep")
+        .args(["-rl", TOKEN, out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        found.stdout.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&found.stdout)
+    );
 }

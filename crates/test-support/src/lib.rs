@@ -10,6 +10,7 @@ pub mod browser;
 pub mod conversation;
 pub mod daemon_rig;
 pub mod debate_model;
+pub mod eval_fixture;
 pub mod fake_ci;
 pub mod fake_github;
 pub mod fake_gitlab;
