@@ -47,6 +47,23 @@ pub struct Decision {
     pub bytes: u64,
 }
 
+/// Told of every decision as it is made (a run's transcript).
+pub type DecisionObserver = Arc<dyn Fn(&Decision) + Send + Sync>;
+
+/// The observer, if one listens.
+#[derive(Default)]
+struct Observer(Option<DecisionObserver>);
+
+impl std::fmt::Debug for Observer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "Observer(set)"
+        } else {
+            "Observer(none)"
+        })
+    }
+}
+
 /// Which internal addresses an operator opened, besides the public internet.
 /// Link-local and reserved addresses stay closed whatever is set.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -62,7 +79,7 @@ pub struct Reach {
 pub struct Egress {
     policy: Mutex<Policy>,
     reach: Reach,
-    decisions: Mutex<Vec<Decision>>,
+    decisions: Mutex<(Vec<Decision>, Observer)>,
     /// One permit per open connection ([`MAX_CONNECTIONS`]).
     open: tokio::sync::Semaphore,
     /// Where each decision is counted (the daemon's metrics).
@@ -120,7 +137,15 @@ impl Egress {
     }
 
     pub fn decisions(&self) -> Vec<Decision> {
-        self.decisions.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.decisions.lock().unwrap_or_else(|p| p.into_inner()).0.clone()
+    }
+
+    /// From now on `observer` is told of each decision; the decisions made
+    /// so far (none is in both).
+    pub fn observe(&self, observer: DecisionObserver) -> Vec<Decision> {
+        let mut decisions = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+        decisions.1 = Observer(Some(observer));
+        decisions.0.clone()
     }
 
     /// "setup reached 3 hosts; denied 1: evil.example", or `None` when the
@@ -334,10 +359,14 @@ impl Egress {
             }
         }
         self.metrics.egress(&decision.phase, outcome, decision.bytes);
-        self.decisions
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(decision.clone());
+        let observer = {
+            let mut decisions = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+            decisions.0.push(decision.clone());
+            decisions.1 .0.clone()
+        };
+        if let Some(observer) = observer {
+            observer(decision);
+        }
     }
 }
 

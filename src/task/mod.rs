@@ -327,6 +327,9 @@ async fn make_change(
     claimed: &Claimed,
 ) -> Result<Pushed, TaskError> {
     let prepared = prepare::prepare(run, &prepare_needs(env, &run.item), claimed).await?;
+    if let (Some(transcript), Some(egress)) = (&accounts.transcript, prepared.sandbox.sandbox.egress()) {
+        transcript.follow_egress(&egress);
+    }
     let caps = prepared.repo.settings.budget;
     accounts
         .spend

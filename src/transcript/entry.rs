@@ -42,8 +42,38 @@ pub enum Entry {
         diff: Option<String>,
         ms: u64,
     },
+    /// A connection out of the sandbox, allowed or denied by the egress
+    /// allowlist of its phase (setup, agent).
+    Egress {
+        phase: String,
+        host: String,
+        port: u16,
+        /// Why it was denied; `None`: allowed.
+        denied: Option<String>,
+        bytes: u64,
+    },
     /// Something the run said: its start, its end, a stop.
     Note { text: String },
+}
+
+impl Entry {
+    /// An egress decision's one line: `agent: pypi.org:443 allowed, 12 kB`.
+    pub fn egress_line(&self) -> Option<String> {
+        let Entry::Egress {
+            phase,
+            host,
+            port,
+            denied,
+            bytes,
+        } = self
+        else {
+            return None;
+        };
+        Some(match denied {
+            None => format!("network, {phase}: {host}:{port} allowed ({bytes} bytes)"),
+            Some(why) => format!("network, {phase}: {host}:{port} denied: {why}"),
+        })
+    }
 }
 
 /// A tool call the model asked for.

@@ -57,6 +57,26 @@ impl Transcript {
         self.write(&Entry::Note { text: text.into() });
     }
 
+    /// Writes the egress decisions of `egress` into the transcript: those
+    /// made so far, then each as it is made.
+    pub fn follow_egress(self: &Arc<Self>, egress: &crate::sandbox::egress::Egress) {
+        let me = self.clone();
+        let earlier = egress.observe(Arc::new(move |d| me.egress(d)));
+        for decision in &earlier {
+            self.egress(decision);
+        }
+    }
+
+    fn egress(&self, decision: &crate::sandbox::egress::Decision) {
+        self.write(&Entry::Egress {
+            phase: decision.phase.clone(),
+            host: decision.host.clone(),
+            port: decision.port,
+            denied: decision.denied.clone(),
+            bytes: decision.bytes,
+        });
+    }
+
     /// The run ended with `outcome`.
     pub fn end(&self, outcome: &str, detail: &str) {
         self.note(format!("ended: {outcome} {detail}").trim_end().to_owned());

@@ -26,6 +26,8 @@ pre { background: #f6f8fa; padding: .5rem .7rem; overflow-x: auto; font-size: .8
 pre.diff .add { background: #dafbe1; color: #116329; display: block; }
 pre.diff .del { background: #ffebe9; color: #82071e; display: block; }
 pre.diff .hunk { color: #8250df; display: block; }
+.egress { margin: .2rem 0 .2rem 1.2rem; font-family: ui-monospace, monospace; font-size: .85rem; color: #57606a; }
+.egress.err { color: #cf222e; }
 .note { margin: .8rem 0; padding: .4rem .7rem; border-left: 3px solid #0969da; background: #ddf4ff; }
 .text { white-space: pre-wrap; }
 "#;
@@ -58,6 +60,11 @@ pub fn render_page(run: &RunRecord, entries: &[Entry]) -> String {
                 open_step = true;
             }
             Entry::Tool { .. } => tool_result(&mut html, entry),
+            Entry::Egress { denied, .. } => {
+                let class = if denied.is_some() { "egress err" } else { "egress" };
+                let line = entry.egress_line().unwrap_or_default();
+                let _ = writeln!(html, "<div class=\"{class}\">{}</div>", escape(&line));
+            }
             Entry::Note { text } => {
                 if open_step {
                     html.push_str("</div></details>\n");

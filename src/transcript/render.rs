@@ -124,6 +124,9 @@ fn write_entry(out: &mut String, entry: &Entry) {
         Entry::Note { text } => {
             let _ = writeln!(out, "\n== {text}");
         }
+        Entry::Egress { .. } => {
+            let _ = writeln!(out, "    [{}]", entry.egress_line().unwrap_or_default());
+        }
     }
 }
 

@@ -349,6 +349,15 @@ async fn allowlist_through_the_tunnel(transport: &str) -> (World, DaemonProcess)
         "{log}"
     );
     assert!(!log.contains(TOKEN) && !log.contains(MODEL_KEY));
+    // Each decision is in the run's transcript too.
+    let transcript = world.transcript(issue);
+    for line in [
+        format!("network, setup: 127.0.0.1:{registry} allowed"),
+        format!("network, setup: localhost:{elsewhere} denied"),
+        format!("network, agent: 127.0.0.1:{registry} denied"),
+    ] {
+        assert!(transcript.contains(&line), "{line} in:\n{transcript}");
+    }
     (world, daemon)
 }
 

@@ -347,3 +347,25 @@ async fn ten_thousand_idle_connections_from_one_sandbox_leave_another_sandbox_se
     assert_eq!(greedy.open.available_permits(), MAX_CONNECTIONS);
     server.abort();
 }
+
+#[test]
+fn an_observer_hears_each_decision_once_those_before_it_as_returned() {
+    let egress = Egress::default();
+    let decision = |host: &str| Decision {
+        phase: "setup".into(),
+        host: host.into(),
+        port: 443,
+        denied: None,
+        bytes: 0,
+    };
+    egress.record(&decision("before.example"));
+    let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = heard.clone();
+    let earlier = egress.observe(Arc::new(move |d: &Decision| {
+        sink.lock().unwrap().push(d.host.clone())
+    }));
+    egress.record(&decision("after.example"));
+    assert_eq!(earlier, vec![decision("before.example")]);
+    assert_eq!(*heard.lock().unwrap(), vec!["after.example"]);
+    assert_eq!(egress.decisions().len(), 2);
+}
