@@ -326,7 +326,8 @@ async fn make_change(
     accounts: &Accounts,
     claimed: &Claimed,
 ) -> Result<Pushed, TaskError> {
-    let prepared = prepare::prepare(run, &prepare_needs(env, &run.item), claimed).await?;
+    let reading = recorded(env, accounts, "reading the thread");
+    let prepared = prepare::prepare(run, &prepare_needs(&reading, &run.item), claimed).await?;
     if let (Some(transcript), Some(egress)) = (&accounts.transcript, prepared.sandbox.sandbox.egress()) {
         transcript.follow_egress(&egress);
     }
@@ -334,7 +335,8 @@ async fn make_change(
     accounts
         .spend
         .lower_to(caps.task_usd, caps.daily_usd, caps.monthly_usd);
-    let planned = plan::plan(run, &plan_needs(env), claimed, prepared).await?;
+    let planning = recorded(env, accounts, "planning");
+    let planned = plan::plan(run, &plan_needs(&planning), claimed, prepared).await?;
     let recorder = accounts
         .transcript
         .clone()
@@ -342,6 +344,24 @@ async fn make_change(
     let changed = change::change(run, &change_needs(env, recorder), claimed, planned).await?;
     let verified = verify::verify(run, &verify_needs(env), changed).await?;
     push::push(run, &push_needs(&env.config), claimed, verified).await
+}
+
+/// `env` whose model's calls go into the run's transcript, for `purpose`
+/// (the agent's own turns are recorded by its loop).
+fn recorded(env: &TaskEnv, accounts: &Accounts, purpose: &'static str) -> TaskEnv {
+    let Some(transcript) = &accounts.transcript else {
+        return env.clone();
+    };
+    let model = crate::transcript::Recorded::new(
+        env.model.clone(),
+        transcript.clone(),
+        purpose,
+        crate::llm::router::price_table(&env.config.llm),
+    );
+    TaskEnv {
+        model: Arc::new(model),
+        ..env.clone()
+    }
 }
 
 /// What becomes of a run that ended in `err`: the one disposition, acted on.

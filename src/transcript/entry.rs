@@ -42,6 +42,18 @@ pub enum Entry {
         diff: Option<String>,
         ms: u64,
     },
+    /// A model call outside the agent's loop: reading the thread
+    /// (classification, summaries) or planning (the debaters, the judge).
+    Call {
+        purpose: String,
+        model: String,
+        /// The answer, whole or its head when long.
+        text: String,
+        input_tokens: u64,
+        output_tokens: u64,
+        cost_usd: Option<f64>,
+        ms: u64,
+    },
     /// A connection out of the sandbox, allowed or denied by the egress
     /// allowlist of its phase (setup, agent).
     Egress {

@@ -7,10 +7,12 @@
 //! `daemon.transcript_retention` after their run ended.
 
 mod entry;
+mod model;
 mod page;
 mod render;
 
 pub use entry::{Call, Entry};
+pub use model::Recorded;
 pub use page::render_page;
 pub use render::{render_jsonl, render_runs, render_text};
 
@@ -85,7 +87,7 @@ impl Transcript {
         }
     }
 
-    fn write(&self, entry: &Entry) {
+    pub(super) fn write(&self, entry: &Entry) {
         let json = match serde_json::to_string(entry) {
             Ok(json) => self.secrets.scrub(&json),
             Err(e) => {

@@ -60,6 +60,13 @@ pub fn render_page(run: &RunRecord, entries: &[Entry]) -> String {
                 open_step = true;
             }
             Entry::Tool { .. } => tool_result(&mut html, entry),
+            Entry::Call { .. } => {
+                if open_step {
+                    html.push_str("</div></details>\n");
+                    open_step = false;
+                }
+                side_call(&mut html, entry);
+            }
             Entry::Egress { denied, .. } => {
                 let class = if denied.is_some() { "egress err" } else { "egress" };
                 let line = entry.egress_line().unwrap_or_default();
@@ -79,6 +86,30 @@ pub fn render_page(run: &RunRecord, entries: &[Entry]) -> String {
     }
     html.push_str("</body></html>\n");
     html
+}
+
+/// A model call outside the loop (reading the thread, planning), collapsed.
+fn side_call(html: &mut String, entry: &Entry) {
+    let Entry::Call {
+        purpose,
+        model,
+        text,
+        input_tokens,
+        output_tokens,
+        cost_usd,
+        ms,
+    } = entry
+    else {
+        return;
+    };
+    let cost = cost_usd.map(|c| format!(" · ${c:.4}")).unwrap_or_default();
+    let _ = writeln!(
+        html,
+        "<details class=\"step call-side\"><summary><b>{purpose}</b> <span class=\"meta\">· {model} · {input_tokens} in / {output_tokens} out{cost} · {ms} ms</span></summary><div class=\"body\"><p class=\"text\">{text}</p></div></details>",
+        purpose = escape(purpose),
+        model = escape(model),
+        text = escape(text),
+    );
 }
 
 fn model_step(html: &mut String, entry: &Entry) {

@@ -124,6 +124,22 @@ fn write_entry(out: &mut String, entry: &Entry) {
         Entry::Note { text } => {
             let _ = writeln!(out, "\n== {text}");
         }
+        Entry::Call {
+            purpose,
+            model,
+            text,
+            input_tokens,
+            output_tokens,
+            cost_usd,
+            ms,
+        } => {
+            let cost = cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
+            let _ = writeln!(
+                out,
+                "\n~ {purpose}: {model} ({input_tokens} in / {output_tokens} out{cost}, {ms} ms)"
+            );
+            indented(out, text);
+        }
         Entry::Egress { .. } => {
             let _ = writeln!(out, "    [{}]", entry.egress_line().unwrap_or_default());
         }

@@ -132,6 +132,10 @@ async fn three_instances_score_one_resolved_one_unresolved_and_one_error_and_a_s
     assert!(comment.contains("add() adds now"), "{comment}");
     let transcript = std::fs::read_to_string(out.join("transcripts/calc-fixed.jsonl")).unwrap();
     assert!(transcript.contains("text_editor_str_replace"), "{transcript}");
+    assert!(
+        transcript.contains("\"purpose\":\"planning\""),
+        "the planning call is in the transcript too: {transcript}"
+    );
     for text in [&comment, &transcript, &logged, &stdout] {
         assert!(!text.contains(MODEL_KEY));
     }

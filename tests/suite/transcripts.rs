@@ -55,6 +55,10 @@ async fn a_runs_transcript_holds_every_call_command_and_edit_and_no_secret() {
     let id = line.split_whitespace().next().unwrap();
 
     let shown = forgehand(&world, &["tasks", "show", id]);
+    assert!(
+        shown.contains("~ reading the thread: gpt-4o-mini"),
+        "the classification of the issue is a step too:\n{shown}"
+    );
     assert!(shown.contains("text_editor_str_replace"), "{shown}");
     assert!(
         shown.contains("-Hello\n") && shown.contains("+Hello, world\n"),
@@ -76,11 +80,12 @@ async fn a_runs_transcript_holds_every_call_command_and_edit_and_no_secret() {
     let kinds: Vec<&str> = entries.iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
-        ["model", "tool", "model", "tool", "model", "note"],
+        ["call", "model", "tool", "model", "tool", "model", "note"],
         "{jsonl}"
     );
-    assert_eq!(entries[3]["exit_code"], 0);
-    assert!(entries[1]["diff"].as_str().unwrap().contains("+Hello, world"));
+    assert_eq!(entries[0]["purpose"], "reading the thread");
+    assert_eq!(entries[4]["exit_code"], 0);
+    assert!(entries[2]["diff"].as_str().unwrap().contains("+Hello, world"));
     assert!(entries
         .iter()
         .all(|e| e["run"].as_i64() == id.parse().ok() && e["at_ms"].is_i64()));
