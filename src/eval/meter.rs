@@ -1,16 +1,15 @@
 //! One instance's model use: every answer's tokens and cost, and the time
 //! spent waiting on the models (what the eval's own overhead leaves out).
 
+use crate::llm::observed::CallObserver;
 use crate::llm::usage::{Price, UsageReport};
-use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError, ModelInfo};
-use async_trait::async_trait;
+use crate::llm::{ChatResponse, LlmError};
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Mutex;
+use std::time::Duration;
 
-/// A model that counts what passes through it.
-pub struct Metered {
-    inner: Arc<dyn ChatModel>,
+/// Counts what passes through an observed model.
+pub struct Meter {
     counted: Mutex<Counted>,
 }
 
@@ -31,10 +30,9 @@ pub struct ModelUse {
     pub waited: Duration,
 }
 
-impl Metered {
-    pub fn new(inner: Arc<dyn ChatModel>, prices: BTreeMap<String, Price>) -> Metered {
-        Metered {
-            inner,
+impl Meter {
+    pub fn new(prices: BTreeMap<String, Price>) -> Meter {
+        Meter {
             counted: Mutex::new(Counted {
                 usage: UsageReport::new(prices),
                 waited: Duration::ZERO,
@@ -54,34 +52,15 @@ impl Metered {
             waited: counted.waited,
         }
     }
+}
 
-    fn count(&self, started: Instant, answer: &Result<ChatResponse, LlmError>) {
+impl CallObserver for Meter {
+    fn answered(&self, _asked: Option<&str>, took: Duration, answer: &Result<ChatResponse, LlmError>) {
         let mut counted = self.counted.lock().unwrap_or_else(|p| p.into_inner());
-        counted.waited += started.elapsed();
+        counted.waited += took;
         counted.calls += 1;
         if let Ok(response) = answer {
             counted.usage.add(&response.model, response.usage);
         }
-    }
-}
-
-#[async_trait]
-impl ChatModel for Metered {
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let started = Instant::now();
-        let answer = self.inner.chat(request).await;
-        self.count(started, &answer);
-        answer
-    }
-
-    fn models(&self) -> Vec<ModelInfo> {
-        self.inner.models()
-    }
-
-    async fn chat_on(&self, model: &str, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let started = Instant::now();
-        let answer = self.inner.chat_on(model, request).await;
-        self.count(started, &answer);
-        answer
     }
 }

@@ -263,28 +263,7 @@ impl Runner<'_> {
             Ok(base) => base,
             Err(message) => return Some(not_started(instance, message, started)),
         };
-        let forge = Arc::new(LocalForge::new(
-            item.clone(),
-            &instance.problem_statement,
-            &self.env.config.labels.trigger,
-            &origin::url(&origin),
-            origin::BASE_BRANCH,
-        ));
-        let metered = Arc::new(meter::Metered::new(
-            self.env.model.clone(),
-            crate::llm::router::price_table(&self.env.config.llm),
-        ));
-        let env = TaskEnv {
-            model: metered.clone(),
-            ..(**self.env).clone()
-        };
-        tracing::info!(instance = %instance.instance_id, "instance started");
-        let end = crate::task::run(&env, forge.clone(), item.clone(), self.shutdown.clone()).await;
-        if matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
-            tracing::warn!(instance = %instance.instance_id, "instance not finished ({end:?}); it runs again next time");
-            return None;
-        }
-        self.keep_records(instance, &item, &forge);
+        let (end, used) = self.run_task(instance, &item, &origin).await?;
         let patch = {
             let origin = origin.clone();
             tokio::task::spawn_blocking(move || origin::patch(&origin, base))
@@ -292,31 +271,25 @@ impl Runner<'_> {
                 .map_err(|e| e.to_string())
                 .and_then(|p| p.map_err(|e| e.to_string()))
         };
-        let patch = match patch {
-            Ok(patch) => patch,
-            Err(message) => {
-                return Some(not_started(
-                    instance,
-                    format!("cannot read the pushed change: {message}"),
-                    started,
-                ))
+        let scored = match &patch {
+            Ok(patch) => {
+                let scoring = score::Scoring {
+                    config: &self.env.config,
+                    backend: self.env.backend.as_ref(),
+                    test_timeout: self.options.test_timeout,
+                };
+                scoring
+                    .score(instance, &item, (&origin, &work.join("score")), patch)
+                    .await
             }
+            Err(message) => score::Scored::error(format!("cannot read the pushed change: {message}"), 0),
         };
-        let scoring = score::Scoring {
-            config: &self.env.config,
-            backend: self.env.backend.as_ref(),
-            test_timeout: self.options.test_timeout,
-        };
-        let scored = scoring
-            .score(instance, &item, (&origin, &work.join("score")), &patch)
-            .await;
-        let used = metered.used();
         let result = InstanceResult {
             instance_id: instance.instance_id.clone(),
             status: scored.status,
             task: end.outcome().to_owned(),
             task_detail: end.detail(),
-            model_patch: patch,
+            model_patch: patch.unwrap_or_default(),
             tests: scored.tests,
             note: scored.note,
             cost_usd: used.cost_usd,
@@ -329,6 +302,39 @@ impl Runner<'_> {
         };
         tracing::info!(instance = %instance.instance_id, status = result.status.as_str(), task = %result.task, "instance scored");
         Some(result)
+    }
+
+    /// The instance's task, through the whole pipeline against its local
+    /// forge, with its model use counted; `None` when it did not finish.
+    async fn run_task(
+        &self,
+        instance: &Instance,
+        item: &ItemRef,
+        origin: &Path,
+    ) -> Option<(TaskEnd, meter::ModelUse)> {
+        let forge = Arc::new(LocalForge::new(
+            item.clone(),
+            &instance.problem_statement,
+            &self.env.config.labels.trigger,
+            &origin::url(origin),
+            origin::BASE_BRANCH,
+        ));
+        let metered = Arc::new(crate::llm::observed::Observed::new(
+            self.env.model.clone(),
+            meter::Meter::new(crate::llm::router::price_table(&self.env.config.llm)),
+        ));
+        let env = TaskEnv {
+            model: metered.clone(),
+            ..(**self.env).clone()
+        };
+        tracing::info!(instance = %instance.instance_id, "instance started");
+        let end = crate::task::run(&env, forge.clone(), item.clone(), self.shutdown.clone()).await;
+        if matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
+            tracing::warn!(instance = %instance.instance_id, "instance not finished ({end:?}); it runs again next time");
+            return None;
+        }
+        self.keep_records(instance, item, &forge);
+        Some((end, metered.observer.used()))
     }
 
     /// The instance's origin: kept when its task is unfinished in the

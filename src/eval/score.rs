@@ -67,7 +67,7 @@ pub struct Scored {
 
 impl Scored {
     /// An error of the instance, after `tests_ms` of setup and tests.
-    fn error(note: String, tests_ms: u64) -> Scored {
+    pub(super) fn error(note: String, tests_ms: u64) -> Scored {
         Scored {
             status: Status::Error,
             tests: Vec::new(),

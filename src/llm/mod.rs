@@ -14,6 +14,7 @@ pub mod chat_completions;
 pub mod gemini;
 pub mod history;
 mod http;
+pub mod observed;
 pub mod responses;
 pub mod retry;
 pub mod router;

@@ -352,12 +352,12 @@ fn recorded(env: &TaskEnv, accounts: &Accounts, purpose: &'static str) -> TaskEn
     let Some(transcript) = &accounts.transcript else {
         return env.clone();
     };
-    let model = crate::transcript::Recorded::new(
-        env.model.clone(),
+    let recorder = crate::transcript::Recorder::new(
         transcript.clone(),
         purpose,
         crate::llm::router::price_table(&env.config.llm),
     );
+    let model = crate::llm::observed::Observed::new(env.model.clone(), recorder);
     TaskEnv {
         model: Arc::new(model),
         ..env.clone()

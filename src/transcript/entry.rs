@@ -69,6 +69,36 @@ pub enum Entry {
 }
 
 impl Entry {
+    /// A model answer's model, tokens, cost and time, `separator` between
+    /// them: `gpt-5.6 · 100 in / 10 out · $0.0001 · 6 ms`.
+    pub fn answer_meta(&self, separator: &str) -> Option<String> {
+        let (Entry::Model {
+            model,
+            input_tokens,
+            output_tokens,
+            cost_usd,
+            ms,
+            ..
+        }
+        | Entry::Call {
+            model,
+            input_tokens,
+            output_tokens,
+            cost_usd,
+            ms,
+            ..
+        }) = self
+        else {
+            return None;
+        };
+        let cost = cost_usd
+            .map(|c| format!("{separator}${c:.4}"))
+            .unwrap_or_default();
+        Some(format!(
+            "{model}{separator}{input_tokens} in / {output_tokens} out{cost}{separator}{ms} ms"
+        ))
+    }
+
     /// An egress decision's one line: `agent: pypi.org:443 allowed, 12 kB`.
     pub fn egress_line(&self) -> Option<String> {
         let Entry::Egress {

@@ -12,7 +12,7 @@ mod page;
 mod render;
 
 pub use entry::{Call, Entry};
-pub use model::Recorded;
+pub use model::Recorder;
 pub use page::render_page;
 pub use render::{render_jsonl, render_runs, render_text};
 

@@ -1,39 +1,38 @@
 //! The model calls a run makes outside the agent's loop (reading the
-//! thread, planning), written into its transcript as they are answered:
-//! a model that records what passes through it.
+//! thread, planning), written into its transcript as they are answered.
 
 use super::{entry, Entry, Transcript};
+use crate::llm::observed::CallObserver;
 use crate::llm::usage::{Price, UsageReport};
-use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError, ModelInfo};
-use async_trait::async_trait;
+use crate::llm::{ChatResponse, LlmError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::Duration;
 
-pub struct Recorded {
-    inner: Arc<dyn ChatModel>,
+/// Writes each call an observed model forwards into a transcript.
+pub struct Recorder {
     transcript: Arc<Transcript>,
     /// What the calls are for, as the transcript says it ("planning").
     purpose: &'static str,
     prices: UsageReport,
 }
 
-impl Recorded {
+impl Recorder {
     pub fn new(
-        inner: Arc<dyn ChatModel>,
         transcript: Arc<Transcript>,
         purpose: &'static str,
         prices: BTreeMap<String, Price>,
-    ) -> Recorded {
-        Recorded {
-            inner,
+    ) -> Recorder {
+        Recorder {
             transcript,
             purpose,
             prices: UsageReport::new(prices),
         }
     }
+}
 
-    fn record(&self, asked: Option<&str>, started: Instant, answer: &Result<ChatResponse, LlmError>) {
+impl CallObserver for Recorder {
+    fn answered(&self, asked: Option<&str>, took: Duration, answer: &Result<ChatResponse, LlmError>) {
         match answer {
             Ok(response) => {
                 let (text, _) = entry::fold(&response.text);
@@ -44,7 +43,7 @@ impl Recorded {
                     input_tokens: response.usage.input_tokens,
                     output_tokens: response.usage.output_tokens,
                     cost_usd: self.prices.cost_of(&response.model, response.usage),
-                    ms: started.elapsed().as_millis() as u64,
+                    ms: took.as_millis() as u64,
                 });
             }
             Err(e) => self.transcript.note(format!(
@@ -53,26 +52,5 @@ impl Recorded {
                 asked.map(|m| format!(" to {m}")).unwrap_or_default()
             )),
         }
-    }
-}
-
-#[async_trait]
-impl ChatModel for Recorded {
-    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let started = Instant::now();
-        let answer = self.inner.chat(request).await;
-        self.record(None, started, &answer);
-        answer
-    }
-
-    fn models(&self) -> Vec<ModelInfo> {
-        self.inner.models()
-    }
-
-    async fn chat_on(&self, model: &str, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let started = Instant::now();
-        let answer = self.inner.chat_on(model, request).await;
-        self.record(Some(model), started, &answer);
-        answer
     }
 }

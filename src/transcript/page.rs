@@ -90,24 +90,14 @@ pub fn render_page(run: &RunRecord, entries: &[Entry]) -> String {
 
 /// A model call outside the loop (reading the thread, planning), collapsed.
 fn side_call(html: &mut String, entry: &Entry) {
-    let Entry::Call {
-        purpose,
-        model,
-        text,
-        input_tokens,
-        output_tokens,
-        cost_usd,
-        ms,
-    } = entry
-    else {
+    let Entry::Call { purpose, text, .. } = entry else {
         return;
     };
-    let cost = cost_usd.map(|c| format!(" · ${c:.4}")).unwrap_or_default();
     let _ = writeln!(
         html,
-        "<details class=\"step call-side\"><summary><b>{purpose}</b> <span class=\"meta\">· {model} · {input_tokens} in / {output_tokens} out{cost} · {ms} ms</span></summary><div class=\"body\"><p class=\"text\">{text}</p></div></details>",
+        "<details class=\"step call-side\"><summary><b>{purpose}</b> <span class=\"meta\">· {meta}</span></summary><div class=\"body\"><p class=\"text\">{text}</p></div></details>",
         purpose = escape(purpose),
-        model = escape(model),
+        meta = escape(&entry.answer_meta(" · ").unwrap_or_default()),
         text = escape(text),
     );
 }
@@ -115,13 +105,8 @@ fn side_call(html: &mut String, entry: &Entry) {
 fn model_step(html: &mut String, entry: &Entry) {
     let Entry::Model {
         step,
-        model,
         text,
         tool_calls,
-        input_tokens,
-        output_tokens,
-        cost_usd,
-        ms,
         ..
     } = entry
     else {
@@ -132,12 +117,11 @@ fn model_step(html: &mut String, entry: &Entry) {
         (None, Some(call)) => format!("→ {}", call.name),
         (None, None) => "(no text)".to_owned(),
     };
-    let cost = cost_usd.map(|c| format!(" · ${c:.4}")).unwrap_or_default();
     let _ = writeln!(
         html,
-        "<details class=\"step\"><summary><b>#{step}</b> {gist} <span class=\"meta\">· {model} · {input_tokens} in / {output_tokens} out{cost} · {ms} ms</span></summary><div class=\"body\">",
+        "<details class=\"step\"><summary><b>#{step}</b> {gist} <span class=\"meta\">· {meta}</span></summary><div class=\"body\">",
         gist = escape(&gist),
-        model = escape(model),
+        meta = escape(&entry.answer_meta(" · ").unwrap_or_default()),
     );
     if !text.trim().is_empty() {
         let _ = writeln!(html, "<p class=\"text\">{}</p>", escape(text));

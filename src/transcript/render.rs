@@ -72,20 +72,12 @@ fn write_entry(out: &mut String, entry: &Entry) {
     match entry {
         Entry::Model {
             step,
-            model,
             text,
             tool_calls,
-            input_tokens,
-            output_tokens,
-            cost_usd,
-            ms,
             ..
         } => {
-            let cost = cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "\n#{step} {model} ({input_tokens} in / {output_tokens} out{cost}, {ms} ms)"
-            );
+            let meta = entry.answer_meta(", ").unwrap_or_default();
+            let _ = writeln!(out, "\n#{step} {meta}");
             indented(out, text);
             for call in tool_calls {
                 let _ = writeln!(out, "    -> {} {}", call.name, call.arguments);
@@ -124,20 +116,9 @@ fn write_entry(out: &mut String, entry: &Entry) {
         Entry::Note { text } => {
             let _ = writeln!(out, "\n== {text}");
         }
-        Entry::Call {
-            purpose,
-            model,
-            text,
-            input_tokens,
-            output_tokens,
-            cost_usd,
-            ms,
-        } => {
-            let cost = cost_usd.map(|c| format!(", ${c:.4}")).unwrap_or_default();
-            let _ = writeln!(
-                out,
-                "\n~ {purpose}: {model} ({input_tokens} in / {output_tokens} out{cost}, {ms} ms)"
-            );
+        Entry::Call { purpose, text, .. } => {
+            let meta = entry.answer_meta(", ").unwrap_or_default();
+            let _ = writeln!(out, "\n~ {purpose}: {meta}");
             indented(out, text);
         }
         Entry::Egress { .. } => {

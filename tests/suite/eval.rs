@@ -13,6 +13,33 @@ use serde_json::{json, Value};
 use std::path::Path;
 use std::process::Command;
 
+/// What a `forgehand eval` run gave: its exit status, stdout and log.
+struct EvalRun {
+    status: std::process::ExitStatus,
+    stdout: String,
+    logged: String,
+}
+
+/// Runs `forgehand eval FILE --out DIR` (and `extra`) in `dir` with `env`;
+/// the log is `dir/eval.log`.
+async fn run_eval(
+    dir: &Path,
+    config: &Path,
+    (file, out): (&Path, &Path),
+    env: &[(&str, String)],
+    extra: &[&str],
+) -> EvalRun {
+    let log = dir.join("eval.log");
+    let mut args = vec!["eval", file.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    args.extend_from_slice(extra);
+    let (status, stdout) = daemon_rig::run_to_end(config, &args, env, &log).await;
+    EvalRun {
+        status,
+        stdout,
+        logged: std::fs::read_to_string(&log).unwrap(),
+    }
+}
+
 fn lines(path: &Path) -> Vec<Value> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -46,17 +73,12 @@ async fn three_instances_score_one_resolved_one_unresolved_and_one_error_and_a_s
         ("OPENAI_BASE_URL", model.base_url()),
     ];
     let out = dir.path().join("out");
-    let log = dir.path().join("eval.log");
-    let args = [
-        "eval",
-        file.to_str().unwrap(),
-        "--out",
-        out.to_str().unwrap(),
-        "--model-name",
-        "forgehand-test",
-    ];
-    let (status, stdout) = daemon_rig::run_to_end(&config, &args, &env, &log).await;
-    let logged = std::fs::read_to_string(&log).unwrap();
+    let named = ["--model-name", "forgehand-test"];
+    let EvalRun {
+        status,
+        stdout,
+        logged,
+    } = run_eval(dir.path(), &config, (&file, &out), &env, &named).await;
     assert!(status.success(), "{stdout}\n{logged}");
     assert!(stdout.contains("Resolved 1 of 3"), "{stdout}");
     assert!(logged.contains("instance scored"), "{logged}");
@@ -144,8 +166,9 @@ async fn three_instances_score_one_resolved_one_unresolved_and_one_error_and_a_s
 
     // Again over the same folder: every instance is finished, nothing runs.
     let calls = model.all_requests().await.len();
-    let (status, again) = daemon_rig::run_to_end(&config, &args, &env, &log).await;
-    assert!(status.success(), "{again}");
+    let again = run_eval(dir.path(), &config, (&file, &out), &env, &named).await;
+    assert!(again.status.success(), "{}", again.logged);
+    let again = again.stdout;
     assert!(again.contains("Resolved 1 of 3"), "{again}");
     assert_eq!(model.all_requests().await.len(), calls, "no instance ran again");
     assert_eq!(lines(&out.join("results.jsonl")).len(), 3);
@@ -165,16 +188,8 @@ async fn a_bad_instances_file_is_refused_with_its_line_named_before_anything_run
         ("OPENAI_API_KEY", MODEL_KEY.to_owned()),
         ("OPENAI_BASE_URL", "http://127.0.0.1:9/v1".to_owned()),
     ];
-    let log = dir.path().join("eval.log");
     let out = dir.path().join("out");
-    let (status, _) = daemon_rig::run_to_end(
-        &config,
-        &["eval", file.to_str().unwrap(), "--out", out.to_str().unwrap()],
-        &env,
-        &log,
-    )
-    .await;
-    let logged = std::fs::read_to_string(&log).unwrap();
+    let EvalRun { status, logged, .. } = run_eval(dir.path(), &config, (&file, &out), &env, &[]).await;
     assert!(!status.success(), "{logged}");
     assert!(
         logged.contains("line 1") && logged.contains("FAIL_TO_PASS is empty"),
@@ -382,15 +397,11 @@ async fn a_private_repository_on_the_configured_forge_is_fetched_with_its_token_
         ("GITHUB_TOKEN", TOKEN.to_owned()),
     ];
     let out = dir.path().join("out");
-    let log = dir.path().join("eval.log");
-    let (status, stdout) = daemon_rig::run_to_end(
-        &config,
-        &["eval", file.to_str().unwrap(), "--out", out.to_str().unwrap()],
-        &env,
-        &log,
-    )
-    .await;
-    let logged = std::fs::read_to_string(&log).unwrap();
+    let EvalRun {
+        status,
+        stdout,
+        logged,
+    } = run_eval(dir.path(), &config, (&file, &out), &env, &[]).await;
     assert!(status.success(), "{stdout}\n{logged}");
     assert!(stdout.contains("Resolved 1 of 1"), "{stdout}\n{logged}");
     assert!(!logged.contains(TOKEN) && !stdout.contains(TOKEN));

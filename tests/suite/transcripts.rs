@@ -11,14 +11,7 @@ use forgehand_test_support::scripted_model::{edit_and_commit, text};
 use std::time::Duration;
 
 fn forgehand(world: &World, args: &[&str]) -> String {
-    let out = std::process::Command::new(daemon_rig::bin())
-        .arg("--config")
-        .arg(&world.config)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8(out.stdout).unwrap()
+    world.forgehand(args)
 }
 
 /// The labels are set just before the run's end is journalled.

@@ -321,20 +321,23 @@ impl World {
         );
     }
 
+    /// `forgehand` with this world's config and `args`, to its end; its
+    /// stdout (it must succeed).
+    pub fn forgehand(&self, args: &[&str]) -> String {
+        let out = std::process::Command::new(daemon_rig::bin())
+            .arg("--config")
+            .arg(&self.config)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    }
+
     /// The newest run's transcript of issue `number`, as `forgehand tasks
     /// show` prints it (read from the journal; the daemon may be running).
     pub fn transcript(&self, number: u64) -> String {
-        let forgehand = |args: &[&str]| {
-            let out = std::process::Command::new(daemon_rig::bin())
-                .arg("--config")
-                .arg(&self.config)
-                .args(args)
-                .output()
-                .unwrap();
-            assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-            String::from_utf8(out.stdout).unwrap()
-        };
-        let listing = forgehand(&["tasks"]);
+        let listing = self.forgehand(&["tasks"]);
         let key = format!("github:{REPO}:issue:{number}");
         let id = listing
             .lines()
@@ -342,7 +345,7 @@ impl World {
             .find_map(|l| l.split_whitespace().next().filter(|w| w.parse::<u64>().is_ok()))
             .unwrap_or_else(|| panic!("no run of {key}:\n{listing}"))
             .to_owned();
-        forgehand(&["tasks", "show", &id])
+        self.forgehand(&["tasks", "show", &id])
     }
 
     pub fn log_path(&self) -> PathBuf {
