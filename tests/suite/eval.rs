@@ -416,3 +416,85 @@ async fn a_private_repository_on_the_configured_forge_is_fetched_with_its_token_
         String::from_utf8_lossy(&found.stdout)
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_evaluation_resumes_where_it_stopped_and_runs_no_finished_instance_again() {
+    use forgehand_test_support::scripted_model::{call, run, text, TurnModel};
+    use std::time::Duration;
+    forgehand_test_support::ensure_images().await;
+    let dir = tempfile::tempdir().unwrap();
+    let source = dir.path().join("source");
+    let (base, _) = source_repository(&source);
+    let ids = ["calc-a", "calc-b", "calc-c"];
+    let lines_of: Vec<String> = ids
+        .iter()
+        .map(|id| instance(id, &source, &base, "python3 -m unittest {test}").to_string())
+        .collect();
+    let file = dir.path().join("instances.jsonl");
+    std::fs::write(&file, lines_of.join("\n") + "\n").unwrap();
+    // The model thinks 2 s before it commits: time to stop the run mid-instance.
+    let model = TurnModel::start(vec![
+        (
+            call(
+                "text_editor_str_replace",
+                json!({"path": "/workspace/project/calc.py", "old_str": "return a - b\n\n\ndef sub", "new_str": "return a + b\n\n\ndef sub"}),
+            ),
+            None,
+        ),
+        (
+            run("git add -A && git commit -qm 'Fix add'"),
+            Some(Duration::from_secs(2)),
+        ),
+        (text("add() adds now."), None),
+    ])
+    .await;
+    let config = daemon_rig::write_config(dir.path(), &forgehand_test_support::unique("test-eval"), "");
+    let env = vec![
+        ("OPENAI_API_KEY", MODEL_KEY.to_owned()),
+        ("OPENAI_BASE_URL", model.base_url()),
+    ];
+    let out = dir.path().join("out");
+    let results = out.join("results.jsonl");
+    let args = ["eval", file.to_str().unwrap(), "--out", out.to_str().unwrap()];
+    let mut first = daemon_rig::DaemonProcess::start(&config, &args, &env, &dir.path().join("first.log"));
+    daemon_rig::wait_until(
+        "the first instance to finish",
+        Duration::from_secs(120),
+        async || std::fs::read_to_string(&results).is_ok_and(|t| t.lines().count() == 1),
+        &first.log,
+    )
+    .await;
+    // The second instance is under way now: stop the run.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    let status = first.terminate();
+    let logged = first.log_text();
+    assert!(!status.success(), "{logged}");
+    assert!(
+        logged.contains("run the same command again to resume"),
+        "{logged}"
+    );
+    assert_eq!(
+        lines(&results).len(),
+        1,
+        "only the finished instance is kept: {logged}"
+    );
+
+    let second = run_eval(dir.path(), &config, (&file, &out), &env, &[]).await;
+    assert!(second.status.success(), "{}", second.logged);
+    assert!(
+        second.stdout.contains("Resolved 3 of 3"),
+        "{}\n{}",
+        second.stdout,
+        second.logged
+    );
+    assert!(second.logged.contains("resuming"), "{}", second.logged);
+    let kept: Vec<String> = lines(&results)
+        .iter()
+        .map(|r| r["instance_id"].as_str().unwrap().to_owned())
+        .collect();
+    assert_eq!(
+        kept,
+        ["calc-a", "calc-b", "calc-c"],
+        "each instance once, the first not run again"
+    );
+}
