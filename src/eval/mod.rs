@@ -68,7 +68,7 @@ pub enum EvalError {
     /// The environment could not be built (what to fix).
     #[error("{0}")]
     Setup(String),
-    #[error("interrupted with {left} instance(s) left; run the same command again to resume (finished instances are kept)")]
+    #[error("{left} instance(s) not finished (interrupted, or their repository could not be reached); run the same command again to resume (finished instances are kept)")]
     Interrupted { left: usize },
 }
 
@@ -261,7 +261,14 @@ impl Runner<'_> {
         let origin = work.join("origin.git");
         let base = match self.origin_for(instance, &item, &origin).await {
             Ok(base) => base,
-            Err(message) => return Some(not_started(instance, message, started)),
+            Err(OriginFailure {
+                message,
+                retryable: true,
+            }) => {
+                tracing::warn!(instance = %instance.instance_id, "repository not reached ({message}); the instance runs next time");
+                return None;
+            }
+            Err(OriginFailure { message, .. }) => return Some(not_started(instance, message, started)),
         };
         let (end, used) = self.run_task(instance, &item, &origin).await?;
         let patch = {
@@ -345,7 +352,7 @@ impl Runner<'_> {
         instance: &Instance,
         item: &ItemRef,
         origin: &Path,
-    ) -> Result<git2::Oid, String> {
+    ) -> Result<git2::Oid, OriginFailure> {
         let resuming = self
             .env
             .journal
@@ -365,8 +372,14 @@ impl Runner<'_> {
             Ok::<_, origin::OriginError>(base)
         })
         .await
-        .map_err(|e| e.to_string())?
-        .map_err(|e| e.to_string())
+        .map_err(|e| OriginFailure {
+            message: e.to_string(),
+            retryable: false,
+        })?
+        .map_err(|e| OriginFailure {
+            retryable: matches!(&e, origin::OriginError::Git(git) if git.is_retryable()),
+            message: e.to_string(),
+        })
     }
 
     /// The task's last progress comment and its transcript, kept in the
@@ -411,6 +424,13 @@ fn clone_source(repo: &str) -> String {
     } else {
         repo.to_owned()
     }
+}
+
+/// Why an instance's repository could not be had, and whether a later run
+/// may have it (the network, not the instance).
+struct OriginFailure {
+    message: String,
+    retryable: bool,
 }
 
 /// An instance whose task never started (its repository could not be had).
