@@ -145,6 +145,60 @@ fn check(instance: &Instance) -> Result<(), String> {
 }
 
 impl Instance {
+    /// Where git fetches the repository from: `repo` as given, but
+    /// SWE-bench's `owner/name` (when no such folder exists) is that
+    /// GitHub repository.
+    pub fn source(&self) -> String {
+        let repo = self.repo.trim();
+        let looks_like_name = repo.split('/').count() == 2 && !repo.starts_with('.') && !repo.contains(':');
+        if looks_like_name && !Path::new(repo).exists() {
+            format!("https://github.com/{repo}.git")
+        } else {
+            repo.to_owned()
+        }
+    }
+
+    /// The repository's name as the operator's settings know it
+    /// (`repositories.per_repository`, `images.pins`, budgets): a URL's
+    /// path (`owner/name`, a GitLab project's path); a folder on this
+    /// machine is `local/<folder>`.
+    pub fn repository_name(&self) -> String {
+        let source = self.source();
+        let trim = |path: &str| path.trim_matches('/').trim_end_matches(".git").to_owned();
+        if let Ok(url) = url::Url::parse(&source) {
+            if url.scheme() != "file" && url.has_host() {
+                return trim(url.path());
+            }
+        }
+        // scp-like `git@host:owner/name.git`
+        if let Some((host, path)) = source.split_once(':') {
+            if host.contains('@') && !path.starts_with('/') {
+                return trim(path);
+            }
+        }
+        let folder = source.trim_start_matches("file://");
+        let name = Path::new(folder.trim_end_matches('/'))
+            .file_name()
+            .map(|n| n.to_string_lossy().trim_end_matches(".git").to_owned())
+            .unwrap_or_else(|| "repository".to_owned());
+        format!("local/{name}")
+    }
+
+    /// The issue the instance runs as: in its repository, numbered by its
+    /// id (the same number in every run, so a run resumes its own task).
+    pub fn item(&self) -> crate::forge::ItemRef {
+        // FNV-1a: stable across runs and builds, unlike the std hasher.
+        let hash = self.instance_id.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
+        crate::forge::ItemRef {
+            forge: crate::forge::ForgeKind::Local,
+            repo: self.repository_name(),
+            kind: crate::forge::ItemKind::Issue,
+            number: hash % 1_000_000_000 + 1,
+        }
+    }
+
     /// The command that runs the test `name`.
     pub fn command_for(&self, name: &str) -> String {
         let command = self.test_command.as_deref().unwrap_or_default();

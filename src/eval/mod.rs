@@ -26,7 +26,7 @@ mod start;
 pub use score::{Status, TestOutcome};
 pub use start::{default_model_name, environment};
 
-use crate::forge::{ForgeKind, ItemKind, ItemRef};
+use crate::forge::ItemRef;
 use crate::task::{TaskEnd, TaskEnv};
 use forge::LocalForge;
 use futures_util::StreamExt;
@@ -251,12 +251,7 @@ impl Runner<'_> {
             return None;
         }
         let started = Instant::now();
-        let item = ItemRef {
-            forge: ForgeKind::Local,
-            repo: instance.instance_id.clone(),
-            kind: ItemKind::Issue,
-            number: 1,
-        };
+        let item = instance.item();
         let work = self.files.work(&item);
         let origin = work.join("origin.git");
         let base = match self.origin_for(instance, &item, &origin).await {
@@ -359,7 +354,7 @@ impl Runner<'_> {
             .unfinished()
             .map(|records| records.iter().any(|r| r.key == item.key()))
             .unwrap_or(false);
-        let source = clone_source(&instance.repo);
+        let source = instance.source();
         let credentials = credentials::for_source(&self.env.config, &self.env.secrets, &source).await;
         let _one_at_a_time = self.mirrors.lock().await;
         let (mirrors, origin) = (self.files.mirrors(), origin.to_owned());
@@ -411,18 +406,6 @@ impl Runner<'_> {
                 tracing::warn!(instance = %id, "cannot write {}: {e}", path.display());
             }
         }
-    }
-}
-
-/// A git source for `repo`: a path or URL as given; SWE-bench's
-/// `owner/name` (not a folder here) is that GitHub repository.
-fn clone_source(repo: &str) -> String {
-    let repo = repo.trim();
-    let looks_like_name = repo.split('/').count() == 2 && !repo.starts_with('.') && !repo.contains(':');
-    if looks_like_name && !Path::new(repo).exists() {
-        format!("https://github.com/{repo}.git")
-    } else {
-        repo.to_owned()
     }
 }
 

@@ -54,7 +54,7 @@ async fn three_instances_score_one_resolved_one_unresolved_and_one_error_and_a_s
     let dir = tempfile::tempdir().unwrap();
     let source = dir.path().join("source");
     let (first, second) = source_repository(&source);
-    let unittest = "python3 -m unittest {test}";
+    let unittest = "test \"$CALC_CHECKED\" = by-settings && python3 -m unittest {test}";
     let instances = [
         instance("calc-fixed", &source, &first, unittest),
         instance("calc-other-bug", &source, &second[..12], unittest),
@@ -67,7 +67,13 @@ async fn three_instances_score_one_resolved_one_unresolved_and_one_error_and_a_s
     // The same turns for each instance: the replacement only fits the first bug.
     let model = eval_fixture::model().await;
     let instance_id = forgehand_test_support::unique("test-eval");
-    let config = daemon_rig::write_config(dir.path(), &instance_id, "planning:\n  mode: \"single\"\n");
+    // The instances run in the repository `local/source`: the operator's
+    // settings for it apply (its env reaches the scoring's tests).
+    let config = daemon_rig::write_config(
+        dir.path(),
+        &instance_id,
+        "planning:\n  mode: \"single\"\nrepositories:\n  per_repository:\n    \"local/source\":\n      env:\n        CALC_CHECKED: \"by-settings\"\n",
+    );
     let env = vec![
         ("OPENAI_API_KEY", MODEL_KEY.to_owned()),
         ("OPENAI_BASE_URL", model.base_url()),
