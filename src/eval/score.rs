@@ -231,31 +231,14 @@ async fn prepared_checkout(
     )))
 }
 
-/// Runs the repository's setup commands, within its `setup_timeout` in all.
+/// Runs the repository's setup commands, with its setup allowlist.
 async fn setup(sandbox: &dyn Sandbox, settings: &RepoSettings) -> Result<(), String> {
     if let Some(egress) = sandbox.egress() {
         egress.set_phase("setup", settings.setup_hosts.clone());
     }
-    let started = Instant::now();
-    for command in &settings.setup {
-        let left = settings.setup_timeout.saturating_sub(started.elapsed());
-        let out = sandbox
-            .exec(
-                &format!("{{ {command}\n}} 2>&1"),
-                Some(left.max(Duration::from_secs(1))),
-            )
-            .await
-            .map_err(|e| format!("setup `{command}`: {e}"))?;
-        if !out.success() {
-            return Err(format!(
-                "setup `{command}` failed ({}): {}",
-                match out.exit_code {
-                    Some(code) => format!("exit code {code}"),
-                    None => "timed out".to_owned(),
-                },
-                super::last_line(&out.stdout)
-            ));
-        }
+    match crate::repo_settings::setup::run(sandbox, settings).await {
+        Ok(Ok(_)) => Ok(()),
+        Ok(Err(failed)) => Err(format!("{failed}: {}", super::last_line(&failed.tail))),
+        Err(e) => Err(format!("the repository's setup could not run: {e}")),
     }
-    Ok(())
 }

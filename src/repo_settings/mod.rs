@@ -5,6 +5,7 @@
 
 pub mod instructions;
 pub mod settings;
+pub mod setup;
 
 pub use instructions::{InstructionFile, Instructions};
 pub use settings::{RepoSettings, SettingsError, SETTINGS_FILE};

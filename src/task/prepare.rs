@@ -25,10 +25,8 @@ use crate::repo_settings::{settings, Instructions, RepoSettings, SettingsError, 
 use crate::sandbox::{Sandbox, SandboxBackend};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::Duration;
 
-/// Bytes of a failed setup's or test's output that reach the issue.
-pub(super) const TAIL_CHARS: usize = 3000;
+pub(super) use crate::repo_settings::setup::{tail, SetupFailed, TAIL_CHARS};
 
 /// What preparing needs besides the run.
 pub(super) struct Needs<'a> {
@@ -100,25 +98,6 @@ pub(super) struct SetupRules<'a> {
     pub on_failure: SetupFailure,
     /// The sandbox's home folder, which a snapshot keeps.
     pub home_dir: &'a str,
-}
-
-/// A setup command that failed (or timed out), with the end of its output.
-#[derive(Debug)]
-pub(super) struct SetupFailed {
-    pub command: String,
-    pub outcome: String,
-    pub tail: String,
-    pub timed_out: bool,
-}
-
-impl SetupFailed {
-    fn metric_outcome(&self) -> &'static str {
-        if self.timed_out {
-            "timed_out"
-        } else {
-            "failed"
-        }
-    }
 }
 
 pub(super) async fn prepare(
@@ -393,54 +372,6 @@ fn choose_image(run: &TaskRun<'_>, needs: &Needs<'_>, checkout: &Path, settings:
     crate::images::chosen_image(needs.images, &run.item.repo, settings.image.as_deref(), checkout)
 }
 
-/// Runs the repository's setup commands in order, within `setup_timeout`
-/// in all. `Err(SetupFailed)`: one failed.
-async fn run_setup(
-    run: &TaskRun<'_>,
-    sandbox: &dyn Sandbox,
-    settings: &RepoSettings,
-) -> Result<Result<Duration, SetupFailed>, TaskError> {
-    let started = std::time::Instant::now();
-    for command in &settings.setup {
-        let left = settings.setup_timeout.saturating_sub(started.elapsed());
-        if left.is_zero() {
-            return Ok(Err(SetupFailed {
-                command: command.clone(),
-                outcome: format!(
-                    "was not started: setup had used its {} (setup_timeout)",
-                    humantime::format_duration(settings.setup_timeout)
-                ),
-                tail: String::new(),
-                timed_out: true,
-            }));
-        }
-        tracing::info!(task = %run.item, command = %command, "running setup");
-        let output = sandbox
-            .exec(
-                &format!("{{ {command}\n}} 2>&1"),
-                Some(left.max(Duration::from_secs(1))),
-            )
-            .await?;
-        if !output.success() {
-            let outcome = if output.timed_out {
-                format!(
-                    "did not finish within the setup's {} (setup_timeout)",
-                    humantime::format_duration(settings.setup_timeout)
-                )
-            } else {
-                format!("exited with code {}", output.exit_code.unwrap_or(-1))
-            };
-            return Ok(Err(SetupFailed {
-                command: command.clone(),
-                outcome,
-                tail: tail(&output.stdout, TAIL_CHARS),
-                timed_out: output.timed_out,
-            }));
-        }
-    }
-    Ok(Ok(started.elapsed()))
-}
-
 /// Setup for `settings` in the task's sandbox, with the outcome on the
 /// comment; a setup that passed is kept as a snapshot. A failure stops the
 /// task unless the operator lets it go on.
@@ -464,7 +395,7 @@ pub(super) async fn setup(
     );
     run.report().await;
     let phase = crate::sandbox::phase_processes::phase_start(sandbox).await?;
-    let outcome = run_setup(run, sandbox, settings).await?;
+    let outcome = crate::repo_settings::setup::run(sandbox, settings).await?;
     // What setup left running (a daemon it started, a process that
     // escaped its group) must not run on beside the model.
     let ended = crate::sandbox::phase_processes::end_phase(sandbox, phase).await?;
@@ -519,45 +450,5 @@ pub(super) fn enter_agent_phase(run: &TaskRun<'_>, sandbox: &dyn Sandbox, settin
             );
         }
         None => {}
-    }
-}
-
-/// The last `max` characters of `text`, from a line start when one is near.
-pub(super) fn tail(text: &str, max: usize) -> String {
-    let text = text.trim_end();
-    if text.chars().count() <= max {
-        return text.to_owned();
-    }
-    let start = text.char_indices().rev().nth(max - 1).map_or(0, |(i, _)| i);
-    let cut = &text[start..];
-    let from_line = cut.find('\n').filter(|i| *i < 200).map_or(cut, |i| &cut[i + 1..]);
-    format!("[… earlier output left out]\n{from_line}")
-}
-
-impl std::fmt::Display for SetupFailed {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "the repository's setup failed: `{}` {}",
-            self.command, self.outcome
-        )
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::tail;
-
-    #[test]
-    fn tails_keep_the_end_from_a_line_start() {
-        assert_eq!(tail("short\n", 100), "short");
-        let long = (0..100)
-            .map(|i| format!("line {i}"))
-            .collect::<Vec<_>>()
-            .join("\n");
-        let kept = tail(&long, 30);
-        assert!(kept.starts_with("[… earlier output left out]\nline"), "{kept}");
-        assert!(kept.ends_with("line 99"));
-        assert!(kept.len() < 80);
     }
 }
