@@ -113,12 +113,7 @@ pub async fn assemble(
     forges: Option<&[ForgeKind]>,
 ) -> Result<Assembly, SetupError> {
     // Before anything uses the state folder: one daemon per folder.
-    let kept = Kept {
-        owner: Arc::new(crate::ownership::StateOwner::acquire(&config.daemon.state_dir)?),
-        board: Arc::default(),
-        metrics: Arc::default(),
-        checks_bell: Arc::default(),
-    };
+    let kept = Kept::acquire(&config.daemon.state_dir)?;
     assemble_owned(config, secrets, forges, kept).await
 }
 
@@ -131,6 +126,19 @@ pub struct Kept {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Webhook deliveries about checks reach the tasks through it.
     pub checks_bell: Arc<crate::webhooks::ChecksBell>,
+}
+
+impl Kept {
+    /// A new process's: its hold on `state_dir` (one process per folder),
+    /// a fresh board, metrics and bell.
+    pub fn acquire(state_dir: &std::path::Path) -> Result<Kept, SetupError> {
+        Ok(Kept {
+            owner: Arc::new(crate::ownership::StateOwner::acquire(state_dir)?),
+            board: Arc::default(),
+            metrics: Arc::default(),
+            checks_bell: Arc::default(),
+        })
+    }
 }
 
 /// [`assemble`] for a process that already holds the state folder (a

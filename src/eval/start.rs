@@ -22,14 +22,7 @@ pub async fn environment(
     if !config.daemon.instance_id.is_empty() {
         config.daemon.instance_id = format!("{}-eval", config.daemon.instance_id);
     }
-    let owner = crate::ownership::StateOwner::acquire(&config.daemon.state_dir)
-        .map_err(|e| EvalError::Setup(e.to_string()))?;
-    let kept = Kept {
-        owner: Arc::new(owner),
-        board: Arc::default(),
-        metrics: Arc::default(),
-        checks_bell: Arc::default(),
-    };
+    let kept = Kept::acquire(&config.daemon.state_dir).map_err(|e| EvalError::Setup(e.to_string()))?;
     setup::task_env(config, secrets, kept)
         .await
         .map_err(|e| EvalError::Setup(e.to_string()))
