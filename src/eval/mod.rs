@@ -34,7 +34,7 @@ use instance::Instance;
 use report::{InstanceResult, Prediction, Report, Totals};
 use std::io::Write;
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio_util::sync::CancellationToken;
 
@@ -134,13 +134,11 @@ pub async fn run(
         );
     }
     let bar = progress_bar(options.progress, instances.len(), instances.len() - pending.len());
-    let sink = Mutex::new(
-        std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(files.results())
-            .map_err(write_error(&files.results()))?,
-    );
+    let mut sink = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(files.results())
+        .map_err(write_error(&files.results()))?;
     let runner = Runner {
         env: &env,
         options,
@@ -149,25 +147,23 @@ pub async fn run(
         shutdown: &shutdown,
     };
     let left = pending.len();
+    let mut results = kept;
     let mut finished = 0;
     let mut done = futures_util::stream::iter(pending.iter().map(|i| runner.run_one(i)))
         .buffer_unordered(options.concurrency.max(1));
     while let Some(result) = done.next().await {
         let Some(result) = result else { continue };
-        finished += 1;
         let line = serde_json::to_string(&result).unwrap_or_default();
-        let mut file = sink.lock().unwrap_or_else(|p| p.into_inner());
-        writeln!(file, "{line}")
-            .and_then(|()| file.flush())
+        writeln!(sink, "{line}")
+            .and_then(|()| sink.flush())
             .map_err(write_error(&files.results()))?;
         bar.inc(1);
         bar.println(format!("{}: {}", result.instance_id, result.status.as_str()));
+        results.push(result);
+        finished += 1;
     }
     bar.finish_and_clear();
-    let all = ordered(
-        instances,
-        report::read_results(&files.results()).map_err(write_error(&files.results()))?,
-    );
+    let all = ordered(instances, results);
     write_outputs(&files, &options.model_name, &all)?;
     if finished < left {
         return Err(EvalError::Interrupted {
