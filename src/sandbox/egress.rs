@@ -50,17 +50,19 @@ pub struct Decision {
 /// Told of every decision as it is made (a run's transcript).
 pub type DecisionObserver = Arc<dyn Fn(&Decision) + Send + Sync>;
 
-/// The observer, if one listens.
+/// The decisions made so far, and who is told of the next ones.
 #[derive(Default)]
-struct Observer(Option<DecisionObserver>);
+struct Record {
+    made: Vec<Decision>,
+    observer: Option<DecisionObserver>,
+}
 
-impl std::fmt::Debug for Observer {
+impl std::fmt::Debug for Record {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(if self.0.is_some() {
-            "Observer(set)"
-        } else {
-            "Observer(none)"
-        })
+        f.debug_struct("Record")
+            .field("made", &self.made)
+            .field("observed", &self.observer.is_some())
+            .finish()
     }
 }
 
@@ -79,7 +81,7 @@ pub struct Reach {
 pub struct Egress {
     policy: Mutex<Policy>,
     reach: Reach,
-    decisions: Mutex<(Vec<Decision>, Observer)>,
+    decisions: Mutex<Record>,
     /// One permit per open connection ([`MAX_CONNECTIONS`]).
     open: tokio::sync::Semaphore,
     /// Where each decision is counted (the daemon's metrics).
@@ -137,15 +139,19 @@ impl Egress {
     }
 
     pub fn decisions(&self) -> Vec<Decision> {
-        self.decisions.lock().unwrap_or_else(|p| p.into_inner()).0.clone()
+        self.decisions
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .made
+            .clone()
     }
 
     /// From now on `observer` is told of each decision; the decisions made
     /// so far (none is in both).
     pub fn observe(&self, observer: DecisionObserver) -> Vec<Decision> {
-        let mut decisions = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
-        decisions.1 = Observer(Some(observer));
-        decisions.0.clone()
+        let mut record = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+        record.observer = Some(observer);
+        record.made.clone()
     }
 
     /// "setup reached 3 hosts; denied 1: evil.example", or `None` when the
@@ -360,9 +366,9 @@ impl Egress {
         }
         self.metrics.egress(&decision.phase, outcome, decision.bytes);
         let observer = {
-            let mut decisions = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
-            decisions.0.push(decision.clone());
-            decisions.1 .0.clone()
+            let mut record = self.decisions.lock().unwrap_or_else(|p| p.into_inner());
+            record.made.push(decision.clone());
+            record.observer.clone()
         };
         if let Some(observer) = observer {
             observer(decision);
