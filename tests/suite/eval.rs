@@ -202,6 +202,28 @@ async fn a_bad_instances_file_is_refused_with_its_line_named_before_anything_run
         "{logged}"
     );
     assert!(!out.join("results.jsonl").exists());
+
+    // No file named at all, or a day that is not one: said so.
+    let log = dir.path().join("usage.log");
+    let (status, _) = daemon_rig::run_to_end(&config, &["eval"], &env, &log).await;
+    assert!(!status.success());
+    let (status, _) = daemon_rig::run_to_end(
+        &config,
+        &["eval", "make", "--repo", "a/b", "--since", "last week"],
+        &env,
+        &log,
+    )
+    .await;
+    assert!(!status.success());
+    let logged = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        logged.contains("name the instances file: forgehand eval INSTANCES.jsonl"),
+        "{logged}"
+    );
+    assert!(
+        logged.contains("--since \"last week\" is not a day (YYYY-MM-DD)"),
+        "{logged}"
+    );
 }
 
 /// A merged pull request's file: (path, status, patch), as GitHub lists it.
