@@ -435,8 +435,8 @@ async fn evaluate(config: Config, run: EvalRun) -> anyhow::Result<ExitCode> {
         "name the instances file: forgehand eval INSTANCES.jsonl (or `forgehand eval make` to build one)",
     )?;
     let options = forgehand::eval::Options {
-        instances,
-        out: run.out,
+        instances: Config::absolute(&instances),
+        out: Config::absolute(&run.out),
         concurrency: run.concurrency.max(1),
         model_name: run
             .model_name

@@ -58,6 +58,37 @@ fn the_minimal_example_loads_and_points_at_the_checkouts_images_and_prompts() {
 }
 
 #[test]
+fn a_config_given_by_a_relative_path_gives_absolute_paths_only() {
+    // cargo runs the tests in the checkout: this is the README's
+    // `--config examples/minimal.yaml`.
+    let minimal = Config::load(Path::new("examples/minimal.yaml")).unwrap();
+    let root = common::repo_root();
+    for dir in [
+        &minimal.daemon.state_dir,
+        &minimal.sandbox.egress_socket_dir,
+        &minimal.sandbox.snapshots.dir,
+        &minimal.images.dir,
+        &minimal.agent.prompts_dir,
+    ] {
+        assert!(dir.is_absolute(), "{} is relative", dir.display());
+        assert!(dir.starts_with(&root), "{}", dir.display());
+    }
+    // A file name alone (`--config minimal.yaml`) anchors at the current folder.
+    let here = Config::from_yaml(
+        "daemon:\n  state_dir: \"state\"\n",
+        Path::new("m.yaml"),
+        Path::new(""),
+        &|_| None,
+    )
+    .unwrap();
+    assert_eq!(
+        here.daemon.state_dir,
+        std::env::current_dir().unwrap().join("state")
+    );
+    assert!(Config::defaults().daemon.state_dir.is_absolute());
+}
+
+#[test]
 fn text_editor_env_override_wins_over_the_file() {
     let yaml = "text_editor_mcp:\n  enabled: true\n";
     assert!(
@@ -316,6 +347,14 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
         (
             "sandbox:\n  output_limit: lots\n",
             &["sandbox.output_limit", "not a size"],
+        ),
+        (
+            "sandbox:\n  copy_out_max_bytes: 10k\n",
+            &["sandbox.copy_out_max_bytes", "at least \"1m\""],
+        ),
+        (
+            "sandbox:\n  copy_out_max_entries: 5\n",
+            &["sandbox.copy_out_max_entries", "at least 100"],
         ),
         (
             "sandbox:\n  exec_timeout: 1800\n",

@@ -17,6 +17,7 @@ mod docs;
 mod editor_mcp;
 mod editor_sandbox;
 mod eval;
+mod first_run;
 mod forge_edits;
 mod forge_github;
 mod git;

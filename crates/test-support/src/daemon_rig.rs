@@ -42,12 +42,28 @@ pub async fn run_to_end(
     env: &[(&str, String)],
     log: &Path,
 ) -> (ExitStatus, String) {
+    run_to_end_in(None, config, args, env, log).await
+}
+
+/// `run_to_end` started in the folder `cwd` (when given), as an operator
+/// who typed the command there: a relative `config` is taken from it.
+pub async fn run_to_end_in(
+    cwd: Option<&Path>,
+    config: &Path,
+    args: &[&str],
+    env: &[(&str, String)],
+    log: &Path,
+) -> (ExitStatus, String) {
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(log)
         .unwrap();
-    let mut cmd = tokio::process::Command::from(command(config, args, env));
+    let mut cmd = command(config, args, env);
+    if let Some(cwd) = cwd {
+        cmd.current_dir(cwd);
+    }
+    let mut cmd = tokio::process::Command::from(cmd);
     // Not `output()`, which would pipe stderr too.
     let out = cmd
         .stdout(Stdio::piped())
