@@ -178,6 +178,9 @@ pub struct SandboxConfig {
     pub project_dir: String,
     pub exec_timeout: Duration,
     pub output_limit: usize,
+    /// What may come out of a sandbox in one copy (its result), checked
+    /// while the stream is read.
+    pub copy_out: CopyOutLimits,
     /// Whether the egress tunnel may connect to private networks (a
     /// self-hosted registry there needs it); link-local never.
     pub egress_allow_private: bool,
@@ -229,6 +232,28 @@ pub struct TextEditorMcpConfig {
     pub command: Vec<String>,
 }
 
+/// What may come out of a sandbox in one copy, checked while the stream
+/// is read (`sandbox.copy_out_max_bytes`, `copy_out_max_entries`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CopyOutLimits {
+    /// Bytes of the tar stream (file contents and headers together).
+    pub bytes: u64,
+    /// Entries of the stream (files, folders, links, anything).
+    pub entries: u64,
+    /// Path components of one entry.
+    pub depth: usize,
+}
+
+impl Default for CopyOutLimits {
+    fn default() -> CopyOutLimits {
+        CopyOutLimits {
+            bytes: 4 << 30,
+            entries: 1_000_000,
+            depth: 128,
+        }
+    }
+}
+
 impl Config {
     /// Reads and validates a config file, with `${VAR}` substitution and env
     /// overrides taken from the process environment.
@@ -241,10 +266,21 @@ impl Config {
         Config::from_yaml(&text, path, &base_dir, &|name| std::env::var(name).ok())
     }
 
+    /// `path` made absolute against the current folder, without touching
+    /// the filesystem. Every path the config gives goes through this once:
+    /// Docker's bind mounts and `file://` URLs take only absolute paths, and
+    /// a daemon must not depend on the folder it was started from.
+    pub fn absolute(path: &Path) -> PathBuf {
+        if path.as_os_str().is_empty() {
+            return std::env::current_dir().unwrap_or_else(|_| PathBuf::from("/"));
+        }
+        std::path::absolute(path).unwrap_or_else(|_| path.to_owned())
+    }
+
     /// The built-in defaults, as if an empty file had been given.
     pub fn defaults() -> Config {
         // The raw defaults always validate; a test keeps it so.
-        Config::from_raw(RawConfig::default(), Path::new("."))
+        Config::from_raw(RawConfig::default(), &Config::absolute(Path::new("")))
             .unwrap_or_else(|e| unreachable!("built-in defaults must validate: {e}"))
     }
 
@@ -294,12 +330,13 @@ impl Config {
             }
         }
         if let Some(path) = lookup(EDITOR_BINARY_ENV).filter(|v| !v.trim().is_empty()) {
-            self.text_editor_mcp.editor_binary = Some(PathBuf::from(path.trim()));
+            self.text_editor_mcp.editor_binary = Some(Config::absolute(Path::new(path.trim())));
         }
         work::apply_url_overrides(&mut self.github, &mut self.gitlab, lookup)
     }
 
     fn from_raw(raw: RawConfig, base_dir: &Path) -> Result<Config, ConfigError> {
+        let base_dir = Config::absolute(base_dir);
         let resolve_path = |p: &str| {
             let p = PathBuf::from(p);
             if p.is_absolute() {
@@ -391,6 +428,24 @@ impl Config {
                     ),
                 )
             })?;
+        if s.copy_out_max_bytes.bytes() < 1 << 20 {
+            return Err(ConfigError::invalid(
+                "sandbox.copy_out_max_bytes",
+                format!(
+                    r#""{}" leaves no room for a repository; use at least "1m" (default "4g")"#,
+                    s.copy_out_max_bytes
+                ),
+            ));
+        }
+        if s.copy_out_max_entries < 100 {
+            return Err(ConfigError::invalid(
+                "sandbox.copy_out_max_entries",
+                format!(
+                    "{} leaves no room for a repository; use at least 100 (default 1000000)",
+                    s.copy_out_max_entries
+                ),
+            ));
+        }
         for (key, dir) in [
             ("sandbox.home_dir", &s.home_dir),
             ("sandbox.workspace_dir", &s.workspace_dir),
@@ -431,6 +486,11 @@ impl Config {
             project_dir: s.project_dir,
             exec_timeout: positive_duration("sandbox.exec_timeout", s.exec_timeout)?,
             output_limit,
+            copy_out: CopyOutLimits {
+                bytes: s.copy_out_max_bytes.bytes(),
+                entries: s.copy_out_max_entries,
+                ..CopyOutLimits::default()
+            },
             egress_allow_private: s.egress.allow_private,
             egress_allow_loopback: s.egress.allow_loopback,
             egress_proxy_port: match s.egress.proxy_port {

@@ -240,6 +240,8 @@ pub struct RawSandbox {
     pub project_dir: String,
     pub exec_timeout: HumanDuration,
     pub output_limit: ByteSize,
+    pub copy_out_max_bytes: ByteSize,
+    pub copy_out_max_entries: u64,
     pub egress: RawEgress,
     pub snapshots: RawSnapshots,
     /// `docker` (default) or `kubernetes`.
@@ -306,6 +308,8 @@ impl Default for RawSandbox {
             project_dir: "/workspace/project".into(),
             exec_timeout: HumanDuration(Duration::from_secs(1800)),
             output_limit: ByteSize(1 << 20),
+            copy_out_max_bytes: ByteSize(4 << 30),
+            copy_out_max_entries: 1_000_000,
             egress: RawEgress::default(),
             snapshots: RawSnapshots::default(),
             backend: "docker".into(),

@@ -1,12 +1,11 @@
-//! Tar streams for moving trees in and out of a sandbox through the Docker
-//! archive API (no bind mounts, so the same code can serve other backends).
-//! Packing streams from disk; unpacking refuses anything that would land
-//! outside the destination and skips device files and fifos.
+//! Tar streams for moving trees into a sandbox through the archive API (no
+//! bind mounts, so the same code serves every backend), packed from disk.
+//! What comes out of a sandbox is never unpacked on the host: it is read as
+//! data (`sandbox::tree_out`, `git::untrusted`).
 
 use std::fs;
-use std::io::{self, Read, Write};
-use std::os::unix::fs::PermissionsExt;
-use std::path::{Component, Path, PathBuf};
+use std::io::{self, Write};
+use std::path::{Path, PathBuf};
 
 /// Writes a tar of `src_dir`'s contents under the top-level folder `top` into
 /// `out`. Every entry is owned by `uid:gid` (the sandbox user), modes and
@@ -115,156 +114,14 @@ fn append_entry<W: Write>(
     }
 }
 
-/// Unpacks a tar read from `input` whose entries sit under one top-level
-/// folder, putting that folder's contents into `dest` (created if missing).
-/// Returns the number of entries written.
-pub fn unpack_stripped<R: Read>(input: R, dest: &Path) -> io::Result<u64> {
-    fs::create_dir_all(dest)?;
-    let mut archive = tar::Archive::new(input);
-    archive.set_preserve_permissions(false);
-    archive.set_preserve_ownerships(false);
-    archive.set_unpack_xattrs(false);
-    archive.set_overwrite(true);
-    let mut written = 0;
-    // Directory modes are applied last, so a read-only folder from the
-    // sandbox does not stop its own children from being written.
-    let mut dir_modes: Vec<(PathBuf, u32)> = Vec::new();
-    for entry in archive.entries()? {
-        let mut entry = entry?;
-        let kind = entry.header().entry_type();
-        if !(kind.is_file() || kind.is_dir() || kind.is_symlink() || kind.is_hard_link()) {
-            continue;
-        }
-        let raw_path = entry.path()?.into_owned();
-        let relative = strip_top(&raw_path).ok_or_else(|| escape_error(&raw_path))?;
-        if relative.as_os_str().is_empty() {
-            continue;
-        }
-        let target = dest.join(&relative);
-        if kind.is_dir() {
-            make_dirs_inside(dest, &relative)?;
-            let mode = entry.header().mode().unwrap_or(0o755) & 0o777;
-            dir_modes.push((relative, mode));
-            written += 1;
-            continue;
-        }
-        if let Some(parent) = relative.parent() {
-            make_dirs_inside(dest, parent)?;
-        }
-        entry.set_mask(0o022);
-        if kind.is_hard_link() {
-            let source = entry
-                .link_name()?
-                .as_deref()
-                .and_then(strip_top)
-                .filter(|p| !p.as_os_str().is_empty())
-                .ok_or_else(|| escape_error(&raw_path))?;
-            if let Some(parent) = source.parent() {
-                make_dirs_inside(dest, parent)?;
-            }
-            remove_existing(&target)?;
-            fs::hard_link(dest.join(source), &target)?;
-        } else {
-            remove_existing(&target)?;
-            entry.unpack(&target)?;
-        }
-        written += 1;
-    }
-    for (dir, mode) in dir_modes.into_iter().rev() {
-        // A later entry may have put a symlink where the folder was (or on
-        // the way to it): chmod would follow it out of `dest`.
-        if is_folder_inside(dest, &dir)? {
-            fs::set_permissions(dest.join(&dir), fs::Permissions::from_mode(mode | 0o700))?;
-        }
-    }
-    Ok(written)
-}
-
-/// Whether `dest/relative` is a folder reached through folders only, no
-/// symlink on the way.
-fn is_folder_inside(dest: &Path, relative: &Path) -> io::Result<bool> {
-    let mut current = dest.to_path_buf();
-    for component in relative.components() {
-        current.push(component);
-        match fs::symlink_metadata(&current) {
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => return Ok(false),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(false),
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(true)
-}
-
-fn escape_error(path: &Path) -> io::Error {
-    io::Error::new(
-        io::ErrorKind::InvalidData,
-        format!("archive entry {} escapes the destination", path.display()),
-    )
-}
-
-/// Creates `dest/relative` folder by folder, refusing to pass through a
-/// symlink, so no entry can be written outside `dest` by way of a link an
-/// earlier entry planted.
-fn make_dirs_inside(dest: &Path, relative: &Path) -> io::Result<()> {
-    let mut current = dest.to_path_buf();
-    for component in relative.components() {
-        current.push(component);
-        match fs::symlink_metadata(&current) {
-            Ok(meta) if meta.file_type().is_symlink() => {
-                return Err(io::Error::new(
-                    io::ErrorKind::InvalidData,
-                    format!(
-                        "archive entry would be written through the symlink {}",
-                        current.display()
-                    ),
-                ))
-            }
-            Ok(meta) if meta.is_dir() => {}
-            Ok(_) => {
-                fs::remove_file(&current)?;
-                fs::create_dir(&current)?;
-            }
-            Err(e) if e.kind() == io::ErrorKind::NotFound => fs::create_dir(&current)?,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(())
-}
-
-/// Replaces, never follows, whatever is at `target`.
-fn remove_existing(target: &Path) -> io::Result<()> {
-    match fs::symlink_metadata(target) {
-        Ok(meta) if meta.is_dir() => fs::remove_dir_all(target),
-        Ok(_) => fs::remove_file(target),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(()),
-        Err(e) => Err(e),
-    }
-}
-
-/// Drops the first path component; `None` for anything with `..`, a root or
-/// a prefix in it.
-fn strip_top(path: &Path) -> Option<PathBuf> {
-    let mut components = path.components().filter(|c| !matches!(c, Component::CurDir));
-    components.next()?;
-    let mut out = PathBuf::new();
-    for component in components {
-        match component {
-            Component::Normal(part) => out.push(part),
-            Component::CurDir => {}
-            _ => return None,
-        }
-    }
-    Some(out)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::os::unix::fs::symlink;
+    use std::io::Read;
+    use std::os::unix::fs::{symlink, PermissionsExt};
 
     #[test]
-    fn pack_then_unpack_round_trips_a_tree() {
+    fn a_packed_tree_holds_files_modes_and_links_as_links() {
         let src = tempfile::tempdir().unwrap();
         fs::create_dir_all(src.path().join("a/b")).unwrap();
         fs::write(src.path().join("a/b/file.txt"), "hello").unwrap();
@@ -273,90 +130,21 @@ mod tests {
         symlink("a/b/file.txt", src.path().join("link")).unwrap();
 
         let tar = pack_dir(src.path(), "project", 1000, 1000, Vec::new()).unwrap();
-        let dest = tempfile::tempdir().unwrap();
-        let out = dest.path().join("out");
-        unpack_stripped(&tar[..], &out).unwrap();
-
-        assert_eq!(fs::read_to_string(out.join("a/b/file.txt")).unwrap(), "hello");
-        assert_eq!(
-            fs::metadata(out.join("run.sh")).unwrap().permissions().mode() & 0o777,
-            0o755
-        );
-        assert_eq!(
-            fs::read_link(out.join("link")).unwrap(),
-            PathBuf::from("a/b/file.txt")
-        );
-    }
-
-    #[test]
-    fn entries_that_escape_are_refused() {
-        let mut builder = tar::Builder::new(Vec::new());
-        let mut header = tar::Header::new_gnu();
-        header.set_size(1);
-        header.set_mode(0o644);
-        header.set_entry_type(tar::EntryType::Regular);
-        // Write a raw "project/../../evil" path, which append_data would refuse.
-        let name = b"project/../../evil";
-        header.as_old_mut().name[..name.len()].copy_from_slice(name);
-        header.set_cksum();
-        builder.append(&header, &b"x"[..]).unwrap();
-        let tar = builder.into_inner().unwrap();
-        let dest = tempfile::tempdir().unwrap();
-        let err = unpack_stripped(&tar[..], &dest.path().join("out")).unwrap_err();
-        assert!(err.to_string().contains("escapes"), "{err}");
-        assert!(!dest.path().join("evil").exists());
-    }
-
-    #[test]
-    fn a_folders_mode_never_reaches_through_a_symlink_that_replaced_it() {
-        let outside = tempfile::tempdir().unwrap();
-        fs::set_permissions(outside.path(), fs::Permissions::from_mode(0o750)).unwrap();
-        let mut builder = tar::Builder::new(Vec::new());
-        let mut dir = tar::Header::new_gnu();
-        dir.set_entry_type(tar::EntryType::Directory);
-        dir.set_size(0);
-        dir.set_mode(0o777);
-        builder.append_data(&mut dir, "project/d/", &b""[..]).unwrap();
-        // A later entry replaces the folder with a link out of the tree.
-        let mut link = tar::Header::new_gnu();
-        link.set_entry_type(tar::EntryType::Symlink);
-        link.set_size(0);
-        link.set_mode(0o777);
-        builder
-            .append_link(&mut link, "project/d", outside.path())
-            .unwrap();
-        let tar = builder.into_inner().unwrap();
-        let dest = tempfile::tempdir().unwrap();
-        unpack_stripped(&tar[..], &dest.path().join("out")).unwrap();
-        let mode = fs::metadata(outside.path()).unwrap().permissions().mode() & 0o777;
-        assert_eq!(mode, 0o750, "the folder outside kept its mode");
-        assert!(fs::symlink_metadata(dest.path().join("out/d"))
-            .unwrap()
-            .file_type()
-            .is_symlink());
-    }
-
-    #[test]
-    fn a_symlink_out_of_the_tree_is_not_written_through() {
-        let outside = tempfile::tempdir().unwrap();
-        let mut builder = tar::Builder::new(Vec::new());
-        let mut link = tar::Header::new_gnu();
-        link.set_entry_type(tar::EntryType::Symlink);
-        link.set_size(0);
-        link.set_mode(0o777);
-        builder
-            .append_link(&mut link, "project/escape", outside.path())
-            .unwrap();
-        let mut file = tar::Header::new_gnu();
-        file.set_entry_type(tar::EntryType::Regular);
-        file.set_size(3);
-        file.set_mode(0o644);
-        builder
-            .append_data(&mut file, "project/escape/pwned", &b"bad"[..])
-            .unwrap();
-        let tar = builder.into_inner().unwrap();
-        let dest = tempfile::tempdir().unwrap();
-        assert!(unpack_stripped(&tar[..], &dest.path().join("out")).is_err());
-        assert!(!outside.path().join("pwned").exists());
+        let mut archive = tar::Archive::new(&tar[..]);
+        let mut seen = Vec::new();
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            let path = entry.path().unwrap().display().to_string();
+            let header = entry.header().clone();
+            assert_eq!(header.uid().unwrap(), 1000);
+            let mut text = String::new();
+            entry.read_to_string(&mut text).unwrap();
+            let link = header.link_name().unwrap().map(|l| l.display().to_string());
+            seen.push((path, header.mode().unwrap() & 0o777, text, link));
+        }
+        let find = |name: &str| seen.iter().find(|(p, ..)| p == name).cloned().unwrap();
+        assert_eq!(find("project/a/b/file.txt").2, "hello");
+        assert_eq!(find("project/run.sh").1, 0o755);
+        assert_eq!(find("project/link").3.as_deref(), Some("a/b/file.txt"));
     }
 }

@@ -22,6 +22,7 @@ pub mod output;
 pub mod phase_processes;
 pub mod supervised;
 pub mod transport;
+pub mod tree_out;
 
 use async_trait::async_trait;
 use std::path::{Path, PathBuf};
@@ -112,12 +113,8 @@ pub enum SandboxError {
     Gone { sandbox: String, state: String },
     #[error("cannot copy {path} into the sandbox: {detail}")]
     CopyInSource { path: PathBuf, detail: String },
-    #[error("cannot copy {path} out of the sandbox into {dest}: {detail}")]
-    CopyOut {
-        path: String,
-        dest: PathBuf,
-        detail: String,
-    },
+    #[error("cannot copy {path} out of the sandbox: {detail}")]
+    CopyOut { path: String, detail: String },
     /// The engine or cluster answered, with a refusal.
     #[error("{engine} refused to {action}: {detail}")]
     Refused {
@@ -178,9 +175,10 @@ pub trait Sandbox: Send + Sync {
     /// missing; its parent must exist and be writable).
     async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError>;
 
-    /// Copies the contents of `sandbox_dir` into `host_dir`, which must be
-    /// missing or empty. Special files are skipped; nothing lands outside.
-    async fn copy_out(&self, sandbox_dir: &str, host_dir: &Path) -> Result<(), SandboxError>;
+    /// `sandbox_dir` as a tar stream, to be read as data
+    /// ([`tree_out::read_tree`]): the host never unpacks what a sandbox
+    /// wrote, so nothing in it is ever reached through a host path.
+    async fn read_out(&self, sandbox_dir: &str) -> Result<tree_out::TreeStream, SandboxError>;
 
     /// Writes one file (for example a helper executable) at an absolute path
     /// inside the workspace folder, the only place the archive API can write

@@ -9,6 +9,7 @@ use super::command;
 use super::egress::Egress;
 use super::mux::{Ask, Supervisor};
 use super::transport::{self, ProcessExit, TransferError, Transport};
+use super::tree_out::TreeStream;
 use super::{
     copy_in_target, numeric_owner, split_parent, within_workspace, ExecOutput, ExecStatus, ExecStream,
     Sandbox, SandboxError,
@@ -16,7 +17,7 @@ use super::{
 use crate::config::SandboxConfig;
 use async_trait::async_trait;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
@@ -239,39 +240,34 @@ impl Sandbox for SupervisedSandbox {
         }
     }
 
-    async fn copy_out(&self, sandbox_dir: &str, host_dir: &Path) -> Result<(), SandboxError> {
-        let copy_err = |detail: String| SandboxError::CopyOut {
-            path: sandbox_dir.to_owned(),
-            dest: host_dir.to_owned(),
-            detail,
-        };
+    async fn read_out(&self, sandbox_dir: &str) -> Result<TreeStream, SandboxError> {
         let transfer_err = |err: TransferError| match err {
             TransferError::Sandbox(err) => err,
-            other => copy_err(other.to_string()),
+            other => SandboxError::CopyOut {
+                path: sandbox_dir.to_owned(),
+                detail: other.to_string(),
+            },
         };
-        if let Ok(mut entries) = std::fs::read_dir(host_dir) {
-            if entries.next().is_some() {
-                return Err(copy_err(
-                    "the destination is not empty; pass a missing or empty folder".into(),
-                ));
-            }
-        }
         if split_parent(sandbox_dir).is_none() {
-            return Err(copy_err("not an absolute path in the sandbox".into()));
+            return Err(transfer_err(TransferError::Failed(
+                "not an absolute path in the sandbox".into(),
+            )));
         }
         let out = self.transport.get_tar(sandbox_dir).await.map_err(transfer_err)?;
-        let dest: PathBuf = host_dir.to_owned();
-        let reader = out.reader;
-        let unpack =
-            tokio::task::spawn_blocking(move || archive::unpack_stripped(SyncIoBridge::new(reader), &dest));
-        let (unpacked, done) = tokio::join!(unpack, out.done);
-        // The sandbox's side failing explains a broken stream best.
-        done.map_err(transfer_err)?;
-        match unpacked {
-            Ok(Ok(_)) => Ok(()),
-            Ok(Err(e)) => Err(copy_err(e.to_string())),
-            Err(join) => Err(copy_err(join.to_string())),
-        }
+        let path = sandbox_dir.to_owned();
+        let done = out.done;
+        Ok(TreeStream {
+            tar: out.reader,
+            done: Box::pin(async move {
+                done.await.map_err(|err| match err {
+                    TransferError::Sandbox(err) => err,
+                    other => SandboxError::CopyOut {
+                        path,
+                        detail: other.to_string(),
+                    },
+                })
+            }),
+        })
     }
 
     async fn put_file(&self, path: &str, contents: &[u8], mode: u32) -> Result<(), SandboxError> {

@@ -485,6 +485,7 @@ fn push_needs(config: &Config) -> push::Needs<'_> {
     push::Needs {
         delivery: &config.delivery,
         workspace_dir: &config.sandbox.workspace_dir,
+        copy_out: config.sandbox.copy_out,
     }
 }
 

@@ -13,13 +13,15 @@ use super::request;
 use super::run::TaskRun;
 use super::shell_quote;
 use super::verify::Verified;
-use super::workspace::Collected;
+use super::workspace::{Collected, DeliveryError};
 use super::workspace_handle::WorkspaceHandle;
 use crate::agent::{AgentOutcome, StopReason};
 use crate::config::DeliveryConfig;
+use crate::git::untrusted::{self, Layout, LeftoverCommit, UntrustedError};
 use crate::git::Credentials;
 use crate::journal::Phase;
 use crate::llm::Message;
+use crate::sandbox::tree_out::read_tree;
 use crate::sandbox::Sandbox;
 use std::time::Duration;
 
@@ -28,6 +30,17 @@ pub(super) struct Needs<'a> {
     pub delivery: &'a DeliveryConfig,
     /// `sandbox.workspace_dir`, where a moved upstream is put for a rebase.
     pub workspace_dir: &'a str,
+    /// What may come out of the sandbox in one copy.
+    pub copy_out: crate::config::CopyOutLimits,
+}
+
+/// What one round took from the sandbox.
+struct Taken {
+    collected: Collected,
+    /// Why forgehand made the last commit on the host, when it did.
+    host_commit: Option<String>,
+    /// Work-tree entries that were not committed, and why.
+    left_out: Vec<String>,
 }
 
 /// How the change left the sandbox.
@@ -179,7 +192,12 @@ impl Rounds<'_, '_> {
         let mut round = 0;
         loop {
             round += 1;
-            let Some(collected) = self.collect(round, &protected).await? else {
+            let Some(Taken {
+                collected,
+                host_commit,
+                left_out,
+            }) = self.collect(round, &protected).await?
+            else {
                 return match (round, &outcome.stop) {
                     (1, StopReason::Answered) => {
                         self.run.note("The model finished without changing any file");
@@ -191,6 +209,22 @@ impl Rounds<'_, '_> {
                     )),
                 };
             };
+            if let Some(why) = &host_commit {
+                let said = format!(
+                    "forgehand made the last commit on the host, from the files the model left, because {why}."
+                );
+                self.run.note(said.clone());
+                if !summary.contains(&said) {
+                    summary.push_str(&format!("\n\n{said}"));
+                }
+            }
+            if !left_out.is_empty() {
+                let said = format!("Not committed: {}", left_out.join("; "));
+                self.run.note(said.clone());
+                if !summary.contains(&said) {
+                    summary.push_str(&format!("\n\n{said}"));
+                }
+            }
             if !collected.other_branches.is_empty() {
                 self.run.note(format!(
                     "Not pushed: other branches the model changed ({})",
@@ -248,13 +282,13 @@ impl Rounds<'_, '_> {
         session.resume(self.run, messages).await
     }
 
-    /// Commits leftovers in the sandbox, copies the repository out and
-    /// takes the result.
-    async fn collect(&self, round: u32, protected: &[String]) -> Result<Option<Collected>, TaskError> {
+    /// Commits leftovers in the sandbox, streams the repository out as
+    /// data into a quarantine and takes the result from there.
+    async fn collect(&self, round: u32, protected: &[String]) -> Result<Option<Taken>, TaskError> {
         let delivery = self.needs.delivery;
         let message = format!("forgehand: commit changes left uncommitted for {}", self.run.item);
         let project = self.sandbox.project_dir().to_owned();
-        let out_dir = self.workspace.with(move |ws| ws.fresh_out_dir(round)).await??;
+        let quarantine_dir = self.workspace.with(move |ws| ws.quarantine_dir(round)).await?;
         // Commit inside the sandbox when it has git, then only .git needs to come out.
         let committed = self
             .sandbox
@@ -267,23 +301,60 @@ impl Rounds<'_, '_> {
                 ),
                 Some(Duration::from_secs(300)),
             )
-            .await
-            .map(|o| o.success())
-            .unwrap_or(false);
-        if committed {
-            self.sandbox
-                .copy_out(&format!("{project}/.git"), &out_dir.join(".git"))
-                .await?;
-        } else {
-            tracing::info!(task = %self.run.item, "git did not run in the sandbox; copying the whole project out");
-            self.sandbox.copy_out(&project, &out_dir).await?;
-        }
+            .await;
+        // Only the exit code is said: the sandbox's own words never reach the PR.
+        let host_commit = match &committed {
+            Ok(out) if out.success() => None,
+            Ok(out) => Some(match out.exit_code {
+                Some(127) => "git is not installed in the sandbox".to_owned(),
+                Some(code) => format!(
+                    "`git commit` in the sandbox failed (exit code {code}; a hook, a lock or a broken index)"
+                ),
+                None => "`git commit` in the sandbox did not end in time".to_owned(),
+            }),
+            Err(e) => Some(format!("git could not be run in the sandbox ({e})")),
+        };
+        let (layout, folder) = match &host_commit {
+            None => (Layout::GitDir, format!("{project}/.git")),
+            Some(why) => {
+                tracing::info!(task = %self.run.item, "{why}; taking the whole project out to commit it on the host");
+                (Layout::Project, project)
+            }
+        };
+        let tree = self.sandbox.read_out(&folder).await?;
         let author = (delivery.author_name.clone(), delivery.author_email.clone());
+        let (branch, limits) = (self.branch.to_owned(), self.needs.copy_out);
+        let into = quarantine_dir.clone();
+        let read = read_tree(tree, move |input| {
+            let author =
+                git2::Signature::now(&author.0, &author.1).map_err(|source| UntrustedError::Git {
+                    action: "make the commit author".into(),
+                    source,
+                })?;
+            let leftovers = (layout == Layout::Project).then_some(LeftoverCommit {
+                message: &message,
+                author: &author,
+            });
+            untrusted::take(input, layout, &branch, &into, &limits, leftovers)
+                .map(|q| (q.head, q.other_branches, q.committed_on_host, q.left_out))
+        })
+        .await?;
+        let (_, branches, committed_on_host, left_out) = match (read.read, read.sandbox) {
+            (Ok(taken), Ok(())) => taken,
+            // A broken stream is best explained by the sandbox's side.
+            (Err(UntrustedError::Stream(_)), Err(e)) | (Ok(_), Err(e)) => return Err(e.into()),
+            (Err(e), _) => return Err(DeliveryError::from_untrusted(e, self.branch).into()),
+        };
         let protected = protected.to_vec();
-        Ok(self
+        let collected = self
             .workspace
-            .with(move |ws| ws.collect(&out_dir, !committed, &message, (&author.0, &author.1), &protected))
-            .await??)
+            .with(move |ws| ws.collect(&quarantine_dir, &branches, &protected))
+            .await??;
+        Ok(collected.map(|collected| Taken {
+            collected,
+            host_commit: host_commit.filter(|_| committed_on_host),
+            left_out,
+        }))
     }
 
     /// Puts the moved upstream branch into the sandbox as `origin/<branch>`.

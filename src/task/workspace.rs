@@ -1,14 +1,13 @@
 //! The task's git work on the host. The trusted clone (made with the token,
-//! pushed from) never runs anything the model wrote: the model's result is
-//! copied out of the sandbox into a separate, untrusted folder, whose `.git`
-//! is never opened as a repository; only its objects and the task branch are
-//! taken into a bare quarantine repository forgehand makes
-//! (`git::untrusted`), and the commits are fetched from there. Nothing in a
-//! model-edited `.git` (config, worktree, alternates, hooks, links) can reach
-//! a host file or the credential.
+//! pushed from) never runs anything the model wrote: the model's result
+//! comes out of the sandbox as a tar stream read as data into a bare
+//! quarantine repository forgehand makes (`git::untrusted`); only its
+//! objects and the task branch are taken, and the commits are fetched from
+//! there. Nothing in a model-edited `.git` (config, worktree, alternates,
+//! hooks, links) can reach a host file or the credential.
 
 use crate::git::{self, Credentials, GitError};
-use git2::{Delta, Oid, Repository, Signature};
+use git2::{Delta, Oid, Repository};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
@@ -30,6 +29,20 @@ pub enum DeliveryError {
     Protected { paths: Vec<String> },
     #[error(transparent)]
     Untrusted(#[from] git::untrusted::UntrustedError),
+}
+
+impl DeliveryError {
+    /// The quarantine's refusal, with a HEAD on another branch said as
+    /// the model's mistake.
+    pub fn from_untrusted(err: git::untrusted::UntrustedError, branch: &str) -> DeliveryError {
+        match err {
+            git::untrusted::UntrustedError::OtherHead { head } => DeliveryError::WrongBranch {
+                branch: branch.to_owned(),
+                head,
+            },
+            other => DeliveryError::Untrusted(other),
+        }
+    }
 }
 
 /// What the model's work amounts to.
@@ -209,36 +222,23 @@ impl Workspace {
         self.repo.path().to_owned()
     }
 
-    /// A fresh, empty folder for the sandbox's copy.
-    pub fn fresh_out_dir(&self, round: u32) -> Result<PathBuf, DeliveryError> {
-        let dir = self.root.join(format!("out-{round}"));
-        if dir.exists() {
-            std::fs::remove_dir_all(&dir).map_err(|source| DeliveryError::Io {
-                path: dir.clone(),
-                source,
-            })?;
-        }
-        Ok(dir)
+    /// Where round `round` quarantines what comes out of the sandbox.
+    pub fn quarantine_dir(&self, round: u32) -> PathBuf {
+        self.root.join(format!("out-{round}.quarantine.git"))
     }
 
-    /// Takes the model's work from `out_dir` (the sandbox project, copied
-    /// out): commits what was left uncommitted, fetches the task branch into
-    /// the trusted clone, checks it, and moves the local branch to it.
-    /// `None`: the model changed nothing. `commit_leftovers` is false when
-    /// only the `.git` folder was copied out (leftovers were committed inside
-    /// the sandbox already).
+    /// Takes the model's work from the quarantine repository at
+    /// `quarantine_dir` (made by `git::untrusted::take` from what the
+    /// sandbox sent): fetches the task branch into the trusted clone,
+    /// checks it, and moves the local branch to it. `None`: the model
+    /// changed nothing. `sandbox_branches` are the sandbox's other
+    /// branches, of which those the model created or moved are returned.
     pub fn collect(
         &mut self,
-        out_dir: &Path,
-        commit_leftovers: bool,
-        leftover_message: &str,
-        author: (&str, &str),
+        quarantine_dir: &Path,
+        sandbox_branches: &[(String, Oid)],
         protected: &[String],
     ) -> Result<Option<Collected>, DeliveryError> {
-        let author = Signature::now(author.0, author.1).map_err(|e| failed("make the commit author", e))?;
-        let quarantine_dir = out_dir.with_extension("quarantine.git");
-        let leftovers = commit_leftovers.then_some((out_dir, leftover_message, &author));
-        let other_branches = self.quarantine(&out_dir.join(".git"), &quarantine_dir, leftovers)?;
         let result_ref = "refs/forgehand/result";
         let source = quarantine_dir.to_string_lossy().into_owned();
         git::fetch(
@@ -268,54 +268,17 @@ impl Workspace {
                 "forgehand: take the sandbox's result",
             )
             .map_err(|e| failed("move the task branch", e))?;
+        let other_branches = sandbox_branches
+            .iter()
+            .filter(|(name, tip)| self.repo.refname_to_id(&format!("refs/heads/{name}")).ok() != Some(*tip))
+            .map(|(name, _)| name.clone())
+            .collect();
         Ok(Some(Collected {
             head: result,
             commits,
             files,
             other_branches,
         }))
-    }
-
-    /// Takes the task branch of the untrusted `git_dir` into a bare
-    /// quarantine repository at `quarantine_dir`, with `leftovers` (the
-    /// copied-out project, the message, the author) committed on top.
-    /// Returns the other branches the model created or moved.
-    fn quarantine(
-        &self,
-        git_dir: &Path,
-        quarantine_dir: &Path,
-        leftovers: Option<(&Path, &str, &Signature<'_>)>,
-    ) -> Result<Vec<String>, DeliveryError> {
-        let quarantined = match git::untrusted::quarantine(git_dir, &self.branch, quarantine_dir) {
-            Err(git::untrusted::UntrustedError::OtherHead { head }) => {
-                return Err(DeliveryError::WrongBranch {
-                    branch: self.branch.clone(),
-                    head,
-                })
-            }
-            other => other?,
-        };
-        if let Some((out_dir, message, author)) = leftovers {
-            if let Some(commit) =
-                git::untrusted::commit_files(&quarantined.repo, out_dir, quarantined.head, message, author)?
-            {
-                quarantined
-                    .repo
-                    .reference(
-                        &format!("refs/heads/{}", self.branch),
-                        commit,
-                        true,
-                        "forgehand: commit the leftovers",
-                    )
-                    .map_err(|e| failed("record the leftovers' commit", e))?;
-            }
-        }
-        Ok(quarantined
-            .other_branches
-            .iter()
-            .filter(|(name, tip)| self.repo.refname_to_id(&format!("refs/heads/{name}")).ok() != Some(*tip))
-            .map(|(name, _)| name.clone())
-            .collect())
     }
 
     /// The files `result` changes and its commits since the base: it must

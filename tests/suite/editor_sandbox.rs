@@ -5,6 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use forgehand_test_support as common;
+use forgehand_test_support::sandbox_tree;
 
 use bollard::query_parameters::BuildImageOptionsBuilder;
 use forgehand::config::TextEditorMcpConfig;
@@ -89,7 +90,7 @@ fn workspace_with_readme() -> tempfile::TempDir {
 }
 
 /// A whole edit session through the MCP client; returns the project afterwards.
-async fn edit_session(sandbox: Arc<dyn Sandbox>) -> tempfile::TempDir {
+async fn edit_session(sandbox: Arc<dyn Sandbox>) -> sandbox_tree::Tree {
     let server = text_editor::start(sandbox.clone(), &editor_config())
         .await
         .unwrap();
@@ -132,24 +133,15 @@ async fn edit_session(sandbox: Arc<dyn Sandbox>) -> tempfile::TempDir {
     );
     server.shutdown().await;
 
-    let host = tempfile::tempdir().unwrap();
-    sandbox
-        .copy_out("/workspace/project", &host.path().join("out"))
+    sandbox_tree::read(sandbox.as_ref(), "/workspace/project")
         .await
-        .unwrap();
-    host
+        .unwrap()
 }
 
-fn assert_edited(out: &Path) {
-    assert_eq!(
-        std::fs::read_to_string(out.join("README.md")).unwrap(),
-        "# Project\nnew line\nadded\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(out.join("src/lib.rs")).unwrap(),
-        "pub fn f() {}\n"
-    );
-    assert!(!out.join("tmp.txt").exists());
+fn assert_edited(out: &sandbox_tree::Tree) {
+    assert_eq!(out.text("README.md"), "# Project\nnew line\nadded\n");
+    assert_eq!(out.text("src/lib.rs"), "pub fn f() {}\n");
+    assert!(!out.0.contains_key("tmp.txt"));
 }
 
 /// A sandbox from `image` with the editor and `workspace` in its project.
@@ -194,7 +186,7 @@ async fn the_editor_is_injected_into_an_image_with_nothing_but_a_shell() {
     let out = sandbox.exec("echo shell works", None).await.unwrap();
     assert_eq!(out.stdout, "shell works\n", "{out:?}");
     let host = edit_session(sandbox.clone()).await;
-    assert_edited(&host.path().join("out"));
+    assert_edited(&host);
     sandbox.remove().await.unwrap();
 }
 
@@ -202,7 +194,7 @@ async fn the_editor_is_injected_into_an_image_with_nothing_but_a_shell() {
 async fn the_editor_is_injected_into_an_image_without_a_shell_or_libc() {
     let (_backend, sandbox) = injected_sandbox("forgehand-test/empty:latest").await;
     let host = edit_session(sandbox.clone()).await;
-    assert_edited(&host.path().join("out"));
+    assert_edited(&host);
     // The command executor says clearly that there is no shell.
     let out = sandbox.exec("true", None).await.unwrap();
     assert!(!out.success(), "{out:?}");
@@ -222,7 +214,7 @@ async fn forgehands_own_images_start_without_the_copy() {
         .unwrap();
     assert_eq!(out.stdout, "not-copied\n");
     let host = edit_session(sandbox.clone()).await;
-    assert_edited(&host.path().join("out"));
+    assert_edited(&host);
     sandbox.remove().await.unwrap();
 }
 

@@ -4,6 +4,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use forgehand_test_support as common;
+use forgehand_test_support::sandbox_tree;
 
 use std::fs;
 use std::io::Write;
@@ -26,26 +27,14 @@ fn make_tree(root: &Path) {
     }
 }
 
-fn assert_same_tree(a: &Path, b: &Path) {
+fn assert_same_tree(a: &Path, b: &sandbox_tree::Tree) {
     for rel in ["src/deep/er/mod.rs", "README.md", "build.sh", "big.bin"] {
-        assert!(
-            fs::read(a.join(rel)).unwrap() == fs::read(b.join(rel)).unwrap(),
-            "{rel} differs"
-        );
+        assert!(fs::read(a.join(rel)).unwrap() == b.bytes(rel), "{rel} differs");
     }
-    assert_eq!(
-        fs::metadata(b.join("build.sh")).unwrap().permissions().mode() & 0o111,
-        0o111
-    );
-    assert_eq!(
-        fs::metadata(b.join("README.md")).unwrap().permissions().mode() & 0o111,
-        0
-    );
-    assert_eq!(
-        fs::read_link(b.join("link-to-mod")).unwrap(),
-        Path::new("src/deep/er/mod.rs")
-    );
-    assert!(b.join("empty-dir").is_dir());
+    assert_eq!(b.mode("build.sh") & 0o111, 0o111);
+    assert_eq!(b.mode("README.md") & 0o111, 0);
+    assert_eq!(b.link("link-to-mod"), "src/deep/er/mod.rs");
+    assert!(b.is_dir("empty-dir"));
 }
 
 #[tokio::test]
@@ -85,16 +74,17 @@ async fn a_tree_round_trips_through_the_sandbox() {
         .unwrap();
     assert!(out.success(), "{out:?}");
 
-    let back = host.path().join("back");
-    sandbox.copy_out(sandbox.project_dir(), &back).await.unwrap();
+    let back = sandbox_tree::read(sandbox.as_ref(), sandbox.project_dir())
+        .await
+        .unwrap();
     fs::write(src.join("README.md"), "# 日本語のテキスト\nchanged\n").unwrap();
     assert_same_tree(&src, &back);
-    assert_eq!(fs::read_to_string(back.join("new/dir/file")).unwrap(), "x\n");
+    assert_eq!(back.text("new/dir/file"), "x\n");
     sandbox.remove().await.unwrap();
 }
 
 #[tokio::test]
-async fn a_symlink_the_model_made_cannot_write_outside_the_copy_out_folder() {
+async fn a_link_the_model_made_comes_out_as_its_text_and_nothing_is_written_on_the_host() {
     let host = tempfile::tempdir().unwrap();
     let (backend, _) = common::backend().await;
     let sandbox = common::base_sandbox(&backend, None).await;
@@ -105,32 +95,20 @@ async fn a_symlink_the_model_made_cannot_write_outside_the_copy_out_folder() {
         target.display()
     );
     assert!(sandbox.exec(&cmd, None).await.unwrap().success());
-    let back = host.path().join("back");
-    sandbox.copy_out("/workspace/project", &back).await.unwrap();
-    // The link comes back as a link; nothing was written through it.
-    assert!(fs::symlink_metadata(back.join("escape"))
-        .unwrap()
-        .file_type()
-        .is_symlink());
+    let back = sandbox_tree::read(sandbox.as_ref(), "/workspace/project")
+        .await
+        .unwrap();
+    // The link is data: its target's text, never a path the host follows.
+    assert_eq!(back.link("escape"), target.display().to_string());
     assert_eq!(fs::read_dir(&target).unwrap().count(), 0);
     sandbox.remove().await.unwrap();
 }
 
 #[tokio::test]
-async fn copy_out_refuses_a_folder_that_is_not_empty_and_a_missing_path() {
-    let host = tempfile::tempdir().unwrap();
+async fn reading_out_a_missing_path_is_a_clear_error() {
     let (backend, _) = common::backend().await;
     let sandbox = common::base_sandbox(&backend, None).await;
-    fs::write(host.path().join("keep.txt"), "mine").unwrap();
-    let err = sandbox
-        .copy_out("/workspace", host.path())
-        .await
-        .unwrap_err()
-        .to_string();
-    assert!(err.contains("not empty"), "{err}");
-    assert_eq!(fs::read_to_string(host.path().join("keep.txt")).unwrap(), "mine");
-    let err = sandbox
-        .copy_out("/workspace/nope", &host.path().join("x"))
+    let err = sandbox_tree::read(sandbox.as_ref(), "/workspace/nope")
         .await
         .unwrap_err()
         .to_string();
@@ -175,8 +153,9 @@ async fn a_tree_round_trips_over_the_supervisor_and_a_second_copy_replaces_the_f
     // new files replace the old ones.
     fs::write(src.join("README.md"), "second\n").unwrap();
     sandbox.copy_in(&src, sandbox.project_dir()).await.unwrap();
-    let back = host.path().join("back");
-    sandbox.copy_out(sandbox.project_dir(), &back).await.unwrap();
+    let back = sandbox_tree::read(sandbox.as_ref(), sandbox.project_dir())
+        .await
+        .unwrap();
     assert_same_tree(&src, &back);
     // A folder that does not exist is a clear error, before anything runs.
     let missing = host.path().join("missing");

@@ -10,6 +10,7 @@
 
 use forgehand_test_support as common;
 use forgehand_test_support::fake_pods;
+use forgehand_test_support::sandbox_tree;
 
 use fake_pods::FakePods;
 use forgehand::config::KubeSandboxConfig;
@@ -155,28 +156,18 @@ async fn a_pod_sandbox_passes_restricted_and_runs_copies_and_streams_over_exec()
         .await
         .unwrap();
     sandbox.exec("echo changed >> README.md", None).await.unwrap();
-    let back = tempfile::tempdir().unwrap();
-    let dest = back.path().join("project");
-    sandbox.copy_out("/workspace/project", &dest).await.unwrap();
-    assert_eq!(
-        std::fs::read_to_string(dest.join("README.md")).unwrap(),
-        "hello from the host\nchanged\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(dest.join("notes/new.txt")).unwrap(),
-        "put\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(dest.join("src/deep/lib.rs")).unwrap(),
-        "pub fn f() {}\n"
-    );
+    let dest = sandbox_tree::read(sandbox.as_ref(), "/workspace/project")
+        .await
+        .unwrap();
+    assert_eq!(dest.text("README.md"), "hello from the host\nchanged\n");
+    assert_eq!(dest.text("notes/new.txt"), "put\n");
+    assert_eq!(dest.text("src/deep/lib.rs"), "pub fn f() {}\n");
     let outside = sandbox.put_file("/etc/passwd", b"x", 0o644).await.unwrap_err();
     assert!(
         matches!(outside, SandboxError::OutsideWorkspace { .. }),
         "{outside}"
     );
-    let missing = sandbox
-        .copy_out("/workspace/nothing-here", &back.path().join("none"))
+    let missing = sandbox_tree::read(sandbox.as_ref(), "/workspace/nothing-here")
         .await
         .unwrap_err();
     assert!(
@@ -207,19 +198,11 @@ async fn a_v4_only_server_still_gets_whole_copies_and_exit_codes() {
         .put_file("/workspace/project/x.txt", b"v4\n", 0o600)
         .await
         .unwrap();
-    let back = tempfile::tempdir().unwrap();
-    sandbox
-        .copy_out("/workspace/project", &back.path().join("p"))
+    let back = sandbox_tree::read(sandbox.as_ref(), "/workspace/project")
         .await
         .unwrap();
-    assert_eq!(
-        std::fs::read_to_string(back.path().join("p/x.txt")).unwrap(),
-        "v4\n"
-    );
-    assert_eq!(
-        std::fs::read_to_string(back.path().join("p/README.md")).unwrap(),
-        "hello from the host\n"
-    );
+    assert_eq!(back.text("x.txt"), "v4\n");
+    assert_eq!(back.text("README.md"), "hello from the host\n");
     sandbox.remove().await.unwrap();
     fake.cleanup().await;
 }

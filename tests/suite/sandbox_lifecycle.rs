@@ -3,6 +3,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use forgehand_test_support as common;
+use forgehand_test_support::sandbox_tree;
 
 use forgehand::config::DockerConfig;
 use forgehand::sandbox::docker::connect;
@@ -204,15 +205,10 @@ async fn a_container_that_died_under_us_is_reported_as_gone() {
     assert!(matches!(err, SandboxError::Gone { .. }), "{err}");
     assert!(err.to_string().contains("no longer running"), "{err}");
     // The work is still recoverable: the workspace volume outlives the process.
-    let host = tempfile::tempdir().unwrap();
-    sandbox
-        .copy_out("/workspace/project", &host.path().join("rescued"))
+    let rescued = sandbox_tree::read(sandbox.as_ref(), "/workspace/project")
         .await
         .unwrap();
-    assert_eq!(
-        std::fs::read_to_string(host.path().join("rescued/done.txt")).unwrap(),
-        "work\n"
-    );
+    assert_eq!(rescued.text("done.txt"), "work\n");
     sandbox.remove().await.unwrap();
     let err = sandbox
         .exec("true", None)

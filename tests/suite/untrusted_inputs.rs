@@ -1,8 +1,9 @@
 //! Attacks through what a task takes in: the repository a model leaves
 //! behind in the sandbox (its `.git/config` pointing `core.worktree` at a
-//! host folder, so that the in-sandbox commit fails and the whole project is
-//! copied out), and a pull request that targets a branch whose settings open
-//! the network.
+//! host folder, folders replaced by links to the daemon's environment and
+//! to host folders, a sparse terabyte, each with the in-sandbox commit made
+//! to fail so that the whole project comes out), and a pull request that
+//! targets a branch whose settings open the network.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -54,7 +55,7 @@ async fn a_worktree_pointed_at_a_host_folder_commits_nothing_of_it() {
         "{log}"
     );
     assert!(
-        log.contains("copying the whole project out"),
+        log.contains("taking the whole project out"),
         "the in-sandbox commit failed: {log}"
     );
     let pushed = files(&world.bare, "forgehand/issue-1");
@@ -66,6 +67,156 @@ async fn a_worktree_pointed_at_a_host_folder_commits_nothing_of_it() {
         .output()
         .unwrap();
     assert!(String::from_utf8_lossy(&greet.stdout).contains("# greets"));
+}
+
+/// `git ls-tree` of `branch`'s tip: (mode, path) of every entry.
+fn entries(bare: &std::path::Path, branch: &str) -> Vec<(String, String)> {
+    let out = git(bare, &["ls-tree", "-r", branch]);
+    out.lines()
+        .map(|line| {
+            let (meta, path) = line.split_once('\t').unwrap();
+            (meta.split(' ').next().unwrap().to_owned(), path.to_owned())
+        })
+        .collect()
+}
+
+fn git(bare: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn folders_swapped_for_links_to_the_daemons_environment_push_only_links() {
+    let host = tempfile::tempdir().unwrap();
+    std::fs::write(host.path().join("credentials.txt"), "HOST-FILE-SECRET").unwrap();
+    // Placeholders committed, then their folders swapped for links to the
+    // process's environment and a host folder, and a lock left so that git
+    // in the sandbox cannot commit: a host that read the copy through those
+    // links would push the daemon's environment.
+    let attack = format!(
+        "mkdir -p x y && echo p > x/environ && echo p > y/credentials.txt && git add -A && git commit -qm placeholders \
+         && rm -rf x y && ln -s /proc/self x && ln -s {} y && echo '# greets' >> greet.py && touch .git/index.lock",
+        host.path().display()
+    );
+    let world = World::with_repository(
+        vec![(run(&attack), None), (text("Changed greet.py."), None)],
+        &[("greet.py", GREET)],
+        "",
+    )
+    .await;
+    let issue = world.labelled_issue("Greet the world");
+    let daemon = world.start();
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{log}"
+    );
+    let pushed = entries(&world.bare, "forgehand/issue-1");
+    assert_eq!(
+        pushed,
+        [
+            ("100644".to_owned(), "greet.py".to_owned()),
+            ("120000".to_owned(), "x".to_owned()),
+            ("120000".to_owned(), "y".to_owned())
+        ],
+        "{log}"
+    );
+    assert_eq!(git(&world.bare, &["show", "forgehand/issue-1:x"]), "/proc/self");
+    // No blob of any commit on the branch holds the daemon's secrets or the host file.
+    let everything = git(&world.bare, &["log", "-p", "--all", "--format=%H"]);
+    for secret in [
+        github_world::TOKEN,
+        github_world::MODEL_KEY,
+        "HOST-FILE-SECRET",
+        "GITHUB_TOKEN=",
+    ] {
+        assert!(!everything.contains(secret), "{secret} was pushed");
+    }
+    let pr = &world.github.pulls(REPO)[0];
+    assert!(
+        pr.body.contains("forgehand made the last commit on the host"),
+        "{}",
+        pr.body
+    );
+    assert!(pr.body.contains("exit code"), "{}", pr.body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sparse_terabyte_stops_the_copy_at_its_cap_and_the_daemon_keeps_working() {
+    // The lock first: `git add -A` must not read the terabyte.
+    let attack = "touch .git/index.lock && truncate -s 1T huge.bin && ls -la huge.bin";
+    let world = World::with_repository(
+        vec![(run(attack), None), (text("Made a big file."), None)],
+        &[("greet.py", GREET)],
+        "sandbox:\n  copy_out_max_bytes: 8m\n",
+    )
+    .await;
+    let issue = world.labelled_issue("Make a big file");
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+    let item = world.github.issue(REPO, issue);
+    let said: String = item
+        .comments
+        .iter()
+        .map(|c| c.2.clone())
+        .collect::<Vec<_>>()
+        .join("\n");
+    assert!(said.contains("8388608 bytes"), "{said}\n{}", daemon.log_text());
+    assert!(
+        files(&world.bare, "forgehand/issue-1").is_empty(),
+        "nothing pushed"
+    );
+    // Still answering: it stops cleanly on SIGTERM.
+    assert!(daemon.terminate().success(), "{}", daemon.log_text());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hook_that_refuses_the_commit_keeps_the_submodule_and_the_pr_says_the_host_committed() {
+    let refuse = "printf '#!/bin/sh\\nexit 1\\n' > .git/hooks/pre-commit && chmod +x .git/hooks/pre-commit \
+                  && echo '# greets' >> greet.py && ls -d vendored/lib";
+    let world = World::with_repository(
+        vec![(run(refuse), None), (text("Changed greet.py."), None)],
+        &[
+            ("greet.py", GREET),
+            (
+                ".gitmodules",
+                "[submodule \"lib\"]\n\tpath = vendored/lib\n\turl = ../lib.git\n",
+            ),
+        ],
+        "",
+    )
+    .await;
+    let sub = "0123456789abcdef0123456789abcdef01234567";
+    git_http::add_gitlink(&world.bare, "main", "vendored/lib", sub);
+    let issue = world.labelled_issue("Greet the world");
+    let daemon = world.start();
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{log}"
+    );
+    let pushed = entries(&world.bare, "forgehand/issue-1");
+    assert!(
+        pushed.contains(&("160000".to_owned(), "vendored/lib".to_owned())),
+        "{pushed:?}"
+    );
+    assert!(git(&world.bare, &["show", "forgehand/issue-1:greet.py"]).contains("# greets"));
+    let pr = &world.github.pulls(REPO)[0];
+    assert!(
+        pr.body.contains("forgehand made the last commit on the host"),
+        "{}",
+        pr.body
+    );
+    assert!(pr.body.contains("exit code 1"), "{}", pr.body);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -208,6 +208,48 @@ pub fn bare_repo(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
     bare
 }
 
+/// A commit on `branch` that adds a submodule's gitlink at `path`, pointing
+/// at `commit` (which the bare repository does not hold, as a superproject
+/// does not), pushed straight into the bare repository.
+pub fn add_gitlink(bare: &Path, branch: &str, path: &str, commit: &str) {
+    use git2::{IndexEntry, IndexTime, Oid, Repository};
+    let repo = Repository::open_bare(bare).unwrap();
+    let head = repo
+        .find_reference(&format!("refs/heads/{branch}"))
+        .unwrap()
+        .peel_to_commit()
+        .unwrap();
+    let mut index = git2::Index::new().unwrap();
+    index.read_tree(&head.tree().unwrap()).unwrap();
+    index
+        .add(&IndexEntry {
+            ctime: IndexTime::new(0, 0),
+            mtime: IndexTime::new(0, 0),
+            dev: 0,
+            ino: 0,
+            mode: 0o160000,
+            uid: 0,
+            gid: 0,
+            file_size: 0,
+            id: Oid::from_str(commit).unwrap(),
+            flags: 0,
+            flags_extended: 0,
+            path: path.as_bytes().to_vec(),
+        })
+        .unwrap();
+    let tree = repo.find_tree(index.write_tree_to(&repo).unwrap()).unwrap();
+    let who = git2::Signature::now("seed", "seed@localhost").unwrap();
+    repo.commit(
+        Some(&format!("refs/heads/{branch}")),
+        &who,
+        &who,
+        "add a submodule",
+        &tree,
+        &[&head],
+    )
+    .unwrap();
+}
+
 /// Someone else's commit: `file` set to `text` on `branch` (created from
 /// `main` when missing), pushed straight into the bare repository.
 pub fn push_commit(bare: &Path, branch: &str, file: &str, text: &str, message: &str) {

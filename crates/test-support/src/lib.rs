@@ -26,6 +26,7 @@ pub mod kubeconfig;
 pub mod mcp_client;
 pub mod registries;
 pub mod sample_workspace;
+pub mod sandbox_tree;
 pub mod scripted_model;
 pub mod stats;
 pub mod webhook_sender;

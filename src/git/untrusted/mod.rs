@@ -1,0 +1,142 @@
+//! Taking a result out of a sandbox. The rule: **the host never resolves a
+//! path inside a tree the sandbox wrote.** What leaves a sandbox is a tar
+//! stream, read here entry by entry as data: a `.git` folder's object files
+//! become objects of a bare quarantine repository forgehand makes itself
+//! (loose objects inflated and hashed again, packs indexed by libgit2), its
+//! HEAD and branch refs are read as text, and, when the model left work
+//! uncommitted, each work-tree file becomes a blob, each link a link blob
+//! holding its target's text. Nothing is unpacked onto the host's disk and
+//! read back, so no link, hard link, FIFO or device the sandbox planted has
+//! a host path to redirect; caps on bytes, entries and depth apply while
+//! the stream is read, so a sparse terabyte stops at its header.
+
+mod intake;
+mod leftovers;
+#[cfg(test)]
+mod tests;
+
+use git2::{Oid, Repository, Signature};
+use std::path::{Path, PathBuf};
+
+pub use intake::Layout;
+
+/// Largest HEAD, ref or packed-refs file read.
+const MAX_REF_FILE_BYTES: u64 = 16 << 20;
+
+pub use crate::config::CopyOutLimits as Limits;
+
+#[derive(Debug, thiserror::Error)]
+pub enum UntrustedError {
+    #[error("the sandbox's repository cannot be used: {0}")]
+    Refused(String),
+    /// HEAD names another branch than the task's (or none).
+    #[error("the sandbox's HEAD is {head}")]
+    OtherHead { head: String },
+    #[error(
+        "what the sandbox sent holds more than {what}; nothing was taken (the copy stopped at that cap)"
+    )]
+    TooLarge { what: String },
+    #[error("cannot read the tree the sandbox sent: {0}")]
+    Stream(#[source] std::io::Error),
+    #[error("cannot prepare the quarantine at {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{action} failed: {source}")]
+    Git {
+        action: String,
+        #[source]
+        source: git2::Error,
+    },
+}
+
+fn git(action: &str) -> impl Fn(git2::Error) -> UntrustedError + '_ {
+    move |source| UntrustedError::Git {
+        action: action.to_owned(),
+        source,
+    }
+}
+
+/// Who commits what the model left uncommitted, and with which message.
+pub struct LeftoverCommit<'a> {
+    pub message: &'a str,
+    pub author: &'a Signature<'a>,
+}
+
+/// The sandbox's result, in a bare repository forgehand made.
+pub struct Quarantined {
+    pub repo: Repository,
+    pub path: PathBuf,
+    /// The task branch's tip (with the leftovers' commit, when one was made).
+    pub head: Oid,
+    /// The sandbox's other local branches: (name, tip).
+    pub other_branches: Vec<(String, Oid)>,
+    /// Whether forgehand made the last commit on the host from the tree.
+    pub committed_on_host: bool,
+    /// Work-tree entries that were not taken (FIFOs, devices, sockets,
+    /// hard links to nothing in the stream, repositories nested in the
+    /// tree that are no submodule of the parent).
+    pub left_out: Vec<String>,
+}
+
+/// Reads a tar stream of `layout` from a sandbox into a new bare
+/// repository at `into`, sets `branch` there to the tip the sandbox's refs
+/// give it (HEAD must name it), and, with `leftovers`, commits the work
+/// tree the stream holds on top of it.
+pub fn take(
+    input: impl std::io::Read,
+    layout: Layout,
+    branch: &str,
+    into: &Path,
+    limits: &Limits,
+    leftovers: Option<LeftoverCommit<'_>>,
+) -> Result<Quarantined, UntrustedError> {
+    if into.exists() {
+        std::fs::remove_dir_all(into).map_err(|source| UntrustedError::Io {
+            path: into.to_owned(),
+            source,
+        })?;
+    }
+    let repo = Repository::init_bare(into).map_err(git("make the quarantine repository"))?;
+    let read = intake::read(input, layout, &repo, limits)?;
+    let tip = read.refs.branch_tip(branch)?;
+    repo.find_commit(tip).map_err(|_| {
+        UntrustedError::Refused(format!(
+            "the branch `{branch}` points at {tip}, which its own objects do not hold (objects elsewhere, such as alternates, are not read)"
+        ))
+    })?;
+    let mut head = tip;
+    let mut committed_on_host = false;
+    let mut left_out = read.left_out;
+    if let (Some(commit), Some(tree)) = (leftovers, read.tree) {
+        let made = leftovers::commit(&repo, &tree, tip, &commit)?;
+        left_out.extend(made.left_out);
+        if let Some(oid) = made.commit {
+            head = oid;
+            committed_on_host = true;
+        }
+    }
+    repo.reference(
+        &format!("refs/heads/{branch}"),
+        head,
+        true,
+        "forgehand: the sandbox's result",
+    )
+    .map_err(git("set the result branch"))?;
+    let other_branches = read
+        .refs
+        .branches
+        .into_iter()
+        .filter(|(name, _)| name != branch)
+        .collect();
+    Ok(Quarantined {
+        repo,
+        path: into.to_owned(),
+        head,
+        other_branches,
+        committed_on_host,
+        left_out,
+    })
+}
