@@ -36,6 +36,8 @@ pub enum DaemonError {
         "cannot listen on {address} (daemon.http.listen): {detail}; choose a free address or leave it empty"
     )]
     Listen { address: String, detail: String },
+    #[error("the HTTP listener is not started: {0}")]
+    Unprotected(String),
     #[error("cannot watch for SIGHUP (config reload): {0}")]
     Signal(String),
     #[error("cluster.mode is kubernetes, but {0}")]
@@ -564,6 +566,11 @@ impl Daemon {
         let Some(address) = self.env.config.daemon.http_listen else {
             return Ok(None);
         };
+        // `run` refused this already; a daemon assembled some other way
+        // still never serves transcripts to anyone without the token.
+        if let Some(problem) = setup::http_token_problem(&self.env.config, &self.env.secrets) {
+            return Err(DaemonError::Unprotected(problem));
+        }
         let listener = tokio::net::TcpListener::bind(address)
             .await
             .map_err(|e| DaemonError::Listen {

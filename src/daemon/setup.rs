@@ -53,7 +53,40 @@ pub fn first_run_problems(config: &Config, secrets: &Secrets) -> Vec<String> {
     }
     problems.extend(model_key_problem(config, secrets));
     problems.extend(webhook_problems(config, secrets));
+    problems.extend(http_token_problem(config, secrets));
     problems
+}
+
+/// The HTTP listener serves the status page, `/metrics` and every run's
+/// transcript (`/tasks/<id>`: code and thread text). Once others can reach
+/// it (an address that is not loopback, or a `public_url` that progress
+/// comments link to) it must ask for `FORGEHAND_HTTP_TOKEN`.
+pub fn http_token_problem(config: &Config, secrets: &Secrets) -> Option<String> {
+    if secrets.http_token.is_some() {
+        return None;
+    }
+    let daemon = &config.daemon;
+    let mut reachable = Vec::new();
+    if let Some(address) = daemon
+        .http_listen
+        .filter(|a| !a.ip().to_canonical().is_loopback())
+    {
+        reachable.push(format!(
+            "daemon.http.listen is \"{address}\", which other machines can reach"
+        ));
+    }
+    if let Some(url) = &daemon.public_url {
+        reachable.push(format!(
+            "daemon.http.public_url is \"{url}\", so every progress comment links its run's transcript there"
+        ));
+    }
+    if reachable.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "FORGEHAND_HTTP_TOKEN is not set, but {}: anyone who reaches the listener would read the status page, /metrics and every run's transcript (code and thread text). Set FORGEHAND_HTTP_TOKEN to a long random value (e.g. the output of `openssl rand -hex 32`), or keep daemon.http.listen on a loopback address (\"127.0.0.1:9464\") and daemon.http.public_url empty",
+        reachable.join(", and ")
+    ))
 }
 
 /// No model key (and no keyless endpoint): nothing can be asked.
@@ -269,4 +302,88 @@ async fn sandbox_backend(
         }
     };
     Ok(backend)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(listen: Option<&str>, public_url: Option<&str>) -> Config {
+        let mut config = Config::defaults();
+        config.daemon.http_listen = listen.map(|a| a.parse().unwrap());
+        config.daemon.public_url = public_url.map(str::to_owned);
+        config
+    }
+
+    fn secrets(token: Option<&str>) -> Secrets {
+        Secrets::from_lookup(&|name| match name {
+            "FORGEHAND_HTTP_TOKEN" => token.map(str::to_owned),
+            _ => None,
+        })
+    }
+
+    #[test]
+    fn a_listener_others_reach_needs_the_token() {
+        for loopback in [
+            "127.0.0.1:9464",
+            "127.8.0.1:9464",
+            "[::1]:9464",
+            "[::ffff:127.0.0.1]:9464",
+        ] {
+            assert_eq!(
+                http_token_problem(&config(Some(loopback), None), &secrets(None)),
+                None,
+                "{loopback}"
+            );
+        }
+        assert_eq!(http_token_problem(&config(None, None), &secrets(None)), None);
+        for open in [
+            "0.0.0.0:9464",
+            "[::]:9464",
+            "192.0.2.7:9464",
+            "[::ffff:0.0.0.0]:9464",
+        ] {
+            let problem = http_token_problem(&config(Some(open), None), &secrets(None))
+                .unwrap_or_else(|| panic!("{open} needs the token"));
+            assert!(
+                problem.contains(&format!("daemon.http.listen is \"{open}\""))
+                    && problem.contains("FORGEHAND_HTTP_TOKEN is not set")
+                    && problem.contains("daemon.http.public_url empty"),
+                "{problem}"
+            );
+            assert_eq!(
+                http_token_problem(&config(Some(open), None), &secrets(Some("t0ken"))),
+                None
+            );
+        }
+    }
+
+    #[test]
+    fn a_public_url_needs_the_token_even_on_loopback() {
+        let url = Some("https://forgehand.example.org");
+        let problem = http_token_problem(&config(Some("127.0.0.1:9464"), url), &secrets(None)).unwrap();
+        assert!(
+            problem.contains("daemon.http.public_url is \"https://forgehand.example.org\"")
+                && !problem.contains("daemon.http.listen is \"")
+                && problem.contains("keep daemon.http.listen on a loopback address"),
+            "{problem}"
+        );
+        assert!(http_token_problem(&config(None, url), &secrets(None)).is_some());
+        let both = http_token_problem(&config(Some("0.0.0.0:9464"), url), &secrets(None)).unwrap();
+        assert!(
+            both.contains("daemon.http.listen is \"0.0.0.0:9464\"")
+                && both.contains("daemon.http.public_url is \""),
+            "{both}"
+        );
+        assert_eq!(
+            http_token_problem(&config(None, url), &secrets(Some("t0ken"))),
+            None
+        );
+        // `forgehand run` refuses with it, and the reload too.
+        let problems = first_run_problems(&config(Some("0.0.0.0:9464"), None), &secrets(None));
+        assert!(
+            problems.iter().any(|p| p.contains("FORGEHAND_HTTP_TOKEN")),
+            "{problems:?}"
+        );
+    }
 }

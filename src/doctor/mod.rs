@@ -164,6 +164,9 @@ pub async fn run_checks(
             "none of OPENAI_API_KEY, GEMINI_API_KEY, ANTHROPIC_API_KEY is set",
         ));
     }
+    if let Some(problem) = crate::daemon::setup::http_token_problem(config, secrets) {
+        checks.push(check("http listener", Status::Fail, problem));
+    }
 
     let editor = &config.text_editor_mcp;
     checks.push(match (editor.enabled, editor.command.is_empty()) {

@@ -5,10 +5,11 @@
 use super::error::TaskError;
 use super::progress::Step;
 use super::request;
+use super::review::{HeardThread, Writer};
 use super::run::TaskRun;
 use super::TaskEnd;
 use crate::config::LabelsConfig;
-use crate::forge::{ChangeInfo, Comment, Item, ItemKind, ReviewThread, TextEdits};
+use crate::forge::{ChangeInfo, Comment, Item, ItemKind, TextEdits};
 use crate::journal::{Phase, TaskRecord};
 use std::collections::HashMap;
 
@@ -55,8 +56,8 @@ pub(super) struct Thread {
     pub comments: Vec<(Comment, bool)>,
     /// A change's open review threads waiting for forgehand, opened and
     /// last written by people who may trigger tasks: what a follow-up
-    /// run answers.
-    pub review: Vec<ReviewThread>,
+    /// run answers. Outsiders' replies in them are left out.
+    pub review: Vec<HeardThread>,
 }
 
 /// Whether the item's own title and body reach the model.
@@ -224,23 +225,29 @@ async fn thread(run: &TaskRun<'_>, needs: &Needs<'_>, item: &Item) -> Result<Thr
 }
 
 /// The change's review threads that wait for forgehand and whose opener
-/// and last writer may trigger tasks (an outsider's thread is not heard).
+/// and last writer may trigger tasks (an outsider's thread is not heard),
+/// each with its outsiders' replies left out.
 async fn review_threads(
     run: &TaskRun<'_>,
     trusted: &mut Trusted<'_, '_>,
-) -> Result<Vec<ReviewThread>, TaskError> {
+) -> Result<Vec<HeardThread>, TaskError> {
     let login = run.forge.identity().await?;
     let mut waiting = Vec::new();
     for thread in run.forge.review_threads(&run.item).await? {
-        let (Some(first), Some(last)) = (thread.comments.first(), thread.comments.last()) else {
+        if !thread.awaits(&login) {
             continue;
-        };
-        if thread.awaits(&login)
-            && trusted.may_trigger(&first.author).await?
-            && trusted.may_trigger(&last.author).await?
-        {
-            waiting.push(thread);
         }
+        let mut writers = Vec::with_capacity(thread.comments.len());
+        for comment in &thread.comments {
+            writers.push(if comment.author.eq_ignore_ascii_case(&login) {
+                Writer::Forgehand
+            } else if trusted.may_trigger(&comment.author).await? {
+                Writer::Member
+            } else {
+                Writer::Outsider
+            });
+        }
+        waiting.extend(HeardThread::hear(thread, &writers));
     }
     Ok(waiting)
 }

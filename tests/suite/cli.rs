@@ -204,6 +204,77 @@ fn run_on_a_fresh_machine_says_what_to_set_with_an_example() {
     assert!(!stderr.contains("sk-cli-test"));
 }
 
+/// `write_config`'s config with `http` (indented under `daemon:`).
+fn with_http(config: &Path, http: &str) {
+    let yaml = std::fs::read_to_string(config).unwrap();
+    std::fs::write(config, yaml.replacen("images:\n", &format!("{http}images:\n"), 1)).unwrap();
+}
+
+#[test]
+fn run_refuses_a_listener_others_reach_without_the_http_token() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = common::mcp_client::free_address()
+        .rsplit_once(':')
+        .unwrap()
+        .1
+        .to_owned();
+    let public = "https://forgehand.example.org";
+    for (http, which) in [
+        (
+            format!("  http:\n    listen: \"0.0.0.0:{port}\"\n"),
+            format!("daemon.http.listen is \"0.0.0.0:{port}\""),
+        ),
+        (
+            format!("  http:\n    listen: \"127.0.0.1:{port}\"\n    public_url: \"{public}\"\n"),
+            format!("daemon.http.public_url is \"{public}\""),
+        ),
+    ] {
+        let config = write_config(dir.path(), &common::unique("test-exposed"));
+        with_http(&config, &http);
+        let out = forgehand(&config)
+            .env("OPENAI_API_KEY", "sk-cli-test")
+            .arg("run")
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{stderr}");
+        for expected in [
+            which.as_str(),
+            "FORGEHAND_HTTP_TOKEN is not set",
+            "every run's transcript",
+            "keep daemon.http.listen on a loopback address",
+            "daemon.http.public_url empty",
+        ] {
+            assert!(stderr.contains(expected), "{expected} in {stderr}");
+        }
+        // It stopped before listening.
+        assert!(std::net::TcpStream::connect(format!("127.0.0.1:{port}")).is_err());
+        // `doctor` fails on the same row.
+        let out = forgehand(&config)
+            .env("OPENAI_API_KEY", "sk-cli-test")
+            .arg("doctor")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!out.status.success(), "{stdout}");
+        let row = stdout
+            .lines()
+            .find(|l| l.starts_with("http listener"))
+            .unwrap_or_else(|| panic!("no http listener row:\n{stdout}"));
+        assert!(row.contains("FAIL") && row.contains(&which), "{row}");
+        // With the token the listener is allowed.
+        let out = forgehand(&config)
+            .env("OPENAI_API_KEY", "sk-cli-test")
+            .env("FORGEHAND_HTTP_TOKEN", "a-long-random-status-token")
+            .arg("doctor")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(!stdout.contains("http listener"), "{stdout}");
+        assert!(!stdout.contains("a-long-random-status-token"), "{stdout}");
+    }
+}
+
 #[test]
 fn once_rejects_an_address_that_is_not_an_issue() {
     let dir = tempfile::tempdir().unwrap();

@@ -76,6 +76,50 @@ fn the_manifests_build_with_kustomize_and_validate_against_the_schemas() {
         assert!(yaml.contains(probe), "{probe}");
     }
     assert_eq!(validate(&yaml, &[dir.join("secret.template.yaml")]), 7);
+    takes_the_http_token_from_the_secret(&yaml);
+}
+
+/// The Deployment's daemon gets `FORGEHAND_HTTP_TOKEN` from the Secret by
+/// name (a missing key stops the pod, not only a missing Secret): it
+/// listens on 0.0.0.0, where it refuses to start without the token.
+fn takes_the_http_token_from_the_secret(yaml: &str) {
+    let deployment = yaml
+        .split("\n---\n")
+        .map(|doc| yaml_serde::from_str::<serde_json::Value>(doc).unwrap())
+        .find(|doc| doc["kind"] == "Deployment")
+        .unwrap();
+    let daemon = deployment["spec"]["template"]["spec"]["containers"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == "forgehand")
+        .unwrap();
+    let token = daemon["env"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "FORGEHAND_HTTP_TOKEN")
+        .unwrap_or_else(|| panic!("no FORGEHAND_HTTP_TOKEN in {daemon}"));
+    assert_eq!(
+        token["valueFrom"]["secretKeyRef"],
+        serde_json::json!({"name": "forgehand-secrets", "key": "FORGEHAND_HTTP_TOKEN"})
+    );
+    assert!(token["valueFrom"]["secretKeyRef"].get("optional").is_none());
+}
+
+/// What the config map's daemon says at start without the token, and with it.
+fn refuses_without_the_http_token(config: &forgehand::config::Config) {
+    use forgehand::config::Secrets;
+    use forgehand::daemon::setup::http_token_problem;
+    let problem = http_token_problem(config, &Secrets::from_lookup(&|_| None))
+        .expect("a listener on 0.0.0.0 needs the token");
+    assert!(
+        problem.contains("daemon.http.listen is \"0.0.0.0:9464\""),
+        "{problem}"
+    );
+    let with_token =
+        Secrets::from_lookup(&|name| (name == "FORGEHAND_HTTP_TOKEN").then(|| "0123456789abcdef".to_owned()));
+    assert_eq!(http_token_problem(config, &with_token), None);
 }
 
 #[test]
@@ -160,8 +204,10 @@ fn the_cluster_overlay_runs_replicas_with_no_privilege_and_exactly_the_verbs_the
         serde_json::json!({"kind": "ServiceAccount", "name": "forgehand", "namespace": "forgehand"})
     );
     assert_eq!(validate(&yaml, &[]), 11);
+    takes_the_http_token_from_the_secret(&yaml);
     // Its config loads, in cluster mode with sandboxes as pods.
     let loaded = configmap_config("deploy/kubernetes/overlays/cluster/daemon/configmap.yaml");
+    refuses_without_the_http_token(&loaded);
     assert_eq!(loaded.cluster.mode, forgehand::config::ClusterMode::Kubernetes);
     match loaded.sandbox.backend {
         forgehand::config::SandboxBackendChoice::Kubernetes(pods) => {
@@ -188,4 +234,5 @@ fn configmap_config(path: &str) -> forgehand::config::Config {
 fn the_config_in_the_configmap_loads() {
     let loaded = configmap_config("deploy/kubernetes/overlays/single-node/configmap.yaml");
     assert_eq!(loaded.daemon.http_listen.unwrap().port(), 9464);
+    refuses_without_the_http_token(&loaded);
 }

@@ -355,6 +355,28 @@ impl FakeGitHub {
         self.add_review(repo, number, author, "COMMENTED", body, Some((path.into(), line)));
     }
 
+    /// `author`'s reply in the `thread`-th review thread opened on the pull
+    /// request (0 is the first), as GitHub's "Reply" box posts it: a review
+    /// comment on the same line that answers the thread's first comment.
+    pub fn review_reply(&self, repo: &str, number: u64, thread: usize, author: &str, body: &str) {
+        let root = self
+            .issue(repo, number)
+            .reviews
+            .into_iter()
+            .filter(|r| r.line.is_some() && r.in_reply_to.is_none())
+            .nth(thread)
+            .expect("no such review thread");
+        self.add_comment_in_review(
+            repo,
+            number,
+            author,
+            "COMMENTED",
+            body,
+            root.line.clone(),
+            Some(root.id),
+        );
+    }
+
     fn add_review(
         &self,
         repo: &str,
@@ -363,6 +385,20 @@ impl FakeGitHub {
         state: &str,
         body: &str,
         line: Option<(String, u64)>,
+    ) {
+        self.add_comment_in_review(repo, number, author, state, body, line, None);
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn add_comment_in_review(
+        &self,
+        repo: &str,
+        number: u64,
+        author: &str,
+        state: &str,
+        body: &str,
+        line: Option<(String, u64)>,
+        in_reply_to: Option<u64>,
     ) {
         self.with(|s| {
             s.next_id += 1;
@@ -377,7 +413,7 @@ impl FakeGitHub {
                 state: state.into(),
                 line,
                 clock,
-                in_reply_to: None,
+                in_reply_to,
                 resolved: false,
             };
             issue.reviews.push(review.clone());

@@ -73,6 +73,41 @@ impl FakeGitLab {
         });
     }
 
+    /// `author`'s reply in the `discussion`-th diff discussion opened on
+    /// merge request `iid` (0 is the first): a note that joins it, on the
+    /// same line, as `POST …/discussions/:id/notes` makes it.
+    pub fn discussion_reply(&self, project: &str, iid: u64, discussion: usize, author: &str, body: &str) {
+        self.with(|s| {
+            s.clock = tick(s.clock);
+            s.next_id += 1;
+            let (clock, id) = (s.clock, s.next_id);
+            let item = s
+                .projects
+                .get_mut(project)
+                .unwrap()
+                .merge_requests
+                .get_mut(&iid)
+                .unwrap();
+            let mut opened: Vec<DiffThread> = Vec::new();
+            for thread in item.notes.iter().filter_map(|n| n.thread.clone()) {
+                if !opened.iter().any(|t| t.discussion == thread.discussion) {
+                    opened.push(thread);
+                }
+            }
+            let thread = opened.into_iter().nth(discussion).expect("no such discussion");
+            item.notes.push(Note {
+                id,
+                author: author.into(),
+                body: body.into(),
+                system: false,
+                created: clock,
+                updated: clock,
+                thread: Some(thread),
+            });
+            item.updated = clock;
+        });
+    }
+
     /// The merge request's diff discussions as (first note's body,
     /// resolved, the replies' bodies), in the order they were opened.
     pub fn discussions(&self, project: &str, iid: u64) -> Vec<(String, bool, Vec<String>)> {
