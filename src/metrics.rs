@@ -197,7 +197,7 @@ impl Metrics {
         );
         r.register(
             "webhook_deliveries",
-            "Webhook deliveries, by forge and outcome (accepted, duplicate, ignored, refused)",
+            "Webhook deliveries, by forge and outcome (accepted, duplicate, ignored, malformed, refused, too_large)",
             m.webhook_deliveries.clone(),
         );
     }

@@ -199,13 +199,14 @@ async fn readyz(State(state): State<Arc<HttpState>>) -> Response {
     )
 }
 
-/// One delivery: 202 when it rang, 200 for a repeat, 204 for an event
-/// forgehand does not act on, 401 when it is not signed with the secret.
+/// One delivery: 202 when it rang, 200 for a repeat or an unreadable
+/// payload, 204 for an event forgehand does not act on, 401 when it is not
+/// signed with the secret, 413 when it is over [`LARGEST_DELIVERY`].
 async fn webhook(
     State(state): State<Arc<HttpState>>,
     axum::extract::Path(forge): axum::extract::Path<String>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     use crate::webhooks::{Delivery, Received};
     let Some(webhooks) = &state.webhooks else {
@@ -225,6 +226,10 @@ async fn webhook(
         }
     };
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return unread_delivery(&state, kind, &header, rejection),
+    };
     let received = webhooks.receiver.receive(
         kind,
         &Delivery {
@@ -252,10 +257,59 @@ async fn webhook(
             text(StatusCode::UNAUTHORIZED, format!("{why}\n"))
         }
         Received::Malformed(why) => {
-            tracing::warn!(forge = %forge, "a webhook delivery that cannot be read: {why}");
-            text(StatusCode::BAD_REQUEST, format!("{why}\n"))
+            // Authentic: a failure status would only get the webhook switched off.
+            tracing::warn!(forge = %forge, "a webhook delivery that cannot be read, ignored: {why}");
+            text(StatusCode::OK, format!("ignored: {why}\n"))
         }
     }
+}
+
+/// A delivery whose body was not read: over [`LARGEST_DELIVERY`] (logged
+/// and counted as `too_large`), or cut off.
+fn unread_delivery(
+    state: &HttpState,
+    kind: crate::forge::ForgeKind,
+    header: &dyn Fn(&str) -> Option<String>,
+    rejection: axum::extract::rejection::BytesRejection,
+) -> Response {
+    let status = rejection.status();
+    if status != StatusCode::PAYLOAD_TOO_LARGE {
+        tracing::warn!(
+            forge = kind.as_str(),
+            "a webhook delivery whose body could not be read: {rejection}"
+        );
+        return rejection.into_response();
+    }
+    state.metrics.webhook_delivery(kind.as_str(), "too_large");
+    // Unauthenticated: only a short, printable part of each header is logged.
+    let named = |name: &str| -> String {
+        let value = header(name).unwrap_or_default();
+        value.chars().filter(|c| !c.is_control()).take(100).collect()
+    };
+    let (event, id) = match kind {
+        crate::forge::ForgeKind::GitHub => (named("x-github-event"), named("x-github-delivery")),
+        _ => (
+            named("x-gitlab-event"),
+            Some(named("x-gitlab-event-uuid"))
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(|| named("x-gitlab-webhook-uuid")),
+        ),
+    };
+    tracing::warn!(
+        forge = kind.as_str(),
+        event = %event,
+        delivery = %id,
+        length = %named("content-length"),
+        "refused a webhook delivery over {} MiB; the next poll sees what it was about",
+        LARGEST_DELIVERY >> 20
+    );
+    text(
+        status,
+        format!(
+            "a delivery over {} MiB is not read; the next poll sees what it was about\n",
+            LARGEST_DELIVERY >> 20
+        ),
+    )
 }
 
 /// `None` when the request may pass; else the refusal.
