@@ -342,13 +342,15 @@ async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Res
     }
     let m = &state.metrics;
     m.set_journal_bytes(state.journal.size_bytes());
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = crate::metrics::Exposition::asked_for(accept);
     (
         StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        m.encode(),
+        [
+            (header::CONTENT_TYPE, format.content_type()),
+            (header::VARY, "Accept"),
+        ],
+        m.encode_as(format),
     )
         .into_response()
 }
