@@ -415,9 +415,20 @@ async fn status_page(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
         tracing::warn!("cannot read the spend ledger for the status page: {e}");
         Vec::new()
     });
+    let journal = &state.journal;
+    let live: Vec<TaskRow<_>> = state
+        .board
+        .keyed_snapshot()
+        .into_iter()
+        .map(|(key, task)| TaskRow::of(journal, &key, task))
+        .collect();
+    let ended: Vec<TaskRow<_>> = ended
+        .into_iter()
+        .map(|record| TaskRow::of(journal, &record.key.clone(), record))
+        .collect();
     let page = render_status(
         &state.instance,
-        &state.board.snapshot(),
+        &live,
         &ended,
         &state.metrics.rate_limits(),
         &spend,
@@ -429,6 +440,33 @@ async fn status_page(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
         page,
     )
         .into_response()
+}
+
+/// A task's row on the status page, with the run whose transcript
+/// (`/tasks/<run>`) it links, when the journal keeps one.
+#[derive(Debug, Clone)]
+pub struct TaskRow<T> {
+    pub task: T,
+    pub run: Option<i64>,
+}
+
+impl<T> TaskRow<T> {
+    /// `task` (of the task `key`) with its newest run.
+    fn of(journal: &Journal, key: &str, task: T) -> TaskRow<T> {
+        let run = journal.last_run_of(key).unwrap_or_else(|e| {
+            tracing::warn!(task = key, "cannot read the task's runs for the status page: {e}");
+            None
+        });
+        TaskRow { task, run }
+    }
+
+    /// The row's link to its transcript, or a dash.
+    fn transcript_link(&self) -> String {
+        match self.run {
+            Some(run) => format!("<a href=\"/tasks/{run}\">run {run}</a>"),
+            None => "—".into(),
+        }
+    }
 }
 
 /// 182400 as "182,400".
@@ -457,8 +495,8 @@ fn ago(seconds: u64) -> String {
 /// forges' rate-limit headroom. Plain HTML and a little CSS.
 pub fn render_status(
     instance: &str,
-    live: &[crate::task::board::LiveTask],
-    ended: &[crate::journal::TaskRecord],
+    live: &[TaskRow<crate::task::board::LiveTask>],
+    ended: &[TaskRow<crate::journal::TaskRecord>],
     rate_limits: &[(String, i64)],
     spend: &[SpendRow],
     now: SystemTime,
@@ -492,8 +530,9 @@ a {{ color: #0969da; }}
     if live.is_empty() {
         html.push_str("<p class=\"empty\">No task is running.</p>\n");
     } else {
-        html.push_str("<table><tr><th>Task</th><th>Now</th><th>Running for</th><th>Tokens</th><th>Est. cost</th></tr>\n");
-        for t in live {
+        html.push_str("<table><tr><th>Task</th><th>Now</th><th>Running for</th><th>Tokens</th><th>Est. cost</th><th>Transcript</th></tr>\n");
+        for row in live {
+            let t = &row.task;
             let running = now.duration_since(t.started).unwrap_or_default().as_secs();
             let name = if t.web_url.is_empty() {
                 escape(&t.name)
@@ -502,11 +541,12 @@ a {{ color: #0969da; }}
             };
             let _ = writeln!(
                 html,
-                "<tr><td>{name}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">${:.4}</td></tr>",
+                "<tr><td>{name}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">${:.4}</td><td>{}</td></tr>",
                 escape(&t.status),
                 ago(running),
                 grouped(t.tokens),
-                t.cost
+                t.cost,
+                row.transcript_link()
             );
         }
         html.push_str("</table>\n");
@@ -532,17 +572,18 @@ a {{ color: #0969da; }}
 }
 
 /// The tasks that ended last, newest first.
-fn render_ended(html: &mut String, ended: &[crate::journal::TaskRecord], now: SystemTime) {
+fn render_ended(html: &mut String, ended: &[TaskRow<crate::journal::TaskRecord>], now: SystemTime) {
     let _ = writeln!(html, "<h2>Ended (last {})</h2>", ended.len());
     if ended.is_empty() {
         html.push_str("<p class=\"empty\">No task has ended yet.</p>\n");
     } else {
-        html.push_str("<table><tr><th>Task</th><th>Outcome</th><th>PR / MR</th><th>Ended</th></tr>\n");
+        html.push_str("<table><tr><th>Task</th><th>Outcome</th><th>PR / MR</th><th>Ended</th><th>Transcript</th></tr>\n");
         let now_secs = now
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
-        for r in ended {
+        for row in ended {
+            let r = &row.task;
             let name = crate::forge::ItemRef::parse_key(&r.key)
                 .map(|i| i.to_string())
                 .unwrap_or_else(|| r.key.clone());
@@ -554,10 +595,11 @@ fn render_ended(html: &mut String, ended: &[crate::journal::TaskRecord], now: Sy
             let outcome: String = r.outcome.as_deref().unwrap_or("").chars().take(160).collect();
             let _ = writeln!(
                 html,
-                "<tr><td>{}</td><td><span class=\"outcome {phase}\">{phase}</span> {}</td><td>{link}</td><td class=\"when\">{} ago</td></tr>",
+                "<tr><td>{}</td><td><span class=\"outcome {phase}\">{phase}</span> {}</td><td>{link}</td><td class=\"when\">{} ago</td><td>{}</td></tr>",
                 escape(&name),
                 escape(&outcome),
-                ago((now_secs - r.updated_at).max(0) as u64)
+                ago((now_secs - r.updated_at).max(0) as u64),
+                row.transcript_link()
             );
         }
         html.push_str("</table>\n");

@@ -153,6 +153,20 @@ async fn probes_metrics_and_the_status_page_after_a_task() {
         "{page}"
     );
     assert!(page.contains("Forge rate limits"));
+    // The ended task's row links its run's transcript, which opens.
+    let run = page
+        .split("<a href=\"/tasks/")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no transcript link in {page}"))
+        .to_owned();
+    let transcript = get(&format!("/tasks/{run}"), Some(HTTP_TOKEN)).await.unwrap();
+    assert_eq!(transcript.status(), 200);
+    assert!(transcript
+        .text()
+        .await
+        .unwrap()
+        .contains(&format!("Run {run}: github:{REPO}:issue:{issue}")));
     assert!(!page.contains(HTTP_TOKEN) && !metrics.contains(HTTP_TOKEN));
     assert!(!daemon.log_text().contains(HTTP_TOKEN));
 
