@@ -98,6 +98,8 @@ ensure_test_tools() {
   apt_install libssl-dev pkg-config git
   # systemd-analyze checks the unit in deploy/systemd.
   command -v systemd-analyze >/dev/null 2>&1 || apt_install systemd
+  # promtool (Debian's prometheus) checks the /metrics text format.
+  command -v promtool >/dev/null 2>&1 || apt_install prometheus
   [ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' && return 0
   apt_install busybox-static file
 }

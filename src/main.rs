@@ -408,6 +408,13 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 std::sync::Arc::into_inner(assembly.env).context("the task environment is shared")?;
             env.echo_progress = true;
             let forge = assembly.forges.into_iter().next().context("no forge connected")?;
+            // Keyed under the watched spelling, as the daemon keys it.
+            let mut item = item;
+            if let Ok(watched) = forge.watched_repositories().await {
+                if let Some(spelling) = forgehand::forge::watched_spelling(&watched, &item.repo) {
+                    item.repo = spelling.to_owned();
+                }
+            }
             let shutdown = CancellationToken::new();
             let trigger = shutdown.clone();
             tokio::spawn(async move {

@@ -1,5 +1,6 @@
-//! The daemon's metrics, in the Prometheus text format through the
-//! Prometheus project's own client (`prometheus-client`): tasks, phases,
+//! The daemon's metrics, through the Prometheus project's own client
+//! (`prometheus-client`), in OpenMetrics or the Prometheus text format
+//! 0.0.4, as the scraper asks ([`Exposition`]): tasks, phases,
 //! model requests, tokens and cost, tool calls, forge calls and rate
 //! limits, sandboxes, poll cycles. One [`Metrics`] per daemon, made where
 //! the daemon is assembled and handed to each part that records into it
@@ -13,6 +14,7 @@ use prometheus_client::metrics::family::{Family, MetricConstructor};
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
+use std::fmt::Write as _;
 use std::sync::atomic::AtomicU64;
 use std::time::Duration;
 
@@ -197,7 +199,7 @@ impl Metrics {
         );
         r.register(
             "webhook_deliveries",
-            "Webhook deliveries, by forge and outcome (accepted, duplicate, ignored, refused)",
+            "Webhook deliveries, by forge and outcome (accepted, duplicate, ignored, malformed, refused, too_large)",
             m.webhook_deliveries.clone(),
         );
     }
@@ -319,7 +321,7 @@ impl Metrics {
         self.journal_bytes.set(i64::try_from(bytes).unwrap_or(i64::MAX));
     }
 
-    /// Everything in the Prometheus text format.
+    /// Everything in OpenMetrics.
     pub fn encode(&self) -> String {
         let mut out = String::new();
         if let Err(e) = encode(&mut out, &self.registry) {
@@ -327,6 +329,94 @@ impl Metrics {
         }
         out
     }
+
+    /// Everything in `format`.
+    pub fn encode_as(&self, format: Exposition) -> String {
+        match format {
+            Exposition::OpenMetrics => self.encode(),
+            Exposition::Text => text_format(&self.encode()),
+        }
+    }
+}
+
+/// The formats `/metrics` answers in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Exposition {
+    /// OpenMetrics 1.0.0, for scrapers that ask for it.
+    OpenMetrics,
+    /// The Prometheus text format 0.0.4, for everyone else.
+    Text,
+}
+
+impl Exposition {
+    /// The format an `Accept` header asks for: OpenMetrics when it names
+    /// `application/openmetrics-text` at least as high as the text format
+    /// (as Prometheus does), the text format otherwise (no header, `*/*`,
+    /// `text/plain`), as the Prometheus project's own clients negotiate.
+    pub fn asked_for(accept: Option<&str>) -> Exposition {
+        let (mut openmetrics, mut text) = (0.0_f32, 0.0_f32);
+        for range in accept.unwrap_or_default().split(',') {
+            let mut parts = range.split(';').map(str::trim);
+            let media = parts.next().unwrap_or_default().to_ascii_lowercase();
+            let quality = parts
+                .filter_map(|p| p.strip_prefix("q=").or_else(|| p.strip_prefix("Q=")))
+                .find_map(|q| q.trim().parse::<f32>().ok())
+                .unwrap_or(1.0);
+            match media.as_str() {
+                "application/openmetrics-text" => openmetrics = openmetrics.max(quality),
+                "text/plain" | "text/*" | "*/*" => text = text.max(quality),
+                _ => {}
+            }
+        }
+        if openmetrics > 0.0 && openmetrics >= text {
+            Exposition::OpenMetrics
+        } else {
+            Exposition::Text
+        }
+    }
+
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Exposition::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Exposition::Text => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
+/// OpenMetrics (as `prometheus-client` writes it) in the text format
+/// 0.0.4: a counter family is named with its samples' `_total` there,
+/// types it lacks are `untyped`, and `# UNIT` and `# EOF` are not part of
+/// it. Sample lines are the same in both.
+fn text_format(openmetrics: &str) -> String {
+    let mut out = String::with_capacity(openmetrics.len());
+    // `# HELP` comes before the `# TYPE` that says whether the name changes.
+    let mut help: Option<&str> = None;
+    for line in openmetrics.lines() {
+        if let Some(described) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = described.split_once(' ').unwrap_or((described, "unknown"));
+            let (name, kind) = match kind {
+                "counter" => (format!("{name}_total"), kind),
+                "gauge" | "histogram" | "summary" => (name.to_owned(), kind),
+                _ => (name.to_owned(), "untyped"),
+            };
+            if let Some(text) = help.take() {
+                let text = text.split_once(' ').map_or("", |(_, text)| text);
+                let _ = writeln!(out, "# HELP {name} {text}");
+            }
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            continue;
+        }
+        if let Some(unmatched) = help.take() {
+            let _ = writeln!(out, "# HELP {unmatched}");
+        }
+        if let Some(described) = line.strip_prefix("# HELP ") {
+            help = Some(described);
+        } else if !(line.starts_with("# UNIT ") || line == "# EOF") {
+            out.push_str(line);
+            out.push('\n');
+        }
+    }
+    out
 }
 
 /// The token counts `model_usage` records: plain numbers, so this module
@@ -380,5 +470,79 @@ mod tests {
             "{text}"
         );
         assert_eq!(m.rate_limits(), vec![("github".to_owned(), 4999)]);
+    }
+
+    #[test]
+    fn the_format_follows_the_scrapers_accept_header() {
+        use Exposition::{OpenMetrics, Text};
+        for (accept, format) in [
+            (None, Text),
+            (Some("*/*"), Text),
+            (Some("text/plain;version=0.0.4"), Text),
+            (Some("application/openmetrics-text"), OpenMetrics),
+            // Prometheus 2 and 3 ask like this.
+            (
+                Some("application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1"),
+                OpenMetrics,
+            ),
+            (
+                Some("application/openmetrics-text;version=1.0.0;escaping=allow-utf-8;q=0.6,application/openmetrics-text;version=0.0.1;q=0.5,text/plain;version=1.0.0;escaping=allow-utf-8;q=0.4,text/plain;version=0.0.4;q=0.3,*/*;q=0.2"),
+                OpenMetrics,
+            ),
+            (Some("text/plain;q=0.9, application/openmetrics-text;q=0.5"), Text),
+            (Some("application/openmetrics-text;q=0"), Text),
+        ] {
+            assert_eq!(Exposition::asked_for(accept), format, "{accept:?}");
+        }
+        assert!(Text.content_type().starts_with("text/plain; version=0.0.4"));
+        assert!(OpenMetrics
+            .content_type()
+            .starts_with("application/openmetrics-text; version=1.0.0"));
+    }
+
+    #[test]
+    fn the_text_format_names_counter_families_with_total_and_has_no_openmetrics_lines() {
+        let m = Metrics::new();
+        m.task_started("github");
+        m.webhook_delivery("gitlab", "too_large");
+        m.poll_took(Duration::from_millis(40));
+        let text = m.encode_as(Exposition::Text);
+        for line in [
+            "# HELP forgehand_tasks_started_total Tasks started (a resume counts), by forge.",
+            "# TYPE forgehand_tasks_started_total counter",
+            "forgehand_tasks_started_total{forge=\"github\"} 1",
+            "# TYPE forgehand_webhook_deliveries_total counter",
+            "forgehand_webhook_deliveries_total{forge=\"gitlab\",outcome=\"too_large\"} 1",
+            "# TYPE forgehand_poll_cycle_duration_seconds histogram",
+            "forgehand_poll_cycle_duration_seconds_count 1",
+            "# TYPE forgehand_sandboxes_running gauge",
+        ] {
+            assert!(text.lines().any(|l| l == line), "{line} in\n{text}");
+        }
+        assert!(!text.contains("# EOF") && !text.contains("# UNIT"), "{text}");
+        // Every TYPE has its HELP just before it, under the same name.
+        let lines: Vec<&str> = text.lines().collect();
+        for (i, line) in lines.iter().enumerate() {
+            if let Some(typed) = line.strip_prefix("# TYPE ") {
+                let name = typed.split(' ').next().unwrap_or_default();
+                assert!(lines[i - 1].starts_with(&format!("# HELP {name} ")), "{text}");
+            }
+        }
+        assert!(m.encode_as(Exposition::OpenMetrics).ends_with("# EOF\n"));
+    }
+
+    #[test]
+    fn the_webhook_counters_help_names_every_outcome() {
+        let m = Metrics::new();
+        m.webhook_delivery("github", "accepted");
+        let text = m.encode_as(Exposition::Text);
+        let help = text
+            .lines()
+            .find(|l| l.starts_with("# HELP forgehand_webhook_deliveries_total "))
+            .unwrap_or_default()
+            .to_owned();
+        for outcome in crate::webhooks::OUTCOMES {
+            assert!(help.contains(outcome), "{outcome} in {help}");
+        }
     }
 }

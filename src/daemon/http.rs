@@ -199,13 +199,14 @@ async fn readyz(State(state): State<Arc<HttpState>>) -> Response {
     )
 }
 
-/// One delivery: 202 when it rang, 200 for a repeat, 204 for an event
-/// forgehand does not act on, 401 when it is not signed with the secret.
+/// One delivery: 202 when it rang, 200 for a repeat or an unreadable
+/// payload, 204 for an event forgehand does not act on, 401 when it is not
+/// signed with the secret, 413 when it is over [`LARGEST_DELIVERY`].
 async fn webhook(
     State(state): State<Arc<HttpState>>,
     axum::extract::Path(forge): axum::extract::Path<String>,
     headers: HeaderMap,
-    body: axum::body::Bytes,
+    body: Result<axum::body::Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     use crate::webhooks::{Delivery, Received};
     let Some(webhooks) = &state.webhooks else {
@@ -225,6 +226,10 @@ async fn webhook(
         }
     };
     let header = |name: &str| headers.get(name).and_then(|v| v.to_str().ok()).map(str::to_owned);
+    let body = match body {
+        Ok(body) => body,
+        Err(rejection) => return unread_delivery(&state, kind, &header, rejection),
+    };
     let received = webhooks.receiver.receive(
         kind,
         &Delivery {
@@ -252,10 +257,59 @@ async fn webhook(
             text(StatusCode::UNAUTHORIZED, format!("{why}\n"))
         }
         Received::Malformed(why) => {
-            tracing::warn!(forge = %forge, "a webhook delivery that cannot be read: {why}");
-            text(StatusCode::BAD_REQUEST, format!("{why}\n"))
+            // Authentic: a failure status would only get the webhook switched off.
+            tracing::warn!(forge = %forge, "a webhook delivery that cannot be read, ignored: {why}");
+            text(StatusCode::OK, format!("ignored: {why}\n"))
         }
     }
+}
+
+/// A delivery whose body was not read: over [`LARGEST_DELIVERY`] (logged
+/// and counted as `too_large`), or cut off.
+fn unread_delivery(
+    state: &HttpState,
+    kind: crate::forge::ForgeKind,
+    header: &dyn Fn(&str) -> Option<String>,
+    rejection: axum::extract::rejection::BytesRejection,
+) -> Response {
+    let status = rejection.status();
+    if status != StatusCode::PAYLOAD_TOO_LARGE {
+        tracing::warn!(
+            forge = kind.as_str(),
+            "a webhook delivery whose body could not be read: {rejection}"
+        );
+        return rejection.into_response();
+    }
+    state.metrics.webhook_delivery(kind.as_str(), "too_large");
+    // Unauthenticated: only a short, printable part of each header is logged.
+    let named = |name: &str| -> String {
+        let value = header(name).unwrap_or_default();
+        value.chars().filter(|c| !c.is_control()).take(100).collect()
+    };
+    let (event, id) = match kind {
+        crate::forge::ForgeKind::GitHub => (named("x-github-event"), named("x-github-delivery")),
+        _ => (
+            named("x-gitlab-event"),
+            Some(named("x-gitlab-event-uuid"))
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(|| named("x-gitlab-webhook-uuid")),
+        ),
+    };
+    tracing::warn!(
+        forge = kind.as_str(),
+        event = %event,
+        delivery = %id,
+        length = %named("content-length"),
+        "refused a webhook delivery over {} MiB; the next poll sees what it was about",
+        LARGEST_DELIVERY >> 20
+    );
+    text(
+        status,
+        format!(
+            "a delivery over {} MiB is not read; the next poll sees what it was about\n",
+            LARGEST_DELIVERY >> 20
+        ),
+    )
 }
 
 /// `None` when the request may pass; else the refusal.
@@ -288,13 +342,15 @@ async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Res
     }
     let m = &state.metrics;
     m.set_journal_bytes(state.journal.size_bytes());
+    let accept = headers.get(header::ACCEPT).and_then(|v| v.to_str().ok());
+    let format = crate::metrics::Exposition::asked_for(accept);
     (
         StatusCode::OK,
-        [(
-            header::CONTENT_TYPE,
-            "application/openmetrics-text; version=1.0.0; charset=utf-8",
-        )],
-        m.encode(),
+        [
+            (header::CONTENT_TYPE, format.content_type()),
+            (header::VARY, "Accept"),
+        ],
+        m.encode_as(format),
     )
         .into_response()
 }
@@ -359,9 +415,20 @@ async fn status_page(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
         tracing::warn!("cannot read the spend ledger for the status page: {e}");
         Vec::new()
     });
+    let journal = &state.journal;
+    let live: Vec<TaskRow<_>> = state
+        .board
+        .keyed_snapshot()
+        .into_iter()
+        .map(|(key, task)| TaskRow::of(journal, &key, task))
+        .collect();
+    let ended: Vec<TaskRow<_>> = ended
+        .into_iter()
+        .map(|record| TaskRow::of(journal, &record.key.clone(), record))
+        .collect();
     let page = render_status(
         &state.instance,
-        &state.board.snapshot(),
+        &live,
         &ended,
         &state.metrics.rate_limits(),
         &spend,
@@ -373,6 +440,33 @@ async fn status_page(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
         page,
     )
         .into_response()
+}
+
+/// A task's row on the status page, with the run whose transcript
+/// (`/tasks/<run>`) it links, when the journal keeps one.
+#[derive(Debug, Clone)]
+pub struct TaskRow<T> {
+    pub task: T,
+    pub run: Option<i64>,
+}
+
+impl<T> TaskRow<T> {
+    /// `task` (of the task `key`) with its newest run.
+    fn of(journal: &Journal, key: &str, task: T) -> TaskRow<T> {
+        let run = journal.last_run_of(key).unwrap_or_else(|e| {
+            tracing::warn!(task = key, "cannot read the task's runs for the status page: {e}");
+            None
+        });
+        TaskRow { task, run }
+    }
+
+    /// The row's link to its transcript, or a dash.
+    fn transcript_link(&self) -> String {
+        match self.run {
+            Some(run) => format!("<a href=\"/tasks/{run}\">run {run}</a>"),
+            None => "—".into(),
+        }
+    }
 }
 
 /// 182400 as "182,400".
@@ -401,8 +495,8 @@ fn ago(seconds: u64) -> String {
 /// forges' rate-limit headroom. Plain HTML and a little CSS.
 pub fn render_status(
     instance: &str,
-    live: &[crate::task::board::LiveTask],
-    ended: &[crate::journal::TaskRecord],
+    live: &[TaskRow<crate::task::board::LiveTask>],
+    ended: &[TaskRow<crate::journal::TaskRecord>],
     rate_limits: &[(String, i64)],
     spend: &[SpendRow],
     now: SystemTime,
@@ -436,8 +530,9 @@ a {{ color: #0969da; }}
     if live.is_empty() {
         html.push_str("<p class=\"empty\">No task is running.</p>\n");
     } else {
-        html.push_str("<table><tr><th>Task</th><th>Now</th><th>Running for</th><th>Tokens</th><th>Est. cost</th></tr>\n");
-        for t in live {
+        html.push_str("<table><tr><th>Task</th><th>Now</th><th>Running for</th><th>Tokens</th><th>Est. cost</th><th>Transcript</th></tr>\n");
+        for row in live {
+            let t = &row.task;
             let running = now.duration_since(t.started).unwrap_or_default().as_secs();
             let name = if t.web_url.is_empty() {
                 escape(&t.name)
@@ -446,11 +541,12 @@ a {{ color: #0969da; }}
             };
             let _ = writeln!(
                 html,
-                "<tr><td>{name}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">${:.4}</td></tr>",
+                "<tr><td>{name}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">${:.4}</td><td>{}</td></tr>",
                 escape(&t.status),
                 ago(running),
                 grouped(t.tokens),
-                t.cost
+                t.cost,
+                row.transcript_link()
             );
         }
         html.push_str("</table>\n");
@@ -476,17 +572,18 @@ a {{ color: #0969da; }}
 }
 
 /// The tasks that ended last, newest first.
-fn render_ended(html: &mut String, ended: &[crate::journal::TaskRecord], now: SystemTime) {
+fn render_ended(html: &mut String, ended: &[TaskRow<crate::journal::TaskRecord>], now: SystemTime) {
     let _ = writeln!(html, "<h2>Ended (last {})</h2>", ended.len());
     if ended.is_empty() {
         html.push_str("<p class=\"empty\">No task has ended yet.</p>\n");
     } else {
-        html.push_str("<table><tr><th>Task</th><th>Outcome</th><th>PR / MR</th><th>Ended</th></tr>\n");
+        html.push_str("<table><tr><th>Task</th><th>Outcome</th><th>PR / MR</th><th>Ended</th><th>Transcript</th></tr>\n");
         let now_secs = now
             .duration_since(SystemTime::UNIX_EPOCH)
             .map(|d| d.as_secs() as i64)
             .unwrap_or(0);
-        for r in ended {
+        for row in ended {
+            let r = &row.task;
             let name = crate::forge::ItemRef::parse_key(&r.key)
                 .map(|i| i.to_string())
                 .unwrap_or_else(|| r.key.clone());
@@ -498,10 +595,11 @@ fn render_ended(html: &mut String, ended: &[crate::journal::TaskRecord], now: Sy
             let outcome: String = r.outcome.as_deref().unwrap_or("").chars().take(160).collect();
             let _ = writeln!(
                 html,
-                "<tr><td>{}</td><td><span class=\"outcome {phase}\">{phase}</span> {}</td><td>{link}</td><td class=\"when\">{} ago</td></tr>",
+                "<tr><td>{}</td><td><span class=\"outcome {phase}\">{phase}</span> {}</td><td>{link}</td><td class=\"when\">{} ago</td><td>{}</td></tr>",
                 escape(&name),
                 escape(&outcome),
-                ago((now_secs - r.updated_at).max(0) as u64)
+                ago((now_secs - r.updated_at).max(0) as u64),
+                row.transcript_link()
             );
         }
         html.push_str("</table>\n");

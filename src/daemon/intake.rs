@@ -11,7 +11,10 @@
 //! changes (a claim changes its labels; a new label or edit changes it too).
 
 use crate::config::LabelsConfig;
-use crate::forge::{parse_time, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll};
+use crate::forge::{
+    parse_time, watched_spelling, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll,
+};
+use crate::webhooks::RepoName;
 use futures_util::stream::{self, StreamExt};
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
@@ -26,6 +29,9 @@ const CHECKS_AT_ONCE: usize = 4;
 /// After the second failed check of an item, waits start here and double.
 const FIRST_CHECK_WAIT: Duration = Duration::from_secs(30);
 const LONGEST_CHECK_WAIT: Duration = Duration::from_secs(15 * 60);
+/// Repository ids looked up for deliveries, remembered at most (a group's
+/// webhook may name many projects forgehand does not watch).
+const REMEMBERED_IDS: usize = 4096;
 
 pub struct Intake {
     labels: LabelsConfig,
@@ -38,6 +44,21 @@ pub struct Intake {
     /// How each forge's last poll went (for `/readyz`).
     answered: HashMap<ForgeKind, Result<(), String>>,
     watched: HashMap<(ForgeKind, String), Watched>,
+    /// Repository paths by the forge's id (`None`: no such repository),
+    /// as looked up, and when.
+    paths_by_id: HashMap<(ForgeKind, u64), (Instant, Option<String>)>,
+}
+
+/// Whether a delivery's repository is watched.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Watch {
+    /// Watched, under this name: the spelling the config (or the forge's
+    /// listing) gives it, which every key is made with.
+    Watched(String),
+    NotWatched,
+    /// The forge did not answer (or is rate limited); the next poll sees
+    /// whatever the delivery was about.
+    CannotTell,
 }
 
 /// One repository as the intake knows it.
@@ -79,6 +100,7 @@ impl Intake {
             paused_until: HashMap::new(),
             answered: HashMap::new(),
             watched: HashMap::new(),
+            paths_by_id: HashMap::new(),
         }
     }
 
@@ -119,24 +141,64 @@ impl Intake {
         accepted
     }
 
-    /// One watched repository polled now (a webhook's doorbell): its
-    /// labelled items and new mentions. A repository forgehand does not
-    /// watch is refused (`None`), so a delivery cannot widen what is read.
-    pub async fn poll_one(&mut self, forge: &dyn Forge, repo: &str) -> Option<Vec<ItemRef>> {
-        if self.paused(forge.kind()) {
-            return Some(Vec::new());
+    /// Whether the repository a delivery names is watched, and its watched
+    /// spelling: a payload may spell it in another case, or name a GitLab
+    /// project by id alone (looked up once, then remembered for as long as
+    /// the list of watched repositories). Only a watched repository is
+    /// polled, so a delivery cannot widen what is read.
+    pub async fn watched(&mut self, forge: &dyn Forge, named: &RepoName) -> Watch {
+        let kind = forge.kind();
+        if self.paused(kind) {
+            return Watch::CannotTell;
         }
-        let watched = match self.repositories(forge).await {
-            Ok(repos) => repos.iter().any(|r| r.eq_ignore_ascii_case(repo)),
-            Err(e) => {
-                self.note_error(forge.kind(), &e);
-                return Some(Vec::new());
-            }
+        let path = match named {
+            RepoName::Path(path) => path.clone(),
+            RepoName::ProjectId { id, .. } => match self.path_by_id(forge, *id).await {
+                Ok(Some(path)) => path,
+                Ok(None) => return Watch::NotWatched,
+                Err(e) => {
+                    self.note_error(kind, &e);
+                    return Watch::CannotTell;
+                }
+            },
         };
-        if !watched {
-            return None;
+        match self.repositories(forge).await {
+            Ok(repos) => match watched_spelling(&repos, &path) {
+                Some(spelling) => Watch::Watched(spelling.to_owned()),
+                None => Watch::NotWatched,
+            },
+            Err(e) => {
+                self.note_error(kind, &e);
+                Watch::CannotTell
+            }
         }
-        Some(self.poll_repository(forge, repo).await)
+    }
+
+    /// One watched repository (spelled as [`Intake::watched`] gives it)
+    /// polled now, for a webhook's doorbell: its labelled items and new
+    /// mentions.
+    pub async fn poll_one(&mut self, forge: &dyn Forge, repo: &str) -> Vec<ItemRef> {
+        if self.paused(forge.kind()) {
+            return Vec::new();
+        }
+        self.poll_repository(forge, repo).await
+    }
+
+    /// The path of the repository with id `id`, asked of the forge once.
+    async fn path_by_id(&mut self, forge: &dyn Forge, id: u64) -> Result<Option<String>, ForgeError> {
+        let kind = forge.kind();
+        if let Some((at, path)) = self.paths_by_id.get(&(kind, id)) {
+            if at.elapsed() < REPOSITORY_REFRESH {
+                return Ok(path.clone());
+            }
+        }
+        let path = forge.repository_by_id(id).await?;
+        if self.paths_by_id.len() >= REMEMBERED_IDS {
+            self.paths_by_id.clear();
+        }
+        self.paths_by_id
+            .insert((kind, id), (Instant::now(), path.clone()));
+        Ok(path)
     }
 
     fn paused(&self, kind: ForgeKind) -> bool {
@@ -305,7 +367,10 @@ impl Intake {
                 return Ok(repos.clone());
             }
         }
-        let repos = forge.watched_repositories().await?;
+        let mut repos = forge.watched_repositories().await?;
+        // One repository configured twice, in two spellings, is polled once.
+        let mut seen = std::collections::HashSet::new();
+        repos.retain(|r| seen.insert(r.to_ascii_lowercase()));
         self.repos.insert(kind, (Instant::now(), repos.clone()));
         Ok(repos)
     }

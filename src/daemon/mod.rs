@@ -397,20 +397,32 @@ impl Daemon {
             );
             return;
         };
-        match doorbell.topic {
-            Topic::Items => match state.intake.poll_one(forge.as_ref(), &doorbell.repo).await {
-                Some(found) => {
-                    for item in found {
-                        state.scheduler.push(item, StartReason::New);
-                    }
-                    self.offer_pending_mentions(state);
-                }
-                None => tracing::info!(
+        // Polled and rung under the watched spelling, never the payload's.
+        let repo = match state.intake.watched(forge.as_ref(), &doorbell.repo).await {
+            intake::Watch::Watched(repo) => repo,
+            intake::Watch::NotWatched => {
+                tracing::info!(
                     repo = %doorbell.repo,
                     "a webhook delivery for a repository forgehand does not watch; ignored"
-                ),
+                );
+                return;
+            }
+            // The forge's error is noted for /readyz; the next poll sees
+            // the change. Tasks waiting on CI may look again all the same
+            // (their bell matches a name in any case).
+            intake::Watch::CannotTell => match (&doorbell.topic, &doorbell.repo) {
+                (Topic::Checks, crate::webhooks::RepoName::Path(path)) => path.clone(),
+                _ => return,
             },
-            Topic::Checks => self.env.checks_bell.ring(doorbell.forge, &doorbell.repo),
+        };
+        match doorbell.topic {
+            Topic::Items => {
+                for item in state.intake.poll_one(forge.as_ref(), &repo).await {
+                    state.scheduler.push(item, StartReason::New);
+                }
+                self.offer_pending_mentions(state);
+            }
+            Topic::Checks => self.env.checks_bell.ring(doorbell.forge, &repo),
         }
     }
 

@@ -101,7 +101,9 @@ pub struct ItemRef {
 }
 
 impl ItemRef {
-    /// The journal key: stable across restarts, one per item.
+    /// The journal key: stable across restarts, one per item. The key is
+    /// as case-sensitive as `repo`, while the forges are not: make items
+    /// with the repository spelled as configured ([`watched_spelling`]).
     pub fn key(&self) -> String {
         format!(
             "{}:{}:{}:{}",
@@ -149,6 +151,19 @@ impl ItemRef {
         };
         format!("{}-{repo}-{kind}-{}", self.forge.as_str(), self.number)
     }
+}
+
+/// The name among `watched` that names the same repository as `name`.
+/// GitHub's `owner/name` and GitLab's project paths name a repository in
+/// any ASCII case, so a payload or an address may spell a watched
+/// repository otherwise than the config does; keys are made with the
+/// watched spelling, so one item never has two.
+pub fn watched_spelling<'a>(watched: &'a [String], name: &str) -> Option<&'a str> {
+    watched
+        .iter()
+        .find(|w| w.as_str() == name)
+        .or_else(|| watched.iter().find(|w| w.eq_ignore_ascii_case(name)))
+        .map(String::as_str)
 }
 
 impl fmt::Display for ItemRef {
@@ -368,6 +383,15 @@ pub trait Forge: Send + Sync {
     /// The repositories to poll: the configured ones, plus all visible ones when configured so.
     async fn watched_repositories(&self) -> Result<Vec<String>, ForgeError>;
 
+    /// The path of the repository with the forge's numeric id `id`
+    /// (GitLab's project id, which some webhook payloads give instead of
+    /// the path); `None` when there is none, or the forge names
+    /// repositories by path alone.
+    async fn repository_by_id(&self, id: u64) -> Result<Option<String>, ForgeError> {
+        let _ = id;
+        Ok(None)
+    }
+
     /// Open issues and PRs/MRs of `repo` carrying `label`, or what changed
     /// at or after `since` (the newest `updated_at` the caller has fully
     /// handled; a forge may ignore it and answer `All` or `Unchanged`).
@@ -553,6 +577,18 @@ mod tests {
         assert_eq!(ItemRef::parse_key(&item.key()), Some(item.clone()));
         assert_eq!(item.slug(), "gitlab-group-sub-group-app-mr-7");
         assert_eq!(item.to_string(), "Group/Sub.Group/app!7");
+    }
+
+    #[test]
+    fn a_repository_is_spelled_as_watched_whatever_the_case_given() {
+        let watched = vec!["acme/widgets".to_owned(), "Group/Sub/App".to_owned()];
+        assert_eq!(watched_spelling(&watched, "ACME/Widgets"), Some("acme/widgets"));
+        assert_eq!(watched_spelling(&watched, "group/sub/app"), Some("Group/Sub/App"));
+        assert_eq!(watched_spelling(&watched, "acme/widgets"), Some("acme/widgets"));
+        assert_eq!(watched_spelling(&watched, "acme/widget"), None);
+        // An exact spelling wins over another case of it.
+        let both = vec!["Acme/App".to_owned(), "acme/app".to_owned()];
+        assert_eq!(watched_spelling(&both, "acme/app"), Some("acme/app"));
     }
 
     #[test]

@@ -56,6 +56,10 @@ impl Forge for FencedForge {
         self.inner.watched_repositories().await
     }
 
+    async fn repository_by_id(&self, id: u64) -> Result<Option<String>, ForgeError> {
+        self.inner.repository_by_id(id).await
+    }
+
     async fn poll_labelled(&self, repo: &str, label: &str, since: Option<&str>) -> Result<Poll, ForgeError> {
         self.inner.poll_labelled(repo, label, since).await
     }

@@ -48,8 +48,17 @@ impl Board {
 
     /// Every task in flight, oldest first.
     pub fn snapshot(&self) -> Vec<LiveTask> {
-        let mut all: Vec<LiveTask> = self.lines().values().cloned().collect();
-        all.sort_by_key(|t| t.started);
+        self.keyed_snapshot().into_iter().map(|(_, task)| task).collect()
+    }
+
+    /// Every task in flight with its key, oldest first.
+    pub fn keyed_snapshot(&self) -> Vec<(String, LiveTask)> {
+        let mut all: Vec<(String, LiveTask)> = self
+            .lines()
+            .iter()
+            .map(|(key, task)| (key.clone(), task.clone()))
+            .collect();
+        all.sort_by_key(|(_, t)| t.started);
         all
     }
 }

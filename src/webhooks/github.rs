@@ -1,9 +1,12 @@
 //! GitHub's deliveries: `X-Hub-Signature-256` is `sha256=` and the
 //! HMAC-SHA256 of the body under the webhook's secret, in hex;
 //! `X-GitHub-Event` names the event and `X-GitHub-Delivery` the delivery
-//! (the same id when GitHub or a person redelivers it).
+//! (the same id when GitHub or a person redelivers it). A webhook set to
+//! the content type `application/x-www-form-urlencoded` sends the same
+//! JSON in the form field `payload`; the signature is over the body as
+//! sent either way.
 
-use super::{text_at, Delivery, Doorbell, Received, Topic};
+use super::{text_at, Delivery, Doorbell, Received, RepoName, Topic};
 use crate::config::Secret;
 use crate::forge::ForgeKind;
 use hmac::{Hmac, Mac};
@@ -35,9 +38,7 @@ pub(super) fn check(
     let Some(topic) = topic(&event) else {
         return Ok(None);
     };
-    let payload: serde_json::Value = serde_json::from_slice(delivery.body).map_err(|_| {
-        Received::Malformed("the body is not JSON: set the webhook's content type to application/json".into())
-    })?;
+    let payload = payload(delivery)?;
     let Some(repo) = text_at(&payload, &["repository", "full_name"]) else {
         return Err(Received::Malformed(format!(
             "a {event} delivery without repository.full_name"
@@ -45,10 +46,34 @@ pub(super) fn check(
     };
     let doorbell = Doorbell {
         forge: ForgeKind::GitHub,
-        repo: repo.to_owned(),
+        repo: RepoName::Path(repo.to_owned()),
         topic,
     };
     Ok(Some((header("x-github-delivery"), doorbell)))
+}
+
+/// The delivery's JSON payload: the body, or its form field `payload`
+/// when the webhook sends `application/x-www-form-urlencoded`.
+fn payload(delivery: &Delivery<'_>) -> Result<serde_json::Value, Received> {
+    let content_type = (delivery.header)("content-type").unwrap_or_default();
+    let media_type = content_type.split(';').next().unwrap_or_default().trim();
+    if media_type.eq_ignore_ascii_case("application/x-www-form-urlencoded") {
+        let Some((_, json)) =
+            url::form_urlencoded::parse(delivery.body).find(|(field, _)| field == "payload")
+        else {
+            return Err(Received::Malformed(
+                "a form-encoded delivery without the field \"payload\"".into(),
+            ));
+        };
+        return serde_json::from_str(&json)
+            .map_err(|e| Received::Malformed(format!("the form field \"payload\" is not JSON ({e})")));
+    }
+    serde_json::from_slice(delivery.body).map_err(|e| {
+        Received::Malformed(format!(
+            "the body is not JSON ({e}); set the webhook's content type to application/json \
+             (or application/x-www-form-urlencoded)"
+        ))
+    })
 }
 
 /// What an event rings for.
@@ -107,5 +132,69 @@ mod tests {
         assert!(!signed_with(&secret, b"Hello, World?", signature));
         assert!(!signed_with(&secret, b"Hello, World!", "sha256=zz"));
         assert!(!signed_with(&secret, b"Hello, World!", "sha1=757107ea"));
+    }
+
+    fn deliver(
+        content_type: &str,
+        body: &[u8],
+        signed: &[u8],
+    ) -> Result<Option<(Option<String>, Doorbell)>, Received> {
+        let signature = sign("hook-secret", signed);
+        let header = |name: &str| match name {
+            "content-type" => Some(content_type.to_owned()),
+            "x-github-event" => Some("issues".to_owned()),
+            "x-github-delivery" => Some("72d3162e-cc78-11e3-81ab-4c9367dc0958".to_owned()),
+            "x-hub-signature-256" => Some(signature.clone()),
+            _ => None,
+        };
+        check(
+            Some(&Secret::new("hook-secret")),
+            &Delivery {
+                header: &header,
+                body,
+            },
+        )
+    }
+
+    #[test]
+    fn a_form_encoded_delivery_is_read_from_its_payload_field() {
+        let json = r#"{"action":"labeled","issue":{"number":7},"repository":{"full_name":"Acme/App"}}"#;
+        let form: String = url::form_urlencoded::Serializer::new(String::new())
+            .append_pair("payload", json)
+            .finish();
+        let expected = Doorbell {
+            forge: ForgeKind::GitHub,
+            repo: RepoName::Path("Acme/App".into()),
+            topic: Topic::Items,
+        };
+        let (_, doorbell) = deliver(
+            "application/x-www-form-urlencoded",
+            form.as_bytes(),
+            form.as_bytes(),
+        )
+        .unwrap()
+        .unwrap();
+        assert_eq!(doorbell, expected);
+        let (_, doorbell) = deliver("application/json", json.as_bytes(), json.as_bytes())
+            .unwrap()
+            .unwrap();
+        assert_eq!(doorbell, expected);
+        // The signature is over the body as sent, not over the JSON inside.
+        assert!(matches!(
+            deliver(
+                "application/x-www-form-urlencoded",
+                form.as_bytes(),
+                json.as_bytes()
+            ),
+            Err(Received::Refused(_))
+        ));
+        assert!(matches!(
+            deliver("application/x-www-form-urlencoded", b"other=1", b"other=1"),
+            Err(Received::Malformed(why)) if why.contains("payload")
+        ));
+        assert!(matches!(
+            deliver("application/json", form.as_bytes(), form.as_bytes()),
+            Err(Received::Malformed(why)) if why.contains("content type")
+        ));
     }
 }

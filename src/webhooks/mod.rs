@@ -21,9 +21,29 @@ const REMEMBERED: usize = 4096;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Doorbell {
     pub forge: ForgeKind,
-    /// `owner/name` (GitHub) or `group/project` (GitLab), as the payload names it.
-    pub repo: String,
+    pub repo: RepoName,
     pub topic: Topic,
+}
+
+/// A repository as a delivery names it: not yet checked against the
+/// watched ones, nor spelled as configured.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum RepoName {
+    /// `owner/name` (GitHub) or `group/project` (GitLab), as the payload spells it.
+    Path(String),
+    /// A GitLab project by its id, from a payload that names no path (the
+    /// older Job Hook: `project_id` and a display `project_name` only).
+    ProjectId { id: u64, display: String },
+}
+
+impl std::fmt::Display for RepoName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RepoName::Path(path) => f.write_str(path),
+            RepoName::ProjectId { id, display } if display.is_empty() => write!(f, "project {id}"),
+            RepoName::ProjectId { id, display } => write!(f, "project {id} ({display})"),
+        }
+    }
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -34,7 +54,9 @@ pub enum Topic {
     Checks,
 }
 
-/// What came of a delivery, and the HTTP answer it gets.
+/// What came of a delivery, and the HTTP answer it gets. Every authentic
+/// delivery is answered 2xx, useful or not: GitLab switches a webhook off
+/// after repeated failures, which would silence the useful ones too.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Received {
     /// Rings the doorbell (202).
@@ -45,9 +67,21 @@ pub enum Received {
     Ignored(String),
     /// Not signed with the configured secret (401).
     Refused(String),
-    /// Authentic but unreadable (400).
+    /// Authentic but unreadable (200, nothing done, a warning logged).
     Malformed(String),
 }
+
+/// Every outcome a delivery can have, as logs and
+/// `forgehand_webhook_deliveries_total` name them; `too_large` is the
+/// HTTP listener's (a body over its limit is never read).
+pub const OUTCOMES: [&str; 6] = [
+    "accepted",
+    "duplicate",
+    "ignored",
+    "malformed",
+    "refused",
+    "too_large",
+];
 
 impl Received {
     /// The outcome's name in logs and metrics.
@@ -252,7 +286,7 @@ mod tests {
             gitlab_delivery(&receiver, "gl-hook-token", "Note Hook", "u1"),
             Received::Accepted(Doorbell {
                 forge: ForgeKind::GitLab,
-                repo: "group/app".into(),
+                repo: RepoName::Path("group/app".into()),
                 topic: Topic::Items,
             })
         );

@@ -54,3 +54,4 @@ mod task_models;
 mod transcripts;
 mod untrusted_inputs;
 mod webhooks;
+mod webhooks_gitlab;

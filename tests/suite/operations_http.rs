@@ -1,14 +1,17 @@
 //! The daemon's HTTP listener, end to end: the real daemon, a fake GitHub,
 //! a real git remote, real Docker, the scripted model. The probes answer
 //! without a token, everything else asks for it; after a scripted task the
-//! metrics show the task, its tokens and its cost, and the status page
-//! lists it with its pull request.
+//! metrics show the task, its tokens and its cost (in the text format a
+//! strict parser and `promtool check metrics` read, or in OpenMetrics when
+//! asked for), and the status page lists it with its pull request and a
+//! link to its transcript.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use forgehand_test_support::daemon_rig;
 use forgehand_test_support::github_world;
 use forgehand_test_support::mcp_client;
+use forgehand_test_support::metrics_text;
 use forgehand_test_support::scripted_model;
 
 use github_world::{World, DONE, REPO};
@@ -70,20 +73,54 @@ async fn probes_metrics_and_the_status_page_after_a_task() {
         assert_eq!(get(path, Some("wrong")).await.unwrap().status(), 401);
     }
 
-    // The label changes a moment before the task has wound down.
+    // The label changes a moment before the task has wound down. A scraper
+    // that does not ask for OpenMetrics reads the text format 0.0.4.
     let mut metrics = String::new();
     for _ in 0..100 {
         let answer = get("/metrics", Some(HTTP_TOKEN)).await.unwrap();
-        assert!(answer.headers()["content-type"]
-            .to_str()
-            .unwrap()
-            .starts_with("application/openmetrics-text"));
+        assert_eq!(
+            answer.headers()["content-type"],
+            "text/plain; version=0.0.4; charset=utf-8"
+        );
         metrics = answer.text().await.unwrap();
         if metrics.contains("forgehand_tasks_ended_total") {
             break;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let families = metrics_text::parse(&metrics).unwrap_or_else(|e| panic!("{e} in\n{metrics}"));
+    let counters: Vec<&str> = families
+        .iter()
+        .filter(|f| f.kind == "counter")
+        .map(|f| f.name.as_str())
+        .collect();
+    assert!(
+        counters.contains(&"forgehand_tasks_started_total"),
+        "{counters:?}"
+    );
+    assert!(counters.iter().all(|c| c.ends_with("_total")), "{counters:?}");
+    metrics_text::promtool_check(&metrics).unwrap();
+    let openmetrics = http
+        .get(format!("http://{address}/metrics"))
+        .bearer_auth(HTTP_TOKEN)
+        .header(
+            "accept",
+            "application/openmetrics-text;version=1.0.0,application/openmetrics-text;version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1",
+        )
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        openmetrics.headers()["content-type"],
+        "application/openmetrics-text; version=1.0.0; charset=utf-8"
+    );
+    let openmetrics = openmetrics.text().await.unwrap();
+    assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
+    assert!(
+        openmetrics.contains("# TYPE forgehand_tasks_started counter\n")
+            && openmetrics.contains("forgehand_tasks_started_total{forge=\"github\"} 1\n"),
+        "{openmetrics}"
+    );
     for line in [
         "forgehand_tasks_started_total{forge=\"github\"} 1",
         "forgehand_tasks_ended_total{outcome=\"delivered\"} 1",
@@ -116,6 +153,20 @@ async fn probes_metrics_and_the_status_page_after_a_task() {
         "{page}"
     );
     assert!(page.contains("Forge rate limits"));
+    // The ended task's row links its run's transcript, which opens.
+    let run = page
+        .split("<a href=\"/tasks/")
+        .nth(1)
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or_else(|| panic!("no transcript link in {page}"))
+        .to_owned();
+    let transcript = get(&format!("/tasks/{run}"), Some(HTTP_TOKEN)).await.unwrap();
+    assert_eq!(transcript.status(), 200);
+    assert!(transcript
+        .text()
+        .await
+        .unwrap()
+        .contains(&format!("Run {run}: github:{REPO}:issue:{issue}")));
     assert!(!page.contains(HTTP_TOKEN) && !metrics.contains(HTTP_TOKEN));
     assert!(!daemon.log_text().contains(HTTP_TOKEN));
 

@@ -1,11 +1,12 @@
 //! The status page in a real browser: headless Chromium (Debian's package,
 //! installed by scripts/dev-env.sh) renders it to a PNG, kept at
 //! `target/status-page.png` for a person to look at. The test checks the
-//! browser rendered a full page of it.
+//! browser rendered a full page of it, and that every task row links the
+//! transcript of its run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use forgehand::daemon::http::{render_status, SpendRow};
+use forgehand::daemon::http::{render_status, SpendRow, TaskRow};
 use forgehand::journal::{Phase, TaskRecord};
 use forgehand::task::board::LiveTask;
 use std::time::{Duration, SystemTime};
@@ -72,6 +73,17 @@ fn the_status_page_renders_in_headless_chromium() {
             secs,
         ),
     ];
+    // The third ended task's runs were pruned (daemon.transcript_retention).
+    let live: Vec<TaskRow<LiveTask>> = live
+        .into_iter()
+        .zip([57, 58])
+        .map(|(task, run)| TaskRow { task, run: Some(run) })
+        .collect();
+    let done: Vec<TaskRow<TaskRecord>> = done
+        .into_iter()
+        .zip([Some(52), Some(50), None])
+        .map(|(task, run)| TaskRow { task, run })
+        .collect();
     let html = render_status(
         "forgehand-prod",
         &live,
@@ -95,6 +107,16 @@ fn the_status_page_renders_in_headless_chromium() {
     );
     forgehand_test_support::browser::screenshot(&html, "status-page", 1280, 900);
     assert!(html.contains("<h2>In flight (2)</h2>") && html.contains("12 min"));
+    for run in [57, 58, 52, 50] {
+        assert!(
+            html.contains(&format!("<a href=\"/tasks/{run}\">run {run}</a>")),
+            "run {run} in {html}"
+        );
+    }
+    let rows_of = |name: &str| html.lines().filter(|l| l.contains(name)).count();
+    assert_eq!(rows_of("href=\"/tasks/"), 4, "{html}");
+    let pruned = html.lines().find(|l| l.contains("acme/app#35")).unwrap();
+    assert!(!pruned.contains("/tasks/"), "{pruned}");
     assert!(html.contains(
         "<td>acme/api</td><td>gpt-5.6</td><td class=\"num\">$1.25</td><td class=\"num\">$31.50</td>"
     ));

@@ -31,6 +31,16 @@ impl GitLabWorld {
         files: &[(&str, &str)],
         yaml: &str,
     ) -> GitLabWorld {
+        GitLabWorld::with_daemon_settings(turns, files, "", yaml).await
+    }
+
+    /// The same, with more `daemon:` settings (indented YAML lines).
+    pub async fn with_daemon_settings(
+        turns: Vec<(Reply, Option<Duration>)>,
+        files: &[(&str, &str)],
+        daemon_extra: &str,
+        yaml: &str,
+    ) -> GitLabWorld {
         crate::ensure_images().await;
         let dir = tempfile::tempdir().unwrap();
         let root = dir.path().join("git");
@@ -40,9 +50,10 @@ impl GitLabWorld {
         gitlab.add_project(PROJECT, &git.url("acme/platform/app.git"));
         gitlab.add_member(PROJECT, "maya", 30);
         let model = TurnModel::start(turns).await;
-        let config = daemon_rig::write_config(
+        let config = daemon_rig::write_config_with(
             dir.path(),
             &crate::unique("test-gl"),
+            daemon_extra,
             &format!(
                 "gitlab:\n  url: \"{}\"\n  projects: [\"{PROJECT}\"]\n{yaml}",
                 gitlab.url()
@@ -61,11 +72,17 @@ impl GitLabWorld {
     }
 
     pub fn start(&self) -> DaemonProcess {
-        let env = [
+        self.start_with(&[])
+    }
+
+    /// The daemon, with `more` in its environment.
+    pub fn start_with(&self, more: &[(&'static str, String)]) -> DaemonProcess {
+        let mut env = vec![
             ("GITLAB_TOKEN", GL_TOKEN.to_owned()),
             ("OPENAI_API_KEY", "sk-e2eGitLabModelKey0006".to_owned()),
             ("OPENAI_BASE_URL", self.model.base_url()),
         ];
+        env.extend_from_slice(more);
         DaemonProcess::start(&self.config, &["run"], &env, &self.log)
     }
 

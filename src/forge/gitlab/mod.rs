@@ -383,6 +383,18 @@ impl Forge for GitLab {
         Ok(projects)
     }
 
+    async fn repository_by_id(&self, id: u64) -> Result<Option<String>, ForgeError> {
+        // `GET /projects/:id` takes the numeric id as well as the path.
+        match self
+            .one::<Project>(Rest::get(format!("projects/{id}")), "read the project")
+            .await
+        {
+            Ok(p) => Ok(Some(p.path_with_namespace)),
+            Err(ForgeError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn poll_labelled(&self, repo: &str, label: &str, since: Option<&str>) -> Result<Poll, ForgeError> {
         let mut items = Vec::new();
         for (kind, segment) in [(ItemKind::Issue, "issues"), (ItemKind::Change, "merge_requests")] {

@@ -144,6 +144,7 @@ impl FakeGitLab {
         self.with(|s| (s.jobs.clone(), s.retries.clone()))
     }
 
+    /// A project; its id is 10 for the first, 11 for the next...
     pub fn add_project(&self, path: &str, clone_url: &str) {
         self.with(|s| {
             let id = s.projects.len() as u64 + 10;
@@ -439,13 +440,20 @@ impl Handler {
                     .collect();
                 paged(req, list)
             }
-            ("GET", ["projects", path]) => match s.projects.get(*path) {
-                Some(p) => Reply::json(
-                    200,
-                    json!({"id": p.id, "path_with_namespace": path, "http_url_to_repo": p.clone_url, "default_branch": "main"}),
-                ),
-                None => not_found("Project"),
-            },
+            // ":id: The ID or URL-encoded path of the project" (projects.md).
+            ("GET", ["projects", id_or_path]) => {
+                let found = match id_or_path.parse::<u64>() {
+                    Ok(id) => s.projects.iter().find(|(_, p)| p.id == id),
+                    Err(_) => s.projects.get_key_value(*id_or_path),
+                };
+                match found {
+                    Some((path, p)) => Reply::json(
+                        200,
+                        json!({"id": p.id, "path_with_namespace": path, "http_url_to_repo": p.clone_url, "default_branch": "main"}),
+                    ),
+                    None => not_found("Project"),
+                }
+            }
             ("GET", ["projects", path, kind @ ("issues" | "merge_requests")]) => {
                 let Some(p) = s.projects.get(*path) else {
                     return not_found("Project");
