@@ -192,6 +192,9 @@ pub struct SandboxConfig {
     pub egress_transport: EgressTransport,
     /// Where the per-sandbox egress sockets are (`<state_dir>/egress`).
     pub egress_socket_dir: PathBuf,
+    /// The ports a CONNECT tunnel may reach; each tunnel must begin with a
+    /// TLS ClientHello naming its host.
+    pub egress_tls_ports: Vec<u16>,
     pub snapshots: SnapshotsConfig,
     /// Docker containers, or pods in a Kubernetes namespace.
     pub backend: SandboxBackendChoice,
@@ -514,6 +517,15 @@ impl Config {
                 }
             },
             egress_socket_dir: daemon.state_dir.join("egress"),
+            egress_tls_ports: match s.egress.tls_ports {
+                ports if ports.contains(&0) => {
+                    return Err(ConfigError::invalid(
+                        "sandbox.egress.tls_ports",
+                        "lists port 0; list ports from 1 to 65535 (default [443])",
+                    ))
+                }
+                ports => ports,
+            },
             snapshots: SnapshotsConfig {
                 enabled: s.snapshots.enabled,
                 dir: match s.snapshots.dir.trim() {

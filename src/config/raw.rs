@@ -277,6 +277,8 @@ pub struct RawEgress {
     pub allow_loopback: bool,
     pub proxy_port: u16,
     pub transport: String,
+    /// The ports CONNECT may reach (TLS must start the tunnel).
+    pub tls_ports: Vec<u16>,
 }
 
 impl Default for RawEgress {
@@ -286,6 +288,7 @@ impl Default for RawEgress {
             allow_loopback: false,
             proxy_port: 3128,
             transport: "auto".into(),
+            tls_ports: vec![443],
         }
     }
 }

@@ -1,28 +1,41 @@
 //! The egress tunnel's host end: every connection the sandbox's proxy port
 //! accepts arrives here over the supervisor's session, as an HTTP proxy
-//! request. The host is checked against the allowlist of the task's current
-//! phase (setup or agent), resolved here, and refused when an address is
-//! private (unless `sandbox.egress.allow_private`), the daemon's loopback
-//! (unless `sandbox.egress.allow_loopback`), or link-local or reserved
-//! (never: that is where cloud metadata services answer), so a public name
-//! cannot point inside. CONNECT is tunnelled without TLS
-//! interception; plain HTTP is forwarded one request per connection. Each
-//! decision goes to the log, to `/metrics` and to the phase's summary.
+//! request. The head is parsed strictly ([`http_head`]); the host is
+//! checked against the allowlist of the task's current phase (setup or
+//! agent), resolved here, and refused when an address is private (unless
+//! `sandbox.egress.allow_private`), the daemon's loopback (unless
+//! `sandbox.egress.allow_loopback`), or a cloud metadata, link-local or
+//! reserved one (never, whatever is set: [`address`]), so a public name
+//! cannot point inside. CONNECT goes to TLS ports only
+//! (`sandbox.egress.tls_ports`) and must begin with a ClientHello naming
+//! the allowed host ([`tls_sni`]); the TLS inside is not intercepted.
+//! Plain HTTP is forwarded one request per connection. Each decision goes
+//! to the log, to `/metrics`, to the observer (the run's transcript) and to
+//! the phase's summary.
+
+mod address;
+mod http_head;
+mod tls_sni;
+
+pub use address::is_internal;
 
 use crate::config::HostPattern;
-use std::net::{IpAddr, SocketAddr};
+use http_head::{OneRequest, ProxyRequest, Refusal};
+use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tls_sni::HelloAnswer;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-/// Longest request head read from the sandbox.
-const MAX_HEAD: usize = 16 << 10;
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long a connection may take to send its request head.
 const HEAD_TIMEOUT: Duration = Duration::from_secs(10);
 /// Connections one sandbox may have open through the relay at once: one
 /// sandbox must not use up the daemon's file descriptors.
 pub const MAX_CONNECTIONS: usize = 256;
+/// The ports CONNECT may reach unless the operator names others
+/// (`sandbox.egress.tls_ports`).
+pub const DEFAULT_TLS_PORTS: [u16; 1] = [443];
 
 /// What the sandbox may reach now.
 #[derive(Debug, Clone, Default)]
@@ -67,10 +80,12 @@ impl std::fmt::Debug for Record {
 }
 
 /// Which internal addresses an operator opened, besides the public internet.
-/// Link-local and reserved addresses stay closed whatever is set.
+/// Cloud metadata, link-local and reserved addresses stay closed whatever
+/// is set.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Reach {
-    /// Private networks: 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7.
+    /// Private networks: 10/8, 172.16/12, 192.168/16, 100.64/10, fc00::/7
+    /// (the metadata services inside them excepted).
     pub private: bool,
     /// The daemon host's own loopback.
     pub loopback: bool,
@@ -86,6 +101,8 @@ pub struct Egress {
     open: tokio::sync::Semaphore,
     /// Where each decision is counted (the daemon's metrics).
     metrics: Arc<crate::metrics::Metrics>,
+    /// The ports CONNECT may reach ([`DEFAULT_TLS_PORTS`]).
+    tls_ports: Vec<u16>,
 }
 
 impl Default for Egress {
@@ -96,6 +113,7 @@ impl Default for Egress {
             decisions: Mutex::default(),
             open: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
             metrics: Arc::default(),
+            tls_ports: DEFAULT_TLS_PORTS.to_vec(),
         }
     }
 }
@@ -111,17 +129,33 @@ impl Egress {
         })
     }
 
+    /// As [`Egress::new`], with CONNECT open to `tls_ports` rather than
+    /// [`DEFAULT_TLS_PORTS`].
+    pub fn with_tls_ports(
+        reach: Reach,
+        tls_ports: Vec<u16>,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Arc<Egress> {
+        Arc::new(Egress {
+            reach,
+            metrics,
+            tls_ports,
+            ..Egress::default()
+        })
+    }
+
     /// A sandbox's tunnel end, opening what `config` opens
-    /// (`sandbox.egress.allow_private`, `allow_loopback`).
+    /// (`sandbox.egress.allow_private`, `allow_loopback`, `tls_ports`).
     pub fn for_sandbox(
         config: &crate::config::SandboxConfig,
         metrics: Arc<crate::metrics::Metrics>,
     ) -> Arc<Egress> {
-        Egress::new(
+        Egress::with_tls_ports(
             Reach {
                 private: config.egress_allow_private,
                 loopback: config.egress_allow_loopback,
             },
+            config.egress_tls_ports.clone(),
             metrics,
         )
     }
@@ -198,15 +232,27 @@ impl Egress {
             let _ = respond(&mut client, 503, &why).await;
             return;
         };
-        let Some((mut upstream, mut decision, ends)) = self.open_tunnel(&mut client).await else {
+        let Some(tunnel) = self.open_tunnel(&mut client).await else {
             return;
         };
-        let copied = tokio::io::copy_bidirectional_with_sizes(
-            &mut client,
-            &mut upstream,
-            forgehand_editor::supervisor::TUNNEL_BUFFER,
-            forgehand_editor::supervisor::TUNNEL_BUFFER,
-        );
+        let Tunnel {
+            mut upstream,
+            mut decision,
+            ends,
+            body_left,
+        } = tunnel;
+        let (phase, host) = (decision.phase.clone(), decision.host.clone());
+        let copied = async {
+            let Some(body_left) = body_left else {
+                return relay(&mut client, &mut upstream).await;
+            };
+            let mut one_request = OneRequest::new(&mut client, body_left);
+            let copied = relay(&mut one_request, &mut upstream).await;
+            if one_request.dropped > 0 {
+                tracing::warn!(phase = %phase, host = %host, "egress dropped {} bytes sent after the request: a connection carries one request", one_request.dropped);
+            }
+            copied
+        };
         tokio::select! {
             copied = copied => {
                 if let Ok((up, down)) = copied {
@@ -220,45 +266,40 @@ impl Egress {
         self.record(&decision);
     }
 
-    /// Reads the proxy request, decides, connects and answers; the open
-    /// upstream and the decision so far, or `None` when the client has
-    /// been answered (a refusal is recorded here).
-    async fn open_tunnel<S: AsyncRead + AsyncWrite + Unpin>(
-        &self,
-        client: &mut S,
-    ) -> Option<(
-        tokio::net::TcpStream,
-        Decision,
-        tokio_util::sync::CancellationToken,
-    )> {
+    /// Reads the proxy request, decides, connects and starts the exchange
+    /// (for CONNECT: checks the ClientHello); `None` when the client has
+    /// been answered instead (a refusal is recorded here).
+    async fn open_tunnel<S: AsyncRead + AsyncWrite + Unpin>(&self, client: &mut S) -> Option<Tunnel> {
         let policy = self.policy.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let parsed = match tokio::time::timeout(HEAD_TIMEOUT, read_head(client)).await {
-            Ok(Ok((head, rest))) => ProxyRequest::parse(&head).map(|request| (request, head, rest)),
-            Ok(Err(message)) => Err(message),
-            Err(_) => Err(format!(
-                "the request head did not arrive within {} s",
-                HEAD_TIMEOUT.as_secs()
-            )),
+        let parsed = match tokio::time::timeout(HEAD_TIMEOUT, http_head::read_head(client)).await {
+            Ok(Ok((head, rest))) => ProxyRequest::parse(&head).map(|request| (request, rest)),
+            Ok(Err(reason)) => Err(Refusal {
+                target: None,
+                status: 400,
+                reason,
+            }),
+            Err(_) => Err(Refusal {
+                target: None,
+                status: 400,
+                reason: format!(
+                    "the request head did not arrive within {} s",
+                    HEAD_TIMEOUT.as_secs()
+                ),
+            }),
         };
-        let (request, head, rest) = match parsed {
+        let (request, rest) = match parsed {
             Ok(parsed) => parsed,
-            Err(message) => {
-                tracing::warn!(phase = %policy.phase, "egress refused a malformed request: {message}");
-                self.metrics.egress(&policy.phase, "malformed", 0);
-                let _ = respond(client, 400, &message).await;
+            Err(refusal) => {
+                self.refuse_head(&policy, client, refusal).await;
                 return None;
             }
         };
         let mut decision = Decision {
-            phase: if policy.phase.is_empty() {
-                "sandbox".into()
-            } else {
-                policy.phase.clone()
-            },
+            phase: phase_name(&policy),
             host: request.host.clone(),
             port: request.port,
             denied: None,
-            bytes: rest.len() as u64,
+            bytes: 0,
         };
         let mut upstream = match self.open(&policy, &request).await {
             Ok(upstream) => upstream,
@@ -269,26 +310,118 @@ impl Egress {
                 return None;
             }
         };
-        tracing::info!(phase = %decision.phase, host = %decision.host, port = decision.port, "egress allowed: connected");
-        let started = if request.connect {
-            client
-                .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-                .await
-                .and(upstream.write_all(&rest).await)
+        let body_left = if request.connect {
+            if !self.start_tls(client, &mut upstream, &mut decision, rest).await {
+                return None;
+            }
+            None
         } else {
-            upstream
-                .write_all(&request.forwarded_head(&head))
-                .await
-                .and(upstream.write_all(&rest).await)
+            Some(
+                self.start_plain(&mut upstream, &mut decision, &request, &rest)
+                    .await?,
+            )
         };
-        match started {
-            // Ended already (the phase changed while this one connected): closed at once.
-            Ok(()) => Some((upstream, decision, policy.ends.clone())),
-            Err(_) => {
-                self.record(&decision);
-                None
+        tracing::info!(phase = %decision.phase, host = %decision.host, port = decision.port, "egress allowed: connected");
+        // When the phase ended meanwhile, `ends` is cancelled already and
+        // the relay closes this at once.
+        Some(Tunnel {
+            upstream,
+            decision,
+            ends: policy.ends.clone(),
+            body_left,
+        })
+    }
+
+    /// Sends a plain-HTTP request upstream: the rebuilt head and as much of
+    /// the body as came with it. The body bytes still to come, or `None`
+    /// when the upstream could not be written (recorded here).
+    async fn start_plain(
+        &self,
+        upstream: &mut tokio::net::TcpStream,
+        decision: &mut Decision,
+        request: &ProxyRequest,
+        rest: &[u8],
+    ) -> Option<u64> {
+        let body_now = rest
+            .len()
+            .min(usize::try_from(request.body_length).unwrap_or(usize::MAX));
+        if rest.len() > body_now {
+            tracing::warn!(phase = %decision.phase, host = %decision.host, "egress dropped {} bytes sent after the request: a connection carries one request", rest.len() - body_now);
+        }
+        decision.bytes = body_now as u64;
+        let sent = upstream.write_all(&request.forwarded).await;
+        if sent.and(upstream.write_all(&rest[..body_now]).await).is_err() {
+            self.record(decision);
+            return None;
+        }
+        Some(request.body_length - body_now as u64)
+    }
+
+    /// Answers a refused request head; recorded as a decision when its
+    /// target is known, else counted as malformed.
+    async fn refuse_head<S: AsyncWrite + Unpin>(&self, policy: &Policy, client: &mut S, refusal: Refusal) {
+        match refusal.target {
+            Some((host, port)) => self.record(&Decision {
+                phase: phase_name(policy),
+                host,
+                port,
+                denied: Some(refusal.reason.clone()),
+                bytes: 0,
+            }),
+            None => {
+                tracing::warn!(phase = %policy.phase, "egress refused a malformed request: {}", refusal.reason);
+                self.metrics.egress(&policy.phase, "malformed", 0);
             }
         }
+        let _ = respond(client, refusal.status, &refusal.reason).await;
+    }
+
+    /// Opens a CONNECT tunnel to the client, then reads its ClientHello and
+    /// sends it upstream when it names the tunnel's host. `false`: the
+    /// tunnel ends here (a refusal is recorded and the client told).
+    async fn start_tls<S: AsyncRead + AsyncWrite + Unpin>(
+        &self,
+        client: &mut S,
+        upstream: &mut tokio::net::TcpStream,
+        decision: &mut Decision,
+        rest: Vec<u8>,
+    ) -> bool {
+        if client
+            .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+            .await
+            .is_err()
+        {
+            self.record(decision);
+            return false;
+        }
+        let refusal = match tls_sni::read_client_hello(client, rest).await {
+            Ok(hello) => match tls_sni::server_name_refusal(&decision.host, hello.server_name.as_deref()) {
+                None => {
+                    decision.bytes = hello.bytes.len() as u64;
+                    if upstream.write_all(&hello.bytes).await.is_err() {
+                        self.record(decision);
+                        return false;
+                    }
+                    return true;
+                }
+                Some(reason) => tls_sni::HelloRefusal {
+                    reason,
+                    answer: HelloAnswer::Alert(&tls_sni::ACCESS_DENIED_ALERT),
+                },
+            },
+            Err(refusal) => refusal,
+        };
+        decision.denied = Some(refusal.reason.clone());
+        self.record(decision);
+        let _ = match refusal.answer {
+            HelloAnswer::Http => respond(client, 400, &refusal.reason).await,
+            HelloAnswer::Alert(alert) => match client.write_all(alert).await {
+                Ok(()) => client.shutdown().await,
+                Err(e) => Err(e),
+            },
+            HelloAnswer::Nothing => Ok(()),
+        };
+        false
     }
 
     /// Checks `request` against the policy and connects; the error is the
@@ -298,8 +431,39 @@ impl Egress {
         policy: &Policy,
         request: &ProxyRequest,
     ) -> Result<tokio::net::TcpStream, (u16, String)> {
+        self.check_target(policy, request)?;
+        let host = request.host.as_str();
+        let addresses: Vec<SocketAddr> = match tokio::net::lookup_host((host, request.port)).await {
+            Ok(found) => found.collect(),
+            Err(e) => return Err((502, format!("cannot resolve {host}: {e}"))),
+        };
+        for address in &addresses {
+            if let Some(why) = self.reach.refusal(address.ip()) {
+                return Err((403, format!("{host} resolves to {}, {why}", address.ip())));
+            }
+        }
+        let mut last = format!("{host} has no address");
+        for address in addresses {
+            match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(address)).await {
+                Ok(Ok(stream)) => return Ok(stream),
+                Ok(Err(e)) => last = format!("cannot connect to {host} ({address}): {e}"),
+                Err(_) => last = format!("{host} ({address}) did not answer in {CONNECT_TIMEOUT:?}"),
+            }
+        }
+        Err((502, last))
+    }
+
+    /// The checks made before a name is resolved: metadata names, the
+    /// phase's allowlist, and TLS ports for CONNECT.
+    fn check_target(&self, policy: &Policy, request: &ProxyRequest) -> Result<(), (u16, String)> {
         let host = request.host.as_str();
         let port = request.port;
+        if address::is_metadata_name(host) {
+            return Err((
+                403,
+                format!("{host} is a cloud metadata service, which no setting opens"),
+            ));
+        }
         if !policy.hosts.iter().any(|p| p.allows(host, port)) {
             let named = policy.hosts.iter().any(|p| p.matches_name(host));
             let why = match policy.phase.as_str() {
@@ -316,38 +480,17 @@ impl Egress {
             };
             return Err((403, why));
         }
-        let addresses: Vec<SocketAddr> = match tokio::net::lookup_host((host, request.port)).await {
-            Ok(found) => found.collect(),
-            Err(e) => return Err((502, format!("cannot resolve {host}: {e}"))),
-        };
-        for address in &addresses {
-            let refused = match address_class(address.ip()) {
-                AddressClass::Public => None,
-                AddressClass::Private if self.reach.private => None,
-                AddressClass::Loopback if self.reach.loopback => None,
-                AddressClass::Private => {
-                    Some("a private address; an operator may allow those with sandbox.egress.allow_private")
-                }
-                AddressClass::Loopback => {
-                    Some("the daemon's loopback; an operator may allow it with sandbox.egress.allow_loopback")
-                }
-                AddressClass::Closed => Some(
-                    "a link-local or reserved address (where cloud metadata answers), which no setting opens",
+        if request.connect && !self.tls_ports.contains(&port) {
+            let open: Vec<String> = self.tls_ports.iter().map(u16::to_string).collect();
+            return Err((
+                403,
+                format!(
+                    "CONNECT carries TLS only, to the ports in sandbox.egress.tls_ports ({}), not {port}: send plain HTTP to the proxy as an http://{host}:{port}/ request, or an operator may add {port} to sandbox.egress.tls_ports",
+                    open.join(", ")
                 ),
-            };
-            if let Some(why) = refused {
-                return Err((403, format!("{host} resolves to {}, {why}", address.ip())));
-            }
+            ));
         }
-        let mut last = format!("{host} has no address");
-        for address in addresses {
-            match tokio::time::timeout(CONNECT_TIMEOUT, tokio::net::TcpStream::connect(address)).await {
-                Ok(Ok(stream)) => return Ok(stream),
-                Ok(Err(e)) => last = format!("cannot connect to {host} ({address}): {e}"),
-                Err(_) => last = format!("{host} ({address}) did not answer in {CONNECT_TIMEOUT:?}"),
-            }
-        }
-        Err((502, last))
+        Ok(())
     }
 
     fn record(&self, decision: &Decision) {
@@ -376,6 +519,40 @@ impl Egress {
     }
 }
 
+/// An open upstream connection and what is known of it, ready to relay.
+struct Tunnel {
+    upstream: tokio::net::TcpStream,
+    decision: Decision,
+    /// Cancelled when the phase that opened it ends.
+    ends: tokio_util::sync::CancellationToken,
+    /// Plain HTTP: the body bytes still to come from the client, after
+    /// which nothing more is forwarded; `None` for a CONNECT tunnel.
+    body_left: Option<u64>,
+}
+
+/// The phase a decision is recorded for (`sandbox` before the task says).
+fn phase_name(policy: &Policy) -> String {
+    if policy.phase.is_empty() {
+        "sandbox".into()
+    } else {
+        policy.phase.clone()
+    }
+}
+
+/// Copies both ways until both ends are done.
+async fn relay<C: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut C,
+    upstream: &mut tokio::net::TcpStream,
+) -> std::io::Result<(u64, u64)> {
+    tokio::io::copy_bidirectional_with_sizes(
+        client,
+        upstream,
+        forgehand_editor::supervisor::TUNNEL_BUFFER,
+        forgehand_editor::supervisor::TUNNEL_BUFFER,
+    )
+    .await
+}
+
 /// The environment that points a sandbox's tools at the proxy on its
 /// loopback. Most tools read `HTTP(S)_PROXY` (pip, npm, cargo, go, curl,
 /// git); Java's (Maven, Gradle) read the JVM's properties.
@@ -398,223 +575,11 @@ pub fn proxy_env(port: u16) -> Vec<String> {
     ]
 }
 
-/// What an address is, for the egress decision.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum AddressClass {
-    Public,
-    /// The daemon host's own loopback.
-    Loopback,
-    /// Private networks: RFC 1918, shared (CGNAT), unique local.
-    Private,
-    /// Link-local (cloud metadata), unspecified, multicast, broadcast,
-    /// reserved, benchmarking, IETF-assigned, and IPv6 translators into
-    /// IPv4 (NAT64, 6to4) and the old site-local: never reached.
-    Closed,
-}
-
-fn address_class(ip: IpAddr) -> AddressClass {
-    match ip {
-        IpAddr::V4(v4) => {
-            let [a, b, c, _] = v4.octets();
-            if v4.is_loopback() {
-                AddressClass::Loopback
-            } else if v4.is_private() || (a == 100 && (64..128).contains(&b)) {
-                AddressClass::Private
-            } else if v4.is_link_local()
-                || v4.is_unspecified()
-                || v4.is_broadcast()
-                || v4.is_multicast()
-                || a == 0
-                || (a == 192 && b == 0 && c == 0)
-                || (a == 198 && (b == 18 || b == 19))
-                || a >= 240
-            {
-                AddressClass::Closed
-            } else {
-                AddressClass::Public
-            }
-        }
-        IpAddr::V6(v6) => {
-            if let Some(v4) = v6.to_ipv4_mapped() {
-                return address_class(IpAddr::V4(v4));
-            }
-            let segments = v6.segments();
-            let first = segments[0];
-            if v6.is_loopback() {
-                AddressClass::Loopback
-            } else if (first & 0xfe00) == 0xfc00 {
-                AddressClass::Private
-            } else if v6.is_unspecified()
-                || v6.is_multicast()
-                || (first & 0xffc0) == 0xfe80
-                || (first & 0xffc0) == 0xfec0
-                || segments[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
-                || first == 0x2002
-            {
-                AddressClass::Closed
-            } else {
-                AddressClass::Public
-            }
-        }
-    }
-}
-
-/// Everything that is not the public internet.
-pub fn is_internal(ip: IpAddr) -> bool {
-    address_class(ip) != AddressClass::Public
-}
-
-/// A request head from the sandbox's proxy client.
-#[derive(Debug, Clone, PartialEq, Eq)]
-struct ProxyRequest {
-    connect: bool,
-    host: String,
-    port: u16,
-    /// The request line's target in origin form (`/path?q`), for plain HTTP.
-    path: String,
-}
-
-impl ProxyRequest {
-    fn parse(head: &[u8]) -> Result<ProxyRequest, String> {
-        let text = std::str::from_utf8(head).map_err(|_| "the request head is not text".to_owned())?;
-        let line = text.lines().next().unwrap_or_default();
-        let mut parts = line.split_whitespace();
-        let (Some(method), Some(target), Some(_version)) = (parts.next(), parts.next(), parts.next()) else {
-            return Err(format!("not an HTTP proxy request: {line:?}"));
-        };
-        if method.eq_ignore_ascii_case("CONNECT") {
-            let (host, port) = split_host_port(target, 443)?;
-            check_host_header(text, &host, 443)?;
-            return Ok(ProxyRequest {
-                connect: true,
-                host,
-                port,
-                path: String::new(),
-            });
-        }
-        let Some(rest) = target.strip_prefix("http://") else {
-            return Err(format!(
-                "the proxy takes CONNECT for TLS and absolute http:// targets; got {target:?}"
-            ));
-        };
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        let (host, port) = split_host_port(authority, 80)?;
-        // The request goes to `host`; a Host header naming another site
-        // would reach it on a shared address (a CDN, a virtual host).
-        check_host_header(text, &host, 80)?;
-        Ok(ProxyRequest {
-            connect: false,
-            host,
-            port,
-            path: path.to_owned(),
-        })
-    }
-
-    /// The head sent upstream: origin-form target, no proxy headers, and
-    /// `Connection: close` so one connection carries one request (a second
-    /// request on it could name another host).
-    fn forwarded_head(&self, head: &[u8]) -> Vec<u8> {
-        let text = String::from_utf8_lossy(head);
-        let mut lines = text.split("\r\n");
-        let first = lines.next().unwrap_or_default();
-        let mut words = first.split_whitespace();
-        let method = words.next().unwrap_or("GET");
-        let _ = words.next();
-        let version = words.next().unwrap_or("HTTP/1.1");
-        let mut out = format!("{method} {} {version}\r\n", self.path);
-        for line in lines {
-            if line.is_empty() {
-                continue;
-            }
-            let name = line
-                .split(':')
-                .next()
-                .unwrap_or_default()
-                .trim()
-                .to_ascii_lowercase();
-            if name == "connection" || name.starts_with("proxy-") || name == "keep-alive" {
-                continue;
-            }
-            out.push_str(line);
-            out.push_str("\r\n");
-        }
-        out.push_str("Connection: close\r\n\r\n");
-        out.into_bytes()
-    }
-}
-
-/// Refuses a request whose `Host` header (any of them) names another host
-/// than the one the request is checked and sent for.
-fn check_host_header(head: &str, host: &str, default_port: u16) -> Result<(), String> {
-    for line in head.split("\r\n").skip(1) {
-        let Some((name, value)) = line.split_once(':') else {
-            continue;
-        };
-        if !name.trim().eq_ignore_ascii_case("host") {
-            continue;
-        }
-        let (named, _) = split_host_port(value.trim(), default_port)?;
-        if named != host {
-            return Err(format!(
-                "the Host header names {named}, but the request is for {host}; a request reaches the host it was allowed for only"
-            ));
-        }
-    }
-    Ok(())
-}
-
-fn split_host_port(authority: &str, default_port: u16) -> Result<(String, u16), String> {
-    let bad = || format!("{authority:?} is not a host with an optional port");
-    let (host, port) = if let Some(rest) = authority.strip_prefix('[') {
-        let (host, after) = rest.split_once(']').ok_or_else(bad)?;
-        let port = match after.strip_prefix(':') {
-            Some(p) => p.parse().map_err(|_| bad())?,
-            None => default_port,
-        };
-        (host.to_owned(), port)
-    } else {
-        match authority.rsplit_once(':') {
-            Some((host, port)) => (host.to_owned(), port.parse().map_err(|_| bad())?),
-            None => (authority.to_owned(), default_port),
-        }
-    };
-    if host.is_empty() {
-        return Err(bad());
-    }
-    Ok((host.to_ascii_lowercase(), port))
-}
-
-/// Reads up to the end of the request head; returns the head and the bytes
-/// read past it.
-async fn read_head<S: AsyncRead + Unpin>(client: &mut S) -> Result<(Vec<u8>, Vec<u8>), String> {
-    let mut buf = Vec::with_capacity(1024);
-    let mut chunk = [0u8; 4096];
-    loop {
-        if let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
-            let rest = buf.split_off(end + 4);
-            return Ok((buf, rest));
-        }
-        if buf.len() > MAX_HEAD {
-            return Err(format!("the request head is longer than {MAX_HEAD} bytes"));
-        }
-        let n = client
-            .read(&mut chunk)
-            .await
-            .map_err(|e| format!("cannot read the request: {e}"))?;
-        if n == 0 {
-            return Err("the connection closed before a whole request head".into());
-        }
-        buf.extend_from_slice(&chunk[..n]);
-    }
-}
-
 async fn respond<S: AsyncWrite + Unpin>(client: &mut S, status: u16, reason: &str) -> std::io::Result<()> {
     let title = match status {
         400 => "Bad Request",
         403 => "Forbidden",
+        411 => "Length Required",
         503 => "Service Unavailable",
         _ => "Bad Gateway",
     };

@@ -536,3 +536,17 @@ fn sandboxes_as_pods_are_configured_with_their_registry_and_refuse_the_socket_tu
         .to_string();
     assert!(err.contains("namespaces"), "{err}");
 }
+
+#[test]
+fn egress_tls_ports_default_to_443_and_refuse_port_0() {
+    assert_eq!(load("", &[]).unwrap().sandbox.egress_tls_ports, [443]);
+    let listed = load("sandbox:\n  egress:\n    tls_ports: [443, 8443]\n", &[]).unwrap();
+    assert_eq!(listed.sandbox.egress_tls_ports, [443, 8443]);
+    let err = load("sandbox:\n  egress:\n    tls_ports: [443, 0]\n", &[])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        err.contains("sandbox.egress.tls_ports") && err.contains("port 0"),
+        "{err}"
+    );
+}

@@ -1,6 +1,10 @@
-//! The egress relay's decisions, on in-memory streams.
+//! The egress relay's decisions, on in-memory streams (the sandbox's side)
+//! and real sockets on loopback (the servers).
 
 use super::*;
+use tokio::io::AsyncReadExt;
+
+mod tls;
 
 #[test]
 fn internal_addresses_are_recognised() {
@@ -24,6 +28,9 @@ fn internal_addresses_are_recognised() {
         "192.0.0.8",
         "240.0.0.1",
         "255.255.255.254",
+        "100.100.100.200",
+        "fd00:ec2::254",
+        "168.63.129.16",
     ] {
         assert!(is_internal(ip.parse().unwrap()), "{ip}");
     }
@@ -38,32 +45,6 @@ fn internal_addresses_are_recognised() {
     }
 }
 
-#[test]
-fn proxy_requests_parse_and_forward_in_origin_form() {
-    let connect =
-        ProxyRequest::parse(b"CONNECT Pkgs.Example.org:443 HTTP/1.1\r\nHost: pkgs.example.org:443\r\n\r\n")
-            .unwrap();
-    assert_eq!(
-        (connect.connect, connect.host.as_str(), connect.port),
-        (true, "pkgs.example.org", 443)
-    );
-    let head = b"GET http://127.0.0.1:8080/simple/x/?a=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nProxy-Connection: keep-alive\r\nConnection: keep-alive\r\nAccept: */*\r\n\r\n";
-    let plain = ProxyRequest::parse(head).unwrap();
-    assert_eq!(
-        (plain.host.as_str(), plain.port, plain.path.as_str()),
-        ("127.0.0.1", 8080, "/simple/x/?a=1")
-    );
-    let forwarded = String::from_utf8(plain.forwarded_head(head)).unwrap();
-    assert_eq!(
-        forwarded,
-        "GET /simple/x/?a=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\nAccept: */*\r\nConnection: close\r\n\r\n"
-    );
-    assert!(ProxyRequest::parse(b"GET /relative HTTP/1.1\r\n\r\n").is_err());
-    assert!(ProxyRequest::parse(b"GET https://x/ HTTP/1.1\r\n\r\n").is_err());
-    let v6 = ProxyRequest::parse(b"CONNECT [::1]:8443 HTTP/1.1\r\n\r\n").unwrap();
-    assert_eq!((v6.host.as_str(), v6.port), ("::1", 8443));
-}
-
 #[tokio::test]
 async fn a_phases_connections_close_when_it_ends() {
     // A server that never closes its side.
@@ -74,11 +55,12 @@ async fn a_phases_connections_close_when_it_ends() {
         socket.write_all(b"hello").await.unwrap();
         tokio::time::sleep(Duration::from_secs(3600)).await;
     });
-    let egress = Egress::new(
+    let egress = Egress::with_tls_ports(
         Reach {
             private: false,
             loopback: true,
         },
+        vec![port],
         Default::default(),
     );
     egress.set_phase(
@@ -93,6 +75,7 @@ async fn a_phases_connections_close_when_it_ends() {
     near.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
         .await
         .unwrap();
+    near.write_all(&tls::client_hello("127.0.0.1")).await.unwrap();
     let mut got = [0u8; 64];
     let mut read = 0;
     while !String::from_utf8_lossy(&got[..read]).ends_with("hello") {
@@ -151,14 +134,21 @@ async fn metadata_addresses_stay_closed_whatever_is_opened() {
             "{answer}"
         );
     }
-    assert_eq!(address_class("10.0.0.1".parse().unwrap()), AddressClass::Private);
     assert_eq!(
-        address_class("127.0.0.1".parse().unwrap()),
-        AddressClass::Loopback
+        address::address_class("10.0.0.1".parse().unwrap()),
+        address::AddressClass::Private
     );
     assert_eq!(
-        address_class("::ffff:169.254.169.254".parse().unwrap()),
-        AddressClass::Closed
+        address::address_class("127.0.0.1".parse().unwrap()),
+        address::AddressClass::Loopback
+    );
+    assert_eq!(
+        address::address_class("::ffff:169.254.169.254".parse().unwrap()),
+        address::AddressClass::Metadata
+    );
+    assert_eq!(
+        address::address_class("fe80::1".parse().unwrap()),
+        address::AddressClass::Closed
     );
 }
 
@@ -195,27 +185,6 @@ async fn idle_connections_time_out_and_one_sandbox_cannot_open_too_many() {
     assert!(answer.contains("did not arrive within 10 s"), "{answer}");
     // And their permits are back.
     assert_eq!(egress.open.available_permits(), MAX_CONNECTIONS);
-}
-
-#[test]
-fn a_host_header_naming_another_site_is_refused() {
-    // An allowed name's address shared with other sites (a CDN) must not
-    // reach them through the Host header.
-    let err = ProxyRequest::parse(
-        b"GET http://pkgs.example.org/simple/ HTTP/1.1\r\nHost: internal.example.com\r\n\r\n",
-    )
-    .unwrap_err();
-    assert!(err.contains("Host header names internal.example.com"), "{err}");
-    let err =
-        ProxyRequest::parse(b"CONNECT pkgs.example.org:443 HTTP/1.1\r\nHost: other.example:443\r\n\r\n")
-            .unwrap_err();
-    assert!(err.contains("other.example"), "{err}");
-    // Two Host headers, the second another site's.
-    assert!(ProxyRequest::parse(
-        b"GET http://a.example/ HTTP/1.1\r\nHost: a.example\r\nhost: b.example\r\n\r\n"
-    )
-    .is_err());
-    assert!(ProxyRequest::parse(b"GET http://A.example:80/ HTTP/1.1\r\nHost: a.EXAMPLE\r\n\r\n").is_ok());
 }
 
 #[tokio::test]
@@ -310,7 +279,7 @@ async fn ten_thousand_idle_connections_from_one_sandbox_leave_another_sandbox_se
         10_000 - MAX_CONNECTIONS
     );
     // Another sandbox's relay is untouched by the first one's flood.
-    let other = Egress::new(reach, Default::default());
+    let other = Egress::with_tls_ports(reach, vec![port], Default::default());
     other.set_phase(
         "agent",
         vec![HostPattern::parse(&format!("127.0.0.1:{port}")).unwrap()],
@@ -324,6 +293,7 @@ async fn ten_thousand_idle_connections_from_one_sandbox_leave_another_sandbox_se
     near.write_all(format!("CONNECT 127.0.0.1:{port} HTTP/1.1\r\n\r\n").as_bytes())
         .await
         .unwrap();
+    near.write_all(&tls::client_hello("127.0.0.1")).await.unwrap();
     let mut got = Vec::new();
     tokio::time::timeout(Duration::from_secs(5), near.read_to_end(&mut got))
         .await
@@ -368,4 +338,218 @@ fn an_observer_hears_each_decision_once_those_before_it_as_returned() {
     assert_eq!(earlier, vec![decision("before.example")]);
     assert_eq!(*heard.lock().unwrap(), vec!["after.example"]);
     assert_eq!(egress.decisions().len(), 2);
+}
+
+/// Sends `request` through `egress` as the sandbox would and returns all
+/// it answers.
+async fn ask(egress: &Arc<Egress>, request: &[u8]) -> String {
+    let (mut near, far) = tokio::io::duplex(64 << 10);
+    let serve = tokio::spawn({
+        let egress = egress.clone();
+        async move { egress.handle(far).await }
+    });
+    near.write_all(request).await.unwrap();
+    let mut answer = String::new();
+    near.read_to_string(&mut answer).await.unwrap();
+    serve.await.unwrap();
+    answer
+}
+
+/// The decisions `egress` makes from now on, as the transcript hears them.
+fn heard(egress: &Egress) -> Arc<std::sync::Mutex<Vec<Decision>>> {
+    let heard = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let sink = heard.clone();
+    egress.observe(Arc::new(move |d: &Decision| sink.lock().unwrap().push(d.clone())));
+    heard
+}
+
+#[tokio::test]
+async fn a_second_host_smuggled_past_the_line_parser_is_refused_and_recorded() {
+    let egress = Egress::new(Reach::default(), Default::default());
+    egress.set_phase("setup", vec![HostPattern::parse("localhost").unwrap()]);
+    let heard = heard(&egress);
+    for (request, words) in [
+        (
+            &b"GET http://localhost/ HTTP/1.1\r\nHost: localhost\r\nX-Pad: 1\nHost: fronted.example\r\n\r\n"[..],
+            "bare LF",
+        ),
+        (
+            b"GET http://localhost/ HTTP/1.1\r\nHost: localhost\r\nX-Pad: 1\r\n Host: fronted.example\r\n\r\n",
+            "obsolete line folding",
+        ),
+        (
+            b"GET http://localhost/ HTTP/1.1\r\nHost: localhost\r\nHost: fronted.example\r\n\r\n",
+            "2 Host headers",
+        ),
+    ] {
+        let answer = ask(&egress, request).await;
+        assert!(
+            answer.starts_with("HTTP/1.1 400") && answer.contains(words),
+            "{words}: {answer}"
+        );
+    }
+    // Each is a decision with its reason, heard by the transcript.
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(heard.len(), 3, "{heard:?}");
+    for (decision, words) in heard
+        .iter()
+        .zip(["bare LF", "obsolete line folding", "2 Host headers"])
+    {
+        assert_eq!((decision.host.as_str(), decision.port), ("localhost", 80));
+        assert!(
+            decision.denied.as_deref().is_some_and(|why| why.contains(words)),
+            "{decision:?}"
+        );
+    }
+    assert_eq!(
+        egress.summary("setup").unwrap(),
+        "setup reached 0 host(s); denied 1: localhost"
+    );
+}
+
+#[tokio::test]
+async fn connect_to_a_port_that_is_not_a_tls_port_is_refused_before_it_resolves() {
+    // Port 80 is on the allowlist (a name without a port allows 80 and
+    // 443), but a CONNECT there would be a raw tunnel for plain HTTP with
+    // any Host in it.
+    let egress = Egress::new(
+        Reach {
+            private: false,
+            loopback: true,
+        },
+        Default::default(),
+    );
+    egress.set_phase("setup", vec![HostPattern::parse("localhost").unwrap()]);
+    let heard = heard(&egress);
+    let answer = ask(
+        &egress,
+        b"CONNECT localhost:80 HTTP/1.1\r\nHost: localhost:80\r\n\r\n",
+    )
+    .await;
+    assert!(
+        answer.starts_with("HTTP/1.1 403")
+            && answer.contains("CONNECT carries TLS only")
+            && answer.contains("sandbox.egress.tls_ports (443), not 80"),
+        "{answer}"
+    );
+    let heard = heard.lock().unwrap().clone();
+    assert_eq!(heard.len(), 1);
+    assert!(heard[0].denied.as_deref().unwrap().contains("tls_ports"));
+}
+
+#[test]
+fn metadata_addresses_and_names_stay_closed_with_private_networks_open() {
+    let open = Reach {
+        private: true,
+        loopback: true,
+    };
+    for ip in [
+        "169.254.169.254",
+        "169.254.170.2",
+        "169.254.170.23",
+        "169.254.169.123",
+        "100.100.100.200",
+        "168.63.129.16",
+        "fd00:ec2::254",
+        "fd00:ec2::123",
+        "fd00:ec2::23",
+        "fd20:ce::254",
+        "::ffff:100.100.100.200",
+    ] {
+        assert_eq!(
+            open.refusal(ip.parse().unwrap()),
+            Some("a cloud metadata address, which no setting opens"),
+            "{ip}"
+        );
+    }
+    // Their neighbours in the same private ranges are what allow_private opens.
+    for ip in [
+        "100.100.100.201",
+        "100.64.0.1",
+        "fd00:ec3::254",
+        "fd20:ce::253",
+        "10.0.0.1",
+    ] {
+        assert_eq!(open.refusal(ip.parse().unwrap()), None, "{ip}");
+        assert!(Reach::default().refusal(ip.parse().unwrap()).is_some(), "{ip}");
+    }
+    // GCP's name is refused before it is resolved, even when listed.
+    let egress = Egress::new(open, Default::default());
+    egress.set_phase(
+        "setup",
+        vec![HostPattern::parse("metadata.google.internal").unwrap()],
+    );
+    let policy = egress.policy.lock().unwrap().clone();
+    for head in [
+        &b"GET http://metadata.google.internal/computeMetadata/v1/ HTTP/1.1\r\nMetadata-Flavor: Google\r\n\r\n"[..],
+        b"CONNECT METADATA.google.internal.:443 HTTP/1.1\r\n\r\n",
+    ] {
+        let request = ProxyRequest::parse(head).unwrap();
+        let (status, why) = egress.check_target(&policy, &request).unwrap_err();
+        assert_eq!(status, 403);
+        assert!(why.contains("cloud metadata service, which no setting opens"), "{why}");
+    }
+}
+
+#[tokio::test]
+async fn a_second_request_after_the_body_never_reaches_the_server() {
+    // The server answers once and then reads what else comes until the
+    // relay closes its side.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let server = tokio::spawn(async move {
+        let (mut socket, _) = listener.accept().await.unwrap();
+        let mut got = Vec::new();
+        let mut chunk = [0u8; 4096];
+        while !got.ends_with(b"hello") {
+            let n = socket.read(&mut chunk).await.unwrap();
+            assert!(n > 0, "{}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&chunk[..n]);
+        }
+        socket
+            .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+            .await
+            .unwrap();
+        socket.shutdown().await.unwrap();
+        socket.read_to_end(&mut got).await.unwrap();
+        String::from_utf8(got).unwrap()
+    });
+    let egress = Egress::new(
+        Reach {
+            private: false,
+            loopback: true,
+        },
+        Default::default(),
+    );
+    egress.set_phase(
+        "setup",
+        vec![HostPattern::parse(&format!("127.0.0.1:{port}")).unwrap()],
+    );
+    let (mut near, far) = tokio::io::duplex(64 << 10);
+    let serve = tokio::spawn({
+        let egress = egress.clone();
+        async move { egress.handle(far).await }
+    });
+    // A body of 5 bytes, a second request right behind it in the same
+    // write, and a third once the answer is in.
+    let request = format!(
+        "POST http://127.0.0.1:{port}/upload HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 5\r\n\r\nhelloGET /admin HTTP/1.1\r\nHost: fronted.example\r\n\r\n"
+    );
+    near.write_all(request.as_bytes()).await.unwrap();
+    let mut answer = Vec::new();
+    near.read_to_end(&mut answer).await.unwrap();
+    assert!(String::from_utf8_lossy(&answer).ends_with("\r\n\r\nok"));
+    let _ = near
+        .write_all(b"GET /other HTTP/1.1\r\nHost: fronted.example\r\n\r\n")
+        .await;
+    drop(near);
+    serve.await.unwrap();
+    let got = server.await.unwrap();
+    assert_eq!(
+        got,
+        format!("POST /upload HTTP/1.1\r\nHost: 127.0.0.1:{port}\r\nContent-Length: 5\r\nConnection: close\r\n\r\nhello")
+    );
+    let decisions = egress.decisions();
+    assert_eq!(decisions.len(), 1);
+    assert_eq!(decisions[0].denied, None);
 }
