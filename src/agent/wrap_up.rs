@@ -7,15 +7,19 @@ use super::{Agent, AgentOutcome, Run, StopReason};
 use crate::llm::{ChatRequest, Message};
 
 /// Output room of the last turn: a summary, not more work.
-const WRAP_UP_OUTPUT_TOKENS: u32 = 2_048;
+/// Enough for a short summary, and below the room an ordinary turn needs
+/// ([`crate::budget::MIN_OUTPUT_TOKENS`]), so the last turn still fits
+/// where the next full one did not.
+const WRAP_UP_OUTPUT_TOKENS: u32 = 512;
 
 impl Agent {
     /// Ends `run`, stopped by the budget (`reason`), with the model's
     /// summary when the last turn fits.
     pub(super) async fn wrap_up(&self, mut run: Run, system: &str, reason: String) -> AgentOutcome {
         let note = format!(
-            "[forgehand: this task's budget is spent ({reason}). Stop here: call no tools. Answer with a short \
-summary of what you changed (it is committed and delivered as it is) and what is left to do.]"
+            "[forgehand: the money left under this task's cap pays for no further full turn ({reason}). Stop here: \
+call no tools. Answer with a short summary of what you changed (it is committed and delivered as it is) and what \
+is left to do.]"
         );
         let mut messages = run.messages.clone();
         match messages.last_mut() {

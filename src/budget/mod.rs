@@ -1,11 +1,11 @@
 //! Budgets in money. Every model call of a task goes through
-//! [`Budgeted`], which checks the call's worst case (its input at the
-//! model's input price plus its whole output room at the output price)
-//! against what is left under each cap: the task's, its repository's for
-//! the day and the month, and the daemon's for the day and the month. A
-//! call that would pass one is not sent: the caller hears
-//! `LlmError::Budget` saying which cap, so a run passes no cap by more
-//! than one call's output. Every answer's cost goes to the journal's
+//! [`Budgeted`], which sets the call's output room to what the money left
+//! under the tightest cap pays for (the task's, its repository's for the
+//! day and the month, the daemon's for the day and the month), at the
+//! dearest candidate model's prices after its input. A call whose worst
+//! case would pass a cap even with the smallest useful room
+//! ([`MIN_OUTPUT_TOKENS`]) is not sent: the caller hears `LlmError::Budget`
+//! saying which cap, so a run uses its cap and never passes it. Every answer's cost goes to the journal's
 //! ledger (per UTC day, repository and model) and to `/metrics`.
 //!
 //! Before a new item starts, [`waits`] says whether its repository's or
@@ -15,7 +15,7 @@
 mod model;
 mod period;
 
-pub use model::Budgeted;
+pub use model::{Budgeted, MIN_OUTPUT_TOKENS};
 pub use period::Period;
 
 use crate::config::{BudgetConfig, Price};
@@ -147,29 +147,26 @@ impl Spend {
         self.prices.price_of(model)
     }
 
-    /// Whether a call that may cost up to `worst` fits under every cap.
-    pub fn check(&self, worst: f64) -> Result<(), OverCap> {
+    /// The tightest cap now: what is left under it (never below zero).
+    /// `None`: no cap applies.
+    pub fn room(&self) -> Option<Room> {
         let caps = *self.caps.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(cap) = caps.task {
-            let spent = self.task_spent();
-            if spent + worst > cap {
-                return Err(OverCap {
-                    key: "budget.task_usd",
-                    cap,
-                    spent,
-                    turns: None,
-                });
-            }
-        }
-        match over_period_caps(&caps, &self.journal, &self.repo, worst, Period::now()) {
-            Ok(None) => Ok(()),
-            Ok(Some(over)) => Err(over),
+        let task = caps.task.map(|cap| Room {
+            key: "budget.task_usd",
+            cap,
+            spent: self.task_spent(),
+        });
+        let periods = match period_rooms(&caps, &self.journal, &self.repo, Period::now()) {
+            Ok(rooms) => rooms,
             Err(e) => {
                 // A ledger that cannot be read stops no work; the task cap still holds.
                 tracing::warn!(repo = %self.repo, "cannot read the spend ledger: {e}");
-                Ok(())
+                Vec::new()
             }
-        }
+        };
+        task.into_iter()
+            .chain(periods)
+            .min_by(|a, b| a.left().total_cmp(&b.left()))
     }
 
     /// Counts one answer of `model`.
@@ -188,15 +185,39 @@ impl Spend {
     }
 }
 
-/// The first period cap that spending `more` now would pass.
-fn over_period_caps(
-    caps: &Caps,
-    journal: &Journal,
-    repo: &str,
-    more: f64,
-    now: Period,
-) -> Result<Option<OverCap>, JournalError> {
-    let checks = [
+/// What is left under one cap.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Room {
+    /// The setting: `budget.task_usd`, `budget.repository_daily_usd`, ….
+    pub key: &'static str,
+    pub cap: f64,
+    pub spent: f64,
+}
+
+impl Room {
+    pub fn left(&self) -> f64 {
+        (self.cap - self.spent).max(0.0)
+    }
+}
+
+/// The period caps that apply, with what each period has spent.
+fn period_rooms(caps: &Caps, journal: &Journal, repo: &str, now: Period) -> Result<Vec<Room>, JournalError> {
+    let mut rooms = Vec::new();
+    for (key, cap, whose, monthly) in period_checks(caps, repo) {
+        let Some(cap) = cap else { continue };
+        let first = if monthly { now.month_first_day() } else { now.day() };
+        rooms.push(Room {
+            key,
+            cap,
+            spent: journal.spent(whose, &first, &now.day())?,
+        });
+    }
+    Ok(rooms)
+}
+
+/// Each period cap: its key, value, whose spend it caps, and whether it is monthly.
+fn period_checks<'r>(caps: &Caps, repo: &'r str) -> [(&'static str, Option<f64>, Whose<'r>, bool); 4] {
+    [
         (
             "budget.repository_daily_usd",
             caps.repository_daily,
@@ -221,7 +242,18 @@ fn over_period_caps(
             Whose::Everyone,
             true,
         ),
-    ];
+    ]
+}
+
+/// The first period cap that spending `more` now would pass.
+fn over_period_caps(
+    caps: &Caps,
+    journal: &Journal,
+    repo: &str,
+    more: f64,
+    now: Period,
+) -> Result<Option<OverCap>, JournalError> {
+    let checks = period_checks(caps, repo);
     for (key, cap, whose, monthly) in checks {
         let Some(cap) = cap else { continue };
         let (first, last, turns) = match monthly {

@@ -7,6 +7,10 @@ use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError, ModelInfo};
 use async_trait::async_trait;
 use std::sync::Arc;
 
+/// The least output room a call is sent with when the money left would
+/// cut it: enough for a short answer or a tool call.
+pub const MIN_OUTPUT_TOKENS: u32 = 1_024;
+
 /// `inner` under a task's [`Spend`].
 pub struct Budgeted {
     inner: Arc<dyn ChatModel>,
@@ -18,31 +22,87 @@ impl Budgeted {
         Budgeted { inner, spend }
     }
 
-    /// The most a call of `request` can cost: on `model`, or on the
-    /// dearest model the router may choose.
-    fn worst_case(&self, model: Option<&str>, request: &ChatRequest) -> f64 {
+    /// The prices a call of `request` may be charged at: on `model`, or
+    /// on each model the router may choose. Each: (the input's cost, the
+    /// price of one output token).
+    fn charges(&self, model: Option<&str>, request: &ChatRequest) -> Vec<(f64, f64)> {
         let names: Vec<String> = match model {
             Some(name) => vec![name.to_owned()],
             None => self.inner.models().into_iter().map(|m| m.name).collect(),
         };
-        let (input, output) = (input_tokens(request) as f64, f64::from(request.max_output_tokens));
+        let input = input_tokens(request) as f64;
         names
             .iter()
             .filter_map(|name| self.spend.price(name))
-            .map(|p| (input * p.input_per_million + output * p.output_per_million) / 1e6)
-            .fold(0.0, f64::max)
+            .map(|p| (input * p.input_per_million / 1e6, p.output_per_million / 1e6))
+            .collect()
     }
 
-    fn check(&self, model: Option<&str>, request: &ChatRequest) -> Result<(), LlmError> {
+    /// The output room the call gets: `None` to send it as it is, or
+    /// fewer tokens that the money left pays for on every candidate model.
+    /// Refused when not even [`MIN_OUTPUT_TOKENS`] fit.
+    fn fit(&self, model: Option<&str>, request: &ChatRequest) -> Result<Option<u32>, LlmError> {
         if !self.spend.capped() {
-            return Ok(());
+            return Ok(None);
         }
-        let worst = self.worst_case(model, request);
-        self.spend.check(worst).map_err(|over| {
-            LlmError::Budget(format!(
-                "{over}; the next model call could cost up to ${worst:.4}, so it was not sent"
-            ))
-        })
+        let Some(room) = self.spend.room() else {
+            return Ok(None);
+        };
+        let charges = self.charges(model, request);
+        let worst_with = |tokens: u32| {
+            charges
+                .iter()
+                .map(|(input, output)| input + output * f64::from(tokens))
+                .fold(0.0, f64::max)
+        };
+        if worst_with(request.max_output_tokens) <= room.left() {
+            return Ok(None);
+        }
+        let affordable = charges
+            .iter()
+            .map(|(input, output)| match *output > 0.0 {
+                true => ((room.left() - input) / output).floor(),
+                false => f64::from(u32::MAX),
+            })
+            .fold(f64::from(request.max_output_tokens), f64::min);
+        let floor = MIN_OUTPUT_TOKENS.min(request.max_output_tokens);
+        if affordable >= f64::from(floor) {
+            // Truncation is intended: `affordable` lies between floor and the request's room.
+            return Ok(Some(affordable as u32));
+        }
+        Err(LlmError::Budget(format!(
+            "{}: the next call's worst case (${:.4}) would pass the cap (${:.2}, ${:.4} used), so it was not sent",
+            room.key,
+            worst_with(floor),
+            room.cap,
+            room.spent
+        )))
+    }
+
+    /// `request` with the room [`Budgeted::fit`] gave it.
+    async fn send(&self, model: Option<&str>, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        let fitted;
+        let request = match self.fit(model, request)? {
+            None => request,
+            Some(room) => {
+                tracing::debug!(
+                    from = request.max_output_tokens,
+                    to = room,
+                    "the output room is cut to what the money left pays for"
+                );
+                fitted = ChatRequest {
+                    max_output_tokens: room,
+                    ..request.clone()
+                };
+                &fitted
+            }
+        };
+        let response = match model {
+            Some(model) => self.inner.chat_on(model, request).await?,
+            None => self.inner.chat(request).await?,
+        };
+        self.spend.record(&response.model, response.usage);
+        Ok(response)
     }
 }
 
@@ -65,10 +125,7 @@ fn input_tokens(request: &ChatRequest) -> u64 {
 #[async_trait]
 impl ChatModel for Budgeted {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        self.check(None, request)?;
-        let response = self.inner.chat(request).await?;
-        self.spend.record(&response.model, response.usage);
-        Ok(response)
+        self.send(None, request).await
     }
 
     fn models(&self) -> Vec<ModelInfo> {
@@ -76,9 +133,6 @@ impl ChatModel for Budgeted {
     }
 
     async fn chat_on(&self, model: &str, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        self.check(Some(model), request)?;
-        let response = self.inner.chat_on(model, request).await?;
-        self.spend.record(&response.model, response.usage);
-        Ok(response)
+        self.send(Some(model), request).await
     }
 }

@@ -77,8 +77,82 @@ fn spend_into(
     Arc::new(Spend::new(caps, journal, metrics, repo, prices()))
 }
 
+/// A model at the same prices whose every answer reads 1,000 and writes
+/// 300 tokens ($0.004 a call), keeping the output room each call was given.
+struct Metered {
+    rooms: std::sync::Mutex<Vec<u32>>,
+}
+
+#[async_trait]
+impl ChatModel for Metered {
+    async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.rooms.lock().unwrap().push(request.max_output_tokens);
+        Ok(ChatResponse {
+            text: "done".into(),
+            tool_calls: Vec::new(),
+            usage: TokenUsage {
+                input_tokens: 1_000,
+                output_tokens: 300,
+                ..TokenUsage::default()
+            },
+            model: "pricey-1".into(),
+            finish: Default::default(),
+            native: None,
+        })
+    }
+
+    fn models(&self) -> Vec<ModelInfo> {
+        vec![ModelInfo {
+            name: "pricey-1".into(),
+            max_input_tokens: 200_000,
+        }]
+    }
+}
+
 #[tokio::test]
-async fn a_call_whose_worst_case_would_pass_the_task_cap_is_not_sent() {
+async fn a_small_cap_is_used_call_by_call_until_the_next_worst_case_would_pass_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let caps = Caps {
+        task: Some(0.05),
+        ..Caps::default()
+    };
+    let spend = spend(dir.path(), caps, "acme/app");
+    let inner = Arc::new(Metered {
+        rooms: std::sync::Mutex::new(Vec::new()),
+    });
+    let model = Budgeted::new(inner.clone(), spend.clone());
+    // 16,384 tokens of room would cost $0.16 alone: reserved whole, not
+    // one call would fit under $0.05.
+    let mut calls = 0;
+    let err = loop {
+        match model.chat(&request(16_384)).await {
+            Ok(_) => calls += 1,
+            Err(err) => break err,
+        }
+        assert!(calls < 100, "the cap never held");
+    };
+    // $0.004 a call: ten calls, and the eleventh's smallest room (1,024
+    // tokens and the input, $0.0103) would pass what is left ($0.01).
+    assert_eq!(calls, 10);
+    assert!((spend.task_spent() - 0.04).abs() < 1e-9);
+    let text = err.to_string();
+    assert!(
+        text.contains(
+            "budget.task_usd: the next call's worst case ($0.0103) would pass the cap ($0.05, $0.0400 used)"
+        ),
+        "{text}"
+    );
+    assert!(!text.contains("is spent"), "{text}");
+    // Each call's room was what the money left paid for, never more.
+    let rooms = inner.rooms.lock().unwrap().clone();
+    assert_eq!(rooms.len(), 10);
+    assert!((4_990..=5_000).contains(&rooms[0]), "{rooms:?}");
+    assert!(rooms.windows(2).all(|w| w[1] < w[0]), "{rooms:?}");
+    assert!(rooms.iter().all(|r| *r >= MIN_OUTPUT_TOKENS), "{rooms:?}");
+}
+
+#[tokio::test]
+async fn a_call_whose_worst_case_fits_goes_as_it_is_and_one_that_cannot_is_not_sent() {
     let dir = tempfile::tempdir().unwrap();
     let caps = Caps {
         task: Some(0.5),
@@ -93,20 +167,24 @@ async fn a_call_whose_worst_case_would_pass_the_task_cap_is_not_sent() {
     model.chat(&request(10_000)).await.unwrap();
     model.chat(&request(10_000)).await.unwrap();
     assert!((spend.task_spent() - 0.4).abs() < 1e-9);
+    // $0.10 left: the room is cut just below 10,000 tokens, and it is sent.
+    model.chat(&request(10_000)).await.unwrap();
+    // This fake bills more than the room allows (no real model can):
+    // nothing is left, so the next call is never sent.
     let err = model.chat(&request(10_000)).await.unwrap_err();
     assert!(matches!(err, LlmError::Budget(_)), "{err}");
     let text = err.to_string();
     assert!(
-        text.contains("budget.task_usd ($0.50) is spent: $0.4000 used"),
+        text.contains(
+            "budget.task_usd: the next call's worst case ($0.0103) would pass the cap ($0.50, $0.6000 used)"
+        ),
         "{text}"
     );
     assert_eq!(
         inner.calls.load(Ordering::SeqCst),
-        2,
-        "the third call was never sent"
+        3,
+        "the fourth call was never sent"
     );
-    // A smaller output room still fits.
-    assert!(model.chat(&request(5_000)).await.is_ok());
 }
 
 #[tokio::test]
@@ -131,10 +209,9 @@ async fn the_ledger_holds_a_repositorys_day_and_the_repository_may_only_lower_ca
     model.chat(&request(1_000)).await.unwrap();
     let err = model.chat(&request(1_000)).await.unwrap_err().to_string();
     assert!(
-        err.contains("budget.repository_daily_usd ($0.30) is spent: $0.4000 used"),
+        err.contains("budget.repository_daily_usd: the next call's worst case ($0.0100) would pass the cap ($0.30, $0.4000 used)"),
         "{err}"
     );
-    assert!(err.contains("it starts over at"), "{err}");
     let scraped = metrics.encode();
     assert!(
         scraped.contains("forgehand_spend_usd_total{repository=\"acme/app\",model=\"pricey-1\"} 0.4"),
@@ -142,7 +219,11 @@ async fn the_ledger_holds_a_repositorys_day_and_the_repository_may_only_lower_ca
     );
     spend.lower_to(Some(0.1), None, None);
     let err = model.chat(&request(1_000)).await.unwrap_err().to_string();
-    assert!(err.contains("budget.task_usd ($0.10)"), "{err}");
+    assert!(
+        err.contains("budget.task_usd: the next call's worst case"),
+        "{err}"
+    );
+    assert!(err.contains("the cap ($0.10, $0.4000 used)"), "{err}");
 }
 
 #[test]

@@ -14,17 +14,25 @@ use std::time::Duration;
 const FILES: [(&str, &str); 2] = [("greet.py", "print('Hello')\n"), ("README.md", "# app\n")];
 
 /// Every answer reports 40,000 input and 1,000 output tokens of
-/// gpt-4o-mini ($0.15 / $0.60 a million): $0.0066 a call, while a call's
-/// worst case (16,384 tokens of output room) is about $0.0103.
+/// gpt-4o-mini ($0.15 / $0.60 a million): $0.0066 a call.
 const PROMPT: u64 = 40_000;
 const COMPLETION: u64 = 1_000;
 
+/// The same model at $6 a million output tokens: $0.012 a call, and an
+/// output room of 1,024 tokens (the least an ordinary turn is sent with)
+/// costs about $0.0061, a wrap-up's 512 tokens about $0.0031.
+const DEAR_OUTPUT: &str = "llm:\n  retry:\n    max_retries: 0\n  models:\n    - provider: \"openai\"\n      model: \"gpt-4o-mini\"\n      max_input_tokens: 100000\n  prices:\n    \"gpt-4o-mini\": {input: 0.15, output: 6.0}\n";
+
 #[tokio::test]
-async fn a_task_whose_next_call_would_pass_its_cap_stops_before_it_and_its_draft_says_why() {
+async fn a_task_uses_its_cap_until_the_next_call_would_pass_it_and_its_draft_says_so() {
+    // The classification and two turns ($0.036) fit under $0.0406, each
+    // turn with the output room the money left pays for; then $0.0046 is
+    // left: not enough for a turn's 1,024 tokens, enough for the wrap-up's
+    // 512.
     let world = World::with_repository(
         edit_and_commit(Duration::ZERO),
         &FILES,
-        "budget:\n  task_usd: 0.027\n",
+        &format!("budget:\n  task_usd: 0.0406\n{DEAR_OUTPUT}"),
     )
     .await;
     world.model.bill(PROMPT, COMPLETION);
@@ -32,28 +40,41 @@ async fn a_task_whose_next_call_would_pass_its_cap_stops_before_it_and_its_draft
     let issue = world.labelled_issue("Greet the world");
     world.wait_for_end(issue).await;
 
-    // The classification, the edit and the commit fit; the next turn's
-    // worst case would pass $0.027, so it was never sent: a last turn
-    // without tools asked the model to wrap up instead.
     let requests = world.model.requests().await;
     assert_eq!(requests.len(), 3, "{}", daemon.log_text());
+    // The first turn's 16,384 tokens would have cost $0.098: it went with
+    // what the $0.0286 left pays for, instead of not at all.
+    let first_room = requests[0]["max_completion_tokens"]
+        .as_u64()
+        .or_else(|| requests[0]["max_tokens"].as_u64())
+        .unwrap();
+    assert!(
+        (4_000..5_000).contains(&first_room),
+        "{first_room}: {}",
+        requests[0]
+    );
     let last = &requests[2];
     assert!(last.get("tools").is_none(), "{last}");
-    assert!(last.to_string().contains("this task's budget is spent"), "{last}");
+    assert!(
+        last.to_string().contains("pays for no further full turn"),
+        "{last}"
+    );
     let pulls = world.github.pulls(REPO);
     assert_eq!(pulls.len(), 1, "what was committed is delivered");
     assert!(pulls[0].draft);
+    let body = &pulls[0].body;
     assert!(
-        pulls[0]
-            .body
-            .contains("stopped at the budget: budget.task_usd ($0.03) is spent"),
-        "{}",
-        pulls[0].body
+        body.contains("stopped at the budget: budget.task_usd: the next call's worst case"),
+        "{body}"
     );
     assert!(
-        pulls[0].body.contains("Changed the greeting"),
-        "the model's own summary: {}",
-        pulls[0].body
+        body.contains("would pass the cap ($0.04, $0.0360 used)"),
+        "{body}"
+    );
+    assert!(!body.contains("is spent"), "{body}");
+    assert!(
+        body.contains("Changed the greeting"),
+        "the model's own summary: {body}"
     );
 }
 
