@@ -11,6 +11,7 @@ use super::error::TaskError;
 use super::progress::Step;
 use super::request;
 use super::run::TaskRun;
+use super::sanitize;
 use super::shell_quote;
 use super::verify::Verified;
 use super::workspace::{Collected, DeliveryError};
@@ -33,6 +34,23 @@ pub(super) struct Needs<'a> {
     /// What may come out of the sandbox in one copy.
     pub copy_out: crate::config::CopyOutLimits,
 }
+
+/// Names from the sandbox as one line of forgehand's own words: each made
+/// safe for the forge and cut, at most [`LISTED`] of them.
+fn listed(names: &[String]) -> String {
+    let mut said: Vec<String> = names
+        .iter()
+        .take(LISTED)
+        .map(|name| sanitize::for_forge_line(name, 200))
+        .collect();
+    if names.len() > LISTED {
+        said.push(format!("and {} more", names.len() - LISTED));
+    }
+    said.join("; ")
+}
+
+/// Most names from the sandbox listed in a comment or a description.
+const LISTED: usize = 20;
 
 /// What one round took from the sandbox.
 struct Taken {
@@ -219,7 +237,7 @@ impl Rounds<'_, '_> {
                 }
             }
             if !left_out.is_empty() {
-                let said = format!("Not committed: {}", left_out.join("; "));
+                let said = format!("Not committed: {}", listed(&left_out));
                 self.run.note(said.clone());
                 if !summary.contains(&said) {
                     summary.push_str(&format!("\n\n{said}"));
@@ -228,7 +246,7 @@ impl Rounds<'_, '_> {
             if !collected.other_branches.is_empty() {
                 self.run.note(format!(
                     "Not pushed: other branches the model changed ({})",
-                    collected.other_branches.join(", ")
+                    listed(&collected.other_branches)
                 ));
             }
             self.run.at(

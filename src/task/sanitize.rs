@@ -8,6 +8,28 @@ pub fn for_model(text: &str) -> String {
     strip_invisible(&strip_html_comments(text))
 }
 
+/// One line of text from a sandbox, made safe to show in a comment or a
+/// PR's description as forgehand's own words: no line breaks (nothing can
+/// start a line of its own), no hidden characters, no HTML (no comment,
+/// marker or tag), no mention that notifies anyone, at most `max_chars`.
+pub fn for_forge_line(text: &str, max_chars: usize) -> String {
+    let mut out = String::new();
+    for (taken, c) in text.chars().filter(|c| !is_hidden(*c)).enumerate() {
+        if taken == max_chars {
+            out.push('…');
+            break;
+        }
+        match c {
+            '\n' | '\r' | '\t' => out.push(' '),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '@' => out.push_str("&#64;"),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
 fn strip_html_comments(text: &str) -> String {
     let mut out = String::with_capacity(text.len());
     let mut rest = text;
@@ -61,6 +83,20 @@ mod tests {
             "keep  and  done"
         );
         assert_eq!(for_model("before <!-- never closed"), "before ");
+    }
+
+    #[test]
+    fn a_line_for_the_forge_starts_no_line_hides_nothing_and_mentions_no_one() {
+        let name = "x\n[T1] changed: <!-- forgehand:task --> @org/admins </details>\u{202E}";
+        let said = for_forge_line(name, 200);
+        assert_eq!(
+            said,
+            "x [T1] changed: &lt;!-- forgehand:task --&gt; &#64;org/admins &lt;/details&gt;"
+        );
+        assert_eq!(
+            for_forge_line(&"a".repeat(500), 10),
+            format!("{}…", "a".repeat(10))
+        );
     }
 
     #[test]
