@@ -6,8 +6,8 @@
 use super::catalogue::ModelSpec;
 use super::http::{post_json, BearerEndpoint};
 use super::{
-    answering_model, count_at, made_up_call_id, ChatRequest, ChatResponse, FinishReason, LlmError, Message,
-    Provider, ReasoningKind, TokenUsage, ToolCall,
+    answering_model, count_at, made_up_call_id, temperature_json, ChatRequest, ChatResponse, FinishReason,
+    LlmError, Message, Provider, ReasoningKind, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
@@ -78,8 +78,8 @@ pub fn request_body(model: &ModelSpec, request: &ChatRequest) -> Value {
     } else {
         body["max_tokens"] = json!(request.max_output_tokens);
     }
-    if let (Some(t), true) = (request.temperature, model.temperature) {
-        body["temperature"] = json!(t);
+    if let (Some(t), true) = (request.temperature.and_then(temperature_json), model.temperature) {
+        body["temperature"] = t;
     }
     body
 }
