@@ -1,7 +1,9 @@
 //! Chat Completions with tools, for OpenAI-compatible servers (vLLM, Ollama,
-//! llama.cpp, OpenRouter) and for OpenAI models an operator puts on it with
-//! `api: chat_completions`. OpenAI's own models go through [`super::responses`]:
-//! from GPT-5.2 on they refuse function tools here while they reason.
+//! llama.cpp, OpenRouter), for OpenAI models an operator puts on it with
+//! `api: chat_completions`, and for those behind a gateway without the
+//! Responses API ([`super::gateway`]). OpenAI's models otherwise go through
+//! [`super::responses`]: from GPT-5.2 on they refuse function tools here
+//! while they reason.
 
 use super::catalogue::ModelSpec;
 use super::http::{post_json, BearerEndpoint};

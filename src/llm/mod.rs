@@ -11,6 +11,7 @@
 pub mod anthropic;
 pub mod catalogue;
 pub mod chat_completions;
+pub mod gateway;
 pub mod gemini;
 pub mod history;
 mod http;
