@@ -100,6 +100,8 @@ enum McpCommand {
         /// Serve Streamable HTTP on this address (e.g. 127.0.0.1:8765) instead of stdio
         #[arg(long, value_name = "ADDR")]
         http: Option<std::net::SocketAddr>,
+        #[command(flatten)]
+        hosts: AllowedHostFlags,
     },
     /// Idea options (generate_idea_categories) and the context store's tools
     /// on stdio, or on Streamable HTTP at http://ADDR/mcp with --http
@@ -107,7 +109,19 @@ enum McpCommand {
         /// Serve Streamable HTTP on this address instead of stdio
         #[arg(long, value_name = "ADDR")]
         http: Option<std::net::SocketAddr>,
+        #[command(flatten)]
+        hosts: AllowedHostFlags,
     },
+}
+
+#[derive(clap::Args)]
+struct AllowedHostFlags {
+    /// Over HTTP, also answer requests whose Host header is NAME (a host
+    /// name, an IP address or host:port; repeatable; "*" for any name, only
+    /// behind a proxy that checks it). localhost, 127.0.0.1 and ::1 are
+    /// always answered; any other name gets 403
+    #[arg(long = "allowed-host", value_name = "NAME", requires = "http")]
+    allowed_hosts: Vec<String>,
 }
 
 #[derive(Subcommand)]
@@ -257,8 +271,14 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             })
         };
         match command {
-            McpCommand::Sage { root, http } => return serve_sage(config()?, root, *http).await,
-            McpCommand::Ideas { http } => return serve_ideas(config()?, *http).await,
+            McpCommand::Sage { root, http, hosts } => {
+                let http = listen_on(*http, hosts)?;
+                return serve_sage(config()?, root, http).await;
+            }
+            McpCommand::Ideas { http, hosts } => {
+                let http = listen_on(*http, hosts)?;
+                return serve_ideas(config()?, http).await;
+            }
             McpCommand::TextEditor { .. } => {}
         }
     }
@@ -534,7 +554,7 @@ async fn make_instances(config: Config, command: EvalCommand) -> anyhow::Result<
 async fn serve_sage(
     config: Config,
     root: &std::path::Path,
-    http: Option<std::net::SocketAddr>,
+    http: Option<HttpListen>,
 ) -> anyhow::Result<ExitCode> {
     use forgehand::mcp_servers::sage as server;
     use forgehand::planning::{debate::DebateSettings, pack::PackOptions};
@@ -558,7 +578,7 @@ async fn serve_sage(
     serve_mcp("sage", server::SageServer::new(settings), http).await
 }
 
-async fn serve_ideas(config: Config, http: Option<std::net::SocketAddr>) -> anyhow::Result<ExitCode> {
+async fn serve_ideas(config: Config, http: Option<HttpListen>) -> anyhow::Result<ExitCode> {
     use forgehand::ideas;
     use forgehand::mcp_servers::ideas as ideas_server;
     let router = forgehand::llm::router::from_config(&config.llm, &Secrets::from_env())?;
@@ -577,27 +597,46 @@ async fn serve_ideas(config: Config, http: Option<std::net::SocketAddr>) -> anyh
     serve_mcp("ideas", ideas_server::IdeasServer::new(settings), http).await
 }
 
+/// Where an MCP server listens for Streamable HTTP, and the names it answers.
+struct HttpListen {
+    addr: std::net::SocketAddr,
+    hosts: forgehand::mcp_servers::transport::AllowedHosts,
+}
+
+/// `--http` with its `--allowed-host` names, read before anything starts.
+fn listen_on(
+    http: Option<std::net::SocketAddr>,
+    flags: &AllowedHostFlags,
+) -> anyhow::Result<Option<HttpListen>> {
+    let hosts = forgehand::mcp_servers::transport::AllowedHosts::with(&flags.allowed_hosts)?;
+    Ok(http.map(|addr| HttpListen { addr, hosts }))
+}
+
 /// Serves `server` on stdio, or on Streamable HTTP at `http` until a signal.
 async fn serve_mcp<S: rmcp::ServerHandler + Clone + Send + Sync + 'static>(
     name: &str,
     server: S,
-    http: Option<std::net::SocketAddr>,
+    http: Option<HttpListen>,
 ) -> anyhow::Result<ExitCode> {
-    use forgehand::mcp_servers::sage::{serve_http, serve_stdio};
+    use forgehand::mcp_servers::transport::{serve_http, serve_stdio};
     match http {
         None => serve_stdio(server).await.map_err(anyhow::Error::msg)?,
-        Some(addr) => {
+        Some(HttpListen { addr, hosts }) => {
             let listener = tokio::net::TcpListener::bind(addr)
                 .await
                 .with_context(|| format!("cannot listen on {addr}"))?;
-            tracing::info!("{name} MCP server on http://{}/mcp", listener.local_addr()?);
+            tracing::info!(
+                "{name} MCP server on http://{}/mcp, answering Host {}",
+                listener.local_addr()?,
+                hosts.describe()
+            );
             let shutdown = CancellationToken::new();
             let trigger = shutdown.clone();
             tokio::spawn(async move {
                 shutdown_signal().await;
                 trigger.cancel();
             });
-            serve_http(server, listener, shutdown)
+            serve_http(server, listener, &hosts, shutdown)
                 .await
                 .map_err(anyhow::Error::msg)?;
         }

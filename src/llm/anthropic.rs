@@ -13,8 +13,8 @@
 use super::catalogue::ModelSpec;
 use super::http::{client, post_json};
 use super::{
-    answering_model, arguments_object, array_at, count_at, Api, ChatRequest, ChatResponse, FinishReason,
-    LlmError, Message, NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
+    answering_model, arguments_object, array_at, count_at, temperature_json, Api, ChatRequest, ChatResponse,
+    FinishReason, LlmError, Message, NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
@@ -154,8 +154,12 @@ pub fn request_body(model: &ModelSpec, request: &ChatRequest) -> Value {
         None => model.thinks_by_default,
     };
     // A thinking model takes only the default temperature.
-    if let (Some(t), true, false) = (request.temperature, model.temperature, thinks) {
-        body["temperature"] = json!(t);
+    if let (Some(t), true, false) = (
+        request.temperature.and_then(temperature_json),
+        model.temperature,
+        thinks,
+    ) {
+        body["temperature"] = t;
     }
     body
 }

@@ -1,13 +1,15 @@
 //! Chat Completions with tools, for OpenAI-compatible servers (vLLM, Ollama,
-//! llama.cpp, OpenRouter) and for OpenAI models an operator puts on it with
-//! `api: chat_completions`. OpenAI's own models go through [`super::responses`]:
-//! from GPT-5.2 on they refuse function tools here while they reason.
+//! llama.cpp, OpenRouter), for OpenAI models an operator puts on it with
+//! `api: chat_completions`, and for those behind a gateway without the
+//! Responses API ([`super::gateway`]). OpenAI's models otherwise go through
+//! [`super::responses`]: from GPT-5.2 on they refuse function tools here
+//! while they reason.
 
 use super::catalogue::ModelSpec;
 use super::http::{post_json, BearerEndpoint};
 use super::{
-    answering_model, count_at, made_up_call_id, ChatRequest, ChatResponse, FinishReason, LlmError, Message,
-    Provider, ReasoningKind, TokenUsage, ToolCall,
+    answering_model, count_at, made_up_call_id, temperature_json, ChatRequest, ChatResponse, FinishReason,
+    LlmError, Message, Provider, ReasoningKind, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
@@ -78,8 +80,8 @@ pub fn request_body(model: &ModelSpec, request: &ChatRequest) -> Value {
     } else {
         body["max_tokens"] = json!(request.max_output_tokens);
     }
-    if let (Some(t), true) = (request.temperature, model.temperature) {
-        body["temperature"] = json!(t);
+    if let (Some(t), true) = (request.temperature.and_then(temperature_json), model.temperature) {
+        body["temperature"] = t;
     }
     body
 }

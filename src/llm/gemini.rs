@@ -15,8 +15,8 @@
 use super::catalogue::ModelSpec;
 use super::http::{client, post_json};
 use super::{
-    answering_model, arguments_object, count_at, made_up_call_id, Api, ChatRequest, ChatResponse,
-    FinishReason, LlmError, Message, NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
+    answering_model, arguments_object, count_at, made_up_call_id, temperature_json, Api, ChatRequest,
+    ChatResponse, FinishReason, LlmError, Message, NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
@@ -133,8 +133,8 @@ fn thinking_config(model: &ModelSpec, request: &ChatRequest) -> Option<Value> {
 
 pub fn request_body(model: &ModelSpec, request: &ChatRequest) -> Value {
     let mut generation = json!({"maxOutputTokens": request.max_output_tokens});
-    if let (Some(t), true) = (request.temperature, model.temperature) {
-        generation["temperature"] = json!(t);
+    if let (Some(t), true) = (request.temperature.and_then(temperature_json), model.temperature) {
+        generation["temperature"] = t;
     }
     if request.json_output {
         generation["responseMimeType"] = json!("application/json");

@@ -75,7 +75,10 @@ fn error_message(body: &str) -> String {
             _ => error.to_string(),
         })
     });
-    from_json.unwrap_or_else(|| clip(body))
+    from_json.unwrap_or_else(|| match body.trim() {
+        "" => "(an empty body)".to_owned(),
+        text => clip(text),
+    })
 }
 
 /// `Retry-After` as seconds (HTTP dates are rare from these APIs and ignored).
@@ -183,6 +186,7 @@ mod tests {
             "INVALID_ARGUMENT: bad schema"
         );
         assert_eq!(error_message("upstream connect error"), "upstream connect error");
+        assert_eq!(error_message(""), "(an empty body)");
     }
 
     #[test]

@@ -11,6 +11,7 @@
 pub mod anthropic;
 pub mod catalogue;
 pub mod chat_completions;
+pub mod gateway;
 pub mod gemini;
 pub mod history;
 mod http;
@@ -354,10 +355,37 @@ pub(crate) fn made_up_call_id(prefix: &str) -> String {
     format!("{prefix}{start:x}-{}", NEXT.fetch_add(1, Ordering::Relaxed))
 }
 
+/// A temperature as the decimal the config or the code wrote: `f32`'s
+/// shortest form, read as `f64` (widening the `f32` itself would send 0.1
+/// as 0.10000000149011612). `None` for a value JSON cannot carry.
+pub(crate) fn temperature_json(temperature: f32) -> Option<Value> {
+    let decimal: f64 = temperature.to_string().parse().ok()?;
+    serde_json::Number::from_f64(decimal).map(Value::Number)
+}
+
 /// Arguments as a JSON object for APIs that want one; invalid text becomes `{}`.
 pub(crate) fn arguments_object(arguments: &str) -> Value {
     match serde_json::from_str::<Value>(arguments) {
         Ok(Value::Object(map)) => Value::Object(map),
         _ => Value::Object(Map::new()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn temperatures_keep_the_decimal_they_were_written_as() {
+        for (t, text) in [
+            (0.1f32, "0.1"),
+            (0.2, "0.2"),
+            (0.7, "0.7"),
+            (1.0, "1.0"),
+            (0.0, "0.0"),
+        ] {
+            assert_eq!(temperature_json(t).map(|v| v.to_string()), Some(text.to_owned()));
+        }
+        assert_eq!(temperature_json(f32::NAN), None);
     }
 }

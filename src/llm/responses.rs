@@ -7,8 +7,8 @@
 use super::catalogue::ModelSpec;
 use super::http::{post_json, BearerEndpoint};
 use super::{
-    answering_model, array_at, count_at, Api, ChatRequest, ChatResponse, FinishReason, LlmError, Message,
-    NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
+    answering_model, array_at, count_at, temperature_json, Api, ChatRequest, ChatResponse, FinishReason,
+    LlmError, Message, NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
@@ -88,8 +88,8 @@ pub fn request_body(model: &ModelSpec, request: &ChatRequest) -> Value {
             body["reasoning"] = json!({"effort": effort});
         }
     }
-    if let (Some(t), true) = (request.temperature, model.temperature) {
-        body["temperature"] = json!(t);
+    if let (Some(t), true) = (request.temperature.and_then(temperature_json), model.temperature) {
+        body["temperature"] = t;
     }
     body
 }

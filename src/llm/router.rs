@@ -287,17 +287,17 @@ pub fn model_spec(config: &crate::config::LlmConfig, index: usize) -> Result<Mod
     let model = &config.models[index];
     let key = |field: &str| format!("llm.models[{index}].{field}");
     let known = catalogue::lookup(&model.model).filter(|s| s.provider == model.provider);
-    let default_api = match model.provider {
+    // A model the catalogue knows keeps its API on any base URL (a gateway
+    // serves OpenAI's Responses API too; see `gateway`); one it does not
+    // know is a local model on a compatible server, unless at OpenAI's own.
+    let unknown_api = match model.provider {
         ProviderKind::OpenAi if config.openai_base_url != OPENAI_DEFAULT => Api::ChatCompletions,
         ProviderKind::OpenAi => Api::Responses,
         ProviderKind::Anthropic => Api::Messages,
         ProviderKind::Gemini => Api::GenerateContent,
     };
     let mut spec = match known {
-        Some(mut spec) => {
-            spec.api = default_api;
-            spec
-        }
+        Some(spec) => spec,
         None => {
             let window = model.max_input_tokens.ok_or_else(|| LlmError::NoModel {
                 detail: format!(
@@ -312,7 +312,7 @@ pub fn model_spec(config: &crate::config::LlmConfig, index: usize) -> Result<Mod
             ModelSpec::plain(
                 &model.model,
                 model.provider,
-                default_api,
+                unknown_api,
                 window,
                 config.max_output_tokens,
             )
@@ -387,35 +387,57 @@ pub fn price_table(config: &crate::config::LlmConfig) -> BTreeMap<String, Price>
     prices
 }
 
-/// Builds the router from config and the keys that are set. A model whose
-/// provider has no key is left out (and named in errors).
-pub fn from_config(
-    config: &crate::config::LlmConfig,
-    secrets: &crate::config::Secrets,
-) -> Result<Router, LlmError> {
-    use super::{
-        anthropic::Anthropic, chat_completions::ChatCompletions, gemini::Gemini, responses::Responses,
-    };
-    let timeout = config.request_timeout;
-    // One client per API, made the first time a model needs it.
-    let make = |api: Api| -> Result<Option<Arc<dyn Provider>>, LlmError> {
-        Ok(match api {
-            Api::Responses | Api::ChatCompletions => {
-                let keyless_ok = config.openai_base_url != OPENAI_DEFAULT;
-                let key = secrets.openai_api_key.clone();
-                if key.is_none() && !keyless_ok {
-                    None
-                } else if api == Api::Responses {
-                    Some(Arc::new(Responses::new(&config.openai_base_url, key, timeout)?))
-                } else {
-                    Some(Arc::new(ChatCompletions::new(
-                        &config.openai_base_url,
-                        key,
-                        timeout,
-                    )?))
-                }
+/// The client a model's requests go through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Client {
+    Api(Api),
+    /// The Responses API of a server that is not OpenAI's own, falling back
+    /// to its Chat Completions where it has none.
+    ResponsesOrChat,
+}
+
+impl Client {
+    /// A Responses model on another base URL may fall back, unless the
+    /// config chose the API (`api:` on the model).
+    fn of(config: &crate::config::LlmConfig, spec: &ModelSpec, api_chosen: bool) -> Client {
+        if spec.api == Api::Responses && !api_chosen && config.openai_base_url != OPENAI_DEFAULT {
+            Client::ResponsesOrChat
+        } else {
+            Client::Api(spec.api)
+        }
+    }
+
+    /// The provider, `None` when its key is missing.
+    fn make(
+        self,
+        config: &crate::config::LlmConfig,
+        secrets: &crate::config::Secrets,
+    ) -> Result<Option<Arc<dyn Provider>>, LlmError> {
+        use super::{
+            anthropic::Anthropic, chat_completions::ChatCompletions, gateway::ResponsesOrChat,
+            gemini::Gemini, responses::Responses,
+        };
+        let timeout = config.request_timeout;
+        let base = &config.openai_base_url;
+        // Any base URL but OpenAI's own may be a server that needs no key.
+        let openai_key = secrets.openai_api_key.clone();
+        let openai_usable = openai_key.is_some() || *base != OPENAI_DEFAULT;
+        Ok(match self {
+            Client::Api(Api::Responses | Api::ChatCompletions) | Client::ResponsesOrChat
+                if !openai_usable =>
+            {
+                None
             }
-            Api::GenerateContent => match &secrets.gemini_api_key {
+            Client::Api(Api::Responses) => Some(Arc::new(Responses::new(base, openai_key, timeout)?)),
+            Client::Api(Api::ChatCompletions) => {
+                Some(Arc::new(ChatCompletions::new(base, openai_key, timeout)?))
+            }
+            Client::ResponsesOrChat => Some(Arc::new(ResponsesOrChat::new(
+                base,
+                Responses::new(base, openai_key.clone(), timeout)?,
+                ChatCompletions::new(base, openai_key, timeout)?,
+            ))),
+            Client::Api(Api::GenerateContent) => match &secrets.gemini_api_key {
                 Some(key) => Some(Arc::new(Gemini::new(
                     &config.gemini_base_url,
                     key.clone(),
@@ -423,7 +445,7 @@ pub fn from_config(
                 )?)),
                 None => None,
             },
-            Api::Messages => match &secrets.anthropic_api_key {
+            Client::Api(Api::Messages) => match &secrets.anthropic_api_key {
                 Some(key) => Some(Arc::new(Anthropic::new(
                     &config.anthropic_base_url,
                     key.clone(),
@@ -432,17 +454,27 @@ pub fn from_config(
                 None => None,
             },
         })
-    };
-    let mut made: Vec<(Api, Option<Arc<dyn Provider>>)> = Vec::new();
+    }
+}
+
+/// Builds the router from config and the keys that are set. A model whose
+/// provider has no key is left out (and named in errors).
+pub fn from_config(
+    config: &crate::config::LlmConfig,
+    secrets: &crate::config::Secrets,
+) -> Result<Router, LlmError> {
+    let mut made: Vec<(Client, Option<Arc<dyn Provider>>)> = Vec::new();
     let mut routes = Vec::new();
     let mut unavailable = Vec::new();
     for (index, model) in config.models.iter().enumerate() {
         let spec = model_spec(config, index)?;
-        let provider = match made.iter().find(|(api, _)| *api == spec.api) {
+        let client = Client::of(config, &spec, model.overrides.api.is_some());
+        // One client per kind, made the first time a model needs it.
+        let provider = match made.iter().find(|(kind, _)| *kind == client) {
             Some((_, provider)) => provider.clone(),
             None => {
-                let provider = make(spec.api)?;
-                made.push((spec.api, provider.clone()));
+                let provider = client.make(config, secrets)?;
+                made.push((client, provider.clone()));
                 provider
             }
         };

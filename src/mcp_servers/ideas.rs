@@ -1,12 +1,11 @@
 //! `forgehand mcp ideas`: `generate_idea_categories` and the
 //! context store's operations as MCP tools, over stdio or
-//! Streamable HTTP (see [`super::sage::serve_stdio`] and
-//! [`super::sage::serve_http`]). Context stores are named by the client
+//! Streamable HTTP (see [`super::transport`]). Context stores are named by the client
 //! (`session`) and live as long as the server.
 
 #![allow(deprecated)]
 
-use super::sage::{error, Logger};
+use super::sage::{error, unknown_tool, Logger};
 use crate::context_store::{Classifier, ContextLog, ContextStore, Incoming, MemoryLog, Synthesis, Voice};
 use crate::ideas::{ErrorCode, Generator, IdeaError, IdeaRequest, Pacer};
 use crate::llm::ChatModel;
@@ -132,10 +131,7 @@ impl IdeasServer {
         let args = request.arguments.unwrap_or_default();
         match request.name.as_ref() {
             GENERATE => self.generate(args, context).await,
-            CONTEXT_ADD | CONTEXT_PROMPT | CONTEXT_SHOW => self.context_tool(request.name.as_ref(), &args).await,
-            other => error(format!(
-                "Unknown tool `{other}`; this server has {GENERATE}, {CONTEXT_ADD}, {CONTEXT_PROMPT} and {CONTEXT_SHOW}."
-            )),
+            _ => self.context_tool(request.name.as_ref(), &args).await,
         }
     }
 
@@ -276,6 +272,14 @@ impl ServerHandler for IdeasServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // An unknown tool is a protocol error (invalid params), as the MCP
+        // specification asks; bad arguments are tool errors.
+        if ![GENERATE, CONTEXT_ADD, CONTEXT_PROMPT, CONTEXT_SHOW].contains(&request.name.as_ref()) {
+            return Err(unknown_tool(
+                &request.name,
+                &format!("{GENERATE}, {CONTEXT_ADD}, {CONTEXT_PROMPT} and {CONTEXT_SHOW}"),
+            ));
+        }
         Ok(CallToolResponse::Complete(self.run(request, &context).await))
     }
 }

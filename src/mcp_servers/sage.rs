@@ -22,7 +22,7 @@ use rmcp::model::{
     ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
-use rmcp::{ErrorData, Peer, RoleServer, ServerHandler, ServiceExt};
+use rmcp::{ErrorData, Peer, RoleServer, ServerHandler};
 use serde_json::{json, Map, Value};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -115,12 +115,6 @@ impl SageServer {
         } else {
             "prompt"
         };
-        if ![OPINION, REVIEW, PLAN].contains(&request.name.as_ref()) {
-            return error(format!(
-                "Unknown tool `{}`; this server has {OPINION}, {REVIEW} and {PLAN}.",
-                request.name
-            ));
-        }
         let Some(text) = args
             .get(text_key)
             .and_then(Value::as_str)
@@ -271,6 +265,11 @@ impl SageServer {
     }
 }
 
+/// The JSON-RPC error for a call to a tool the server does not have.
+pub(super) fn unknown_tool(name: &str, tools: &str) -> ErrorData {
+    ErrorData::invalid_params(format!("Unknown tool: {name}. This server has {tools}."), None)
+}
+
 pub(super) fn error(message: String) -> CallToolResult {
     CallToolResult::error(vec![ContentBlock::text(message)])
 }
@@ -321,43 +320,14 @@ impl ServerHandler for SageServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // An unknown tool is a protocol error (invalid params), as the MCP
+        // specification asks; bad arguments are tool errors the model reads.
+        if ![OPINION, REVIEW, PLAN].contains(&request.name.as_ref()) {
+            return Err(unknown_tool(
+                &request.name,
+                &format!("{OPINION}, {REVIEW} and {PLAN}"),
+            ));
+        }
         Ok(CallToolResponse::Complete(self.run(request, &context).await))
     }
-}
-
-/// Serves on stdin/stdout until the client leaves.
-/// Serves one MCP session over stdin/stdout until the client leaves.
-pub async fn serve_stdio<S: ServerHandler>(server: S) -> Result<(), String> {
-    let running = server
-        .serve(rmcp::transport::io::stdio_pipes())
-        .await
-        .map_err(|e| format!("MCP session did not start: {e}"))?;
-    running
-        .waiting()
-        .await
-        .map(|_| ())
-        .map_err(|e| format!("MCP session ended abnormally: {e}"))
-}
-
-/// Serves Streamable HTTP at `http://ADDR/mcp` until `shutdown` is cancelled.
-/// Serves MCP over Streamable HTTP at `/mcp` until `shutdown`.
-pub async fn serve_http<S: ServerHandler + Clone + Send + Sync + 'static>(
-    server: S,
-    listener: tokio::net::TcpListener,
-    shutdown: tokio_util::sync::CancellationToken,
-) -> Result<(), String> {
-    use rmcp::transport::streamable_http_server::{
-        session::local::LocalSessionManager, StreamableHttpServerConfig, StreamableHttpService,
-    };
-    let config = StreamableHttpServerConfig::default().with_cancellation_token(shutdown.child_token());
-    let service = StreamableHttpService::new(
-        move || Ok(server.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    let router = axum::Router::new().nest_service("/mcp", service);
-    axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.cancelled().await })
-        .await
-        .map_err(|e| format!("the HTTP server stopped: {e}"))
 }

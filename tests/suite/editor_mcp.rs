@@ -42,6 +42,20 @@ impl Server {
 
     /// Sends a request and returns its result; every line read must be JSON-RPC.
     fn request(&mut self, method: &str, params: Value) -> Value {
+        let answer = self.answer(method, params);
+        assert!(answer.get("error").is_none(), "{method} failed: {answer}");
+        answer["result"].clone()
+    }
+
+    /// Sends a request that must fail and returns its JSON-RPC error.
+    fn request_error(&mut self, method: &str, params: Value) -> Value {
+        let answer = self.answer(method, params);
+        assert!(answer.get("result").is_none(), "{method} did not fail: {answer}");
+        answer["error"].clone()
+    }
+
+    /// Sends a request and returns the message answering it.
+    fn answer(&mut self, method: &str, params: Value) -> Value {
         let id = self.next_id;
         self.next_id += 1;
         self.send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
@@ -55,8 +69,7 @@ impl Server {
                 .unwrap_or_else(|e| panic!("stdout line is not JSON ({e}): {line:?}"));
             assert_eq!(message["jsonrpc"], "2.0", "{line}");
             if message["id"] == json!(id) {
-                assert!(message.get("error").is_none(), "{method} failed: {line}");
-                return message["result"].clone();
+                return message;
             }
         }
     }
@@ -154,12 +167,13 @@ fn every_command_over_stdio_of_the_real_executable() {
     assert!(error && text.contains("Unknown command"), "{text}");
     let (text, error) = server.edit(json!({"path": file}));
     assert!(error && text.contains("Missing `command`"), "{text}");
-    let result = server.request("tools/call", json!({"name": "shell", "arguments": {}}));
-    assert_eq!(result["isError"], true);
-    assert!(result["content"][0]["text"]
-        .as_str()
-        .unwrap()
-        .contains("Unknown tool"));
+    // An unknown tool is the JSON-RPC error -32602, as the MCP specification asks.
+    let error = server.request_error("tools/call", json!({"name": "shell", "arguments": {}}));
+    assert_eq!(error["code"], -32602);
+    assert!(
+        error["message"].as_str().unwrap().contains("Unknown tool: shell"),
+        "{error}"
+    );
 }
 
 #[test]

@@ -10,7 +10,7 @@
 use forgehand_test_support::mcp_client;
 use forgehand_test_support::scripted_model;
 
-use mcp_client::{call, free_address, start_http, text_of};
+use mcp_client::{call, free_address, rpc_error, start_http, text_of};
 use rmcp::model::LoggingMessageNotificationParam;
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
@@ -214,6 +214,7 @@ async fn over_stdio_ideas_and_the_context_store_work_for_any_client() {
         .unwrap();
     assert_eq!(missing.is_error, Some(true));
     assert!(text_of(&missing).contains("`text` is required"));
+    unknown_tool_is_invalid_params(&client).await;
     client.cancel().await.unwrap();
 }
 
@@ -249,5 +250,26 @@ async fn over_streamable_http_ideas_are_generated() {
     let client = Recorder::default().serve(transport).await.unwrap();
     let answer = generate(&client).await;
     assert_eq!(answer["data"]["metadata"]["total_categories"], 2);
+    unknown_tool_is_invalid_params(&client).await;
     client.cancel().await.unwrap();
+}
+
+/// A tool the server does not have is the JSON-RPC error -32602 (invalid
+/// params), as the MCP specification asks, naming the tools there are.
+async fn unknown_tool_is_invalid_params(client: &RunningService<RoleClient, Recorder>) {
+    let error = rpc_error(
+        client
+            .call_tool(call(
+                "generate_ideas",
+                json!({"expert_role": "a", "target_subject": "b"}),
+            ))
+            .await,
+    );
+    assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+    assert_eq!(error.code.0, -32602);
+    assert!(
+        error.message.contains("generate_ideas") && error.message.contains("generate_idea_categories"),
+        "{}",
+        error.message
+    );
 }

@@ -288,11 +288,12 @@ fn a_model_the_catalogue_lacks_must_say_its_window_and_config_replaces_what_the_
         "{}",
         qwen.spec.origin
     );
-    // Known to the catalogue, on a compatible server: Chat Completions, with
-    // the catalogue's window and the config's cap and levels.
+    // Known to the catalogue, on another server: the catalogue's API (the
+    // Responses API, with Chat Completions where the server has none; see
+    // llm_gateway), the catalogue's window and the config's cap and levels.
     assert_eq!(
         (gpt.spec.api, gpt.spec.max_output, gpt.spec.window),
-        (Api::ChatCompletions, 4000, 922_000)
+        (Api::Responses, 4000, 922_000)
     );
     assert_eq!(gpt.spec.efforts, ["low", "high"]);
     assert!(

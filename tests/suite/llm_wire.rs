@@ -250,7 +250,7 @@ async fn an_openai_compatible_server_keeps_chat_completions() {
     let body = &bodies(&scripted).await[0].1;
     // The model's own cap (8192 for this plain model) bounds the room.
     assert_eq!(body["max_tokens"], 8192);
-    assert!((body["temperature"].as_f64().unwrap() - 0.2).abs() < 1e-6);
+    assert_eq!(body["temperature"], json!(0.2));
     assert!(body.get("reasoning_effort").is_none() && body.get("max_completion_tokens").is_none());
 }
 
@@ -642,4 +642,31 @@ async fn the_agent_loop_reads_its_transcript_from_claudes_cache() {
         usage[1].cache_write_tokens > 0 && usage[1].cached_input_tokens > 0,
         "{usage:?}"
     );
+}
+
+#[tokio::test]
+async fn a_temperature_reaches_each_provider_as_the_decimal_it_was_written_as() {
+    // Models that take a temperature and do not think unasked, per API.
+    for (format, model) in [
+        (Format::OpenAi, "llama3.1"),
+        (Format::Responses, "gpt-4.1"),
+        (Format::Gemini, "gemini-2.5-pro"),
+        (Format::Anthropic, "claude-sonnet-4-5"),
+    ] {
+        let scripted = ScriptedModel::start(format).await;
+        scripted.push(text("ok")).await;
+        let mut req = request(vec![Message::User("hi".into())]);
+        req.model = model.into();
+        req.temperature = Some(0.1);
+        let provider = provider(format, &scripted.base_url());
+        provider.chat(&spec(format, model), &req).await.unwrap();
+        let calls = scripted.calls().await;
+        let sent = &calls[0].1;
+        let compact = sent.replace([' ', '\n'], "");
+        assert!(
+            compact.contains("\"temperature\":0.1,") || compact.contains("\"temperature\":0.1}"),
+            "{format:?}: {sent}"
+        );
+        assert!(!sent.contains("0.10000"), "{format:?}: {sent}");
+    }
 }

@@ -26,6 +26,7 @@ mod ideas;
 mod ideas_mcp;
 mod images;
 mod intake;
+mod llm_gateway;
 mod llm_retry;
 mod llm_wire;
 mod mentions;

@@ -12,7 +12,7 @@ use forgehand_test_support::mcp_client;
 use forgehand_test_support::scripted_model;
 
 use debate_model::{Behaviour, DebateModel};
-use mcp_client::{call, free_address, start_http, text_of};
+use mcp_client::{call, free_address, initialize_by_name, rpc_error, start_http, text_of, transport_by_name};
 use rmcp::model::{LoggingMessageNotificationParam, ProgressNotificationParam};
 use rmcp::service::{NotificationContext, RunningService};
 use rmcp::transport::{ConfigureCommandExt, StreamableHttpClientTransport, TokioChildProcess};
@@ -212,7 +212,25 @@ async fn over_stdio_a_plan_comes_with_progress_and_logs() {
         .unwrap();
     assert_eq!(bad.is_error, Some(true));
     assert!(text_of(&bad).contains("`paths` is required"));
+    unknown_tool_is_invalid_params(&client).await;
     client.cancel().await.unwrap();
+}
+
+/// A tool the server does not have is the JSON-RPC error -32602 (invalid
+/// params), as the MCP specification asks, naming the tools there are.
+async fn unknown_tool_is_invalid_params(client: &RunningService<RoleClient, Recorder>) {
+    let error = rpc_error(
+        client
+            .call_tool(call("sage-debate", json!({"prompt": "x", "paths": ["src"]})))
+            .await,
+    );
+    assert_eq!(error.code, rmcp::model::ErrorCode::INVALID_PARAMS);
+    assert_eq!(error.code.0, -32602);
+    assert!(
+        error.message.contains("sage-debate") && error.message.contains("sage-plan"),
+        "{}",
+        error.message
+    );
 }
 
 #[tokio::test]
@@ -243,4 +261,60 @@ async fn over_streamable_http_a_plan_comes_with_progress_and_logs() {
     let client = recorder.clone().serve(transport).await.unwrap();
     plan_session(&client, &recorder).await;
     client.cancel().await.unwrap();
+}
+
+#[tokio::test]
+async fn over_http_the_allowed_host_names_are_answered_and_others_refused() {
+    let setup = Setup::new().await;
+    let address = free_address();
+    let _server = start_http(
+        setup.command(true, &["--http", &address, "--allowed-host", "mcp.example.test"]),
+        &address,
+    )
+    .await;
+    // A whole session through the allowed name.
+    let recorder = Recorder::default();
+    let client = recorder
+        .clone()
+        .serve(transport_by_name("mcp.example.test", &address))
+        .await
+        .unwrap();
+    plan_session(&client, &recorder).await;
+    unknown_tool_is_invalid_params(&client).await;
+    client.cancel().await.unwrap();
+    // Loopback names still, any other name 403.
+    assert_eq!(initialize_by_name("localhost", &address).await.0, 200);
+    let (status, body) = initialize_by_name("other.example.test", &address).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body.contains("Host"), "{body}");
+
+    // A name that is not a host is refused before anything starts.
+    let refused = setup
+        .command(
+            true,
+            &[
+                "--http",
+                &free_address(),
+                "--allowed-host",
+                "http://mcp.example.test",
+            ],
+        )
+        .output()
+        .await
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success());
+    assert!(
+        stderr.contains("--allowed-host \"http://mcp.example.test\" is not a host name"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn over_http_without_allowed_hosts_only_loopback_names_are_answered() {
+    let setup = Setup::new().await;
+    let address = free_address();
+    let _server = start_http(setup.command(true, &["--http", &address]), &address).await;
+    assert_eq!(initialize_by_name("127.0.0.1", &address).await.0, 200);
+    assert_eq!(initialize_by_name("mcp.example.test", &address).await.0, 403);
 }

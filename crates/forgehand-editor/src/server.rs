@@ -1,7 +1,8 @@
 //! The editor as an MCP server over stdio: one tool, `text_editor`, with the
 //! input schema of the Node server the specification names. Bad arguments
 //! and failed edits are tool results with `isError: true`, so the model reads
-//! what went wrong; protocol errors are left to the protocol.
+//! what went wrong; a call to another tool is the JSON-RPC error -32602
+//! (invalid params), as the MCP specification asks.
 
 use super::{Editor, Limits, Root, COMMANDS, TOOL_NAME};
 use rmcp::model::{
@@ -82,12 +83,6 @@ impl EditorServer {
     }
 
     fn run(&self, request: CallToolRequestParams) -> CallToolResult {
-        if request.name != TOOL_NAME {
-            return CallToolResult::error(vec![ContentBlock::text(format!(
-                "Unknown tool `{}`; this server has one tool, `{TOOL_NAME}`.",
-                request.name
-            ))]);
-        }
         let args = request.arguments.unwrap_or_default();
         let outcome = match self.editor.lock() {
             Ok(mut editor) => editor.execute_json(&args),
@@ -125,6 +120,17 @@ impl ServerHandler for EditorServer {
         request: CallToolRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
+        // An unknown tool is a protocol error (invalid params), as the MCP
+        // specification asks; bad arguments are tool errors the model reads.
+        if request.name != TOOL_NAME {
+            return Err(ErrorData::invalid_params(
+                format!(
+                    "Unknown tool: {}. This server has one tool, {TOOL_NAME}.",
+                    request.name
+                ),
+                None,
+            ));
+        }
         Ok(CallToolResponse::Complete(self.run(request)))
     }
 }

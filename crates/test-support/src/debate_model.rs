@@ -4,13 +4,12 @@
 //! a final plan for the judge. It acts like a prompt cache: a request whose
 //! system text it has seen before reports that text's tokens as cached.
 
-use super::scripted_model::{provider_rules, view, Format, Issued};
+use super::scripted_model::{endpoint, provider_rules, view, Format, Issued};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use wiremock::matchers::method;
-use wiremock::{Mock, MockServer, Request, ResponseTemplate};
+use wiremock::{MockServer, Request, ResponseTemplate};
 
 /// How one model behaves.
 #[derive(Clone, Default)]
@@ -184,7 +183,8 @@ impl DebateModel {
     pub async fn start(format: Format, label: &str, behaviour: Behaviour) -> DebateModel {
         let server = MockServer::start().await;
         let state = Arc::new(Mutex::new(State::default()));
-        Mock::given(method("POST"))
+        // Its API's path only: another path gets a 404, as on a real server.
+        endpoint(format)
             .respond_with(Responder {
                 format,
                 label: label.to_owned(),

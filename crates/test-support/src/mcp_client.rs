@@ -53,3 +53,55 @@ pub async fn start_http(mut command: tokio::process::Command, address: &str) -> 
     wait_for_port(address).await;
     child
 }
+
+/// The JSON-RPC error a tool call got (a tool result instead fails the test).
+pub fn rpc_error(outcome: Result<CallToolResult, rmcp::ServiceError>) -> rmcp::model::ErrorData {
+    match outcome {
+        Err(rmcp::ServiceError::McpError(error)) => error,
+        Err(other) => panic!("the call failed outside the protocol: {other}"),
+        Ok(result) => panic!("a tool result, not a JSON-RPC error: {}", text_of(&result)),
+    }
+}
+
+/// An HTTP client that reaches `name` on loopback, as it would through a
+/// DNS name pointing at this host (nothing is looked up).
+pub fn client_for(name: &str) -> reqwest::Client {
+    reqwest::Client::builder()
+        .no_proxy()
+        .resolve(name, "127.0.0.1:0".parse().unwrap())
+        .build()
+        .unwrap()
+}
+
+/// A client session's transport to `http://NAME:PORT/mcp`, the name
+/// reaching the server on loopback (so its requests carry `Host: NAME:PORT`).
+pub fn transport_by_name(
+    name: &str,
+    address: &str,
+) -> rmcp::transport::StreamableHttpClientTransport<reqwest::Client> {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
+    let port = address.rsplit(':').next().unwrap();
+    rmcp::transport::StreamableHttpClientTransport::with_client(
+        client_for(name),
+        StreamableHttpClientTransportConfig::with_uri(format!("http://{name}:{port}/mcp")),
+    )
+}
+
+/// The status and body an MCP `initialize` POSTed to
+/// `http://NAME:PORT/mcp` gets.
+pub async fn initialize_by_name(name: &str, address: &str) -> (u16, String) {
+    let port = address.rsplit(':').next().unwrap();
+    let initialize = serde_json::json!({
+        "jsonrpc": "2.0", "id": 1, "method": "initialize",
+        "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}
+    });
+    let response = client_for(name)
+        .post(format!("http://{name}:{port}/mcp"))
+        .header("accept", "application/json, text/event-stream")
+        .json(&initialize)
+        .send()
+        .await
+        .unwrap();
+    let status = response.status().as_u16();
+    (status, response.text().await.unwrap_or_default())
+}

@@ -6,6 +6,7 @@
 //! reasoning items and thinking blocks before tool calls, signatures that
 //! must come back unchanged, stop reasons.
 
+mod gateway;
 pub mod prompt_cache;
 pub mod provider_rules;
 
@@ -77,7 +78,7 @@ pub const GREET: &str = "def greeting():\n    return 'Hello'\n";
 pub const TEST: &str = "import unittest\nfrom greet import greeting\n\n\nclass Greeting(unittest.TestCase):\n    def test_world(self):\n        self.assertEqual(greeting(), 'Hello, world')\n\n\nif __name__ == '__main__':\n    unittest.main()\n";
 
 /// The POST endpoint of `format`'s API on a mock server.
-fn endpoint(format: Format) -> wiremock::MockBuilder {
+pub(crate) fn endpoint(format: Format) -> wiremock::MockBuilder {
     match format {
         Format::OpenAi => Mock::given(method("POST")).and(path("/v1/chat/completions")),
         Format::Responses => Mock::given(method("POST")).and(path("/v1/responses")),
@@ -855,13 +856,20 @@ impl TurnModel {
             .collect()
     }
 
-    /// The JSON bodies of every request so far, planning calls included.
+    /// The JSON bodies of every request it answered so far, planning calls
+    /// included (not those to another API's path, which got a 404).
     pub async fn all_requests(&self) -> Vec<Value> {
+        let answered = |path: &str| match self.format {
+            Format::OpenAi => path == "/v1/chat/completions",
+            Format::Responses => path == "/v1/responses",
+            Format::Anthropic | Format::Gemini => true,
+        };
         self.server
             .received_requests()
             .await
             .unwrap_or_default()
             .into_iter()
+            .filter(|r| answered(r.url.path()))
             .map(|r| r.body_json::<Value>().unwrap_or(Value::Null))
             .collect()
     }

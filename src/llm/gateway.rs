@@ -1,0 +1,176 @@
+//! OpenAI models behind a gateway (Azure OpenAI's v1 endpoint, LiteLLM's
+//! proxy, Cloudflare's and Portkey's gateways, each serving
+//! `/v1/responses`): a model the catalogue knows as a Responses model goes
+//! through the Responses API on any base URL, since only that API carries
+//! reasoning with tools. A server without it (a 404 on `/responses`, or its
+//! own "unsupported") is remembered, per base URL and for the life of the
+//! process, and its requests go through Chat Completions from then on.
+
+use super::catalogue::ModelSpec;
+use super::chat_completions::ChatCompletions;
+use super::responses::Responses;
+use super::{ChatRequest, ChatResponse, LlmError, Provider};
+use async_trait::async_trait;
+use std::collections::HashSet;
+use std::sync::{Mutex, OnceLock};
+
+/// The Responses API first, Chat Completions where the server has none.
+pub struct ResponsesOrChat {
+    base_url: String,
+    responses: Responses,
+    chat: ChatCompletions,
+}
+
+impl ResponsesOrChat {
+    /// Both clients of one server at `base_url`.
+    pub fn new(base_url: &str, responses: Responses, chat: ChatCompletions) -> ResponsesOrChat {
+        ResponsesOrChat {
+            base_url: normalised(base_url),
+            responses,
+            chat,
+        }
+    }
+}
+
+fn normalised(base_url: &str) -> String {
+    base_url.trim_end_matches('/').to_owned()
+}
+
+/// Base URLs that answered that they have no Responses API.
+fn without_responses() -> &'static Mutex<HashSet<String>> {
+    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
+    SEEN.get_or_init(Default::default)
+}
+
+/// Whether `base_url` is known to have no Responses API.
+pub fn lacks_responses(base_url: &str) -> bool {
+    without_responses()
+        .lock()
+        .map(|seen| seen.contains(&normalised(base_url)))
+        .unwrap_or(false)
+}
+
+/// Remembers that `base_url` has no Responses API; true the first time.
+fn remember(base_url: &str) -> bool {
+    without_responses()
+        .lock()
+        .map(|mut seen| seen.insert(normalised(base_url)))
+        .unwrap_or(false)
+}
+
+/// Whether `err` says the server has no Responses API at all, rather than
+/// refusing this request: 404 (the route is missing; a missing model says
+/// so and is not this), 405, 501, or a refusal that calls the Responses API
+/// (or the operation) unsupported, which is not a refused parameter.
+pub fn no_responses_api(err: &LlmError) -> bool {
+    let (status, message) = match err {
+        LlmError::Rejected { status, message, .. } | LlmError::Server { status, message, .. } => {
+            (*status, message.to_ascii_lowercase())
+        }
+        _ => return false,
+    };
+    let about_a_model = [
+        "does not exist",
+        "model_not_found",
+        "model not found",
+        "invalid model",
+    ]
+    .iter()
+    .any(|s| message.contains(s));
+    let about_a_parameter =
+        message.contains("unsupported parameter") || message.contains("unsupported value");
+    let unsupported = ["not supported", "unsupported", "not implemented", "does not work"]
+        .iter()
+        .any(|s| message.contains(s));
+    let about_the_api = message.contains("responses") || message.contains("operation");
+    match status {
+        404 => !about_a_model,
+        405 | 501 => true,
+        400 | 422 => unsupported && about_the_api && !about_a_parameter,
+        _ => false,
+    }
+}
+
+#[async_trait]
+impl Provider for ResponsesOrChat {
+    fn name(&self) -> &str {
+        "openai"
+    }
+
+    async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        if !lacks_responses(&self.base_url) {
+            match self.responses.chat(model, request).await {
+                Err(err) if no_responses_api(&err) => {
+                    if remember(&self.base_url) {
+                        tracing::warn!(
+                            "{} has no Responses API ({err}); OpenAI models there go through Chat Completions from now on, where a reasoning model called with tools reasons at effort \"none\"",
+                            self.base_url
+                        );
+                    }
+                }
+                answered => return answered,
+            }
+        }
+        self.chat.chat(model, request).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rejected(status: u16, message: &str) -> LlmError {
+        LlmError::Rejected {
+            provider: "openai".into(),
+            status,
+            message: message.into(),
+        }
+    }
+
+    #[test]
+    fn only_a_missing_api_sends_a_model_to_chat_completions() {
+        for missing in [
+            rejected(404, ""),
+            rejected(404, "Not Found"),
+            rejected(404, "not_found_error: File Not Found"),
+            rejected(405, "Method Not Allowed"),
+            rejected(400, "The Responses API is not supported by this deployment"),
+            rejected(400, "The requested operation is unsupported."),
+            LlmError::Server {
+                provider: "openai".into(),
+                status: 501,
+                message: "Not Implemented".into(),
+            },
+        ] {
+            assert!(no_responses_api(&missing), "{missing}");
+        }
+        for other in [
+            rejected(
+                404,
+                "invalid_request_error: The model `gpt-9` does not exist or you do not have access to it.",
+            ),
+            rejected(
+                400,
+                "invalid_request_error: Unsupported parameter: 'temperature' is not supported with this model.",
+            ),
+            rejected(400, "invalid_request_error: tools[0] is invalid"),
+            rejected(401, "Incorrect API key provided"),
+            LlmError::Server {
+                provider: "openai".into(),
+                status: 500,
+                message: "boom".into(),
+            },
+        ] {
+            assert!(!no_responses_api(&other), "{other}");
+        }
+    }
+
+    #[test]
+    fn a_server_without_responses_is_remembered_once_per_base_url() {
+        let url = "http://127.0.0.1:1/gateway-memory-test/v1";
+        assert!(!lacks_responses(url));
+        assert!(remember(&format!("{url}/")));
+        assert!(!remember(url), "remembered once");
+        assert!(lacks_responses(url) && !lacks_responses("http://127.0.0.1:1/other/v1"));
+    }
+}
