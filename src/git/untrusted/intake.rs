@@ -59,9 +59,15 @@ impl Refs {
         let wanted = format!("refs/heads/{branch}");
         match head.trim().strip_prefix("ref: ") {
             Some(name) if name == wanted => {}
-            Some(name) => {
+            // Only a name git itself would take is repeated, never HEAD's text.
+            Some(name) if name.len() <= 200 && git2::Reference::is_valid_name(name) => {
                 return Err(UntrustedError::OtherHead {
                     head: name.to_owned(),
+                })
+            }
+            Some(_) => {
+                return Err(UntrustedError::OtherHead {
+                    head: "(no valid ref name)".into(),
                 })
             }
             None => {
@@ -78,12 +84,9 @@ impl Refs {
     }
 
     fn settle(&mut self) {
-        let mut branches = std::mem::take(&mut self.packed);
-        for (name, oid) in self.loose.drain(..) {
-            branches.retain(|(n, _)| *n != name);
-            branches.push((name, oid));
-        }
-        self.branches = branches;
+        let mut branches: BTreeMap<String, Oid> = std::mem::take(&mut self.packed).into_iter().collect();
+        branches.extend(self.loose.drain(..));
+        self.branches = branches.into_iter().collect();
     }
 }
 
@@ -209,6 +212,12 @@ impl Reader<'_> {
             return Err(self.too_large_bytes());
         }
         let raw = entry.path_bytes().into_owned();
+        let link_length = entry.link_name_bytes().map_or(0, |l| l.len());
+        if raw.len() > MAX_NAME_BYTES || link_length > MAX_NAME_BYTES {
+            return Err(UntrustedError::TooLarge {
+                what: format!("{MAX_NAME_BYTES} bytes in one entry's name or link target"),
+            });
+        }
         let place = self.place(&raw, layout)?;
         let kind = entry.header().entry_type();
         let result = match place {
@@ -235,11 +244,11 @@ impl Reader<'_> {
         for part in raw.split(|b| *b == b'/') {
             match part {
                 b"" | b"." => {}
+                // The name itself is the sandbox's text: never repeated.
                 b".." => {
-                    return Err(UntrustedError::Refused(format!(
-                        "an entry named `{}` leaves the copied folder",
-                        String::from_utf8_lossy(raw)
-                    )))
+                    return Err(UntrustedError::Refused(
+                        "an entry's name leaves the copied folder (it holds `..`)".into(),
+                    ))
                 }
                 part => parts.push(part),
             }
@@ -277,8 +286,11 @@ impl Reader<'_> {
         } else if path == "packed-refs" {
             for line in read_small(entry, path)?.lines() {
                 if let Some((oid, name)) = line.split_once(' ') {
-                    if let (Some(name), Ok(oid)) = (name.strip_prefix("refs/heads/"), Oid::from_str(oid)) {
-                        self.refs.packed.push((name.to_owned(), oid));
+                    let valid = git2::Reference::is_valid_name(name);
+                    if let (Some(branch), Ok(oid), true) =
+                        (name.strip_prefix("refs/heads/"), Oid::from_str(oid), valid)
+                    {
+                        self.refs.packed.push((branch.to_owned(), oid));
                     }
                 }
             }
@@ -360,9 +372,31 @@ impl Reader<'_> {
     fn pack(&mut self, entry: &mut impl Read) -> Result<(), UntrustedError> {
         let odb = self.repo.odb().map_err(git("open the quarantine's objects"))?;
         let mut writer = odb.packwriter().map_err(git("index a pack"))?;
-        io::copy(entry, &mut writer).map_err(UntrustedError::Stream)?;
-        writer.flush().map_err(UntrustedError::Stream)?;
-        writer.commit().map_err(git("index a pack"))?;
+        // The pack's header says how many objects it holds: a count past the
+        // entry cap stops the indexer before it inflates them.
+        let cap = usize::try_from(self.limits.entries).unwrap_or(usize::MAX);
+        let over = Rc::new(Cell::new(false));
+        let seen_over = over.clone();
+        writer.progress(move |progress| {
+            let fits = progress.total_objects() <= cap && progress.indexed_objects() <= cap;
+            seen_over.set(seen_over.get() || !fits);
+            fits
+        });
+        let too_many = || UntrustedError::TooLarge {
+            what: format!("{} objects in one pack", self.limits.entries),
+        };
+        let written = io::copy(entry, &mut writer)
+            .and_then(|_| writer.flush())
+            .map_err(UntrustedError::Stream);
+        if over.get() {
+            return Err(too_many());
+        }
+        written?;
+        let committed = writer.commit();
+        if over.get() {
+            return Err(too_many());
+        }
+        committed.map_err(git("index a pack"))?;
         Ok(())
     }
 
@@ -420,6 +454,10 @@ impl Reader<'_> {
             .push(format!("`{}`: {why}", String::from_utf8_lossy(path)));
     }
 }
+
+/// Longest entry name or link target taken (the tar reader has already
+/// held it whole; it is never kept, copied or repeated).
+const MAX_NAME_BYTES: usize = 4096;
 
 /// A ref-sized file's text.
 fn read_small(entry: &mut impl Read, path: &str) -> Result<String, UntrustedError> {

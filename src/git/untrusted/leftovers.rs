@@ -15,8 +15,12 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
 const GITLINK: u32 = 0o160000;
-/// Most bytes of one `.gitignore` read.
+/// Largest `.gitignore` read; a larger one is left out (its size is read
+/// from the object's header, so it is never loaded).
 const MAX_GITIGNORE_BYTES: usize = 1 << 20;
+/// Most `.gitignore` files read for one commit, and most bytes of them.
+const MAX_GITIGNORES: usize = 10_000;
+const MAX_GITIGNORE_TOTAL_BYTES: usize = 64 << 20;
 
 pub(super) struct Made {
     /// `None`: nothing changed.
@@ -52,25 +56,27 @@ pub(super) fn commit(
         }
     }
     let mut ignores = Ignores::new(repo, tree);
+    let mut left_out = Vec::new();
     for (path, file) in &tree.files {
         if tracked.contains_key(path) || within(path, &gitlinks) || within(path, &tree.nested) {
             continue;
         }
         if !ignores.ignored(path) {
-            add(&mut index, path, *file)?;
+            add_new(&mut index, path, *file, &mut left_out)?;
         }
     }
-    let left_out = tree
-        .nested
-        .iter()
-        .filter(|folder| !gitlinks.contains(*folder) && !within(folder, &gitlinks))
-        .map(|folder| {
-            format!(
-                "`{}`: a repository inside the tree that is no submodule; its files were not committed",
-                String::from_utf8_lossy(folder)
-            )
-        })
-        .collect();
+    left_out.append(&mut ignores.left_out);
+    left_out.extend(
+        tree.nested
+            .iter()
+            .filter(|folder| !gitlinks.contains(*folder) && !within(folder, &gitlinks))
+            .map(|folder| {
+                format!(
+                    "`{}`: a repository inside the tree that is no submodule; its files were not committed",
+                    String::from_utf8_lossy(folder)
+                )
+            }),
+    );
     let tree_id = index.write_tree_to(repo).map_err(git("write the tree"))?;
     if tree_id == parent.tree_id() {
         return Ok(Made {
@@ -128,6 +134,26 @@ fn add(index: &mut Index, path: &[u8], file: WorkFile) -> Result<(), UntrustedEr
     }
 }
 
+/// Adds a file the parent does not track; a name libgit2 refuses (such as
+/// `.GIT/hooks/x`) is left out rather than failing the whole commit.
+fn add_new(
+    index: &mut Index,
+    path: &[u8],
+    file: WorkFile,
+    left_out: &mut Vec<String>,
+) -> Result<(), UntrustedError> {
+    match add(index, path, file) {
+        Err(UntrustedError::Git { source, .. }) if source.class() == git2::ErrorClass::Index => {
+            left_out.push(format!(
+                "`{}`: a name git refuses to commit",
+                String::from_utf8_lossy(path)
+            ));
+            Ok(())
+        }
+        other => other,
+    }
+}
+
 fn add_entry(index: &mut Index, path: &[u8], mode: u32, id: Oid, size: u32) -> Result<(), UntrustedError> {
     let entry = IndexEntry {
         ctime: IndexTime::new(0, 0),
@@ -152,6 +178,10 @@ struct Ignores<'a> {
     repo: &'a Repository,
     tree: &'a WorkTree,
     by_folder: HashMap<Vec<u8>, Option<Gitignore>>,
+    /// `.gitignore` files read so far, and their bytes.
+    read: usize,
+    read_bytes: usize,
+    left_out: Vec<String>,
 }
 
 impl<'a> Ignores<'a> {
@@ -160,6 +190,9 @@ impl<'a> Ignores<'a> {
             repo,
             tree,
             by_folder: HashMap::new(),
+            read: 0,
+            read_bytes: 0,
+            left_out: Vec::new(),
         }
     }
 
@@ -194,7 +227,7 @@ impl<'a> Ignores<'a> {
         self.by_folder.get(folder).and_then(Option::as_ref)
     }
 
-    fn build(&self, folder: &[u8]) -> Option<Gitignore> {
+    fn build(&mut self, folder: &[u8]) -> Option<Gitignore> {
         let mut name = folder.to_vec();
         if !name.is_empty() {
             name.push(b'/');
@@ -203,9 +236,27 @@ impl<'a> Ignores<'a> {
         let WorkFile::Blob { oid, .. } = self.tree.files.get(&name)? else {
             return None;
         };
+        let (size, _) = self.repo.odb().ok()?.read_header(*oid).ok()?;
+        let why = if size > MAX_GITIGNORE_BYTES {
+            Some(format!("larger than {MAX_GITIGNORE_BYTES} bytes"))
+        } else if self.read >= MAX_GITIGNORES || self.read_bytes + size > MAX_GITIGNORE_TOTAL_BYTES {
+            Some(format!(
+                "past {MAX_GITIGNORES} `.gitignore` files or {MAX_GITIGNORE_TOTAL_BYTES} bytes of them"
+            ))
+        } else {
+            None
+        };
+        if let Some(why) = why {
+            self.left_out.push(format!(
+                "`{}`: {why}; its rules were not applied",
+                String::from_utf8_lossy(&name)
+            ));
+            return None;
+        }
+        self.read += 1;
+        self.read_bytes += size;
         let blob = self.repo.find_blob(*oid).ok()?;
-        let content = blob.content();
-        let text = String::from_utf8_lossy(&content[..content.len().min(MAX_GITIGNORE_BYTES)]);
+        let text = String::from_utf8_lossy(blob.content());
         let mut builder = GitignoreBuilder::new(virtual_path(folder));
         for line in text.lines() {
             // A line the matcher cannot read is skipped, as git skips it.

@@ -10,6 +10,7 @@
 //! a host path to redirect; caps on bytes, entries and depth apply while
 //! the stream is read, so a sparse terabyte stops at its header.
 
+mod history;
 mod intake;
 mod leftovers;
 #[cfg(test)]
@@ -84,7 +85,8 @@ pub struct Quarantined {
 /// Reads a tar stream of `layout` from a sandbox into a new bare
 /// repository at `into`, sets `branch` there to the tip the sandbox's refs
 /// give it (HEAD must name it), and, with `leftovers`, commits the work
-/// tree the stream holds on top of it.
+/// tree the stream holds on top of it. The branch's whole history is
+/// checked against the caps; [`take_since`] checks only what is new.
 pub fn take(
     input: impl std::io::Read,
     layout: Layout,
@@ -92,6 +94,21 @@ pub fn take(
     into: &Path,
     limits: &Limits,
     leftovers: Option<LeftoverCommit<'_>>,
+) -> Result<Quarantined, UntrustedError> {
+    take_since(input, layout, branch, into, limits, leftovers, &[])
+}
+
+/// [`take`], where the `known` commits (and their history) are already
+/// in the trusted clone: only the commits, trees and blobs the branch
+/// reaches without passing through them are checked.
+pub fn take_since(
+    input: impl std::io::Read,
+    layout: Layout,
+    branch: &str,
+    into: &Path,
+    limits: &Limits,
+    leftovers: Option<LeftoverCommit<'_>>,
+    known: &[Oid],
 ) -> Result<Quarantined, UntrustedError> {
     if into.exists() {
         std::fs::remove_dir_all(into).map_err(|source| UntrustedError::Io {
@@ -107,6 +124,8 @@ pub fn take(
             "the branch `{branch}` points at {tip}, which its own objects do not hold (objects elsewhere, such as alternates, are not read)"
         ))
     })?;
+    // Before libgit2 walks a tree of it (the leftovers, the fetch).
+    history::check(&repo, tip, known, limits)?;
     let mut head = tip;
     let mut committed_on_host = false;
     let mut left_out = read.left_out;
