@@ -343,6 +343,8 @@ impl Rounds<'_, '_> {
         let author = (delivery.author_name.clone(), delivery.author_email.clone());
         let (branch, limits) = (self.branch.to_owned(), self.needs.copy_out);
         let into = quarantine_dir.clone();
+        // The walk of the result's history stops at what the trusted clone holds.
+        let base = self.workspace.with(|ws| ws.base).await?;
         let read = read_tree(tree, move |input| {
             let author =
                 git2::Signature::now(&author.0, &author.1).map_err(|source| UntrustedError::Git {
@@ -353,7 +355,7 @@ impl Rounds<'_, '_> {
                 message: &message,
                 author: &author,
             });
-            untrusted::take(input, layout, &branch, &into, &limits, leftovers)
+            untrusted::take_since(input, layout, &branch, &into, &limits, leftovers, &[base])
                 .map(|q| (q.head, q.other_branches, q.committed_on_host, q.left_out))
         })
         .await?;
