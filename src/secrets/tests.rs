@@ -231,7 +231,7 @@ fn the_rules_compile_and_each_has_a_true_positive() {
 #[test]
 fn every_published_format_is_masked() {
     for (rule, text, secret) in positives() {
-        assert_masked(&text, &secret, &rule);
+        assert_masked(&text, &secret, rule);
     }
 }
 
@@ -259,6 +259,7 @@ fn ordinary_text_stays_as_it_is() {
         "   Compiling secret-service v3.0.1",
         "secret: ${{ secrets.REGISTRY_TOKEN }}",
         "password=********",
+        "PWD=/workspace/project\nOLDPWD=/home/agent\nSECRET_FILE=./run/secrets/Db_2",
         "Token: expected identifier",
         "Authorization: Bearer ***",
         "with: { token: \"${TOKEN}\" }",
