@@ -28,6 +28,7 @@ pub mod prompts;
 pub mod replicas;
 pub mod repo_settings;
 pub mod sandbox;
+pub mod secrets;
 pub mod snapshots;
 pub mod task;
 pub mod transcript;

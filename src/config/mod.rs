@@ -30,7 +30,7 @@ pub use repository::{
     check_file as check_repo_file, AgentNetwork, Commands, PlainValue, RawNetwork, RepoBudget, RepoFile,
     RepositoriesConfig, SetupFailure,
 };
-pub use secrets::{Secret, Secrets};
+pub use secrets::{Secret, Secrets, OWN_SECRET};
 pub use triggers::TriggersConfig;
 pub use units::{ByteSize, HumanDuration};
 pub use work::{

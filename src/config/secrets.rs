@@ -2,7 +2,11 @@
 //! never written in the config, and never print: `Debug` and `Display` show
 //! a fixed mask.
 
+use crate::secrets::Masked;
 use std::fmt;
+
+/// The rule id a transcript names when forgehand's own secret was masked.
+pub const OWN_SECRET: &str = "forgehand-secret";
 
 /// A secret value. The only way to the text is [`Secret::expose`].
 #[derive(Clone, PartialEq, Eq)]
@@ -118,16 +122,51 @@ impl Secrets {
             .collect()
     }
 
-    /// `text` with every secret value replaced by `***`: a last guard on
-    /// anything forgehand writes where people can read it.
+    /// `text` with forgehand's own secrets replaced by `***` and every
+    /// credential of a known format (anyone's: a CI job's, a thread's)
+    /// replaced by `[masked: <rule>]`: the guard on anything forgehand
+    /// writes where people or models read it.
     pub fn scrub(&self, text: &str) -> String {
+        self.mask(text).text
+    }
+
+    /// As [`Secrets::scrub`], saying which rules masked something
+    /// (`forgehand-secret` for forgehand's own values), never what.
+    pub fn mask(&self, text: &str) -> Masked {
+        let (own, found) = self.mask_own(text);
+        let mut masked = crate::secrets::mask(&own);
+        if found {
+            masked.rules.insert(OWN_SECRET.to_owned());
+        }
+        masked
+    }
+
+    /// Whether `text` holds one of forgehand's own secret values.
+    pub fn holds_own_value(&self, text: &str) -> bool {
+        self.mask_own(text).1
+    }
+
+    /// `text` with each own value replaced by `***`, as it is and as it
+    /// reads inside a JSON string (a value holding `"`, `\` or a newline,
+    /// such as a PEM key, is escaped there); and whether any was found.
+    fn mask_own(&self, text: &str) -> (String, bool) {
         let mut out = text.to_owned();
+        let mut found = false;
         for value in self.values() {
-            if value.len() >= 4 && out.contains(value) {
-                out = out.replace(value, "***");
+            if value.len() < 4 {
+                continue;
+            }
+            for form in [Some(value.to_owned()), json_escaped(value)]
+                .into_iter()
+                .flatten()
+            {
+                if out.contains(&form) {
+                    out = out.replace(&form, "***");
+                    found = true;
+                }
             }
         }
-        out
+        (out, found)
     }
 
     /// Every secret value that is set, for scrubbing and leak checks.
@@ -150,6 +189,13 @@ impl Secrets {
     }
 }
 
+/// `value` as it reads inside a JSON string, when that differs.
+fn json_escaped(value: &str) -> Option<String> {
+    let quoted = serde_json::to_string(value).ok()?;
+    let inner = &quoted[1..quoted.len() - 1];
+    (inner != value).then(|| inner.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,5 +209,24 @@ mod tests {
         assert!(!format!("{all:?}").contains("supersecret"));
         assert_eq!(all.values(), vec!["ghp_supersecret"]);
         assert!(all.presence().iter().any(|(v, _, p)| *v == "GITHUB_TOKEN" && *p));
+    }
+
+    #[test]
+    fn own_values_are_masked_as_they_are_and_as_json_escapes_them() {
+        let key = "sk-\"quoted\\key\nsecond-line";
+        let secrets = Secrets::from_lookup(&|n| (n == "OPENAI_API_KEY").then(|| key.to_owned()));
+        let json = serde_json::to_string(&format!("key: {key}")).unwrap();
+        let masked = secrets.mask(&json);
+        assert_eq!(masked.text, "\"key: ***\"");
+        assert_eq!(masked.rules, [OWN_SECRET.to_owned()].into());
+        assert!(secrets.holds_own_value(&format!("x {key}")));
+        // Someone else's credential is masked by format, and is not one of forgehand's own.
+        let url = "postgres://app:pa55w0rd@db/app";
+        assert!(!secrets.holds_own_value(url));
+        assert_eq!(
+            secrets.scrub(url),
+            "postgres://app:[masked: url-credentials]@db/app"
+        );
+        assert_eq!(secrets.scrub("nothing to mask"), "nothing to mask");
     }
 }

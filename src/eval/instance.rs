@@ -159,21 +159,27 @@ impl Instance {
     }
 
     /// The repository's name as the operator's settings know it
-    /// (`repositories.per_repository`, `images.pins`, budgets): a URL's
-    /// path (`owner/name`, a GitLab project's path); a folder on this
-    /// machine is `local/<folder>`.
+    /// (`repositories.per_repository`, `images.pins`, budgets) and as its
+    /// snapshots are keyed: a URL's host and path (`github.com/owner/name`,
+    /// `gitlab.example.org:8443/group/app`), so repositories of the same
+    /// path on two hosts share neither; a folder on this machine is
+    /// `local/<folder>`.
     pub fn repository_name(&self) -> String {
         let source = self.source();
         let trim = |path: &str| path.trim_matches('/').trim_end_matches(".git").to_owned();
         if let Ok(url) = url::Url::parse(&source) {
-            if url.scheme() != "file" && url.has_host() {
-                return trim(url.path());
+            if let (false, Some(host)) = (url.scheme() == "file", url.host_str()) {
+                let host = match url.port() {
+                    Some(port) => format!("{host}:{port}"),
+                    None => host.to_owned(),
+                };
+                return format!("{}/{}", host.to_ascii_lowercase(), trim(url.path()));
             }
         }
         // scp-like `git@host:owner/name.git`
-        if let Some((host, path)) = source.split_once(':') {
-            if host.contains('@') && !path.starts_with('/') {
-                return trim(path);
+        if let Some((user_host, path)) = source.split_once(':') {
+            if let (Some((_, host)), false) = (user_host.split_once('@'), path.starts_with('/')) {
+                return format!("{}/{}", host.to_ascii_lowercase(), trim(path));
             }
         }
         let folder = source.trim_start_matches("file://");
@@ -235,6 +241,55 @@ mod tests {
         assert!(all[0].pass_to_pass.is_empty());
         assert_eq!(all[0].command_for("t::x"), "pytest -q 't::x'");
         assert_eq!(all[1].command_for("t::y"), "pytest 't::y'");
+    }
+
+    #[test]
+    fn repositories_are_named_by_host_and_path() {
+        let named = |repo: &str| {
+            Instance {
+                repo: repo.into(),
+                ..read_one()
+            }
+            .repository_name()
+        };
+        assert_eq!(named("acme/app"), "github.com/acme/app");
+        assert_eq!(named("https://github.com/acme/app.git"), "github.com/acme/app");
+        // The same path on another host is another repository.
+        assert_eq!(
+            named("https://GitLab.Example.org:8443/acme/app.git"),
+            "gitlab.example.org:8443/acme/app"
+        );
+        assert_eq!(
+            named("https://gitlab.example.org:443/acme/app"),
+            "gitlab.example.org/acme/app"
+        );
+        assert_eq!(
+            named("git@gitlab.example.org:group/sub/app.git"),
+            "gitlab.example.org/group/sub/app"
+        );
+        assert_eq!(named("file:///srv/repos/app.git"), "local/app");
+        assert_eq!(named("/srv/repos/app/"), "local/app");
+        let item = |repo: &str| {
+            Instance {
+                repo: repo.into(),
+                ..read_one()
+            }
+            .item()
+        };
+        let (github, gitlab) = (
+            item("https://github.com/acme/app"),
+            item("https://gitlab.example.org/acme/app"),
+        );
+        assert_ne!(github.key(), gitlab.key());
+        assert_ne!(github.slug(), gitlab.slug());
+    }
+
+    /// One valid instance, to vary.
+    fn read_one() -> Instance {
+        let file = write(
+            r#"{"instance_id": "a__b-1", "repo": "/r", "base_commit": "abcdef0", "problem_statement": "p", "FAIL_TO_PASS": ["t"], "test_command": "t"}"#,
+        );
+        read(file.path(), None).unwrap().remove(0)
     }
 
     #[test]

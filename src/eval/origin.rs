@@ -83,7 +83,9 @@ fn find_commit(repo: &Repository, commit: &str) -> Option<Oid> {
         .map(|c| c.id())
 }
 
-/// A folder name for a source path or URL.
+/// A folder name for a source path or URL: readable (its last 60
+/// characters), and unique to the whole source (a hash of it), so two
+/// hosts' repositories of one path never share a mirror.
 fn folder_name(source: &str) -> String {
     let cleaned: String = source
         .trim_end_matches('/')
@@ -92,7 +94,12 @@ fn folder_name(source: &str) -> String {
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
         .collect();
     let short: String = cleaned.trim_matches('-').chars().rev().take(60).collect();
-    short.chars().rev().collect()
+    let short: String = short.chars().rev().collect();
+    // FNV-1a: stable across runs and builds, unlike the std hasher.
+    let hash = source.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    });
+    format!("{short}-{hash:016x}")
 }
 
 /// A fresh bare origin at `path` over `mirror`'s objects, whose branch
@@ -230,6 +237,21 @@ mod tests {
         let parents: Vec<git2::Commit> = parent.map(|p| repo.find_commit(p).unwrap()).into_iter().collect();
         let refs: Vec<&git2::Commit> = parents.iter().collect();
         repo.commit(Some("HEAD"), &sig, &sig, "c", &tree, &refs).unwrap()
+    }
+
+    #[test]
+    fn mirrors_of_one_path_on_two_hosts_are_apart() {
+        let github = folder_name("https://github.com/acme/app.git");
+        let gitlab = folder_name("https://gitlab.example.org/acme/app.git");
+        assert!(github.starts_with("https---github-com-acme-app-"), "{github}");
+        assert_ne!(github, gitlab);
+        let long = "x".repeat(80);
+        assert_ne!(
+            folder_name(&format!("https://a.example/{long}")),
+            folder_name(&format!("https://b.example/{long}")),
+            "the readable part alone would be the same"
+        );
+        assert_eq!(github, folder_name("https://github.com/acme/app.git"), "stable");
     }
 
     #[test]

@@ -336,7 +336,7 @@ async fn fix_round(
     let mut logs = Vec::new();
     for check in failed {
         let log = match run.forge.check_log(&run.item.repo, check).await {
-            Ok(log) => log.map(|text| run.secrets.scrub(&super::ci_log::useful_tail(&text))),
+            Ok(log) => log.map(|text| masked_log(run, &check.name, &text)),
             Err(e) => {
                 tracing::warn!(task = %run.item, check = %check.name, "cannot read the check's log: {e}");
                 None
@@ -356,6 +356,27 @@ async fn fix_round(
     )));
     bench.outcome = bench.session.resume(run, messages).await?;
     push::push_again(run, &needs.push, claimed, bench).await
+}
+
+/// The useful part of a check's log, its secrets masked over the whole
+/// log before it is cut. What was masked is said (by rule, never the
+/// value) in the comment and the daemon's log: a job that prints
+/// credentials leaks them wherever its log is read.
+fn masked_log(run: &TaskRun<'_>, check: &str, log: &str) -> String {
+    let masked = run.secrets.mask(&super::ci_log::clean(log));
+    if !masked.rules.is_empty() {
+        let rules = masked
+            .rules
+            .iter()
+            .map(String::as_str)
+            .collect::<Vec<_>>()
+            .join(", ");
+        tracing::warn!(task = %run.item, check, rules, "a check's log holds credentials; masked before the model reads it");
+        run.note(format!(
+            "The log of check `{check}` holds what looks like credentials ({rules}); forgehand masked them before the model read it. Whoever owns them may want to rotate them."
+        ));
+    }
+    super::ci_log::useful_tail(&masked.text)
 }
 
 #[cfg(test)]

@@ -1,6 +1,9 @@
 //! A failed check's log cut to what a model needs: escape codes and
-//! GitHub's per-line timestamps removed, the lines that name errors kept
-//! from anywhere, then the tail; secrets masked by the caller.
+//! GitHub's per-line timestamps removed ([`clean`]), the lines that name
+//! errors kept from anywhere, then the tail ([`useful_tail`]). The caller
+//! masks secrets between the two, over the whole cleaned log: a key block
+//! spans lines, and a token cut at the edge of what is kept would no
+//! longer read as one.
 
 /// Most characters of one check's log given to the model.
 pub(super) const LOG_CHARS: usize = 12_000;
@@ -9,12 +12,23 @@ const TAIL_LINES: usize = 150;
 /// Earlier lines that name an error, kept before the tail.
 const ERROR_LINES: usize = 30;
 
-/// The useful part of `log`.
+/// `log` without terminal escape codes, carriage returns or leading
+/// timestamps, line by line.
+pub(super) fn clean(log: &str) -> String {
+    let mut out = String::with_capacity(log.len());
+    for line in log.lines() {
+        out.push_str(&clean_line(line));
+        out.push('\n');
+    }
+    out
+}
+
+/// The useful part of a [`clean`]ed log.
 pub(super) fn useful_tail(log: &str) -> String {
-    let lines: Vec<String> = log.lines().map(clean_line).collect();
+    let lines: Vec<&str> = log.lines().collect();
     let tail_from = lines.len().saturating_sub(TAIL_LINES);
     let mut out = String::new();
-    let earlier: Vec<&String> = lines[..tail_from]
+    let earlier: Vec<&&str> = lines[..tail_from]
         .iter()
         .filter(|l| names_an_error(l))
         .take(ERROR_LINES)
@@ -107,7 +121,7 @@ mod tests {
             }
         }
         log.push_str("test greet::says_hello ... FAILED\n");
-        let tail = useful_tail(&log);
+        let tail = useful_tail(&clean(&log));
         assert!(tail.contains("error[E0308]: mismatched types"), "{tail}");
         assert!(
             tail.contains("line 399\ntest greet::says_hello ... FAILED"),
@@ -116,7 +130,7 @@ mod tests {
         assert!(!tail.contains("line 100\n"));
         assert!(!tail.contains('\u{1b}') && !tail.contains("2026-11-26T"));
         assert_eq!(clean_line("\u{1b}[31mred\u{1b}[0m"), "red");
-        let long = useful_tail(&"x".repeat(50_000));
+        let long = useful_tail(&clean(&"x".repeat(50_000)));
         assert!(long.chars().count() < LOG_CHARS + 100);
     }
 }

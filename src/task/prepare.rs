@@ -325,7 +325,7 @@ async fn read_settings(
 /// A value equal to a configured secret would carry it into the sandbox.
 fn check_env_values(run: &TaskRun<'_>, settings: &RepoSettings) -> Result<(), TaskError> {
     for (name, value) in &settings.env {
-        if !value.is_empty() && run.secrets.scrub(value) != *value {
+        if run.secrets.holds_own_value(value) {
             return Err(TaskError::Settings(SettingsError::Invalid {
                 key: format!("env.{name}"),
                 message: "the value holds one of forgehand's secrets; no secret ever enters a sandbox, so env holds plain settings only".into(),

@@ -2,9 +2,12 @@
 //! calls it asked for, tokens, cost, time), each tool call with its
 //! arguments and result (a command's exit code and the head and tail of
 //! its output, an edit as a diff), and the run's start and end, journalled
-//! as they happen with every secret masked by value. `forgehand tasks show
-//! ID` prints one, or exports it as JSON Lines; the journal forgets them
-//! `daemon.transcript_retention` after their run ended.
+//! as they happen. Every text in an entry is masked before the entry is
+//! serialized (forgehand's own secrets by value, anyone's credentials by
+//! format), a long output before its middle is left out, and a note after
+//! the entry names the rules that masked something (never the value).
+//! `forgehand tasks show ID` prints one, or exports it as JSON Lines; the
+//! journal forgets them `daemon.transcript_retention` after their run ended.
 
 mod entry;
 mod model;
@@ -20,6 +23,8 @@ use crate::agent::{ModelTurn, StepRecorder};
 use crate::config::Secrets;
 use crate::journal::{Journal, JournalError, RunRecord};
 use crate::llm::{ToolCall, ToolResult};
+use crate::secrets::Masked;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
@@ -88,18 +93,74 @@ impl Transcript {
     }
 
     pub(super) fn write(&self, entry: &Entry) {
-        let json = match serde_json::to_string(entry) {
-            Ok(json) => self.secrets.scrub(&json),
+        self.write_masked(entry, BTreeSet::new());
+    }
+
+    /// `text` masked, for what is cut before it is written (a long output
+    /// is folded after masking, so a token at the fold is still found).
+    fn mask(&self, text: &str) -> Masked {
+        self.secrets.mask(text)
+    }
+
+    /// Writes `entry` with every text in it masked as it is, before JSON
+    /// escapes it; `masked`: the rules that masked parts of it already.
+    /// A note after it names the rules.
+    fn write_masked(&self, entry: &Entry, mut masked: BTreeSet<String>) {
+        let json = serde_json::to_value(entry).and_then(|mut value| {
+            mask_strings(&mut value, &self.secrets, &mut masked);
+            serde_json::to_string(&value)
+        });
+        let json = match json {
+            Ok(json) => json,
             Err(e) => {
                 tracing::warn!(run = self.run, "cannot write a transcript entry: {e}");
                 return;
             }
         };
-        let seq = self.next.fetch_add(1, Ordering::SeqCst);
+        let note = (!masked.is_empty()).then(|| {
+            let rules: Vec<&str> = masked.iter().map(String::as_str).collect();
+            // Rule ids only: nothing in it to mask.
+            serde_json::to_string(&Entry::Note {
+                text: format!(
+                    "masked in the entry above (by rule, never the value): {}",
+                    rules.join(", ")
+                ),
+            })
+        });
+        let rows: Vec<String> = std::iter::once(json).chain(note.and_then(Result::ok)).collect();
+        // The note's place is reserved with its entry's: it follows it whatever else is written.
+        let first = self.next.fetch_add(rows.len() as u64, Ordering::SeqCst);
         let at = chrono::Utc::now().timestamp_millis();
-        if let Err(e) = self.journal.append_entry(self.run, seq, at, &json) {
-            tracing::warn!(run = self.run, "cannot write a transcript entry: {e}");
+        for (seq, row) in (first..).zip(&rows) {
+            if let Err(e) = self.journal.append_entry(self.run, seq, at, row) {
+                tracing::warn!(run = self.run, "cannot write a transcript entry: {e}");
+            }
         }
+    }
+}
+
+/// Masks every string in `value` (object keys are field names), adding
+/// the rules that masked something to `masked`.
+fn mask_strings(value: &mut serde_json::Value, secrets: &Secrets, masked: &mut BTreeSet<String>) {
+    match value {
+        serde_json::Value::String(text) => {
+            let found = secrets.mask(text);
+            if !found.rules.is_empty() {
+                *text = found.text;
+                masked.extend(found.rules);
+            }
+        }
+        serde_json::Value::Array(items) => {
+            for item in items {
+                mask_strings(item, secrets, masked);
+            }
+        }
+        serde_json::Value::Object(fields) => {
+            for item in fields.values_mut() {
+                mask_strings(item, secrets, masked);
+            }
+        }
+        _ => {}
     }
 }
 
@@ -126,12 +187,13 @@ impl StepRecorder for Transcript {
     }
 
     fn tool_ran(&self, step: u32, call: &ToolCall, result: &ToolResult, took: Duration) {
-        let (output, output_tail) = entry::fold(&result.content);
+        let content = self.mask(&result.content);
+        let (output, output_tail) = entry::fold(&content.text);
         let diff = match result.is_error {
             false => entry::edit_diff(&call.name, &call.arguments),
             true => None,
         };
-        self.write(&Entry::Tool {
+        let entry = Entry::Tool {
             step,
             name: call.name.clone(),
             arguments: call.arguments.clone(),
@@ -142,7 +204,8 @@ impl StepRecorder for Transcript {
             output_chars: result.content.chars().count(),
             diff,
             ms: took.as_millis() as u64,
-        });
+        };
+        self.write_masked(&entry, content.rules);
     }
 }
 
@@ -175,3 +238,6 @@ pub fn prune(journal: &Journal, retention: Duration) {
         Err(e) => tracing::warn!("cannot prune the transcripts: {e}"),
     }
 }
+
+#[cfg(test)]
+mod tests;

@@ -35,8 +35,9 @@ impl CallObserver for Recorder {
     fn answered(&self, asked: Option<&str>, took: Duration, answer: &Result<ChatResponse, LlmError>) {
         match answer {
             Ok(response) => {
-                let (text, _) = entry::fold(&response.text);
-                self.transcript.write(&Entry::Call {
+                let masked = self.transcript.mask(&response.text);
+                let (text, _) = entry::fold(&masked.text);
+                let entry = Entry::Call {
                     purpose: self.purpose.to_owned(),
                     model: response.model.clone(),
                     text,
@@ -44,7 +45,8 @@ impl CallObserver for Recorder {
                     output_tokens: response.usage.output_tokens,
                     cost_usd: self.prices.cost_of(&response.model, response.usage),
                     ms: took.as_millis() as u64,
-                });
+                };
+                self.transcript.write_masked(&entry, masked.rules);
             }
             Err(e) => self.transcript.note(format!(
                 "{} call{} failed: {e}",

@@ -2,7 +2,10 @@
 //! failing check's log goes to the model in the same sandbox, its fix is
 //! pushed and the checks go green; a check that passes on re-run is
 //! reported flaky, not fixed; checks that never start are said plainly
-//! after `delivery.ci_wait`.
+//! after `delivery.ci_wait`. A failing log that prints credentials (a
+//! GitHub token, a GitLab token, an AWS key) has them masked before the
+//! model reads it, on both forges: none reaches the model's request, the
+//! transcript or a comment, and the comment says what was masked.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -51,16 +54,37 @@ async fn world(turns: Vec<(Reply, Option<Duration>)>, ci_wait: &str) -> World {
     .await
 }
 
+/// Credentials a careless job prints, none of them forgehand's own: they
+/// are found by their format alone. (Assembled from parts so that no
+/// scanner takes this file for a leak.)
+const LEAKED: [(&str, &str); 4] = [
+    (
+        "github-pat",
+        concat!("gh", "p_", "R3gistryT0kenPrintedByAJobStep0123ab"),
+    ),
+    ("gitlab-pat", concat!("gl", "pat-", "J0bTraceLeaksThisT0ken")),
+    ("aws-access-token", concat!("AK", "IA", "Z2XQ3W4E5R6T7Y2U")),
+    (
+        "aws-secret-access-key",
+        concat!("wJalrXUtnFEMI/K7MDENG/", "bPxRfiCYzXq8Lm3nB7"),
+    ),
+];
+
 /// The `test` job: passes when greet.py greets the world in lower case.
 fn greeting_test(commit: &Commit<'_>) -> Vec<(String, JobEnd)> {
     let greet = commit.file("greet.py").unwrap_or_default();
     let end = if greet.contains("Hello, world") {
         JobEnd::Pass
     } else {
-        // The log leaks the token, as a careless CI step might: it must reach the model masked.
+        // The log leaks the daemon's token and others', as a careless CI
+        // step might: they must reach the model masked.
+        let [github, gitlab, key_id, secret_key] = LEAKED.map(|(_, value)| value);
         JobEnd::Fail(format!(
             "2026-11-26T10:00:00.0000000Z \u{1b}[36;1mpytest\u{1b}[0m\n\
              2026-11-26T10:00:01.0000000Z + curl -H 'Authorization: token {TOKEN}' ...\n\
+             2026-11-26T10:00:01.1000000Z + echo REGISTRY_TOKEN={github}\n\
+             2026-11-26T10:00:01.2000000Z + git push https://oauth2:{gitlab}@example.org/acme/app.git\n\
+             2026-11-26T10:00:01.3000000Z AWS_ACCESS_KEY_ID={key_id} AWS_SECRET_ACCESS_KEY={secret_key}\n\
              2026-11-26T10:00:02.0000000Z FAILED test_greet.py::test_greets_the_world - AssertionError: expected 'Hello, world', got {:?}\n\
              2026-11-26T10:00:02.1000000Z ##[error]Process completed with exit code 1.\n",
             greet.trim()
@@ -109,6 +133,19 @@ async fn a_failing_check_gets_a_fix_round_then_goes_green() {
     assert!(!fix.contains("### lint"), "only failed checks: {fix}");
     assert!(!fix.contains(TOKEN), "the token is masked in the log");
     assert!(!fix.contains("\\u001b"), "escape codes are removed");
+    let issue_thread = world
+        .github
+        .issue(REPO, issue)
+        .comments
+        .into_iter()
+        .map(|(_, _, body)| body);
+    let pulls = world.github.pulls(REPO);
+    let pull_threads = pulls.iter().flat_map(|p| {
+        let thread = world.github.issue(REPO, p.number).comments;
+        std::iter::once(p.body.clone()).chain(thread.into_iter().map(|(_, _, body)| body))
+    });
+    let comments: Vec<String> = issue_thread.chain(pull_threads).collect();
+    assert_leaks_masked(&fix, &comments, &world.transcript(issue));
     // Two commits were pushed: the first (failing) and the fix.
     let jobs = world.github.jobs();
     let shas: std::collections::BTreeSet<_> = jobs.iter().map(|j| j.sha.clone()).collect();
@@ -226,4 +263,68 @@ async fn on_gitlab_a_failing_jobs_trace_gets_a_fix_round_then_the_pipeline_is_gr
         .expect("a CI fix request");
     assert!(fix.contains("test_greets_the_world"), "{fix}");
     assert!(!fix.contains(GL_TOKEN));
+    let mut comments: Vec<String> = gitlab
+        .issue(PROJECT, issue)
+        .notes
+        .into_iter()
+        .map(|n| n.body)
+        .collect();
+    for change in gitlab.merge_requests(PROJECT) {
+        comments.push(change.description);
+        comments.extend(change.notes.into_iter().map(|n| n.body));
+    }
+    let transcript = forgehand_transcript(&world.config, &format!("gitlab:{PROJECT}:issue:{issue}"));
+    assert_leaks_masked(&fix, &comments, &transcript);
+}
+
+/// The leaked credentials reached neither the model's fix request, nor a
+/// comment, nor the transcript; the request shows each one's mask, and
+/// the progress comment names the rules that masked them.
+fn assert_leaks_masked(fix: &str, comments: &[String], transcript: &str) {
+    for (rule, value) in LEAKED {
+        assert!(!fix.contains(value), "{rule} reached the model: {fix}");
+        assert!(
+            fix.contains(&format!("[masked: {rule}]")),
+            "{rule} not masked: {fix}"
+        );
+        for comment in comments {
+            assert!(!comment.contains(value), "{rule} reached a comment: {comment}");
+        }
+        assert!(
+            !transcript.contains(value),
+            "{rule} reached the transcript: {transcript}"
+        );
+    }
+    let said = "The log of check `test` holds what looks like credentials (";
+    let note = comments
+        .iter()
+        .flat_map(|c| c.lines())
+        .find(|l| l.contains(said))
+        .unwrap_or_else(|| panic!("the comment says what was masked: {comments:?}"));
+    for (rule, _) in LEAKED {
+        assert!(note.contains(rule), "{rule} not named: {note}");
+    }
+}
+
+/// The newest run's transcript of the task `key`, as `forgehand tasks
+/// show` prints it from the journal of the daemon configured by `config`.
+fn forgehand_transcript(config: &std::path::Path, key: &str) -> String {
+    let forgehand = |args: &[&str]| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_forgehand"))
+            .arg("--config")
+            .arg(config)
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let listing = forgehand(&["tasks"]);
+    let id = listing
+        .lines()
+        .filter(|l| l.contains(key))
+        .find_map(|l| l.split_whitespace().next().filter(|w| w.parse::<u64>().is_ok()))
+        .unwrap_or_else(|| panic!("no run of {key}:\n{listing}"))
+        .to_owned();
+    forgehand(&["tasks", "show", &id])
 }

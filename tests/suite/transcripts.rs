@@ -1,7 +1,7 @@
 //! The transcript of a run, end to end: a scripted run's every model
 //! answer, tool call, command (with its exit code) and edit (as a diff) is
 //! in `forgehand tasks show ID`, and in its JSON Lines export, with the
-//! secrets the model repeated masked.
+//! secrets the model repeated masked and a note that says so.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -73,8 +73,14 @@ async fn a_runs_transcript_holds_every_call_command_and_edit_and_no_secret() {
     let kinds: Vec<&str> = entries.iter().map(|e| e["kind"].as_str().unwrap()).collect();
     assert_eq!(
         kinds,
-        ["call", "model", "tool", "model", "tool", "model", "note"],
+        ["call", "model", "tool", "model", "tool", "model", "note", "note"],
         "{jsonl}"
+    );
+    // The answer that repeated the secrets is followed by a note that says
+    // something was masked in it, and by which rule.
+    assert_eq!(
+        entries[6]["text"],
+        "masked in the entry above (by rule, never the value): forgehand-secret"
     );
     assert_eq!(entries[0]["purpose"], "reading the thread");
     assert_eq!(entries[4]["exit_code"], 0);
