@@ -3,59 +3,46 @@
 //! `/v1/responses`): a model the catalogue knows as a Responses model goes
 //! through the Responses API on any base URL, since only that API carries
 //! reasoning with tools. A server without it (a 404 on `/responses`, or its
-//! own "unsupported") is remembered, per base URL and for the life of the
-//! process, and its requests go through Chat Completions from then on.
+//! own "unsupported") is remembered by the client, which sends its requests
+//! through Chat Completions from then on; a client made again (a config
+//! reload) asks once more, which costs one answered 404.
 
 use super::catalogue::ModelSpec;
 use super::chat_completions::ChatCompletions;
 use super::responses::Responses;
 use super::{ChatRequest, ChatResponse, LlmError, Provider};
 use async_trait::async_trait;
-use std::collections::HashSet;
-use std::sync::{Mutex, OnceLock};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The Responses API first, Chat Completions where the server has none.
 pub struct ResponsesOrChat {
     base_url: String,
     responses: Responses,
     chat: ChatCompletions,
+    /// Set once the server said it has no Responses API.
+    without_responses: AtomicBool,
 }
 
 impl ResponsesOrChat {
     /// Both clients of one server at `base_url`.
     pub fn new(base_url: &str, responses: Responses, chat: ChatCompletions) -> ResponsesOrChat {
         ResponsesOrChat {
-            base_url: normalised(base_url),
+            base_url: base_url.trim_end_matches('/').to_owned(),
             responses,
             chat,
+            without_responses: AtomicBool::new(false),
         }
     }
-}
 
-fn normalised(base_url: &str) -> String {
-    base_url.trim_end_matches('/').to_owned()
-}
+    /// Whether the server is known to have no Responses API.
+    pub fn lacks_responses(&self) -> bool {
+        self.without_responses.load(Ordering::Relaxed)
+    }
 
-/// Base URLs that answered that they have no Responses API.
-fn without_responses() -> &'static Mutex<HashSet<String>> {
-    static SEEN: OnceLock<Mutex<HashSet<String>>> = OnceLock::new();
-    SEEN.get_or_init(Default::default)
-}
-
-/// Whether `base_url` is known to have no Responses API.
-pub fn lacks_responses(base_url: &str) -> bool {
-    without_responses()
-        .lock()
-        .map(|seen| seen.contains(&normalised(base_url)))
-        .unwrap_or(false)
-}
-
-/// Remembers that `base_url` has no Responses API; true the first time.
-fn remember(base_url: &str) -> bool {
-    without_responses()
-        .lock()
-        .map(|mut seen| seen.insert(normalised(base_url)))
-        .unwrap_or(false)
+    /// Remembers that the server has no Responses API; true the first time.
+    fn remember(&self) -> bool {
+        !self.without_responses.swap(true, Ordering::Relaxed)
+    }
 }
 
 /// Whether `err` says the server has no Responses API at all, rather than
@@ -98,10 +85,10 @@ impl Provider for ResponsesOrChat {
     }
 
     async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        if !lacks_responses(&self.base_url) {
+        if !self.lacks_responses() {
             match self.responses.chat(model, request).await {
                 Err(err) if no_responses_api(&err) => {
-                    if remember(&self.base_url) {
+                    if self.remember() {
                         tracing::warn!(
                             "{} has no Responses API ({err}); OpenAI models there go through Chat Completions from now on, where a reasoning model called with tools reasons at effort \"none\"",
                             self.base_url
@@ -166,11 +153,17 @@ mod tests {
     }
 
     #[test]
-    fn a_server_without_responses_is_remembered_once_per_base_url() {
-        let url = "http://127.0.0.1:1/gateway-memory-test/v1";
-        assert!(!lacks_responses(url));
-        assert!(remember(&format!("{url}/")));
-        assert!(!remember(url), "remembered once");
-        assert!(lacks_responses(url) && !lacks_responses("http://127.0.0.1:1/other/v1"));
+    fn a_server_without_responses_is_remembered_once() {
+        let url = "http://127.0.0.1:1/v1/";
+        let timeout = std::time::Duration::from_secs(1);
+        let client = ResponsesOrChat::new(
+            url,
+            Responses::new(url, None, timeout).unwrap(),
+            ChatCompletions::new(url, None, timeout).unwrap(),
+        );
+        assert!(!client.lacks_responses());
+        assert!(client.remember());
+        assert!(!client.remember(), "remembered once");
+        assert!(client.lacks_responses());
     }
 }

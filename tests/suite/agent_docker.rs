@@ -92,7 +92,15 @@ async fn the_loop_edits_a_file_and_runs_a_command_in_a_real_sandbox() {
     // The edit happened in the sandbox, and the command saw it.
     let out = sandbox.exec("cat README.md", None).await.unwrap();
     assert_eq!(out.stdout, "# Demo\nThis is version 2.\n");
-    let requests = scripted.requests().await;
+    // The default model is a Responses model: the Chat Completions-only
+    // server's answer to the first `/responses` request sends it to Chat
+    // Completions, whose requests carry `messages`.
+    let requests: Vec<_> = scripted
+        .requests()
+        .await
+        .into_iter()
+        .filter(|(_, body)| body.get("messages").is_some())
+        .collect();
     assert_eq!(requests.len(), 4);
     let last = requests[3].1["messages"].as_array().unwrap();
     let command_result = last.last().unwrap();

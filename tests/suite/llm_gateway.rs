@@ -114,11 +114,11 @@ async fn a_gateway_without_responses_is_found_out_once_and_remembered() {
     assert_eq!(chat["model"], "gpt-5.6");
     assert_eq!(chat["reasoning_effort"], "none", "{chat}");
 
-    // A router made again (a reload) still knows this gateway.
+    // A router made again (a reload) asks once more, then remembers.
     script(&gateway).await;
     let again = router_for(&gateway, &["{provider: openai, model: gpt-5.6}"]);
     two_turns(&again, "gpt-5.6").await.unwrap();
-    assert_eq!(&paths(&gateway.calls().await)[3..], [CHAT, CHAT]);
+    assert_eq!(&paths(&gateway.calls().await)[3..], [RESPONSES, CHAT, CHAT]);
 }
 
 #[tokio::test]
