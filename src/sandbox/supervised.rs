@@ -241,32 +241,22 @@ impl Sandbox for SupervisedSandbox {
     }
 
     async fn read_out(&self, sandbox_dir: &str) -> Result<TreeStream, SandboxError> {
-        let transfer_err = |err: TransferError| match err {
-            TransferError::Sandbox(err) => err,
-            other => SandboxError::CopyOut {
-                path: sandbox_dir.to_owned(),
-                detail: other.to_string(),
-            },
-        };
         if split_parent(sandbox_dir).is_none() {
-            return Err(transfer_err(TransferError::Failed(
-                "not an absolute path in the sandbox".into(),
-            )));
+            return Err(copy_out_error(
+                sandbox_dir,
+                TransferError::Failed("not an absolute path in the sandbox".into()),
+            ));
         }
-        let out = self.transport.get_tar(sandbox_dir).await.map_err(transfer_err)?;
+        let out = self
+            .transport
+            .get_tar(sandbox_dir)
+            .await
+            .map_err(|err| copy_out_error(sandbox_dir, err))?;
         let path = sandbox_dir.to_owned();
         let done = out.done;
         Ok(TreeStream {
             tar: out.reader,
-            done: Box::pin(async move {
-                done.await.map_err(|err| match err {
-                    TransferError::Sandbox(err) => err,
-                    other => SandboxError::CopyOut {
-                        path,
-                        detail: other.to_string(),
-                    },
-                })
-            }),
+            done: Box::pin(async move { done.await.map_err(|err| copy_out_error(&path, err)) }),
         })
     }
 
@@ -350,5 +340,17 @@ impl Sandbox for SupervisedSandbox {
 
     fn egress(&self) -> Option<Arc<Egress>> {
         self.supervisor.get().map(|_| self.egress.clone())
+    }
+}
+
+/// A failed copy of `path` out of the sandbox, in the sandbox's own terms
+/// when it has them.
+fn copy_out_error(path: &str, err: TransferError) -> SandboxError {
+    match err {
+        TransferError::Sandbox(err) => err,
+        other => SandboxError::CopyOut {
+            path: path.to_owned(),
+            detail: other.to_string(),
+        },
     }
 }

@@ -228,20 +228,13 @@ impl Rounds<'_, '_> {
                 };
             };
             if let Some(why) = &host_commit {
-                let said = format!(
-                    "forgehand made the last commit on the host, from the files the model left, because {why}."
+                self.tell(
+                    &mut summary,
+                    format!("forgehand made the last commit on the host, from the files the model left, because {why}."),
                 );
-                self.run.note(said.clone());
-                if !summary.contains(&said) {
-                    summary.push_str(&format!("\n\n{said}"));
-                }
             }
             if !left_out.is_empty() {
-                let said = format!("Not committed: {}", listed(&left_out));
-                self.run.note(said.clone());
-                if !summary.contains(&said) {
-                    summary.push_str(&format!("\n\n{said}"));
-                }
+                self.tell(&mut summary, format!("Not committed: {}", listed(&left_out)));
             }
             if !collected.other_branches.is_empty() {
                 self.run.note(format!(
@@ -280,6 +273,14 @@ impl Rounds<'_, '_> {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Says `said` on the progress comment and, once, in the PR's summary.
+    fn tell(&mut self, summary: &mut String, said: String) {
+        if !summary.contains(&said) {
+            summary.push_str(&format!("\n\n{said}"));
+        }
+        self.run.note(said);
     }
 
     /// Asks the model to rebase onto the moved upstream.

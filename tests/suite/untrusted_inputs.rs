@@ -18,16 +18,7 @@ use std::time::Duration;
 
 /// Files of `branch`'s tip in `bare`.
 fn files(bare: &std::path::Path, branch: &str) -> Vec<String> {
-    let out = std::process::Command::new("git")
-        .arg("--git-dir")
-        .arg(bare)
-        .args(["ls-tree", "-r", "--name-only", branch])
-        .output()
-        .unwrap();
-    String::from_utf8_lossy(&out.stdout)
-        .lines()
-        .map(str::to_owned)
-        .collect()
+    entries(bare, branch).into_iter().map(|(_, path)| path).collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -87,6 +87,7 @@ pub struct Quarantined {
 /// give it (HEAD must name it), and, with `leftovers`, commits the work
 /// tree the stream holds on top of it. The branch's whole history is
 /// checked against the caps; [`take_since`] checks only what is new.
+#[cfg(test)]
 pub fn take(
     input: impl std::io::Read,
     layout: Layout,
