@@ -1,5 +1,6 @@
-# forgehand's own image: the daemon, its static text-editor MCP server, the
-# sandbox images' Dockerfiles, the prompts and the default configuration.
+# forgehand's own image: the daemon (the sandbox images' Dockerfiles and the
+# prompts built in), its static text-editor MCP server and the default
+# configuration.
 #
 #   docker build --network host -t forgehand:latest .
 #
@@ -23,8 +24,6 @@ RUN apt-get update \
  && groupadd --gid 10001 forgehand \
  && useradd --uid 10001 --gid 10001 --no-create-home --home-dir /var/lib/forgehand --shell /usr/sbin/nologin forgehand \
  && install -d -o forgehand -g forgehand /var/lib/forgehand /var/lib/forgehand/state
-COPY images /usr/share/forgehand/images
-COPY prompts /usr/share/forgehand/prompts
 # The default configuration, every key documented, with the state kept in
 # /var/lib/forgehand/state (mount a volume there). Mount your own file at
 # /etc/forgehand/config.yaml and point FORGEHAND_CONFIG at it.
@@ -53,12 +52,16 @@ RUN apt-get update \
  && if [ -n "$EXTRA_CA_CERTS" ]; then printf '%s\n' "$EXTRA_CA_CERTS" > /usr/local/share/ca-certificates/build-extra.crt && update-ca-certificates; fi
 WORKDIR /src
 # Dependencies first, so a source change does not download them again.
-COPY Cargo.toml Cargo.lock ./
+COPY Cargo.toml Cargo.lock build.rs ./
 COPY crates crates
 COPY src src
 COPY benches benches
 COPY tests tests
+# Built into the binary: the prompts, the sandbox images' Dockerfiles and
+# the model catalogue.
 COPY prompts prompts
+COPY images images
+COPY catalogue catalogue
 RUN cargo fetch --locked
 # The daemon, then the editor linked statically (it runs in every sandbox,
 # whatever libc the sandbox image has), both stripped.

@@ -319,7 +319,7 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         } => {
             let mut stdout = std::io::stdout().lock();
             for name in images::available_images(&config.images)
-                .with_context(|| format!("reading {}", config.images.dir.display()))?
+                .with_context(|| format!("reading images.dir {:?}", config.images.dir))?
             {
                 writeln!(stdout, "{name}\t{}", images::image_tag(&config.images, &name))?;
             }
@@ -571,9 +571,9 @@ async fn serve_sage(
         },
         debate: DebateSettings::from_config(&config.planning, config.llm.max_output_tokens),
         root,
-        prompts: std::sync::Arc::new(forgehand::prompts::Prompts::load(Some(
-            &config.agent.prompts_dir,
-        ))?),
+        prompts: std::sync::Arc::new(forgehand::prompts::Prompts::load(
+            config.agent.prompts_dir.as_deref(),
+        )?),
     };
     serve_mcp("sage", server::SageServer::new(settings), http).await
 }
@@ -589,9 +589,9 @@ async fn serve_ideas(config: Config, http: Option<HttpListen>) -> anyhow::Result
         pacer: ideas::shared_pacer(&config.ideas),
         max_output_tokens: config.llm.max_output_tokens,
         evolving_tokens: config.context.evolving_tokens,
-        prompts: std::sync::Arc::new(forgehand::prompts::Prompts::load(Some(
-            &config.agent.prompts_dir,
-        ))?),
+        prompts: std::sync::Arc::new(forgehand::prompts::Prompts::load(
+            config.agent.prompts_dir.as_deref(),
+        )?),
         recent_turns: config.context.recent_turns,
     };
     serve_mcp("ideas", ideas_server::IdeasServer::new(settings), http).await

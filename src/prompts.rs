@@ -111,6 +111,14 @@ impl Prompts {
     /// name would otherwise be ignored silently.
     pub fn load(dir: Option<&Path>) -> Result<Prompts, PromptError> {
         if let Some(dir) = dir {
+            // A configured folder that is not there is a mistake to name,
+            // not a reason to run on the built-in texts unnoticed.
+            if let Err(source) = std::fs::read_dir(dir) {
+                return Err(PromptError {
+                    path: dir.to_owned(),
+                    source,
+                });
+            }
             for unused in unknown_files(dir) {
                 tracing::warn!(
                     file = %unused.display(),

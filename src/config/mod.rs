@@ -107,7 +107,9 @@ pub struct Config {
 #[derive(Debug, Clone, PartialEq)]
 pub struct AgentConfig {
     pub limits: AgentLimits,
-    pub prompts_dir: PathBuf,
+    /// A folder whose files replace the built-in prompts at the same
+    /// relative path; `None`: the built-in prompts only.
+    pub prompts_dir: Option<PathBuf>,
     /// Rounds the model gets to fix a change whose tests fail (`test` in
     /// the repository's settings).
     pub test_fix_rounds: u32,
@@ -151,7 +153,9 @@ pub struct DockerConfig {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct ImagesConfig {
-    pub dir: PathBuf,
+    /// A folder whose `<name>/Dockerfile` replace or add to the images built
+    /// into the binary; `None`: the built-in images only.
+    pub dir: Option<PathBuf>,
     pub tag_prefix: String,
     pub tag: String,
     pub base_image: String,
@@ -367,7 +371,7 @@ impl Config {
             non_empty(&format!("images.pins.{repo}"), image)?;
         }
         let images = ImagesConfig {
-            dir: resolve_path(&non_empty("images.dir", &raw.images.dir)?),
+            dir: optional_path(&raw.images.dir, &resolve_path),
             tag_prefix: raw.images.tag_prefix,
             tag: non_empty("images.tag", &raw.images.tag)?,
             base_image: non_empty("images.base_image", &raw.images.base_image)?,
@@ -637,7 +641,7 @@ fn resolve_agent(
             max_output_tokens,
             temperature: None,
         },
-        prompts_dir: resolve_path(&non_empty("agent.prompts_dir", &raw.prompts_dir)?),
+        prompts_dir: optional_path(&raw.prompts_dir, resolve_path),
         test_fix_rounds: raw.test_fix_rounds,
     })
 }
@@ -723,6 +727,12 @@ fn resolve_daemon(
         ));
     }
     Ok(daemon)
+}
+
+/// An optional folder: empty means "not set".
+fn optional_path(value: &str, resolve_path: &dyn Fn(&str) -> PathBuf) -> Option<PathBuf> {
+    let trimmed = value.trim();
+    (!trimmed.is_empty()).then(|| resolve_path(trimmed))
 }
 
 fn non_empty(key: &str, value: &str) -> Result<String, ConfigError> {

@@ -209,7 +209,7 @@ pub struct RawImages {
 impl Default for RawImages {
     fn default() -> Self {
         RawImages {
-            dir: "images".into(),
+            dir: String::new(),
             tag_prefix: "forgehand/".into(),
             tag: "latest".into(),
             base_image: "debian:bookworm-slim".into(),
@@ -519,7 +519,7 @@ impl Default for RawAgent {
             max_tool_result_bytes: ByteSize(32 << 10),
             max_repeated_failures: 3,
             max_tool_calls_per_step: 16,
-            prompts_dir: "prompts".into(),
+            prompts_dir: String::new(),
             test_fix_rounds: 2,
         }
     }

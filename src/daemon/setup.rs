@@ -227,7 +227,7 @@ pub async fn task_env(config: Config, secrets: Secrets, kept: Kept) -> Result<Ar
     let backend = sandbox_backend(&config, &instance_id, &kept).await?;
     tracing::info!(instance = %instance_id, daemon = %owner.daemon_id(), "state folder and sandboxes owned");
     let router = crate::llm::router::from_config(&config.llm, &secrets)?.with_metrics(kept.metrics.clone());
-    let prompts = std::sync::Arc::new(Prompts::load(Some(&config.agent.prompts_dir))?);
+    let prompts = std::sync::Arc::new(Prompts::load(config.agent.prompts_dir.as_deref())?);
     let journal = Journal::open(&config.daemon.state_dir)?;
     match journal.prune_contexts(config.context.keep_for) {
         Ok(0) => {}

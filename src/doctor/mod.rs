@@ -198,6 +198,7 @@ pub async fn run_checks(
     // from, and whether the keys make it usable.
     checks.extend(model_checks(config, secrets));
     checks.push(planning_check(config, secrets));
+    checks.push(prompts_check(config));
     checks.push(snapshots_check(config));
     if kubernetes::wanted(config) {
         checks.extend(kubernetes::run(config, options.probe_network).await);
@@ -206,6 +207,23 @@ pub async fn run_checks(
 }
 
 /// The setup snapshots kept on this host, against their bound.
+fn prompts_check(config: &Config) -> Check {
+    let Some(dir) = &config.agent.prompts_dir else {
+        return check("prompts", Status::Pass, "the built-in prompts");
+    };
+    match crate::prompts::Prompts::load(Some(dir)) {
+        Ok(_) => check(
+            "prompts",
+            Status::Pass,
+            format!(
+                "the built-in prompts, with the files of {} in their place",
+                dir.display()
+            ),
+        ),
+        Err(e) => check("prompts", Status::Fail, format!("{e} (agent.prompts_dir)")),
+    }
+}
+
 fn snapshots_check(config: &Config) -> Check {
     use crate::snapshots::{human_bytes, SnapshotStore};
     let settings = &config.sandbox.snapshots;
@@ -312,7 +330,15 @@ async fn image_checks(docker: &bollard::Docker, config: &Config) -> Vec<Check> {
             return vec![check(
                 "images",
                 Status::Fail,
-                format!("cannot read {}: {e}; set images.dir", config.images.dir.display()),
+                format!(
+                    "cannot read images.dir {}: {e}; fix it, or leave it empty for the built-in images",
+                    config
+                        .images
+                        .dir
+                        .as_deref()
+                        .unwrap_or(std::path::Path::new(""))
+                        .display()
+                ),
             )]
         }
     };

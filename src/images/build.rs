@@ -1,7 +1,8 @@
-//! `forgehand images build`: builds `images/<name>/Dockerfile` through the
-//! Docker API, streaming the build's output to a progress callback.
+//! `forgehand images build`: builds each image (its built-in Dockerfile, or
+//! the operator's folder for it) through the Docker API, streaming the
+//! build's output to a progress callback.
 
-use super::image_tag;
+use super::{catalog, image_tag, ImageSource};
 use crate::config::ImagesConfig;
 use crate::sandbox::helper::{self, EditorBinary};
 use crate::sandbox::SandboxError;
@@ -13,12 +14,8 @@ use std::path::PathBuf;
 
 #[derive(Debug, thiserror::Error)]
 pub enum ImageError {
-    #[error("no image named {name:?} under {dir}; known images: {known}")]
-    Unknown {
-        name: String,
-        dir: PathBuf,
-        known: String,
-    },
+    #[error("no image named {name:?}; known images: {known} (add one as <images.dir>/{name}/Dockerfile)")]
+    Unknown { name: String, known: String },
     #[error("cannot read the image folder {dir}: {source}; set images.dir in config.yaml")]
     Folder {
         dir: PathBuf,
@@ -50,27 +47,30 @@ pub async fn build_images(
     cache: BuildCache,
     progress: &mut (dyn FnMut(&str, &str) + Send),
 ) -> Result<Vec<String>, ImageError> {
-    let known = super::available_images(config).map_err(|source| ImageError::Folder {
-        dir: config.dir.clone(),
+    let known = catalog(config).map_err(|source| ImageError::Folder {
+        dir: config.dir.clone().unwrap_or_default(),
         source,
     })?;
     let selected: Vec<String> = if names.is_empty() {
-        known.clone()
+        known.keys().cloned().collect()
     } else {
         names.to_vec()
     };
+    let mut sources = Vec::new();
     for name in &selected {
-        if !known.contains(name) {
-            return Err(ImageError::Unknown {
-                name: name.clone(),
-                dir: config.dir.clone(),
-                known: known.join(", "),
-            });
+        match known.get(name) {
+            Some(source) => sources.push((name, source)),
+            None => {
+                return Err(ImageError::Unknown {
+                    name: name.clone(),
+                    known: known.keys().cloned().collect::<Vec<_>>().join(", "),
+                })
+            }
         }
     }
     let mut tags = Vec::new();
-    for name in &selected {
-        tags.push(build_one(docker, config, editor, name, cache, progress).await?);
+    for (name, source) in sources {
+        tags.push(build_one(docker, config, editor, name, source, cache, progress).await?);
     }
     Ok(tags)
 }
@@ -80,35 +80,22 @@ async fn build_one(
     config: &ImagesConfig,
     editor: &EditorBinary,
     name: &str,
+    source: &ImageSource,
     cache: BuildCache,
     progress: &mut (dyn FnMut(&str, &str) + Send),
 ) -> Result<String, ImageError> {
     let tag = image_tag(config, name);
-    let dir = config.dir.join(name);
     let context = {
-        let context_dir = dir.clone();
+        let source = source.clone();
         let editor = editor.clone();
-        tokio::task::spawn_blocking(move || {
-            let mut builder = tar::Builder::new(Vec::new());
-            builder.follow_symlinks(false);
-            builder.append_dir_all(".", &context_dir)?;
-            // Every Dockerfile copies the static editor from its context.
-            let mut header = tar::Header::new_gnu();
-            header.set_size(editor.bytes().len() as u64);
-            header.set_mode(0o755);
-            header.set_entry_type(tar::EntryType::Regular);
-            builder.append_data(&mut header, helper::FILE_NAME, editor.bytes())?;
-            builder.into_inner()
-        })
-        .await
-        .map_err(|e| ImageError::Folder {
-            dir: dir.clone(),
-            source: std::io::Error::other(e),
-        })?
-        .map_err(|source| ImageError::Folder {
-            dir: dir.clone(),
+        let folder_error = |source: std::io::Error| ImageError::Folder {
+            dir: config.dir.clone().unwrap_or_default().join(name),
             source,
-        })?
+        };
+        tokio::task::spawn_blocking(move || build_context(&source, &editor))
+            .await
+            .map_err(|e| folder_error(std::io::Error::other(e)))?
+            .map_err(folder_error)?
     };
     let build_args = HashMap::from([("BASE_IMAGE", config.base_image.as_str())]);
     // The sandbox backend compares this with its own editor to skip the copy.
@@ -123,7 +110,7 @@ async fn build_one(
         .labels(&labels)
         .networkmode(&config.build_network)
         .build();
-    progress(name, &format!("building {tag} from {}", dir.display()));
+    progress(name, &format!("building {tag} from {}", source.describe()));
     let mut stream = docker.build_image(options, None, Some(bollard::body_full(context.into())));
     while let Some(item) = stream.next().await {
         match item {
@@ -161,6 +148,26 @@ async fn build_one(
     }
     progress(name, &format!("built {tag}"));
     Ok(tag)
+}
+
+/// The tar the engine builds from: the image's files and the static editor,
+/// which every Dockerfile copies from its context.
+fn build_context(source: &ImageSource, editor: &EditorBinary) -> std::io::Result<Vec<u8>> {
+    let mut builder = tar::Builder::new(Vec::new());
+    builder.follow_symlinks(false);
+    let file = |builder: &mut tar::Builder<Vec<u8>>, name: &str, mode: u32, bytes: &[u8]| {
+        let mut header = tar::Header::new_gnu();
+        header.set_size(bytes.len() as u64);
+        header.set_mode(mode);
+        header.set_entry_type(tar::EntryType::Regular);
+        builder.append_data(&mut header, name, bytes)
+    };
+    match source {
+        ImageSource::BuiltIn(dockerfile) => file(&mut builder, "Dockerfile", 0o644, dockerfile.as_bytes())?,
+        ImageSource::Folder(dir) => builder.append_dir_all(".", dir)?,
+    }
+    file(&mut builder, helper::FILE_NAME, 0o755, editor.bytes())?;
+    builder.into_inner()
 }
 
 /// Whether the engine has `image` (a tag or id).

@@ -2,9 +2,11 @@
 //! pins) and building `images/<name>/Dockerfile` through the Docker API.
 
 mod build;
+mod catalog;
 mod detect;
 
 pub use build::{build_images, image_present, BuildCache, ImageError};
+pub use catalog::{catalog, ImageSource};
 pub use detect::{detect_language, Language};
 
 use crate::config::ImagesConfig;
@@ -27,7 +29,7 @@ pub fn image_reference(config: &ImagesConfig, name: &str) -> String {
 }
 
 /// Whether `name` names one of forgehand's own images (`python`, built from
-/// the operator's `images.dir`) rather than any other image reference.
+/// the binary or the operator's `images.dir`) rather than any other image reference.
 pub fn is_own_image_name(name: &str) -> bool {
     !name.trim().contains(['/', ':', '@'])
 }
@@ -56,19 +58,9 @@ pub fn chosen_image(
     }
 }
 
-/// Names of the image folders under `images.dir` that hold a Dockerfile, sorted.
+/// Names of every image (built in, or from `images.dir`), sorted.
 pub fn available_images(config: &ImagesConfig) -> std::io::Result<Vec<String>> {
-    let mut names = Vec::new();
-    for entry in std::fs::read_dir(&config.dir)? {
-        let entry = entry?;
-        if entry.path().join("Dockerfile").is_file() {
-            if let Some(name) = entry.file_name().to_str() {
-                names.push(name.to_owned());
-            }
-        }
-    }
-    names.sort();
-    Ok(names)
+    Ok(catalog(config)?.into_keys().collect())
 }
 
 #[cfg(test)]

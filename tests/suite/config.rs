@@ -32,7 +32,8 @@ fn the_shipped_config_loads_and_matches_the_built_in_defaults() {
     assert_eq!(shipped.sandbox.output_limit, 1 << 20);
     assert_eq!(shipped.sandbox.memory_bytes, 4 << 30);
     assert_eq!(shipped.daemon.state_dir, root.join("state"));
-    assert_eq!(shipped.images.dir, root.join("images"));
+    assert_eq!(shipped.images.dir, None, "the built-in images");
+    assert_eq!(shipped.agent.prompts_dir, None, "the built-in prompts");
     assert_eq!(shipped.planning.ideas, forgehand::config::IdeasMode::Auto);
     assert!(shipped.trust.label_vouches_for_issue_text);
     assert_eq!(shipped.ideas.min_interval, Duration::from_secs(5));
@@ -40,14 +41,14 @@ fn the_shipped_config_loads_and_matches_the_built_in_defaults() {
 }
 
 #[test]
-fn the_minimal_example_loads_and_points_at_the_checkouts_images_and_prompts() {
+fn the_minimal_example_loads_with_the_built_in_images_and_prompts() {
     let root = common::repo_root();
     let minimal = Config::load(&root.join("examples/minimal.yaml")).unwrap();
     assert_eq!(minimal.github.repositories, ["your-org/your-repo"]);
-    for dir in [&minimal.images.dir, &minimal.agent.prompts_dir] {
-        assert!(dir.is_dir(), "{} is a folder of the checkout", dir.display());
-    }
-    assert_eq!(minimal.daemon.state_dir, root.join("examples").join("../state"));
+    // Nothing of the checkout is named: the file works from any folder.
+    assert_eq!(minimal.images.dir, None);
+    assert_eq!(minimal.agent.prompts_dir, None);
+    assert_eq!(minimal.daemon.state_dir, root.join("examples").join("state"));
     // Everything else is the shipped default (the state folder aside).
     let mut shipped = common::shipped_config();
     shipped.daemon.state_dir = minimal.daemon.state_dir.clone();
@@ -67,8 +68,6 @@ fn a_config_given_by_a_relative_path_gives_absolute_paths_only() {
         &minimal.daemon.state_dir,
         &minimal.sandbox.egress_socket_dir,
         &minimal.sandbox.snapshots.dir,
-        &minimal.images.dir,
-        &minimal.agent.prompts_dir,
     ] {
         assert!(dir.is_absolute(), "{} is relative", dir.display());
         assert!(dir.starts_with(&root), "{}", dir.display());
@@ -176,7 +175,10 @@ fn variables_are_substituted_in_string_values() {
 #[test]
 fn relative_paths_are_taken_from_the_config_folder() {
     let config = load("images: {dir: my-images}\ndaemon: {state_dir: /abs}", &[]).unwrap();
-    assert_eq!(config.images.dir, Path::new("/etc/forgehand/my-images"));
+    assert_eq!(
+        config.images.dir.as_deref(),
+        Some(Path::new("/etc/forgehand/my-images"))
+    );
     assert_eq!(config.daemon.state_dir, Path::new("/abs"));
 }
 

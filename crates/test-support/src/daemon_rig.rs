@@ -226,12 +226,9 @@ pub fn write_config_with(dir: &Path, instance: &str, daemon_extra: &str, forge_y
 {poll}  poll_jitter: "0s"
   shutdown_grace: "2s"
 {daemon_extra}
-images:
-  dir: "{images}"
 {llm}{planning}{forge_yaml}
 "#,
         state = dir.join("state").display(),
-        images = crate::repo_root().join("images").display(),
     );
     std::fs::write(&path, yaml).unwrap();
     path
