@@ -6,6 +6,7 @@ mod budget;
 mod cluster;
 mod context;
 mod env;
+mod git;
 mod host_pattern;
 mod kube_sandbox;
 mod llm;
@@ -21,6 +22,7 @@ mod work;
 pub use budget::BudgetConfig;
 pub use cluster::{ClusterConfig, ClusterMode};
 pub use context::{ContextConfig, IdeasConfig, IdeasMode, TrustConfig};
+pub use git::GitConfig;
 pub use host_pattern::{host_patterns, HostName, HostPattern, WEB_PORTS};
 pub use kube_sandbox::{KubeSandboxConfig, SandboxBackendChoice};
 pub use llm::{LlmConfig, ModelConfig, ModelOverrides, ProviderKind};
@@ -100,6 +102,7 @@ pub struct Config {
     pub triggers: TriggersConfig,
     /// Spending caps in US dollars.
     pub budget: BudgetConfig,
+    pub git: GitConfig,
     pub repositories: RepositoriesConfig,
     pub cluster: ClusterConfig,
 }
@@ -583,6 +586,7 @@ impl Config {
             trust: context::resolve_trust(raw.trust),
             triggers: triggers::resolve_triggers(raw.triggers)?,
             budget: budget::resolve_budget(raw.budget)?,
+            git: git::resolve_git(raw.git)?,
             repositories: repository::resolve_repositories(raw.repositories)?,
             cluster: cluster::resolve_cluster(raw.cluster)?,
             scheduling,

@@ -31,6 +31,7 @@ pub struct RawConfig {
     pub budget: super::budget::RawBudget,
     pub repositories: super::repository::RawRepositories,
     pub cluster: super::cluster::RawCluster,
+    pub git: super::git::RawGit,
 }
 
 #[derive(Debug, Deserialize)]

@@ -4,6 +4,8 @@
 //! copied into a sandbox carries no credential. These calls block; async
 //! callers run them with `spawn_blocking`.
 
+pub mod history_pack;
+pub mod mirror;
 pub mod untrusted;
 
 use crate::config::Secret;

@@ -409,6 +409,11 @@ fn prepare_needs<'a>(env: &'a TaskEnv, item: &ItemRef) -> prepare::Needs<'a> {
     let config = &env.config;
     prepare::Needs {
         work_dir: work_dir(config, item),
+        mirrors: crate::git::mirror::Mirrors::new(
+            config.daemon.state_dir.join("mirrors"),
+            config.git.history_depth,
+        ),
+        history_depth: config.git.history_depth,
         author: (&config.delivery.author_name, &config.delivery.author_email),
         repositories: &config.repositories,
         images: &config.images,
@@ -486,6 +491,7 @@ fn push_needs(config: &Config) -> push::Needs<'_> {
         delivery: &config.delivery,
         workspace_dir: &config.sandbox.workspace_dir,
         copy_out: config.sandbox.copy_out,
+        history_depth: config.git.history_depth,
     }
 }
 

@@ -13,7 +13,7 @@ use super::plan::PackedCode;
 use super::run::TaskRun;
 use super::snapshot::{self, PendingRestore, SnapshotPlan};
 use super::start_sandbox::{self, SandboxHints};
-use super::workspace::Workspace;
+use super::workspace::{Branches, Workspace};
 use super::workspace_handle::WorkspaceHandle;
 use crate::config::{
     ImagesConfig, PlanningConfig, RepositoriesConfig, SandboxConfig, SetupFailure, TextEditorMcpConfig,
@@ -32,6 +32,10 @@ pub(super) use crate::repo_settings::setup::{tail, SetupFailed, TAIL_CHARS};
 pub(super) struct Needs<'a> {
     /// The task's own folder under the state folder.
     pub work_dir: PathBuf,
+    /// The repositories' mirrors the work tree borrows from.
+    pub mirrors: crate::git::mirror::Mirrors,
+    /// `git.history_depth`: commits of history the sandbox gets.
+    pub history_depth: Option<u32>,
     /// `delivery.author_name` and `author_email`, for the clone's commits.
     pub author: (&'a str, &'a str),
     pub repositories: &'a RepositoriesConfig,
@@ -128,8 +132,15 @@ pub(super) async fn prepare(
     let packing = PackedCode::start(needs.planning, workspace.checkout_dir().to_owned());
     note_settings(run, &repo);
     let checkout = workspace.checkout_dir().to_owned();
+    let history = start_sandbox::SandboxHistory {
+        pack: workspace.history(),
+        dir: format!(
+            "{}/history.git",
+            needs.sandbox.workspace_dir.trim_end_matches('/')
+        ),
+    };
     let (sandbox, editor, conversation) =
-        sandbox_and_conversation(run, needs, claimed, &repo.settings, (&checkout, early)).await?;
+        sandbox_and_conversation(run, needs, claimed, &repo.settings, (&checkout, &history, early)).await?;
     // Otherwise the editor's session starts now, beside planning: setup
     // (and what it left running) is over.
     let editor = editor.or_else(|| {
@@ -162,7 +173,11 @@ async fn sandbox_and_conversation(
     needs: &Needs<'_>,
     claimed: &Claimed,
     settings: &RepoSettings,
-    (checkout, early): (&Path, Option<start_sandbox::Early>),
+    (checkout, history, early): (
+        &Path,
+        &start_sandbox::SandboxHistory<'_>,
+        Option<start_sandbox::Early>,
+    ),
 ) -> Result<(TaskSandbox, Option<EditorStart>, Conversation), TaskError> {
     let image = choose_image(run, needs, checkout, settings);
     let spec = start_sandbox::spec_for(run, settings, &image);
@@ -188,9 +203,15 @@ async fn sandbox_and_conversation(
         // The editor's session starts while the checkout is copied in.
         let editor = needs.text_editor.enabled.then_some(needs.text_editor);
         let ready = async {
-            let (sandbox, editor) =
-                start_sandbox::start(run, needs.backend, needs.hints, (early, spec), checkout, editor)
-                    .await?;
+            let (sandbox, editor) = start_sandbox::start(
+                run,
+                needs.backend,
+                needs.hints,
+                (early, spec),
+                (checkout, history),
+                editor,
+            )
+            .await?;
             let restoring = match (&plan, kept) {
                 (Some(plan), Some(info)) => Some(snapshot::begin_restore(
                     sandbox.clone(),
@@ -218,8 +239,15 @@ async fn sandbox_and_conversation(
         Ok((sandbox, editor, conversation?))
     } else {
         run.report().await;
-        let (sandbox, _) =
-            start_sandbox::start(run, needs.backend, needs.hints, (early, spec), checkout, None).await?;
+        let (sandbox, _) = start_sandbox::start(
+            run,
+            needs.backend,
+            needs.hints,
+            (early, spec),
+            (checkout, history),
+            None,
+        )
+        .await?;
         run.note(format!("Sandbox from image `{image}`"));
         let mut sandbox = TaskSandbox {
             sandbox,
@@ -235,7 +263,8 @@ async fn sandbox_and_conversation(
     }
 }
 
-/// Clones the repository on the host and checks out the task branch.
+/// Brings the repository's mirror up to date, makes the task's work tree
+/// from it and packs the history the sandbox gets.
 async fn clone(
     run: &TaskRun<'_>,
     needs: &Needs<'_>,
@@ -243,32 +272,33 @@ async fn clone(
     credentials: &Credentials,
 ) -> Result<WorkspaceHandle, TaskError> {
     let target = &claimed.target;
-    let (root, url, branch, creds) = (
+    let (root, url, creds, mirrors, depth) = (
         needs.work_dir.clone(),
         target.clone_url.clone(),
-        target.branch.clone(),
         credentials.clone(),
+        needs.mirrors.clone(),
+        needs.history_depth,
     );
-    let author = (needs.author.0.to_owned(), needs.author.1.to_owned());
-    // For a PR/MR task the branch exists remotely and is checked out from there.
-    let clone_branch = if target.change.is_some() {
-        branch.clone()
-    } else {
-        target.base.clone()
+    let branches = Branches {
+        base: target.base.clone(),
+        default: target.default_branch.clone(),
+        task: target.branch.clone(),
     };
-    let cloned = super::workspace_handle::blocking(move || {
-        Workspace::prepare(
-            &root,
-            &url,
-            &clone_branch,
-            &branch,
-            &creds,
-            (&author.0, &author.1),
-        )
+    let author = (needs.author.0.to_owned(), needs.author.1.to_owned());
+    let started = std::time::Instant::now();
+    let (workspace, history) = super::workspace_handle::blocking(move || {
+        let ws = Workspace::prepare(&root, &url, &mirrors, &branches, &creds, (&author.0, &author.1))?;
+        let history = ws.history_pack("history.git", &ws.history_tips(), depth)?;
+        Ok::<_, super::workspace::DeliveryError>((ws, history))
     })
     .await??;
-    tracing::debug!(task = %run.item, "cloned");
-    Ok(WorkspaceHandle::new(cloned))
+    tracing::debug!(
+        task = %run.item,
+        ms = started.elapsed().as_millis() as u64,
+        history_commits = history.commits,
+        "work tree made from the mirror"
+    );
+    Ok(WorkspaceHandle::new(workspace, history))
 }
 
 /// Reads `.forgehand.yaml` and the instruction files from the default

@@ -33,6 +33,9 @@ pub(super) struct Needs<'a> {
     pub workspace_dir: &'a str,
     /// What may come out of the sandbox in one copy.
     pub copy_out: crate::config::CopyOutLimits,
+    /// `git.history_depth`: how much of a moved upstream's history the
+    /// sandbox gets.
+    pub history_depth: Option<u32>,
 }
 
 /// Names from the sandbox as one line of forgehand's own words: each made
@@ -307,7 +310,10 @@ impl Rounds<'_, '_> {
         let delivery = self.needs.delivery;
         let message = format!("forgehand: commit changes left uncommitted for {}", self.run.item);
         let project = self.sandbox.project_dir().to_owned();
-        let quarantine_dir = self.workspace.with(move |ws| ws.quarantine_dir(round)).await?;
+        let (quarantine_dir, trusted) = self
+            .workspace
+            .with(move |ws| (ws.quarantine_dir(round), ws.object_dirs()))
+            .await?;
         // Commit inside the sandbox when it has git, then only .git needs to come out.
         let committed = self
             .sandbox
@@ -356,8 +362,16 @@ impl Rounds<'_, '_> {
                 message: &message,
                 author: &author,
             });
-            untrusted::take_since(input, layout, &branch, &into, &limits, leftovers, &[base])
-                .map(|q| (q.head, q.other_branches, q.committed_on_host, q.left_out))
+            untrusted::take_since(
+                input,
+                layout,
+                &branch,
+                &into,
+                &limits,
+                leftovers,
+                (&[base], &trusted),
+            )
+            .map(|q| (q.head, q.other_branches, q.committed_on_host, q.left_out))
         })
         .await?;
         let (_, branches, committed_on_host, left_out) = match (read.read, read.sandbox) {
@@ -378,20 +392,34 @@ impl Rounds<'_, '_> {
         }))
     }
 
-    /// Puts the moved upstream branch into the sandbox as `origin/<branch>`.
+    /// Puts the moved upstream branch into the sandbox as `origin/<branch>`:
+    /// its recent history packed into a small repository beside the project,
+    /// fetched from there.
     async fn bring_upstream(&self) -> Result<String, TaskError> {
         let creds = self.credentials.clone();
-        self.workspace.with(move |ws| ws.fetch_upstream(&creds)).await??;
+        let depth = self.needs.history_depth;
+        let branch = self.workspace.branch().to_owned();
+        let pack = self
+            .workspace
+            .with(move |ws| -> Result<_, DeliveryError> {
+                let upstream = ws.fetch_upstream(&creds)?;
+                let pack = ws.history_pack("upstream.git", &[upstream], depth)?;
+                pack.as_repository(&format!("refs/remotes/origin/{branch}"), upstream)
+                    .map_err(|source| DeliveryError::Io {
+                        path: pack.dir.clone(),
+                        source,
+                    })?;
+                Ok(pack)
+            })
+            .await??;
         let upstream_dir = format!("{}/upstream.git", self.needs.workspace_dir.trim_end_matches('/'));
-        self.sandbox
-            .copy_in(self.workspace.git_dir(), &upstream_dir)
-            .await?;
+        self.sandbox.copy_in(&pack.dir, &upstream_dir).await?;
         let branch = self.workspace.branch();
         let fetched = self
             .sandbox
             .exec(
                 &format!(
-                    "git fetch -q {} {}",
+                    "git fetch -q --update-shallow {} {}",
                     shell_quote(&upstream_dir),
                     shell_quote(&format!(
                         "+refs/remotes/origin/{branch}:refs/remotes/origin/{branch}"

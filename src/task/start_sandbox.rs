@@ -13,6 +13,7 @@ use super::error::TaskError;
 use super::prepare::EditorStart;
 use super::run::TaskRun;
 use crate::config::TextEditorMcpConfig;
+use crate::git::history_pack::HistoryPack;
 use crate::repo_settings::RepoSettings;
 use crate::sandbox::{Sandbox, SandboxBackend, SandboxError, SandboxSpec};
 use std::collections::HashMap;
@@ -101,8 +102,15 @@ pub(super) fn spec_for(run: &TaskRun<'_>, settings: &RepoSettings, image: &str) 
     }
 }
 
+/// The history the project's `.git` borrows (a pack made on the host),
+/// and the folder of the sandbox it goes to.
+pub(super) struct SandboxHistory<'a> {
+    pub pack: &'a HistoryPack,
+    pub dir: String,
+}
+
 /// The sandbox for `spec`, registered for removal and holding the
-/// checkout: the one started early when it was started for this very
+/// checkout (its `.git` reading the history from beside the project): the one started early when it was started for this very
 /// spec, else a new one. With `editor`, the editor's session starts while
 /// the checkout is copied in.
 pub(super) async fn start(
@@ -110,7 +118,7 @@ pub(super) async fn start(
     backend: &dyn SandboxBackend,
     hints: &SandboxHints,
     (early, spec): (Option<Early>, SandboxSpec),
-    checkout: &Path,
+    (checkout, history): (&Path, &SandboxHistory<'_>),
     editor: Option<&TextEditorMcpConfig>,
 ) -> Result<(Arc<dyn Sandbox>, Option<EditorStart>), TaskError> {
     let sandbox = match early {
@@ -156,7 +164,31 @@ pub(super) async fn start(
         }
         None => None,
     };
-    sandbox.copy_in(checkout, &project).await?;
+    let (project_copied, history_copied) = tokio::join!(
+        sandbox.copy_in(checkout, &project),
+        sandbox.copy_in(&history.pack.dir, &history.dir)
+    );
+    project_copied?;
+    history_copied?;
+    // The work tree's `.git` came from the host: its alternates name the
+    // host's mirror, its shallow edge the mirror's.
+    let git_dir = format!("{project}/.git");
+    sandbox
+        .put_file(
+            &format!("{git_dir}/objects/info/alternates"),
+            format!("{}/objects\n", history.dir).as_bytes(),
+            0o644,
+        )
+        .await?;
+    if !history.pack.shallow.is_empty() {
+        sandbox
+            .put_file(
+                &format!("{git_dir}/shallow"),
+                history.pack.shallow_file().as_bytes(),
+                0o644,
+            )
+            .await?;
+    }
     tracing::info!(task = %run.item, image = %spec.image, copy_ms = copying.elapsed().as_millis() as u64, "sandbox ready");
     Ok((sandbox, editor))
 }

@@ -6,6 +6,8 @@
 //! there. Nothing in a model-edited `.git` (config, worktree, alternates,
 //! hooks, links) can reach a host file or the credential.
 
+use crate::git::history_pack::{self, HistoryPack};
+use crate::git::mirror::{Fetched, Mirrors};
 use crate::git::{self, Credentials, GitError};
 use git2::{Delta, Oid, Repository};
 use std::collections::BTreeMap;
@@ -65,18 +67,32 @@ pub struct Workspace {
     /// Where the remote's copy of the branch was when last seen (`None`:
     /// it did not exist): a push goes ahead only while it is still there.
     remote_head: Option<Oid>,
+    mirrors: Mirrors,
     repo: Repository,
 }
 
+/// The branches a task needs from the forge.
+#[derive(Debug, Clone)]
+pub struct Branches {
+    /// The branch a new task branch starts from (a PR's target).
+    pub base: String,
+    /// The repository's default branch (settings are read from it).
+    pub default: String,
+    /// The task branch (an existing PR's branch, or a new one).
+    pub task: String,
+}
+
 impl Workspace {
-    /// Clones `clone_url` into `<root>/repo` at `base_branch` and checks out
-    /// `branch`: the remote's copy of it when it exists (an earlier attempt or
-    /// an existing PR), else a new branch at `base_branch`.
+    /// Brings `clone_url`'s branches up to date in its mirror and makes a
+    /// work tree at `<root>/repo` that borrows the mirror's objects
+    /// (read-only) and checks out the task branch: the remote's copy of it
+    /// when it exists (an earlier attempt or an existing PR), else a new
+    /// branch at the base.
     pub fn prepare(
         root: &Path,
         clone_url: &str,
-        base_branch: &str,
-        branch: &str,
+        mirrors: &Mirrors,
+        branches: &Branches,
         credentials: &Credentials,
         author: (&str, &str),
     ) -> Result<Workspace, DeliveryError> {
@@ -88,35 +104,41 @@ impl Workspace {
             std::fs::remove_dir_all(root).map_err(io)?;
         }
         std::fs::create_dir_all(root).map_err(io)?;
-        let repo = git::clone(
-            clone_url,
-            &root.join("repo"),
-            Some(base_branch),
-            Some(credentials),
-        )?;
-        let remote_ref = format!("refs/remotes/origin/{branch}");
-        git::fetch(
-            &repo,
-            clone_url,
-            &[&format!("+refs/heads/{branch}:{remote_ref}")],
-            Some(credentials),
-        )?;
-        let remote_head = repo.refname_to_id(&remote_ref).ok();
-        match remote_head {
-            Some(oid) => {
-                let commit = repo.find_commit(oid).map_err(|e| failed("read the branch", e))?;
-                // Detached first: the clone may have checked out this very branch (a PR task).
-                repo.set_head_detached(oid)
-                    .map_err(|e| failed("check out the branch", e))?;
-                repo.branch(branch, &commit, true)
-                    .map_err(|e| failed("create the branch", e))?;
-                repo.set_head(&format!("refs/heads/{branch}"))
-                    .map_err(|e| failed("check out the branch", e))?;
-                repo.checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
-                    .map_err(|e| failed("check out the branch", e))?;
-            }
-            None => git::checkout_new_branch(&repo, branch)?,
+        let mut wanted = vec![
+            branches.base.as_str(),
+            branches.default.as_str(),
+            branches.task.as_str(),
+        ];
+        wanted.dedup();
+        let fetched = mirrors.fetch(clone_url, &wanted, Some(credentials))?;
+        let Some(&base_tip) = fetched.tips.get(&branches.base) else {
+            return Err(DeliveryError::Git(GitError::Failed {
+                action: format!("find the branch `{}` on the forge", branches.base),
+                detail: "the forge does not have it".into(),
+            }));
+        };
+        let repo = borrowing_repository(&root.join("repo"), &fetched).map_err(io)?;
+        for (name, oid) in &fetched.tips {
+            repo.reference(
+                &format!("refs/remotes/origin/{name}"),
+                *oid,
+                true,
+                "forgehand: from the mirror",
+            )
+            .map_err(|e| failed("record a remote branch", e))?;
         }
+        let remote_head = fetched.tips.get(&branches.task).copied();
+        {
+            let start = repo
+                .find_commit(remote_head.unwrap_or(base_tip))
+                .map_err(|e| failed("read the branch", e))?;
+            repo.branch(&branches.task, &start, true)
+                .map_err(|e| failed("create the branch", e))?;
+        }
+        repo.set_head(&format!("refs/heads/{}", branches.task))
+            .map_err(|e| failed("check out the branch", e))?;
+        repo.checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
+            .map_err(|e| failed("check out the branch", e))?;
         {
             let mut config = repo
                 .config()
@@ -137,9 +159,10 @@ impl Workspace {
         Ok(Workspace {
             root: root.to_owned(),
             clone_url: clone_url.to_owned(),
-            branch: branch.to_owned(),
+            branch: branches.task.clone(),
             base,
             remote_head,
+            mirrors: mirrors.clone(),
             repo,
         })
     }
@@ -217,9 +240,12 @@ impl Workspace {
         self.root.join("repo")
     }
 
-    /// The git folder copied into the sandbox when the remote moved.
-    pub fn git_dir(&self) -> PathBuf {
-        self.repo.path().to_owned()
+    /// The object folders a quarantine reads the repository from: the
+    /// workspace's own and the mirror's (never written through it).
+    pub fn object_dirs(&self) -> Vec<PathBuf> {
+        let own = self.repo.path().join("objects");
+        let mirror = self.mirrors.dir_for(&self.clone_url).join("objects");
+        vec![own, mirror]
     }
 
     /// Where round `round` quarantines what comes out of the sandbox.
@@ -337,24 +363,88 @@ impl Workspace {
         Ok(())
     }
 
-    /// Fetches the moved remote branch; it becomes the new base the model
-    /// must build on. Returns its commit.
+    /// Fetches the moved remote branch (into the mirror); it becomes the
+    /// new base the model must build on. Returns its commit.
     pub fn fetch_upstream(&mut self, credentials: &Credentials) -> Result<Oid, DeliveryError> {
-        let remote_ref = format!("refs/remotes/origin/{}", self.branch);
-        git::fetch(
-            &self.repo,
-            &self.clone_url,
-            &[&format!("+refs/heads/{}:{remote_ref}", self.branch)],
-            Some(credentials),
-        )?;
-        let upstream = self
-            .repo
-            .refname_to_id(&remote_ref)
-            .map_err(|e| failed("read the fetched branch", e))?;
+        let fetched = self
+            .mirrors
+            .fetch(&self.clone_url, &[&self.branch], Some(credentials))?;
+        let Some(&upstream) = fetched.tips.get(&self.branch) else {
+            return Err(DeliveryError::Git(GitError::Rejected {
+                refname: format!("refs/heads/{}", self.branch),
+                reason: "the branch was deleted on the forge meanwhile".into(),
+            }));
+        };
+        // The mirror's edge may have moved with the fetch.
+        write_shallow(self.repo.path(), &fetched.shallow).map_err(|source| DeliveryError::Io {
+            path: self.repo.path().to_owned(),
+            source,
+        })?;
+        self.repo
+            .reference(
+                &format!("refs/remotes/origin/{}", self.branch),
+                upstream,
+                true,
+                "forgehand: the moved upstream",
+            )
+            .map_err(|e| failed("record the moved upstream", e))?;
         self.base = upstream;
         self.remote_head = Some(upstream);
         Ok(upstream)
     }
+
+    /// Packs the history the sandbox gets (`depth` commits of the task
+    /// branch and the remote branches, newest first) into `<root>/<name>`.
+    pub fn history_pack(
+        &self,
+        name: &str,
+        tips: &[Oid],
+        depth: Option<u32>,
+    ) -> Result<HistoryPack, DeliveryError> {
+        Ok(history_pack::write(
+            &self.repo,
+            tips,
+            depth,
+            &self.root.join(name),
+        )?)
+    }
+
+    /// The task branch's tip and every remote branch's, for the history pack.
+    pub fn history_tips(&self) -> Vec<Oid> {
+        let mut tips = vec![self.base];
+        if let Ok(refs) = self.repo.references_glob("refs/remotes/origin/*") {
+            tips.extend(refs.flatten().filter_map(|r| r.target()));
+        }
+        tips.dedup();
+        tips
+    }
+}
+
+/// A repository at `dir` (its work tree) whose object store borrows the
+/// mirror's (alternates) and shares its shallow edge; what it writes (the
+/// task's commits, the fetched result) stays in its own store.
+fn borrowing_repository(dir: &Path, fetched: &Fetched) -> std::io::Result<Repository> {
+    let repo = Repository::init(dir).map_err(std::io::Error::other)?;
+    let info = repo.path().join("objects").join("info");
+    std::fs::create_dir_all(&info)?;
+    std::fs::write(
+        info.join("alternates"),
+        format!("{}\n", fetched.objects_dir().display()),
+    )?;
+    write_shallow(repo.path(), &fetched.shallow)?;
+    // Re-opened so libgit2 reads the alternates and the shallow edge.
+    Repository::open(dir).map_err(std::io::Error::other)
+}
+
+fn write_shallow(git_dir: &Path, shallow: &[Oid]) -> std::io::Result<()> {
+    let path = git_dir.join("shallow");
+    if shallow.is_empty() {
+        return match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
+    }
+    std::fs::write(path, shallow.iter().map(|o| format!("{o}\n")).collect::<String>())
 }
 
 fn head_oid(repo: &Repository) -> Result<Oid, DeliveryError> {

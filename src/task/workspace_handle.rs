@@ -4,21 +4,22 @@
 
 use super::error::TaskError;
 use super::workspace::Workspace;
+use crate::git::history_pack::HistoryPack;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 pub(super) struct WorkspaceHandle {
     inner: Arc<Mutex<Workspace>>,
+    history: HistoryPack,
     checkout: PathBuf,
-    git_dir: PathBuf,
     branch: String,
 }
 
 impl WorkspaceHandle {
-    pub fn new(ws: Workspace) -> WorkspaceHandle {
+    pub fn new(ws: Workspace, history: HistoryPack) -> WorkspaceHandle {
         WorkspaceHandle {
+            history,
             checkout: ws.checkout_dir(),
-            git_dir: ws.git_dir(),
             branch: ws.branch.clone(),
             inner: Arc::new(Mutex::new(ws)),
         }
@@ -38,9 +39,9 @@ impl WorkspaceHandle {
         &self.checkout
     }
 
-    /// Its git folder (copied into the sandbox when the remote moved).
-    pub fn git_dir(&self) -> &Path {
-        &self.git_dir
+    /// The history the sandbox gets beside the project.
+    pub fn history(&self) -> &HistoryPack {
+        &self.history
     }
 
     /// The task branch.

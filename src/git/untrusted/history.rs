@@ -14,17 +14,20 @@ use std::collections::{HashMap, HashSet};
 const MAX_OBJECT_BYTES: u64 = 512 << 20;
 
 /// Checks everything reachable from `tip`, stopping at `known` commits
-/// (which the trusted clone already holds, with their history).
+/// (which the trusted clone already holds, with their history) and at
+/// any object `trusted` holds: only what the task made is counted.
 pub(super) fn check(
     repo: &Repository,
     tip: Oid,
     known: &[Oid],
+    trusted: &Odb<'_>,
     limits: &Limits,
 ) -> Result<(), UntrustedError> {
     let odb = repo.odb().map_err(git("open the quarantine's objects"))?;
     let mut walk = Walk {
         repo,
         odb,
+        trusted,
         limits,
         object_cap: MAX_OBJECT_BYTES.min(limits.bytes / 4),
         objects: 0,
@@ -34,7 +37,7 @@ pub(super) fn check(
     };
     let mut commits = vec![tip];
     while let Some(oid) = commits.pop() {
-        if known.contains(&oid) || !walk.seen.insert(oid) {
+        if known.contains(&oid) || walk.trusted.exists(oid) || !walk.seen.insert(oid) {
             continue;
         }
         walk.count(oid, ObjectType::Commit)?;
@@ -54,6 +57,8 @@ fn missing(oid: Oid) -> UntrustedError {
 struct Walk<'r> {
     repo: &'r Repository,
     odb: Odb<'r>,
+    /// The trusted clone's objects: already the repository's, not counted.
+    trusted: &'r Odb<'r>,
     limits: &'r Limits,
     object_cap: u64,
     objects: u64,
@@ -127,6 +132,10 @@ impl Walk<'_> {
                 }
                 continue;
             };
+            if self.trusted.exists(child) {
+                // The repository's own folder: no new level below it.
+                continue;
+            }
             match self.tree_heights.get(&child) {
                 Some(height) if at - 1 + height > self.limits.depth => return Err(self.too_deep()),
                 Some(height) => frame.height = frame.height.max(height + 1),
@@ -153,7 +162,9 @@ impl Walk<'_> {
         for entry in tree.iter() {
             match entry.kind() {
                 Some(ObjectType::Tree) => frame.subtrees.push(entry.id()),
-                Some(ObjectType::Blob) if self.seen.insert(entry.id()) => {
+                Some(ObjectType::Blob)
+                    if !self.trusted.exists(entry.id()) && self.seen.insert(entry.id()) =>
+                {
                     self.count(entry.id(), ObjectType::Blob)?;
                 }
                 // Gitlinks name commits of other repositories.

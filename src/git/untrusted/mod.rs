@@ -53,6 +53,36 @@ pub enum UntrustedError {
     },
 }
 
+/// The quarantine re-opened with forgehand's own `alternates` file naming
+/// the trusted object folders, once everything the sandbox sent is in:
+/// its objects are read from there, and the fetch into the trusted clone
+/// sends only what they lack.
+fn borrow_trusted(repo: Repository, into: &Path, trusted: &[PathBuf]) -> Result<Repository, UntrustedError> {
+    if trusted.is_empty() {
+        return Ok(repo);
+    }
+    drop(repo);
+    let info = into.join("objects").join("info");
+    let io = |source| UntrustedError::Io {
+        path: info.clone(),
+        source,
+    };
+    std::fs::create_dir_all(&info).map_err(io)?;
+    let list: String = trusted.iter().map(|p| format!("{}\n", p.display())).collect();
+    std::fs::write(info.join("alternates"), list).map_err(io)?;
+    Repository::open_bare(into).map_err(git("re-open the quarantine repository"))
+}
+
+/// The trusted object folders as one read-only object database.
+fn trusted_objects(trusted: &[PathBuf]) -> Result<git2::Odb<'static>, UntrustedError> {
+    let odb = git2::Odb::new().map_err(git("open the trusted objects"))?;
+    for dir in trusted {
+        odb.add_disk_alternate(&dir.to_string_lossy())
+            .map_err(git("open the trusted objects"))?;
+    }
+    Ok(odb)
+}
+
 fn git(action: &str) -> impl Fn(git2::Error) -> UntrustedError + '_ {
     move |source| UntrustedError::Git {
         action: action.to_owned(),
@@ -96,12 +126,15 @@ pub fn take(
     limits: &Limits,
     leftovers: Option<LeftoverCommit<'_>>,
 ) -> Result<Quarantined, UntrustedError> {
-    take_since(input, layout, branch, into, limits, leftovers, &[])
+    take_since(input, layout, branch, into, limits, leftovers, (&[], &[]))
 }
 
 /// [`take`], where the `known` commits (and their history) are already
-/// in the trusted clone: only the commits, trees and blobs the branch
-/// reaches without passing through them are checked.
+/// in the trusted clone, whose object folders are `trusted`: the sandbox
+/// sends only what it made (its history stays beside the project), the
+/// quarantine reads the rest from the trusted folders (never written),
+/// and only the commits, trees and blobs they lack are checked and
+/// counted against the caps.
 pub fn take_since(
     input: impl std::io::Read,
     layout: Layout,
@@ -109,7 +142,7 @@ pub fn take_since(
     into: &Path,
     limits: &Limits,
     leftovers: Option<LeftoverCommit<'_>>,
-    known: &[Oid],
+    (known, trusted): (&[Oid], &[PathBuf]),
 ) -> Result<Quarantined, UntrustedError> {
     if into.exists() {
         std::fs::remove_dir_all(into).map_err(|source| UntrustedError::Io {
@@ -119,14 +152,15 @@ pub fn take_since(
     }
     let repo = Repository::init_bare(into).map_err(git("make the quarantine repository"))?;
     let read = intake::read(input, layout, &repo, limits)?;
+    let repo = borrow_trusted(repo, into, trusted)?;
     let tip = read.refs.branch_tip(branch)?;
     repo.find_commit(tip).map_err(|_| {
         UntrustedError::Refused(format!(
-            "the branch `{branch}` points at {tip}, which its own objects do not hold (objects elsewhere, such as alternates, are not read)"
+            "the branch `{branch}` points at {tip}, which neither what the sandbox sent nor the repository holds (the sandbox's own alternates are not read)"
         ))
     })?;
     // Before libgit2 walks a tree of it (the leftovers, the fetch).
-    history::check(&repo, tip, known, limits)?;
+    history::check(&repo, tip, known, &trusted_objects(trusted)?, limits)?;
     let mut head = tip;
     let mut committed_on_host = false;
     let mut left_out = read.left_out;
