@@ -73,6 +73,11 @@ enum Command {
         #[command(subcommand)]
         command: SnapshotsCommand,
     },
+    /// List the repositories' mirrors (git.history_depth, git.mirror_retention)
+    Mirrors {
+        #[command(subcommand)]
+        command: MirrorsCommand,
+    },
     /// Run one of forgehand's MCP servers on stdio
     Mcp {
         #[command(subcommand)]
@@ -198,6 +203,12 @@ enum ImagesCommand {
         no_cache: bool,
     },
     /// List the images forgehand can build and their tags, then the setup snapshots
+    List,
+}
+
+#[derive(Subcommand)]
+enum MirrorsCommand {
+    /// Every mirror: its repository, size, depth and last use
     List,
 }
 
@@ -329,6 +340,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Command::Mirrors {
+            command: MirrorsCommand::List,
+        } => list_mirrors(&config),
         Command::Snapshots {
             command: SnapshotsCommand::List,
         } => {
@@ -684,5 +698,40 @@ fn tasks(config: &Config, command: Option<TasksCommand>) -> anyhow::Result<ExitC
         }
     };
     std::io::stdout().lock().write_all(text.as_bytes())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `forgehand mirrors list`: one line per mirror, then the total.
+fn list_mirrors(config: &Config) -> anyhow::Result<ExitCode> {
+    let mirrors = forgehand::git::mirror::Mirrors::for_config(config);
+    let all = mirrors
+        .list()
+        .with_context(|| format!("reading {}", mirrors.root().display()))?;
+    let mut stdout = std::io::stdout().lock();
+    for mirror in &all {
+        let used = mirror.last_used.map_or_else(
+            || "never used".to_owned(),
+            |t| format!("used {}", humantime::format_rfc3339_seconds(t)),
+        );
+        writeln!(
+            stdout,
+            "{}\t{}\t{}\t{used}\t{}",
+            mirror.url,
+            human_bytes(mirror.bytes),
+            if mirror.shallow {
+                "shallow"
+            } else {
+                "whole history"
+            },
+            mirror.path.display()
+        )?;
+    }
+    writeln!(
+        stdout,
+        "{} mirror(s), {} in {}",
+        all.len(),
+        human_bytes(all.iter().map(|m| m.bytes).sum()),
+        mirrors.root().display()
+    )?;
     Ok(ExitCode::SUCCESS)
 }

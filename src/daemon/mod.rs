@@ -427,13 +427,22 @@ impl Daemon {
     }
 
     /// Forgets what the journal keeps no longer: spend older than about a
-    /// year, transcripts older than `daemon.transcript_retention`.
+    /// year, transcripts older than `daemon.transcript_retention`; and the
+    /// mirrors no task used for `git.mirror_retention`.
     fn prune_journal(&self) {
         let journal = &self.env.journal;
         if let Err(e) = journal.prune_spend(&crate::budget::Period::now().kept_from()) {
             tracing::warn!("cannot prune the spend ledger: {e}");
         }
         crate::transcript::prune(journal, self.env.config.daemon.transcript_retention);
+        let config = &self.env.config;
+        let mirrors = crate::git::mirror::Mirrors::for_config(config);
+        let retention = config.git.mirror_retention;
+        tokio::task::spawn_blocking(move || {
+            if let Err(e) = mirrors.prune(retention) {
+                tracing::warn!("cannot prune the repositories' mirrors: {e}");
+            }
+        });
     }
 
     /// The intake for the running config.

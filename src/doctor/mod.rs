@@ -199,6 +199,7 @@ pub async fn run_checks(
     checks.extend(model_checks(config, secrets));
     checks.push(planning_check(config, secrets));
     checks.push(prompts_check(config));
+    checks.push(mirrors_check(config));
     checks.push(snapshots_check(config));
     if kubernetes::wanted(config) {
         checks.extend(kubernetes::run(config, options.probe_network).await);
@@ -206,7 +207,7 @@ pub async fn run_checks(
     checks
 }
 
-/// The setup snapshots kept on this host, against their bound.
+/// The built-in prompts, and the operator's folder replacing some of them.
 fn prompts_check(config: &Config) -> Check {
     let Some(dir) = &config.agent.prompts_dir else {
         return check("prompts", Status::Pass, "the built-in prompts");
@@ -224,6 +225,38 @@ fn prompts_check(config: &Config) -> Check {
     }
 }
 
+/// The repositories' mirrors kept on this host.
+fn mirrors_check(config: &Config) -> Check {
+    use crate::snapshots::human_bytes;
+    let mirrors = crate::git::mirror::Mirrors::for_config(config);
+    let depth = match config.git.history_depth {
+        Some(depth) => format!("{depth} commits deep (git.history_depth)"),
+        None => "whole histories (git.history_depth: 0)".to_owned(),
+    };
+    match mirrors.list() {
+        Ok(all) => check(
+            "mirrors",
+            Status::Pass,
+            format!(
+                "{} repository mirror(s), {} in {}, fetched {depth}, removed after {} unused",
+                all.len(),
+                human_bytes(all.iter().map(|m| m.bytes).sum()),
+                mirrors.root().display(),
+                humantime::format_duration(config.git.mirror_retention)
+            ),
+        ),
+        Err(e) => check(
+            "mirrors",
+            Status::Fail,
+            format!(
+                "cannot read {}: {e}; check daemon.state_dir",
+                mirrors.root().display()
+            ),
+        ),
+    }
+}
+
+/// The setup snapshots kept on this host, against their bound.
 fn snapshots_check(config: &Config) -> Check {
     use crate::snapshots::{human_bytes, SnapshotStore};
     let settings = &config.sandbox.snapshots;

@@ -1,12 +1,13 @@
 //! The history a sandbox gets: the last commits of the branches it works
-//! with (`git.history_depth` of them, newest first), packed into one pack
+//! with (`git.history_depth` generations from each tip, as `git clone
+//! --depth` counts them), packed into one pack
 //! beside the project, with the commits whose parents were left out named
 //! as shallow. Enough for `git log`, `git diff` and `git blame` of recent
 //! work, however long the repository's history; never every PR branch.
 
 use super::GitError;
 use git2::{Oid, Repository};
-use std::collections::{BinaryHeap, HashSet};
+use std::collections::HashSet;
 use std::path::{Path, PathBuf};
 
 /// A packed slice of history on the host, ready to be copied in.
@@ -21,8 +22,15 @@ pub struct HistoryPack {
 
 impl HistoryPack {
     /// Makes the folder a bare repository git can fetch from, with `refname`
-    /// at `tip` and the pack's shallow edge.
-    pub fn as_repository(&self, refname: &str, tip: Oid) -> std::io::Result<()> {
+    /// at `tip`. What the pack left out because the receiver has it is read
+    /// from the receiver's `borrowed` object folder (its path as the
+    /// receiver sees it), whose shallow edge (`borrowed_shallow`) is added
+    /// to the pack's own.
+    pub fn as_repository(
+        &self,
+        (refname, tip): (&str, Oid),
+        (borrowed, borrowed_shallow): (&str, &[Oid]),
+    ) -> std::io::Result<()> {
         let dir = &self.dir;
         std::fs::write(dir.join("HEAD"), format!("{tip}\n"))?;
         std::fs::write(
@@ -34,8 +42,16 @@ impl HistoryPack {
             std::fs::create_dir_all(parent)?;
         }
         std::fs::write(reference, format!("{tip}\n"))?;
-        if !self.shallow.is_empty() {
-            std::fs::write(dir.join("shallow"), self.shallow_file())?;
+        let info = dir.join("objects").join("info");
+        std::fs::create_dir_all(&info)?;
+        std::fs::write(info.join("alternates"), format!("{borrowed}\n"))?;
+        let mut shallow = self.shallow.clone();
+        shallow.extend(borrowed_shallow);
+        shallow.sort();
+        shallow.dedup();
+        if !shallow.is_empty() {
+            let text: String = shallow.iter().map(|oid| format!("{oid}\n")).collect();
+            std::fs::write(dir.join("shallow"), text)?;
         }
         Ok(())
     }
@@ -46,19 +62,22 @@ impl HistoryPack {
     }
 }
 
-/// Packs up to `depth` commits (`None`: all) reachable from `tips`, newest
-/// first by committer time, with their trees and blobs, into `into`
+/// Packs the commits fewer than `depth` generations (`None`: all) from
+/// `tips`, with their trees and blobs, into `into`
 /// (made anew). A commit whose parent the repository lacks (a shallow
-/// mirror's edge) ends its line of history.
+/// mirror's edge) ends its line of history, and so does a commit the
+/// receiver already `has` (left out, its history too).
 pub fn write(
     repo: &Repository,
-    tips: &[Oid],
+    (tips, has): (&[Oid], &[Oid]),
     depth: Option<u32>,
     into: &Path,
 ) -> Result<HistoryPack, GitError> {
     let started = std::time::Instant::now();
-    let chosen = newest_commits(repo, tips, depth.map_or(usize::MAX, |d| d as usize))?;
-    let included: HashSet<Oid> = chosen.iter().copied().collect();
+    let has: HashSet<Oid> = has.iter().copied().collect();
+    let chosen = within_depth(repo, tips, &has, depth.map_or(usize::MAX, |d| d as usize))?;
+    let mut included: HashSet<Oid> = chosen.iter().copied().collect();
+    included.extend(&has);
     let mut shallow = Vec::new();
     let mut builder = repo
         .packbuilder()
@@ -101,37 +120,37 @@ pub fn write(
     })
 }
 
-/// Up to `limit` commits reachable from `tips`, newest first. Reads only
-/// the commits it takes and their parents, so a 50,000-commit history
-/// costs what 50 commits do.
-fn newest_commits(repo: &Repository, tips: &[Oid], limit: usize) -> Result<Vec<Oid>, GitError> {
-    let mut queue = BinaryHeap::new();
-    let mut queued = HashSet::new();
-    for &tip in tips {
-        let commit = repo
-            .find_commit(tip)
-            .map_err(|e| GitError::failed("read a branch tip for the history pack", e))?;
-        if queued.insert(tip) {
-            queue.push((commit.committer().when().seconds(), tip));
-        }
-    }
+/// The commits fewer than `depth` generations from one of `tips` (every
+/// tip itself, whatever the depth), as `git clone --depth` counts them,
+/// stopping at what the receiver `has` and at parents the repository
+/// lacks. Reads only those commits, so a 50,000-commit history costs what
+/// 50 commits do.
+fn within_depth(
+    repo: &Repository,
+    tips: &[Oid],
+    has: &HashSet<Oid>,
+    depth: usize,
+) -> Result<Vec<Oid>, GitError> {
+    let mut seen = has.clone();
+    let mut level: Vec<Oid> = tips.iter().copied().filter(|tip| seen.insert(*tip)).collect();
     let mut chosen = Vec::new();
-    while let Some((_, oid)) = queue.pop() {
-        if chosen.len() >= limit {
-            break;
-        }
-        chosen.push(oid);
-        let Ok(commit) = repo.find_commit(oid) else {
-            continue;
-        };
-        for parent in commit.parent_ids() {
-            // A parent the repository lacks: the shallow edge.
-            if let Ok(found) = repo.find_commit(parent) {
-                if queued.insert(parent) {
-                    queue.push((found.committer().when().seconds(), parent));
+    let mut generation = 0;
+    while !level.is_empty() && (generation == 0 || generation < depth) {
+        let mut next = Vec::new();
+        for oid in level {
+            let commit = match repo.find_commit(oid) {
+                Ok(commit) => commit,
+                // A tip must be readable; a parent may be past the mirror's edge.
+                Err(e) if generation == 0 => {
+                    return Err(GitError::failed("read a branch tip for the history pack", e))
                 }
-            }
+                Err(_) => continue,
+            };
+            chosen.push(oid);
+            next.extend(commit.parent_ids().filter(|p| seen.insert(*p)));
         }
+        level = next;
+        generation += 1;
     }
     Ok(chosen)
 }

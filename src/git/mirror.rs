@@ -40,6 +40,9 @@ pub struct Fetched {
     pub tips: BTreeMap<String, Oid>,
     /// The commits whose parents the mirror does not hold (empty: whole).
     pub shallow: Vec<Oid>,
+    /// What this fetch brought: objects and bytes received.
+    pub received_objects: usize,
+    pub received_bytes: usize,
 }
 
 impl Fetched {
@@ -64,6 +67,24 @@ impl Mirrors {
     /// `depth` commits deep (`None`: the whole history).
     pub fn new(root: PathBuf, depth: Option<u32>) -> Mirrors {
         Mirrors { root, depth }
+    }
+
+    /// The mirrors of `config`'s state folder.
+    pub fn for_config(config: &crate::config::Config) -> Mirrors {
+        Mirrors::new(config.daemon.state_dir.join("mirrors"), config.git.history_depth)
+    }
+
+    /// The same mirrors, fetched with their whole history.
+    pub fn whole_history(&self) -> Mirrors {
+        Mirrors {
+            root: self.root.clone(),
+            depth: None,
+        }
+    }
+
+    /// Where the mirrors are.
+    pub fn root(&self) -> &Path {
+        &self.root
     }
 
     /// The folder of the mirror of `url`: the repository's name for people
@@ -132,7 +153,10 @@ impl Mirrors {
             .remote_anonymous(url)
             .map_err(|e| GitError::failed("set up the remote", e))?;
         let mut options = FetchOptions::new();
-        options.remote_callbacks(callbacks(credentials, &attempts, url));
+        let mut remote_callbacks = callbacks(credentials, &attempts, url);
+        // libgit2 counts the bytes received only while someone listens.
+        remote_callbacks.transfer_progress(|_| true);
+        options.remote_callbacks(remote_callbacks);
         options.download_tags(AutotagOption::None);
         options.update_fetchhead(false);
         if !is_local(url) {
@@ -152,10 +176,11 @@ impl Mirrors {
             .map(|head| (head.name().to_owned(), head.oid()))
             .collect();
         let stats = remote.stats();
+        let (received_objects, received_bytes) = (stats.received_objects(), stats.received_bytes());
         tracing::info!(
             repository = %display_url(url),
-            bytes = stats.received_bytes(),
-            objects = stats.received_objects(),
+            bytes = received_bytes,
+            objects = received_objects,
             ms = started.elapsed().as_millis() as u64,
             depth = self.depth.map_or_else(|| "all".to_owned(), |d| d.to_string()),
             "fetched into the mirror"
@@ -168,6 +193,8 @@ impl Mirrors {
             git_dir: dir.to_owned(),
             tips,
             shallow: shallow_roots(dir),
+            received_objects,
+            received_bytes,
         })
     }
 
@@ -358,7 +385,7 @@ impl MirrorLock {
             detail: e.to_string(),
         };
         std::fs::create_dir_all(root).map_err(io)?;
-        let mutex: &'static Mutex<()> = *LOCKS
+        let mutex: &'static Mutex<()> = LOCKS
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .entry(dir.to_owned())

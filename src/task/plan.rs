@@ -483,7 +483,15 @@ fn note_selection(run: &TaskRun<'_>, selection: &select::Selection, budget: u64,
         .filter(|s| !matches!(s.reason, crate::planning::pack::SkipReason::OverBudget { .. }))
         .count();
     if unreadable > 0 {
-        tracing::info!(task = %run.item, "left out of the pack:\n{}", packed.skip_report());
+        // One line whatever the repository's size; the whole list at debug.
+        let first: Vec<&str> = packed.skipped.iter().take(5).map(|s| s.path.as_str()).collect();
+        tracing::info!(
+            task = %run.item,
+            files = unreadable,
+            "files left out of the planners' pack (binary, too large or unreadable), e.g. {}",
+            first.join(", ")
+        );
+        tracing::debug!(task = %run.item, "left out of the pack:\n{}", packed.skip_report());
     }
 }
 

@@ -288,7 +288,7 @@ async fn clone(
     let started = std::time::Instant::now();
     let (workspace, history) = super::workspace_handle::blocking(move || {
         let ws = Workspace::prepare(&root, &url, &mirrors, &branches, &creds, (&author.0, &author.1))?;
-        let history = ws.history_pack("history.git", &ws.history_tips(), depth)?;
+        let history = ws.history_pack("history.git", (&ws.history_tips(), &[]), depth)?;
         Ok::<_, super::workspace::DeliveryError>((ws, history))
     })
     .await??;

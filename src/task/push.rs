@@ -399,20 +399,30 @@ impl Rounds<'_, '_> {
         let creds = self.credentials.clone();
         let depth = self.needs.history_depth;
         let branch = self.workspace.branch().to_owned();
+        let workspace_dir = self.needs.workspace_dir.trim_end_matches('/');
+        let upstream_dir = format!("{workspace_dir}/upstream.git");
+        // What the sandbox started with, as it sees it.
+        let borrowed = format!("{workspace_dir}/history.git/objects");
+        let borrowed_shallow = self.workspace.history().shallow.clone();
         let pack = self
             .workspace
             .with(move |ws| -> Result<_, DeliveryError> {
+                // The sandbox has the history it started with: only what
+                // the upstream adds to it is packed.
+                let has = ws.history_tips();
                 let upstream = ws.fetch_upstream(&creds)?;
-                let pack = ws.history_pack("upstream.git", &[upstream], depth)?;
-                pack.as_repository(&format!("refs/remotes/origin/{branch}"), upstream)
-                    .map_err(|source| DeliveryError::Io {
-                        path: pack.dir.clone(),
-                        source,
-                    })?;
+                let pack = ws.history_pack("upstream.git", (&[upstream], &has), depth)?;
+                pack.as_repository(
+                    (&format!("refs/remotes/origin/{branch}"), upstream),
+                    (&borrowed, &borrowed_shallow),
+                )
+                .map_err(|source| DeliveryError::Io {
+                    path: pack.dir.clone(),
+                    source,
+                })?;
                 Ok(pack)
             })
             .await??;
-        let upstream_dir = format!("{}/upstream.git", self.needs.workspace_dir.trim_end_matches('/'));
         self.sandbox.copy_in(&pack.dir, &upstream_dir).await?;
         let branch = self.workspace.branch();
         let fetched = self

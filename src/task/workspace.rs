@@ -68,6 +68,8 @@ pub struct Workspace {
     /// it did not exist): a push goes ahead only while it is still there.
     remote_head: Option<Oid>,
     mirrors: Mirrors,
+    /// The mirror's shallow edge, which the work tree shares.
+    shallow: Vec<Oid>,
     repo: Repository,
 }
 
@@ -109,6 +111,7 @@ impl Workspace {
             branches.default.as_str(),
             branches.task.as_str(),
         ];
+        wanted.sort_unstable();
         wanted.dedup();
         let fetched = mirrors.fetch(clone_url, &wanted, Some(credentials))?;
         let Some(&base_tip) = fetched.tips.get(&branches.base) else {
@@ -163,6 +166,7 @@ impl Workspace {
             base,
             remote_head,
             mirrors: mirrors.clone(),
+            shallow: fetched.shallow.clone(),
             repo,
         })
     }
@@ -273,6 +277,9 @@ impl Workspace {
             &[&format!("+refs/heads/{}:{result_ref}", self.branch)],
             None,
         )?;
+        // libgit2 rewrites the shallow edge from what that fetch negotiated
+        // (none): the mirror's is put back.
+        self.set_shallow(&self.shallow.clone())?;
         let result = self
             .repo
             .refname_to_id(result_ref)
@@ -351,6 +358,44 @@ impl Workspace {
             Some(oid) => git::BranchAt::Commit(oid),
             None => git::BranchAt::Missing,
         };
+        match self.push_once(credentials, expected, deadline) {
+            // libgit2 walks a few commits below what the forge has to find
+            // what to send, and knows no shallow edge: once, fetch the
+            // whole history of the branches and push again (nothing was
+            // sent).
+            Err(GitError::Failed { detail, .. }) if is_missing_object(&detail) && self.repo.is_shallow() => {
+                tracing::info!(
+                    branch = %self.branch,
+                    "the push needs history below the mirror's shallow edge ({detail}); fetching the whole history once"
+                );
+                self.unshallow(credentials)?;
+                self.push_once(credentials, expected, deadline)?;
+            }
+            other => other?,
+        }
+        self.remote_head = Some(head);
+        Ok(())
+    }
+
+    /// Writes the work tree's shallow edge (the mirror's) and re-opens it,
+    /// so libgit2 reads it.
+    fn set_shallow(&mut self, shallow: &[Oid]) -> Result<(), GitError> {
+        let git_dir = self.repo.path().to_owned();
+        write_shallow(&git_dir, shallow).map_err(|e| GitError::Failed {
+            action: "write the work tree's shallow edge".into(),
+            detail: e.to_string(),
+        })?;
+        self.repo = Repository::open(&git_dir).map_err(|e| GitError::failed("re-open the work tree", e))?;
+        self.shallow = shallow.to_vec();
+        Ok(())
+    }
+
+    fn push_once(
+        &self,
+        credentials: &Credentials,
+        expected: git::BranchAt,
+        deadline: Option<std::time::Instant>,
+    ) -> Result<(), GitError> {
         git::push_before(
             &self.repo,
             &self.clone_url,
@@ -358,9 +403,30 @@ impl Workspace {
             Some(credentials),
             expected,
             deadline,
-        )?;
-        self.remote_head = Some(head);
-        Ok(())
+        )
+    }
+
+    /// Fetches the whole history of the forge's branches this workspace
+    /// knows into the mirror, and drops the work tree's shallow edge.
+    fn unshallow(&mut self, credentials: &Credentials) -> Result<(), GitError> {
+        let mut names = Vec::new();
+        if let Ok(refs) = self.repo.references_glob("refs/remotes/origin/*") {
+            for reference in refs.flatten() {
+                if let Some(name) = reference
+                    .name()
+                    .ok()
+                    .and_then(|n| n.strip_prefix("refs/remotes/origin/"))
+                {
+                    names.push(name.to_owned());
+                }
+            }
+        }
+        let names: Vec<&str> = names.iter().map(String::as_str).collect();
+        let fetched = self
+            .mirrors
+            .whole_history()
+            .fetch(&self.clone_url, &names, Some(credentials))?;
+        self.set_shallow(&fetched.shallow)
     }
 
     /// Fetches the moved remote branch (into the mirror); it becomes the
@@ -376,10 +442,7 @@ impl Workspace {
             }));
         };
         // The mirror's edge may have moved with the fetch.
-        write_shallow(self.repo.path(), &fetched.shallow).map_err(|source| DeliveryError::Io {
-            path: self.repo.path().to_owned(),
-            source,
-        })?;
+        self.set_shallow(&fetched.shallow)?;
         self.repo
             .reference(
                 &format!("refs/remotes/origin/{}", self.branch),
@@ -398,15 +461,11 @@ impl Workspace {
     pub fn history_pack(
         &self,
         name: &str,
-        tips: &[Oid],
+        (tips, has): (&[Oid], &[Oid]),
         depth: Option<u32>,
     ) -> Result<HistoryPack, DeliveryError> {
-        Ok(history_pack::write(
-            &self.repo,
-            tips,
-            depth,
-            &self.root.join(name),
-        )?)
+        let into = self.root.join(name);
+        Ok(history_pack::write(&self.repo, (tips, has), depth, &into)?)
     }
 
     /// The task branch's tip and every remote branch's, for the history pack.
@@ -434,6 +493,11 @@ fn borrowing_repository(dir: &Path, fetched: &Fetched) -> std::io::Result<Reposi
     write_shallow(repo.path(), &fetched.shallow)?;
     // Re-opened so libgit2 reads the alternates and the shallow edge.
     Repository::open(dir).map_err(std::io::Error::other)
+}
+
+/// libgit2's words for an object the repository does not hold.
+fn is_missing_object(detail: &str) -> bool {
+    detail.contains("object not found")
 }
 
 fn write_shallow(git_dir: &Path, shallow: &[Oid]) -> std::io::Result<()> {

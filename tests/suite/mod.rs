@@ -30,6 +30,8 @@ mod llm_gateway;
 mod llm_retry;
 mod llm_wire;
 mod mentions;
+mod mirror;
+mod mirror_tasks;
 mod operations_deploy;
 mod operations_engine_restart;
 mod operations_faults;

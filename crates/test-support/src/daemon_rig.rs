@@ -213,6 +213,14 @@ pub fn write_config_with(dir: &Path, instance: &str, daemon_extra: &str, forge_y
     } else {
         "llm:\n  retry:\n    initial_backoff: \"100ms\"\n    max_backoff: \"200ms\"\n    max_retries: 1\n  models:\n    - provider: \"openai\"\n      model: \"gpt-4o-mini\"\n      max_input_tokens: 100000\n  prices:\n    \"gpt-4o-mini\": {input: 0.15, output: 0.6}\n"
     };
+    // Every task starts from a one-commit-deep mirror and history, unless
+    // the test says otherwise: delivery, rebases and follow-ups are
+    // exercised from a shallow start.
+    let git = if forge_yaml.lines().any(|l| l.starts_with("git:")) {
+        ""
+    } else {
+        "git:\n  history_depth: 1\n"
+    };
     // A test may set its own poll interval (webhooks, polling alone).
     let poll = if daemon_extra.contains("poll_interval:") {
         ""
@@ -226,7 +234,7 @@ pub fn write_config_with(dir: &Path, instance: &str, daemon_extra: &str, forge_y
 {poll}  poll_jitter: "0s"
   shutdown_grace: "2s"
 {daemon_extra}
-{llm}{planning}{forge_yaml}
+{git}{llm}{planning}{forge_yaml}
 "#,
         state = dir.join("state").display(),
     );
