@@ -37,7 +37,7 @@ pub(super) fn check(
     };
     let mut commits = vec![tip];
     while let Some(oid) = commits.pop() {
-        if known.contains(&oid) || walk.trusted.exists(oid) || !walk.seen.insert(oid) {
+        if known.contains(&oid) || walk.trusted_has(oid, ObjectType::Commit) || !walk.seen.insert(oid) {
             continue;
         }
         walk.count(oid, ObjectType::Commit)?;
@@ -77,6 +77,12 @@ struct Frame {
 }
 
 impl Walk<'_> {
+    /// Whether the trusted stores hold `oid` as a `kind` (a blob named
+    /// where a tree belongs is no trusted tree).
+    fn trusted_has(&self, oid: Oid, kind: ObjectType) -> bool {
+        self.trusted.read_header(oid).is_ok_and(|(_, found)| found == kind)
+    }
+
     /// Reads `oid`'s header (never its content) and counts it.
     fn count(&mut self, oid: Oid, kind: ObjectType) -> Result<(), UntrustedError> {
         let (size, found) = self.odb.read_header(oid).map_err(|_| missing(oid))?;
@@ -132,7 +138,7 @@ impl Walk<'_> {
                 }
                 continue;
             };
-            if self.trusted.exists(child) {
+            if self.trusted_has(child, ObjectType::Tree) {
                 // The repository's own folder: no new level below it.
                 continue;
             }

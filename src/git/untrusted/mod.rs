@@ -15,6 +15,8 @@ mod intake;
 mod leftovers;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod trusted_tests;
 
 use git2::{Oid, Repository, Signature};
 use std::path::{Path, PathBuf};
