@@ -11,7 +11,10 @@
 //! - resident memory of a running `forgehand run`: idle, with 1 task, and with 8 tasks at
 //!   once on the scripted model (containers excluded: they are other processes);
 //! - tasks per minute with 1, 2 and 3 replicas (`cluster.mode: kubernetes`
-//!   on the fake Lease API), 24 issues whose model thinks 2 s each.
+//!   on the fake Lease API), 24 issues whose model thinks 2 s each;
+//! - five tasks in a row on a generated large repository (50k commits,
+//!   2,000 files): claim to first request, bytes fetched, memory and the
+//!   state folder per task (only when asked for: `-- large`).
 //!
 //! Run: `cargo bench --bench daemon` (needs Docker and the images, as
 //! `scripts/test` prepares them); `cargo bench --bench daemon -- polling`
@@ -19,9 +22,16 @@
 //! `cargo bench --bench daemon -- memory` only the resident memory, and
 //! `cargo bench --bench daemon -- replicas` only the replicas' throughput,
 //! `cargo bench --bench daemon -- claim` only claim to first request (with
-//! `RUST_LOG=forgehand=debug`, the tasks' timed steps on stderr).
+//! `RUST_LOG=forgehand=debug`, the tasks' timed steps on stderr), and
+//! `cargo bench --bench daemon -- large` only the large repository's five
+//! tasks (made once under `target/bench-repos`, a few minutes).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "daemon/generated_repo.rs"]
+mod generated_repo;
+#[path = "daemon/large_repo.rs"]
+mod large_repo;
 
 use forgehand_test_support::fake_github;
 use forgehand_test_support::fake_gitlab;
@@ -64,23 +74,32 @@ fn editor_binary() -> String {
 struct Stage {
     dir: tempfile::TempDir,
     github: FakeGitHub,
-    _git: git_http::GitHttpServer,
+    git: git_http::GitHttpServer,
 }
 
 impl Stage {
     async fn new(files: &[(&str, &str)]) -> Stage {
         let dir = tempfile::tempdir().unwrap();
+        git_http::bare_repo(&dir.path().join("git"), "acme/app.git", files);
+        Stage::serving(dir).await
+    }
+
+    /// A stage in `dir` whose `git/acme/app.git` is the bare repository of `acme/app`.
+    async fn serving(dir: tempfile::TempDir) -> Stage {
         let git_root = dir.path().join("git");
-        let bare = git_http::bare_repo(&git_root, "acme/app.git", files);
         let git = git_http::GitHttpServer::start(&git_root, "x-access-token", TOKEN).await;
         let github = FakeGitHub::start(TOKEN).await;
-        github.add_repo("acme/app", &git.url("acme/app.git"), Some(bare));
+        github.add_repo(
+            "acme/app",
+            &git.url("acme/app.git"),
+            Some(git_root.join("acme/app.git")),
+        );
         github.set_permission("acme/app", "maya", "write");
-        Stage {
-            dir,
-            github,
-            _git: git,
-        }
+        Stage { dir, github, git }
+    }
+
+    fn bare(&self) -> PathBuf {
+        self.dir.path().join("git/acme/app.git")
     }
 
     /// Opens an issue and labels it for forgehand; its number.
@@ -103,8 +122,14 @@ impl Stage {
             .count()
     }
 
-    /// `forgehand run` with `config`, the model at `model_url`, and `env`.
+    /// `forgehand run` with `config`, the model at `model_url`, and `env`;
+    /// its warnings go to `daemon.log` in the stage's folder.
     fn daemon(&self, config: &Path, model_url: &str, env: &[(&str, String)]) -> Child {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.path().join("daemon.log"))
+            .unwrap();
         Command::new(env!("CARGO_BIN_EXE_forgehand"))
             .arg("--config")
             .arg(config)
@@ -115,7 +140,7 @@ impl Stage {
             .envs(env.iter().map(|(k, v)| (k, v)))
             .env("RUST_LOG", "warn")
             .stdout(Stdio::null())
-            .stderr(Stdio::null())
+            .stderr(Stdio::from(log))
             .spawn()
             .unwrap()
     }
@@ -448,6 +473,10 @@ async fn replicas_scaling() {
 async fn main() {
     if std::env::args().any(|a| a == "replicas") {
         replicas_scaling().await;
+        return;
+    }
+    if std::env::args().any(|a| a == "large") {
+        large_repo::five_tasks().await;
         return;
     }
     println!("forgehand daemon benchmarks (reproduce: cargo bench --bench daemon)");

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
@@ -16,6 +16,8 @@ pub struct GitHttpServer {
     pub addr: SocketAddr,
     pub root: PathBuf,
     pub refused: Arc<AtomicUsize>,
+    /// Bytes of every response written so far (heads and bodies).
+    sent: Arc<AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -35,13 +37,24 @@ impl GitHttpServer {
             base64::engine::general_purpose::STANDARD.encode(format!("{username}:{token}"))
         );
         let refused = Arc::new(AtomicUsize::new(0));
+        let sent = Arc::new(AtomicU64::new(0));
         let (root_dir, counter, user) = (root.to_owned(), refused.clone(), username.to_owned());
+        let sent_total = sent.clone();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
-                let (root, expected, counter, user) =
-                    (root_dir.clone(), expected.clone(), counter.clone(), user.clone());
+                let (root, expected, counter, user, sent) = (
+                    root_dir.clone(),
+                    expected.clone(),
+                    counter.clone(),
+                    user.clone(),
+                    sent_total.clone(),
+                );
                 tokio::spawn(async move {
-                    let _ = serve(stream, &root, &expected, &user, &counter).await;
+                    let counts = Counters {
+                        refused: &counter,
+                        sent: &sent,
+                    };
+                    let _ = serve(stream, &root, &expected, &user, counts).await;
                 });
             }
         });
@@ -49,13 +62,26 @@ impl GitHttpServer {
             addr,
             root: root.to_owned(),
             refused,
+            sent,
             task,
         }
+    }
+
+    /// Bytes the server has sent so far, over every connection: what
+    /// clones and fetches cost on the wire.
+    pub fn bytes_sent(&self) -> u64 {
+        self.sent.load(Ordering::SeqCst)
     }
 
     pub fn url(&self, repo: &str) -> String {
         format!("http://{}/{repo}", self.addr)
     }
+}
+
+/// What a connection adds to: refused requests and bytes sent.
+struct Counters<'a> {
+    refused: &'a AtomicUsize,
+    sent: &'a AtomicU64,
 }
 
 /// One request per connection (`Connection: close`), which git clients accept.
@@ -64,7 +90,7 @@ async fn serve(
     root: &Path,
     expected: &str,
     user: &str,
-    refused: &AtomicUsize,
+    counts: Counters<'_>,
 ) -> std::io::Result<()> {
     let mut reader = BufReader::new(stream);
     let mut request_line = String::new();
@@ -112,10 +138,10 @@ async fn serve(
     }
     let mut stream = reader.into_inner();
     if headers.get("authorization").map(String::as_str) != Some(expected) {
-        refused.fetch_add(1, Ordering::SeqCst);
-        stream
-            .write_all(b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n")
-            .await?;
+        counts.refused.fetch_add(1, Ordering::SeqCst);
+        let refusal: &[u8] = b"HTTP/1.1 401 Unauthorized\r\nWWW-Authenticate: Basic realm=\"git\"\r\nContent-Length: 0\r\nConnection: close\r\n\r\n";
+        stream.write_all(refusal).await?;
+        counts.sent.fetch_add(refusal.len() as u64, Ordering::SeqCst);
         return Ok(());
     }
     let (path, query) = target.split_once('?').unwrap_or((&target, ""));
@@ -175,6 +201,9 @@ async fn serve(
     );
     stream.write_all(head.as_bytes()).await?;
     stream.write_all(content).await?;
+    counts
+        .sent
+        .fetch_add((head.len() + content.len()) as u64, Ordering::SeqCst);
     stream.shutdown().await
 }
 
