@@ -138,7 +138,12 @@ impl Stage {
             .env("OPENAI_API_KEY", "sk-bench")
             .env("OPENAI_BASE_URL", model_url)
             .envs(env.iter().map(|(k, v)| (k, v)))
-            .env("RUST_LOG", "warn")
+            // FORGEHAND_BENCH_DAEMON_LOG=debug keeps the daemon's timed steps in daemon.log.
+            .env(
+                "RUST_LOG",
+                std::env::var("FORGEHAND_BENCH_DAEMON_LOG")
+                    .map_or_else(|_| "warn".to_owned(), |l| format!("forgehand={l}")),
+            )
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()

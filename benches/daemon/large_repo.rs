@@ -257,6 +257,9 @@ pub async fn five_tasks() {
     }
     print_state_folders(&rows);
     stop(&mut child);
+    if let Ok(keep) = std::env::var("FORGEHAND_BENCH_KEEP_LOG") {
+        let _ = std::fs::copy(stage.dir.path().join("daemon.log"), keep);
+    }
     if rows.iter().any(|r| r.outcome != "done") {
         let log = std::fs::read_to_string(stage.dir.path().join("daemon.log")).unwrap_or_default();
         let tail: Vec<&str> = log.lines().rev().take(20).collect();

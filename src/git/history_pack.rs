@@ -120,6 +120,93 @@ pub fn write(
     })
 }
 
+/// A history pack kept under `cache` (a folder of the repository's mirror)
+/// by its tips and depth: later tasks on the same commits reuse it instead
+/// of packing the same history again. Entries nobody used for a day are
+/// removed when a new one is made.
+pub fn cached(
+    repo: &Repository,
+    tips: &[Oid],
+    depth: Option<u32>,
+    cache: &Path,
+) -> Result<HistoryPack, GitError> {
+    use sha2::Digest;
+    let mut sorted = tips.to_vec();
+    sorted.sort();
+    sorted.dedup();
+    let mut key = sha2::Sha256::new();
+    for tip in &sorted {
+        key.update(tip.as_bytes());
+    }
+    key.update(depth.unwrap_or(0).to_le_bytes());
+    let dir = cache.join(&hex::encode(key.finalize())[..16]);
+    if let Some(found) = read_cached(&dir) {
+        return Ok(found);
+    }
+    let io = |e: std::io::Error| GitError::Failed {
+        action: format!("keep the history pack in {}", cache.display()),
+        detail: e.to_string(),
+    };
+    std::fs::create_dir_all(cache).map_err(io)?;
+    forget_unused(cache, std::time::Duration::from_secs(24 * 3600));
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    let building = cache.join(format!(".building-{}-{nanos}", std::process::id()));
+    let mut pack = write(repo, (&sorted, &[]), depth, &building)?;
+    let meta = format!("{}\n{}", pack.commits, pack.shallow_file());
+    std::fs::write(building.join(META), meta).map_err(io)?;
+    match std::fs::rename(&building, &dir) {
+        Ok(()) => {}
+        // Another task made the same one meanwhile: theirs is as good.
+        Err(_) if read_cached(&dir).is_some() => {
+            let _ = std::fs::remove_dir_all(&building);
+        }
+        Err(e) => return Err(io(e)),
+    }
+    pack.dir = dir;
+    Ok(pack)
+}
+
+/// The file of a kept history pack naming its commit count and shallow edge.
+const META: &str = "forgehand-history";
+
+fn read_cached(dir: &Path) -> Option<HistoryPack> {
+    let meta = std::fs::read_to_string(dir.join(META)).ok()?;
+    let mut lines = meta.lines();
+    let commits = lines.next()?.parse().ok()?;
+    let shallow = lines.filter_map(|l| Oid::from_str(l).ok()).collect();
+    // Used now: kept by the next clean-up.
+    let _ = std::fs::File::options()
+        .append(true)
+        .open(dir.join(META))
+        .and_then(|f| f.set_modified(std::time::SystemTime::now()));
+    Some(HistoryPack {
+        dir: dir.to_owned(),
+        shallow,
+        commits,
+    })
+}
+
+/// Removes kept history packs (and abandoned half-made ones) unused for `age`.
+fn forget_unused(cache: &Path, age: std::time::Duration) {
+    let Ok(entries) = std::fs::read_dir(cache) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let path = entry.path();
+        let used = std::fs::metadata(path.join(META))
+            .or_else(|_| entry.metadata())
+            .and_then(|m| m.modified());
+        let old = used.is_ok_and(|t| t.elapsed().is_ok_and(|e| e > age));
+        if old {
+            if let Err(e) = std::fs::remove_dir_all(&path) {
+                tracing::debug!("cannot remove the old history pack {}: {e}", path.display());
+            }
+        }
+    }
+}
+
 /// The commits fewer than `depth` generations from one of `tips` (every
 /// tip itself, whatever the depth), as `git clone --depth` counts them,
 /// stopping at what the receiver `has` and at parents the repository

@@ -138,7 +138,15 @@ pub(super) async fn prepare(
             "{}/history.git",
             needs.sandbox.workspace_dir.trim_end_matches('/')
         ),
+        git_overlay: needs.work_dir.join("sandbox-git"),
     };
+    if let Err(e) = history.write_overlay() {
+        start_sandbox::discard(run, early).await;
+        return Err(TaskError::Other(format!(
+            "cannot write the sandbox's git files into {}: {e}",
+            history.git_overlay.display()
+        )));
+    }
     let (sandbox, editor, conversation) =
         sandbox_and_conversation(run, needs, claimed, &repo.settings, (&checkout, &history, early)).await?;
     // Otherwise the editor's session starts now, beside planning: setup
@@ -288,7 +296,7 @@ async fn clone(
     let started = std::time::Instant::now();
     let (workspace, history) = super::workspace_handle::blocking(move || {
         let ws = Workspace::prepare(&root, &url, &mirrors, &branches, &creds, (&author.0, &author.1))?;
-        let history = ws.history_pack("history.git", (&ws.history_tips(), &[]), depth)?;
+        let history = ws.start_history(depth)?;
         Ok::<_, super::workspace::DeliveryError>((ws, history))
     })
     .await??;

@@ -17,7 +17,7 @@ use crate::git::history_pack::HistoryPack;
 use crate::repo_settings::RepoSettings;
 use crate::sandbox::{Sandbox, SandboxBackend, SandboxError, SandboxSpec};
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -107,6 +107,22 @@ pub(super) fn spec_for(run: &TaskRun<'_>, settings: &RepoSettings, image: &str) 
 pub(super) struct SandboxHistory<'a> {
     pub pack: &'a HistoryPack,
     pub dir: String,
+    /// A host folder of the files that make the project's `.git` read the
+    /// pack: `objects/info/alternates` and, when cut, `shallow`.
+    pub git_overlay: PathBuf,
+}
+
+impl SandboxHistory<'_> {
+    /// Writes [`SandboxHistory::git_overlay`]'s files.
+    pub fn write_overlay(&self) -> std::io::Result<()> {
+        let info = self.git_overlay.join("objects").join("info");
+        std::fs::create_dir_all(&info)?;
+        std::fs::write(info.join("alternates"), format!("{}/objects\n", self.dir))?;
+        if !self.pack.shallow.is_empty() {
+            std::fs::write(self.git_overlay.join("shallow"), self.pack.shallow_file())?;
+        }
+        Ok(())
+    }
 }
 
 /// The sandbox for `spec`, registered for removal and holding the
@@ -171,24 +187,11 @@ pub(super) async fn start(
     project_copied?;
     history_copied?;
     // The work tree's `.git` came from the host: its alternates name the
-    // host's mirror, its shallow edge the mirror's.
-    let git_dir = format!("{project}/.git");
+    // host's mirror, its shallow edge the mirror's. One copy puts the
+    // sandbox's own in their place.
     sandbox
-        .put_file(
-            &format!("{git_dir}/objects/info/alternates"),
-            format!("{}/objects\n", history.dir).as_bytes(),
-            0o644,
-        )
+        .copy_in(&history.git_overlay, &format!("{project}/.git"))
         .await?;
-    if !history.pack.shallow.is_empty() {
-        sandbox
-            .put_file(
-                &format!("{git_dir}/shallow"),
-                history.pack.shallow_file().as_bytes(),
-                0o644,
-            )
-            .await?;
-    }
     tracing::info!(task = %run.item, image = %spec.image, copy_ms = copying.elapsed().as_millis() as u64, "sandbox ready");
     Ok((sandbox, editor))
 }

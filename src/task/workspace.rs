@@ -140,8 +140,13 @@ impl Workspace {
         }
         repo.set_head(&format!("refs/heads/{}", branches.task))
             .map_err(|e| failed("check out the branch", e))?;
+        let checking_out = std::time::Instant::now();
         repo.checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
             .map_err(|e| failed("check out the branch", e))?;
+        tracing::debug!(
+            ms = checking_out.elapsed().as_millis() as u64,
+            "checked out the work tree"
+        );
         {
             let mut config = repo
                 .config()
@@ -466,6 +471,19 @@ impl Workspace {
     ) -> Result<HistoryPack, DeliveryError> {
         let into = self.root.join(name);
         Ok(history_pack::write(&self.repo, (tips, has), depth, &into)?)
+    }
+
+    /// The history the sandbox starts with (`depth` commits of the task
+    /// branch and the remote branches), packed once per set of tips and
+    /// kept beside the mirror.
+    pub fn start_history(&self, depth: Option<u32>) -> Result<HistoryPack, DeliveryError> {
+        let cache = self.mirrors.dir_for(&self.clone_url).join("forgehand-history");
+        Ok(history_pack::cached(
+            &self.repo,
+            &self.history_tips(),
+            depth,
+            &cache,
+        )?)
     }
 
     /// The task branch's tip and every remote branch's, for the history pack.

@@ -10,6 +10,7 @@ use forgehand::config::Secret;
 use forgehand::git::history_pack;
 use forgehand::git::mirror::Mirrors;
 use forgehand::git::Credentials;
+use forgehand_test_support::eval_fixture::git;
 use forgehand_test_support::git_http::{self, GitHttpServer};
 use git2::Repository;
 use std::path::{Path, PathBuf};
@@ -44,21 +45,6 @@ async fn served(root: &Path, name: &str, commits: usize) -> (GitHttpServer, Path
     let server = GitHttpServer::start(root, "x-access-token", TOKEN).await;
     let url = server.url(name);
     (server, bare, url)
-}
-
-fn git(dir: &Path, args: &[&str]) -> String {
-    let out = Command::new("git")
-        .arg("-C")
-        .arg(dir)
-        .args(args)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "git {args:?}: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_owned()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

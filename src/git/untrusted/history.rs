@@ -80,7 +80,9 @@ impl Walk<'_> {
     /// Whether the trusted stores hold `oid` as a `kind` (a blob named
     /// where a tree belongs is no trusted tree).
     fn trusted_has(&self, oid: Oid, kind: ObjectType) -> bool {
-        self.trusted.read_header(oid).is_ok_and(|(_, found)| found == kind)
+        self.trusted
+            .read_header(oid)
+            .is_ok_and(|(_, found)| found == kind)
     }
 
     /// Reads `oid`'s header (never its content) and counts it.
