@@ -11,11 +11,38 @@ use std::path::{Path, PathBuf};
 /// `out`. Every entry is owned by `uid:gid` (the sandbox user), modes and
 /// mtimes are kept, symlinks are stored as symlinks.
 pub fn pack_dir<W: Write>(src_dir: &Path, top: &str, uid: u64, gid: u64, out: W) -> io::Result<W> {
+    pack_dir_with(src_dir, top, (uid, gid), &[], out)
+}
+
+/// [`pack_dir`], then `replaced` files (paths relative to `top`, mode
+/// 0644) after everything else: unpacked in order, they take the place of
+/// the folder's own files of the same name.
+pub fn pack_dir_with<W: Write>(
+    src_dir: &Path,
+    top: &str,
+    (uid, gid): (u64, u64),
+    replaced: &[(String, Vec<u8>)],
+    out: W,
+) -> io::Result<W> {
     let mut builder = tar::Builder::new(out);
     builder.follow_symlinks(false);
     let top = PathBuf::from(top);
     append_entry(&mut builder, src_dir, &top, uid, gid)?;
     append_children(&mut builder, src_dir, &top, uid, gid)?;
+    for (relative, contents) in replaced {
+        let mut header = tar::Header::new_gnu();
+        header.set_entry_type(tar::EntryType::Regular);
+        header.set_size(contents.len() as u64);
+        header.set_mode(0o644);
+        header.set_uid(uid);
+        header.set_gid(gid);
+        header.set_mtime(
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+        );
+        builder.append_data(&mut header, top.join(relative), contents.as_slice())?;
+    }
     builder.into_inner()
 }
 
@@ -119,6 +146,38 @@ mod tests {
     use super::*;
     use std::io::Read;
     use std::os::unix::fs::{symlink, PermissionsExt};
+
+    #[test]
+    fn replaced_files_come_after_the_folders_own_so_they_win() {
+        let src = tempfile::tempdir().unwrap();
+        fs::create_dir_all(src.path().join(".git/objects/info")).unwrap();
+        fs::write(
+            src.path().join(".git/objects/info/alternates"),
+            "/host/mirror/objects\n",
+        )
+        .unwrap();
+        let replaced = [(
+            ".git/objects/info/alternates".to_owned(),
+            b"/workspace/history.git/objects\n".to_vec(),
+        )];
+        let tar = pack_dir_with(src.path(), "project", (1000, 1000), &replaced, Vec::new()).unwrap();
+        let mut archive = tar::Archive::new(&tar[..]);
+        let mut named = Vec::new();
+        for entry in archive.entries().unwrap() {
+            let mut entry = entry.unwrap();
+            if entry.path().unwrap().ends_with("alternates") {
+                let mut text = String::new();
+                entry.read_to_string(&mut text).unwrap();
+                assert_eq!(entry.header().uid().unwrap(), 1000);
+                named.push(text);
+            }
+        }
+        // Unpacked in order, the last one is what the sandbox reads.
+        assert_eq!(
+            named,
+            ["/host/mirror/objects\n", "/workspace/history.git/objects\n"]
+        );
+    }
 
     #[test]
     fn a_packed_tree_holds_files_modes_and_links_as_links() {

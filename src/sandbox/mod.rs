@@ -175,6 +175,26 @@ pub trait Sandbox: Send + Sync {
     /// missing; its parent must exist and be writable).
     async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError>;
 
+    /// [`Sandbox::copy_in`], with `replaced` files (paths relative to
+    /// `sandbox_dir`) written in the same copy in place of the folder's own.
+    async fn copy_in_replacing(
+        &self,
+        host_dir: &Path,
+        sandbox_dir: &str,
+        replaced: &[(String, Vec<u8>)],
+    ) -> Result<(), SandboxError> {
+        self.copy_in(host_dir, sandbox_dir).await?;
+        for (relative, contents) in replaced {
+            self.put_file(
+                &format!("{}/{relative}", sandbox_dir.trim_end_matches('/')),
+                contents,
+                0o644,
+            )
+            .await?;
+        }
+        Ok(())
+    }
+
     /// `sandbox_dir` as a tar stream, to be read as data
     /// ([`tree_out::read_tree`]): the host never unpacks what a sandbox
     /// wrote, so nothing in it is ever reached through a host path.

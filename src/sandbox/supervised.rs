@@ -109,14 +109,14 @@ impl SupervisedSandbox {
         &self,
         supervisor: &Supervisor,
         editor: &str,
-        host_dir: &Path,
+        (host_dir, replaced): (&Path, &[(String, Vec<u8>)]),
         (parent, name): (&str, &str),
     ) -> Result<Result<(), SandboxError>, String> {
-        let (uid, gid) = numeric_owner(&self.config.user);
+        let owner = numeric_owner(&self.config.user);
         let (reader, writer) = tokio::io::duplex(256 * 1024);
-        let (src, top) = (host_dir.to_owned(), name.to_owned());
+        let (src, top, replaced) = (host_dir.to_owned(), name.to_owned(), replaced.to_vec());
         let packer = tokio::task::spawn_blocking(move || {
-            let mut bridge = archive::pack_dir(&src, &top, uid, gid, SyncIoBridge::new(writer))?;
+            let mut bridge = archive::pack_dir_with(&src, &top, owner, &replaced, SyncIoBridge::new(writer))?;
             std::io::Write::flush(&mut bridge)?;
             bridge.shutdown()
         });
@@ -199,12 +199,21 @@ impl Sandbox for SupervisedSandbox {
     }
 
     async fn copy_in(&self, host_dir: &Path, sandbox_dir: &str) -> Result<(), SandboxError> {
+        self.copy_in_replacing(host_dir, sandbox_dir, &[]).await
+    }
+
+    async fn copy_in_replacing(
+        &self,
+        host_dir: &Path,
+        sandbox_dir: &str,
+        replaced: &[(String, Vec<u8>)],
+    ) -> Result<(), SandboxError> {
         let (parent, name) = copy_in_target(host_dir, sandbox_dir)?;
         if let (Some(supervisor), Some(editor)) =
             (self.supervisor.get().filter(|s| s.is_alive()), &self.editor_path)
         {
             match self
-                .copy_in_supervised(supervisor, editor, host_dir, (parent, name))
+                .copy_in_supervised(supervisor, editor, (host_dir, replaced), (parent, name))
                 .await
             {
                 Ok(copied) => return copied,
@@ -215,13 +224,13 @@ impl Sandbox for SupervisedSandbox {
                 ),
             }
         }
-        let (uid, gid) = numeric_owner(&self.config.user);
+        let owner = numeric_owner(&self.config.user);
         // Stream the tar: a blocking thread packs into one end of a pipe while
         // the transport reads the other, so memory stays flat for any size.
         let (reader, writer) = tokio::io::duplex(256 * 1024);
-        let (src, top) = (host_dir.to_owned(), name.to_owned());
+        let (src, top, replaced) = (host_dir.to_owned(), name.to_owned(), replaced.to_vec());
         let packer = tokio::task::spawn_blocking(move || {
-            let mut bridge = archive::pack_dir(&src, &top, uid, gid, SyncIoBridge::new(writer))?;
+            let mut bridge = archive::pack_dir_with(&src, &top, owner, &replaced, SyncIoBridge::new(writer))?;
             std::io::Write::flush(&mut bridge)?;
             bridge.shutdown()
         });

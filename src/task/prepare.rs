@@ -138,15 +138,7 @@ pub(super) async fn prepare(
             "{}/history.git",
             needs.sandbox.workspace_dir.trim_end_matches('/')
         ),
-        git_overlay: needs.work_dir.join("sandbox-git"),
     };
-    if let Err(e) = history.write_overlay() {
-        start_sandbox::discard(run, early).await;
-        return Err(TaskError::Other(format!(
-            "cannot write the sandbox's git files into {}: {e}",
-            history.git_overlay.display()
-        )));
-    }
     let (sandbox, editor, conversation) =
         sandbox_and_conversation(run, needs, claimed, &repo.settings, (&checkout, &history, early)).await?;
     // Otherwise the editor's session starts now, beside planning: setup

@@ -17,7 +17,7 @@ use crate::git::history_pack::HistoryPack;
 use crate::repo_settings::RepoSettings;
 use crate::sandbox::{Sandbox, SandboxBackend, SandboxError, SandboxSpec};
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -107,21 +107,20 @@ pub(super) fn spec_for(run: &TaskRun<'_>, settings: &RepoSettings, image: &str) 
 pub(super) struct SandboxHistory<'a> {
     pub pack: &'a HistoryPack,
     pub dir: String,
-    /// A host folder of the files that make the project's `.git` read the
-    /// pack: `objects/info/alternates` and, when cut, `shallow`.
-    pub git_overlay: PathBuf,
 }
 
 impl SandboxHistory<'_> {
-    /// Writes [`SandboxHistory::git_overlay`]'s files.
-    pub fn write_overlay(&self) -> std::io::Result<()> {
-        let info = self.git_overlay.join("objects").join("info");
-        std::fs::create_dir_all(&info)?;
-        std::fs::write(info.join("alternates"), format!("{}/objects\n", self.dir))?;
+    /// The files that make the project's `.git` read the pack, relative to
+    /// the project: `objects/info/alternates` and, when cut, `shallow`.
+    pub fn git_files(&self) -> Vec<(String, Vec<u8>)> {
+        let mut files = vec![(
+            ".git/objects/info/alternates".to_owned(),
+            format!("{}/objects\n", self.dir).into_bytes(),
+        )];
         if !self.pack.shallow.is_empty() {
-            std::fs::write(self.git_overlay.join("shallow"), self.pack.shallow_file())?;
+            files.push((".git/shallow".to_owned(), self.pack.shallow_file().into_bytes()));
         }
-        Ok(())
+        files
     }
 }
 
@@ -180,18 +179,16 @@ pub(super) async fn start(
         }
         None => None,
     };
+    // The work tree's `.git` came from the host: its alternates name the
+    // host's mirror, its shallow edge the mirror's. The same copy puts the
+    // sandbox's own in their place.
+    let git_files = history.git_files();
     let (project_copied, history_copied) = tokio::join!(
-        sandbox.copy_in(checkout, &project),
+        sandbox.copy_in_replacing(checkout, &project, &git_files),
         sandbox.copy_in(&history.pack.dir, &history.dir)
     );
     project_copied?;
     history_copied?;
-    // The work tree's `.git` came from the host: its alternates name the
-    // host's mirror, its shallow edge the mirror's. One copy puts the
-    // sandbox's own in their place.
-    sandbox
-        .copy_in(&history.git_overlay, &format!("{project}/.git"))
-        .await?;
     tracing::info!(task = %run.item, image = %spec.image, copy_ms = copying.elapsed().as_millis() as u64, "sandbox ready");
     Ok((sandbox, editor))
 }
