@@ -212,6 +212,14 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_configured_folder_that_is_not_there_is_named_not_ignored() {
+        let missing = std::path::Path::new("/nonexistent/forgehand-prompts");
+        let err = Prompts::load(Some(missing)).unwrap_err().to_string();
+        assert!(err.contains("/nonexistent/forgehand-prompts"), "{err}");
+        assert!(Prompts::load(None).is_ok());
+    }
+
+    #[test]
     fn filling_does_not_rescan_what_it_put_in() {
         let out = fill(
             "MODEL {id}: {plan} {unknown} {",

@@ -47,18 +47,12 @@ impl HistoryPack {
         std::fs::write(info.join("alternates"), format!("{borrowed}\n"))?;
         let mut shallow = self.shallow.clone();
         shallow.extend(borrowed_shallow);
-        shallow.sort();
-        shallow.dedup();
-        if !shallow.is_empty() {
-            let text: String = shallow.iter().map(|oid| format!("{oid}\n")).collect();
-            std::fs::write(dir.join("shallow"), text)?;
-        }
-        Ok(())
+        super::shallow::write(dir, &shallow)
     }
 
     /// The text of a `shallow` file naming [`HistoryPack::shallow`].
     pub fn shallow_file(&self) -> String {
-        self.shallow.iter().map(|oid| format!("{oid}\n")).collect()
+        super::shallow::text(&self.shallow)
     }
 }
 

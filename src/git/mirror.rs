@@ -192,7 +192,7 @@ impl Mirrors {
         Ok(Fetched {
             git_dir: dir.to_owned(),
             tips,
-            shallow: shallow_roots(dir),
+            shallow: super::shallow::read(dir),
             received_objects,
             received_bytes,
         })
@@ -303,15 +303,6 @@ fn settle_refs(
         tips.insert((*branch).to_owned(), oid);
     }
     Ok(tips)
-}
-
-/// The commits listed in a repository's `shallow` file.
-pub fn shallow_roots(git_dir: &Path) -> Vec<Oid> {
-    std::fs::read_to_string(git_dir.join("shallow"))
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| Oid::from_str(l.trim()).ok())
-        .collect()
 }
 
 fn mark_used(dir: &Path) {

@@ -6,6 +6,7 @@
 
 pub mod history_pack;
 pub mod mirror;
+pub mod shallow;
 pub mod untrusted;
 
 use crate::config::Secret;

@@ -8,7 +8,7 @@
 
 use crate::git::history_pack::{self, HistoryPack};
 use crate::git::mirror::{Fetched, Mirrors};
-use crate::git::{self, Credentials, GitError};
+use crate::git::{self, shallow, Credentials, GitError};
 use git2::{Delta, Oid, Repository};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -384,14 +384,14 @@ impl Workspace {
 
     /// Writes the work tree's shallow edge (the mirror's) and re-opens it,
     /// so libgit2 reads it.
-    fn set_shallow(&mut self, shallow: &[Oid]) -> Result<(), GitError> {
+    fn set_shallow(&mut self, edge: &[Oid]) -> Result<(), GitError> {
         let git_dir = self.repo.path().to_owned();
-        write_shallow(&git_dir, shallow).map_err(|e| GitError::Failed {
+        shallow::write(&git_dir, edge).map_err(|e| GitError::Failed {
             action: "write the work tree's shallow edge".into(),
             detail: e.to_string(),
         })?;
         self.repo = Repository::open(&git_dir).map_err(|e| GitError::failed("re-open the work tree", e))?;
-        self.shallow = shallow.to_vec();
+        self.shallow = edge.to_vec();
         Ok(())
     }
 
@@ -414,18 +414,7 @@ impl Workspace {
     /// Fetches the whole history of the forge's branches this workspace
     /// knows into the mirror, and drops the work tree's shallow edge.
     fn unshallow(&mut self, credentials: &Credentials) -> Result<(), GitError> {
-        let mut names = Vec::new();
-        if let Ok(refs) = self.repo.references_glob("refs/remotes/origin/*") {
-            for reference in refs.flatten() {
-                if let Some(name) = reference
-                    .name()
-                    .ok()
-                    .and_then(|n| n.strip_prefix("refs/remotes/origin/"))
-                {
-                    names.push(name.to_owned());
-                }
-            }
-        }
+        let names: Vec<String> = self.remote_branches().into_iter().map(|(name, _)| name).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         let fetched = self
             .mirrors
@@ -489,11 +478,22 @@ impl Workspace {
     /// The task branch's tip and every remote branch's, for the history pack.
     pub fn history_tips(&self) -> Vec<Oid> {
         let mut tips = vec![self.base];
-        if let Ok(refs) = self.repo.references_glob("refs/remotes/origin/*") {
-            tips.extend(refs.flatten().filter_map(|r| r.target()));
-        }
+        tips.extend(self.remote_branches().into_iter().map(|(_, tip)| tip));
         tips.dedup();
         tips
+    }
+
+    /// The forge's branches this work tree knows (`origin/*`), with their tips.
+    fn remote_branches(&self) -> Vec<(String, Oid)> {
+        let Ok(refs) = self.repo.references_glob("refs/remotes/origin/*") else {
+            return Vec::new();
+        };
+        refs.flatten()
+            .filter_map(|r| {
+                let name = r.name().ok()?.strip_prefix("refs/remotes/origin/")?.to_owned();
+                Some((name, r.target()?))
+            })
+            .collect()
     }
 }
 
@@ -508,7 +508,7 @@ fn borrowing_repository(dir: &Path, fetched: &Fetched) -> std::io::Result<Reposi
         info.join("alternates"),
         format!("{}\n", fetched.objects_dir().display()),
     )?;
-    write_shallow(repo.path(), &fetched.shallow)?;
+    shallow::write(repo.path(), &fetched.shallow)?;
     // Re-opened so libgit2 reads the alternates and the shallow edge.
     Repository::open(dir).map_err(std::io::Error::other)
 }
@@ -516,17 +516,6 @@ fn borrowing_repository(dir: &Path, fetched: &Fetched) -> std::io::Result<Reposi
 /// libgit2's words for an object the repository does not hold.
 fn is_missing_object(detail: &str) -> bool {
     detail.contains("object not found")
-}
-
-fn write_shallow(git_dir: &Path, shallow: &[Oid]) -> std::io::Result<()> {
-    let path = git_dir.join("shallow");
-    if shallow.is_empty() {
-        return match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        };
-    }
-    std::fs::write(path, shallow.iter().map(|o| format!("{o}\n")).collect::<String>())
 }
 
 fn head_oid(repo: &Repository) -> Result<Oid, DeliveryError> {

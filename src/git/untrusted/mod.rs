@@ -74,21 +74,15 @@ fn borrow_trusted(repo: Repository, into: &Path, trusted: &[PathBuf]) -> Result<
     std::fs::write(info.join("alternates"), list).map_err(io)?;
     // The trusted repositories' shallow edges, so no walk (the fetch's
     // negotiation) looks for parents they never had.
-    let mut shallow: Vec<String> = trusted
+    let shallow: Vec<Oid> = trusted
         .iter()
-        .filter_map(|objects| std::fs::read_to_string(objects.parent()?.join("shallow")).ok())
-        .flat_map(|text| text.lines().map(str::to_owned).collect::<Vec<_>>())
-        .filter(|line| Oid::from_str(line).is_ok())
+        .filter_map(|objects| objects.parent())
+        .flat_map(crate::git::shallow::read)
         .collect();
-    shallow.sort();
-    shallow.dedup();
-    if !shallow.is_empty() {
-        let text: String = shallow.iter().map(|oid| format!("{oid}\n")).collect();
-        std::fs::write(into.join("shallow"), text).map_err(|source| UntrustedError::Io {
-            path: into.join("shallow"),
-            source,
-        })?;
-    }
+    crate::git::shallow::write(into, &shallow).map_err(|source| UntrustedError::Io {
+        path: into.join("shallow"),
+        source,
+    })?;
     Repository::open_bare(into).map_err(git("re-open the quarantine repository"))
 }
 
