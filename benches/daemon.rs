@@ -239,7 +239,7 @@ async fn claim_to_first_request(what: &str, extra_files: &[(&str, &str)], extra_
             kind: ItemKind::Issue,
             number,
         };
-        let before = model.requests().await.len();
+        let before = model.received();
         let env = assembly.env.clone();
         let forge = forge.clone();
         let started = Instant::now();
@@ -247,7 +247,7 @@ async fn claim_to_first_request(what: &str, extra_files: &[(&str, &str)], extra_
             tokio::spawn(
                 async move { forgehand::task::run(&env, forge, item, CancellationToken::new()).await },
             );
-        while model.requests().await.len() == before {
+        while model.received() == before {
             tokio::time::sleep(Duration::from_millis(1)).await;
         }
         let elapsed = started.elapsed();

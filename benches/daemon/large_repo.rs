@@ -18,6 +18,8 @@ use std::time::{Duration, Instant};
 const TASKS: usize = 5;
 /// A task still running after this long is reported as such and the run stops.
 const TASK_LIMIT: Duration = Duration::from_secs(20 * 60);
+/// How long the daemon idles after a task before its memory is read again.
+const SETTLE: Duration = Duration::from_secs(15);
 /// Reported beside a task's figures: the issue's upper bound for one clone.
 const SLOW_TASK: Duration = Duration::from_secs(3 * 60);
 
@@ -29,6 +31,8 @@ struct TaskFigures {
     bytes_sent: u64,
     peak_kib: u64,
     after_kib: u64,
+    /// Resident memory once the daemon has been idle for [`SETTLE`].
+    settled_kib: u64,
     /// The state folder, then each folder in it: (name, KiB).
     state: Vec<(String, u64)>,
     /// The same when the state folder was largest during the task.
@@ -111,7 +115,7 @@ async fn work_folder_gone(state: &Path) {
 /// Labels one issue and follows its task to the end.
 async fn one_task(stage: &Stage, model: &TurnModel, pid: u32, state: &Path) -> TaskFigures {
     let sent_before = stage.git.bytes_sent();
-    let requests_before = model.requests().await.len();
+    let requests_before = model.received();
     let stop_sampling = Arc::new(AtomicBool::new(false));
     let sampler = sample_state_peak(state.to_owned(), stop_sampling.clone());
     let number = stage.labelled_issue();
@@ -124,7 +128,7 @@ async fn one_task(stage: &Stage, model: &TurnModel, pid: u32, state: &Path) -> T
         if claimed.is_none() && swapped {
             claimed = Some(now);
         }
-        if first_request.is_none() && model.requests().await.len() > requests_before {
+        if first_request.is_none() && model.received() > requests_before {
             first_request = Some(now);
         }
         let ended = ["coding agent done", "coding agent failed"]
@@ -142,6 +146,8 @@ async fn one_task(stage: &Stage, model: &TurnModel, pid: u32, state: &Path) -> T
     work_folder_gone(state).await;
     stop_sampling.store(true, Ordering::SeqCst);
     let state_peak = sampler.await.unwrap();
+    let (peak_kib, after_kib) = (rss_kib(pid, "VmHWM:"), rss_kib(pid, "VmRSS:"));
+    tokio::time::sleep(SETTLE).await;
     TaskFigures {
         outcome,
         label_to_end,
@@ -149,8 +155,9 @@ async fn one_task(stage: &Stage, model: &TurnModel, pid: u32, state: &Path) -> T
             .zip(first_request)
             .map(|(c, f)| f.saturating_duration_since(c)),
         bytes_sent: stage.git.bytes_sent() - sent_before,
-        peak_kib: rss_kib(pid, "VmHWM:"),
-        after_kib: rss_kib(pid, "VmRSS:"),
+        peak_kib,
+        after_kib,
+        settled_kib: rss_kib(pid, "VmRSS:"),
         state: state_sizes(state),
         state_peak,
     }
@@ -166,13 +173,14 @@ fn print_row(n: usize, figures: &TaskFigures) {
         ""
     };
     println!(
-        "{n:>4} | {:<7} | {:>14} | {:>8.1} s | {:>11.1} MB | {:>5.0} MB | {:>6.0} MB | {:>7.0} MB | {:>8.1} MB{slow}",
+        "{n:>4} | {:<7} | {:>14} | {:>8.1} s | {:>11.1} MB | {:>5.0} MB | {:>6.0} MB | {:>8.0} MB | {:>7.0} MB | {:>8.1} MB{slow}",
         figures.outcome,
         first,
         figures.label_to_end.as_secs_f64(),
         figures.bytes_sent as f64 / 1e6,
         mb(figures.peak_kib),
         mb(figures.after_kib),
+        mb(figures.settled_kib),
         mb(figures.state_peak[0].1),
         mb(figures.state[0].1),
     );
@@ -237,7 +245,7 @@ pub async fn five_tasks() {
         mb(rss_kib(pid, "VmRSS:")),
         mb(du_kib(&state))
     );
-    println!("task | outcome | claim->1st req | label->end | git bytes sent | peak RSS | RSS after | state peak | state after");
+    println!("task | outcome | claim->1st req | label->end | git bytes sent | peak RSS | RSS after | RSS 15 s on | state peak | state after");
     let mut rows = Vec::new();
     for n in 1..=TASKS {
         if n == 3 {

@@ -143,6 +143,7 @@ impl Mirrors {
         credentials: Option<&Credentials>,
     ) -> Result<Fetched, GitError> {
         let repo = open_or_init(dir, url)?;
+        clear_leftovers(dir);
         let started = Instant::now();
         let refspecs: Vec<String> = branches
             .iter()
@@ -255,6 +256,31 @@ impl Mirrors {
             removed.push(mirror);
         }
         Ok(removed)
+    }
+}
+
+/// Removes what a fetch killed half-way left in the mirror's pack folder
+/// (libgit2 writes an incoming pack under a temporary name and renames it
+/// once whole). Called under the mirror's lock: no fetch is under way.
+fn clear_leftovers(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir.join("objects/pack")) else {
+        return;
+    };
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        if name.to_string_lossy().starts_with("pack-") {
+            continue;
+        }
+        match std::fs::remove_file(entry.path()) {
+            Ok(()) => tracing::info!(
+                mirror = %dir.display(),
+                file = %name.to_string_lossy(),
+                "removed what an interrupted fetch left in the mirror"
+            ),
+            Err(e) => {
+                tracing::warn!(mirror = %dir.display(), "cannot remove {}: {e}", entry.path().display())
+            }
+        }
     }
 }
 

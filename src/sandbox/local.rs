@@ -25,6 +25,8 @@ pub struct LocalTransport {
     root: PathBuf,
     project_dir: PathBuf,
     home_dir: PathBuf,
+    /// Archives are unpacked only while this says `true`.
+    copies_open: watch::Receiver<bool>,
 }
 
 fn io_error(action: &str, source: std::io::Error) -> SandboxError {
@@ -137,6 +139,8 @@ impl Transport for LocalTransport {
             .await
             .map_err(|e| io_error("read the archive", e))?;
         let parent = PathBuf::from(parent);
+        let mut open = self.copies_open.clone();
+        let _ = open.wait_for(|open| *open).await;
         tokio::task::spawn_blocking(move || {
             std::fs::create_dir_all(&parent)?;
             let mut archive = tar::Archive::new(std::io::Cursor::new(bytes));
@@ -184,6 +188,7 @@ pub struct LocalBackend {
     config: Arc<SandboxConfig>,
     /// The sandboxes made, for the test to look into.
     pub made: Mutex<Vec<SandboxSpec>>,
+    copies_open: watch::Sender<bool>,
 }
 
 impl LocalBackend {
@@ -191,7 +196,13 @@ impl LocalBackend {
         LocalBackend {
             config: Arc::new(config),
             made: Mutex::default(),
+            copies_open: watch::channel(true).0,
         }
+    }
+
+    /// Holds every copy into its sandboxes (`false`) until let go (`true`).
+    pub fn hold_copies(&self, held: bool) {
+        self.copies_open.send_replace(!held);
     }
 
     /// The folder sandboxes live in on this host.
@@ -220,6 +231,7 @@ impl SandboxBackend for LocalBackend {
             project_dir: PathBuf::from(&self.config.project_dir),
             root,
             home_dir: home,
+            copies_open: self.copies_open.subscribe(),
         };
         let sandbox = SupervisedSandbox::new(
             Box::new(transport),

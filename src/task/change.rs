@@ -26,6 +26,7 @@ use crate::mcp::{McpClient, SandboxedServer};
 use crate::metrics::Metrics;
 use crate::prompts::Prompts;
 use crate::sandbox::Sandbox;
+use futures_util::future::FutureExt;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
@@ -109,6 +110,12 @@ pub(super) async fn change(
     } = planned;
     run.journal.set_phase(&run.key, Phase::Working)?;
     let sandbox = prepared.sandbox.sandbox.clone();
+    if !needs.mcp_servers.is_empty() {
+        // The operator's servers may read the project as they start.
+        if let Some(filling) = prepared.sandbox.filling.take() {
+            filling.finished().await?;
+        }
+    }
     let (mut tools, editor_enabled, servers) =
         tools(run, needs, sandbox.clone(), prepared.editor.take()).await?;
     let mut system = needs.prompts.agent.system_prompt(editor_enabled);
@@ -137,8 +144,7 @@ pub(super) async fn change(
         None => None,
     };
     let mut session = Session {
-        agent: agent(run, needs, tools)
-            .with_ready(prepared.sandbox.restoring.as_ref().map(|r| r.readiness())),
+        agent: agent(run, needs, tools).with_ready(readiness(&prepared.sandbox)),
         system,
         servers,
         _checklist_updates: checklist_updates,
@@ -146,7 +152,10 @@ pub(super) async fn change(
     run.report().await;
     let first = vec![Message::User(first_message)];
     let mut outcome = session.resume(run, first.clone()).await?;
-    // Tests and delivery read the project folder: a restore must be over.
+    // Tests and delivery read the project folder: the copy and a restore must be over.
+    if let Some(filling) = prepared.sandbox.filling.take() {
+        filling.finished().await?;
+    }
     if finish_restore(run, &needs.setup, &mut prepared).await? {
         if let StopReason::NotReady(_) = outcome.stop {
             // No tool ran: the run starts over on the set-up sandbox.
@@ -162,6 +171,24 @@ pub(super) async fn change(
         session,
         outcome,
     })
+}
+
+/// What the agent's tools wait for: the project copied in, then the
+/// snapshot restored.
+fn readiness(sandbox: &prepare::TaskSandbox) -> Option<crate::agent::Readiness> {
+    let filling = sandbox.filling.as_ref().map(|f| f.readiness());
+    let restoring = sandbox.restoring.as_ref().map(|r| r.readiness());
+    match (filling, restoring) {
+        (Some(filling), Some(restoring)) => Some(
+            async move {
+                filling.await?;
+                restoring.await
+            }
+            .boxed()
+            .shared(),
+        ),
+        (filling, restoring) => filling.or(restoring),
+    }
 }
 
 /// Waits for the snapshot being restored, if any; when it could not be,

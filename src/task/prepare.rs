@@ -90,6 +90,8 @@ pub(super) struct RepoEnvironment {
 pub(super) struct TaskSandbox {
     pub sandbox: Arc<dyn Sandbox>,
     pub image: String,
+    /// The project still being copied into it: the agent's tools wait.
+    pub filling: Option<start_sandbox::Filling>,
     /// A snapshot still being unpacked into it: the agent's tools wait.
     pub restoring: Option<PendingRestore>,
     /// Where the setup's snapshot is kept.
@@ -203,7 +205,7 @@ async fn sandbox_and_conversation(
         // The editor's session starts while the checkout is copied in.
         let editor = needs.text_editor.enabled.then_some(needs.text_editor);
         let ready = async {
-            let (sandbox, editor) = start_sandbox::start(
+            let (sandbox, editor, filling) = start_sandbox::start(
                 run,
                 needs.backend,
                 needs.hints,
@@ -221,25 +223,26 @@ async fn sandbox_and_conversation(
                 )),
                 _ => None,
             };
-            Ok::<_, TaskError>((sandbox, editor, restoring))
+            Ok::<_, TaskError>((sandbox, editor, filling, restoring))
         };
         let (conversation, ready) = tokio::join!(
             context::read_conversation(run, &needs.conversation, claimed),
             ready
         );
-        let (sandbox, editor, restoring) = ready?;
+        let (sandbox, editor, filling, restoring) = ready?;
         run.note(format!("Sandbox from image `{image}`"));
         enter_agent_phase(run, sandbox.as_ref(), settings);
         let sandbox = TaskSandbox {
             sandbox,
             image,
+            filling: Some(filling),
             restoring,
             snapshot: plan,
         };
         Ok((sandbox, editor, conversation?))
     } else {
         run.report().await;
-        let (sandbox, _) = start_sandbox::start(
+        let (sandbox, _, filling) = start_sandbox::start(
             run,
             needs.backend,
             needs.hints,
@@ -248,10 +251,13 @@ async fn sandbox_and_conversation(
             None,
         )
         .await?;
+        // Setup runs in the project: the copy comes first.
+        filling.finished().await?;
         run.note(format!("Sandbox from image `{image}`"));
         let mut sandbox = TaskSandbox {
             sandbox,
             image,
+            filling: None,
             restoring: None,
             snapshot: plan,
         };

@@ -6,6 +6,9 @@
 //!   read. When the settings ask for something else after all, that
 //!   sandbox is removed (it never got a file or a command) and the right
 //!   one is made.
+//! - **The copy in the background.** The checkout goes into the sandbox
+//!   while the thread is read and the model is first asked; the agent's
+//!   tools, setup, tests and delivery wait for it ([`Filling`]).
 //! - **The editor beside the copy.** Without setup to run first, the
 //!   editor's MCP session starts while the checkout is copied in.
 
@@ -16,6 +19,7 @@ use crate::config::TextEditorMcpConfig;
 use crate::git::history_pack::HistoryPack;
 use crate::repo_settings::RepoSettings;
 use crate::sandbox::{Sandbox, SandboxBackend, SandboxError, SandboxSpec};
+use futures_util::future::FutureExt;
 use std::collections::HashMap;
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -124,10 +128,36 @@ impl SandboxHistory<'_> {
     }
 }
 
-/// The sandbox for `spec`, registered for removal and holding the
-/// checkout (its `.git` reading the history from beside the project): the one started early when it was started for this very
-/// spec, else a new one. With `editor`, the editor's session starts while
-/// the checkout is copied in.
+/// The project's files on their way into the sandbox while the task goes
+/// on: the model's first request does not wait for them, its first tool
+/// call and anything that reads the project (setup, tests, delivery) do.
+pub(super) struct Filling {
+    ready: crate::agent::Readiness,
+    job: tokio_util::task::AbortOnDropHandle<Result<(), SandboxError>>,
+}
+
+impl Filling {
+    /// For the agent: its tools wait until the project is in place.
+    pub fn readiness(&self) -> crate::agent::Readiness {
+        self.ready.clone()
+    }
+
+    /// Waits for the copy; its error, if it failed.
+    pub async fn finished(self) -> Result<(), TaskError> {
+        match self.job.await {
+            Ok(copied) => Ok(copied?),
+            Err(e) => Err(TaskError::Other(format!(
+                "copying the project into the sandbox stopped: {e}"
+            ))),
+        }
+    }
+}
+
+/// The sandbox for `spec`, registered for removal, with the checkout (its
+/// `.git` reading the history from beside the project) being copied in:
+/// the one started early when it was started for this very spec, else a
+/// new one. With `editor`, the editor's session starts while the checkout
+/// is copied in.
 pub(super) async fn start(
     run: &TaskRun<'_>,
     backend: &dyn SandboxBackend,
@@ -135,7 +165,7 @@ pub(super) async fn start(
     (early, spec): (Option<Early>, SandboxSpec),
     (checkout, history): (&Path, &SandboxHistory<'_>),
     editor: Option<&TextEditorMcpConfig>,
-) -> Result<(Arc<dyn Sandbox>, Option<EditorStart>), TaskError> {
+) -> Result<(Arc<dyn Sandbox>, Option<EditorStart>, Filling), TaskError> {
     let sandbox = match early {
         Some(Early {
             spec: guessed,
@@ -162,7 +192,6 @@ pub(super) async fn start(
     run.adopt_sandbox(&sandbox)?;
     hints.remember(run, &spec);
     let project = sandbox.project_dir().to_owned();
-    let copying = std::time::Instant::now();
     let editor = match editor {
         Some(config) => {
             // The editor's root must exist before the copy fills it.
@@ -179,16 +208,58 @@ pub(super) async fn start(
         }
         None => None,
     };
+    let filling = fill(run, &sandbox, &spec.image, checkout, history);
+    Ok((sandbox, editor, filling))
+}
+
+/// Copies the checkout and the history pack into `sandbox` in the background.
+fn fill(
+    run: &TaskRun<'_>,
+    sandbox: &Arc<dyn Sandbox>,
+    image: &str,
+    checkout: &Path,
+    history: &SandboxHistory<'_>,
+) -> Filling {
     // The work tree's `.git` came from the host: its alternates name the
     // host's mirror, its shallow edge the mirror's. The same copy puts the
     // sandbox's own in their place.
     let git_files = history.git_files();
-    let (project_copied, history_copied) = tokio::join!(
-        sandbox.copy_in_replacing(checkout, &project, &git_files),
-        sandbox.copy_in(&history.pack.dir, &history.dir)
+    let (sandbox, checkout, pack_dir, history_dir) = (
+        sandbox.clone(),
+        checkout.to_owned(),
+        history.pack.dir.clone(),
+        history.dir.clone(),
     );
-    project_copied?;
-    history_copied?;
-    tracing::info!(task = %run.item, image = %spec.image, copy_ms = copying.elapsed().as_millis() as u64, "sandbox ready");
-    Ok((sandbox, editor))
+    let (task, image) = (run.item.to_string(), image.to_owned());
+    let (told, heard) = tokio::sync::oneshot::channel();
+    let job = tokio::spawn(async move {
+        let copying = std::time::Instant::now();
+        let project = sandbox.project_dir().to_owned();
+        let (project_copied, history_copied) = tokio::join!(
+            sandbox.copy_in_replacing(&checkout, &project, &git_files),
+            sandbox.copy_in(&pack_dir, &history_dir)
+        );
+        let copied = project_copied.and(history_copied);
+        match &copied {
+            Ok(()) => {
+                tracing::info!(
+                    task,
+                    image,
+                    copy_ms = copying.elapsed().as_millis() as u64,
+                    "sandbox ready"
+                );
+            }
+            Err(e) => tracing::warn!(task, "cannot copy the project into the sandbox: {e}"),
+        }
+        let _ = told.send(copied.as_ref().map(|_| ()).map_err(|e| e.to_string()));
+        copied
+    });
+    let ready = heard
+        .map(|told| told.unwrap_or_else(|_| Err("the copy into the sandbox stopped".to_owned())))
+        .boxed()
+        .shared();
+    Filling {
+        ready,
+        job: tokio_util::task::AbortOnDropHandle::new(job),
+    }
 }

@@ -18,6 +18,10 @@ pub struct GitHttpServer {
     pub refused: Arc<AtomicUsize>,
     /// Bytes of every response written so far (heads and bodies).
     sent: Arc<AtomicU64>,
+    /// While `true`, a fetch's pack stops half-way (see [`GitHttpServer::hold_packs`]).
+    held: tokio::sync::watch::Sender<bool>,
+    /// Packs stopped half-way right now.
+    stopped: Arc<AtomicUsize>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -40,6 +44,9 @@ impl GitHttpServer {
         let sent = Arc::new(AtomicU64::new(0));
         let (root_dir, counter, user) = (root.to_owned(), refused.clone(), username.to_owned());
         let sent_total = sent.clone();
+        let (held, hold) = tokio::sync::watch::channel(false);
+        let stopped = Arc::new(AtomicUsize::new(0));
+        let stopped_now = stopped.clone();
         let task = tokio::spawn(async move {
             while let Ok((stream, _)) = listener.accept().await {
                 let (root, expected, counter, user, sent) = (
@@ -49,10 +56,13 @@ impl GitHttpServer {
                     user.clone(),
                     sent_total.clone(),
                 );
+                let (hold, stopped) = (hold.clone(), stopped_now.clone());
                 tokio::spawn(async move {
                     let counts = Counters {
                         refused: &counter,
                         sent: &sent,
+                        hold,
+                        stopped: &stopped,
                     };
                     let _ = serve(stream, &root, &expected, &user, counts).await;
                 });
@@ -63,8 +73,22 @@ impl GitHttpServer {
             root: root.to_owned(),
             refused,
             sent,
+            held,
+            stopped,
             task,
         }
+    }
+
+    /// While held, every response that carries a pack stops half-way
+    /// through its body (the client has a partial pack and waits) until let
+    /// go: a client killed meanwhile was killed mid-fetch.
+    pub fn hold_packs(&self, held: bool) {
+        self.held.send_replace(held);
+    }
+
+    /// How many packs are stopped half-way right now.
+    pub fn packs_stopped(&self) -> usize {
+        self.stopped.load(Ordering::SeqCst)
     }
 
     /// Bytes the server has sent so far, over every connection: what
@@ -78,10 +102,13 @@ impl GitHttpServer {
     }
 }
 
-/// What a connection adds to: refused requests and bytes sent.
+/// What a connection adds to (refused requests, bytes sent) and whether
+/// its pack stops half-way.
 struct Counters<'a> {
     refused: &'a AtomicUsize,
     sent: &'a AtomicU64,
+    hold: tokio::sync::watch::Receiver<bool>,
+    stopped: &'a AtomicUsize,
 }
 
 /// One request per connection (`Connection: close`), which git clients accept.
@@ -200,10 +227,24 @@ async fn serve(
         content.len()
     );
     stream.write_all(head.as_bytes()).await?;
-    stream.write_all(content).await?;
+    let mut hold = counts.hold.clone();
+    let carries_pack = content.windows(4).any(|w| w == b"PACK");
+    let rest = if path.ends_with("/git-upload-pack") && carries_pack && *hold.borrow() {
+        let (first, rest) = content.split_at(content.len() / 2);
+        stream.write_all(first).await?;
+        stream.flush().await?;
+        counts.sent.fetch_add(first.len() as u64, Ordering::SeqCst);
+        counts.stopped.fetch_add(1, Ordering::SeqCst);
+        let _ = hold.wait_for(|held| !*held).await;
+        counts.stopped.fetch_sub(1, Ordering::SeqCst);
+        rest
+    } else {
+        content
+    };
+    stream.write_all(rest).await?;
     counts
         .sent
-        .fetch_add((head.len() + content.len()) as u64, Ordering::SeqCst);
+        .fetch_add((head.len() + rest.len()) as u64, Ordering::SeqCst);
     stream.shutdown().await
 }
 

@@ -250,7 +250,7 @@ async fn preparing_clones_reads_the_settings_starts_the_sandbox_and_reads_the_co
     let item = world.issue();
     let mut run = world.run(&item);
     let claimed = world.claimed(&mut run).await;
-    let prepared = world.prepared(&mut run, &claimed).await;
+    let mut prepared = world.prepared(&mut run, &claimed).await;
 
     assert_eq!(
         prepared.repo.settings.test.as_deref(),
@@ -258,7 +258,10 @@ async fn preparing_clones_reads_the_settings_starts_the_sandbox_and_reads_the_co
     );
     assert_eq!(prepared.workspace.branch(), "forgehand/issue-7");
     assert!(prepared.workspace.checkout_dir().join("greet.txt").is_file());
-    // The sandbox holds the checkout, and the journal knows it.
+    // The checkout goes in while the task goes on; once the copy is over,
+    // the sandbox holds it, and the journal knows the sandbox.
+    let filling = prepared.sandbox.filling.take().expect("the copy is under way");
+    filling.finished().await.unwrap();
     assert_eq!(world.in_sandbox("greet.txt").as_deref(), Some("hi\n"));
     let record = world.record(&run.key);
     assert_eq!(
@@ -332,6 +335,34 @@ async fn changing_runs_the_agent_in_the_sandbox_and_hands_on_its_session() {
         first.contains("should say hello") && first.contains("Do not push"),
         "{first}"
     );
+}
+
+#[tokio::test]
+async fn the_models_first_request_does_not_wait_for_the_copy_its_first_tool_does() {
+    let turns = vec![Turn::command("cp greet.txt seen.txt"), Turn::answer("Copied.")];
+    let world = World::new(&[("greet.txt", "hi\n")], turns);
+    let item = world.issue();
+    let mut run = world.run(&item);
+    let claimed = world.claimed(&mut run).await;
+    world.backend.hold_copies(true);
+    let watching = async {
+        let asked = async {
+            while world.model.agent_requests().is_empty() {
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        };
+        let waited = tokio::time::timeout(std::time::Duration::from_secs(20), asked).await;
+        let there = world.in_sandbox("greet.txt");
+        world.backend.hold_copies(false);
+        assert!(waited.is_ok(), "the model was not asked while the copy was held");
+        // The model was asked while the project was still on its way in.
+        assert_eq!(there, None);
+    };
+    let (changed, ()) = tokio::join!(world.changed(&mut run, &claimed), watching);
+
+    assert_eq!(changed.outcome.stop, crate::agent::StopReason::Answered);
+    // The tool ran once the copy was over.
+    assert_eq!(world.in_sandbox("seen.txt").as_deref(), Some("hi\n"));
 }
 
 #[tokio::test]
@@ -609,7 +640,15 @@ async fn the_sandbox_the_last_task_ran_starts_early_and_is_replaced_when_the_set
         .open_issue(9, MAINTAINER, "Louder", "Say it louder.", &["coding agent"]);
     let mut run = world.run(&third);
     let claimed = world.claimed(&mut run).await;
-    let prepared = world.prepared(&mut run, &claimed).await;
+    let mut prepared = world.prepared(&mut run, &claimed).await;
+    prepared
+        .sandbox
+        .filling
+        .take()
+        .expect("the copy is under way")
+        .finished()
+        .await
+        .unwrap();
     let made = backend(&world);
     assert_eq!(made.len(), 4, "{made:?}");
     let hi = vec![("GREETING".to_owned(), "hi".to_owned())];

@@ -449,6 +449,7 @@ pub struct TurnModel {
     storm: std::sync::Arc<std::sync::Mutex<Storm>>,
     refused: Arc<Mutex<Vec<(Value, Value)>>>,
     billed: Billed,
+    received: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Requests still to refuse, and the statuses refused so far.
@@ -496,6 +497,7 @@ struct ByTurn {
     plan_delay: Option<std::time::Duration>,
     storm: std::sync::Arc<std::sync::Mutex<Storm>>,
     billed: Billed,
+    received: Arc<std::sync::atomic::AtomicUsize>,
 }
 
 /// Usage every answer reports instead of the usual few tokens, in Chat
@@ -704,6 +706,7 @@ fn context_answer(v: &View) -> Option<String> {
 
 impl wiremock::Respond for ByTurn {
     fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
+        self.received.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if let Some(refusal) = self.storm.lock().unwrap().next() {
             return refusal;
         }
@@ -795,6 +798,7 @@ impl TurnModel {
         let storm = std::sync::Arc::new(std::sync::Mutex::new(Storm::default()));
         let refused = Arc::new(Mutex::new(Vec::new()));
         let billed = Billed::default();
+        let received = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let mock = endpoint(format);
         mock.respond_with(ByTurn {
             format,
@@ -806,6 +810,7 @@ impl TurnModel {
             plan_delay,
             storm: storm.clone(),
             billed: billed.clone(),
+            received: received.clone(),
         })
         .mount(&server)
         .await;
@@ -815,6 +820,7 @@ impl TurnModel {
             storm,
             refused,
             billed,
+            received,
         }
     }
 
@@ -822,6 +828,12 @@ impl TurnModel {
     /// and `completion` output tokens, for the model that was asked.
     pub fn bill(&self, prompt: u64, completion: u64) {
         *self.billed.lock().unwrap() = Some((prompt, completion));
+    }
+
+    /// How many requests reached it so far, of every kind: cheap enough to
+    /// poll every millisecond (`requests` copies and parses every body).
+    pub fn received(&self) -> usize {
+        self.received.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// The requests the provider's rules refused, with the error each got.
