@@ -106,7 +106,7 @@ impl Scoring<'_> {
             &self.config.images,
             repository,
             settings.image.as_deref(),
-            checkout,
+            crate::images::detect_language(checkout),
         );
         let spec = SandboxSpec {
             task_id: format!("{}-score", item.slug()),

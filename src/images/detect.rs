@@ -40,9 +40,15 @@ const MARKERS: [(Language, &[&str]); 5] = [
 ];
 
 pub fn detect_language(checkout: &Path) -> Language {
+    detect_language_by(|name| checkout.join(name).is_file())
+}
+
+/// The same, asking `has_file` whether the top level holds a file (a
+/// work tree, or a commit's tree before its files are written).
+pub fn detect_language_by(has_file: impl Fn(&str) -> bool) -> Language {
     MARKERS
         .iter()
-        .find(|(_, files)| files.iter().any(|f| checkout.join(f).is_file()))
+        .find(|(_, files)| files.iter().any(|f| has_file(f)))
         .map(|(language, _)| *language)
         .unwrap_or(Language::Base)
 }

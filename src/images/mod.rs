@@ -7,10 +7,9 @@ mod detect;
 
 pub use build::{build_images, image_present, BuildCache, ImageError};
 pub use catalog::{catalog, ImageSource};
-pub use detect::{detect_language, Language};
+pub use detect::{detect_language, detect_language_by, Language};
 
 use crate::config::ImagesConfig;
-use std::path::Path;
 
 /// The tag forgehand gives the image built from `images/<name>`.
 pub fn image_tag(config: &ImagesConfig, name: &str) -> String {
@@ -34,13 +33,13 @@ pub fn is_own_image_name(name: &str) -> bool {
     !name.trim().contains(['/', ':', '@'])
 }
 
-/// The image a task on `repository`, checked out at `checkout`, runs in: a
-/// pin from `images.pins` when there is one, else the detected language's.
-pub fn image_for_repository(config: &ImagesConfig, repository: &str, checkout: &Path) -> String {
+/// The image a task on `repository`, whose files say it is in `language`,
+/// runs in: a pin from `images.pins` when there is one, else the language's.
+pub fn image_for_repository(config: &ImagesConfig, repository: &str, language: Language) -> String {
     if let Some(pinned) = config.pins.get(repository) {
         return pinned.clone();
     }
-    image_tag(config, detect_language(checkout).image_name())
+    image_tag(config, language.image_name())
 }
 
 /// The image a task on `repository` runs in: a pin from `images.pins`,
@@ -49,12 +48,12 @@ pub fn chosen_image(
     config: &ImagesConfig,
     repository: &str,
     chosen: Option<&str>,
-    checkout: &Path,
+    language: Language,
 ) -> String {
     match (config.pins.get(repository), chosen) {
         (Some(pinned), _) => pinned.clone(),
         (None, Some(chosen)) => image_reference(config, chosen),
-        (None, None) => image_for_repository(config, repository, checkout),
+        (None, None) => image_for_repository(config, repository, language),
     }
 }
 
@@ -77,11 +76,11 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("go.mod"), "module x").unwrap();
         assert_eq!(
-            image_for_repository(&config, "acme/api", dir.path()),
+            image_for_repository(&config, "acme/api", detect_language(dir.path())),
             "registry.local/acme:1"
         );
         assert_eq!(
-            image_for_repository(&config, "acme/web", dir.path()),
+            image_for_repository(&config, "acme/web", detect_language(dir.path())),
             "forgehand/go:latest"
         );
     }

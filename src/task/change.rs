@@ -205,7 +205,7 @@ async fn finish_restore(
         return Ok(false);
     }
     let settings = &prepared.repo.settings;
-    let checkout = prepared.workspace.checkout_dir().to_owned();
+    let checkout = prepared.workspace.checked_out().await?.to_owned();
     prepare::setup(run, rules, &mut prepared.sandbox, settings, &checkout).await?;
     prepare::enter_agent_phase(run, prepared.sandbox.sandbox.as_ref(), settings);
     Ok(true)

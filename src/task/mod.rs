@@ -203,6 +203,7 @@ pub async fn run(
         Err(err) => settle(&mut run, env, &err).await,
     };
     run.remove_sandbox().await;
+    run.checkout_settled().await;
     if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
         let dir = work_dir(&env.config, &item);
         if dir.exists() {

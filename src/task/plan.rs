@@ -64,16 +64,34 @@ pub(super) struct PackedCode(
 );
 
 impl PackedCode {
-    /// Starts packing `checkout`, unless planning is off.
-    pub(super) fn start(config: &PlanningConfig, checkout: PathBuf) -> Option<PackedCode> {
+    /// Starts packing `checkout` once its files are written, unless
+    /// planning is off.
+    pub(super) fn start(
+        config: &PlanningConfig,
+        (checkout, checked_out): (PathBuf, super::workspace_handle::CheckedOut),
+    ) -> Option<PackedCode> {
         if config.mode == crate::config::PlanningMode::Off {
             return None;
         }
         let options = PackOptions {
             max_file_bytes: config.max_file_bytes,
         };
-        Some(PackedCode(tokio::task::spawn_blocking(move || {
-            select::read_whole(&checkout, options)
+        Some(PackedCode(tokio::spawn(async move {
+            if let Err(detail) = checked_out.await {
+                return Err(crate::planning::pack::PackError::Root {
+                    root: checkout,
+                    detail,
+                });
+            }
+            let root = checkout.clone();
+            tokio::task::spawn_blocking(move || select::read_whole(&checkout, options))
+                .await
+                .unwrap_or_else(|e| {
+                    Err(crate::planning::pack::PackError::Root {
+                        root,
+                        detail: format!("the pack stopped: {e}"),
+                    })
+                })
         })))
     }
 }

@@ -14,7 +14,7 @@ use super::run::TaskRun;
 use super::snapshot::{self, PendingRestore, SnapshotPlan};
 use super::start_sandbox::{self, SandboxHints};
 use super::workspace::{Branches, Workspace};
-use super::workspace_handle::WorkspaceHandle;
+use super::workspace_handle::{checkout_failed, CheckedOut, WorkspaceHandle};
 use crate::config::{
     ImagesConfig, PlanningConfig, RepositoriesConfig, SandboxConfig, SetupFailure, TextEditorMcpConfig,
 };
@@ -83,6 +83,8 @@ pub(super) struct RepoEnvironment {
     pub instructions: Instructions,
     /// Whether the base branch has a settings file.
     pub has_file: bool,
+    /// What the task branch's files say the project is written in.
+    pub language: crate::images::Language,
 }
 
 /// The task's sandbox, with what it takes to set it up again when a
@@ -131,18 +133,18 @@ pub(super) async fn prepare(
         }
     };
     // The planners' pack is read while the sandbox starts and the thread is classified.
-    let packing = PackedCode::start(needs.planning, workspace.checkout_dir().to_owned());
+    let packing = PackedCode::start(needs.planning, workspace.checkout());
     note_settings(run, &repo);
-    let checkout = workspace.checkout_dir().to_owned();
+    let checkout = workspace.checkout();
     let history = start_sandbox::SandboxHistory {
-        pack: workspace.history(),
+        pack: workspace.history_ready(),
         dir: format!(
             "{}/history.git",
             needs.sandbox.workspace_dir.trim_end_matches('/')
         ),
     };
     let (sandbox, editor, conversation) =
-        sandbox_and_conversation(run, needs, claimed, &repo.settings, (&checkout, &history, early)).await?;
+        sandbox_and_conversation(run, needs, claimed, &repo, (&checkout, &history, early)).await?;
     // Otherwise the editor's session starts now, beside planning: setup
     // (and what it left running) is over.
     let editor = editor.or_else(|| {
@@ -174,23 +176,26 @@ async fn sandbox_and_conversation(
     run: &mut TaskRun<'_>,
     needs: &Needs<'_>,
     claimed: &Claimed,
-    settings: &RepoSettings,
+    repo: &RepoEnvironment,
     (checkout, history, early): (
-        &Path,
-        &start_sandbox::SandboxHistory<'_>,
+        &(PathBuf, CheckedOut),
+        &start_sandbox::SandboxHistory,
         Option<start_sandbox::Early>,
     ),
 ) -> Result<(TaskSandbox, Option<EditorStart>, Conversation), TaskError> {
-    let image = choose_image(run, needs, checkout, settings);
+    let settings = &repo.settings;
+    let image = choose_image(run, needs, repo);
     let spec = start_sandbox::spec_for(run, settings, &image);
     let plan = if settings.setup.is_empty() {
         None
     } else {
+        // The snapshot's key reads the files setup depends on.
+        checkout.1.clone().await.map_err(checkout_failed)?;
         snapshot::plan(
             run,
             needs.backend,
             &needs.sandbox.snapshots,
-            checkout,
+            &checkout.0,
             &image,
             settings,
         )
@@ -261,7 +266,7 @@ async fn sandbox_and_conversation(
             restoring: None,
             snapshot: plan,
         };
-        let set_up = setup(run, &needs.setup_rules(), &mut sandbox, settings, checkout).await;
+        let set_up = setup(run, &needs.setup_rules(), &mut sandbox, settings, &checkout.0).await;
         enter_agent_phase(run, sandbox.sandbox.as_ref(), settings);
         set_up?;
         let conversation = context::read_conversation(run, &needs.conversation, claimed).await?;
@@ -292,19 +297,18 @@ async fn clone(
     };
     let author = (needs.author.0.to_owned(), needs.author.1.to_owned());
     let started = std::time::Instant::now();
-    let (workspace, history) = super::workspace_handle::blocking(move || {
-        let ws = Workspace::prepare(&root, &url, &mirrors, &branches, &creds, (&author.0, &author.1))?;
-        let history = ws.start_history(depth)?;
-        Ok::<_, super::workspace::DeliveryError>((ws, history))
+    let workspace = super::workspace_handle::blocking(move || {
+        Workspace::prepare(&root, &url, &mirrors, &branches, &creds, (&author.0, &author.1))
     })
     .await??;
     tracing::debug!(
         task = %run.item,
         ms = started.elapsed().as_millis() as u64,
-        history_commits = history.commits,
-        "work tree made from the mirror"
+        "repository made from the mirror (its files are written and its history packed in the background)"
     );
-    Ok(WorkspaceHandle::new(workspace, history))
+    let handle = WorkspaceHandle::new(workspace, depth);
+    run.adopt_checkout(handle.checkout().1);
+    Ok(handle)
 }
 
 /// Reads `.forgehand.yaml` and the instruction files from the default
@@ -336,7 +340,7 @@ async fn read_settings(
                 }
                 None => None,
             };
-            let language = crate::images::detect_language(&ws.checkout_dir());
+            let language = crate::images::detect_language_by(|name| ws.head_has_file(name));
             let resolved = settings::resolve(&repositories, &repository, file.as_ref(), language);
             if let Some(named) = &resolved.instructions {
                 files.extend(ws.read_base(&base, named)?);
@@ -351,6 +355,7 @@ async fn read_settings(
                 settings: resolved,
                 instructions,
                 has_file: file.is_some(),
+                language,
             })
         })
         .await??;
@@ -404,8 +409,13 @@ fn note_settings(run: &TaskRun<'_>, environment: &RepoEnvironment) {
 
 /// The image the task's sandbox runs: a pin, the settings' choice, or
 /// detection.
-fn choose_image(run: &TaskRun<'_>, needs: &Needs<'_>, checkout: &Path, settings: &RepoSettings) -> String {
-    crate::images::chosen_image(needs.images, &run.item.repo, settings.image.as_deref(), checkout)
+fn choose_image(run: &TaskRun<'_>, needs: &Needs<'_>, repo: &RepoEnvironment) -> String {
+    crate::images::chosen_image(
+        needs.images,
+        &run.item.repo,
+        repo.settings.image.as_deref(),
+        repo.language,
+    )
 }
 
 /// Setup for `settings` in the task's sandbox, with the outcome on the

@@ -403,7 +403,7 @@ impl Rounds<'_, '_> {
         let upstream_dir = format!("{workspace_dir}/upstream.git");
         // What the sandbox started with, as it sees it.
         let borrowed = format!("{workspace_dir}/history.git/objects");
-        let borrowed_shallow = self.workspace.history().shallow.clone();
+        let borrowed_shallow = self.workspace.history().await?.shallow;
         let pack = self
             .workspace
             .with(move |ws| -> Result<_, DeliveryError> {

@@ -6,6 +6,7 @@
 use super::board::Board;
 use super::error::TaskError;
 use super::progress::{self, Progress, Step};
+use super::workspace_handle::CheckedOut;
 use crate::agent::{AgentOutcome, StopReason};
 use crate::config::Secrets;
 use crate::forge::{retry, Forge, ForgeError, ItemRef};
@@ -36,6 +37,9 @@ pub(super) struct TaskRun<'a> {
     /// The sandbox to remove when the task ends, however it ends; the
     /// phases that use it get it from the phase that made it.
     sandbox: Mutex<Option<Arc<dyn Sandbox>>>,
+    /// The work tree's files being written, for the task's end to wait
+    /// for before it removes the work folder.
+    checkout: Mutex<Option<CheckedOut>>,
 }
 
 /// Where a run reports, and what it may read and write, besides the forge.
@@ -69,6 +73,7 @@ impl<'a> TaskRun<'a> {
             comment_id,
             usage: None,
             sandbox: Mutex::default(),
+            checkout: Mutex::default(),
         }
     }
 
@@ -236,6 +241,19 @@ impl<'a> TaskRun<'a> {
         self.metrics.sandbox_started();
         self.journal.set_container(&self.key, Some(sandbox.id()))?;
         Ok(())
+    }
+
+    /// Remembers the work tree's checkout, however the task ends.
+    pub fn adopt_checkout(&self, checkout: CheckedOut) {
+        *self.checkout.lock().unwrap_or_else(|p| p.into_inner()) = Some(checkout);
+    }
+
+    /// Waits until nothing writes into the work folder any more.
+    pub async fn checkout_settled(&self) {
+        let adopted = self.checkout.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(checkout) = adopted {
+            let _ = checkout.await;
+        }
     }
 
     pub async fn remove_sandbox(&mut self) {

@@ -15,13 +15,14 @@
 use super::error::TaskError;
 use super::prepare::EditorStart;
 use super::run::TaskRun;
+use super::workspace_handle::{CheckedOut, HistoryReady};
 use crate::config::TextEditorMcpConfig;
 use crate::git::history_pack::HistoryPack;
 use crate::repo_settings::RepoSettings;
 use crate::sandbox::{Sandbox, SandboxBackend, SandboxError, SandboxSpec};
 use futures_util::future::FutureExt;
 use std::collections::HashMap;
-use std::path::Path;
+use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -106,26 +107,25 @@ pub(super) fn spec_for(run: &TaskRun<'_>, settings: &RepoSettings, image: &str) 
     }
 }
 
-/// The history the project's `.git` borrows (a pack made on the host),
-/// and the folder of the sandbox it goes to.
-pub(super) struct SandboxHistory<'a> {
-    pub pack: &'a HistoryPack,
+/// The history the project's `.git` borrows (a pack made on the host, in
+/// the background), and the folder of the sandbox it goes to.
+pub(super) struct SandboxHistory {
+    pub pack: HistoryReady,
     pub dir: String,
 }
 
-impl SandboxHistory<'_> {
-    /// The files that make the project's `.git` read the pack, relative to
-    /// the project: `objects/info/alternates` and, when cut, `shallow`.
-    pub fn git_files(&self) -> Vec<(String, Vec<u8>)> {
-        let mut files = vec![(
-            ".git/objects/info/alternates".to_owned(),
-            format!("{}/objects\n", self.dir).into_bytes(),
-        )];
-        if !self.pack.shallow.is_empty() {
-            files.push((".git/shallow".to_owned(), self.pack.shallow_file().into_bytes()));
-        }
-        files
+/// The files that make the project's `.git` read `pack` in the sandbox's
+/// `dir`, relative to the project: `objects/info/alternates` and, when
+/// cut, `shallow`.
+fn git_files(pack: &HistoryPack, dir: &str) -> Vec<(String, Vec<u8>)> {
+    let mut files = vec![(
+        ".git/objects/info/alternates".to_owned(),
+        format!("{dir}/objects\n").into_bytes(),
+    )];
+    if !pack.shallow.is_empty() {
+        files.push((".git/shallow".to_owned(), pack.shallow_file().into_bytes()));
     }
+    files
 }
 
 /// The project's files on their way into the sandbox while the task goes
@@ -163,7 +163,7 @@ pub(super) async fn start(
     backend: &dyn SandboxBackend,
     hints: &SandboxHints,
     (early, spec): (Option<Early>, SandboxSpec),
-    (checkout, history): (&Path, &SandboxHistory<'_>),
+    (checkout, history): (&(PathBuf, CheckedOut), &SandboxHistory),
     editor: Option<&TextEditorMcpConfig>,
 ) -> Result<(Arc<dyn Sandbox>, Option<EditorStart>, Filling), TaskError> {
     let sandbox = match early {
@@ -212,34 +212,46 @@ pub(super) async fn start(
     Ok((sandbox, editor, filling))
 }
 
-/// Copies the checkout and the history pack into `sandbox` in the background.
+/// Copies the checkout and the history pack into `sandbox` in the
+/// background, each once it is made.
 fn fill(
     run: &TaskRun<'_>,
     sandbox: &Arc<dyn Sandbox>,
     image: &str,
-    checkout: &Path,
-    history: &SandboxHistory<'_>,
+    (checkout, checked_out): &(PathBuf, CheckedOut),
+    history: &SandboxHistory,
 ) -> Filling {
-    // The work tree's `.git` came from the host: its alternates name the
-    // host's mirror, its shallow edge the mirror's. The same copy puts the
-    // sandbox's own in their place.
-    let git_files = history.git_files();
-    let (sandbox, checkout, pack_dir, history_dir) = (
+    let (sandbox, checkout, checked_out, packed, history_dir) = (
         sandbox.clone(),
         checkout.to_owned(),
-        history.pack.dir.clone(),
+        checked_out.clone(),
+        history.pack.clone(),
         history.dir.clone(),
     );
     let (task, image) = (run.item.to_string(), image.to_owned());
     let (told, heard) = tokio::sync::oneshot::channel();
     let job = tokio::spawn(async move {
-        let copying = std::time::Instant::now();
         let project = sandbox.project_dir().to_owned();
-        let (project_copied, history_copied) = tokio::join!(
-            sandbox.copy_in_replacing(&checkout, &project, &git_files),
-            sandbox.copy_in(&pack_dir, &history_dir)
-        );
-        let copied = project_copied.and(history_copied);
+        let not_made = |detail| SandboxError::CopyInSource {
+            path: checkout.clone(),
+            detail,
+        };
+        let copying = std::time::Instant::now();
+        let copied = async {
+            let pack = packed.await.map_err(not_made)?;
+            // The work tree's `.git` came from the host: its alternates name
+            // the host's mirror, its shallow edge the mirror's. The same copy
+            // puts the sandbox's own in their place.
+            let git_files = git_files(&pack, &history_dir);
+            let project_copied = async {
+                checked_out.await.map_err(not_made)?;
+                sandbox.copy_in_replacing(&checkout, &project, &git_files).await
+            };
+            let (project_copied, history_copied) =
+                tokio::join!(project_copied, sandbox.copy_in(&pack.dir, &history_dir));
+            project_copied.and(history_copied)
+        }
+        .await;
         match &copied {
             Ok(()) => {
                 tracing::info!(

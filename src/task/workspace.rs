@@ -138,15 +138,10 @@ impl Workspace {
             repo.branch(&branches.task, &start, true)
                 .map_err(|e| failed("create the branch", e))?;
         }
+        // HEAD names the task branch; its files are written by `check_out`,
+        // beside the rest of the task's start.
         repo.set_head(&format!("refs/heads/{}", branches.task))
             .map_err(|e| failed("check out the branch", e))?;
-        let checking_out = std::time::Instant::now();
-        repo.checkout_head(Some(git2::build::CheckoutBuilder::new().force()))
-            .map_err(|e| failed("check out the branch", e))?;
-        tracing::debug!(
-            ms = checking_out.elapsed().as_millis() as u64,
-            "checked out the work tree"
-        );
         {
             let mut config = repo
                 .config()
@@ -462,17 +457,49 @@ impl Workspace {
         Ok(history_pack::write(&self.repo, (tips, has), depth, &into)?)
     }
 
-    /// The history the sandbox starts with (`depth` commits of the task
-    /// branch and the remote branches), packed once per set of tips and
-    /// kept beside the mirror.
-    pub fn start_history(&self, depth: Option<u32>) -> Result<HistoryPack, DeliveryError> {
+    /// The job that packs the history the sandbox starts with (`depth`
+    /// commits of the task branch and the remote branches), once per set
+    /// of tips, kept beside the mirror. It runs on a repository handle of
+    /// its own, so the task's other git work goes on beside it.
+    pub fn start_history(
+        &self,
+        depth: Option<u32>,
+    ) -> impl FnOnce() -> Result<HistoryPack, DeliveryError> + Send + 'static {
         let cache = self.mirrors.dir_for(&self.clone_url).join("forgehand-history");
-        Ok(history_pack::cached(
-            &self.repo,
-            &self.history_tips(),
-            depth,
-            &cache,
-        )?)
+        let (tips, dir) = (self.history_tips(), self.checkout_dir());
+        move || {
+            let repo = Repository::open(&dir).map_err(|e| failed("open the work tree", e))?;
+            Ok(history_pack::cached(&repo, &tips, depth, &cache)?)
+        }
+    }
+
+    /// Whether the task branch's tip holds a file `name` at its top level.
+    pub fn head_has_file(&self, name: &str) -> bool {
+        let Ok(tree) = self.repo.find_commit(self.base).and_then(|c| c.tree()) else {
+            return false;
+        };
+        tree.get_name(name)
+            .is_some_and(|entry| entry.kind() == Some(git2::ObjectType::Blob))
+    }
+
+    /// Writes the files of the work tree at `dir` (HEAD, the task branch),
+    /// on a handle of its own so the task's other git work goes on beside
+    /// it. Stops early once `cancel` is set: the task no longer wants them.
+    pub fn check_out(dir: &Path, cancel: &std::sync::atomic::AtomicBool) -> Result<(), DeliveryError> {
+        let started = std::time::Instant::now();
+        let repo = Repository::open(dir).map_err(|e| failed("open the work tree", e))?;
+        let mut options = git2::build::CheckoutBuilder::new();
+        options
+            .force()
+            .notify_on(git2::CheckoutNotificationType::UPDATED)
+            .notify(|_, _, _, _, _| !cancel.load(std::sync::atomic::Ordering::Relaxed));
+        repo.checkout_head(Some(&mut options))
+            .map_err(|e| failed("check out the branch", e))?;
+        tracing::debug!(
+            ms = started.elapsed().as_millis() as u64,
+            "checked out the work tree"
+        );
+        Ok(())
     }
 
     /// The task branch's tip and every remote branch's, for the history pack.

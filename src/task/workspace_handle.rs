@@ -1,27 +1,75 @@
 //! The task's host-side git work ([`Workspace`]) as the async phases hold
 //! it: each operation runs on a blocking thread under the handle's lock,
-//! so the async threads never wait on git.
+//! so the async threads never wait on git. The work tree's files are
+//! written in the background on a repository handle of their own; what
+//! reads them (the planners' pack, the copy into the sandbox, setup's
+//! snapshot key) waits for [`CheckedOut`], and the task's start does not.
 
 use super::error::TaskError;
-use super::workspace::Workspace;
+use super::workspace::{DeliveryError, Workspace};
 use crate::git::history_pack::HistoryPack;
+use futures_util::future::{BoxFuture, FutureExt, Shared};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 pub(super) struct WorkspaceHandle {
     inner: Arc<Mutex<Workspace>>,
-    history: HistoryPack,
+    history: HistoryReady,
     checkout: PathBuf,
     branch: String,
+    checked_out: CheckedOut,
+    /// Set when the handle goes: a checkout still running stops.
+    cancel: Arc<AtomicBool>,
+}
+
+/// The work tree's files being written; resolves once they are, or with why not.
+pub(super) type CheckedOut = Shared<BoxFuture<'static, Result<(), String>>>;
+
+/// The sandbox's history being packed; resolves to the pack, or with why not.
+pub(super) type HistoryReady = Shared<BoxFuture<'static, Result<HistoryPack, String>>>;
+
+/// `job` on a blocking thread, started now, as a future any number of
+/// readers can wait for.
+fn in_background<T: Clone + Send + Sync + 'static>(
+    job: impl FnOnce() -> Result<T, DeliveryError> + Send + 'static,
+) -> Shared<BoxFuture<'static, Result<T, String>>> {
+    let running = tokio::task::spawn_blocking(job);
+    async move {
+        match running.await {
+            Ok(Ok(done)) => Ok(done),
+            Ok(Err(e)) => Err(e.to_string()),
+            Err(e) => Err(format!("the job stopped: {e}")),
+        }
+    }
+    .boxed()
+    .shared()
+}
+
+impl Drop for WorkspaceHandle {
+    fn drop(&mut self) {
+        self.cancel.store(true, Ordering::Relaxed);
+    }
 }
 
 impl WorkspaceHandle {
-    pub fn new(ws: Workspace, history: HistoryPack) -> WorkspaceHandle {
+    /// Holds `ws` and starts, in the background, writing its work tree's
+    /// files and packing the sandbox's history (`depth` commits): what
+    /// reads them waits for [`WorkspaceHandle::checked_out`] and
+    /// [`WorkspaceHandle::history`].
+    pub fn new(ws: Workspace, depth: Option<u32>) -> WorkspaceHandle {
+        let checkout = ws.checkout_dir();
+        let cancel = Arc::new(AtomicBool::new(false));
+        let (dir, stop) = (checkout.clone(), cancel.clone());
+        let checked_out = in_background(move || Workspace::check_out(&dir, &stop));
+        let history = in_background(ws.start_history(depth));
         WorkspaceHandle {
             history,
-            checkout: ws.checkout_dir(),
+            checkout,
             branch: ws.branch.clone(),
             inner: Arc::new(Mutex::new(ws)),
+            checked_out,
+            cancel,
         }
     }
 
@@ -34,20 +82,41 @@ impl WorkspaceHandle {
         blocking(move || f(&mut inner.lock().unwrap_or_else(|p| p.into_inner()))).await
     }
 
-    /// The trusted clone's working tree (read, never run).
-    pub fn checkout_dir(&self) -> &Path {
-        &self.checkout
+    /// The trusted clone's working tree (read, never run), once its files
+    /// are written.
+    pub async fn checked_out(&self) -> Result<&Path, TaskError> {
+        self.checked_out.clone().await.map_err(checkout_failed)?;
+        Ok(&self.checkout)
     }
 
-    /// The history the sandbox gets beside the project.
-    pub fn history(&self) -> &HistoryPack {
-        &self.history
+    /// The work tree's folder and what says when its files are there, for
+    /// a job of its own that reads them.
+    pub fn checkout(&self) -> (PathBuf, CheckedOut) {
+        (self.checkout.clone(), self.checked_out.clone())
+    }
+
+    /// The history the sandbox gets beside the project, once packed.
+    pub async fn history(&self) -> Result<HistoryPack, TaskError> {
+        self.history
+            .clone()
+            .await
+            .map_err(|e| TaskError::Other(format!("cannot pack the sandbox's history: {e}")))
+    }
+
+    /// The same, for a job of its own.
+    pub fn history_ready(&self) -> HistoryReady {
+        self.history.clone()
     }
 
     /// The task branch.
     pub fn branch(&self) -> &str {
         &self.branch
     }
+}
+
+/// The task's error for a work tree whose files could not be written.
+pub(super) fn checkout_failed(detail: String) -> TaskError {
+    TaskError::Other(format!("cannot check out the work tree: {detail}"))
 }
 
 /// Runs `f` on a blocking thread.

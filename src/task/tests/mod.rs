@@ -257,7 +257,13 @@ async fn preparing_clones_reads_the_settings_starts_the_sandbox_and_reads_the_co
         Some("grep -q hello greet.txt")
     );
     assert_eq!(prepared.workspace.branch(), "forgehand/issue-7");
-    assert!(prepared.workspace.checkout_dir().join("greet.txt").is_file());
+    assert!(prepared
+        .workspace
+        .checked_out()
+        .await
+        .unwrap()
+        .join("greet.txt")
+        .is_file());
     // The checkout goes in while the task goes on; once the copy is over,
     // the sandbox holds it, and the journal knows the sandbox.
     let filling = prepared.sandbox.filling.take().expect("the copy is under way");
