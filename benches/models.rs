@@ -8,6 +8,10 @@
 //!   figures with the provider's billing rule (cache writes and thought
 //!   tokens included).
 //!
+//! - the first text of a streamed answer: from the call to the first text
+//!   delta reaching the caller's watcher, and to the whole answer, for
+//!   each API on its fake streaming over loopback.
+//!
 //! Run: `cargo bench --bench models`
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
@@ -20,7 +24,9 @@ use forgehand::llm::retry::RetryPolicy;
 use forgehand::llm::router::{Route, Router};
 use forgehand::llm::usage::UsageReport;
 use forgehand::llm::{ChatRequest, Message, Provider, TokenUsage, ToolResult, ToolSpec};
-use scripted_model::{call, text, Format, ScriptedModel};
+use forgehand::llm::{StreamEvent, StreamSink};
+use forgehand_test_support::stats;
+use scripted_model::{call, text, Delivery, Format, ScriptedModel, StreamingModel};
 use serde_json::{json, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -29,13 +35,15 @@ const STEPS: usize = 20;
 
 fn provider(format: Format, base: &str) -> Arc<dyn Provider> {
     use forgehand::config::Secret;
-    use forgehand::llm::{anthropic::Anthropic, gemini::Gemini, responses::Responses};
+    use forgehand::llm::{
+        anthropic::Anthropic, chat_completions::ChatCompletions, gemini::Gemini, responses::Responses,
+    };
     let timeout = Duration::from_secs(30);
     match format {
         Format::Responses => Arc::new(Responses::new(base, Some(Secret::new("k")), timeout).unwrap()),
         Format::Anthropic => Arc::new(Anthropic::new(base, Secret::new("k"), timeout).unwrap()),
         Format::Gemini => Arc::new(Gemini::new(base, Secret::new("k"), timeout).unwrap()),
-        Format::OpenAi => unreachable!(),
+        Format::OpenAi => Arc::new(ChatCompletions::new(base, Some(Secret::new("k")), timeout).unwrap()),
     }
 }
 
@@ -183,10 +191,68 @@ async fn run(format: Format, model: &str, api: Api) {
     );
 }
 
+/// When the first text of an answer reached the watcher.
+struct FirstText(std::sync::Mutex<Option<std::time::Instant>>);
+
+impl StreamSink for FirstText {
+    fn event(&self, event: &StreamEvent) {
+        let mut first = self.0.lock().unwrap();
+        if first.is_none() && matches!(event, StreamEvent::Text(t) if !t.is_empty()) {
+            *first = Some(std::time::Instant::now());
+        }
+    }
+}
+
+const ANSWERS: usize = 200;
+
+/// The first text and the whole of `ANSWERS` streamed answers of `model`.
+async fn first_text(format: Format, model: &str, api: Api) {
+    let fake = StreamingModel::start(format).await;
+    let answer = "The greeting now names the whole world; the test passes. ".repeat(20);
+    for _ in 0..ANSWERS {
+        fake.push(text(&answer), Delivery::Whole);
+    }
+    let mut spec = catalogue::lookup(model).unwrap();
+    spec.api = api;
+    let route = Route {
+        spec,
+        reasoning_effort: Some("medium".into()),
+        provider: provider(format, &fake.base_url()),
+    };
+    let router = Router::new(vec![route], RetryPolicy::default(), vec![]).with_output_room(16_384);
+    let request = ChatRequest {
+        model: String::new(),
+        system: "You are a careful engineer.".into(),
+        messages: vec![Message::User("Say what you changed.".into())],
+        tools: tools(),
+        max_output_tokens: 16_384,
+        temperature: None,
+        reasoning_effort: None,
+        cache_system: true,
+        json_output: false,
+    };
+    let (mut first, mut whole) = (Vec::new(), Vec::new());
+    for _ in 0..ANSWERS {
+        let sink = FirstText(std::sync::Mutex::new(None));
+        let started = std::time::Instant::now();
+        let response = router.stream(Some(model), &request, &sink).await.unwrap();
+        whole.push(started.elapsed());
+        first.push(sink.0.lock().unwrap().unwrap() - started);
+        assert_eq!(response.text, answer);
+    }
+    stats::report(&format!("first text {}", api.name()), &mut first);
+    stats::report(&format!("whole answer {}", api.name()), &mut whole);
+}
+
 #[tokio::main]
 async fn main() {
     println!("# {STEPS}-step agent loop per provider on its fake (cargo bench --bench models)");
     run(Format::Responses, "gpt-5.6", Api::Responses).await;
     run(Format::Anthropic, "claude-opus-5-5", Api::Messages).await;
     run(Format::Gemini, "gemini-3.1-pro-preview", Api::GenerateContent).await;
+    println!("# a streamed answer of 1,140 characters, from the call to its first text at the caller (cargo bench --bench models)");
+    first_text(Format::Responses, "gpt-5.6", Api::Responses).await;
+    first_text(Format::Anthropic, "claude-opus-5-5", Api::Messages).await;
+    first_text(Format::Gemini, "gemini-3.1-pro-preview", Api::GenerateContent).await;
+    first_text(Format::OpenAi, "o3", Api::ChatCompletions).await;
 }

@@ -2,6 +2,7 @@
 //! and counted after it.
 
 use super::Spend;
+use crate::llm::stream::{Quiet, StreamSink};
 use crate::llm::tokens::count_text;
 use crate::llm::{ChatModel, ChatRequest, ChatResponse, LlmError, ModelInfo};
 use async_trait::async_trait;
@@ -79,8 +80,15 @@ impl Budgeted {
         )))
     }
 
-    /// `request` with the room [`Budgeted::fit`] gave it.
-    async fn send(&self, model: Option<&str>, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+    /// `request` with the room [`Budgeted::fit`] gave it; only the answer
+    /// that completes is counted (a streamed attempt that broke off and was
+    /// asked again is not), as the provider reported its usage.
+    async fn send(
+        &self,
+        model: Option<&str>,
+        request: &ChatRequest,
+        sink: &dyn StreamSink,
+    ) -> Result<ChatResponse, LlmError> {
         let fitted;
         let request = match self.fit(model, request)? {
             None => request,
@@ -97,10 +105,7 @@ impl Budgeted {
                 &fitted
             }
         };
-        let response = match model {
-            Some(model) => self.inner.chat_on(model, request).await?,
-            None => self.inner.chat(request).await?,
-        };
+        let response = self.inner.stream(model, request, sink).await?;
         self.spend.record(&response.model, response.usage);
         Ok(response)
     }
@@ -125,7 +130,7 @@ fn input_tokens(request: &ChatRequest) -> u64 {
 #[async_trait]
 impl ChatModel for Budgeted {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        self.send(None, request).await
+        self.send(None, request, &Quiet).await
     }
 
     fn models(&self) -> Vec<ModelInfo> {
@@ -133,6 +138,15 @@ impl ChatModel for Budgeted {
     }
 
     async fn chat_on(&self, model: &str, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        self.send(Some(model), request).await
+        self.send(Some(model), request, &Quiet).await
+    }
+
+    async fn stream(
+        &self,
+        model: Option<&str>,
+        request: &ChatRequest,
+        sink: &dyn StreamSink,
+    ) -> Result<ChatResponse, LlmError> {
+        self.send(model, request, sink).await
     }
 }

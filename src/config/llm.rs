@@ -52,7 +52,14 @@ pub struct ModelOverrides {
 
 #[derive(Debug, Clone, PartialEq)]
 pub struct LlmConfig {
+    /// A model request that is not streamed (none of forgehand's are; it
+    /// still caps the time to connect, at 30 s).
     pub request_timeout: Duration,
+    /// A streamed answer ends when no byte comes for this long, and is
+    /// asked again.
+    pub stream_idle_timeout: Duration,
+    /// The longest a streamed answer may take in all.
+    pub stream_total_timeout: Duration,
     pub max_output_tokens: u32,
     pub retry: RetryPolicy,
     pub openai_base_url: String,
@@ -156,8 +163,18 @@ pub(super) fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
         }
         Ok(value.trim_end_matches('/').to_owned())
     };
+    let stream_idle_timeout = positive_duration("llm.stream_idle_timeout", raw.stream_idle_timeout)?;
+    let stream_total_timeout = positive_duration("llm.stream_total_timeout", raw.stream_total_timeout)?;
+    if stream_total_timeout < stream_idle_timeout {
+        return Err(ConfigError::invalid(
+            "llm.stream_total_timeout",
+            "must be at least llm.stream_idle_timeout (the cap on a whole answer, which keeps streaming)",
+        ));
+    }
     Ok(LlmConfig {
         request_timeout: positive_duration("llm.request_timeout", raw.request_timeout)?,
+        stream_idle_timeout,
+        stream_total_timeout,
         max_output_tokens: raw.max_output_tokens,
         retry: RetryPolicy {
             initial_backoff: positive_duration("llm.retry.initial_backoff", raw.retry.initial_backoff)?,

@@ -364,6 +364,8 @@ impl Default for RawMcpServer {
 #[serde(deny_unknown_fields, default)]
 pub struct RawLlm {
     pub request_timeout: HumanDuration,
+    pub stream_idle_timeout: HumanDuration,
+    pub stream_total_timeout: HumanDuration,
     pub max_output_tokens: u32,
     pub retry: RawRetry,
     pub providers: RawProviders,
@@ -375,6 +377,8 @@ impl Default for RawLlm {
     fn default() -> Self {
         RawLlm {
             request_timeout: HumanDuration(Duration::from_secs(600)),
+            stream_idle_timeout: HumanDuration(Duration::from_secs(120)),
+            stream_total_timeout: HumanDuration(Duration::from_secs(60 * 60)),
             max_output_tokens: 16384,
             retry: RawRetry::default(),
             providers: RawProviders::default(),

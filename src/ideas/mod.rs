@@ -203,10 +203,13 @@ impl IdeaError {
                 status: 401 | 403, ..
             } => ErrorCode::InvalidApiKey,
             LlmError::Overloaded { .. } => ErrorCode::ApiRateLimit,
-            LlmError::Server { .. } | LlmError::Network { .. } | LlmError::Decode { .. } => {
-                ErrorCode::ApiServiceError
-            }
+            LlmError::Server { .. }
+            | LlmError::Network { .. }
+            | LlmError::Decode { .. }
+            | LlmError::StreamCut { .. }
+            | LlmError::StreamIdle { .. } => ErrorCode::ApiServiceError,
             LlmError::Rejected { .. }
+            | LlmError::Refused { .. }
             | LlmError::TooLarge { .. }
             | LlmError::Unsupported { .. }
             | LlmError::Budget(_) => ErrorCode::InternalError,

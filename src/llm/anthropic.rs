@@ -11,10 +11,11 @@
 //!   before it from the cache (two of the four breakpoints allowed).
 
 use super::catalogue::ModelSpec;
-use super::http::{client, post_json};
+use super::http::client;
+use super::stream::{self, sse, ChatStream, StreamLimits};
 use super::{
     answering_model, arguments_object, array_at, count_at, temperature_json, Api, ChatRequest, ChatResponse,
-    FinishReason, LlmError, Message, NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
+    FinishReason, LlmError, Message, NativeTurn, Provider, ReasoningKind, Refusal, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
@@ -30,6 +31,7 @@ pub struct Anthropic {
     http: reqwest::Client,
     base_url: String,
     key: Secret,
+    limits: StreamLimits,
 }
 
 impl Anthropic {
@@ -38,7 +40,37 @@ impl Anthropic {
             http: client(timeout)?,
             base_url: base_url.trim_end_matches('/').to_owned(),
             key,
+            limits: StreamLimits::default(),
         })
+    }
+
+    /// Streams with `limits` instead of the defaults.
+    pub fn with_stream_limits(mut self, limits: StreamLimits) -> Anthropic {
+        self.limits = limits;
+        self
+    }
+}
+
+/// Anthropic's refusals, from its error object (`type` and `message`; the
+/// same in an error answer and an `error` event): a prompt over the window
+/// ("prompt is too long: 208310 tokens > 200000 maximum", "input length and
+/// `max_tokens` exceed context limit: ..."), a request over the size limit
+/// (`request_too_large`, HTTP 413), or "Output blocked by content filtering
+/// policy".
+pub(crate) fn refusal(error: &Value) -> Option<Refusal> {
+    let kind = error.get("type").and_then(Value::as_str)?;
+    let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
+    match kind {
+        "request_too_large" => Some(Refusal::ContextTooLong),
+        "invalid_request_error"
+            if message.starts_with("prompt is too long") || message.contains("exceed context limit") =>
+        {
+            Some(Refusal::ContextTooLong)
+        }
+        "invalid_request_error" if message.starts_with("Output blocked by content filtering policy") => {
+            Some(Refusal::ContentPolicy)
+        }
+        _ => None,
     }
 }
 
@@ -227,12 +259,24 @@ impl Provider for Anthropic {
     }
 
     async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        stream::fold(self.stream(model, request)).await
+    }
+
+    fn stream<'a>(&'a self, model: &'a ModelSpec, request: &'a ChatRequest) -> ChatStream<'a> {
+        let mut body = request_body(model, request);
+        body["stream"] = json!(true);
         let http = self
             .http
             .post(format!("{}/v1/messages", self.base_url))
             .header("x-api-key", self.key.expose())
-            .header("anthropic-version", API_VERSION);
-        let body = post_json("anthropic", http, &request_body(model, request)).await?;
-        parse_response(&body, &request.model)
+            .header("anthropic-version", API_VERSION)
+            .json(&body);
+        sse::stream(sse::Call {
+            provider: "anthropic",
+            request: http,
+            limits: self.limits,
+            refusal,
+            assembler: Box::new(stream::messages::Fold::new(&request.model)),
+        })
     }
 }

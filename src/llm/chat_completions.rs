@@ -6,18 +6,21 @@
 //! while they reason.
 
 use super::catalogue::ModelSpec;
-use super::http::{post_json, BearerEndpoint};
+use super::http::BearerEndpoint;
+use super::stream::{self, sse, ChatStream, StreamEvent, StreamLimits};
 use super::{
     answering_model, count_at, made_up_call_id, temperature_json, ChatRequest, ChatResponse, FinishReason,
-    LlmError, Message, Provider, ReasoningKind, TokenUsage, ToolCall,
+    LlmError, Message, Provider, ReasoningKind, Refusal, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
+use futures_util::StreamExt;
 use serde_json::{json, Value};
 use std::time::Duration;
 
 pub struct ChatCompletions {
     endpoint: BearerEndpoint,
+    limits: StreamLimits,
 }
 
 impl ChatCompletions {
@@ -25,8 +28,29 @@ impl ChatCompletions {
     pub fn new(base_url: &str, key: Option<Secret>, timeout: Duration) -> Result<ChatCompletions, LlmError> {
         Ok(ChatCompletions {
             endpoint: BearerEndpoint::new(base_url, key, timeout)?,
+            limits: StreamLimits::default(),
         })
     }
+
+    /// Streams with `limits` instead of the defaults.
+    pub fn with_stream_limits(mut self, limits: StreamLimits) -> ChatCompletions {
+        self.limits = limits;
+        self
+    }
+}
+
+/// Refusals as OpenAI words them ([`super::responses::refusal`]), and as the
+/// OpenAI-compatible servers do that give no code: llama.cpp's
+/// `exceed_context_size_error`, vLLM's "This model's maximum context length
+/// is N tokens" (OpenAI's own older wording).
+pub(crate) fn refusal(error: &Value) -> Option<Refusal> {
+    if let Some(refusal) = super::responses::refusal(error) {
+        return Some(refusal);
+    }
+    let kind = error.get("type").and_then(Value::as_str).unwrap_or_default();
+    let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
+    (kind == "exceed_context_size_error" || message.contains("maximum context length"))
+        .then_some(Refusal::ContextTooLong)
 }
 
 pub fn request_body(model: &ModelSpec, request: &ChatRequest) -> Value {
@@ -186,11 +210,25 @@ impl Provider for ChatCompletions {
     }
 
     async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let http = self.endpoint.post("/chat/completions");
-        let body = post_json("openai", http, &request_body(model, request))
-            .await
-            .map_err(|e| tools_unsupported(e, !request.tools.is_empty()))?;
-        parse_response(&body, &request.model)
+        stream::fold(self.stream(model, request)).await
+    }
+
+    fn stream<'a>(&'a self, model: &'a ModelSpec, request: &'a ChatRequest) -> ChatStream<'a> {
+        let mut body = request_body(model, request);
+        body["stream"] = json!(true);
+        body["stream_options"] = json!({"include_usage": true});
+        let asked_for_tools = !request.tools.is_empty();
+        sse::stream(sse::Call {
+            provider: "openai",
+            request: self.endpoint.post("/chat/completions").json(&body),
+            limits: self.limits,
+            refusal,
+            assembler: Box::new(stream::chat_completions::Fold::new(&request.model)),
+        })
+        .map(move |event: Result<StreamEvent, LlmError>| {
+            event.map_err(|e| tools_unsupported(e, asked_for_tools))
+        })
+        .boxed()
     }
 }
 

@@ -10,8 +10,10 @@
 use super::catalogue::ModelSpec;
 use super::chat_completions::ChatCompletions;
 use super::responses::Responses;
+use super::stream::{self, ChatStream};
 use super::{ChatRequest, ChatResponse, LlmError, Provider};
 use async_trait::async_trait;
+use futures_util::StreamExt;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 /// The Responses API first, Chat Completions where the server has none.
@@ -85,20 +87,33 @@ impl Provider for ResponsesOrChat {
     }
 
     async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        if !self.lacks_responses() {
-            match self.responses.chat(model, request).await {
-                Err(err) if no_responses_api(&err) => {
+        stream::fold(self.stream(model, request)).await
+    }
+
+    /// The Responses API's stream, unless its first item says the server
+    /// has no such API: then Chat Completions'.
+    fn stream<'a>(&'a self, model: &'a ModelSpec, request: &'a ChatRequest) -> ChatStream<'a> {
+        if self.lacks_responses() {
+            return self.chat.stream(model, request);
+        }
+        let mut responses = self.responses.stream(model, request);
+        futures_util::stream::once(async move {
+            match responses.next().await {
+                Some(Err(err)) if no_responses_api(&err) => {
                     if self.remember() {
                         tracing::warn!(
                             "{} has no Responses API ({err}); OpenAI models there go through Chat Completions from now on, where a reasoning model called with tools reasons at effort \"none\"",
                             self.base_url
                         );
                     }
+                    self.chat.stream(model, request)
                 }
-                answered => return answered,
+                Some(first) => futures_util::stream::iter([first]).chain(responses).boxed(),
+                None => responses,
             }
-        }
-        self.chat.chat(model, request).await
+        })
+        .flatten()
+        .boxed()
     }
 }
 

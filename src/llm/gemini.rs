@@ -1,5 +1,5 @@
 //! Gemini `generateContent` with `functionDeclarations`, `functionCall` and
-//! `functionResponse`.
+//! `functionResponse`, streamed (`streamGenerateContent?alt=sse`).
 //!
 //! - A model turn comes back exactly as Gemini sent its parts, so every
 //!   `thoughtSignature` returns on the part that carried it (Gemini 3
@@ -13,10 +13,12 @@
 //!   refuses `format: "uri"`, integer enums, `additionalProperties` and more).
 
 use super::catalogue::ModelSpec;
-use super::http::{client, post_json};
+use super::http::client;
+use super::stream::{self, sse, ChatStream, StreamLimits};
 use super::{
     answering_model, arguments_object, count_at, made_up_call_id, temperature_json, Api, ChatRequest,
-    ChatResponse, FinishReason, LlmError, Message, NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
+    ChatResponse, FinishReason, LlmError, Message, NativeTurn, Provider, ReasoningKind, Refusal, TokenUsage,
+    ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
@@ -35,6 +37,7 @@ pub struct Gemini {
     http: reqwest::Client,
     base_url: String,
     key: Secret,
+    limits: StreamLimits,
 }
 
 impl Gemini {
@@ -43,8 +46,27 @@ impl Gemini {
             http: client(timeout)?,
             base_url: base_url.trim_end_matches('/').to_owned(),
             key,
+            limits: StreamLimits::default(),
         })
     }
+
+    /// Streams with `limits` instead of the defaults.
+    pub fn with_stream_limits(mut self, limits: StreamLimits) -> Gemini {
+        self.limits = limits;
+        self
+    }
+}
+
+/// Gemini's refusals, from its error object (google.rpc.Status: `status`
+/// and `message`): a prompt over the window ("The input token count (N)
+/// exceeds the maximum number of tokens allowed (M).", INVALID_ARGUMENT).
+/// A prompt its safety filters block is an answer (`promptFeedback`), not
+/// an error: [`FinishReason::Refused`].
+pub(crate) fn refusal(error: &Value) -> Option<Refusal> {
+    let status = error.get("status").and_then(Value::as_str)?;
+    let message = error.get("message").and_then(Value::as_str).unwrap_or_default();
+    (status == "INVALID_ARGUMENT" && message.contains("exceeds the maximum number of tokens"))
+        .then_some(Refusal::ContextTooLong)
 }
 
 /// Appends `parts` as a turn of `role`, joined to the previous turn when
@@ -264,14 +286,24 @@ impl Provider for Gemini {
     }
 
     async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        stream::fold(self.stream(model, request)).await
+    }
+
+    fn stream<'a>(&'a self, model: &'a ModelSpec, request: &'a ChatRequest) -> ChatStream<'a> {
         let http = self
             .http
             .post(format!(
-                "{}/v1beta/models/{}:generateContent",
+                "{}/v1beta/models/{}:streamGenerateContent?alt=sse",
                 self.base_url, request.model
             ))
-            .header("x-goog-api-key", self.key.expose());
-        let body = post_json("gemini", http, &request_body(model, request)).await?;
-        parse_response(&body, &request.model)
+            .header("x-goog-api-key", self.key.expose())
+            .json(&request_body(model, request));
+        sse::stream(sse::Call {
+            provider: "gemini",
+            request: http,
+            limits: self.limits,
+            refusal,
+            assembler: Box::new(stream::generate_content::Fold::new(&request.model)),
+        })
     }
 }

@@ -6,7 +6,8 @@
 //!
 //! One module per wire format: [`responses`] (OpenAI's Responses API),
 //! [`chat_completions`] (OpenAI-compatible servers), [`anthropic`] (Messages)
-//! and [`gemini`] (generateContent).
+//! and [`gemini`] (generateContent). Every answer is streamed ([`stream`]):
+//! `chat` is a fold over the stream's events.
 
 pub mod anthropic;
 pub mod catalogue;
@@ -19,11 +20,13 @@ pub mod observed;
 pub mod responses;
 pub mod retry;
 pub mod router;
+pub mod stream;
 mod tokenizer;
 pub mod tokens;
 pub mod usage;
 
 pub use catalogue::{Api, ModelSpec, ReasoningKind};
+pub use stream::{ChatStream, StreamEvent, StreamSink};
 
 use async_trait::async_trait;
 use serde_json::{Map, Value};
@@ -256,19 +259,82 @@ pub enum LlmError {
     /// A spending cap (`budget.*`) would be passed by this call's worst case.
     #[error("{0}")]
     Budget(String),
+    /// The streamed answer broke off before its end (the connection closed,
+    /// or the provider sent an error event instead of the rest): the whole
+    /// call is worth sending again.
+    #[error("{provider}'s answer broke off: {detail}")]
+    StreamCut { provider: String, detail: String },
+    /// Nothing came for `llm.stream_idle_timeout` (a stalled model or a
+    /// proxy holding a dead connection): the whole call is worth sending again.
+    #[error("{provider} sent nothing for {} s (llm.stream_idle_timeout); the answer is asked again", .idle.as_secs())]
+    StreamIdle { provider: String, idle: Duration },
+    /// The provider refused the request for a reason it names in its own
+    /// error shape (each provider module reads its own): sending it again,
+    /// or to the same model, cannot help.
+    #[error("{provider} refused the request: {refusal} ({message})")]
+    Refused {
+        provider: String,
+        refusal: Refusal,
+        message: String,
+    },
+}
+
+/// Why a provider refused a request, as it says so.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Refusal {
+    /// The conversation does not fit the model's context window (OpenAI's
+    /// `context_length_exceeded`, Anthropic's "prompt is too long", Gemini's
+    /// "exceeds the maximum number of tokens").
+    ContextTooLong,
+    /// The provider's content policy blocked the prompt or the answer
+    /// (OpenAI's `invalid_prompt`, Anthropic's "Output blocked by content
+    /// filtering policy").
+    ContentPolicy,
+}
+
+impl std::fmt::Display for Refusal {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Refusal::ContextTooLong => "the conversation does not fit the model's context window",
+            Refusal::ContentPolicy => "its content policy blocked the prompt or the answer",
+        })
+    }
 }
 
 impl LlmError {
     /// Whether waiting and sending the same request again can help.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, LlmError::Overloaded { .. } | LlmError::Server { .. })
+        matches!(
+            self,
+            LlmError::Overloaded { .. }
+                | LlmError::Server { .. }
+                | LlmError::StreamCut { .. }
+                | LlmError::StreamIdle { .. }
+        )
     }
 
     /// Whether the next model in line should be tried (after retries).
     pub fn falls_back(&self) -> bool {
         matches!(
             self,
-            LlmError::Overloaded { .. } | LlmError::Server { .. } | LlmError::Network { .. }
+            LlmError::Overloaded { .. }
+                | LlmError::Server { .. }
+                | LlmError::Network { .. }
+                | LlmError::StreamCut { .. }
+                | LlmError::StreamIdle { .. }
+        )
+    }
+
+    /// Whether the request is too large for the model: forgehand's own
+    /// count, or the provider's typed refusal.
+    pub fn is_too_large(&self) -> bool {
+        matches!(
+            self,
+            LlmError::TooLarge { .. }
+                | LlmError::Refused {
+                    refusal: Refusal::ContextTooLong,
+                    ..
+                }
         )
     }
 
@@ -297,6 +363,24 @@ pub trait ChatModel: Send + Sync {
         let _ = model;
         self.chat(request).await
     }
+
+    /// Sends the request as [`ChatModel::chat_on`] does when `model` names
+    /// one, else as [`ChatModel::chat`] does, telling `sink` what streams
+    /// in as it comes; returns the whole answer. A model that answers whole
+    /// tells `sink` the answer's text and calls before returning it.
+    async fn stream(
+        &self,
+        model: Option<&str>,
+        request: &ChatRequest,
+        sink: &dyn StreamSink,
+    ) -> Result<ChatResponse, LlmError> {
+        let response = match model {
+            Some(model) => self.chat_on(model, request).await?,
+            None => self.chat(request).await?,
+        };
+        stream::replay(&response, sink);
+        Ok(response)
+    }
 }
 
 /// A model that can be asked by name.
@@ -312,7 +396,22 @@ pub struct ModelInfo {
 pub trait Provider: Send + Sync {
     /// `openai`, `gemini` or `anthropic`.
     fn name(&self) -> &str;
+
+    /// The whole answer. The real APIs fold their stream
+    /// ([`stream::fold`] over [`Provider::stream`]).
     async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError>;
+
+    /// The answer as it streams; one that answers whole streams its answer
+    /// at once.
+    fn stream<'a>(&'a self, model: &'a ModelSpec, request: &'a ChatRequest) -> ChatStream<'a> {
+        use futures_util::StreamExt;
+        futures_util::stream::once(self.chat(model, request))
+            .flat_map(|answer| match answer {
+                Ok(response) => stream::whole(response),
+                Err(err) => futures_util::stream::iter([Err(err)]).boxed(),
+            })
+            .boxed()
+    }
 }
 
 /// The count at a JSON pointer, 0 when absent.

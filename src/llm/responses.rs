@@ -5,10 +5,11 @@
 //! model reasons, which Chat Completions refuses from GPT-5.2 on.
 
 use super::catalogue::ModelSpec;
-use super::http::{post_json, BearerEndpoint};
+use super::http::BearerEndpoint;
+use super::stream::{self, sse, ChatStream, StreamLimits};
 use super::{
     answering_model, array_at, count_at, temperature_json, Api, ChatRequest, ChatResponse, FinishReason,
-    LlmError, Message, NativeTurn, Provider, ReasoningKind, TokenUsage, ToolCall,
+    LlmError, Message, NativeTurn, Provider, ReasoningKind, Refusal, TokenUsage, ToolCall,
 };
 use crate::config::Secret;
 use async_trait::async_trait;
@@ -17,13 +18,33 @@ use std::time::Duration;
 
 pub struct Responses {
     endpoint: BearerEndpoint,
+    limits: StreamLimits,
 }
 
 impl Responses {
     pub fn new(base_url: &str, key: Option<Secret>, timeout: Duration) -> Result<Responses, LlmError> {
         Ok(Responses {
             endpoint: BearerEndpoint::new(base_url, key, timeout)?,
+            limits: StreamLimits::default(),
         })
+    }
+
+    /// Streams with `limits` instead of the defaults.
+    pub fn with_stream_limits(mut self, limits: StreamLimits) -> Responses {
+        self.limits = limits;
+        self
+    }
+}
+
+/// OpenAI's refusals by their error `code` (openai-openapi's Error; the
+/// same object comes in an error answer, an `error` event and a failed
+/// response): a context overflow, or the usage policy (`invalid_prompt`,
+/// and Azure OpenAI's `content_filter`).
+pub(crate) fn refusal(error: &Value) -> Option<Refusal> {
+    match error.get("code").and_then(Value::as_str)? {
+        "context_length_exceeded" => Some(Refusal::ContextTooLong),
+        "invalid_prompt" | "content_policy_violation" | "content_filter" => Some(Refusal::ContentPolicy),
+        _ => None,
     }
 }
 
@@ -192,8 +213,18 @@ impl Provider for Responses {
     }
 
     async fn chat(&self, model: &ModelSpec, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
-        let http = self.endpoint.post("/responses");
-        let body = post_json("openai", http, &request_body(model, request)).await?;
-        parse_response(&body, &request.model)
+        stream::fold(self.stream(model, request)).await
+    }
+
+    fn stream<'a>(&'a self, model: &'a ModelSpec, request: &'a ChatRequest) -> ChatStream<'a> {
+        let mut body = request_body(model, request);
+        body["stream"] = json!(true);
+        sse::stream(sse::Call {
+            provider: "openai",
+            request: self.endpoint.post("/responses").json(&body),
+            limits: self.limits,
+            refusal,
+            assembler: Box::new(stream::responses::Fold::new(&request.model)),
+        })
     }
 }

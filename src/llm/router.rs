@@ -6,12 +6,14 @@
 
 use super::catalogue::{self, ModelSpec};
 use super::retry::RetryPolicy;
+use super::stream::{self, Quiet, StreamEvent, StreamLimits, StreamSink};
 use super::tokens::count_request;
 use super::usage::Price;
 use super::{ChatRequest, ChatResponse, LlmError, Provider};
 use crate::config::{Api, ProviderKind};
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 #[derive(Clone)]
 pub struct Route {
@@ -142,11 +144,41 @@ impl Router {
     /// Sends `request` (its `model` is filled in per route) to the first
     /// model that fits, falling back along the list.
     pub async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.stream(None, request, &Quiet).await
+    }
+
+    /// Sends `request` to the model named `model` only, with retries.
+    pub async fn chat_on(&self, model: &str, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        self.stream(Some(model), request, &Quiet).await
+    }
+
+    /// Sends `request` as [`Router::chat_on`] does when `model` names one,
+    /// else as [`Router::chat`] does, telling `sink` what streams in. Every
+    /// attempt after the first (a retry, the next model) starts with
+    /// [`StreamEvent::Restarted`]: only the answer that completes counts.
+    pub async fn stream(
+        &self,
+        model: Option<&str>,
+        request: &ChatRequest,
+        sink: &dyn StreamSink,
+    ) -> Result<ChatResponse, LlmError> {
+        let attempts = Attempts::new(sink);
+        match model {
+            Some(model) => self.stream_on(model, request, &attempts).await,
+            None => self.stream_any(request, &attempts).await,
+        }
+    }
+
+    async fn stream_any(
+        &self,
+        request: &ChatRequest,
+        attempts: &Attempts<'_>,
+    ) -> Result<ChatResponse, LlmError> {
         let tokens = count_request(request);
         let candidates = self.fitting(tokens, request.max_output_tokens)?;
         let mut last_error = None;
         for route in candidates {
-            match self.send(route, request).await {
+            match self.send(route, request, attempts).await {
                 Ok(response) => return Ok(response),
                 Err(err) if err.falls_back() => {
                     tracing::warn!(model = %route.model(), "{err}; falling back to the next model");
@@ -160,8 +192,12 @@ impl Router {
         }))
     }
 
-    /// Sends `request` to the model named `model` only, with retries.
-    pub async fn chat_on(&self, model: &str, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+    async fn stream_on(
+        &self,
+        model: &str,
+        request: &ChatRequest,
+        attempts: &Attempts<'_>,
+    ) -> Result<ChatResponse, LlmError> {
         let route = self.routes.iter().find(|r| r.model() == model).ok_or_else(|| {
             let usable: Vec<&str> = self.routes.iter().map(Route::model).collect();
             LlmError::NoModel {
@@ -182,10 +218,15 @@ impl Router {
                 limits: limits(std::iter::once(route), request.max_output_tokens),
             });
         }
-        self.send(route, request).await
+        self.send(route, request, attempts).await
     }
 
-    async fn send(&self, route: &Route, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+    async fn send(
+        &self,
+        route: &Route,
+        request: &ChatRequest,
+        attempts: &Attempts<'_>,
+    ) -> Result<ChatResponse, LlmError> {
         let mut routed = super::history::for_model(request, &route.spec);
         routed.model = route.spec.name.clone();
         routed.max_output_tokens =
@@ -201,7 +242,9 @@ impl Router {
             let provider = route.provider.clone();
             let (prices, metrics) = (&self.prices, &self.metrics);
             async move {
-                let result = provider.chat(&route.spec, routed).await;
+                attempts.begin();
+                // Whole or not at all: a stream that breaks off is an error.
+                let result = stream::forward(provider.stream(&route.spec, routed), attempts.sink).await;
                 match &result {
                     Ok(response) => {
                         metrics.model_request(&routed.model, "ok");
@@ -214,6 +257,9 @@ impl Router {
                     Err(e) if e.is_retryable() => metrics.model_request(&routed.model, "retryable_error"),
                     Err(_) => metrics.model_request(&routed.model, "error"),
                 }
+                if let Err(e) = &result {
+                    attempts.failed(e);
+                }
                 result
             }
         };
@@ -222,6 +268,37 @@ impl Router {
         // find it; the provider's own name stays in the native turn.
         response.model = route.spec.name.clone();
         Ok(response)
+    }
+}
+
+/// The attempts of one call, for its watcher: each after the first voids
+/// what the ones before it streamed.
+struct Attempts<'a> {
+    sink: &'a dyn StreamSink,
+    made: AtomicUsize,
+    last_error: Mutex<String>,
+}
+
+impl<'a> Attempts<'a> {
+    fn new(sink: &'a dyn StreamSink) -> Attempts<'a> {
+        Attempts {
+            sink,
+            made: AtomicUsize::new(0),
+            last_error: Mutex::new(String::new()),
+        }
+    }
+
+    fn begin(&self) {
+        if self.made.fetch_add(1, Ordering::Relaxed) > 0 {
+            let reason = self.last_error.lock().map(|e| e.clone()).unwrap_or_default();
+            self.sink.event(&StreamEvent::Restarted { reason });
+        }
+    }
+
+    fn failed(&self, err: &LlmError) {
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = err.to_string();
+        }
     }
 }
 
@@ -259,6 +336,15 @@ fn limits<'a>(routes: impl Iterator<Item = &'a Route>, output: u32) -> String {
 impl super::ChatModel for Router {
     async fn chat(&self, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
         Router::chat(self, request).await
+    }
+
+    async fn stream(
+        &self,
+        model: Option<&str>,
+        request: &ChatRequest,
+        sink: &dyn StreamSink,
+    ) -> Result<ChatResponse, LlmError> {
+        Router::stream(self, model, request, sink).await
     }
 
     fn models(&self) -> Vec<super::ModelInfo> {
@@ -418,6 +504,10 @@ impl Client {
             gemini::Gemini, responses::Responses,
         };
         let timeout = config.request_timeout;
+        let limits = StreamLimits {
+            idle: config.stream_idle_timeout,
+            total: config.stream_total_timeout,
+        };
         let base = &config.openai_base_url;
         // Any base URL but OpenAI's own may be a server that needs no key.
         let openai_key = secrets.openai_api_key.clone();
@@ -428,29 +518,28 @@ impl Client {
             {
                 None
             }
-            Client::Api(Api::Responses) => Some(Arc::new(Responses::new(base, openai_key, timeout)?)),
-            Client::Api(Api::ChatCompletions) => {
-                Some(Arc::new(ChatCompletions::new(base, openai_key, timeout)?))
-            }
+            Client::Api(Api::Responses) => Some(Arc::new(
+                Responses::new(base, openai_key, timeout)?.with_stream_limits(limits),
+            )),
+            Client::Api(Api::ChatCompletions) => Some(Arc::new(
+                ChatCompletions::new(base, openai_key, timeout)?.with_stream_limits(limits),
+            )),
             Client::ResponsesOrChat => Some(Arc::new(ResponsesOrChat::new(
                 base,
-                Responses::new(base, openai_key.clone(), timeout)?,
-                ChatCompletions::new(base, openai_key, timeout)?,
+                Responses::new(base, openai_key.clone(), timeout)?.with_stream_limits(limits),
+                ChatCompletions::new(base, openai_key, timeout)?.with_stream_limits(limits),
             ))),
             Client::Api(Api::GenerateContent) => match &secrets.gemini_api_key {
-                Some(key) => Some(Arc::new(Gemini::new(
-                    &config.gemini_base_url,
-                    key.clone(),
-                    timeout,
-                )?)),
+                Some(key) => Some(Arc::new(
+                    Gemini::new(&config.gemini_base_url, key.clone(), timeout)?.with_stream_limits(limits),
+                )),
                 None => None,
             },
             Client::Api(Api::Messages) => match &secrets.anthropic_api_key {
-                Some(key) => Some(Arc::new(Anthropic::new(
-                    &config.anthropic_base_url,
-                    key.clone(),
-                    timeout,
-                )?)),
+                Some(key) => Some(Arc::new(
+                    Anthropic::new(&config.anthropic_base_url, key.clone(), timeout)?
+                        .with_stream_limits(limits),
+                )),
                 None => None,
             },
         })

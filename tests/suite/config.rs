@@ -269,6 +269,14 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
             &["llm.models[0].max_output_tokens", "must be above 0"],
         ),
         (
+            "llm:\n  stream_idle_timeout: \"10m\"\n  stream_total_timeout: \"5m\"\n",
+            &["llm.stream_total_timeout", "at least llm.stream_idle_timeout"],
+        ),
+        (
+            "llm:\n  stream_idle_timeout: \"0s\"\n",
+            &["llm.stream_idle_timeout", "longer than zero"],
+        ),
+        (
             "llm:\n  prices:\n    m: {input: 1.0, output: 2.0, cache_write: -1}\n",
             &["llm.prices.m", "0 or more"],
         ),

@@ -28,6 +28,7 @@ mod images;
 mod intake;
 mod llm_gateway;
 mod llm_retry;
+mod llm_stream;
 mod llm_wire;
 mod mentions;
 mod mirror;

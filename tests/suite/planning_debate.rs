@@ -618,3 +618,46 @@ async fn an_unreachable_debater_is_tried_again_then_another_model_answers_for_it
     );
     assert!(outcome.final_plan.starts_with("# Final Implementation Plan"));
 }
+
+#[tokio::test]
+async fn a_debater_refused_for_the_size_of_the_request_hands_its_call_to_a_model_that_fits() {
+    let models = Models::start(
+        Behaviour {
+            consensus: vec![AGREE.into()],
+            ..Default::default()
+        },
+        // Gemini refuses to plan in its own words: the input is over its window.
+        Behaviour {
+            plans_too_long: true,
+            ..Default::default()
+        },
+        Behaviour::default(),
+    )
+    .await;
+    let router = models.router(&ALL_KEYS);
+    let outcome = debate(&router, &settings(), &forgehand::planning::debate::NoCheckpoints).await;
+    assert_eq!(
+        outcome.rounds[0].plans.len(),
+        3,
+        "no debater left: {:?}",
+        outcome.notes
+    );
+    assert!(
+        outcome
+            .notes
+            .iter()
+            .any(|n| n.starts_with("gemini-2.5-pro could not answer")
+                && n.contains("context window")
+                && n.contains("answered in its place")),
+        "{:?}",
+        outcome.notes
+    );
+    assert!(
+        !outcome
+            .notes
+            .iter()
+            .any(|n| n.contains("gemini-2.5-pro (B) left the debate")),
+        "{:?}",
+        outcome.notes
+    );
+}

@@ -4,7 +4,7 @@
 //! a final plan for the judge. It acts like a prompt cache: a request whose
 //! system text it has seen before reports that text's tokens as cached.
 
-use super::scripted_model::{endpoint, provider_rules, view, Format, Issued};
+use super::scripted_model::{endpoint, error_answer, provider_rules, success, view, Format, Issued, Reply};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 use std::sync::{Arc, Mutex};
@@ -20,6 +20,9 @@ pub struct Behaviour {
     pub delay: Option<Duration>,
     /// Plan requests fail with HTTP 400.
     pub refuse_plans: bool,
+    /// Plan requests are refused as over the context window, in the
+    /// provider's own error shape.
+    pub plans_too_long: bool,
     /// Judge calls answer this instead of a final plan.
     pub judge_answer: Option<String>,
     /// Review calls answer this.
@@ -118,6 +121,10 @@ impl wiremock::Respond for Responder {
             "plan" if self.behaviour.refuse_plans => {
                 return ResponseTemplate::new(400).set_body_json(json!({"error": {"message": "this model refuses", "type": "invalid_request_error"}}));
             }
+            "plan" if self.behaviour.plans_too_long => {
+                let (status, refusal, _) = error_answer(self.format, &Reply::TooLong).unwrap_or_default();
+                return ResponseTemplate::new(status).set_body_json(refusal);
+            }
             "plan" | "revise" => format!(
                 "# Implementation Plan (Model {id})\n\nBy {label}, {phase}.\n\n## Checklist\n- [ ] Add the flag parser ({label})\n- [ ] Test the parser\n",
                 label = self.label
@@ -148,7 +155,7 @@ impl wiremock::Respond for Responder {
         let cached = (cached_chars / 4) as u64;
         let prompt = (system.len() + user.len()) as u64 / 4;
         let out = 50u64;
-        let body = match self.format {
+        let answer = match self.format {
             Format::OpenAi => json!({
                 "id": "chatcmpl-1", "object": "chat.completion", "model": self.label,
                 "choices": [{"index": 0, "message": {"role": "assistant", "content": text}, "finish_reason": "stop"}],
@@ -170,7 +177,7 @@ impl wiremock::Respond for Responder {
                 "modelVersion": self.label
             }),
         };
-        let template = ResponseTemplate::new(200).set_body_json(body);
+        let template = success(self.format, request, &body, answer);
         match self.behaviour.delay {
             Some(d) => template.set_delay(d),
             None => template,

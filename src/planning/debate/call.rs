@@ -6,8 +6,9 @@
 //! get a useful share of time (a quarter of `planning.call_timeout`), so
 //! late calls are not all cut to the seconds left. A broken connection is
 //! tried again; a named model that still cannot answer (down, or the request
-//! too large for its window) hands the call to the router, which picks a
-//! model that fits and falls back along `llm.models`.
+//! too large for its window: our own count, or the provider's typed
+//! refusal) hands the call to the router, which picks a model that fits and
+//! falls back along `llm.models`.
 
 use super::{prompts, CallRecord, DebateEvent, DebateSettings, PhaseUsage, Run};
 use crate::llm::{ChatResponse, LlmError};
@@ -193,7 +194,7 @@ impl Run<'_> {
             answer = once(model).await;
         }
         match (model, answer) {
-            (Some(name), Err(Sent::Failed(e))) if e.falls_back() || too_large(&e) => {
+            (Some(name), Err(Sent::Failed(e))) if e.falls_back() || e.is_too_large() => {
                 let answer = once(None).await;
                 if let Ok(response) = &answer {
                     self.note(format!(
@@ -240,21 +241,6 @@ impl Run<'_> {
     }
 }
 
-/// Whether the model refused the request for its size: our own check, or
-/// a 4xx whose message speaks of the context window (OpenAI's "maximum
-/// context length", Anthropic's "prompt is too long", Gemini's "exceeds the
-/// maximum number of tokens"). Other refusals do not hand the call on.
-fn too_large(error: &LlmError) -> bool {
-    match error {
-        LlmError::TooLarge { .. } => true,
-        LlmError::Rejected { message, .. } => {
-            let m = message.to_lowercase();
-            m.contains("context") || m.contains("too long") || (m.contains("maximum") && m.contains("token"))
-        }
-        _ => false,
-    }
-}
-
 /// Why a call brought no answer.
 enum Sent {
     /// Its time ran out.
@@ -266,27 +252,27 @@ enum Sent {
 mod tests {
     use super::*;
 
-    fn rejected(message: &str) -> LlmError {
-        LlmError::Rejected {
-            provider: "openai".into(),
-            status: 400,
-            message: message.into(),
-        }
-    }
-
     #[test]
     fn only_a_refusal_for_size_hands_the_call_on() {
-        assert!(too_large(&rejected(
-            "This model's maximum context length is 200000 tokens. However, you requested 216000 tokens"
-        )));
-        assert!(too_large(&rejected(
-            "prompt is too long: 210000 tokens > 200000 maximum"
-        )));
-        assert!(too_large(&rejected(
-            "The input token count exceeds the maximum number of tokens allowed"
-        )));
-        assert!(!too_large(&rejected("this model refuses")));
-        assert!(!too_large(&rejected("Invalid value for 'temperature'")));
+        let refused = |refusal| LlmError::Refused {
+            provider: "anthropic".into(),
+            refusal,
+            message: "invalid_request_error: prompt is too long: 210000 tokens > 200000 maximum".into(),
+        };
+        assert!(refused(crate::llm::Refusal::ContextTooLong).is_too_large());
+        assert!(LlmError::TooLarge {
+            tokens: 1,
+            limits: String::new()
+        }
+        .is_too_large());
+        assert!(!refused(crate::llm::Refusal::ContentPolicy).is_too_large());
+        // A refusal in words the provider did not type is not one for size.
+        let worded = LlmError::Rejected {
+            provider: "openai".into(),
+            status: 400,
+            message: "This model's maximum context length is 200000 tokens".into(),
+        };
+        assert!(!worded.is_too_large());
     }
 
     #[test]

@@ -4,16 +4,26 @@
 //! records what the client sent. Like the real services it refuses what they
 //! refuse (`provider_rules`), and it answers like current models do:
 //! reasoning items and thinking blocks before tool calls, signatures that
-//! must come back unchanged, stop reasons.
+//! must come back unchanged, stop reasons. A request that asks to stream
+//! gets the same answer as the API's server-sent events ([`sse`]); the
+//! [`StreamingModel`] also paces, cuts and stalls them.
 
+mod errors;
 mod gateway;
 pub mod prompt_cache;
 pub mod provider_rules;
+pub mod sse;
+mod streaming;
+mod turn;
 
+use errors::error_template;
+pub use errors::{error_answer, ErrorAnswer};
 pub use provider_rules::Issued;
 use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
+pub use streaming::{Delivery, StreamingModel};
+pub use turn::{edit_and_commit, TurnModel};
 use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 
@@ -42,6 +52,8 @@ pub enum Reply {
     Text(String),
     /// (name, arguments as JSON text; may be deliberately invalid).
     ToolCalls(Vec<(String, String)>),
+    /// Text, then tool calls, in one answer.
+    TextAndCalls(String, Vec<(String, String)>),
     /// An HTTP error with the provider's error body and an optional Retry-After.
     Status {
         code: u16,
@@ -50,6 +62,10 @@ pub enum Reply {
     },
     /// An answer that stops for `Stop`'s reason.
     Stopped(Stop),
+    /// The provider's refusal of a conversation over the context window.
+    TooLong,
+    /// The provider's content policy blocks the prompt.
+    Blocked,
 }
 
 pub fn text(t: &str) -> Reply {
@@ -58,6 +74,11 @@ pub fn text(t: &str) -> Reply {
 
 pub fn call(name: &str, arguments: Value) -> Reply {
     Reply::ToolCalls(vec![(name.to_owned(), arguments.to_string())])
+}
+
+/// Text, then one tool call, in one answer.
+pub fn text_and_call(t: &str, name: &str, arguments: Value) -> Reply {
+    Reply::TextAndCalls(t.to_owned(), vec![(name.to_owned(), arguments.to_string())])
 }
 
 /// A call to the command executor.
@@ -83,9 +104,9 @@ pub(crate) fn endpoint(format: Format) -> wiremock::MockBuilder {
         Format::OpenAi => Mock::given(method("POST")).and(path("/v1/chat/completions")),
         Format::Responses => Mock::given(method("POST")).and(path("/v1/responses")),
         Format::Anthropic => Mock::given(method("POST")).and(path("/v1/messages")),
-        Format::Gemini => {
-            Mock::given(method("POST")).and(path_regex(r"^/v1beta/models/[^/]+:generateContent$"))
-        }
+        Format::Gemini => Mock::given(method("POST")).and(path_regex(
+            r"^/v1beta/models/[^/]+:(generateContent|streamGenerateContent)$",
+        )),
     }
 }
 
@@ -121,7 +142,8 @@ struct Responder {
     script: Arc<Mutex<Script>>,
 }
 
-/// The model named in a Gemini URL (`/v1beta/models/{model}:generateContent`).
+/// The model named in a Gemini URL (`/v1beta/models/{model}:generateContent`
+/// or `:streamGenerateContent`).
 fn gemini_model(url_path: &str) -> String {
     url_path
         .rsplit('/')
@@ -155,14 +177,10 @@ impl wiremock::Respond for Responder {
         };
         let n = script.answered;
         script.answered += 1;
-        match reply {
-            Reply::Status {
-                code,
-                message,
-                retry_after,
-            } => status_template(self.format, code, &message, retry_after),
-            other => {
-                let mut answer = reply_for(self.format, &model, &body, other, n, &mut script.issued);
+        match error_template(self.format, &reply) {
+            Some(refusal) => refusal,
+            None => {
+                let mut answer = reply_for(self.format, &model, &body, reply, n, &mut script.issued);
                 if let Some(cache) = &mut script.cache {
                     let usage = cache.account(self.format, &model, &body);
                     set_usage(self.format, &mut answer, usage);
@@ -172,27 +190,30 @@ impl wiremock::Respond for Responder {
                     _ => answer["usage"].clone(),
                 };
                 script.usages.push(usage);
-                ResponseTemplate::new(200).set_body_json(answer)
+                success(self.format, request, &body, answer)
             }
         }
     }
 }
 
-fn status_template(format: Format, code: u16, message: &str, retry_after: Option<u64>) -> ResponseTemplate {
-    let body = match format {
-        Format::Anthropic => {
-            json!({"type": "error", "error": {"type": if code == 529 { "overloaded_error" } else { "invalid_request_error" }, "message": message}})
-        }
-        Format::Gemini => json!({"error": {"code": code, "message": message, "status": "UNAVAILABLE"}}),
-        Format::OpenAi | Format::Responses => {
-            json!({"error": {"message": message, "type": "server_error", "code": null}})
-        }
-    };
-    let mut t = ResponseTemplate::new(code).set_body_json(body);
-    if let Some(seconds) = retry_after {
-        t = t.insert_header("retry-after", seconds.to_string().as_str());
+/// A success answer as `request` asks for it: JSON, or the API's events.
+pub(crate) fn success(
+    format: Format,
+    request: &wiremock::Request,
+    body: &Value,
+    answer: Value,
+) -> ResponseTemplate {
+    let path = request.url.path();
+    if !sse::asks_to_stream(format, path, body) {
+        return ResponseTemplate::new(200).set_body_json(answer);
     }
-    t
+    let sse_asked = request.url.query_pairs().any(|(k, v)| k == "alt" && v == "sse");
+    if format == Format::Gemini && !sse_asked {
+        // Without alt=sse, Gemini streams one JSON array of its chunks.
+        return ResponseTemplate::new(200).set_body_json(sse::gemini_array(&answer));
+    }
+    let frames = sse::frames(format, body, &answer);
+    ResponseTemplate::new(200).set_body_raw(sse::encode(format, &frames).into_bytes(), "text/event-stream")
 }
 
 impl ScriptedModel {
@@ -286,6 +307,7 @@ fn parts_of(reply: &Reply) -> (String, Vec<(String, String)>) {
     match reply {
         Reply::Text(t) => (t.clone(), Vec::new()),
         Reply::ToolCalls(calls) => (String::new(), calls.clone()),
+        Reply::TextAndCalls(text, calls) => (text.clone(), calls.clone()),
         _ => (String::new(), Vec::new()),
     }
 }
@@ -387,6 +409,14 @@ fn gemini_body(model: &str, reply: Reply, n: usize, issued: &mut Issued) -> Valu
         Reply::Stopped(Stop::Refusal) => {
             candidate = json!({"finishReason": "SAFETY", "index": 0, "safetyRatings": []});
         }
+        // Gemini answers a prompt its policy blocks, without candidates.
+        Reply::Blocked => {
+            return json!({
+                "promptFeedback": {"blockReason": "PROHIBITED_CONTENT"},
+                "usageMetadata": {"promptTokenCount": 300 + n as u64, "totalTokenCount": 300 + n as u64},
+                "modelVersion": model
+            });
+        }
         _ => {}
     }
     json!({
@@ -438,72 +468,6 @@ impl ScriptedModel {
             .collect()
     }
 }
-
-/// An OpenAI-format model that answers by turn: the reply is picked by how
-/// many assistant messages the request already holds, so a conversation
-/// started again from the beginning (a resumed task) gets the same replies.
-/// Turns past the end get the last reply.
-pub struct TurnModel {
-    pub server: MockServer,
-    pub format: Format,
-    storm: std::sync::Arc<std::sync::Mutex<Storm>>,
-    refused: Arc<Mutex<Vec<(Value, Value)>>>,
-    billed: Billed,
-    received: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-/// Requests still to refuse, and the statuses refused so far.
-#[derive(Default)]
-struct Storm {
-    left: u32,
-    answered: Vec<u16>,
-}
-
-impl Storm {
-    /// The next refusal, cycling 429 (with Retry-After), 529 and 503.
-    fn next(&mut self) -> Option<ResponseTemplate> {
-        if self.left == 0 {
-            return None;
-        }
-        self.left -= 1;
-        let status = [429, 529, 503][self.answered.len() % 3];
-        self.answered.push(status);
-        let body = match status {
-            429 => {
-                json!({"error": {"message": "Rate limit reached for requests", "type": "requests", "code": "rate_limit_exceeded"}})
-            }
-            529 => json!({"error": {"message": "Overloaded", "type": "overloaded_error", "code": null}}),
-            _ => {
-                json!({"error": {"message": "The server is overloaded or not ready yet.", "type": "server_error", "code": null}})
-            }
-        };
-        let template = ResponseTemplate::new(status).set_body_json(body);
-        Some(if status == 429 {
-            template.insert_header("retry-after", "1")
-        } else {
-            template
-        })
-    }
-}
-
-struct ByTurn {
-    format: Format,
-    issued: Arc<Mutex<Issued>>,
-    refused: Arc<Mutex<Vec<(Value, Value)>>>,
-    answered: std::sync::atomic::AtomicUsize,
-    turns: Vec<(Reply, Option<std::time::Duration>)>,
-    /// The answer to planning calls (those with the sage system text).
-    plan: Option<String>,
-    plan_delay: Option<std::time::Duration>,
-    storm: std::sync::Arc<std::sync::Mutex<Storm>>,
-    billed: Billed,
-    received: Arc<std::sync::atomic::AtomicUsize>,
-}
-
-/// Usage every answer reports instead of the usual few tokens, in Chat
-/// Completions' format and for the model asked (so a budget sees costs of
-/// a real size): (prompt tokens, completion tokens).
-type Billed = Arc<Mutex<Option<(u64, u64)>>>;
 
 /// How every sage planning call's system text begins.
 pub const SAGE_SYSTEM: &str = "You are a senior software engineer advising on a code base.";
@@ -702,213 +666,4 @@ fn context_answer(v: &View) -> Option<String> {
         let text = user.split("\"\"\"").nth(1).unwrap_or_default().trim();
         format!("Summary: {}", text.chars().take(60).collect::<String>())
     })
-}
-
-impl wiremock::Respond for ByTurn {
-    fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
-        self.received.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if let Some(refusal) = self.storm.lock().unwrap().next() {
-            return refusal;
-        }
-        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        let model = match self.format {
-            Format::Gemini => gemini_model(request.url.path()),
-            _ => body["model"].as_str().unwrap_or_default().to_owned(),
-        };
-        let mut issued = self.issued.lock().unwrap();
-        let checked = match self.format {
-            Format::OpenAi => provider_rules::chat_completions(&body),
-            Format::Responses => provider_rules::responses(&body, &issued),
-            Format::Anthropic => provider_rules::messages(&body, &issued),
-            Format::Gemini => provider_rules::generate_content(&model, &body, &issued),
-        };
-        if let Err(error) = checked {
-            self.refused.lock().unwrap().push((body, error.clone()));
-            return ResponseTemplate::new(400).set_body_json(error);
-        }
-        let n = self.answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        let billed = *self.billed.lock().unwrap();
-        let answer = |reply: Reply, issued: &mut Issued| {
-            let mut answer = reply_for(self.format, &model, &body, reply, n, issued);
-            if let (Some((prompt, completion)), Format::OpenAi) = (billed, self.format) {
-                answer["model"] = json!(model);
-                answer["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion});
-            }
-            ResponseTemplate::new(200).set_body_json(answer)
-        };
-        let v = view(self.format, &body);
-        if let Some(text) = context_answer(&v) {
-            return answer(Reply::Text(text), &mut issued);
-        }
-        if let (Some(plan), true) = (&self.plan, v.system.starts_with(SAGE_SYSTEM)) {
-            let template = answer(Reply::Text(plan.clone()), &mut issued);
-            return match self.plan_delay {
-                Some(d) => template.set_delay(d),
-                None => template,
-            };
-        }
-        let turn = v.turns;
-        let (reply, delay) = &self.turns[turn.min(self.turns.len() - 1)];
-        let template = match reply.clone() {
-            Reply::Status {
-                code,
-                message,
-                retry_after,
-            } => status_template(self.format, code, &message, retry_after),
-            other => answer(other, &mut issued),
-        };
-        match delay {
-            Some(d) => template.set_delay(*d),
-            None => template,
-        }
-    }
-}
-
-impl TurnModel {
-    pub async fn start(turns: Vec<(Reply, Option<std::time::Duration>)>) -> TurnModel {
-        TurnModel::start_with_plan(turns, None).await
-    }
-
-    /// The same, answering planning calls with `plan`.
-    pub async fn start_with_plan(
-        turns: Vec<(Reply, Option<std::time::Duration>)>,
-        plan: Option<String>,
-    ) -> TurnModel {
-        TurnModel::start_with_slow_plan(turns, plan, None).await
-    }
-
-    /// The same, each planning answer taking `plan_delay`.
-    pub async fn start_with_slow_plan(
-        turns: Vec<(Reply, Option<std::time::Duration>)>,
-        plan: Option<String>,
-        plan_delay: Option<std::time::Duration>,
-    ) -> TurnModel {
-        TurnModel::start_as(Format::OpenAi, turns, plan, plan_delay).await
-    }
-
-    /// The same, in `format`'s wire format (and its rules).
-    pub async fn start_as(
-        format: Format,
-        turns: Vec<(Reply, Option<std::time::Duration>)>,
-        plan: Option<String>,
-        plan_delay: Option<std::time::Duration>,
-    ) -> TurnModel {
-        assert!(!turns.is_empty());
-        let server = MockServer::start().await;
-        let storm = std::sync::Arc::new(std::sync::Mutex::new(Storm::default()));
-        let refused = Arc::new(Mutex::new(Vec::new()));
-        let billed = Billed::default();
-        let received = Arc::new(std::sync::atomic::AtomicUsize::new(0));
-        let mock = endpoint(format);
-        mock.respond_with(ByTurn {
-            format,
-            issued: Arc::default(),
-            refused: refused.clone(),
-            answered: Default::default(),
-            turns,
-            plan,
-            plan_delay,
-            storm: storm.clone(),
-            billed: billed.clone(),
-            received: received.clone(),
-        })
-        .mount(&server)
-        .await;
-        TurnModel {
-            server,
-            format,
-            storm,
-            refused,
-            billed,
-            received,
-        }
-    }
-
-    /// From now on every answer (Chat Completions) reports `prompt` input
-    /// and `completion` output tokens, for the model that was asked.
-    pub fn bill(&self, prompt: u64, completion: u64) {
-        *self.billed.lock().unwrap() = Some((prompt, completion));
-    }
-
-    /// How many requests reached it so far, of every kind: cheap enough to
-    /// poll every millisecond (`requests` copies and parses every body).
-    pub fn received(&self) -> usize {
-        self.received.load(std::sync::atomic::Ordering::SeqCst)
-    }
-
-    /// The requests the provider's rules refused, with the error each got.
-    pub fn refused(&self) -> Vec<(Value, Value)> {
-        self.refused.lock().unwrap().clone()
-    }
-
-    /// The next `requests` requests are refused (429, 529, 503 in turn).
-    pub async fn storm(&self, requests: u32) {
-        self.storm.lock().unwrap().left = requests;
-    }
-
-    /// The statuses the storms answered so far.
-    pub async fn storm_statuses(&self) -> Vec<u16> {
-        self.storm.lock().unwrap().answered.clone()
-    }
-
-    pub fn base_url(&self) -> String {
-        base_url_of(self.format, &self.server)
-    }
-
-    /// The JSON bodies of every request of the agent so far (planning and
-    /// context-store calls are left out).
-    pub async fn requests(&self) -> Vec<Value> {
-        self.all_requests()
-            .await
-            .into_iter()
-            .filter(|r| {
-                let v = view(self.format, r);
-                !v.system.starts_with(SAGE_SYSTEM) && !is_context_view(&v)
-            })
-            .collect()
-    }
-
-    /// The JSON bodies of every request it answered so far, planning calls
-    /// included (not those to another API's path, which got a 404).
-    pub async fn all_requests(&self) -> Vec<Value> {
-        let answered = |path: &str| match self.format {
-            Format::OpenAi => path == "/v1/chat/completions",
-            Format::Responses => path == "/v1/responses",
-            Format::Anthropic | Format::Gemini => true,
-        };
-        self.server
-            .received_requests()
-            .await
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|r| answered(r.url.path()))
-            .map(|r| r.body_json::<Value>().unwrap_or(Value::Null))
-            .collect()
-    }
-}
-
-/// The usual work of a task: edit greet.py, commit it (after `scan_window`,
-/// during which a test may inspect the live sandbox), answer.
-pub fn edit_and_commit(scan_window: std::time::Duration) -> Vec<(Reply, Option<std::time::Duration>)> {
-    vec![
-        (
-            call(
-                "text_editor_str_replace",
-                json!({"path": "/workspace/project/greet.py", "old_str": "Hello", "new_str": "Hello, world"}),
-            ),
-            None,
-        ),
-        (
-            call(
-                "command_executor_execute_command",
-                json!({"command": "env; git add -A && git commit -qm 'Greet the whole world' && git log --oneline -3"}),
-            ),
-            // The model "thinks" a while: the test scans the live container meanwhile.
-            Some(scan_window),
-        ),
-        (
-            text("Changed the greeting in greet.py to greet the whole world."),
-            None,
-        ),
-    ]
 }

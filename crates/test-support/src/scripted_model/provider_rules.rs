@@ -36,6 +36,13 @@ fn openai_error(message: String, param: Option<&str>) -> Value {
 /// Chat Completions (openai-openapi: CreateChatCompletionRequest).
 pub fn chat_completions(body: &Value) -> Result<(), Value> {
     let model = body["model"].as_str().unwrap_or_default();
+    // ChatCompletionStreamOptions: only with `stream: true`.
+    if body.get("stream_options").is_some() && body["stream"] != json!(true) {
+        return Err(openai_error(
+            "The 'stream_options' parameter is only allowed when 'stream' is enabled.".into(),
+            Some("stream_options"),
+        ));
+    }
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     if messages.is_empty() {
         return Err(openai_error(
