@@ -147,10 +147,17 @@ pub(super) async fn prepare(
         sandbox_and_conversation(run, needs, claimed, &repo, (&checkout, &history, early)).await?;
     // Otherwise the editor's session starts now, beside planning: setup
     // (and what it left running) is over.
+    // (Its root must be there: after the copy, if one is under way.)
     let editor = editor.or_else(|| {
         needs.text_editor.enabled.then(|| {
-            let (sandbox, editor_config) = (sandbox.sandbox.clone(), needs.text_editor.clone());
-            tokio::spawn(async move { crate::mcp::text_editor::start(sandbox, &editor_config).await })
+            let (sandbox_now, editor_config) = (sandbox.sandbox.clone(), needs.text_editor.clone());
+            let copied = sandbox.filling.as_ref().map(|f| f.readiness());
+            tokio::spawn(async move {
+                if let Some(copied) = copied {
+                    let _ = copied.await;
+                }
+                crate::mcp::text_editor::start(sandbox_now, &editor_config).await
+            })
         })
     });
     for note in &conversation.notes {

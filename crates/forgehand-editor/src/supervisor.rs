@@ -231,10 +231,17 @@ async fn serve_command<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     // the peer's window updates to a writer only through its reads, so a
     // stream that is only written to stalls after one window.
     let (mut incoming, mut stream) = tokio::io::split(stream);
+    // Until the project is copied in, its folder may not exist yet: a
+    // command (the `mkdir` that makes it among them) runs in the nearest
+    // folder above it that does.
+    let cwd = dir
+        .ancestors()
+        .find(|d| d.is_dir())
+        .unwrap_or(std::path::Path::new("/"));
     let spawned = tokio::process::Command::new("sh")
         .arg("-c")
         .arg(&command)
-        .current_dir(dir)
+        .current_dir(cwd)
         .stdin(if stdin {
             std::process::Stdio::piped()
         } else {
