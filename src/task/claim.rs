@@ -10,6 +10,7 @@ use super::run::TaskRun;
 use super::TaskEnd;
 use crate::config::LabelsConfig;
 use crate::forge::{ChangeInfo, Comment, Item, ItemKind, TextEdits};
+use crate::git::attribution::CoAuthor;
 use crate::journal::{Phase, TaskRecord};
 use std::collections::HashMap;
 
@@ -29,6 +30,8 @@ pub(super) struct Claimed {
     pub thread: Thread,
     /// What was kept from the model, in words for the comment and the request.
     pub withheld: Vec<String>,
+    /// Who applied the trigger label: the commits' co-author, named in the PR/MR.
+    pub asked_by: Option<CoAuthor>,
 }
 
 pub(super) enum Claim {
@@ -131,11 +134,13 @@ pub(super) async fn claim(
     run.at(Step::Workspace, "Preparing the workspace");
     let thread = thread?;
     let withheld = request::withheld(&thread.author, &thread.comments, &run.forge.who_may_trigger());
+    let asked_by = asked_by(run, needs, &item).await?;
     Ok(Claim::Claimed(Box::new(Claimed {
         item,
         target,
         thread,
         withheld,
+        asked_by,
     })))
 }
 
@@ -158,6 +163,26 @@ async fn finish_delivered(
         .await?;
     run.journal.finish(&run.key, Phase::Done, url)?;
     Ok(Some(TaskEnd::Delivered { url: url.clone() }))
+}
+
+/// The person whose trigger label started the run, with the forge's
+/// noreply address (it needs their numeric id and the forge's web host).
+/// Asked again on every start, so a resumed task still knows them.
+async fn asked_by(run: &TaskRun<'_>, needs: &Needs<'_>, item: &Item) -> Result<Option<CoAuthor>, TaskError> {
+    let Some(label) = run.forge.label_applied(&run.item, &needs.labels.trigger).await? else {
+        tracing::debug!(task = %run.item, "no label event names who asked; the commits name no co-author");
+        return Ok(None);
+    };
+    let host = url::Url::parse(&item.web_url)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_owned));
+    match (label.by_id, host) {
+        (Some(id), Some(host)) => Ok(CoAuthor::noreply(run.item.forge, &host, &label.by, id)),
+        _ => {
+            tracing::debug!(task = %run.item, by = %label.by, "the forge gave no user id or web address; the commits name no co-author");
+            Ok(None)
+        }
+    }
 }
 
 async fn target(run: &TaskRun<'_>, needs: &Needs<'_>, item: &Item) -> Result<Target, TaskError> {
