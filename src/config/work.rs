@@ -344,3 +344,34 @@ pub(super) fn apply_url_overrides(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signing(var: Option<&str>, value: Option<&str>) -> Result<Option<SigningConfig>, ConfigError> {
+        let raw = raw::RawSigning {
+            ssh_key_env: var.map(str::to_owned),
+        };
+        let value = value.map(str::to_owned);
+        resolve_signing(&raw, &move |_| value.clone())
+    }
+
+    #[test]
+    fn a_signing_key_that_is_missing_or_wrong_stops_the_start_naming_the_setting() {
+        assert_eq!(signing(None, Some("ignored")).ok().flatten(), None);
+        for (value, says) in [
+            (None, "FORGEHAND_SIGNING_KEY, which is not set"),
+            (Some("ssh-ed25519 AAAA public-half"), "not an OpenSSH private key"),
+        ] {
+            let err = signing(Some("FORGEHAND_SIGNING_KEY"), value)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(SIGNING_KEY_SETTING) && err.contains(says), "{err}");
+            assert!(
+                !err.contains("public-half"),
+                "the key's text is not repeated: {err}"
+            );
+        }
+    }
+}
