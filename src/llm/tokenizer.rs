@@ -1,14 +1,15 @@
 //! The o200k tokenizer (the encoding of OpenAI's current models) in about
-//! 14 MB instead of 65. Text is split as tiktoken splits it (`bpe-openai`'s
+//! 9 MB instead of 65. Text is split as tiktoken splits it (`bpe-openai`'s
 //! pre-tokenizing regex, which needs no byte-pair tables), and each piece
 //! is merged by rank, as tiktoken merges: the lowest-ranked adjacent pair
 //! first, until no pair is a token. The vocabulary is compiled in by
-//! `build.rs` (every token's bytes, in rank order); the index over it is
-//! built at the first count. Counts equal `bpe-openai`'s (and tiktoken's),
+//! `build.rs` (every token's bytes, in rank order); the index over it (a
+//! hash table of ranks, 4 bytes a token) is built at the first count. Counts equal `bpe-openai`'s (and tiktoken's),
 //! which the tests check over the repository's own sources.
 
 use bpe::byte_pair_encoding::BytePairEncoding;
-use rustc_hash::FxHashMap;
+use hashbrown::HashTable;
+use std::hash::BuildHasher;
 use std::sync::LazyLock;
 
 /// Every token's bytes, concatenated in rank order.
@@ -33,8 +34,8 @@ const NO_RANK: u32 = u32::MAX;
 static O200K: LazyLock<O200k> = LazyLock::new(O200k::build);
 
 struct O200k {
-    /// A token's bytes to its rank.
-    ranks: FxHashMap<&'static [u8], u32>,
+    /// Every rank, found by its token's bytes (hashed with [`hash`]).
+    ranks: HashTable<u32>,
     /// Only its pre-tokenizer is used: the byte-pair tables it carries are
     /// those of the 256 single bytes.
     splitter: bpe_openai::Tokenizer,
@@ -49,13 +50,9 @@ pub fn count(text: &str) -> usize {
 impl O200k {
     fn build() -> O200k {
         let tokens = STARTS.len() / 4 - 1;
-        let start = |i: usize| {
-            let at = &STARTS[i * 4..i * 4 + 4];
-            u32::from_le_bytes([at[0], at[1], at[2], at[3]]) as usize
-        };
-        let mut ranks = FxHashMap::with_capacity_and_hasher(tokens, Default::default());
-        for rank in 0..tokens {
-            ranks.insert(&BYTES[start(rank)..start(rank + 1)], rank as u32);
+        let mut ranks = HashTable::with_capacity(tokens);
+        for rank in 0..tokens as u32 {
+            ranks.insert_unique(hash(token(rank)), rank, |&r| hash(token(r)));
         }
         let single_bytes = BytePairEncoding::from_dictionary((0..=255u8).map(|b| vec![b]), None);
         let pattern = PATTERN.join("|");
@@ -76,13 +73,16 @@ impl O200k {
     }
 
     fn rank(&self, bytes: &[u8]) -> u32 {
-        self.ranks.get(bytes).copied().unwrap_or(NO_RANK)
+        self.ranks
+            .find(hash(bytes), |&rank| token(rank) == bytes)
+            .copied()
+            .unwrap_or(NO_RANK)
     }
 
     /// Tokens of one piece: merged by rank, lowest first. Most pieces are a
     /// token already (a word, a run of spaces): one look-up.
     fn count_piece(&self, piece: &[u8]) -> usize {
-        if piece.len() <= 1 || self.ranks.contains_key(piece) {
+        if piece.len() <= 1 || self.rank(piece) != NO_RANK {
             return piece.len().min(1);
         }
         // (where a part starts, the rank of it merged with the next part)
@@ -106,6 +106,20 @@ impl O200k {
         }
         parts.len() - 1
     }
+}
+
+/// The bytes of the token of `rank`.
+fn token(rank: u32) -> &'static [u8] {
+    let start = |i: usize| {
+        let at = &STARTS[i * 4..i * 4 + 4];
+        u32::from_le_bytes([at[0], at[1], at[2], at[3]]) as usize
+    };
+    let rank = rank as usize;
+    &BYTES[start(rank)..start(rank + 1)]
+}
+
+fn hash(bytes: &[u8]) -> u64 {
+    rustc_hash::FxBuildHasher.hash_one(bytes)
 }
 
 /// The part whose merge with the next has the lowest rank, if any is a token.
