@@ -37,7 +37,7 @@ pub use triggers::TriggersConfig;
 pub use units::{ByteSize, HumanDuration};
 pub use work::{
     CiConfig, DeliveryConfig, GitHubApp, GitHubConfig, GitLabConfig, LabelsConfig, SchedulingConfig,
-    GITHUB_API_URL_ENV, GITLAB_URL_ENV,
+    SigningConfig, GITHUB_API_URL_ENV, GITLAB_URL_ENV, SIGNING_KEY_SETTING,
 };
 
 use raw::RawConfig;
@@ -318,7 +318,9 @@ impl Config {
                 message: friendly_serde_message(&err.into_inner().to_string()),
             }
         })?;
+        let signing = work::resolve_signing(&raw.delivery.signing, lookup)?;
         let mut config = Config::from_raw(raw, base_dir)?;
+        config.delivery.signing = signing;
         config.apply_env_overrides(lookup)?;
         Ok(config)
     }

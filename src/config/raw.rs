@@ -156,6 +156,15 @@ pub struct RawDelivery {
     pub ci_wait: HumanDuration,
     pub ci_timeout: HumanDuration,
     pub ci_poll: HumanDuration,
+    pub signing: RawSigning,
+}
+
+/// `delivery.signing`: the key commits are signed with.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct RawSigning {
+    /// The environment variable holding the OpenSSH private key.
+    pub ssh_key_env: Option<String>,
 }
 
 impl Default for RawDelivery {
@@ -172,6 +181,7 @@ impl Default for RawDelivery {
             ci_wait: HumanDuration(Duration::from_secs(600)),
             ci_timeout: HumanDuration(Duration::from_secs(3600)),
             ci_poll: HumanDuration(Duration::from_secs(30)),
+            signing: RawSigning::default(),
         }
     }
 }

@@ -72,6 +72,47 @@ pub struct DeliveryConfig {
     /// A change whose tests still fail is not delivered (else: a draft that says so).
     pub require_passing_tests: bool,
     pub ci: CiConfig,
+    /// `delivery.signing.ssh_key_env`: the variable named, and the key read
+    /// from it when the configuration was loaded.
+    pub signing: Option<SigningConfig>,
+}
+
+/// Commits signed with an SSH key from the daemon's environment.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SigningConfig {
+    pub key_env: String,
+    pub signer: std::sync::Arc<crate::git::signing::CommitSigner>,
+}
+
+/// The setting that names the signing key's variable.
+pub const SIGNING_KEY_SETTING: &str = "delivery.signing.ssh_key_env";
+
+/// Reads the signing key from the variable `delivery.signing.ssh_key_env`
+/// names: a missing variable or a bad key stops the start.
+pub(super) fn resolve_signing(
+    raw: &raw::RawSigning,
+    lookup: &dyn Fn(&str) -> Option<String>,
+) -> Result<Option<SigningConfig>, ConfigError> {
+    let Some(var) = raw
+        .ssh_key_env
+        .as_deref()
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+    else {
+        return Ok(None);
+    };
+    let Some(text) = lookup(var).filter(|t| !t.trim().is_empty()) else {
+        return Err(ConfigError::invalid(
+            SIGNING_KEY_SETTING,
+            format!("names the environment variable {var}, which is not set; put the OpenSSH private key in it, or remove the setting to push unsigned commits"),
+        ));
+    };
+    let signer = crate::git::signing::CommitSigner::from_openssh(&text)
+        .map_err(|e| ConfigError::invalid(SIGNING_KEY_SETTING, format!("the key in {var}: {e}")))?;
+    Ok(Some(SigningConfig {
+        key_env: var.to_owned(),
+        signer: std::sync::Arc::new(signer),
+    }))
 }
 
 /// Following the forge's checks after each push.
@@ -243,6 +284,8 @@ pub(super) fn resolve_delivery(raw: raw::RawDelivery) -> Result<DeliveryConfig, 
         author_email: non_empty("delivery.author_email", &raw.author_email)?,
         require_passing_tests: raw.require_passing_tests,
         ci: resolve_ci(&raw)?,
+        // Read with the environment, after the file (`apply_env_overrides`).
+        signing: None,
     })
 }
 
@@ -300,4 +343,35 @@ pub(super) fn apply_url_overrides(
         gitlab.url = http_url(GITLAB_URL_ENV, &v)?;
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn signing(var: Option<&str>, value: Option<&str>) -> Result<Option<SigningConfig>, ConfigError> {
+        let raw = raw::RawSigning {
+            ssh_key_env: var.map(str::to_owned),
+        };
+        let value = value.map(str::to_owned);
+        resolve_signing(&raw, &move |_| value.clone())
+    }
+
+    #[test]
+    fn a_signing_key_that_is_missing_or_wrong_stops_the_start_naming_the_setting() {
+        assert_eq!(signing(None, Some("ignored")).ok().flatten(), None);
+        for (value, says) in [
+            (None, "FORGEHAND_SIGNING_KEY, which is not set"),
+            (Some("ssh-ed25519 AAAA public-half"), "not an OpenSSH private key"),
+        ] {
+            let err = signing(Some("FORGEHAND_SIGNING_KEY"), value)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(SIGNING_KEY_SETTING) && err.contains(says), "{err}");
+            assert!(
+                !err.contains("public-half"),
+                "the key's text is not repeated: {err}"
+            );
+        }
+    }
 }

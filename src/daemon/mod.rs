@@ -8,7 +8,7 @@ mod claims;
 mod deferred;
 pub mod http;
 pub mod intake;
-mod mentions;
+pub(crate) mod mentions;
 pub mod scheduler;
 pub mod setup;
 pub mod systemd;

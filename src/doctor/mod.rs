@@ -201,10 +201,33 @@ pub async fn run_checks(
     checks.push(prompts_check(config));
     checks.push(mirrors_check(config));
     checks.push(snapshots_check(config));
+    checks.push(signing_check(config));
     if kubernetes::wanted(config) {
         checks.extend(kubernetes::run(config, options.probe_network).await);
     }
     checks
+}
+
+/// Whether pushed commits are signed, and with which key (a bad key
+/// stopped the configuration from loading already).
+fn signing_check(config: &Config) -> Check {
+    match &config.delivery.signing {
+        Some(signing) => check(
+            "commit signing",
+            Status::Pass,
+            format!(
+                "SSH key {} from {}; register its public half as a signing key: {}",
+                signing.signer.fingerprint(),
+                signing.key_env,
+                signing.signer.public_key()
+            ),
+        ),
+        None => check(
+            "commit signing",
+            Status::Pass,
+            "off: commits are pushed unsigned (delivery.signing.ssh_key_env names a key to sign them)",
+        ),
+    }
 }
 
 /// The built-in prompts, and the operator's folder replacing some of them.

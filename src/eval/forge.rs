@@ -138,6 +138,7 @@ impl Forge for LocalForge {
         Ok(Some(LabelApplied {
             by: OPERATOR.to_owned(),
             at: None,
+            by_id: None,
         }))
     }
 

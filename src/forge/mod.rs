@@ -212,6 +212,8 @@ pub fn parse_time(text: Option<&str>) -> Option<Timestamp> {
 pub struct LabelApplied {
     pub by: String,
     pub at: Option<Timestamp>,
+    /// The user's numeric id, for their noreply commit address.
+    pub by_id: Option<u64>,
 }
 
 #[derive(Debug, Clone, PartialEq)]

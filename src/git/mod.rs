@@ -4,9 +4,11 @@
 //! copied into a sandbox carries no credential. These calls block; async
 //! callers run them with `spawn_blocking`.
 
+pub mod attribution;
 pub mod history_pack;
 pub mod mirror;
 pub mod shallow;
+pub mod signing;
 pub mod untrusted;
 
 use crate::config::Secret;

@@ -9,7 +9,8 @@ use super::review::{HeardThread, Writer};
 use super::run::TaskRun;
 use super::TaskEnd;
 use crate::config::LabelsConfig;
-use crate::forge::{ChangeInfo, Comment, Item, ItemKind, TextEdits};
+use crate::forge::{ChangeInfo, Comment, Item, ItemKind, LabelApplied, TextEdits};
+use crate::git::attribution::CoAuthor;
 use crate::journal::{Phase, TaskRecord};
 use std::collections::HashMap;
 
@@ -29,6 +30,8 @@ pub(super) struct Claimed {
     pub thread: Thread,
     /// What was kept from the model, in words for the comment and the request.
     pub withheld: Vec<String>,
+    /// Who applied the trigger label: the commits' co-author, named in the PR/MR.
+    pub asked_by: Option<CoAuthor>,
 }
 
 pub(super) enum Claim {
@@ -131,11 +134,13 @@ pub(super) async fn claim(
     run.at(Step::Workspace, "Preparing the workspace");
     let thread = thread?;
     let withheld = request::withheld(&thread.author, &thread.comments, &run.forge.who_may_trigger());
+    let asked_by = asked_by(run, needs, &item, &thread).await?;
     Ok(Claim::Claimed(Box::new(Claimed {
         item,
         target,
         thread,
         withheld,
+        asked_by,
     })))
 }
 
@@ -158,6 +163,55 @@ async fn finish_delivered(
         .await?;
     run.journal.finish(&run.key, Phase::Done, url)?;
     Ok(Some(TaskEnd::Delivered { url: url.clone() }))
+}
+
+/// The person whose trigger label started the run, with the forge's
+/// noreply address (it needs their numeric id and the forge's web host).
+/// Asked again on every start, so a resumed task still knows them. A
+/// writer's mention of forgehand newer than the label asked for this run
+/// instead: the forge gives no id with a comment, so the commits then
+/// name no one rather than an earlier labeller.
+async fn asked_by(
+    run: &TaskRun<'_>,
+    needs: &Needs<'_>,
+    item: &Item,
+    thread: &Thread,
+) -> Result<Option<CoAuthor>, TaskError> {
+    let Some(label) = run.forge.label_applied(&run.item, &needs.labels.trigger).await? else {
+        tracing::debug!(task = %run.item, "no label event names who asked; the commits name no co-author");
+        return Ok(None);
+    };
+    let login = run.forge.identity().await?;
+    if let Some(by) = mentioned_since(&label, &thread.comments, &login) {
+        tracing::info!(task = %run.item, by = %by, "the run was asked for by a mention; the commits name no co-author");
+        return Ok(None);
+    }
+    let host = url::Url::parse(&item.web_url)
+        .ok()
+        .and_then(|url| url.host_str().map(str::to_owned));
+    match (label.by_id, host) {
+        (Some(id), Some(host)) => Ok(CoAuthor::noreply(run.item.forge, &host, &label.by, id)),
+        _ => {
+            tracing::debug!(task = %run.item, by = %label.by, "the forge gave no user id or web address; the commits name no co-author");
+            Ok(None)
+        }
+    }
+}
+
+/// The writer whose mention of `login` is newer than the label (or the
+/// label's time is unknown), when that is someone else than the labeller.
+fn mentioned_since<'c>(
+    label: &LabelApplied,
+    comments: &'c [(Comment, bool)],
+    login: &str,
+) -> Option<&'c str> {
+    let (at, comment) = comments
+        .iter()
+        .filter(|(comment, writer)| *writer && crate::daemon::mentions::mentions(&comment.body, login))
+        .filter_map(|(comment, _)| Some((crate::forge::parse_time(Some(&comment.created_at))?, comment)))
+        .max_by_key(|(at, _)| *at)?;
+    let after_label = label.at.is_none_or(|labelled| at > labelled);
+    (after_label && !comment.author.eq_ignore_ascii_case(&label.by)).then_some(comment.author.as_str())
 }
 
 async fn target(run: &TaskRun<'_>, needs: &Needs<'_>, item: &Item) -> Result<Target, TaskError> {
@@ -317,5 +371,51 @@ async fn vouched(
                 "{outsider}, and the forge does not say when it was last edited, so the label cannot vouch for it"
             )))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::forge::{parse_time, CommentPlace};
+
+    fn said(author: &str, body: &str, at: &str, writer: bool) -> (Comment, bool) {
+        let comment = Comment {
+            id: 1,
+            author: author.into(),
+            body: body.into(),
+            place: CommentPlace::Thread,
+            created_at: at.into(),
+        };
+        (comment, writer)
+    }
+
+    #[test]
+    fn a_writers_mention_after_the_label_asked_instead_of_the_labeller() {
+        let label = LabelApplied {
+            by: "maya".into(),
+            at: parse_time(Some("2026-11-01T10:00:00Z")),
+            by_id: Some(1),
+        };
+        let before = said("lena", "@forgehand try", "2026-11-01T09:00:00Z", true);
+        let after = said("lena", "@forgehand again please", "2026-11-02T09:00:00Z", true);
+        let outsider = said("otto", "@forgehand now", "2026-11-03T09:00:00Z", false);
+        let own = said("maya", "@forgehand go", "2026-11-03T09:00:00Z", true);
+        let plain = said("lena", "no mention", "2026-11-04T09:00:00Z", true);
+        assert_eq!(
+            mentioned_since(&label, &[before.clone(), outsider.clone(), plain], "forgehand"),
+            None
+        );
+        assert_eq!(
+            mentioned_since(&label, &[before.clone(), after.clone(), outsider], "forgehand"),
+            Some("lena")
+        );
+        assert_eq!(
+            mentioned_since(&label, &[after, own], "forgehand"),
+            None,
+            "the labeller asked again"
+        );
+        let untimed = LabelApplied { at: None, ..label };
+        assert_eq!(mentioned_since(&untimed, &[before], "forgehand"), Some("lena"));
     }
 }

@@ -32,8 +32,13 @@ pub(super) async fn open_change(
                 .plan_details()
                 .map(|details| format!("\n\n{details}"))
                 .unwrap_or_default();
+            let asked = claimed
+                .asked_by
+                .as_ref()
+                .map(|person| format!(" Asked for by @{}, the commits' co-author.", person.name))
+                .unwrap_or_default();
             let body = run.secrets.scrub(&format!(
-                "{}{plan}\n\nCloses {}\n\n---\nMade by forgehand for {}.",
+                "{}{plan}\n\nCloses {}\n\n---\nMade by forgehand for {}.{asked}",
                 summary.trim(),
                 issue_ref(&run.item),
                 item.web_url

@@ -18,6 +18,7 @@ use super::workspace::{Collected, DeliveryError};
 use super::workspace_handle::WorkspaceHandle;
 use crate::agent::{AgentOutcome, StopReason};
 use crate::config::DeliveryConfig;
+use crate::git::attribution::Attribution;
 use crate::git::untrusted::{self, Layout, LeftoverCommit, UntrustedError};
 use crate::git::Credentials;
 use crate::journal::Phase;
@@ -102,6 +103,7 @@ pub(super) async fn push(
         sandbox,
         credentials: &prepared.credentials,
         branch: &claimed.target.branch,
+        attribution: attribution(needs, claimed),
     };
     let pushed = rounds.push_until_taken(&session, &mut outcome).await;
     let mut summary = match pushed {
@@ -172,6 +174,7 @@ pub(super) async fn push_again(
         sandbox: bench.prepared.sandbox.sandbox.as_ref(),
         credentials: &bench.prepared.credentials,
         branch: &claimed.target.branch,
+        attribution: attribution(needs, claimed),
     };
     if rounds
         .push_until_taken(&bench.session, &mut bench.outcome)
@@ -184,6 +187,15 @@ pub(super) async fn push_again(
     Ok(after.filter(|head| Some(*head) != before))
 }
 
+/// What the task's commits get on the host before each push: the person
+/// who asked as co-author, and the operator's signature.
+fn attribution(needs: &Needs<'_>, claimed: &Claimed) -> Attribution {
+    Attribution {
+        co_author: claimed.asked_by.clone(),
+        signer: needs.delivery.signing.as_ref().map(|s| s.signer.clone()),
+    }
+}
+
 /// The push and its rebase rounds.
 struct Rounds<'r, 'a> {
     run: &'r mut TaskRun<'a>,
@@ -192,6 +204,7 @@ struct Rounds<'r, 'a> {
     sandbox: &'r dyn Sandbox,
     credentials: &'r Credentials,
     branch: &'r str,
+    attribution: Attribution,
 }
 
 impl Rounds<'_, '_> {
@@ -380,10 +393,10 @@ impl Rounds<'_, '_> {
             (Err(UntrustedError::Stream(_)), Err(e)) | (Ok(_), Err(e)) => return Err(e.into()),
             (Err(e), _) => return Err(DeliveryError::from_untrusted(e, self.branch).into()),
         };
-        let protected = protected.to_vec();
+        let (protected, attribution) = (protected.to_vec(), self.attribution.clone());
         let collected = self
             .workspace
-            .with(move |ws| ws.collect(&quarantine_dir, &branches, &protected))
+            .with(move |ws| ws.collect(&quarantine_dir, &branches, &protected, &attribution))
             .await??;
         Ok(collected.map(|collected| Taken {
             collected,

@@ -10,7 +10,7 @@ use crate::git::history_pack::{self, HistoryPack};
 use crate::git::mirror::{Fetched, Mirrors};
 use crate::git::{self, shallow, Credentials, GitError};
 use git2::{Delta, Oid, Repository};
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
 #[derive(Debug, thiserror::Error)]
@@ -31,6 +31,8 @@ pub enum DeliveryError {
     Protected { paths: Vec<String> },
     #[error(transparent)]
     Untrusted(#[from] git::untrusted::UntrustedError),
+    #[error("cannot add the co-author or the signature to the task's commits: {0}")]
+    Attribution(#[from] git::attribution::AttributionError),
 }
 
 impl DeliveryError {
@@ -71,6 +73,10 @@ pub struct Workspace {
     /// The mirror's shallow edge, which the work tree shares.
     shallow: Vec<Oid>,
     repo: Repository,
+    /// The task's commits as the sandbox made them, to the ids they were
+    /// pushed as (with the co-author and signature): a later round in the
+    /// same sandbox builds on the originals, and is pushed on the rewritten.
+    rewritten: HashMap<Oid, Oid>,
 }
 
 /// The branches a task needs from the forge.
@@ -168,6 +174,7 @@ impl Workspace {
             mirrors: mirrors.clone(),
             shallow: fetched.shallow.clone(),
             repo,
+            rewritten: HashMap::new(),
         })
     }
 
@@ -260,14 +267,16 @@ impl Workspace {
     /// Takes the model's work from the quarantine repository at
     /// `quarantine_dir` (made by `git::untrusted::take` from what the
     /// sandbox sent): fetches the task branch into the trusted clone,
-    /// checks it, and moves the local branch to it. `None`: the model
-    /// changed nothing. `sandbox_branches` are the sandbox's other
-    /// branches, of which those the model created or moved are returned.
+    /// checks it, writes its new commits again with `attribution`, and
+    /// moves the local branch to them. `None`: the model changed nothing.
+    /// `sandbox_branches` are the sandbox's other branches, of which those
+    /// the model created or moved are returned.
     pub fn collect(
         &mut self,
         quarantine_dir: &Path,
         sandbox_branches: &[(String, Oid)],
         protected: &[String],
+        attribution: &git::attribution::Attribution,
     ) -> Result<Option<Collected>, DeliveryError> {
         let result_ref = "refs/forgehand/result";
         let source = quarantine_dir.to_string_lossy().into_owned();
@@ -288,6 +297,8 @@ impl Workspace {
             return Ok(None);
         }
         let (files, commits) = self.check_result(result, protected)?;
+        let result =
+            git::attribution::rewrite(&self.repo, (self.base, result), attribution, &mut self.rewritten)?;
         // libgit2 will not force-move the checked-out branch: detach HEAD
         // first (the trusted clone's working tree is never used again).
         self.repo

@@ -152,6 +152,30 @@ async fn a_failing_check_gets_a_fix_round_then_goes_green() {
     assert_eq!(shas.len(), 2, "{jobs:?}");
     // The re-run (to tell flaky from real) failed again before the fix.
     assert_eq!(world.github.reruns(), vec!["test".to_owned()]);
+    // Each push was written again on the host to name who asked; the fix
+    // round, made in the same sandbox on the original commit, was pushed
+    // on top of the first push as it was rewritten.
+    let head = forgehand_test_support::git_http::head_of(&world.bare, "forgehand/issue-1");
+    let first = shas
+        .iter()
+        .find(|sha| **sha != head)
+        .expect("the first push's commit");
+    let git = |args: &[&str]| {
+        let out = std::process::Command::new("git")
+            .arg("--git-dir")
+            .arg(&world.bare)
+            .args(args)
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    };
+    assert_eq!(&git(&["rev-parse", &format!("{head}^")]), first);
+    for sha in [&head, first] {
+        let message = git(&["log", "-1", "--format=%B", sha.as_str()]);
+        // The fake GitHub gives maya the id 31676 and serves github.example.
+        let trailer = "Co-authored-by: maya <31676+maya@users.noreply.github.example>";
+        assert_eq!(message.matches(trailer).count(), 1, "{message}");
+    }
 }
 
 #[tokio::test]

@@ -54,6 +54,7 @@ mod sandbox_hardening;
 mod sandbox_kubernetes;
 mod sandbox_kubernetes_task;
 mod sandbox_lifecycle;
+mod signing;
 mod task_control;
 mod task_models;
 mod transcripts;

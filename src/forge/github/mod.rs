@@ -456,7 +456,11 @@ impl Forge for GitHub {
             .find(|e| e.event == "labeled" && e.label.as_ref().is_some_and(|l| l.name == label))
             .and_then(|e| {
                 let at = parse_time(e.created_at.as_deref());
-                e.actor.map(|a| LabelApplied { by: a.login, at })
+                e.actor.map(|a| LabelApplied {
+                    by: a.login,
+                    at,
+                    by_id: a.id,
+                })
             }))
     }
 

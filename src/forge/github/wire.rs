@@ -8,6 +8,8 @@ use serde_json::Value;
 #[derive(Deserialize)]
 pub(super) struct User {
     pub login: String,
+    #[serde(default)]
+    pub id: Option<u64>,
 }
 
 #[derive(Deserialize)]

@@ -441,7 +441,11 @@ impl Forge for GitLab {
             .find(|e| e.action == "add" && e.label.as_ref().is_some_and(|l| l.name == label))
             .and_then(|e| {
                 let at = parse_time(e.created_at.as_deref());
-                e.user.map(|u| LabelApplied { by: u.username, at })
+                e.user.map(|u| LabelApplied {
+                    by: u.username,
+                    at,
+                    by_id: Some(u.id),
+                })
             }))
     }
 

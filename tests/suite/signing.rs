@@ -1,0 +1,167 @@
+//! Commits that say who asked, and signed ones: a labelled issue delivered
+//! end to end (the real daemon, the fake GitHub, a real git remote, real
+//! Docker, the scripted model). Each task commit on the pushed branch ends
+//! with `Co-authored-by:` naming the labeller at GitHub's noreply address,
+//! and the PR names them; with `delivery.signing.ssh_key_env` set, each
+//! commit verifies with `git verify-commit` against an allowed-signers
+//! file holding the key's public half (the key made by `ssh-keygen`);
+//! without it, the commits are unsigned but still name the labeller.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use forgehand_test_support::daemon_rig::DaemonProcess;
+use forgehand_test_support::github_world::{World, DONE, REPO};
+use forgehand_test_support::scripted_model::edit_and_commit;
+use std::path::Path;
+use std::process::Command;
+use std::time::Duration;
+
+const FILES: [(&str, &str); 2] = [("greet.py", "print('Hello')\n"), ("README.md", "# app\n")];
+const KEY_VAR: &str = "FORGEHAND_TEST_SIGNING_KEY";
+/// Maya labels the issue; the fake GitHub gives her the id 31676 and
+/// serves its pages from github.example.
+const TRAILER: &str = "Co-authored-by: maya <31676+maya@users.noreply.github.example>";
+const BRANCH: &str = "forgehand/issue-1";
+
+fn git(bare: &Path, args: &[&str]) -> std::process::Output {
+    Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The task's commits on the pushed branch (main..branch), newest first.
+fn task_commits(bare: &Path) -> Vec<String> {
+    let out = git(bare, &["rev-list", &format!("main..{BRANCH}")]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
+fn message(bare: &Path, sha: &str) -> String {
+    String::from_utf8_lossy(&git(bare, &["log", "-1", "--format=%B", sha]).stdout).into_owned()
+}
+
+fn verify(bare: &Path, sha: &str, allowed: &Path) -> std::process::Output {
+    git(
+        bare,
+        &[
+            "-c",
+            &format!("gpg.ssh.allowedSignersFile={}", allowed.display()),
+            "verify-commit",
+            sha,
+        ],
+    )
+}
+
+/// An Ed25519 key pair made by `ssh-keygen` in `dir`: (private, public).
+fn key_pair(dir: &Path) -> (String, String) {
+    let path = dir.join("signing_key");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-C", "forgehand-signing", "-f"])
+        .arg(&path)
+        .status()
+        .expect("ssh-keygen (openssh-client) is installed");
+    assert!(made.success());
+    (
+        std::fs::read_to_string(&path).unwrap(),
+        std::fs::read_to_string(path.with_extension("pub")).unwrap(),
+    )
+}
+
+/// Labels the usual issue as maya, runs the daemon with `extra_env`, and
+/// waits until the issue is done.
+async fn deliver(world: &World, extra_env: &[(&'static str, String)]) -> DaemonProcess {
+    let mut env = world.env();
+    env.extend(extra_env.iter().cloned());
+    let daemon = DaemonProcess::start(&world.config, &["run"], &env, &world.log_path());
+    let issue = world.labelled_issue("Greet the world");
+    world.wait_for_end(issue).await;
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{}",
+        daemon.log_text()
+    );
+    daemon
+}
+
+fn assert_names_maya(world: &World) -> Vec<String> {
+    let commits = task_commits(&world.bare);
+    assert!(!commits.is_empty());
+    for sha in &commits {
+        let text = message(&world.bare, sha);
+        assert_eq!(text.matches(TRAILER).count(), 1, "{text}");
+        assert!(text.starts_with("Greet the whole world\n\n"), "{text}");
+    }
+    let pulls = world.github.pulls(REPO);
+    assert_eq!(pulls.len(), 1, "{pulls:?}");
+    assert!(pulls[0].body.contains("@maya"), "{}", pulls[0].body);
+    commits
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_a_signing_key_each_commit_names_the_labeller_and_verifies_with_git() {
+    let yaml = format!("delivery:\n  signing:\n    ssh_key_env: \"{KEY_VAR}\"\n");
+    let world = World::with_repository(edit_and_commit(Duration::ZERO), &FILES, &yaml).await;
+    let (private, public) = key_pair(world.dir.path());
+    let mut daemon = deliver(&world, &[(KEY_VAR, private.clone())]).await;
+    let commits = assert_names_maya(&world);
+    let allowed = world.dir.path().join("allowed_signers");
+    std::fs::write(&allowed, format!("forgehand@localhost {public}")).unwrap();
+    for sha in &commits {
+        let out = verify(&world.bare, sha, &allowed);
+        assert!(
+            out.status.success(),
+            "{sha}: {}\n{}",
+            String::from_utf8_lossy(&out.stderr),
+            String::from_utf8_lossy(&git(&world.bare, &["cat-file", "commit", sha]).stdout)
+        );
+    }
+    // Another key does not verify them: the signature is the configured key's.
+    let (_, other) = key_pair(&world.dir.path().join("git"));
+    std::fs::write(&allowed, format!("forgehand@localhost {other}")).unwrap();
+    assert!(!verify(&world.bare, &commits[0], &allowed).status.success());
+    assert!(daemon.terminate().success());
+    let log = daemon.log_text();
+    let secret_line = private.lines().nth(1).unwrap();
+    assert!(!log.contains(secret_line), "the private key is in the log");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_a_key_the_commits_name_the_labeller_unsigned() {
+    let world = World::with_repository(edit_and_commit(Duration::ZERO), &FILES, "").await;
+    let mut daemon = deliver(&world, &[]).await;
+    let commits = assert_names_maya(&world);
+    for sha in &commits {
+        let raw =
+            String::from_utf8_lossy(&git(&world.bare, &["cat-file", "commit", sha]).stdout).into_owned();
+        assert!(!raw.contains("gpgsig"), "{raw}");
+        // Author and committer are forgehand's, as the sandbox wrote them.
+        assert!(raw.contains("\nauthor forgehand <forgehand@localhost>"), "{raw}");
+    }
+    assert!(daemon.terminate().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signing_key_that_is_not_one_stops_the_start_naming_the_setting() {
+    let yaml = format!("delivery:\n  signing:\n    ssh_key_env: \"{KEY_VAR}\"\n");
+    let world = World::with_repository(edit_and_commit(Duration::ZERO), &FILES, &yaml).await;
+    let mut env = world.env();
+    env.push((
+        KEY_VAR,
+        "-----BEGIN OPENSSH PRIVATE KEY-----\nnot a key\n".to_owned(),
+    ));
+    let mut daemon = DaemonProcess::start(&world.config, &["run"], &env, &world.log_path());
+    let status = daemon.wait(Duration::from_secs(30));
+    assert!(!status.success());
+    let log = daemon.log_text();
+    assert!(
+        log.contains("delivery.signing.ssh_key_env") && log.contains(KEY_VAR),
+        "{log}"
+    );
+}
