@@ -6,7 +6,7 @@
 //! reason and the cumulative usage, and `message_stop` ends it. `ping`s
 //! come any time; an `error` event is an error.
 
-use super::sse::{json_of, Assemble};
+use super::sse::{json_of, text, Assemble};
 use super::StreamEvent;
 use crate::llm::anthropic::{parse_response, refusal};
 use crate::llm::http::in_stream_error;
@@ -135,14 +135,6 @@ impl Fold {
             self.message["usage"][key] = value;
         }
     }
-}
-
-fn text(value: &Value, key: &str) -> String {
-    value
-        .get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }
 
 impl Assemble for Fold {

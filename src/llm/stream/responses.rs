@@ -4,7 +4,7 @@
 //! response of the terminal event (`response.completed` or
 //! `response.incomplete`). `response.failed` and `error` are errors.
 
-use super::sse::{json_of, Assemble};
+use super::sse::{json_of, text, Assemble};
 use super::StreamEvent;
 use crate::llm::http::in_stream_error;
 use crate::llm::responses::{parse_response, refusal};
@@ -34,13 +34,6 @@ impl Fold {
             response: None,
         }
     }
-}
-
-fn text(data: &Value, key: &str) -> String {
-    data.get(key)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
 }
 
 impl Assemble for Fold {

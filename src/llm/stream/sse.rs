@@ -286,6 +286,15 @@ pub(crate) fn json_of(provider: &str, event: &Event) -> Result<Value, LlmError> 
     })
 }
 
+/// The string at `key` of an event's JSON, or an empty one.
+pub(crate) fn text(value: &Value, key: &str) -> String {
+    value
+        .get(key)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
 fn clip(text: &str) -> String {
     text.chars().take(300).collect()
 }
