@@ -133,9 +133,9 @@ pub(super) async fn prepare(
         }
     };
     // The planners' pack is read while the sandbox starts and the thread is classified.
-    let packing = PackedCode::start(needs.planning, workspace.checkout());
-    note_settings(run, &repo);
     let checkout = workspace.checkout();
+    let packing = PackedCode::start(needs.planning, checkout.clone());
+    note_settings(run, &repo);
     let history = start_sandbox::SandboxHistory {
         pack: workspace.history_ready(),
         dir: format!(

@@ -153,20 +153,32 @@ fn gemini_model(url_path: &str) -> String {
         .to_owned()
 }
 
+/// The model a request to `url_path` asks for (Gemini names it in the path),
+/// and what `format`'s provider rules say of the request.
+fn model_and_rules(
+    format: Format,
+    url_path: &str,
+    body: &Value,
+    issued: &Issued,
+) -> (String, Result<(), Value>) {
+    let model = match format {
+        Format::Gemini => gemini_model(url_path),
+        _ => body["model"].as_str().unwrap_or_default().to_owned(),
+    };
+    let checked = match format {
+        Format::OpenAi => provider_rules::chat_completions(body),
+        Format::Responses => provider_rules::responses(body, issued),
+        Format::Anthropic => provider_rules::messages(body, issued),
+        Format::Gemini => provider_rules::generate_content(&model, body, issued),
+    };
+    (model, checked)
+}
+
 impl wiremock::Respond for Responder {
     fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         let mut script = self.script.lock().unwrap();
-        let model = match self.format {
-            Format::Gemini => gemini_model(request.url.path()),
-            _ => body["model"].as_str().unwrap_or_default().to_owned(),
-        };
-        let checked = match self.format {
-            Format::OpenAi => provider_rules::chat_completions(&body),
-            Format::Responses => provider_rules::responses(&body, &script.issued),
-            Format::Anthropic => provider_rules::messages(&body, &script.issued),
-            Format::Gemini => provider_rules::generate_content(&model, &body, &script.issued),
-        };
+        let (model, checked) = model_and_rules(self.format, request.url.path(), &body, &script.issued);
         if let Err(error) = checked {
             script.refused.push((body, error.clone()));
             return ResponseTemplate::new(400).set_body_json(error);

@@ -5,8 +5,8 @@
 //! and wire format as [`super::ScriptedModel`]; a real HTTP server on
 //! loopback (axum), since a stream that stalls or breaks needs one.
 
-use super::provider_rules::{self, Issued};
-use super::{error_answer, gemini_model, reply_for, sse, Format, Reply};
+use super::provider_rules::Issued;
+use super::{error_answer, model_and_rules, reply_for, sse, Format, Reply};
 use axum::body::{Body, Bytes};
 use axum::extract::State;
 use axum::http::{header, Method, StatusCode, Uri};
@@ -163,16 +163,7 @@ async fn answer(State((format, script)): State<Shared>, method: Method, uri: Uri
         script.refused.push((body, error.clone()));
         return json_answer(404, &error);
     }
-    let model = match format {
-        Format::Gemini => gemini_model(&path),
-        _ => body["model"].as_str().unwrap_or_default().to_owned(),
-    };
-    let checked = match format {
-        Format::OpenAi => provider_rules::chat_completions(&body),
-        Format::Responses => provider_rules::responses(&body, &script.issued),
-        Format::Anthropic => provider_rules::messages(&body, &script.issued),
-        Format::Gemini => provider_rules::generate_content(&model, &body, &script.issued),
-    };
+    let (model, checked) = model_and_rules(format, &path, &body, &script.issued);
     if let Err(error) = checked {
         script.refused.push((body, error.clone()));
         return json_answer(400, &error);

@@ -1,9 +1,9 @@
 //! The scripted model that answers by turn (a conversation started again
 //! gets the same replies), with storms of overload and billed usage.
 
-use super::provider_rules::{self, Issued};
+use super::provider_rules::Issued;
 use super::{
-    base_url_of, call, context_answer, endpoint, error_template, gemini_model, is_context_view, reply_for,
+    base_url_of, call, context_answer, endpoint, error_template, is_context_view, model_and_rules, reply_for,
     success, text, view, Format, Reply, SAGE_SYSTEM,
 };
 use serde_json::{json, Value};
@@ -83,17 +83,8 @@ impl wiremock::Respond for ByTurn {
             return refusal;
         }
         let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
-        let model = match self.format {
-            Format::Gemini => gemini_model(request.url.path()),
-            _ => body["model"].as_str().unwrap_or_default().to_owned(),
-        };
         let mut issued = self.issued.lock().unwrap();
-        let checked = match self.format {
-            Format::OpenAi => provider_rules::chat_completions(&body),
-            Format::Responses => provider_rules::responses(&body, &issued),
-            Format::Anthropic => provider_rules::messages(&body, &issued),
-            Format::Gemini => provider_rules::generate_content(&model, &body, &issued),
-        };
+        let (model, checked) = model_and_rules(self.format, request.url.path(), &body, &issued);
         if let Err(error) = checked {
             self.refused.lock().unwrap().push((body, error.clone()));
             return ResponseTemplate::new(400).set_body_json(error);
