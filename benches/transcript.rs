@@ -57,7 +57,7 @@ fn main() {
     let secrets = Arc::new(Secrets::from_lookup(&|name| {
         (name == "GITHUB_TOKEN").then(|| "ghp_benchToken000000000000000000000".to_owned())
     }));
-    let transcript = Transcript::begin(journal.clone(), secrets, "github:acme/app:issue:1").unwrap();
+    let transcript = Transcript::begin(journal.clone(), secrets, "github:acme/app:issue:1", None).unwrap();
     let mut samples = Vec::new();
     for n in 1..=STEPS {
         let started = Instant::now();

@@ -42,6 +42,26 @@ pub trait StepRecorder: Send + Sync {
     fn model_turn(&self, turn: &ModelTurn<'_>);
     /// A tool call ran and gave `result`.
     fn tool_ran(&self, step: u32, call: &ToolCall, result: &ToolResult, took: Duration);
+    /// More of step `step`'s answer streamed in (for live readers).
+    fn streamed(&self, step: u32, event: &crate::llm::stream::StreamEvent) {
+        let _ = (step, event);
+    }
+    /// A tool call of step `step` starts running (for live readers).
+    fn tool_started(&self, step: u32, call: &ToolCall) {
+        let _ = (step, call);
+    }
+}
+
+/// Hands what streams in for step `step` to the recorder.
+struct StepStream<'a> {
+    recorder: &'a dyn StepRecorder,
+    step: u32,
+}
+
+impl crate::llm::stream::StreamSink for StepStream<'_> {
+    fn event(&self, event: &crate::llm::stream::StreamEvent) {
+        self.recorder.streamed(self.step, event);
+    }
 }
 
 /// One answer of the model, as a [`StepRecorder`] hears it.
@@ -267,7 +287,7 @@ impl Agent {
                 json_output: false,
             };
             let asked = Instant::now();
-            let response = match tokio::time::timeout(remaining, self.model.chat(&request)).await {
+            let response = match tokio::time::timeout(remaining, self.ask(run.steps, &request)).await {
                 Err(_) => {
                     return run.finish(
                         None,
@@ -345,6 +365,9 @@ impl Agent {
                 }
                 run.tool_calls += 1;
                 let started = Instant::now();
+                if let Some(recorder) = &self.recorder {
+                    recorder.tool_started(run.steps, call);
+                }
                 let mut result = self.call_tool(call).await;
                 if let Some(recorder) = &self.recorder {
                     recorder.tool_ran(run.steps, call, &result, started.elapsed());
@@ -378,6 +401,21 @@ impl Agent {
             if let Some(stop) = stop {
                 return run.finish(None, stop);
             }
+        }
+    }
+
+    /// Asks the model for step `step`'s answer, streaming it to the
+    /// recorder as it comes.
+    async fn ask(&self, step: u32, request: &ChatRequest) -> Result<ChatResponse, LlmError> {
+        match &self.recorder {
+            Some(recorder) => {
+                let sink = StepStream {
+                    recorder: recorder.as_ref(),
+                    step,
+                };
+                self.model.stream(None, request, &sink).await
+            }
+            None => self.model.chat(request).await,
         }
     }
 

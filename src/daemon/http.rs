@@ -23,6 +23,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
+mod live;
+
 /// What the poll loop reports for the probes.
 pub struct Health {
     started: Instant,
@@ -83,6 +85,8 @@ pub struct HttpState {
     pub instance: String,
     pub board: Arc<crate::task::board::Board>,
     pub metrics: Arc<crate::metrics::Metrics>,
+    /// The runs in flight, for their live transcript pages.
+    pub live: Arc<crate::transcript::LiveRuns>,
     /// Webhook deliveries are checked here and rung on `doorbells`.
     pub webhooks: Option<Webhooks>,
 }
@@ -107,6 +111,7 @@ pub async fn serve(
         .route("/metrics", get(metrics))
         .route("/", get(status_page))
         .route("/tasks/{id}", get(transcript_page))
+        .route("/tasks/{id}/events", get(live::transcript_events))
         .route(
             "/webhooks/{forge}",
             axum::routing::post(webhook).layer(axum::extract::DefaultBodyLimit::max(LARGEST_DELIVERY)),

@@ -93,6 +93,7 @@ impl Daemon {
         let kept = setup::Kept {
             owner: self.env.state_owner.clone(),
             board: self.env.board.clone(),
+            live: self.env.live.clone(),
             metrics: self.env.metrics.clone(),
             checks_bell: self.env.checks_bell.clone(),
         };
@@ -619,6 +620,7 @@ impl Daemon {
             instance: self.env.config.daemon.instance_id.clone(),
             board: self.env.board.clone(),
             metrics: self.env.metrics.clone(),
+            live: self.env.live.clone(),
             webhooks,
         });
         let task = tokio::spawn(async move {

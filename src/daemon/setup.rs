@@ -156,6 +156,8 @@ pub async fn assemble(
 pub struct Kept {
     pub owner: Arc<crate::ownership::StateOwner>,
     pub board: Arc<crate::task::board::Board>,
+    /// The runs in flight, followed by their live transcript pages.
+    pub live: Arc<crate::transcript::LiveRuns>,
     pub metrics: Arc<crate::metrics::Metrics>,
     /// Webhook deliveries about checks reach the tasks through it.
     pub checks_bell: Arc<crate::webhooks::ChecksBell>,
@@ -168,6 +170,7 @@ impl Kept {
         Ok(Kept {
             owner: Arc::new(crate::ownership::StateOwner::acquire(state_dir)?),
             board: Arc::default(),
+            live: Arc::default(),
             metrics: Arc::default(),
             checks_bell: Arc::default(),
         })
@@ -246,6 +249,7 @@ pub async fn task_env(config: Config, secrets: Secrets, kept: Kept) -> Result<Ar
         echo_progress: false,
         state_owner: kept.owner.clone(),
         board: kept.board,
+        live: kept.live,
         metrics: kept.metrics,
         sandbox_hints: Arc::default(),
         checks_bell: kept.checks_bell,

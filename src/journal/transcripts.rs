@@ -91,6 +91,18 @@ impl Journal {
         })
     }
 
+    /// Run `id`'s entries from `from` on: (seq, JSON), in order.
+    pub fn entries_from(&self, id: i64, from: u64) -> Result<Vec<(u64, String)>, JournalError> {
+        self.with(|db| {
+            let mut stmt =
+                db.prepare("SELECT seq, entry FROM transcript WHERE run = ?1 AND seq >= ?2 ORDER BY seq")?;
+            let rows = stmt.query_map(params![id, from as i64], |r| {
+                Ok((r.get::<_, i64>(0)? as u64, r.get(1)?))
+            })?;
+            rows.collect()
+        })
+    }
+
     /// Forgets the runs that ended before `before` (seconds since the
     /// epoch) and their entries; how many runs went.
     pub fn prune_runs(&self, before: i64) -> Result<usize, JournalError> {

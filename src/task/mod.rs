@@ -77,6 +77,8 @@ pub struct TaskEnv {
     pub state_owner: Arc<crate::ownership::StateOwner>,
     /// The tasks in flight, as the status page shows them.
     pub board: Arc<board::Board>,
+    /// The runs in flight, for their live transcript pages.
+    pub live: Arc<crate::transcript::LiveRuns>,
     /// The daemon's metrics.
     pub metrics: Arc<crate::metrics::Metrics>,
     /// What each repository's last task ran its sandbox with.
@@ -148,7 +150,12 @@ pub async fn run(
 ) -> TaskEnd {
     let key = item.key();
     let (env, spend) = &budgeted(env, &item);
-    let transcript = crate::transcript::Transcript::begin(env.journal.clone(), env.secrets.clone(), &key);
+    let transcript = crate::transcript::Transcript::begin(
+        env.journal.clone(),
+        env.secrets.clone(),
+        &key,
+        Some(env.live.clone()),
+    );
     let accounts = Accounts {
         spend: spend.clone(),
         transcript: transcript.clone(),

@@ -10,23 +10,26 @@
 //! journal forgets them `daemon.transcript_retention` after their run ended.
 
 mod entry;
+mod live;
 mod model;
 mod page;
 mod render;
 
 pub use entry::{Call, Entry};
+pub use live::{kind_of, LiveEvent, LiveRuns};
 pub use model::Recorder;
-pub use page::render_page;
+pub use page::{entry_block, render_page};
 pub use render::{render_jsonl, render_runs, render_text};
 
 use crate::agent::{ModelTurn, StepRecorder};
 use crate::config::Secrets;
 use crate::journal::{Journal, JournalError, RunRecord};
+use crate::llm::stream::StreamEvent;
 use crate::llm::{ToolCall, ToolResult};
 use crate::secrets::Masked;
 use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 /// One run's transcript, being written.
@@ -35,19 +38,35 @@ pub struct Transcript {
     secrets: Arc<Secrets>,
     run: i64,
     next: AtomicU64,
+    /// Who follows the run live (the transcript page), if anyone may.
+    live: Option<Arc<LiveRuns>>,
+    streaming: Mutex<live::Streaming>,
 }
 
 impl Transcript {
-    /// A new run of the task `key`; `None` (logged) when the journal
-    /// cannot take it: the task goes on without a transcript.
-    pub fn begin(journal: Arc<Journal>, secrets: Arc<Secrets>, key: &str) -> Option<Arc<Transcript>> {
+    /// A new run of the task `key`, followed live through `live` when
+    /// given; `None` (logged) when the journal cannot take it: the task
+    /// goes on without a transcript.
+    pub fn begin(
+        journal: Arc<Journal>,
+        secrets: Arc<Secrets>,
+        key: &str,
+        live: Option<Arc<LiveRuns>>,
+    ) -> Option<Arc<Transcript>> {
         match journal.begin_run(key) {
-            Ok(run) => Some(Arc::new(Transcript {
-                journal,
-                secrets,
-                run,
-                next: AtomicU64::new(0),
-            })),
+            Ok(run) => {
+                if let Some(live) = &live {
+                    live.open(run);
+                }
+                Some(Arc::new(Transcript {
+                    journal,
+                    secrets,
+                    run,
+                    next: AtomicU64::new(0),
+                    live,
+                    streaming: Mutex::default(),
+                }))
+            }
             Err(e) => {
                 tracing::warn!(task = key, "cannot start the run's transcript: {e}");
                 None
@@ -89,6 +108,9 @@ impl Transcript {
         self.note(format!("ended: {outcome} {detail}").trim_end().to_owned());
         if let Err(e) = self.journal.end_run(self.run, outcome) {
             tracing::warn!(run = self.run, "cannot end the run's transcript: {e}");
+        }
+        if let Some(live) = &self.live {
+            live.close(self.run);
         }
     }
 
@@ -135,6 +157,47 @@ impl Transcript {
             if let Err(e) = self.journal.append_entry(self.run, seq, at, row) {
                 tracing::warn!(run = self.run, "cannot write a transcript entry: {e}");
             }
+            self.publish_entry(seq, row);
+        }
+    }
+
+    /// Tells the run's live readers of the entry journalled at `seq` (its
+    /// masked JSON `row`), rendered as the page renders it.
+    fn publish_entry(&self, seq: u64, row: &str) {
+        let Some(live) = self.live.as_ref().filter(|l| l.followed(self.run)) else {
+            return;
+        };
+        if let Ok(entry) = serde_json::from_str::<Entry>(row) {
+            let (html, in_step) = entry_block(&entry);
+            let of = live::kind_of(&entry);
+            live.publish(
+                self.run,
+                LiveEvent::Entry {
+                    seq,
+                    of,
+                    html,
+                    in_step,
+                },
+            );
+        }
+    }
+
+    /// Tells the run's live readers `event`, masked, when someone follows.
+    fn publish_masked(&self, event: impl FnOnce(&Self) -> Option<LiveEvent>) {
+        if let Some(live) = self.live.as_ref().filter(|l| l.followed(self.run)) {
+            if let Some(event) = event(self) {
+                live.publish(self.run, event);
+            }
+        }
+    }
+}
+
+impl Drop for Transcript {
+    /// A run dropped without its end (a task cancelled mid-way): its live
+    /// readers are let go all the same.
+    fn drop(&mut self) {
+        if let Some(live) = &self.live {
+            live.close(self.run);
         }
     }
 }
@@ -206,6 +269,40 @@ impl StepRecorder for Transcript {
             ms: took.as_millis() as u64,
         };
         self.write_masked(&entry, content.rules);
+    }
+
+    fn streamed(&self, step: u32, event: &StreamEvent) {
+        let mut streaming = self
+            .streaming
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let text = match event {
+            StreamEvent::Text(delta) => streaming.add(step, delta),
+            StreamEvent::Restarted { .. } => {
+                streaming.restart(step);
+                Some(String::new())
+            }
+            _ => None,
+        };
+        drop(streaming);
+        if let Some(text) = text {
+            self.publish_masked(|me| {
+                Some(LiveEvent::Text {
+                    step,
+                    text: me.mask(&text).text,
+                })
+            });
+        }
+    }
+
+    fn tool_started(&self, step: u32, call: &ToolCall) {
+        self.publish_masked(|me| {
+            Some(LiveEvent::ToolStarted {
+                step,
+                name: call.name.clone(),
+                arguments: live::arguments_shown(&me.mask(&call.arguments).text),
+            })
+        });
     }
 }
 

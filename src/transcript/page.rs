@@ -1,7 +1,9 @@
 //! A run's transcript as a web page (`/tasks/ID` on the status page's
 //! listener): one collapsed block per step with the model's answer, its
 //! tool calls and their results; diffs coloured; long outputs folded. Plain
-//! HTML and a little CSS, no script.
+//! HTML and a little CSS; a run in flight gets a small script that follows
+//! it (`/tasks/ID/events`, server-sent events): each entry as it is
+//! written, the model's text as it streams, the tool running now.
 
 use super::Entry;
 use crate::html::escape;
@@ -30,6 +32,40 @@ pre.diff .hunk { color: #8250df; display: block; }
 .egress.err { color: #cf222e; }
 .note { margin: .8rem 0; padding: .4rem .7rem; border-left: 3px solid #0969da; background: #ddf4ff; }
 .text { white-space: pre-wrap; }
+#live p { margin: .4rem 0; } #live .streaming { white-space: pre-wrap; color: #59636e; } #live .running { font-family: ui-monospace, monospace; font-size: .88em; color: #9a6700; }
+"#;
+
+/// Follows a run in flight: appends each entry the server sends where the
+/// page would have put it, shows the streaming text and the running tool.
+const FOLLOW: &str = r#"
+(function () {
+  var main = document.getElementById('entries'), live = document.getElementById('live');
+  var streaming = live.querySelector('.streaming'), running = live.querySelector('.running');
+  var next = Number(main.dataset.next);
+  var events = new EventSource(location.pathname.replace(/\/$/, '') + '/events?from=' + next);
+  function openStep() {
+    var last = main.lastElementChild;
+    return last && last.matches('details.step:not(.call-side)') ? last.querySelector('.body') : null;
+  }
+  events.onmessage = function (message) {
+    var e = JSON.parse(message.data);
+    if (e.kind === 'entry') {
+      if (e.seq < next) return;
+      next = e.seq + 1;
+      ((e.in_step && openStep()) || main).insertAdjacentHTML('beforeend', e.html);
+      if (e.of === 'model') streaming.textContent = '';
+      if (e.of === 'tool') running.textContent = '';
+    } else if (e.kind === 'text') {
+      streaming.textContent = e.text ? '#' + e.step + ' ' + e.text + ' …' : '';
+    } else if (e.kind === 'tool_started') {
+      running.textContent = 'running ' + e.name + ' ' + e.arguments;
+    } else if (e.kind === 'ended') {
+      events.close();
+      streaming.textContent = '';
+      running.textContent = 'The run ended; reload the page for its outcome.';
+    }
+  };
+})();
 "#;
 
 /// The page of run `run` with its `entries` in order.
@@ -49,6 +85,8 @@ pub fn render_page(run: &RunRecord, entries: &[Entry]) -> String {
         task = escape(&run.task_key),
         outcome = escape(run.outcome.as_deref().unwrap_or("still running")),
     );
+    let running = run.outcome.is_none();
+    let _ = writeln!(html, "<main id=\"entries\" data-next=\"{}\">", entries.len());
     let mut open_step = false;
     for entry in entries {
         match entry {
@@ -67,11 +105,7 @@ pub fn render_page(run: &RunRecord, entries: &[Entry]) -> String {
                 }
                 side_call(&mut html, entry);
             }
-            Entry::Egress { denied, .. } => {
-                let class = if denied.is_some() { "egress err" } else { "egress" };
-                let line = entry.egress_line().unwrap_or_default();
-                let _ = writeln!(html, "<div class=\"{class}\">{}</div>", escape(&line));
-            }
+            Entry::Egress { .. } => egress_line(&mut html, entry),
             Entry::Note { text } => {
                 if open_step {
                     html.push_str("</div></details>\n");
@@ -84,8 +118,54 @@ pub fn render_page(run: &RunRecord, entries: &[Entry]) -> String {
     if open_step {
         html.push_str("</div></details>\n");
     }
+    html.push_str("</main>\n");
+    if running {
+        let _ = writeln!(
+            html,
+            "<div id=\"live\"><p class=\"streaming\"></p><p class=\"running\"></p></div><script>{FOLLOW}</script>"
+        );
+    }
     html.push_str("</body></html>\n");
     html
+}
+
+/// What a live reader is sent for `entry`: its block as the page shows it,
+/// and whether it goes in the body of the step before it.
+pub fn entry_block(entry: &Entry) -> (String, bool) {
+    let mut html = String::new();
+    let in_step = match entry {
+        Entry::Model { .. } => {
+            model_step(&mut html, entry);
+            html.push_str("</div></details>\n");
+            false
+        }
+        Entry::Tool { .. } => {
+            tool_result(&mut html, entry);
+            true
+        }
+        Entry::Call { .. } => {
+            side_call(&mut html, entry);
+            false
+        }
+        Entry::Egress { .. } => {
+            egress_line(&mut html, entry);
+            true
+        }
+        Entry::Note { text } => {
+            let _ = writeln!(html, "<div class=\"note\">{}</div>", escape(text));
+            false
+        }
+    };
+    (html, in_step)
+}
+
+fn egress_line(html: &mut String, entry: &Entry) {
+    let Entry::Egress { denied, .. } = entry else {
+        return;
+    };
+    let class = if denied.is_some() { "egress err" } else { "egress" };
+    let line = entry.egress_line().unwrap_or_default();
+    let _ = writeln!(html, "<div class=\"{class}\">{}</div>", escape(&line));
 }
 
 /// A model call outside the loop (reading the thread, planning), collapsed.

@@ -36,7 +36,8 @@ fn transcript() -> (tempfile::TempDir, Arc<Journal>, Arc<Transcript>) {
         "GITHUB_APP_PRIVATE_KEY" => Some(key.clone()),
         _ => None,
     });
-    let transcript = Transcript::begin(journal.clone(), Arc::new(secrets), "github:o/r:issue:1").unwrap();
+    let transcript =
+        Transcript::begin(journal.clone(), Arc::new(secrets), "github:o/r:issue:1", None).unwrap();
     (dir, journal, transcript)
 }
 
@@ -192,4 +193,87 @@ fn entries_without_secrets_are_written_as_they_are() {
             text: "started: commit 3f786850e387550fdab836ed7e6dc881de23001b".into()
         }]
     );
+}
+
+#[tokio::test]
+async fn live_readers_get_each_entry_the_streaming_text_and_the_running_tool_all_masked() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = Arc::new(Journal::open(dir.path()).unwrap());
+    let secrets = Secrets::from_lookup(&|name| (name == "OPENAI_API_KEY").then(|| QUOTED_KEY.to_owned()));
+    let live = Arc::new(LiveRuns::default());
+    let transcript = Transcript::begin(
+        journal.clone(),
+        Arc::new(secrets),
+        "github:o/r:issue:1",
+        Some(live.clone()),
+    )
+    .unwrap();
+    let mut reader = live.follow(transcript.id()).expect("in flight");
+    let leak = format!("the key is {QUOTED_KEY} ");
+    transcript.streamed(1, &StreamEvent::Text(leak.clone()));
+    let (call, result) = command(
+        1,
+        "exit code 0 (0.1 s)\n",
+        &format!("{{\"command\": \"echo {QUOTED_KEY}\"}}"),
+    );
+    transcript.tool_started(1, &call);
+    transcript.tool_ran(1, &call, &result, Duration::from_millis(3));
+    transcript.end("delivered", "");
+
+    let mut events = Vec::new();
+    while let Ok(event) = reader.recv().await {
+        events.push((*event).clone());
+    }
+    let json = serde_json::to_string(&events).unwrap();
+    assert!(!json.contains("sk-quoted"), "{json}");
+    let LiveEvent::Text { step: 1, text } = &events[0] else {
+        panic!("{events:?}")
+    };
+    assert!(text.starts_with("the key is ") && !text.contains("sk-"), "{text}");
+    assert!(
+        matches!(&events[1], LiveEvent::ToolStarted { step: 1, name, .. } if name == "command_executor_execute_command"),
+        "{events:?}"
+    );
+    let LiveEvent::Entry {
+        seq: 0,
+        of: "tool",
+        html,
+        in_step: true,
+    } = &events[2]
+    else {
+        panic!("{events:?}")
+    };
+    assert!(html.contains("<span class=\"ok\">ok</span>"), "{html}");
+    assert!(
+        matches!(&events[3], LiveEvent::Entry { seq: 1, of: "note", html, .. } if html.contains("masked in the entry above")),
+        "{events:?}"
+    );
+    assert!(
+        matches!(&events[4], LiveEvent::Entry { seq: 2, of: "note", html, .. } if html.contains("ended: delivered")),
+        "{events:?}"
+    );
+    assert_eq!(events.last(), Some(&LiveEvent::Ended));
+    assert!(
+        live.follow(transcript.id()).is_none(),
+        "not in flight after its end"
+    );
+}
+
+#[test]
+fn a_running_runs_page_follows_it_and_an_ended_one_does_not() {
+    let mut run = RunRecord {
+        id: 9,
+        task_key: "github:o/r:issue:1".into(),
+        started_at: 0,
+        ended_at: None,
+        outcome: None,
+    };
+    let entries = [Entry::Note {
+        text: "started".into(),
+    }];
+    let page = render_page(&run, &entries);
+    assert!(page.contains("<main id=\"entries\" data-next=\"1\">"), "{page}");
+    assert!(page.contains("new EventSource"), "{page}");
+    run.outcome = Some("delivered".into());
+    assert!(!render_page(&run, &entries).contains("<script>"));
 }

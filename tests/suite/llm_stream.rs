@@ -290,7 +290,7 @@ fn wrapped(router: Router) -> Wrapped {
     let dir = tempfile::tempdir().unwrap();
     let journal = Arc::new(Journal::open(dir.path()).unwrap());
     let secrets = Arc::new(Secrets::from_lookup(&|_| None));
-    let transcript = Transcript::begin(journal.clone(), secrets, "acme/app#41").unwrap();
+    let transcript = Transcript::begin(journal.clone(), secrets, "acme/app#41", None).unwrap();
     // The catalogue's prices of the four models.
     let prices: std::collections::BTreeMap<_, _> = FORMATS
         .iter()

@@ -162,3 +162,100 @@ async fn the_transcript_page_shows_each_step_folded_with_its_diff_and_the_commen
     forgehand_test_support::browser::screenshot(&opened, "transcript-page", 1280, 1400);
     drop(daemon);
 }
+
+#[tokio::test]
+async fn the_transcript_page_of_a_run_in_flight_shows_each_step_as_it_happens() {
+    use forgehand_test_support::browser::LivePage;
+    use forgehand_test_support::mcp_client;
+    let address = mcp_client::free_address();
+    // The first answer is held 10 s (the page is opened meanwhile), the
+    // second 10 s more (the page is read meanwhile, the run still in flight).
+    let mut turns = edit_and_commit(Duration::from_secs(10));
+    turns[0].1 = Some(Duration::from_secs(10));
+    let world = World::with_daemon_settings(
+        turns,
+        // On loopback without a public address: no token, as a browser
+        // opened on the daemon's machine reads it.
+        &format!("  http:\n    listen: \"{address}\""),
+    )
+    .await;
+    let daemon = daemon_rig::DaemonProcess::start(&world.config, &["run"], &world.env(), &world.log_path());
+    let issue = world.labelled_issue("Greet the world");
+    // The status page links the run's transcript while it is in flight.
+    let link = format!("http://{address}/tasks/");
+    let mut id = String::new();
+    let mut status = String::new();
+    for _ in 0..600 {
+        status = match reqwest::get(format!("http://{address}/")).await {
+            Ok(answer) => answer.text().await.unwrap_or_default(),
+            Err(_) => String::new(),
+        };
+        if status.contains("Greet the world") || status.contains("#1") {
+            if let Some(at) = status.find("href=\"/tasks/") {
+                id = status[at + "href=\"/tasks/".len()..]
+                    .chars()
+                    .take_while(char::is_ascii_digit)
+                    .collect();
+                break;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        !id.is_empty(),
+        "the status page never linked the run in flight: {status}\n{}",
+        std::fs::read_to_string(world.log_path()).unwrap_or_default()
+    );
+
+    let mut page = LivePage::open(&format!("{link}{id}")).await;
+    const STEPS: &str = "document.querySelectorAll('#entries details.step:not(.call-side)').length";
+    assert_eq!(page.evaluate(STEPS).await, 0, "opened before the first answer");
+    page.evaluate("window.openedOnce = true").await;
+    let mut steps = 0;
+    for _ in 0..300 {
+        steps = page.evaluate(STEPS).await.as_u64().unwrap();
+        if steps > 0 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(steps, 1, "the first step appeared on the open page");
+    // The edit's result lands in its step, as a diff, while the second
+    // answer is still awaited; the page was never loaded again.
+    let mut diff = serde_json::Value::Null;
+    for _ in 0..100 {
+        diff = page
+            .evaluate(
+                "(document.querySelector('#entries details.step .body pre.diff') || {}).textContent || null",
+            )
+            .await;
+        if !diff.is_null() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(diff.as_str().unwrap().contains("+Hello, world"), "{diff}");
+    assert_eq!(page.evaluate("window.openedOnce === true").await, true);
+    let text = page.evaluate("document.body.innerText").await;
+    assert!(
+        !text.as_str().unwrap().contains("ended:"),
+        "still in flight: {text}"
+    );
+
+    // At its end the page says so, and the ended note is there.
+    world.wait_for_end(issue).await;
+    let mut ended = serde_json::Value::Null;
+    for _ in 0..100 {
+        ended = page.evaluate("document.body.innerText").await;
+        if ended.as_str().unwrap().contains("The run ended") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let ended = ended.as_str().unwrap();
+    assert!(
+        ended.contains("The run ended") && ended.contains("ended: delivered"),
+        "{ended}"
+    );
+    drop(daemon);
+}

@@ -33,3 +33,113 @@ pub fn screenshot(html: &str, name: &str, width: u32, height: u32) -> Vec<u8> {
     );
     bytes
 }
+
+/// A page kept open in headless Chromium, whose document a test reads as
+/// it changes (the live transcript page): the browser is driven through
+/// the DevTools protocol on a loopback port of its own.
+pub struct LivePage {
+    browser: std::process::Child,
+    socket: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
+    next_id: u64,
+    _profile: tempfile::TempDir,
+}
+
+impl LivePage {
+    /// Opens `url` (a loopback address) in a new headless Chromium.
+    pub async fn open(url: &str) -> LivePage {
+        let profile = tempfile::tempdir().unwrap();
+        let browser = std::process::Command::new("chromium")
+            .args([
+                "--headless",
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-quic",
+                "--no-first-run",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--remote-debugging-address=127.0.0.1",
+                "--remote-debugging-port=0",
+            ])
+            .arg(format!("--user-data-dir={}", profile.path().display()))
+            .arg(url)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .expect("chromium (Debian's package; scripts/dev-env.sh installs it)");
+        // Chromium writes the port it chose into the profile.
+        let port_file = profile.path().join("DevToolsActivePort");
+        let mut port = None;
+        for _ in 0..300 {
+            if let Some(p) = std::fs::read_to_string(&port_file)
+                .ok()
+                .and_then(|s| s.lines().next().and_then(|l| l.trim().parse::<u16>().ok()))
+            {
+                port = Some(p);
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let port = port.expect("Chromium never said its DevTools port");
+        let mut page_socket = None;
+        for _ in 0..100 {
+            let targets: serde_json::Value =
+                match reqwest::get(format!("http://127.0.0.1:{port}/json/list")).await {
+                    Ok(answer) => answer.json().await.unwrap_or_default(),
+                    Err(_) => serde_json::Value::Null,
+                };
+            page_socket = targets.as_array().into_iter().flatten().find_map(|t| {
+                (t["type"] == "page" && t["url"].as_str().is_some_and(|u| u.starts_with(url)))
+                    .then(|| t["webSocketDebuggerUrl"].as_str().map(str::to_owned))
+                    .flatten()
+            });
+            if page_socket.is_some() {
+                break;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        }
+        let page_socket = page_socket.expect("Chromium opened no page for the address");
+        let (socket, _) = tokio_tungstenite::connect_async(page_socket.as_str())
+            .await
+            .unwrap();
+        LivePage {
+            browser,
+            socket,
+            next_id: 0,
+            _profile: profile,
+        }
+    }
+
+    /// The value of the JavaScript `expression` in the page now.
+    pub async fn evaluate(&mut self, expression: &str) -> serde_json::Value {
+        use futures_util::{SinkExt, StreamExt};
+        self.next_id += 1;
+        let id = self.next_id;
+        let ask = serde_json::json!({
+            "id": id,
+            "method": "Runtime.evaluate",
+            "params": {"expression": expression, "returnByValue": true},
+        });
+        self.socket
+            .send(tokio_tungstenite::tungstenite::Message::text(ask.to_string()))
+            .await
+            .unwrap();
+        while let Some(message) = self.socket.next().await {
+            let message = message.unwrap();
+            let Ok(text) = message.to_text() else { continue };
+            let answer: serde_json::Value = serde_json::from_str(text).unwrap_or_default();
+            if answer["id"] == id {
+                assert!(answer["result"]["exceptionDetails"].is_null(), "{answer}");
+                return answer["result"]["result"]["value"].clone();
+            }
+        }
+        panic!("Chromium closed the page's connection");
+    }
+}
+
+impl Drop for LivePage {
+    fn drop(&mut self) {
+        let _ = self.browser.kill();
+        let _ = self.browser.wait();
+    }
+}

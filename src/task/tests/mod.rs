@@ -99,6 +99,7 @@ impl World {
             ideas_pacer: crate::ideas::shared_pacer(&config.ideas),
             state_owner: Arc::new(crate::ownership::StateOwner::acquire(&config.daemon.state_dir).unwrap()),
             board: Arc::default(),
+            live: Arc::default(),
             metrics: Arc::default(),
             sandbox_hints: Arc::default(),
             checks_bell: Arc::default(),
