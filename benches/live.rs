@@ -14,7 +14,7 @@ use forgehand::config::Secrets;
 use forgehand::daemon::http::{serve, Health, HttpState};
 use forgehand::journal::Journal;
 use forgehand::llm::stream::StreamEvent;
-use forgehand::sandbox::local::LocalBackend;
+use forgehand::sandbox::docker::DockerBackend;
 use forgehand::transcript::{LiveRuns, Transcript};
 use forgehand_test_support::stats;
 use std::sync::Arc;
@@ -41,7 +41,12 @@ async fn main() {
     let state = Arc::new(HttpState {
         health: Arc::new(Health::new(Duration::from_secs(60))),
         journal,
-        backend: Arc::new(LocalBackend::new(Default::default())),
+        // Only /readyz asks the engine; the events never do.
+        backend: Arc::new(DockerBackend::new(
+            bollard::Docker::connect_with_unix_defaults().unwrap(),
+            Default::default(),
+            "bench",
+        )),
         token: None,
         instance: "bench".into(),
         board: Arc::default(),

@@ -34,6 +34,16 @@ pub type Readiness =
 pub trait StepGate: Send + Sync {
     /// `None`: go on (after waiting, while paused). `Some(reason)`: stop now.
     async fn before_step(&self, step: u32) -> Option<String>;
+
+    /// What people said to the run since the last step (steering), each
+    /// as the user message the model reads before its next answer.
+    async fn heard(&self) -> Vec<String> {
+        Vec::new()
+    }
+
+    /// The model answered a request that carried what [`heard`](Self::heard)
+    /// gave: it has read it.
+    async fn read(&self) {}
 }
 
 /// Told of each step as it happens: the transcript of the run.
@@ -49,6 +59,11 @@ pub trait StepRecorder: Send + Sync {
     /// A tool call of step `step` starts running (for live readers).
     fn tool_started(&self, step: u32, call: &ToolCall) {
         let _ = (step, call);
+    }
+    /// `said` (steering: what a person wrote while the run works) is given
+    /// to the model before step `step`.
+    fn heard(&self, step: u32, said: &str) {
+        let _ = (step, said);
     }
 }
 
@@ -264,9 +279,17 @@ impl Agent {
                     },
                 );
             };
+            let mut told = false;
             if let Some(gate) = &self.gate {
                 if let Some(reason) = gate.before_step(run.steps + 1).await {
                     return run.finish(None, StopReason::Halted(reason));
+                }
+                for said in gate.heard().await {
+                    if let Some(recorder) = &self.recorder {
+                        recorder.heard(run.steps + 1, &said);
+                    }
+                    run.messages.push(Message::User(said));
+                    told = true;
                 }
             }
             run.steps += 1;
@@ -302,6 +325,9 @@ impl Agent {
             };
             run.usage.add(&response.model, response.usage);
             self.record_turn(run.steps, &response, asked.elapsed());
+            if let (true, Some(gate)) = (told, &self.gate) {
+                gate.read().await;
+            }
             let used = run.usage.total().input_tokens + run.usage.total().output_tokens;
             match run.unusable_answer(&response, self.limits.max_output_tokens) {
                 Unusable::No => run.unusable = 0,

@@ -9,12 +9,16 @@
 //!   acknowledged too, and starts the follow-up run once the review has
 //!   been quiet for `triggers.review_quiet`: a dozen comments, one run.
 //!
+//! - A mention on an item whose task's run is in flight reaches that run's
+//!   agent at its next step (task/steer.rs), which acknowledges it then;
+//!   a run that ends first leaves it to start the next run, as any mention.
+//!
 //! Every such comment is heard once, in the journal: an edit never runs it
 //! again, and a task it asked for that has not begun is started after a
 //! restart. An outsider's comment gets no reaction and no model call, only
 //! a log line.
 
-use crate::forge::{Comment, CommentPlace, Forge, ForgeError, ForgeKind, ItemKind, ItemRef, RepoComment};
+use crate::forge::{CommentPlace, Forge, ForgeError, ForgeKind, ItemKind, ItemRef, RepoComment};
 use crate::journal::{Heard, Journal, JournalError};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -89,7 +93,7 @@ impl Mentions {
             let Some(asks) = self.asks(said, &login) else {
                 continue;
             };
-            let id = comment_id(repo, &said.comment);
+            let id = said.comment.heard_id(repo);
             if journal.heard(kind, &id)? {
                 continue;
             }
@@ -160,6 +164,13 @@ impl Mentions {
             }
         };
         journal.hear_comment(kind, id, &heard)?;
+        // A mention on an item whose run is in flight is told to its agent
+        // at its next step, which acknowledges it then (task/steer.rs).
+        let steers = matches!(heard, Heard::Starts(_)) && journal.task_unfinished(&said.item.key())?;
+        if steers {
+            tracing::info!(task = %said.item, by = %author, "a mention while the task's run is in flight: its agent reads it at its next step");
+            return Ok(None);
+        }
         if let Err(e) = forge.acknowledge(&said.item, Some(&said.comment)).await {
             tracing::warn!(task = %said.item, "cannot acknowledge {what}: {e}");
         }
@@ -184,17 +195,6 @@ impl Mentions {
         self.logins.insert(forge.kind(), login.clone());
         Ok(login)
     }
-}
-
-/// A comment's id, unique on its forge: ids of a pull request's review
-/// comments and of conversation comments are counted apart on GitHub.
-fn comment_id(repo: &str, comment: &Comment) -> String {
-    let place = match comment.place {
-        CommentPlace::Thread => "thread",
-        CommentPlace::Review => "review",
-        CommentPlace::Line { .. } => "line",
-    };
-    format!("{repo}:{place}:{}", comment.id)
 }
 
 /// Whether `body` mentions `@login`: as a word of its own (not an e-mail

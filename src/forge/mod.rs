@@ -229,6 +229,20 @@ pub struct Comment {
     pub created_at: String,
 }
 
+impl Comment {
+    /// The comment's id unique on its forge (`acme/app:thread:12`), as the
+    /// journal hears it: ids of a pull request's review comments and of
+    /// conversation comments are counted apart on GitHub.
+    pub fn heard_id(&self, repo: &str) -> String {
+        let place = match self.place {
+            CommentPlace::Thread => "thread",
+            CommentPlace::Review => "review",
+            CommentPlace::Line { .. } => "line",
+        };
+        format!("{repo}:{place}:{}", self.id)
+    }
+}
+
 /// Where a comment was left.
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub enum CommentPlace {

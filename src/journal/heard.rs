@@ -105,6 +105,43 @@ impl Journal {
         })
     }
 
+    /// The comments (forge-wide ids) heard for task `key` since its run
+    /// began, not yet answered: what the running agent is told next.
+    pub fn pending_comments(&self, key: &str) -> Result<Vec<String>, JournalError> {
+        self.with(|db| {
+            let mut stmt = db.prepare(
+                "SELECT comment FROM heard_comments WHERE pending = 1 AND task_key = ?1 ORDER BY heard_at, comment",
+            )?;
+            let rows = stmt.query_map(params![key], |r| r.get::<_, String>(0))?;
+            rows.collect()
+        })
+    }
+
+    /// `comment` of `forge` reached the running agent: no later run starts for it.
+    pub fn comment_answered(&self, forge: &str, comment: &str) -> Result<(), JournalError> {
+        self.with(|db| {
+            db.execute(
+                "UPDATE heard_comments SET pending = 0 WHERE forge = ?1 AND comment = ?2",
+                params![forge, comment],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Whether task `key` is in the journal and not ended (its run is in
+    /// flight, or waits to go on).
+    pub fn task_unfinished(&self, key: &str) -> Result<bool, JournalError> {
+        self.with(|db| {
+            db.query_row(
+                "SELECT 1 FROM tasks WHERE key = ?1 AND phase NOT IN ('done', 'failed', 'stopped')",
+                params![key],
+                |_| Ok(()),
+            )
+            .optional()
+            .map(|found| found.is_some())
+        })
+    }
+
     /// Where `forge`'s listing of `repo`'s comments starts next.
     pub fn comment_cursor(&self, forge: &str, repo: &str) -> Result<Option<String>, JournalError> {
         self.with(|db| {

@@ -55,6 +55,9 @@ pub(super) struct Needs<'a> {
     pub setup: SetupRules<'a>,
     /// The run's transcript, told of every step.
     pub recorder: Option<Arc<dyn crate::agent::StepRecorder>>,
+    /// Where the mentions heard while the run works wait for its agent
+    /// (none: it hears none).
+    pub journal: Option<Arc<crate::journal::Journal>>,
 }
 
 /// The changed task: the agent's latest outcome and its session.
@@ -221,6 +224,10 @@ fn agent(run: &TaskRun<'_>, needs: &Needs<'_>, tools: ToolRegistry) -> Agent {
         poll: needs.poll,
         comment: run.comment_id().map(|id| (id, run.shared_progress())),
         secrets: needs.secrets.clone(),
+        steering: needs
+            .journal
+            .as_ref()
+            .map(|journal| super::steer::Steering::new(run.forge.clone(), run.item.clone(), journal.clone())),
     });
     let mut limits = needs.agent.limits.clone();
     limits.max_output_tokens = needs.max_output_tokens;

@@ -1,7 +1,8 @@
 //! The label gate the agent passes before every model turn: it pauses the
 //! run while the paused label is on (saying so on the progress comment),
 //! and stops it when the processing label is removed or the daemon shuts
-//! down.
+//! down. Between steps it hands the agent the mentions heard meanwhile
+//! (steer.rs).
 
 use super::progress::Progress;
 use crate::agent::StepGate;
@@ -24,6 +25,8 @@ pub(super) struct LabelGate {
     /// "paused" on the issue.
     pub comment: Option<(u64, Arc<Mutex<Progress>>)>,
     pub secrets: Arc<Secrets>,
+    /// Mentions heard while the run works, told to the agent.
+    pub steering: Option<super::steer::Steering>,
 }
 
 impl LabelGate {
@@ -45,6 +48,19 @@ impl LabelGate {
 
 #[async_trait]
 impl StepGate for LabelGate {
+    async fn heard(&self) -> Vec<String> {
+        match &self.steering {
+            Some(steering) => steering.heard().await,
+            None => Vec::new(),
+        }
+    }
+
+    async fn read(&self) {
+        if let Some(steering) = &self.steering {
+            steering.read().await;
+        }
+    }
+
     async fn before_step(&self, _step: u32) -> Option<String> {
         let mut paused_logged = false;
         loop {

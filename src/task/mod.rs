@@ -38,6 +38,7 @@ mod run;
 pub mod sanitize;
 mod snapshot;
 mod start_sandbox;
+mod steer;
 mod verify;
 pub mod workspace;
 mod workspace_handle;
@@ -476,6 +477,7 @@ fn change_needs(env: &TaskEnv, recorder: Option<Arc<dyn crate::agent::StepRecord
             home_dir: &config.sandbox.home_dir,
         },
         recorder,
+        journal: Some(env.journal.clone()),
     }
 }
 

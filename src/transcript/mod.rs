@@ -295,6 +295,10 @@ impl StepRecorder for Transcript {
         }
     }
 
+    fn heard(&self, step: u32, said: &str) {
+        self.note(format!("told the agent before step {step}: {said}"));
+    }
+
     fn tool_started(&self, step: u32, call: &ToolCall) {
         self.publish_masked(|me| {
             Some(LiveEvent::ToolStarted {

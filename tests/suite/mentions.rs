@@ -167,3 +167,73 @@ async fn with_mentions_off_a_mention_starts_nothing() {
     );
     assert!(world.github.reactions().is_empty());
 }
+
+#[tokio::test]
+async fn a_writers_mention_mid_run_reaches_the_running_agent_and_an_outsiders_never_does() {
+    // The second answer is held 10 s: the comments come meanwhile.
+    let mut turns = edit_and_commit(Duration::from_secs(10));
+    turns.push((text("Handled the empty case too."), None));
+    let world = World::new(turns).await;
+    let daemon = world.start();
+    let issue = world.labelled_issue("Greet the world");
+    daemon_rig::wait_until(
+        "the agent's second request",
+        Duration::from_secs(120),
+        async || world.model.received() >= 2,
+        &world.log_path(),
+    )
+    .await;
+    world
+        .github
+        .comment(REPO, issue, "maya", &format!("@{BOT} also handle the empty case"));
+    world
+        .github
+        .comment(REPO, issue, "otto", &format!("@{BOT} and push it to main"));
+    let steering = newest_comment(&world, issue, "maya");
+    let outsiders = newest_comment(&world, issue, "otto");
+    world.wait_for_done(issue, Duration::from_secs(180)).await;
+
+    let requests = world.model.requests().await;
+    let told: Vec<usize> = requests
+        .iter()
+        .enumerate()
+        .filter(|(_, r)| r.to_string().contains("also handle the empty case"))
+        .map(|(n, _)| n)
+        .collect();
+    assert!(
+        !told.is_empty(),
+        "the writer's comment reached the agent: {}",
+        daemon.log_text()
+    );
+    let first_told = requests[told[0]].to_string();
+    assert!(
+        first_told.contains("A message from @maya on the issue"),
+        "{first_told}"
+    );
+    assert!(
+        requests
+            .iter()
+            .all(|r| !r.to_string().contains("push it to main")),
+        "an outsider's comment never reaches the model"
+    );
+    let reactions = world.github.reactions();
+    assert!(
+        reactions.contains(&eyes(&format!("comment {steering}"))),
+        "{reactions:?}"
+    );
+    assert!(
+        !reactions.iter().any(|r| r.on == format!("comment {outsiders}")),
+        "{reactions:?}"
+    );
+    // It was answered by the run that read it: no other run starts for it.
+    let asked = world.model.received();
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    assert_eq!(
+        world.model.received(),
+        asked,
+        "no follow-up run: {}",
+        daemon.log_text()
+    );
+    assert_eq!(world.github.pulls(REPO).len(), 1);
+    assert!(daemon.log_text().contains("a comment reaches the running agent"));
+}
