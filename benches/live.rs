@@ -44,7 +44,7 @@ async fn main() {
         // Only /readyz asks the engine; the events never do.
         backend: Arc::new(DockerBackend::new(
             bollard::Docker::connect_with_unix_defaults().unwrap(),
-            Default::default(),
+            forgehand::config::Config::defaults().sandbox,
             "bench",
         )),
         token: None,
