@@ -59,6 +59,24 @@ pub(super) async fn change_and_verify(
     best_of(run, env, accounts, claimed, planned, attempts).await
 }
 
+/// The sandbox owner id of attempt `number` of the task `slug` (the
+/// first attempt's is the task's own): each attempt's sandbox has a name
+/// of its own.
+fn attempt_owner(slug: &str, number: u32) -> String {
+    match number {
+        1 => slug.to_owned(),
+        n => format!("{slug}.attempt-{n}"),
+    }
+}
+
+/// Every sandbox owner id a running task `slug` may have (its attempts'
+/// too), so none of its sandboxes is taken for an orphan.
+pub fn sandbox_owners(slug: &str) -> Vec<String> {
+    (1..=crate::config::MAX_ATTEMPTS)
+        .map(|n| attempt_owner(slug, n))
+        .collect()
+}
+
 /// What every attempt shares.
 struct Field<'a> {
     env: &'a TaskEnv,
@@ -169,7 +187,7 @@ async fn attempt(run: &mut TaskRun<'_>, field: &Field<'_>, given: Option<Planned
     let result = async {
         let mut planned = match given {
             Some(planned) => planned,
-            None => field.start.fresh(run, field.env).await?,
+            None => field.start.fresh(run, field.env, number).await?,
         };
         planned.request.push_str(&attempt_line(number, field.attempts));
         let recorder = field.accounts.transcript.clone().map(|transcript| {
@@ -474,10 +492,11 @@ impl Start {
     /// A planned task of its own for an attempt after the first: a new
     /// sandbox from the same image, with the checkout copied in and
     /// setup run (each attempt starts from the same state).
-    async fn fresh(&self, run: &mut TaskRun<'_>, env: &TaskEnv) -> Result<Planned, TaskError> {
+    async fn fresh(&self, run: &mut TaskRun<'_>, env: &TaskEnv, number: u32) -> Result<Planned, TaskError> {
         let config = &env.config;
         let settings = &self.repo.settings;
-        let spec = start_sandbox::spec_for(run, settings, &self.image);
+        let mut spec = start_sandbox::spec_for(run, settings, &self.image);
+        spec.task_id = attempt_owner(&spec.task_id, number);
         let checkout = self.workspace.checkout();
         let history = start_sandbox::SandboxHistory {
             pack: self.workspace.history_ready(),
@@ -563,6 +582,14 @@ mod tests {
     fn counts_the_lines_a_diff_adds_and_removes() {
         let diff = "diff --git a/g.py b/g.py\n--- a/g.py\n+++ b/g.py\n@@ -1 +1,2 @@\n-print('Hello')\n+print('Hello, world')\n+print('again')\n";
         assert_eq!(lines_changed(diff), (2, 1));
+    }
+
+    #[test]
+    fn each_attempt_has_a_sandbox_of_its_own_that_is_no_orphan() {
+        let owners = sandbox_owners("github-acme-app-issue-7");
+        assert_eq!(owners[0], "github-acme-app-issue-7");
+        assert!(owners.contains(&"github-acme-app-issue-7.attempt-3".to_owned()));
+        assert_eq!(owners.len(), crate::config::MAX_ATTEMPTS as usize);
     }
 
     #[test]

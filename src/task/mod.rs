@@ -44,6 +44,7 @@ mod verify;
 pub mod workspace;
 mod workspace_handle;
 
+pub use attempts::sandbox_owners;
 pub use claim::Heard;
 pub use start_sandbox::SandboxHints;
 
