@@ -43,12 +43,13 @@ async fn tasks_with(attempts: u32, rounds: usize) -> (Vec<Duration>, usize) {
         "OPENAI_BASE_URL" => Some(base.clone()),
         _ => None,
     };
-    let yaml = config_yaml(
-        dir.path(),
-        &format!("bench-best-of-{attempts}-{}", std::process::id()),
-        &github.api_url(),
-        3,
-    ) + &format!("agent:\n  attempts: {attempts}\n  test_fix_rounds: 0\nplanning:\n  mode: \"off\"\n");
+    let yaml =
+        config_yaml(
+            dir.path(),
+            &format!("bench-best-of-{attempts}-{}", std::process::id()),
+            &github.api_url(),
+            3,
+        ) + &format!("agent:\n  attempts: {attempts}\n  test_fix_rounds: 0\nplanning:\n  mode: \"off\"\n");
     let config = Config::from_yaml(&yaml, Path::new("bench.yaml"), dir.path(), &lookup).unwrap();
     let secrets = Secrets::from_lookup(&|v| match v {
         "GITHUB_TOKEN" => Some(super::TOKEN.to_owned()),
@@ -93,7 +94,10 @@ pub async fn best_of_three() {
     };
     let (m1, m3) = (median(&mut one), median(&mut three));
     stats::report("task wall time, 1 attempt (scripted model)", &mut one);
-    stats::report("task wall time, best of 3 side by side (scripted model)", &mut three);
+    stats::report(
+        "task wall time, best of 3 side by side (scripted model)",
+        &mut three,
+    );
     println!(
         "best of 3: +{:.0} ms wall time over one attempt (median {:.0} ms vs {:.0} ms); {three_calls} model calls vs {one_calls}: cost x{:.2} (each answer billed alike; the judge's call included)",
         (m3.as_secs_f64() - m1.as_secs_f64()) * 1e3,

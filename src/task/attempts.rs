@@ -49,10 +49,7 @@ pub(super) async fn change_and_verify(
 ) -> Result<Verified, TaskError> {
     let attempts = env.config.agent.attempts;
     if attempts <= 1 {
-        let recorder = accounts
-            .transcript
-            .clone()
-            .map(|t| t as Arc<dyn StepRecorder>);
+        let recorder = accounts.transcript.clone().map(|t| t as Arc<dyn StepRecorder>);
         let changed = change::change(run, &change_needs(env, recorder), claimed, planned).await?;
         return verify::verify(run, &verify_needs(env), changed).await;
     }
@@ -255,9 +252,13 @@ struct Choice {
 /// The attempt to deliver: the only one that qualifies, or the judge's
 /// pick among several (the first when the judge cannot choose).
 async fn choose(run: &mut TaskRun<'_>, field: &Field<'_>, candidates: &[Candidate]) -> Option<Choice> {
-    let passed: Vec<usize> = (0..candidates.len()).filter(|&i| candidates[i].passed()).collect();
+    let passed: Vec<usize> = (0..candidates.len())
+        .filter(|&i| candidates[i].passed())
+        .collect();
     let (pool, kind) = if passed.is_empty() {
-        let changed = (0..candidates.len()).filter(|&i| candidates[i].changed()).collect();
+        let changed = (0..candidates.len())
+            .filter(|&i| candidates[i].changed())
+            .collect();
         (changed, "none passed the tests; ")
     } else {
         (passed, "")
@@ -304,13 +305,18 @@ async fn judged(
         plan: field.start.plan.as_ref().map(|p| p.text.as_str()),
         entrants: &entrants,
     };
-    run.status_now(format!("Best of {}: the judge compares {} attempts", field.attempts, pool.len()));
+    run.status_now(format!(
+        "Best of {}: the judge compares {} attempts",
+        field.attempts,
+        pool.len()
+    ));
     run.report().await;
     let env = recorded(field.env, field.accounts, "judging the attempts");
     let judge_name = field.env.config.planning.judge.as_deref();
     match judge::judge(env.model.as_ref(), judge_name, &case).await {
         Ok(verdict) => {
-            let mut usage = crate::llm::usage::UsageReport::new(crate::llm::router::price_table(&env.config.llm));
+            let mut usage =
+                crate::llm::usage::UsageReport::new(crate::llm::router::price_table(&env.config.llm));
             usage.add(&verdict.model, verdict.usage);
             run.add_usage(&usage);
             let index = pool
@@ -391,7 +397,12 @@ struct Section {
     note: String,
 }
 
-fn attempts_section(candidates: &[Candidate], index: usize, choice: Option<&Choice>, attempts: u32) -> Section {
+fn attempts_section(
+    candidates: &[Candidate],
+    index: usize,
+    choice: Option<&Choice>,
+    attempts: u32,
+) -> Section {
     let passed: Vec<String> = candidates
         .iter()
         .filter(|c| c.passed())

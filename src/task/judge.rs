@@ -45,7 +45,11 @@ pub(super) struct Verdict {
 /// Asks `model` (on `judge` when named) to choose among `case`'s
 /// entrants. An error says why no choice came (a refused call, an answer
 /// that is not the JSON asked for, a number no entrant has).
-pub(super) async fn judge(model: &dyn ChatModel, judge: Option<&str>, case: &Case<'_>) -> Result<Verdict, String> {
+pub(super) async fn judge(
+    model: &dyn ChatModel,
+    judge: Option<&str>,
+    case: &Case<'_>,
+) -> Result<Verdict, String> {
     let request = ChatRequest {
         model: String::new(),
         system: format!("{JUDGE_SYSTEM}{INSTRUCTIONS}"),
@@ -64,7 +68,9 @@ pub(super) async fn judge(model: &dyn ChatModel, judge: Option<&str>, case: &Cas
     .map_err(|e| format!("the judge's call failed: {e}"))?;
     let (choice, reason) = parse(&answer.text)?;
     if !case.entrants.iter().any(|e| e.number == choice) {
-        return Err(format!("the judge chose attempt {choice}, which is not among those compared"));
+        return Err(format!(
+            "the judge chose attempt {choice}, which is not among those compared"
+        ));
     }
     Ok(Verdict {
         choice,
@@ -106,7 +112,10 @@ fn parse(text: &str) -> Result<(u32, String), String> {
             text.chars().take(200).collect::<String>()
         )
     };
-    let (start, end) = (text.find('{').ok_or_else(unreadable)?, text.rfind('}').ok_or_else(unreadable)?);
+    let (start, end) = (
+        text.find('{').ok_or_else(unreadable)?,
+        text.rfind('}').ok_or_else(unreadable)?,
+    );
     let json = text.get(start..=end).ok_or_else(unreadable)?;
     let answer: Answer = serde_json::from_str(json).map_err(|_| unreadable())?;
     let reason = crate::task::sanitize::for_forge_line(answer.reason.trim(), 600);
@@ -144,7 +153,13 @@ mod tests {
             plan: Some("1. Change the greeting"),
             entrants: &entrants,
         });
-        for part in ["Greet the world", "1. Change the greeting", "## Attempt 2", "## Attempt 3", "+extra"] {
+        for part in [
+            "Greet the world",
+            "1. Change the greeting",
+            "## Attempt 2",
+            "## Attempt 3",
+            "+extra",
+        ] {
             assert!(text.contains(part), "{part}: {text}");
         }
     }

@@ -103,10 +103,7 @@ fn side_call(html: &mut String, entry: &Entry) {
 }
 
 fn model_step(html: &mut String, entry: &Entry) {
-    let Entry::Model {
-        text, tool_calls, ..
-    } = entry
-    else {
+    let Entry::Model { text, tool_calls, .. } = entry else {
         return;
     };
     let gist = match (text.lines().find(|l| !l.trim().is_empty()), tool_calls.first()) {

@@ -70,9 +70,7 @@ pub fn render_jsonl(journal: &Journal, id: i64) -> Result<Option<String>, Journa
 
 fn write_entry(out: &mut String, entry: &Entry) {
     match entry {
-        Entry::Model {
-            text, tool_calls, ..
-        } => {
+        Entry::Model { text, tool_calls, .. } => {
             let meta = entry.answer_meta(", ").unwrap_or_default();
             let _ = writeln!(out, "\n{} {meta}", entry.step_label());
             indented(out, text);

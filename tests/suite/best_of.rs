@@ -20,7 +20,8 @@ const FILES: [(&str, &str); 3] = [
     (".forgehand.yaml", "test: grep -q 'Hello, world' greet.py\n"),
 ];
 
-const JUDGE: &str = r#"{"choice": 2, "reason": "Attempt 2 makes the smallest change that passes the tests."}"#;
+const JUDGE: &str =
+    r#"{"choice": 2, "reason": "Attempt 2 makes the smallest change that passes the tests."}"#;
 
 /// An attempt that edits the greeting to `greeting`, runs `then` (after
 /// its commit), and answers.
@@ -42,7 +43,9 @@ fn pushed_file(world: &World, branch: &str, path: &str) -> Option<String> {
         .args(["show", &format!("{branch}:{path}")])
         .output()
         .unwrap();
-    out.status.success().then(|| String::from_utf8_lossy(&out.stdout).into_owned())
+    out.status
+        .success()
+        .then(|| String::from_utf8_lossy(&out.stdout).into_owned())
 }
 
 async fn wait_for_no_sandbox(world: &World) {
@@ -79,15 +82,28 @@ async fn best_of_three_judges_the_two_that_pass_and_delivers_one_pr_that_says_so
 
     // Edit, commit, answer; the third also adds a note.
     for (n, calls) in [(1, 3), (2, 3), (3, 4)] {
-        assert_eq!(requests_of_attempt(&world.model, n).await.len(), calls, "attempt {n}: {log}");
+        assert_eq!(
+            requests_of_attempt(&world.model, n).await.len(),
+            calls,
+            "attempt {n}: {log}"
+        );
     }
     let asked = judgements(&world.model).await;
     assert_eq!(asked.len(), 1, "{log}");
     let judgement = asked[0].to_string();
-    assert!(judgement.contains("## Attempt 2") && judgement.contains("## Attempt 3"), "{judgement}");
+    assert!(
+        judgement.contains("## Attempt 2") && judgement.contains("## Attempt 3"),
+        "{judgement}"
+    );
     assert!(judgement.contains("+print('Hello, world')"), "{judgement}");
-    assert!(judgement.contains("+A note on greetings"), "attempt 3's larger diff: {judgement}");
-    assert!(!judgement.contains("Hello there"), "the failing attempt is not judged: {judgement}");
+    assert!(
+        judgement.contains("+A note on greetings"),
+        "attempt 3's larger diff: {judgement}"
+    );
+    assert!(
+        !judgement.contains("Hello there"),
+        "the failing attempt is not judged: {judgement}"
+    );
     assert!(judgement.contains("Greet the world"), "the request: {judgement}");
 
     let pulls = world.github.pulls(REPO);
@@ -95,11 +111,24 @@ async fn best_of_three_judges_the_two_that_pass_and_delivers_one_pr_that_says_so
     let body = &pulls[0].body;
     assert!(body.contains("**3 tried, 2 passed** (attempt 2, 3)"), "{body}");
     assert!(body.contains("Attempt 2 is delivered"), "{body}");
-    assert!(body.contains("Attempt 2 makes the smallest change that passes the tests."), "{body}");
-    assert!(body.contains("failed: `grep -q 'Hello, world' greet.py` exited with code 1"), "{body}");
+    assert!(
+        body.contains("Attempt 2 makes the smallest change that passes the tests."),
+        "{body}"
+    );
+    assert!(
+        body.contains("failed: `grep -q 'Hello, world' greet.py` exited with code 1"),
+        "{body}"
+    );
     let branch = &pulls[0].head;
-    assert_eq!(pushed_file(&world, branch, "greet.py").as_deref(), Some("print('Hello, world')\n"));
-    assert_eq!(pushed_file(&world, branch, "GREETINGS.md"), None, "attempt 3 was not chosen");
+    assert_eq!(
+        pushed_file(&world, branch, "greet.py").as_deref(),
+        Some("print('Hello, world')\n")
+    );
+    assert_eq!(
+        pushed_file(&world, branch, "GREETINGS.md"),
+        None,
+        "attempt 3 was not chosen"
+    );
 
     let transcript = world.transcript(issue);
     for n in 1..=3 {
@@ -123,7 +152,9 @@ async fn each_attempt_spends_within_its_share_and_the_task_within_its_cap() {
     let world = World::with_repository(
         vec![(text("unused"), None)],
         &FILES,
-        &format!("agent:\n  attempts: 3\n  test_fix_rounds: 0\nbudget:\n  task_usd: {CAP_USD}\n{DEAR_OUTPUT}"),
+        &format!(
+            "agent:\n  attempts: 3\n  test_fix_rounds: 0\nbudget:\n  task_usd: {CAP_USD}\n{DEAR_OUTPUT}"
+        ),
     )
     .await;
     world.model.bill(40_000, 1_000);
@@ -138,11 +169,18 @@ async fn each_attempt_spends_within_its_share_and_the_task_within_its_cap() {
     world.wait_for_end(issue).await;
     let log = daemon.log_text();
 
-    assert_eq!(requests_of_attempt(&world.model, 3).await.len(), 3, "stopped at its share: {log}");
+    assert_eq!(
+        requests_of_attempt(&world.model, 3).await.len(),
+        3,
+        "stopped at its share: {log}"
+    );
     let all = world.model.all_requests().await.len();
     let spent = all as f64 * CALL_USD;
     assert!(spent <= CAP_USD, "{all} calls, ${spent:.4}: {log}");
-    assert!(judgements(&world.model).await.is_empty(), "one attempt passed: no judge");
+    assert!(
+        judgements(&world.model).await.is_empty(),
+        "one attempt passed: no judge"
+    );
 
     let pulls = world.github.pulls(REPO);
     assert_eq!(pulls.len(), 1, "{log}");

@@ -63,7 +63,10 @@ impl wiremock::Respond for ByAttempt {
         let reply = if is_judgement(self.format, &body) {
             Reply::Text(self.judge.clone())
         } else {
-            let script = &self.scripts[attempt_of(self.format, &body).unwrap_or(1).clamp(1, self.scripts.len()) - 1];
+            let script = &self.scripts[attempt_of(self.format, &body)
+                .unwrap_or(1)
+                .clamp(1, self.scripts.len())
+                - 1];
             let turn = view(self.format, &body).turns;
             script[turn.min(script.len() - 1)].clone()
         };
@@ -80,7 +83,12 @@ impl wiremock::Respond for ByAttempt {
 /// From now on `model` answers each attempt's agent by `scripts[n - 1]`
 /// (the last reply repeats), and a judgement with `judge`; each answer
 /// reports `billed` usage (prompt, completion tokens) when given.
-pub async fn answer_attempts(model: &TurnModel, scripts: Vec<Vec<Reply>>, judge: &str, billed: Option<(u64, u64)>) {
+pub async fn answer_attempts(
+    model: &TurnModel,
+    scripts: Vec<Vec<Reply>>,
+    judge: &str,
+    billed: Option<(u64, u64)>,
+) {
     assert!(scripts.iter().all(|s| !s.is_empty()));
     endpoint(model.format)
         .and(ForAttempts { format: model.format })
