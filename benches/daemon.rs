@@ -14,7 +14,9 @@
 //!   on the fake Lease API), 24 issues whose model thinks 2 s each;
 //! - five tasks in a row on a generated large repository (50k commits,
 //!   2,000 files): claim to first request, bytes fetched, memory and the
-//!   state folder per task (only when asked for: `-- large`).
+//!   state folder per task (only when asked for: `-- large`);
+//! - best of 3 against one attempt: the task's extra wall time with three
+//!   attempts side by side, and its cost multiple (`-- best_of`).
 //!
 //! Run: `cargo bench --bench daemon` (needs Docker and the images, as
 //! `scripts/test` prepares them); `cargo bench --bench daemon -- polling`
@@ -28,6 +30,8 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "daemon/best_of.rs"]
+mod best_of;
 #[path = "daemon/generated_repo.rs"]
 mod generated_repo;
 #[path = "daemon/large_repo.rs"]
@@ -482,6 +486,10 @@ async fn main() {
     }
     if std::env::args().any(|a| a == "large") {
         large_repo::five_tasks().await;
+        return;
+    }
+    if std::env::args().any(|a| a == "best_of") {
+        best_of::best_of_three().await;
         return;
     }
     println!("forgehand daemon benchmarks (reproduce: cargo bench --bench daemon)");

@@ -89,6 +89,11 @@ pub struct Spend {
     repo: String,
     prices: UsageReport,
     task_spent: Mutex<f64>,
+    /// The task cap's name in refusals: `budget.task_usd`, or an attempt's share of it.
+    task_key: &'static str,
+    /// Whether answers go to the ledger and the metrics (an attempt's
+    /// share leaves that to the task's own spending beneath it).
+    ledger: bool,
 }
 
 impl Spend {
@@ -106,7 +111,33 @@ impl Spend {
             repo: repo.to_owned(),
             prices: UsageReport::new(prices),
             task_spent: Mutex::new(0.0),
+            task_key: "budget.task_usd",
+            ledger: true,
         }
+    }
+
+    /// One attempt's share (`usd`) of the task's money, for a [`Budgeted`]
+    /// over the task's own: the task's caps and ledger stay with the task.
+    pub fn share(&self, usd: f64) -> Spend {
+        Spend {
+            caps: Mutex::new(Caps {
+                task: Some(usd.max(0.0)),
+                ..Caps::default()
+            }),
+            journal: self.journal.clone(),
+            metrics: self.metrics.clone(),
+            repo: self.repo.clone(),
+            prices: self.prices.clone(),
+            task_spent: Mutex::new(0.0),
+            task_key: "the attempt's share of budget.task_usd",
+            ledger: false,
+        }
+    }
+
+    /// What is left under the task's own cap; `None`: it has none.
+    pub fn task_left(&self) -> Option<f64> {
+        let cap = self.caps.lock().unwrap_or_else(|p| p.into_inner()).task?;
+        Some((cap - self.task_spent()).max(0.0))
     }
 
     /// The repository's own caps (`.forgehand.yaml`): each lowers the
@@ -152,7 +183,7 @@ impl Spend {
     pub fn room(&self) -> Option<Room> {
         let caps = *self.caps.lock().unwrap_or_else(|p| p.into_inner());
         let task = caps.task.map(|cap| Room {
-            key: "budget.task_usd",
+            key: self.task_key,
             cap,
             spent: self.task_spent(),
         });
@@ -173,7 +204,7 @@ impl Spend {
     pub fn record(&self, model: &str, usage: TokenUsage) {
         let usd = self.cost(model, usage);
         *self.task_spent.lock().unwrap_or_else(|p| p.into_inner()) += usd;
-        if usd > 0.0 {
+        if usd > 0.0 && self.ledger {
             self.metrics.spend(&self.repo, model, usd);
             if let Err(e) = self
                 .journal

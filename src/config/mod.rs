@@ -116,6 +116,9 @@ pub struct AgentConfig {
     /// Rounds the model gets to fix a change whose tests fail (`test` in
     /// the repository's settings).
     pub test_fix_rounds: u32,
+    /// Attempts at each change, each in its own sandbox (best of N, the
+    /// tests and a judge choose); 1: one attempt.
+    pub attempts: u32,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -649,8 +652,23 @@ fn resolve_agent(
         },
         prompts_dir: optional_path(&raw.prompts_dir, resolve_path),
         test_fix_rounds: raw.test_fix_rounds,
+        attempts: attempts(raw.attempts)?,
     })
 }
+
+/// `agent.attempts`: at least one, at most [`MAX_ATTEMPTS`].
+fn attempts(value: u32) -> Result<u32, ConfigError> {
+    if (1..=MAX_ATTEMPTS).contains(&value) {
+        return Ok(value);
+    }
+    Err(ConfigError::invalid(
+        "agent.attempts",
+        format!("{value} is out of range; use 1 (one attempt, the default) to {MAX_ATTEMPTS}"),
+    ))
+}
+
+/// The most attempts `agent.attempts` allows for one change.
+pub const MAX_ATTEMPTS: u32 = 8;
 
 fn resolve_mcp_servers(raw: Vec<raw::RawMcpServerEntry>) -> Result<Vec<McpServerConfig>, ConfigError> {
     let mut servers: Vec<McpServerConfig> = Vec::new();

@@ -523,6 +523,7 @@ pub struct RawAgent {
     pub max_tool_calls_per_step: usize,
     pub prompts_dir: String,
     pub test_fix_rounds: u32,
+    pub attempts: u32,
 }
 
 impl Default for RawAgent {
@@ -536,6 +537,7 @@ impl Default for RawAgent {
             max_tool_calls_per_step: 16,
             prompts_dir: String::new(),
             test_fix_rounds: 2,
+            attempts: 1,
         }
     }
 }

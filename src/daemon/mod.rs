@@ -543,7 +543,7 @@ impl Daemon {
         let owners: Vec<String> = active
             .iter()
             .filter_map(|key| ItemRef::parse_key(key))
-            .map(|item| item.slug())
+            .flat_map(|item| task::sandbox_owners(&item.slug()))
             .collect();
         match self.env.backend.reap(&owners).await {
             Ok(removed) if !removed.is_empty() => tracing::info!(

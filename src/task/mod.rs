@@ -18,6 +18,7 @@
 //! done and is safe to repeat, so a task killed at any point is resumed,
 //! never doubled: once pushed, a restart goes straight on to delivery.
 
+mod attempts;
 pub mod board;
 mod change;
 mod ci;
@@ -28,6 +29,7 @@ mod deliver;
 mod ending;
 mod error;
 mod gate;
+mod judge;
 mod plan;
 mod prepare;
 pub mod progress;
@@ -43,6 +45,7 @@ mod verify;
 pub mod workspace;
 mod workspace_handle;
 
+pub use attempts::sandbox_owners;
 pub use claim::Heard;
 pub use start_sandbox::SandboxHints;
 
@@ -346,12 +349,7 @@ async fn make_change(
         .lower_to(caps.task_usd, caps.daily_usd, caps.monthly_usd);
     let planning = recorded(env, accounts, "planning");
     let planned = plan::plan(run, &plan_needs(&planning), claimed, prepared).await?;
-    let recorder = accounts
-        .transcript
-        .clone()
-        .map(|t| t as Arc<dyn crate::agent::StepRecorder>);
-    let changed = change::change(run, &change_needs(env, recorder), claimed, planned).await?;
-    let verified = verify::verify(run, &verify_needs(env), changed).await?;
+    let verified = attempts::change_and_verify(run, env, accounts, claimed, planned).await?;
     push::push(run, &push_needs(&env.config), claimed, verified).await
 }
 

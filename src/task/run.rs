@@ -40,6 +40,12 @@ pub(super) struct TaskRun<'a> {
     /// The work tree's files being written, for the task's end to wait
     /// for before it removes the work folder.
     checkout: Mutex<Option<CheckedOut>>,
+    /// `Attempt 2/3`: what each progress line of one of several attempts
+    /// begins with (best of N).
+    label: Option<String>,
+    /// An attempt's run beside the task's own: its sandbox is not the one
+    /// the journal keeps.
+    beside: bool,
 }
 
 /// Where a run reports, and what it may read and write, besides the forge.
@@ -74,6 +80,65 @@ impl<'a> TaskRun<'a> {
             usage: None,
             sandbox: Mutex::default(),
             checkout: Mutex::default(),
+            label: None,
+            beside: false,
+        }
+    }
+
+    /// A run of its own for one of several attempts at the change: the
+    /// same item, comment and progress, its lines begun with `label`, its
+    /// own sandbox and model use (see [`TaskRun::absorb`]).
+    pub fn attempt(&self, label: String) -> TaskRun<'a> {
+        TaskRun {
+            forge: self.forge.clone(),
+            item: self.item.clone(),
+            key: self.key.clone(),
+            journal: self.journal,
+            secrets: self.secrets,
+            metrics: self.metrics,
+            shutdown: self.shutdown.clone(),
+            board: self.board,
+            echo: self.echo,
+            progress: self.progress.clone(),
+            comment_id: self.comment_id,
+            usage: None,
+            sandbox: Mutex::default(),
+            checkout: Mutex::default(),
+            label: Some(label),
+            beside: true,
+        }
+    }
+
+    /// What this run's progress lines begin with from now on.
+    pub fn set_label(&mut self, label: Option<String>) {
+        self.label = label;
+    }
+
+    /// Takes an attempt's model use into this run's.
+    pub fn absorb(&mut self, attempt: &TaskRun<'_>) {
+        if let Some(usage) = &attempt.usage {
+            self.add_usage(usage);
+        }
+    }
+
+    /// From now on the task's sandbox is `attempt`'s (removed when the task
+    /// ends); this run's own is removed now.
+    pub async fn take_sandbox_of(&mut self, attempt: &TaskRun<'_>) {
+        let theirs = attempt.sandbox.lock().unwrap_or_else(|p| p.into_inner()).take();
+        if let Some(sandbox) = theirs {
+            self.remove_sandbox().await;
+            if let Err(e) = self.journal.set_container(&self.key, Some(sandbox.id())) {
+                tracing::warn!(task = %self.item, "cannot journal the sandbox kept: {e}");
+            }
+            *self.sandbox.lock().unwrap_or_else(|p| p.into_inner()) = Some(sandbox);
+        }
+    }
+
+    /// `line` begun with the attempt's label, if this run has one.
+    fn labelled(&self, line: String) -> String {
+        match &self.label {
+            Some(label) => format!("{label}: {line}"),
+            None => line,
         }
     }
 
@@ -89,6 +154,7 @@ impl<'a> TaskRun<'a> {
 
     /// Moves the checklist to `step`; the step that ended is measured.
     pub fn at(&self, step: Step, text: impl Into<String>) {
+        let text = self.labelled(text.into());
         let ended = self.progress().at(step, text);
         self.record_step(ended);
     }
@@ -106,11 +172,13 @@ impl<'a> TaskRun<'a> {
     }
 
     pub fn note(&self, line: impl Into<String>) {
+        let line = self.labelled(line.into());
         self.progress().note(line);
     }
 
     /// Says what happens now without moving the checklist.
     pub fn status_now(&self, text: impl Into<String>) {
+        let text = self.labelled(text.into());
         self.progress().status_now(text);
     }
 
@@ -239,7 +307,10 @@ impl<'a> TaskRun<'a> {
     pub fn adopt_sandbox(&self, sandbox: &Arc<dyn Sandbox>) -> Result<(), TaskError> {
         *self.sandbox.lock().unwrap_or_else(|p| p.into_inner()) = Some(sandbox.clone());
         self.metrics.sandbox_started();
-        self.journal.set_container(&self.key, Some(sandbox.id()))?;
+        // An attempt's sandbox is its own; the journal keeps the task's.
+        if !self.beside {
+            self.journal.set_container(&self.key, Some(sandbox.id()))?;
+        }
         Ok(())
     }
 
@@ -262,6 +333,9 @@ impl<'a> TaskRun<'a> {
             self.metrics.sandbox_removed();
             if let Err(e) = sandbox.remove().await {
                 tracing::warn!(task = %self.item, "cannot remove the sandbox: {e}");
+            }
+            if self.beside {
+                return;
             }
             if let Err(e) = self.journal.set_container(&self.key, None) {
                 tracing::warn!(task = %self.item, "cannot journal the sandbox removal: {e}");

@@ -73,6 +73,19 @@ impl WorkspaceHandle {
         }
     }
 
+    /// The same workspace for another attempt at the change (best of N):
+    /// its going does not stop the checkout (only the task's own does).
+    pub fn share(&self) -> WorkspaceHandle {
+        WorkspaceHandle {
+            inner: self.inner.clone(),
+            history: self.history.clone(),
+            checkout: self.checkout.clone(),
+            branch: self.branch.clone(),
+            checked_out: self.checked_out.clone(),
+            cancel: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
     /// Runs `f` on the workspace off the async threads.
     pub async fn with<T: Send + 'static>(
         &self,

@@ -23,6 +23,9 @@ pub enum Entry {
         output_tokens: u64,
         cost_usd: Option<f64>,
         ms: u64,
+        /// Which of several attempts at the change answered (best of N).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempt: Option<u32>,
     },
     /// A tool call ran.
     Tool {
@@ -41,6 +44,9 @@ pub enum Entry {
         /// An edit of the text editor, as a diff.
         diff: Option<String>,
         ms: u64,
+        /// Which of several attempts at the change ran it (best of N).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        attempt: Option<u32>,
     },
     /// A model call outside the agent's loop: reading the thread
     /// (classification, summaries) or planning (the debaters, the judge).
@@ -69,6 +75,17 @@ pub enum Entry {
 }
 
 impl Entry {
+    /// `#3`, or `#3 (attempt 2)` for a step of one of several attempts.
+    pub fn step_label(&self) -> String {
+        match self {
+            Entry::Model { step, attempt, .. } | Entry::Tool { step, attempt, .. } => match attempt {
+                Some(n) => format!("#{step} (attempt {n})"),
+                None => format!("#{step}"),
+            },
+            _ => String::new(),
+        }
+    }
+
     /// A model answer's model, tokens, cost and time, `separator` between
     /// them: `gpt-5.6 · 100 in / 10 out · $0.0001 · 6 ms`.
     pub fn answer_meta(&self, separator: &str) -> Option<String> {

@@ -229,6 +229,34 @@ fn mask_strings(value: &mut serde_json::Value, secrets: &Secrets, masked: &mut B
 
 impl StepRecorder for Transcript {
     fn model_turn(&self, turn: &ModelTurn<'_>) {
+        self.model_entry(turn, None);
+    }
+
+    fn tool_ran(&self, step: u32, call: &ToolCall, result: &ToolResult, took: Duration) {
+        self.tool_entry(step, call, result, took, None);
+    }
+}
+
+/// The steps of one of several attempts at the change, labelled with its
+/// number in the run's transcript.
+pub struct AttemptSteps {
+    pub transcript: Arc<Transcript>,
+    pub attempt: u32,
+}
+
+impl StepRecorder for AttemptSteps {
+    fn model_turn(&self, turn: &ModelTurn<'_>) {
+        self.transcript.model_entry(turn, Some(self.attempt));
+    }
+
+    fn tool_ran(&self, step: u32, call: &ToolCall, result: &ToolResult, took: Duration) {
+        self.transcript
+            .tool_entry(step, call, result, took, Some(self.attempt));
+    }
+}
+
+impl Transcript {
+    fn model_entry(&self, turn: &ModelTurn<'_>, attempt: Option<u32>) {
         self.write(&Entry::Model {
             step: turn.step,
             model: turn.model.to_owned(),
@@ -246,10 +274,18 @@ impl StepRecorder for Transcript {
             output_tokens: turn.usage.output_tokens,
             cost_usd: turn.cost,
             ms: turn.took.as_millis() as u64,
+            attempt,
         });
     }
 
-    fn tool_ran(&self, step: u32, call: &ToolCall, result: &ToolResult, took: Duration) {
+    fn tool_entry(
+        &self,
+        step: u32,
+        call: &ToolCall,
+        result: &ToolResult,
+        took: Duration,
+        attempt: Option<u32>,
+    ) {
         let content = self.mask(&result.content);
         let (output, output_tail) = entry::fold(&content.text);
         let diff = match result.is_error {
@@ -267,6 +303,7 @@ impl StepRecorder for Transcript {
             output_chars: result.content.chars().count(),
             diff,
             ms: took.as_millis() as u64,
+            attempt,
         };
         self.write_masked(&entry, content.rules);
     }

@@ -183,13 +183,7 @@ fn side_call(html: &mut String, entry: &Entry) {
 }
 
 fn model_step(html: &mut String, entry: &Entry) {
-    let Entry::Model {
-        step,
-        text,
-        tool_calls,
-        ..
-    } = entry
-    else {
+    let Entry::Model { text, tool_calls, .. } = entry else {
         return;
     };
     let gist = match (text.lines().find(|l| !l.trim().is_empty()), tool_calls.first()) {
@@ -199,7 +193,8 @@ fn model_step(html: &mut String, entry: &Entry) {
     };
     let _ = writeln!(
         html,
-        "<details class=\"step\"><summary><b>#{step}</b> {gist} <span class=\"meta\">· {meta}</span></summary><div class=\"body\">",
+        "<details class=\"step\"><summary><b>{step}</b> {gist} <span class=\"meta\">· {meta}</span></summary><div class=\"body\">",
+        step = escape(&entry.step_label()),
         gist = escape(&gist),
         meta = escape(&entry.answer_meta(" · ").unwrap_or_default()),
     );
@@ -226,10 +221,15 @@ fn tool_result(html: &mut String, entry: &Entry) {
         output_chars,
         diff,
         ms,
+        attempt,
         ..
     } = entry
     else {
         return;
+    };
+    let name = match attempt {
+        Some(n) => format!("{name} (attempt {n})"),
+        None => name.clone(),
     };
     let status = match (ok, exit_code) {
         (_, Some(0)) | (true, None) => "<span class=\"ok\">ok</span>".to_owned(),
@@ -239,7 +239,7 @@ fn tool_result(html: &mut String, entry: &Entry) {
     let _ = writeln!(
         html,
         "<div class=\"tool\"><h3>{} {status} <span class=\"meta\">· {ms} ms · {output_chars} characters</span></h3>",
-        escape(name)
+        escape(&name)
     );
     match diff {
         Some(diff) => diff_block(html, diff),
@@ -307,6 +307,7 @@ mod tests {
                 output_tokens: 2,
                 cost_usd: None,
                 ms: 5,
+                attempt: None,
             },
             Entry::Tool {
                 step: 1,
@@ -319,6 +320,7 @@ mod tests {
                 output_chars: 250,
                 diff: None,
                 ms: 3,
+                attempt: None,
             },
         ];
         let html = render_page(&run, &entries);

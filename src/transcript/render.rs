@@ -70,21 +70,15 @@ pub fn render_jsonl(journal: &Journal, id: i64) -> Result<Option<String>, Journa
 
 fn write_entry(out: &mut String, entry: &Entry) {
     match entry {
-        Entry::Model {
-            step,
-            text,
-            tool_calls,
-            ..
-        } => {
+        Entry::Model { text, tool_calls, .. } => {
             let meta = entry.answer_meta(", ").unwrap_or_default();
-            let _ = writeln!(out, "\n#{step} {meta}");
+            let _ = writeln!(out, "\n{} {meta}", entry.step_label());
             indented(out, text);
             for call in tool_calls {
                 let _ = writeln!(out, "    -> {} {}", call.name, call.arguments);
             }
         }
         Entry::Tool {
-            step,
             name,
             ok,
             exit_code,
@@ -102,7 +96,8 @@ fn write_entry(out: &mut String, entry: &Entry) {
             };
             let _ = writeln!(
                 out,
-                "#{step} {name}: {status} ({ms} ms, {output_chars} characters)"
+                "{} {name}: {status} ({ms} ms, {output_chars} characters)",
+                entry.step_label()
             );
             match diff {
                 Some(diff) => indented(out, diff),

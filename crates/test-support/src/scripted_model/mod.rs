@@ -8,6 +8,7 @@
 //! gets the same answer as the API's server-sent events ([`sse`]); the
 //! [`StreamingModel`] also paces, cuts and stalls them.
 
+pub mod attempts;
 mod errors;
 mod gateway;
 pub mod prompt_cache;
