@@ -235,6 +235,18 @@ impl StepRecorder for Transcript {
     fn tool_ran(&self, step: u32, call: &ToolCall, result: &ToolResult, took: Duration) {
         self.tool_entry(step, call, result, took, None);
     }
+
+    fn streamed(&self, step: u32, event: &StreamEvent) {
+        self.stream_text(step, event);
+    }
+
+    fn tool_started(&self, step: u32, call: &ToolCall) {
+        self.tool_running(step, call);
+    }
+
+    fn heard(&self, step: u32, said: &str) {
+        self.told(step, said, None);
+    }
 }
 
 /// The steps of one of several attempts at the change, labelled with its
@@ -252,6 +264,17 @@ impl StepRecorder for AttemptSteps {
     fn tool_ran(&self, step: u32, call: &ToolCall, result: &ToolResult, took: Duration) {
         self.transcript
             .tool_entry(step, call, result, took, Some(self.attempt));
+    }
+
+    // The streaming text of attempts that run side by side would mix on
+    // the live page: their entries show there as they are written.
+
+    fn tool_started(&self, step: u32, call: &ToolCall) {
+        self.transcript.tool_running(step, call);
+    }
+
+    fn heard(&self, step: u32, said: &str) {
+        self.transcript.told(step, said, Some(self.attempt));
     }
 }
 
@@ -308,7 +331,7 @@ impl Transcript {
         self.write_masked(&entry, content.rules);
     }
 
-    fn streamed(&self, step: u32, event: &StreamEvent) {
+    fn stream_text(&self, step: u32, event: &StreamEvent) {
         let mut streaming = self
             .streaming
             .lock()
@@ -332,11 +355,12 @@ impl Transcript {
         }
     }
 
-    fn heard(&self, step: u32, said: &str) {
-        self.note(format!("told the agent before step {step}: {said}"));
+    fn told(&self, step: u32, said: &str, attempt: Option<u32>) {
+        let of = attempt.map(|a| format!(" of attempt {a}")).unwrap_or_default();
+        self.note(format!("told the agent before step {step}{of}: {said}"));
     }
 
-    fn tool_started(&self, step: u32, call: &ToolCall) {
+    fn tool_running(&self, step: u32, call: &ToolCall) {
         self.publish_masked(|me| {
             Some(LiveEvent::ToolStarted {
                 step,
