@@ -14,7 +14,8 @@
 //!   on the fake Lease API), 24 issues whose model thinks 2 s each;
 //! - five tasks in a row on a generated large repository (50k commits,
 //!   2,000 files): claim to first request, bytes fetched, memory and the
-//!   state folder per task (only when asked for: `-- large`).
+//!   state folder per task (only when asked for: `-- large`);
+//! - plan approval: a writer's 👍 to the first edit (`-- approval`).
 //!
 //! Run: `cargo bench --bench daemon` (needs Docker and the images, as
 //! `scripts/test` prepares them); `cargo bench --bench daemon -- polling`
@@ -32,6 +33,8 @@
 mod generated_repo;
 #[path = "daemon/large_repo.rs"]
 mod large_repo;
+#[path = "daemon/plan_approval.rs"]
+mod plan_approval;
 
 use forgehand_test_support::fake_github;
 use forgehand_test_support::fake_gitlab;
@@ -484,6 +487,10 @@ async fn main() {
         large_repo::five_tasks().await;
         return;
     }
+    if std::env::args().any(|a| a == "approval") {
+        plan_approval::approval_to_first_edit(ROUNDS).await;
+        return;
+    }
     println!("forgehand daemon benchmarks (reproduce: cargo bench --bench daemon)");
     // With RUST_LOG set, the in-process tasks' logs go to stderr (timed steps).
     if std::env::var_os("RUST_LOG").is_some() {
@@ -519,6 +526,7 @@ async fn main() {
     let no_snapshots = "sandbox:\n  snapshots:\n    enabled: false\n";
     claim_to_first_request(", cold setup", &with_setup, no_snapshots, 3).await;
     claim_to_first_request(", setup snapshot hit", &with_setup, "", ROUNDS).await;
+    plan_approval::approval_to_first_edit(ROUNDS).await;
     daemon_memory().await;
     replicas_scaling().await;
 }

@@ -462,7 +462,10 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 eprintln!("{end:?}");
             }
             Ok(match end {
-                TaskEnd::Delivered { .. } | TaskEnd::NoChanges | TaskEnd::Skipped { .. } => ExitCode::SUCCESS,
+                TaskEnd::Delivered { .. }
+                | TaskEnd::NoChanges
+                | TaskEnd::Skipped { .. }
+                | TaskEnd::AwaitingApproval => ExitCode::SUCCESS,
                 _ => ExitCode::FAILURE,
             })
         }

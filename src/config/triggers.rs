@@ -19,6 +19,25 @@ pub struct TriggersConfig {
     /// comment) before its follow-up run starts, so a dozen inline
     /// comments make one run.
     pub review_quiet: Duration,
+    /// Whether a run waits after planning for a writer to approve its plan.
+    pub plan_approval: PlanApproval,
+    /// The label that asks for approval on one item (`plan_approval: label`).
+    pub plan_approval_label: String,
+    /// How long a plan waits for approval before the task ends.
+    pub plan_approval_timeout: Duration,
+}
+
+/// When a run stops after planning and waits for a writer's approval.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanApproval {
+    /// Never: the change follows the plan at once.
+    #[default]
+    Off,
+    /// When the item carries `triggers.plan_approval_label`.
+    Label,
+    /// Every run that plans.
+    Always,
 }
 
 #[derive(Debug, Deserialize)]
@@ -27,6 +46,9 @@ pub struct RawTriggers {
     pub mentions: bool,
     pub reviews: bool,
     pub review_quiet: HumanDuration,
+    pub plan_approval: PlanApproval,
+    pub plan_approval_label: String,
+    pub plan_approval_timeout: HumanDuration,
 }
 
 impl Default for RawTriggers {
@@ -35,6 +57,9 @@ impl Default for RawTriggers {
             mentions: true,
             reviews: true,
             review_quiet: HumanDuration(Duration::from_secs(60)),
+            plan_approval: PlanApproval::Off,
+            plan_approval_label: "forgehand:approve-plan".into(),
+            plan_approval_timeout: HumanDuration(Duration::from_secs(7 * 24 * 3600)),
         }
     }
 }
@@ -49,9 +74,24 @@ pub(super) fn resolve_triggers(raw: RawTriggers) -> Result<TriggersConfig, Confi
             ),
         ));
     }
+    if raw.plan_approval_label.trim().is_empty() {
+        return Err(ConfigError::invalid(
+            "triggers.plan_approval_label",
+            "is empty; name the label that asks for plan approval, such as \"forgehand:approve-plan\"",
+        ));
+    }
+    if raw.plan_approval_timeout.0.is_zero() {
+        return Err(ConfigError::invalid(
+            "triggers.plan_approval_timeout",
+            "is zero; a plan would time out before anyone read it. Choose such as \"7d\"",
+        ));
+    }
     Ok(TriggersConfig {
         mentions: raw.mentions,
         reviews: raw.reviews,
         review_quiet: raw.review_quiet.0,
+        plan_approval: raw.plan_approval,
+        plan_approval_label: raw.plan_approval_label.trim().to_owned(),
+        plan_approval_timeout: raw.plan_approval_timeout.0,
     })
 }

@@ -40,6 +40,12 @@ pub(super) struct TaskRun<'a> {
     /// The work tree's files being written, for the task's end to wait
     /// for before it removes the work folder.
     checkout: Mutex<Option<CheckedOut>>,
+    /// The plan a writer approved (`triggers.plan_approval`): followed
+    /// without a new debate.
+    pub approved_plan: Option<super::plan::TaskPlan>,
+    /// Changes a writer asked for to the last plan, as a section of the
+    /// planning request.
+    pub plan_changes: Option<String>,
 }
 
 /// Where a run reports, and what it may read and write, besides the forge.
@@ -74,6 +80,8 @@ impl<'a> TaskRun<'a> {
             usage: None,
             sandbox: Mutex::default(),
             checkout: Mutex::default(),
+            approved_plan: None,
+            plan_changes: None,
         }
     }
 
