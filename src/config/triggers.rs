@@ -4,6 +4,7 @@
 use super::units::HumanDuration;
 use super::ConfigError;
 use serde::Deserialize;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq)]
@@ -25,6 +26,19 @@ pub struct TriggersConfig {
     pub plan_approval_label: String,
     /// How long a plan waits for approval before the task ends.
     pub plan_approval_timeout: Duration,
+    /// `plan_approval` for single repositories (`owner/name`, any case).
+    pub plan_approval_repositories: BTreeMap<String, PlanApproval>,
+}
+
+impl TriggersConfig {
+    /// Whether and when `repo`'s runs wait for plan approval: its own
+    /// entry in `plan_approval_repositories`, else `plan_approval`.
+    pub fn plan_approval_for(&self, repo: &str) -> PlanApproval {
+        self.plan_approval_repositories
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case(repo))
+            .map_or(self.plan_approval, |(_, mode)| *mode)
+    }
 }
 
 /// When a run stops after planning and waits for a writer's approval.
@@ -49,6 +63,7 @@ pub struct RawTriggers {
     pub plan_approval: PlanApproval,
     pub plan_approval_label: String,
     pub plan_approval_timeout: HumanDuration,
+    pub plan_approval_repositories: BTreeMap<String, PlanApproval>,
 }
 
 impl Default for RawTriggers {
@@ -60,6 +75,7 @@ impl Default for RawTriggers {
             plan_approval: PlanApproval::Off,
             plan_approval_label: "forgehand:approve-plan".into(),
             plan_approval_timeout: HumanDuration(Duration::from_secs(7 * 24 * 3600)),
+            plan_approval_repositories: BTreeMap::new(),
         }
     }
 }
@@ -86,6 +102,16 @@ pub(super) fn resolve_triggers(raw: RawTriggers) -> Result<TriggersConfig, Confi
             "is zero; a plan would time out before anyone read it. Choose such as \"7d\"",
         ));
     }
+    if let Some(name) = raw
+        .plan_approval_repositories
+        .keys()
+        .find(|name| name.split('/').filter(|part| !part.is_empty()).count() < 2)
+    {
+        return Err(ConfigError::invalid(
+            &format!("triggers.plan_approval_repositories.{name}"),
+            "is not a repository path; name it as owner/name (a GitLab group path such as group/sub/project)",
+        ));
+    }
     Ok(TriggersConfig {
         mentions: raw.mentions,
         reviews: raw.reviews,
@@ -93,5 +119,29 @@ pub(super) fn resolve_triggers(raw: RawTriggers) -> Result<TriggersConfig, Confi
         plan_approval: raw.plan_approval,
         plan_approval_label: raw.plan_approval_label.trim().to_owned(),
         plan_approval_timeout: raw.plan_approval_timeout.0,
+        plan_approval_repositories: raw.plan_approval_repositories,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_repositorys_own_entry_wins_over_the_default() {
+        let mut raw = RawTriggers {
+            plan_approval: PlanApproval::Label,
+            ..RawTriggers::default()
+        };
+        raw.plan_approval_repositories
+            .insert("Acme/App".into(), PlanApproval::Always);
+        let triggers = resolve_triggers(raw).unwrap();
+        assert_eq!(triggers.plan_approval_for("acme/app"), PlanApproval::Always);
+        assert_eq!(triggers.plan_approval_for("acme/other"), PlanApproval::Label);
+        let mut bad = RawTriggers::default();
+        bad.plan_approval_repositories
+            .insert("app".into(), PlanApproval::Off);
+        let err = resolve_triggers(bad).unwrap_err().to_string();
+        assert!(err.contains("plan_approval_repositories.app"), "{err}");
+    }
 }

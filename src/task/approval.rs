@@ -36,7 +36,7 @@ pub(super) fn wanted(config: &Config, item: &Item) -> bool {
         return false;
     }
     let triggers = &config.triggers;
-    match triggers.plan_approval {
+    match triggers.plan_approval_for(&item.reference.repo) {
         PlanApproval::Off => false,
         PlanApproval::Always => true,
         PlanApproval::Label => item.has_label(&triggers.plan_approval_label),

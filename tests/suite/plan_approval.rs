@@ -207,7 +207,8 @@ async fn on_gitlab_a_writers_thumbsup_approves_and_an_outsiders_does_not() {
     use forgehand_test_support::gitlab_world::{GitLabWorld, DONE as GL_DONE, PROJECT};
     use forgehand_test_support::scripted_model::TurnModel;
     let files = [("greet.py", "print('Hello')\n")];
-    let yaml = "planning:\n  mode: \"single\"\ntriggers:\n  plan_approval: always\n";
+    // Off by default, on for this project alone.
+    let yaml = "planning:\n  mode: \"single\"\ntriggers:\n  plan_approval_repositories: {\"acme/platform/app\": always}\n";
     let mut world = GitLabWorld::new(edit_and_commit(Duration::ZERO), &files, yaml).await;
     world.model = TurnModel::start_with_plan(edit_and_commit(Duration::ZERO), Some(PLAN.to_owned())).await;
     world.gitlab.add_member(PROJECT, "otto", 10);
