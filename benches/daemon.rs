@@ -17,6 +17,7 @@
 //!   state folder per task (only when asked for: `-- large`);
 //! - best of 3 against one attempt: the task's extra wall time with three
 //!   attempts side by side, and its cost multiple (`-- best_of`).
+//! - plan approval: a writer's 👍 to the first edit (`-- approval`).
 //!
 //! Run: `cargo bench --bench daemon` (needs Docker and the images, as
 //! `scripts/test` prepares them); `cargo bench --bench daemon -- polling`
@@ -36,6 +37,8 @@ mod best_of;
 mod generated_repo;
 #[path = "daemon/large_repo.rs"]
 mod large_repo;
+#[path = "daemon/plan_approval.rs"]
+mod plan_approval;
 
 use forgehand_test_support::fake_github;
 use forgehand_test_support::fake_gitlab;
@@ -492,6 +495,10 @@ async fn main() {
         best_of::best_of_three().await;
         return;
     }
+    if std::env::args().any(|a| a == "approval") {
+        plan_approval::approval_to_first_edit(ROUNDS).await;
+        return;
+    }
     println!("forgehand daemon benchmarks (reproduce: cargo bench --bench daemon)");
     // With RUST_LOG set, the in-process tasks' logs go to stderr (timed steps).
     if std::env::var_os("RUST_LOG").is_some() {
@@ -527,6 +534,7 @@ async fn main() {
     let no_snapshots = "sandbox:\n  snapshots:\n    enabled: false\n";
     claim_to_first_request(", cold setup", &with_setup, no_snapshots, 3).await;
     claim_to_first_request(", setup snapshot hit", &with_setup, "", ROUNDS).await;
+    plan_approval::approval_to_first_edit(ROUNDS).await;
     daemon_memory().await;
     replicas_scaling().await;
 }

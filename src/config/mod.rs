@@ -33,7 +33,7 @@ pub use repository::{
     RepositoriesConfig, SetupFailure,
 };
 pub use secrets::{Secret, Secrets, OWN_SECRET};
-pub use triggers::TriggersConfig;
+pub use triggers::{PlanApproval, TriggersConfig};
 pub use units::{ByteSize, HumanDuration};
 pub use work::{
     CiConfig, DeliveryConfig, GitHubApp, GitHubConfig, GitLabConfig, LabelsConfig, SchedulingConfig,

@@ -3,6 +3,7 @@
 //! concurrency limit, and on shutdown stop claiming, give running tasks a
 //! grace period, then checkpoint them for the next start.
 
+mod approvals;
 mod budget_hold;
 mod claims;
 mod deferred;
@@ -371,6 +372,10 @@ impl Daemon {
         }
         for item in found {
             state.scheduler.push(item, StartReason::New);
+        }
+        let answered = approvals::answered(&self.forges, &self.env.journal, state.scheduler.active()).await;
+        for item in answered {
+            state.scheduler.push(item, StartReason::PlanAnswered);
         }
         // Mentions heard whose task has not begun (one was running, or the
         // daemon stopped in between) are offered again until it does.

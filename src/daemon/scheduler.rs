@@ -22,6 +22,8 @@ pub enum StartReason {
     Takeover,
     /// Deferred during an outage; its wait is over.
     Retry,
+    /// Its plan, waiting for approval, was answered (or timed out).
+    PlanAnswered,
 }
 
 impl StartReason {
@@ -31,6 +33,7 @@ impl StartReason {
             StartReason::Resume => "resume",
             StartReason::Takeover => "takeover",
             StartReason::Retry => "deferred retry",
+            StartReason::PlanAnswered => "plan answered",
         }
     }
 

@@ -169,6 +169,12 @@ impl Forge for LocalForge {
         "the operator running the evaluation".to_owned()
     }
 
+    /// Nobody reacts in a local evaluation.
+    async fn thumbs_up(&self, item: &ItemRef, _comment_id: u64) -> Result<Vec<String>, ForgeError> {
+        self.check_item(item)?;
+        Ok(Vec::new())
+    }
+
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
         self.check_item(item)?;
         Ok(lock(&self.comments).clone())

@@ -438,6 +438,10 @@ pub trait Forge: Send + Sync {
     /// twice is fine.
     async fn acknowledge(&self, item: &ItemRef, comment: Option<&Comment>) -> Result<(), ForgeError>;
 
+    /// The people who gave thread comment `comment_id` on `item` a thumbs-up
+    /// (GitHub's `+1` reaction, GitLab's `thumbsup` award emoji), by login.
+    async fn thumbs_up(&self, item: &ItemRef, comment_id: u64) -> Result<Vec<String>, ForgeError>;
+
     /// Whether `user` has write access (GitHub) / the configured access level (GitLab).
     async fn may_trigger(&self, repo: &str, user: &str) -> Result<bool, ForgeError>;
 

@@ -11,10 +11,12 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 mod heard;
+mod plan_waits;
 mod spend;
 mod transcripts;
 
 pub use heard::Heard;
+pub use plan_waits::{PlanAnswer, PlanWait};
 pub use spend::Whose;
 pub use transcripts::RunRecord;
 
@@ -199,6 +201,7 @@ impl Journal {
             );",
         )
         .map_err(fail)?;
+        Journal::create_plan_waits(&db).map_err(fail)?;
         Ok(Journal {
             path,
             db: Mutex::new(db),
@@ -329,13 +332,14 @@ impl Journal {
     }
 
     /// Ends the task with a final phase and a one-line outcome; its saved
-    /// planning calls go with it.
+    /// planning calls and plan wait go with it.
     pub fn finish(&self, key: &str, phase: Phase, outcome: &str) -> Result<(), JournalError> {
         self.with(|db| {
             db.execute(
                 "UPDATE tasks SET phase = ?2, outcome = ?3, container_id = NULL, updated_at = ?4 WHERE key = ?1",
                 params![key, phase.as_str(), outcome, now()],
             )?;
+            Journal::forget_plan_wait(db, key)?;
             db.execute("DELETE FROM plan_calls WHERE task_key = ?1", params![key])
                 .map(drop)
         })
@@ -663,6 +667,11 @@ fn row_to_record(row: &rusqlite::Row<'_>) -> rusqlite::Result<TaskRecord> {
         outcome: row.get(7)?,
         updated_at: row.get(8)?,
     })
+}
+
+/// Seconds since the Unix epoch, as the journal records times.
+pub fn now_secs() -> i64 {
+    now()
 }
 
 pub(super) fn now() -> i64 {

@@ -101,6 +101,10 @@ impl Forge for FencedForge {
         self.inner.comments(item).await
     }
 
+    async fn thumbs_up(&self, item: &ItemRef, comment_id: u64) -> Result<Vec<String>, ForgeError> {
+        self.inner.thumbs_up(item, comment_id).await
+    }
+
     async fn reviews(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
         self.inner.reviews(item).await
     }

@@ -18,6 +18,7 @@
 //! done and is safe to repeat, so a task killed at any point is resumed,
 //! never doubled: once pushed, a restart goes straight on to delivery.
 
+mod approval;
 mod attempts;
 pub mod board;
 mod change;
@@ -45,6 +46,7 @@ mod verify;
 pub mod workspace;
 mod workspace_handle;
 
+pub use approval::answer as answer_to_plan;
 pub use attempts::sandbox_owners;
 pub use claim::Heard;
 pub use start_sandbox::SandboxHints;
@@ -117,6 +119,9 @@ pub enum TaskEnd {
     Deferred {
         reason: String,
     },
+    /// The plan waits for a writer's approval (`triggers.plan_approval`):
+    /// no sandbox, no run; the daemon starts it again when one answers.
+    AwaitingApproval,
 }
 
 impl TaskEnd {
@@ -130,6 +135,7 @@ impl TaskEnd {
             TaskEnd::Interrupted => "interrupted",
             TaskEnd::Skipped { .. } => "skipped",
             TaskEnd::Deferred { .. } => "deferred",
+            TaskEnd::AwaitingApproval => "awaiting_approval",
         }
     }
 
@@ -140,7 +146,9 @@ impl TaskEnd {
             TaskEnd::Failed { reason } | TaskEnd::Skipped { reason } | TaskEnd::Deferred { reason } => {
                 reason.clone()
             }
-            TaskEnd::NoChanges | TaskEnd::Stopped | TaskEnd::Interrupted => String::new(),
+            TaskEnd::NoChanges | TaskEnd::Stopped | TaskEnd::Interrupted | TaskEnd::AwaitingApproval => {
+                String::new()
+            }
         }
     }
 }
@@ -261,6 +269,9 @@ async fn execute(
     record: &TaskRecord,
 ) -> Result<TaskEnd, TaskError> {
     let config = &env.config;
+    if let Some(end) = approval::resume(run, env, record).await? {
+        return Ok(end);
+    }
     let claimed = match claim::claim(run, &claim_needs(config), record).await? {
         Claim::Claimed(claimed) => claimed,
         Claim::Ended(end) => return Ok(end),
@@ -273,6 +284,9 @@ async fn execute(
         run.report().await;
         let summary = record.outcome.clone().unwrap_or_default();
         return deliver_and_follow(run, env, &claimed, &summary, None).await;
+    }
+    if let Some(end) = approval::gate(run, env, accounts, &claimed).await? {
+        return Ok(end);
     }
     match make_change(run, env, accounts, &claimed).await? {
         Pushed::Branch { summary, mut bench } => {

@@ -110,8 +110,37 @@ pub(super) async fn plan(
     claimed: &Claimed,
     mut prepared: Prepared,
 ) -> Result<Planned, TaskError> {
+    let parts = Parts {
+        repo: &prepared.repo,
+        conversation: &prepared.conversation,
+        packing: prepared.packing.take(),
+    };
+    let (request, instructions, plan) = plan_parts(run, needs, claimed, parts).await?;
+    Ok(Planned {
+        prepared,
+        request,
+        instructions,
+        plan,
+    })
+}
+
+/// What planning reads of the prepared task (no sandbox among it).
+pub(super) struct Parts<'p> {
+    pub repo: &'p super::prepare::RepoEnvironment,
+    pub conversation: &'p super::context::Conversation,
+    pub packing: Option<PackedCode>,
+}
+
+/// The request, the instructions' section and the plan: an approved plan
+/// as it is, else a debated one (with the changes a writer asked for).
+pub(super) async fn plan_parts(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    claimed: &Claimed,
+    parts: Parts<'_>,
+) -> Result<(String, Option<String>, Option<TaskPlan>), TaskError> {
     let item = &claimed.item;
-    let instructions = prepared
+    let instructions = parts
         .repo
         .instructions
         .render(&needs.prompts.agent.repository_instructions);
@@ -119,20 +148,23 @@ pub(super) async fn plan(
     // and every constraint, however long the run. The planners get the
     // task, the code and the constraints; the working rules (commit, do not
     // push, the summary) are the agent's.
-    let store = &prepared.conversation.store;
+    let store = &parts.conversation.store;
     let mut request = store.synthesize(&synthesis(needs, item));
     request.push_str(&request::task_header(item, &claimed.withheld));
     request.push_str(&super::review::request_section(&claimed.thread.review));
-    let planning_request = match &instructions {
+    let mut planning_request = match &instructions {
         Some(section) => format!("{request}\n\n{section}"),
         None => request.clone(),
     };
+    if let Some(changes) = &run.plan_changes {
+        planning_request.push_str(changes);
+    }
     // An outsider's title the label does not vouch for reaches no model.
     let topic = match claimed.thread.author {
         Heard::Withheld { .. } => None,
         _ => Some(item.title.as_str()),
     };
-    let conversation = &prepared.conversation;
+    let conversation = parts.conversation;
     // A follow-up within the delivered change keeps its plan; a new
     // problem (or a debate begun before a restart) is planned again.
     let keeps_plan =
@@ -144,7 +176,9 @@ pub(super) async fn plan(
         keeps_plan,
         "planning decision"
     );
-    let plan = match prepared.packing.take() {
+    let approved = run.approved_plan.take();
+    let plan = match parts.packing {
+        _ if approved.is_some() => approved.map(|plan| super::approval::adopt_approved(run, plan)),
         Some(_) if keeps_plan => {
             run.note("Planning: a follow-up on the delivered change with no new problem; no new debate");
             None
@@ -152,12 +186,7 @@ pub(super) async fn plan(
         Some(code) => debate(run, needs, code, &planning_request, store, item, topic).await?,
         None => None,
     };
-    Ok(Planned {
-        prepared,
-        request,
-        instructions,
-        plan,
-    })
+    Ok((request, instructions, plan))
 }
 
 /// How the request is synthesised from the store.

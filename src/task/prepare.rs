@@ -283,7 +283,7 @@ async fn sandbox_and_conversation(
 
 /// Brings the repository's mirror up to date, makes the task's work tree
 /// from it and packs the history the sandbox gets.
-async fn clone(
+pub(super) async fn clone(
     run: &TaskRun<'_>,
     needs: &Needs<'_>,
     claimed: &Claimed,
@@ -320,7 +320,7 @@ async fn clone(
 
 /// Reads `.forgehand.yaml` and the instruction files from the default
 /// branch and merges the settings with the operator's.
-async fn read_settings(
+pub(super) async fn read_settings(
     run: &TaskRun<'_>,
     needs: &Needs<'_>,
     workspace: &WorkspaceHandle,
@@ -384,7 +384,7 @@ fn check_env_values(run: &TaskRun<'_>, settings: &RepoSettings) -> Result<(), Ta
 }
 
 /// The progress lines about the repository's settings.
-fn note_settings(run: &TaskRun<'_>, environment: &RepoEnvironment) {
+pub(super) fn note_settings(run: &TaskRun<'_>, environment: &RepoEnvironment) {
     let s = &environment.settings;
     if environment.has_file {
         let mut parts = Vec::new();

@@ -46,6 +46,12 @@ pub(super) struct TaskRun<'a> {
     /// An attempt's run beside the task's own: its sandbox is not the one
     /// the journal keeps.
     beside: bool,
+    /// The plan a writer approved (`triggers.plan_approval`): followed
+    /// without a new debate.
+    pub approved_plan: Option<super::plan::TaskPlan>,
+    /// Changes a writer asked for to the last plan, as a section of the
+    /// planning request.
+    pub plan_changes: Option<String>,
 }
 
 /// Where a run reports, and what it may read and write, besides the forge.
@@ -82,6 +88,8 @@ impl<'a> TaskRun<'a> {
             checkout: Mutex::default(),
             label: None,
             beside: false,
+            approved_plan: None,
+            plan_changes: None,
         }
     }
 
@@ -106,6 +114,8 @@ impl<'a> TaskRun<'a> {
             checkout: Mutex::default(),
             label: Some(label),
             beside: true,
+            approved_plan: None,
+            plan_changes: None,
         }
     }
 

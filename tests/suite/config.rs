@@ -460,6 +460,14 @@ fn every_bad_input_gets_an_error_naming_the_key_and_what_is_accepted() {
             &["triggers.mentions", "true or false"],
         ),
         (
+            "triggers:\n  plan_approval: sometimes\n",
+            &["triggers.plan_approval", "off", "label", "always"],
+        ),
+        (
+            "triggers:\n  plan_approval_timeout: 0s\n",
+            &["triggers.plan_approval_timeout", "is zero"],
+        ),
+        (
             "budget:\n  task_usd: -2\n",
             &["budget.task_usd", "not a positive amount of US dollars"],
         ),

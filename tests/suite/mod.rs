@@ -42,6 +42,7 @@ mod operations_image;
 mod operations_reload;
 mod operations_status_page;
 mod operations_systemd;
+mod plan_approval;
 mod planning_debate;
 mod planning_pack;
 mod planning_sage;

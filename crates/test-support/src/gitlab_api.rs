@@ -272,6 +272,14 @@ pub const ENDPOINTS: &[Endpoint] = &[
         doc: "emoji_reactions.md: Add a new emoji reaction (merge requests)",
     },
     Endpoint {
+        method: "GET",
+        path: "projects/:id/issues/:iid/notes/:note_id/award_emoji",
+        query: &["page", "per_page"],
+        body: &[],
+        answer: Some(Entity::AwardEmoji),
+        doc: "emoji_reactions.md: List a comment's emoji reactions",
+    },
+    Endpoint {
         method: "POST",
         path: "projects/:id/issues/:iid/notes/:note_id/award_emoji",
         query: &[],

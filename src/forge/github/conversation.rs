@@ -136,6 +136,26 @@ impl GitHub {
             .await?;
         Ok(())
     }
+
+    /// Who reacted `+1` to issue comment `id` (the `content` filter is
+    /// GitHub's own: "List reactions for an issue comment").
+    pub(super) async fn thumbs_up_on(&self, item: &ItemRef, id: u64) -> Result<Vec<String>, ForgeError> {
+        #[derive(serde::Deserialize)]
+        struct Reaction {
+            user: Option<User>,
+        }
+        let path = format!(
+            "{}/issues/comments/{id}/reactions?content=%2B1&per_page=100",
+            Self::repo_path(&item.repo)?
+        );
+        let (reactions, _) = self
+            .get_all::<Reaction>(&path, "read the reactions to a comment")
+            .await?;
+        Ok(reactions
+            .into_iter()
+            .filter_map(|r| r.user.map(|u| u.login))
+            .collect())
+    }
 }
 
 /// The number at the end of an API address (`…/issues/12`).

@@ -548,6 +548,10 @@ impl Forge for GitHub {
         self.react(item, comment, "eyes").await
     }
 
+    async fn thumbs_up(&self, item: &ItemRef, comment_id: u64) -> Result<Vec<String>, ForgeError> {
+        self.thumbs_up_on(item, comment_id).await
+    }
+
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
         let path = format!(
             "{}/issues/{}/comments?per_page=100",

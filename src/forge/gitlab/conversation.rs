@@ -145,4 +145,22 @@ impl GitLab {
             Err(e) => Err(e),
         }
     }
+
+    /// Who awarded `thumbsup` to note `id` ("List an issue note's emoji reactions").
+    pub(super) async fn thumbs_up_on(&self, item: &ItemRef, id: u64) -> Result<Vec<String>, ForgeError> {
+        #[derive(Deserialize)]
+        struct Award {
+            name: String,
+            user: User,
+        }
+        let path = format!("{}/notes/{id}/award_emoji", Self::item_path(item));
+        let awards: Vec<Award> = self
+            .all(Rest::get(path), "read the award emoji of a comment")
+            .await?;
+        Ok(awards
+            .into_iter()
+            .filter(|a| a.name == "thumbsup")
+            .map(|a| a.user.username)
+            .collect())
+    }
 }

@@ -471,6 +471,10 @@ impl Forge for GitLab {
         )
     }
 
+    async fn thumbs_up(&self, item: &ItemRef, comment_id: u64) -> Result<Vec<String>, ForgeError> {
+        self.thumbs_up_on(item, comment_id).await
+    }
+
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
         Ok(self
             .notes(item)

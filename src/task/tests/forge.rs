@@ -199,6 +199,10 @@ impl Forge for MemoryForge {
         Ok(())
     }
 
+    async fn thumbs_up(&self, _item: &ItemRef, _comment_id: u64) -> Result<Vec<String>, ForgeError> {
+        Ok(Vec::new())
+    }
+
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
         Ok(self
             .state()

@@ -91,6 +91,32 @@ pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], bod
             list.sort_by(|a, b| a.0.cmp(&b.0));
             paged(req, list.into_iter().map(|(_, v)| v).collect())
         }
+        ("GET", ["repos", o, r, "issues", "comments", id, "reactions"]) => {
+            // "List reactions for an issue comment": `content` filters.
+            let name = format!("{o}/{r}");
+            let id: u64 = id.parse().ok()?;
+            let exists = s
+                .repos
+                .get(&name)?
+                .issues
+                .values()
+                .any(|i| i.comments.iter().any(|c| c.0 == id));
+            if !exists {
+                return Some(Reply::json(404, json!({"message": "Not Found"})));
+            }
+            let content = query(req).get("content").cloned();
+            let on = format!("comment {id}");
+            let list: Vec<Value> = s
+                .reactions
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.on == on && content.as_ref().is_none_or(|c| *c == r.content))
+                .map(|(at, r)| {
+                    json!({"id": at as u64 + 1, "user": user(&r.user), "content": r.content, "created_at": stamp(s.clock)})
+                })
+                .collect();
+            paged(req, list)
+        }
         ("POST", ["repos", o, r, "issues", n, "reactions"]) => {
             let name = format!("{o}/{r}");
             let number: u64 = n.parse().ok()?;

@@ -509,6 +509,18 @@ impl FakeGitHub {
         self.with(|s| s.reactions.clone())
     }
 
+    /// `user` reacts with `content` (such as `+1`) to issue comment `id`.
+    pub fn react(&self, id: u64, user: &str, content: &str) {
+        self.with(|s| {
+            s.clock = tick(s.clock);
+            s.reactions.push(Reaction {
+                on: format!("comment {id}"),
+                content: content.to_owned(),
+                user: user.to_owned(),
+            });
+        });
+    }
+
     /// Edits comment `id` as its author would (a mention edited later).
     pub fn edit_comment(&self, repo: &str, id: u64, body: &str) {
         self.with(|s| {

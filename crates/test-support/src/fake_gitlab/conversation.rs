@@ -60,6 +60,28 @@ pub(super) fn route(s: &mut State, req: &Request, segs: &[&str], body: &Value) -
             award(s, format!("{} {iid}", kind.trim_end_matches('s')), body)
         }
         (
+            "GET",
+            ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes", id, "award_emoji"],
+        ) => {
+            // "List a comment's emoji reactions".
+            let item = item_in(s, path, kind, iid)?;
+            let id: u64 = id.parse().ok()?;
+            if !item.notes.iter().any(|n| n.id == id) {
+                return Some(Reply::json(404, json!({"message": "404 Note Not Found"})));
+            }
+            let on = format!("note {id}");
+            let list: Vec<Value> = s
+                .awards
+                .iter()
+                .enumerate()
+                .filter(|(_, a)| a.on == on)
+                .map(|(at, a)| {
+                    json!({"id": at + 1, "name": a.name, "user": user_json(s, &a.user), "created_at": stamp(s.clock), "updated_at": stamp(s.clock), "awardable_id": id, "awardable_type": "Note"})
+                })
+                .collect();
+            paged(req, list)
+        }
+        (
             "POST",
             ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes", id, "award_emoji"],
         ) => {

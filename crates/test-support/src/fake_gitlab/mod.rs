@@ -245,6 +245,18 @@ impl FakeGitLab {
     }
 
     /// Someone comments on an issue.
+    /// `user` awards `name` (such as `thumbsup`) to note `id`.
+    pub fn award(&self, id: u64, user: &str, name: &str) {
+        self.with(|s| {
+            s.clock = tick(s.clock);
+            s.awards.push(Award {
+                on: format!("note {id}"),
+                name: name.to_owned(),
+                user: user.to_owned(),
+            });
+        });
+    }
+
     /// Every emoji awarded so far.
     pub fn awards(&self) -> Vec<Award> {
         self.with(|s| s.awards.clone())
