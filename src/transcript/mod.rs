@@ -81,6 +81,7 @@ impl Transcript {
             port: decision.port,
             denied: decision.denied.clone(),
             bytes: decision.bytes,
+            credential: decision.credential.clone(),
         });
     }
 
