@@ -71,6 +71,31 @@ for label, port, context in (("unverified-host", sys.argv[1], None), ("not-allow
         print(label, "failed:", e)
 "#;
 
+/// `forgehand tasks show` of the newest run of `issue`; the CLI reads the
+/// same config, so it needs the credential's variable too.
+fn transcript_of(world: &World, issue: u64, value: &str) -> String {
+    let forgehand = |args: &[&str]| {
+        let out = std::process::Command::new(forgehand_test_support::daemon_rig::bin())
+            .arg("--config")
+            .arg(&world.config)
+            .args(args)
+            .env(VAR, value)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let key = format!("github:{REPO}:issue:{issue}");
+    let listing = forgehand(&["tasks"]);
+    let id = listing
+        .lines()
+        .filter(|l| l.contains(&key))
+        .find_map(|l| l.split_whitespace().next().filter(|w| w.parse::<u64>().is_ok()))
+        .unwrap_or_else(|| panic!("no run of {key}:\n{listing}"))
+        .to_owned();
+    forgehand(&["tasks", "show", &id])
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pip_installs_from_a_private_index_with_a_credential_the_sandbox_never_sees() {
     let index = private_pypi_with(
@@ -107,7 +132,7 @@ async fn pip_installs_from_a_private_index_with_a_credential_the_sandbox_never_s
     let test = "import unittest\nfrom greet import greeting\n\n\nclass Greeting(unittest.TestCase):\n    def test_world(self):\n        self.assertEqual(greeting(), 'Hello, world!')\n";
     let turns = vec![
         (
-            run("cat \"$HOME/probe.txt\"; python3 scan.py; .venv/bin/python -m unittest -q 2>&1 | tail -3"),
+            run("cat \"$HOME/probe.txt\"; python3 scan.py; .venv/bin/python -m unittest -q 2>&1 | tail -12"),
             None,
         ),
         (replace("'Hello'", "'Hello, world'"), None),
@@ -162,7 +187,7 @@ async fn pip_installs_from_a_private_index_with_a_credential_the_sandbox_never_s
     // index's own refusal.
     assert!(seen.contains("not-allowed 401"), "{seen}");
 
-    let transcript = world.transcript(issue);
+    let transcript = transcript_of(&world, issue, &value);
     assert!(
         transcript.contains(&format!("localhost:{good} allowed, credential {VAR} added")),
         "{transcript}"
