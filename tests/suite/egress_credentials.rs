@@ -9,6 +9,8 @@
 //! - The credential is nowhere in the sandbox (its files, every
 //!   process's environment and arguments), the transcript (which names
 //!   the credential that was added), the log, the comment or the PR.
+//! - The same for npm against verdaccio with a bearer token: the stock
+//!   `npm install` with `--registry` at the private URL.
 //! - A host whose certificate does not verify gets nothing, and the
 //!   sandbox is told why; a repository not allowed a credential gets the
 //!   plain tunnel (and the index's 401).
@@ -17,11 +19,11 @@
 
 use forgehand_test_support::daemon_rig::DaemonProcess;
 use forgehand_test_support::github_world;
-use forgehand_test_support::private_registry::{private_pypi_with, TestCa, TlsFront};
+use forgehand_test_support::private_registry::{private_npm_with, private_pypi_with, TestCa, TlsFront};
 use forgehand_test_support::scripted_model;
 
 use github_world::{World, DONE, MODEL_KEY, REPO, TOKEN};
-use scripted_model::{replace, run, text};
+use scripted_model::{call, replace, run, text};
 
 const USER: &str = "corp-reader";
 const PASSWORD: &str = "pypi-pass-58213-never-in-a-sandbox";
@@ -74,12 +76,16 @@ for label, port, context in (("unverified-host", sys.argv[1], None), ("not-allow
 /// `forgehand tasks show` of the newest run of `issue`; the CLI reads the
 /// same config, so it needs the credential's variable too.
 fn transcript_of(world: &World, issue: u64, value: &str) -> String {
+    transcript_of_with(world, issue, VAR, value)
+}
+
+fn transcript_of_with(world: &World, issue: u64, var: &str, value: &str) -> String {
     let forgehand = |args: &[&str]| {
         let out = std::process::Command::new(forgehand_test_support::daemon_rig::bin())
             .arg("--config")
             .arg(&world.config)
             .args(args)
-            .env(VAR, value)
+            .env(var, value)
             .output()
             .unwrap();
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
@@ -212,5 +218,79 @@ async fn pip_installs_from_a_private_index_with_a_credential_the_sandbox_never_s
         for secret in [PASSWORD, encoded.as_str(), TOKEN, MODEL_KEY] {
             assert!(!text.contains(secret), "a secret leaked");
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npm_installs_from_a_private_registry_with_a_token_added_on_the_host() {
+    let ca = TestCa::new("corp npm CA");
+    let (_registry, front, token) =
+        private_npm_with(&ca, "fhpunct", "1.0.0", "exports.punctuate = (text) => text + '!';\n").await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("corp-ca.pem");
+    std::fs::write(&ca_file, &ca.pem).unwrap();
+    let port = front.port;
+    let settings = format!(
+        "image: node\nsetup: npm install --no-audit --no-fund --registry https://localhost:{port}/\nnetwork:\n  setup: ['localhost:{port}']\ntest: npm test\n"
+    );
+    let config = format!(
+        "sandbox:\n  egress:\n    allow_loopback: true\n    tls_ports: [{port}]\n    extra_ca_file: {}\n    credentials:\n      - host: \"localhost:{port}\"\n        value_from: CORP_NPM_TOKEN\n        scheme: bearer\n        repositories: [\"acme/*\"]\n",
+        ca_file.display()
+    );
+    let greet = "const { punctuate } = require('fhpunct');\n\nexports.greeting = () => punctuate('Hello');\n";
+    let test = "const assert = require('assert');\nconst { greeting } = require('./greet');\n\nassert.strictEqual(greeting(), 'Hello, world!');\nconsole.log('greeting ok');\n";
+    let package = "{\"name\": \"app\", \"version\": \"1.0.0\", \"private\": true, \"scripts\": {\"test\": \"node test.js\"}, \"dependencies\": {\"fhpunct\": \"1.0.0\"}}\n";
+    let turns = vec![
+        (run("npm test 2>&1 | tail -15"), None),
+        (
+            call(
+                "text_editor_str_replace",
+                serde_json::json!({"path": "/workspace/project/greet.js", "old_str": "'Hello'", "new_str": "'Hello, world'"}),
+            ),
+            None,
+        ),
+        (run("git commit -qam 'Greet the world'"), None),
+        (text("Greeted the world; npm test passes."), None),
+    ];
+    let world = World::with_repository(
+        turns,
+        &[
+            ("greet.js", greet),
+            ("test.js", test),
+            ("package.json", package),
+            (".gitignore", "node_modules/\npackage-lock.json\n"),
+            (".forgehand.yaml", &settings),
+        ],
+        &config,
+    )
+    .await;
+    let issue = world.labelled_issue("Greet the world");
+    let mut env = world.env();
+    env.push(("CORP_NPM_TOKEN", token.clone()));
+    let daemon = DaemonProcess::start(&world.config, &["run"], &env, &world.log_path());
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    let comment = world.progress_comment(issue);
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{comment}\n{log}"
+    );
+    assert!(comment.contains("Setup: done"), "{comment}");
+    let requests = world.model.requests().await;
+    let first_run = requests[1].to_string();
+    assert!(
+        first_run.contains("actual: 'Hello!'") && first_run.contains("ERR_ASSERTION"),
+        "{first_run}"
+    );
+    let transcript = transcript_of_with(&world, issue, "CORP_NPM_TOKEN", &token);
+    assert!(
+        transcript.contains(&format!("localhost:{port} allowed, credential CORP_NPM_TOKEN added")),
+        "{transcript}"
+    );
+    let body = &world.github.pulls(REPO)[0].body;
+    let all_requests: Vec<String> = requests.iter().map(ToString::to_string).collect();
+    for text in [&log, &comment, &transcript, body].into_iter().chain(&all_requests) {
+        assert!(!text.contains(&token), "the token leaked");
     }
 }

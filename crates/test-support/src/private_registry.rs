@@ -130,3 +130,75 @@ pub fn private_pypi_with(name: &str, version: &str, source: &str, user: &str, pa
         .unwrap();
     Registry { port, child, dir }.wait_until_up("/health")
 }
+
+/// verdaccio on 127.0.0.1 that serves only to its users (an htpasswd
+/// file), holding one package, `name` `version` whose `index.js` is
+/// `source`, behind a TLS front with a certificate from `ca`. Returns the
+/// registry, the front (its public URL is `https://localhost:PORT/`) and
+/// a token of the registry's user.
+pub async fn private_npm_with(ca: &TestCa, name: &str, version: &str, source: &str) -> (Registry, TlsFront, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port();
+    let front = TlsFront::start(ca, port).await;
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "storage: {storage}\nauth:\n  htpasswd:\n    file: {htpasswd}\n    max_users: 10\nuplinks: {{}}\npackages:\n  '**':\n    access: $authenticated\n    publish: $authenticated\nlog: {{type: stdout, format: pretty, level: warn}}\n",
+            storage = dir.path().join("storage").display(),
+            htpasswd = dir.path().join("htpasswd").display(),
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("verdaccio.log")).unwrap();
+    let child = Command::new(tool("verdaccio/node_modules/.bin/verdaccio"))
+        .arg("--config")
+        .arg(&config)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        // Tarball addresses in its answers name the TLS front.
+        .env("VERDACCIO_PUBLIC_URL", format!("https://localhost:{}/", front.port))
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let registry = Registry { port, child, dir }.wait_until_up("/-/ping");
+    let url = registry.url();
+    let token = Command::new("node")
+        .args([
+            "-e",
+            &format!(
+                "fetch('{url}/-/user/org.couchdb.user:reader', {{method: 'PUT', headers: {{'content-type': 'application/json'}}, body: JSON.stringify({{name: 'reader', password: 'reader-password-4471'}})}}).then(r => r.json()).then(j => process.stdout.write(j.token || JSON.stringify(j)))"
+            ),
+        ])
+        .output()
+        .unwrap();
+    let token = String::from_utf8_lossy(&token.stdout).into_owned();
+    assert!(
+        !token.is_empty() && !token.starts_with('{'),
+        "no token from verdaccio: {token}"
+    );
+    let package = registry.dir.path().join("package");
+    std::fs::create_dir_all(&package).unwrap();
+    std::fs::write(
+        package.join("package.json"),
+        format!("{{\"name\": \"{name}\", \"version\": \"{version}\", \"main\": \"index.js\", \"license\": \"MIT\"}}\n"),
+    )
+    .unwrap();
+    std::fs::write(package.join("index.js"), source).unwrap();
+    let npmrc = registry.dir.path().join("npmrc");
+    std::fs::write(&npmrc, format!("//127.0.0.1:{port}/:_authToken={token}\n")).unwrap();
+    let published = Command::new("npm")
+        .args(["publish", "--registry", &format!("{url}/")])
+        .arg("--userconfig")
+        .arg(&npmrc)
+        .current_dir(&package)
+        .output()
+        .unwrap();
+    assert!(
+        published.status.success(),
+        "npm publish failed: {}",
+        String::from_utf8_lossy(&published.stderr)
+    );
+    (registry, front, token)
+}
