@@ -62,8 +62,12 @@ async fn main() {
     );
     let editor = EditorBinary::locate(config.text_editor_mcp.editor_binary.as_deref())
         .expect("forgehand-editor is built (scripts/build-editor; FORGEHAND_EDITOR_BINARY)");
-    let backend = DockerBackend::new(docker, config.sandbox.clone(), format!("bench-{}", std::process::id()))
-        .with_editor(editor);
+    let backend = DockerBackend::new(
+        docker,
+        config.sandbox.clone(),
+        format!("bench-{}", std::process::id()),
+    )
+    .with_editor(editor);
     let spec = SandboxSpec {
         task_id: "bench-credentials".into(),
         forge: "local".into(),
@@ -112,7 +116,10 @@ async fn median_download(sandbox: &dyn Sandbox, port: u16, verified: bool) -> f6
     let script = format!(
         "import ssl, time, urllib.request\nctx = {context}\nstart = time.perf_counter()\nbody = urllib.request.urlopen('https://localhost:{port}/big', context=ctx).read()\nprint(len(body), time.perf_counter() - start)\n"
     );
-    let command = format!("python3 -c \"$(printf '%s' '{}' | base64 -d)\"", base64_of(&script));
+    let command = format!(
+        "python3 -c \"$(printf '%s' '{}' | base64 -d)\"",
+        base64_of(&script)
+    );
     let mut took = Vec::new();
     for _ in 0..7 {
         let out = sandbox.exec(&command, None).await.unwrap();

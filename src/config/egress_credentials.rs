@@ -148,7 +148,9 @@ fn resolve_one(
         other => {
             return Err(ConfigError::invalid(
                 &format!("{key}.scheme"),
-                format!(r#"is "{other}"; use basic (the value is user:password), bearer or header (the value is the header's whole value)"#),
+                format!(
+                    r#"is "{other}"; use basic (the value is user:password), bearer or header (the value is the header's whole value)"#
+                ),
             ))
         }
     };
@@ -184,7 +186,10 @@ fn resolve_one(
         }
         CredentialScheme::Basic => {
             use base64::Engine;
-            format!("Basic {}", base64::engine::general_purpose::STANDARD.encode(&value))
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(&value)
+            )
         }
         CredentialScheme::Bearer => format!("Bearer {value}"),
         CredentialScheme::Header => value.clone(),
@@ -236,11 +241,19 @@ fn host_and_port(key: &str, text: &str) -> Result<(String, u16), ConfigError> {
     let bad = |why: &str| {
         ConfigError::invalid(
             &format!("{key}.host"),
-            format!(r#""{text}" {why}; write a host name, optionally with a port, as "pypi.corp.example" or "pypi.corp.example:8443""#),
+            format!(
+                r#""{text}" {why}; write a host name, optionally with a port, as "pypi.corp.example" or "pypi.corp.example:8443""#
+            ),
         )
     };
     let (name, port) = match text.trim().rsplit_once(':') {
-        Some((name, port)) => (name, port.parse::<u16>().ok().filter(|p| *p > 0).ok_or_else(|| bad("has no valid port"))?),
+        Some((name, port)) => (
+            name,
+            port.parse::<u16>()
+                .ok()
+                .filter(|p| *p > 0)
+                .ok_or_else(|| bad("has no valid port"))?,
+        ),
         None => (text.trim(), 443),
     };
     let name = name.trim_end_matches('.').to_ascii_lowercase();
@@ -329,7 +342,11 @@ mod tests {
     #[test]
     fn bad_entries_are_refused_naming_the_key_and_never_the_value() {
         let err = resolve(&[raw("digest", "CORP_TOKEN")], "", Path::new("/"), &lookup).unwrap_err();
-        assert!(err.to_string().starts_with("sandbox.egress.credentials[0].scheme"), "{err}");
+        assert!(
+            err.to_string()
+                .starts_with("sandbox.egress.credentials[0].scheme"),
+            "{err}"
+        );
         let err = resolve(&[raw("bearer", "NOT_SET")], "", Path::new("/"), &lookup).unwrap_err();
         let text = err.to_string();
         assert!(text.contains("value_from") && text.contains("NOT_SET"), "{text}");
@@ -338,7 +355,10 @@ mod tests {
         let err = resolve(&[no_repos], "", Path::new("/"), &lookup).unwrap_err();
         assert!(err.to_string().contains("repositories"), "{err}");
         let err = resolve(&[], "missing.pem", Path::new("/nonexistent"), &lookup).unwrap_err();
-        assert!(err.to_string().starts_with("sandbox.egress.extra_ca_file"), "{err}");
+        assert!(
+            err.to_string().starts_with("sandbox.egress.extra_ca_file"),
+            "{err}"
+        );
         let newline = |_: &str| Some("abc\ndef".to_owned());
         let err = resolve(&[raw("header", "X")], "", Path::new("/"), &newline).unwrap_err();
         assert!(!err.to_string().contains("abc"), "{err}");

@@ -324,7 +324,8 @@ impl Config {
         })?;
         let signing = work::resolve_signing(&raw.delivery.signing, lookup)?;
         let egress = &raw.sandbox.egress;
-        let credentials = egress_credentials::resolve(&egress.credentials, &egress.extra_ca_file, base_dir, lookup)?;
+        let credentials =
+            egress_credentials::resolve(&egress.credentials, &egress.extra_ca_file, base_dir, lookup)?;
         let mut config = Config::from_raw(raw, base_dir)?;
         config.delivery.signing = signing;
         config.sandbox.egress_credentials = credentials;

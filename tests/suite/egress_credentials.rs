@@ -199,7 +199,9 @@ async fn pip_installs_from_a_private_index_with_a_credential_the_sandbox_never_s
         "{transcript}"
     );
     assert!(
-        transcript.contains(&format!("localhost:{bad} denied: the certificate of localhost does not verify")),
+        transcript.contains(&format!(
+            "localhost:{bad} denied: the certificate of localhost does not verify"
+        )),
         "{transcript}"
     );
     let other_line = transcript
@@ -224,8 +226,13 @@ async fn pip_installs_from_a_private_index_with_a_credential_the_sandbox_never_s
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn npm_installs_from_a_private_registry_with_a_token_added_on_the_host() {
     let ca = TestCa::new("corp npm CA");
-    let (_registry, front, token) =
-        private_npm_with(&ca, "fhpunct", "1.0.0", "exports.punctuate = (text) => text + '!';\n").await;
+    let (_registry, front, token) = private_npm_with(
+        &ca,
+        "fhpunct",
+        "1.0.0",
+        "exports.punctuate = (text) => text + '!';\n",
+    )
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let ca_file = dir.path().join("corp-ca.pem");
     std::fs::write(&ca_file, &ca.pem).unwrap();
@@ -285,12 +292,17 @@ async fn npm_installs_from_a_private_registry_with_a_token_added_on_the_host() {
     );
     let transcript = transcript_of_with(&world, issue, "CORP_NPM_TOKEN", &token);
     assert!(
-        transcript.contains(&format!("localhost:{port} allowed, credential CORP_NPM_TOKEN added")),
+        transcript.contains(&format!(
+            "localhost:{port} allowed, credential CORP_NPM_TOKEN added"
+        )),
         "{transcript}"
     );
     let body = &world.github.pulls(REPO)[0].body;
     let all_requests: Vec<String> = requests.iter().map(ToString::to_string).collect();
-    for text in [&log, &comment, &transcript, body].into_iter().chain(&all_requests) {
+    for text in [&log, &comment, &transcript, body]
+        .into_iter()
+        .chain(&all_requests)
+    {
         assert!(!text.contains(&token), "the token leaked");
     }
 }

@@ -39,14 +39,13 @@ impl TestCa {
         let key = KeyPair::generate().unwrap();
         let leaf = params.signed_by(&key, &self.issuer).unwrap();
         let private = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-        let config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![leaf.der().clone(), self.der.clone()], private)
-        .unwrap();
+        let config =
+            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()
+                .unwrap()
+                .with_no_client_auth()
+                .with_single_cert(vec![leaf.der().clone(), self.der.clone()], private)
+                .unwrap();
         Arc::new(config)
     }
 }
@@ -136,7 +135,12 @@ pub fn private_pypi_with(name: &str, version: &str, source: &str, user: &str, pa
 /// `source`, behind a TLS front with a certificate from `ca`. Returns the
 /// registry, the front (its public URL is `https://localhost:PORT/`) and
 /// a token of the registry's user.
-pub async fn private_npm_with(ca: &TestCa, name: &str, version: &str, source: &str) -> (Registry, TlsFront, String) {
+pub async fn private_npm_with(
+    ca: &TestCa,
+    name: &str,
+    version: &str,
+    source: &str,
+) -> (Registry, TlsFront, String) {
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let front = TlsFront::start(ca, port).await;
@@ -156,7 +160,10 @@ pub async fn private_npm_with(ca: &TestCa, name: &str, version: &str, source: &s
         .arg(&config)
         .args(["--listen", &format!("127.0.0.1:{port}")])
         // Tarball addresses in its answers name the TLS front.
-        .env("VERDACCIO_PUBLIC_URL", format!("https://localhost:{}/", front.port))
+        .env(
+            "VERDACCIO_PUBLIC_URL",
+            format!("https://localhost:{}/", front.port),
+        )
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)

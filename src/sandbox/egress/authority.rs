@@ -79,12 +79,11 @@ impl Authority {
         let key = KeyPair::generate()?;
         let leaf = params.signed_by(&key, &self.issuer)?;
         let private = PrivateKeyDer::Pkcs8(PrivatePkcs8KeyDer::from(key.serialize_der()));
-        let mut config = rustls::ServerConfig::builder_with_provider(Arc::new(
-            rustls::crypto::ring::default_provider(),
-        ))
-        .with_safe_default_protocol_versions()?
-        .with_no_client_auth()
-        .with_single_cert(vec![leaf.der().clone(), self.certificate.clone()], private)?;
+        let mut config =
+            rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+                .with_safe_default_protocol_versions()?
+                .with_no_client_auth()
+                .with_single_cert(vec![leaf.der().clone(), self.certificate.clone()], private)?;
         config.alpn_protocols = vec![b"http/1.1".to_vec()];
         let config = Arc::new(config);
         issued.insert(host.to_owned(), config.clone());

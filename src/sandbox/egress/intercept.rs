@@ -158,7 +158,10 @@ impl Egress {
         let server = match credentials.authority.server_config(&decision.host) {
             Ok(server) => server,
             Err(e) => {
-                decision.denied = Some(format!("the relay could not make a certificate for {}: {e}", decision.host));
+                decision.denied = Some(format!(
+                    "the relay could not make a certificate for {}: {e}",
+                    decision.host
+                ));
                 self.record(&decision);
                 return;
             }
@@ -268,7 +271,10 @@ impl Relay<'_> {
 
     /// One request: checked, given the credential when its path is
     /// covered, sent on, and its answer cleaned.
-    async fn forward(&self, mut request: Request<Incoming>) -> Result<Response<Body>, std::convert::Infallible> {
+    async fn forward(
+        &self,
+        mut request: Request<Incoming>,
+    ) -> Result<Response<Body>, std::convert::Infallible> {
         if let Some(reason) = &self.refused {
             return Ok(plain(StatusCode::BAD_GATEWAY, reason));
         }
@@ -284,7 +290,10 @@ impl Relay<'_> {
             .for_request(&self.phase, &self.host, self.port, &path)
         {
             let Ok(value) = http::HeaderValue::from_str(credential.header_value.expose()) else {
-                return Ok(plain(StatusCode::BAD_GATEWAY, "the credential is not a header value"));
+                return Ok(plain(
+                    StatusCode::BAD_GATEWAY,
+                    "the credential is not a header value",
+                ));
             };
             let mut value = value;
             value.set_sensitive(true);

@@ -33,7 +33,11 @@ impl<'a, S> Replay<'a, S> {
 }
 
 impl<S: AsyncRead + Unpin> AsyncRead for Replay<'_, S> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
         let me = &mut *self;
         if me.at < me.first.len() {
             let n = buf.remaining().min(me.first.len() - me.at);

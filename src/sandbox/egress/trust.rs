@@ -61,11 +61,7 @@ pub async fn install(sandbox: &dyn crate::sandbox::Sandbox) -> Result<(), crate:
     if output.exit_code != Some(0) {
         return Err(crate::sandbox::SandboxError::InSandbox {
             action: format!("write the egress relay's CA bundle to {BUNDLE}"),
-            detail: format!(
-                "exit code {:?}: {}",
-                output.exit_code,
-                output.stderr.trim()
-            ),
+            detail: format!("exit code {:?}: {}", output.exit_code, output.stderr.trim()),
         });
     }
     Ok(())

@@ -29,12 +29,13 @@ fn credential(port: u16) -> EgressCredential {
 async fn echoing_server() -> (u16, Vec<u8>, tokio::sync::mpsc::UnboundedReceiver<String>) {
     let made = rcgen::generate_simple_self_signed(vec!["localhost".to_owned()]).unwrap();
     let key = PrivatePkcs8KeyDer::from(made.signing_key.serialize_der());
-    let config = rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_no_client_auth()
-        .with_single_cert(vec![made.cert.der().clone()], key.into())
-        .unwrap();
+    let config =
+        rustls::ServerConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_no_client_auth()
+            .with_single_cert(vec![made.cert.der().clone()], key.into())
+            .unwrap();
     let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let port = listener.local_addr().unwrap().port();
@@ -108,19 +109,22 @@ async fn get_through(egress: &Arc<Egress>, port: u16, path: &str) -> String {
     roots
         .add(CertificateDer::from_pem_slice(pem.as_bytes()).unwrap())
         .unwrap();
-    let config = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
-        .with_safe_default_protocol_versions()
-        .unwrap()
-        .with_root_certificates(roots)
-        .with_no_client_auth();
+    let config =
+        rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
+            .with_safe_default_protocol_versions()
+            .unwrap()
+            .with_root_certificates(roots)
+            .with_no_client_auth();
     let connector = tokio_rustls::TlsConnector::from(Arc::new(config));
     let mut tls = connector
         .connect(ServerName::try_from("localhost").unwrap(), near)
         .await
         .unwrap();
-    tls.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n").as_bytes())
-        .await
-        .unwrap();
+    tls.write_all(
+        format!("GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await
+    .unwrap();
     let mut answer = Vec::new();
     let _ = tls.read_to_end(&mut answer).await;
     drop(tls);
@@ -137,7 +141,10 @@ async fn the_credential_is_added_on_the_host_and_its_echo_and_challenge_never_co
     assert!(head.contains(&format!("authorization: Bearer {TOKEN}")), "{head}");
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     let lower = answer.to_ascii_lowercase();
-    assert!(!lower.contains("www-authenticate") && !answer.contains(TOKEN), "{answer}");
+    assert!(
+        !lower.contains("www-authenticate") && !answer.contains(TOKEN),
+        "{answer}"
+    );
     let decision = egress.decisions().pop().unwrap();
     assert_eq!(decision.credential.as_deref(), Some("CORP_TOKEN"));
     assert_eq!(decision.denied, None);
@@ -161,7 +168,10 @@ async fn a_host_whose_certificate_does_not_verify_gets_nothing_and_the_sandbox_i
     assert!(heads.try_recv().is_err(), "a request reached the host");
     let decision = egress.decisions().pop().unwrap();
     let denied = decision.denied.unwrap();
-    assert!(denied.contains("certificate of localhost does not verify"), "{denied}");
+    assert!(
+        denied.contains("certificate of localhost does not verify"),
+        "{denied}"
+    );
     assert!(!denied.contains(TOKEN));
 }
 
