@@ -339,7 +339,8 @@ impl Egress {
             }
         };
         if request.connect && self.intercepts(&policy, &request.host, request.port) {
-            self.intercept(&policy, client, upstream, decision, rest).await;
+            self.intercept(&policy, client, &request, upstream, decision, rest)
+                .await;
             return None;
         }
         let body_left = if request.connect {

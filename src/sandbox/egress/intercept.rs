@@ -11,6 +11,7 @@
 //! stays a plain tunnel ([`super::tls_sni`]).
 
 use super::authority::{Authority, AuthorityError};
+use super::http_head::ProxyRequest;
 use super::replay::Replay;
 use super::{tls_sni, Decision, Egress, Policy};
 use crate::config::{EgressCredential, EgressCredentials};
@@ -123,6 +124,7 @@ impl Egress {
         &self,
         policy: &Policy,
         client: &mut S,
+        target: &ProxyRequest,
         upstream: tokio::net::TcpStream,
         mut decision: Decision,
         rest: Vec<u8>,
@@ -130,56 +132,27 @@ impl Egress {
         let Some(credentials) = self.credentials.as_deref() else {
             return;
         };
-        if client
-            .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
-            .await
-            .is_err()
-        {
-            self.record(&decision);
-            return;
-        }
-        let hello = match tls_sni::read_client_hello(client, rest).await {
-            Ok(hello) => match tls_sni::server_name_refusal(&decision.host, hello.server_name.as_deref()) {
-                None => hello,
-                Some(reason) => {
-                    decision.denied = Some(reason);
-                    self.record(&decision);
-                    let _ = client.write_all(&tls_sni::ACCESS_DENIED_ALERT).await;
-                    return;
-                }
-            },
-            Err(refusal) => {
-                decision.denied = Some(refusal.reason);
+        let hello = match checked_hello(client, rest, &decision.host).await {
+            Ok(hello) => hello,
+            Err(reason) => {
+                decision.denied = reason;
                 self.record(&decision);
                 return;
             }
         };
         let upstream = verified_upstream(credentials, &decision.host, upstream).await;
-        let server = match credentials.authority.server_config(&decision.host) {
-            Ok(server) => server,
-            Err(e) => {
-                decision.denied = Some(format!(
-                    "the relay could not make a certificate for {}: {e}",
-                    decision.host
-                ));
-                self.record(&decision);
-                return;
-            }
-        };
-        let replay = Replay::new(hello.bytes, client);
-        let counted = replay.counter();
-        let tls = match tokio_rustls::TlsAcceptor::from(server).accept(replay).await {
-            Ok(tls) => tls,
-            Err(e) => {
-                decision.denied = Some(format!(
-                    "the sandbox's TLS client did not accept the relay's certificate for {} ({e}); it must trust the CA in $SSL_CERT_FILE",
-                    decision.host
-                ));
+        let (tls, counted) = match accept_sandbox(credentials, &decision.host, hello, client).await {
+            Ok(accepted) => accepted,
+            Err(reason) => {
+                decision.denied = Some(reason);
                 self.record(&decision);
                 return;
             }
         };
         let mut relay = Relay {
+            egress: self,
+            policy,
+            target,
             credentials,
             phase: policy.phase.clone(),
             host: decision.host.clone(),
@@ -188,11 +161,13 @@ impl Egress {
             refused: None,
             used: std::sync::Mutex::new(None),
         };
-        let attached = match upstream {
-            Ok(upstream) => relay.attach(upstream).await,
-            Err(reason) => Err(reason),
-        };
-        relay.refused = attached.err();
+        match upstream {
+            Ok(tls) => match speak_http(tls, &decision.host).await {
+                Ok(connection) => *relay.upstream.get_mut() = Some(connection),
+                Err(reason) => relay.refused = Some(reason),
+            },
+            Err(reason) => relay.refused = Some(reason),
+        }
         let served = hyper::server::conn::http1::Builder::new()
             .timer(TokioTimer::new())
             .serve_connection(
@@ -209,6 +184,55 @@ impl Egress {
         decision.credential = relay.used.lock().unwrap_or_else(|p| p.into_inner()).clone();
         decision.denied = relay.refused;
         self.record(&decision);
+    }
+}
+
+/// Answers the CONNECT and reads the ClientHello, which must name `host`
+/// as for any tunnel; its bytes, or why not (`None`: the client left).
+async fn checked_hello<S: AsyncRead + AsyncWrite + Unpin>(
+    client: &mut S,
+    rest: Vec<u8>,
+    host: &str,
+) -> Result<Vec<u8>, Option<String>> {
+    client
+        .write_all(b"HTTP/1.1 200 Connection Established\r\n\r\n")
+        .await
+        .map_err(|_| None)?;
+    let hello = tls_sni::read_client_hello(client, rest)
+        .await
+        .map_err(|refusal| Some(refusal.reason))?;
+    if let Some(reason) = tls_sni::server_name_refusal(host, hello.server_name.as_deref()) {
+        let _ = client.write_all(&tls_sni::ACCESS_DENIED_ALERT).await;
+        return Err(Some(reason));
+    }
+    Ok(hello.bytes)
+}
+
+/// The sandbox's TLS, ended here with the certificate for `host` from the
+/// sandbox's CA, and the counter of the bytes it carries.
+async fn accept_sandbox<'c, S: AsyncRead + AsyncWrite + Unpin>(
+    credentials: &SandboxCredentials,
+    host: &str,
+    hello: Vec<u8>,
+    client: &'c mut S,
+) -> Result<
+    (
+        tokio_rustls::server::TlsStream<Replay<'c, S>>,
+        Arc<std::sync::atomic::AtomicU64>,
+    ),
+    String,
+> {
+    let server = credentials
+        .authority
+        .server_config(host)
+        .map_err(|e| format!("the relay could not make a certificate for {host}: {e}"))?;
+    let replay = Replay::new(hello, client);
+    let counted = replay.counter();
+    match tokio_rustls::TlsAcceptor::from(server).accept(replay).await {
+        Ok(tls) => Ok((tls, counted)),
+        Err(e) => Err(format!(
+            "the sandbox's TLS client did not accept the relay's certificate for {host} ({e}); it must trust the CA in $SSL_CERT_FILE"
+        )),
     }
 }
 
@@ -236,6 +260,10 @@ async fn verified_upstream(
 
 /// The requests of one terminated tunnel and the real host's connection.
 struct Relay<'a> {
+    egress: &'a Egress,
+    policy: &'a Policy,
+    /// The CONNECT request, to connect again when the host closes.
+    target: &'a ProxyRequest,
     credentials: &'a SandboxCredentials,
     phase: String,
     host: String,
@@ -255,18 +283,26 @@ struct Upstream {
 }
 
 impl Relay<'_> {
-    async fn attach(&self, tls: TlsStream<tokio::net::TcpStream>) -> Result<(), String> {
-        let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
-            .await
-            .map_err(|e| format!("cannot speak HTTP/1.1 to {}: {e}", self.host))?;
-        let driver = tokio::spawn(async move {
-            let _ = connection.await;
-        });
-        *self.upstream.lock().await = Some(Upstream {
-            sender,
-            _driver: tokio_util::task::AbortOnDropHandle::new(driver),
-        });
-        Ok(())
+    /// A connection to the real host that takes a request now: the open
+    /// one, or a new one (verified again) when the host closed it.
+    async fn ready<'u>(&self, upstream: &'u mut Option<Upstream>) -> Result<&'u mut Upstream, String> {
+        let alive = match upstream.as_mut() {
+            Some(connection) => connection.sender.ready().await.is_ok(),
+            None => false,
+        };
+        if !alive {
+            *upstream = None;
+            let tcp = self
+                .egress
+                .open(self.policy, self.target)
+                .await
+                .map_err(|(_, why)| why)?;
+            let tls = verified_upstream(self.credentials, &self.host, tcp).await?;
+            *upstream = Some(speak_http(tls, &self.host).await?);
+        }
+        upstream
+            .as_mut()
+            .ok_or_else(|| format!("no connection to {}", self.host))
     }
 
     /// One request: checked, given the credential when its path is
@@ -301,16 +337,10 @@ impl Relay<'_> {
             *self.used.lock().unwrap_or_else(|p| p.into_inner()) = Some(credential.name.clone());
         }
         let mut upstream = self.upstream.lock().await;
-        let Some(connection) = upstream.as_mut() else {
-            return Ok(plain(StatusCode::BAD_GATEWAY, "no connection to the real host"));
+        let connection = match self.ready(&mut upstream).await {
+            Ok(connection) => connection,
+            Err(reason) => return Ok(plain(StatusCode::BAD_GATEWAY, &reason)),
         };
-        if connection.sender.ready().await.is_err() {
-            *upstream = None;
-            return Ok(plain(
-                StatusCode::BAD_GATEWAY,
-                &format!("{} closed the connection; connect again", self.host),
-            ));
-        }
         match connection.sender.send_request(request).await {
             Ok(response) => Ok(self.cleaned(response).map(Either::Left)),
             Err(e) => Ok(plain(
@@ -352,6 +382,20 @@ impl Relay<'_> {
         }
         response
     }
+}
+
+/// HTTP/1.1 over the verified TLS, driven by a task of its own.
+async fn speak_http(tls: TlsStream<tokio::net::TcpStream>, host: &str) -> Result<Upstream, String> {
+    let (sender, connection) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| format!("cannot speak HTTP/1.1 to {host}: {e}"))?;
+    let driver = tokio::spawn(async move {
+        let _ = connection.await;
+    });
+    Ok(Upstream {
+        sender,
+        _driver: tokio_util::task::AbortOnDropHandle::new(driver),
+    })
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {
