@@ -320,6 +320,7 @@ impl Relay<'_> {
                 &format!("this connection is to {}, not {other}", self.host),
             ));
         }
+        strip_hop_by_hop(request.headers_mut());
         let path = request.uri().path().to_owned();
         if let Some(credential) = self
             .credentials
@@ -364,6 +365,7 @@ impl Relay<'_> {
     /// credential's value (a server that echoes it).
     fn cleaned(&self, mut response: Response<Incoming>) -> Response<Incoming> {
         let headers = response.headers_mut();
+        strip_hop_by_hop(headers);
         headers.remove(http::header::WWW_AUTHENTICATE);
         headers.remove(http::header::PROXY_AUTHENTICATE);
         let echoing: Vec<http::HeaderName> = headers
@@ -396,6 +398,30 @@ async fn speak_http(tls: TlsStream<tokio::net::TcpStream>, host: &str) -> Result
         sender,
         _driver: tokio_util::task::AbortOnDropHandle::new(driver),
     })
+}
+
+/// Removes the headers that speak of one connection only (RFC 9110
+/// §7.6.1): the relay keeps each side's connection on its own, so an
+/// upstream that closes after an answer does not close the sandbox's.
+fn strip_hop_by_hop(headers: &mut http::HeaderMap) {
+    let named: Vec<String> = headers
+        .get_all(http::header::CONNECTION)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(','))
+        .map(|name| name.trim().to_ascii_lowercase())
+        .filter(|name| !name.is_empty())
+        .collect();
+    for name in named.iter().map(String::as_str).chain([
+        "connection",
+        "keep-alive",
+        "proxy-connection",
+        "te",
+        "trailer",
+        "upgrade",
+    ]) {
+        headers.remove(name);
+    }
 }
 
 fn contains(haystack: &[u8], needle: &[u8]) -> bool {

@@ -93,6 +93,12 @@ fn relay_with(port: u16, extra_roots: Vec<Vec<u8>>) -> Arc<Egress> {
 /// One GET of `path` through a CONNECT tunnel, by a client that trusts
 /// the sandbox's CA alone; the whole answer.
 async fn get_through(egress: &Arc<Egress>, port: u16, path: &str) -> String {
+    get_all_through(egress, port, &[path]).await.pop().unwrap()
+}
+
+/// GETs of `paths` one after the other over one CONNECT tunnel (kept
+/// alive between them); each whole answer.
+async fn get_all_through(egress: &Arc<Egress>, port: u16, paths: &[&str]) -> Vec<String> {
     let (mut near, far) = tokio::io::duplex(64 << 10);
     let serve = tokio::spawn({
         let egress = egress.clone();
@@ -120,16 +126,30 @@ async fn get_through(egress: &Arc<Egress>, port: u16, path: &str) -> String {
         .connect(ServerName::try_from("localhost").unwrap(), near)
         .await
         .unwrap();
-    tls.write_all(
-        format!("GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\nConnection: close\r\n\r\n").as_bytes(),
-    )
-    .await
-    .unwrap();
-    let mut answer = Vec::new();
-    let _ = tls.read_to_end(&mut answer).await;
+    let mut answers = Vec::new();
+    for (i, path) in paths.iter().enumerate() {
+        let last = i + 1 == paths.len();
+        let close = if last { "Connection: close\r\n" } else { "" };
+        tls.write_all(format!("GET {path} HTTP/1.1\r\nHost: localhost:{port}\r\n{close}\r\n").as_bytes())
+            .await
+            .unwrap();
+        let mut answer = Vec::new();
+        if last {
+            let _ = tls.read_to_end(&mut answer).await;
+        } else {
+            // Every answer here ends with its 2-byte body, "ok" or the
+            // relay's own text ending in a newline.
+            let mut byte = [0u8; 1];
+            while !(answer.ends_with(b"\r\n\r\nok") || answer.ends_with(b"\n\n")) {
+                tls.read_exact(&mut byte).await.unwrap();
+                answer.push(byte[0]);
+            }
+        }
+        answers.push(String::from_utf8_lossy(&answer).into_owned());
+    }
     drop(tls);
     serve.await.unwrap();
-    String::from_utf8_lossy(&answer).into_owned()
+    answers
 }
 
 #[tokio::test]
@@ -199,4 +219,19 @@ async fn another_repository_or_phase_gets_the_plain_tunnel() {
     let policy = egress.policy.lock().unwrap().clone();
     assert!(egress.intercepts(&policy, "LOCALHOST", port));
     assert!(!egress.intercepts(&policy, "localhost", port + 1));
+}
+
+#[tokio::test]
+async fn a_host_that_closes_after_each_answer_is_reached_again_for_the_next_request() {
+    let (port, cert, mut heads) = echoing_server().await;
+    let egress = relay_with(port, vec![cert]);
+    let answers = get_all_through(&egress, port, &["/simple/a/", "/simple/b/"]).await;
+    for answer in &answers {
+        assert!(answer.starts_with("HTTP/1.1 200"), "{answers:?}");
+    }
+    for _ in 0..2 {
+        let head = heads.recv().await.unwrap();
+        assert!(head.contains(&format!("authorization: Bearer {TOKEN}")), "{head}");
+    }
+    assert_eq!(egress.decisions().len(), 1);
 }
