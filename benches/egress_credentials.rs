@@ -2,7 +2,10 @@
 //! from a server on the host's loopback, by Python inside a real Docker
 //! sandbox, through the relay that ends the TLS and adds the credential
 //! (two TLS sessions, HTTP/1.1 read in between) against the plain tunnel
-//! (the sandbox's TLS end to end).
+//! (the sandbox's TLS end to end); and `pip install` of 20 packages from
+//! a private index (pypiserver with a password, behind TLS) with the
+//! credential added by the relay against the same pip given the password
+//! in its URL through the plain tunnel.
 //!
 //! Run: `cargo bench --bench egress_credentials` (needs the engine, the
 //! `python` image and the static editor: `scripts/dev-env.sh`,
@@ -15,7 +18,7 @@ use forgehand::images;
 use forgehand::sandbox::docker::{connect, DockerBackend};
 use forgehand::sandbox::helper::EditorBinary;
 use forgehand::sandbox::{Sandbox, SandboxBackend, SandboxSpec};
-use forgehand_test_support::private_registry::TestCa;
+use forgehand_test_support::private_registry::{add_wheel, private_pypi_with, TestCa, TlsFront};
 use std::path::Path;
 use std::sync::Arc;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -27,6 +30,13 @@ async fn main() {
     let ca = TestCa::new("bench registry CA");
     let plain_port = https_server(&ca).await;
     let credential_port = https_server(&ca).await;
+    let index = private_pypi_with("fhbench0", "1.0", "VALUE = 0\n", "bench", "bench-pass-7313");
+    for i in 1..20 {
+        add_wheel(&index, &format!("fhbench{i}"), "1.0", &format!("VALUE = {i}\n"));
+    }
+    let index_plain = TlsFront::start(&ca, index.port).await;
+    let index_credential = TlsFront::start(&ca, index.port).await;
+    let (ip, ic) = (index_plain.port, index_credential.port);
     let dir = tempfile::tempdir().unwrap();
     let ca_file = dir.path().join("ca.pem");
     std::fs::write(&ca_file, &ca.pem).unwrap();
@@ -35,12 +45,12 @@ async fn main() {
     let yaml = base
         .replace(
         "    tls_ports: [443]\n",
-        &format!("    tls_ports: [{plain_port}, {credential_port}]\n"),
+        &format!("    tls_ports: [{plain_port}, {credential_port}, {ip}, {ic}]\n"),
     )
     .replace("    allow_loopback: false\n", "    allow_loopback: true\n")
     .replace(
         "    credentials: []\n",
-        &format!("    credentials:\n      - host: \"localhost:{credential_port}\"\n        scheme: bearer\n        value_from: BENCH_REGISTRY_TOKEN\n        repositories: [\"*\"]\n"),
+        &format!("    credentials:\n      - host: \"localhost:{credential_port}\"\n        scheme: bearer\n        value_from: BENCH_REGISTRY_TOKEN\n        repositories: [\"*\"]\n      - host: \"localhost:{ic}\"\n        scheme: basic\n        value_from: BENCH_INDEX_USER\n        repositories: [\"*\"]\n"),
     )
     .replace(
         "    extra_ca_file: \"\"\n",
@@ -48,10 +58,11 @@ async fn main() {
     );
     let config = Config::from_yaml(&yaml, &root.join("config.yaml"), root, &|name| match name {
         "BENCH_REGISTRY_TOKEN" => Some("bench-token-value".into()),
+        "BENCH_INDEX_USER" => Some("bench:bench-pass-7313".into()),
         other => std::env::var(other).ok(),
     })
     .expect("the bench's config loads");
-    assert_eq!(config.sandbox.egress_credentials.credentials.len(), 1);
+    assert_eq!(config.sandbox.egress_credentials.credentials.len(), 2);
     let docker = connect(&config.docker)
         .await
         .expect("Docker is reachable (run scripts/dev-env.sh)");
@@ -81,6 +92,8 @@ async fn main() {
         vec![
             HostPattern::parse(&format!("localhost:{plain_port}")).unwrap(),
             HostPattern::parse(&format!("localhost:{credential_port}")).unwrap(),
+            HostPattern::parse(&format!("localhost:{ip}")).unwrap(),
+            HostPattern::parse(&format!("localhost:{ic}")).unwrap(),
         ],
     );
     println!(
@@ -97,6 +110,7 @@ async fn main() {
         50.0 / added,
         100.0 * plain / added
     );
+    pip_twenty(sandbox.as_ref(), &ca.pem, ip, ic).await;
     let decisions = sandbox.egress().unwrap().decisions();
     assert!(decisions
         .iter()
@@ -130,6 +144,50 @@ async fn median_download(sandbox: &dyn Sandbox, port: u16, verified: bool) -> f6
     }
     took.sort_by(f64::total_cmp);
     took[3]
+}
+
+/// `pip install` of the 20 packages into a fresh folder, 3 times each
+/// way; prints the medians.
+async fn pip_twenty(sandbox: &dyn Sandbox, ca_pem: &str, plain: u16, credential: u16) {
+    let setup = format!(
+        "python3 -m venv /tmp/v && printf '%s\\n' '{}' > /tmp/index-ca.pem",
+        ca_pem.trim_end()
+    );
+    let out = sandbox.exec(&setup, None).await.unwrap();
+    assert!(out.success(), "{}", out.stderr);
+    let names: Vec<String> = (0..20).map(|i| format!("fhbench{i}")).collect();
+    let names = names.join(" ");
+    let mut ways = Vec::new();
+    for (label, url, extra) in [
+        (
+            "password in the URL, plain tunnel",
+            format!("https://bench:bench-pass-7313@localhost:{plain}/simple/"),
+            "--cert /tmp/index-ca.pem",
+        ),
+        (
+            "credential added by the relay",
+            format!("https://localhost:{credential}/simple/"),
+            "",
+        ),
+    ] {
+        let mut took = Vec::new();
+        for run in 0..3 {
+            let command = format!(
+                "env -u REQUESTS_CA_BUNDLE -u CURL_CA_BUNDLE /tmp/v/bin/python -m pip install -q --no-cache-dir --disable-pip-version-check --no-deps {extra} --index-url {url} --target /tmp/t-{}-{run} {names}",
+                ways.len()
+            );
+            let started = std::time::Instant::now();
+            let out = sandbox.exec(&command, None).await.unwrap();
+            took.push(started.elapsed().as_secs_f64());
+            assert!(out.success(), "{label}: {} {}", out.stdout, out.stderr);
+        }
+        took.sort_by(f64::total_cmp);
+        ways.push((label, took[1]));
+    }
+    println!(
+        "pip install of 20 packages from a private index (median of 3): {} {:.2} s, {} {:.2} s",
+        ways[0].0, ways[0].1, ways[1].0, ways[1].1
+    );
 }
 
 fn base64_of(text: &str) -> String {

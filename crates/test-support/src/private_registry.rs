@@ -209,3 +209,9 @@ pub async fn private_npm_with(
     );
     (registry, front, token)
 }
+
+/// Adds a package to a registry made by [`private_pypi_with`] (pypiserver
+/// reads its folder on each listing).
+pub fn add_wheel(registry: &Registry, name: &str, version: &str, source: &str) {
+    build_wheel(&registry.dir.path().join("packages"), name, version, source);
+}

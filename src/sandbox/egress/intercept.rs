@@ -245,6 +245,9 @@ async fn verified_upstream(
 ) -> Result<TlsStream<tokio::net::TcpStream>, String> {
     let name = rustls::pki_types::ServerName::try_from(host.to_owned())
         .map_err(|e| format!("{host} is not a name TLS can verify: {e}"))?;
+    // Requests are small writes answered at once: Nagle's algorithm would
+    // hold each behind the server's delayed acknowledgement.
+    let _ = upstream.set_nodelay(true);
     let connector = tokio_rustls::TlsConnector::from(credentials.upstream.clone());
     match tokio::time::timeout(UPSTREAM_HANDSHAKE, connector.connect(name, upstream)).await {
         Ok(Ok(tls)) => Ok(tls),
