@@ -123,11 +123,12 @@ ensure_deploy_tools() {
 # (the npm registry's API) in a folder of its own.
 ensure_registries() {
   local venv="$STATE_DIR/pypiserver-venv"
-  if [ ! -x "$venv/bin/pypi-server" ]; then
+  # passlib: pypiserver's htpasswd authentication (the private index).
+  if [ ! -x "$venv/bin/pypi-server" ] || ! "$venv/bin/python" -c 'import passlib' 2>/dev/null; then
     python3 -c 'import venv, ensurepip' 2>/dev/null || apt_install python3-venv
-    log "installing pypiserver from PyPI into $venv"
-    python3 -m venv "$venv"
-    "$venv/bin/pip" install --quiet pypiserver || die "pip install pypiserver failed"
+    log "installing pypiserver and passlib from PyPI into $venv"
+    [ -x "$venv/bin/pip" ] || python3 -m venv "$venv"
+    "$venv/bin/pip" install --quiet pypiserver passlib || die "pip install pypiserver passlib failed"
   fi
   local npm_dir="$STATE_DIR/verdaccio"
   [ -x "$npm_dir/node_modules/.bin/verdaccio" ] && return 0

@@ -5,6 +5,7 @@
 mod budget;
 mod cluster;
 mod context;
+mod egress_credentials;
 mod env;
 mod git;
 mod host_pattern;
@@ -22,6 +23,7 @@ mod work;
 pub use budget::BudgetConfig;
 pub use cluster::{ClusterConfig, ClusterMode};
 pub use context::{ContextConfig, IdeasConfig, IdeasMode, TrustConfig};
+pub use egress_credentials::{CredentialScheme, EgressCredential, EgressCredentials};
 pub use git::GitConfig;
 pub use host_pattern::{host_patterns, HostName, HostPattern, WEB_PORTS};
 pub use kube_sandbox::{KubeSandboxConfig, SandboxBackendChoice};
@@ -205,6 +207,8 @@ pub struct SandboxConfig {
     /// The ports a CONNECT tunnel may reach; each tunnel must begin with a
     /// TLS ClientHello naming its host.
     pub egress_tls_ports: Vec<u16>,
+    /// Credentials the relay adds on the host (`sandbox.egress.credentials`).
+    pub egress_credentials: EgressCredentials,
     pub snapshots: SnapshotsConfig,
     /// Docker containers, or pods in a Kubernetes namespace.
     pub backend: SandboxBackendChoice,
@@ -322,8 +326,12 @@ impl Config {
             }
         })?;
         let signing = work::resolve_signing(&raw.delivery.signing, lookup)?;
+        let egress = &raw.sandbox.egress;
+        let credentials =
+            egress_credentials::resolve(&egress.credentials, &egress.extra_ca_file, base_dir, lookup)?;
         let mut config = Config::from_raw(raw, base_dir)?;
         config.delivery.signing = signing;
+        config.sandbox.egress_credentials = credentials;
         config.apply_env_overrides(lookup)?;
         Ok(config)
     }
@@ -538,6 +546,7 @@ impl Config {
                 }
                 ports => ports,
             },
+            egress_credentials: EgressCredentials::default(),
             snapshots: SnapshotsConfig {
                 enabled: s.snapshots.enabled,
                 dir: match s.snapshots.dir.trim() {

@@ -290,6 +290,10 @@ pub struct RawEgress {
     pub transport: String,
     /// The ports CONNECT may reach (TLS must start the tunnel).
     pub tls_ports: Vec<u16>,
+    /// Credentials added on the host for named registries.
+    pub credentials: Vec<super::egress_credentials::RawCredential>,
+    /// PEM roots the relay trusts besides the host's, for those registries.
+    pub extra_ca_file: String,
 }
 
 impl Default for RawEgress {
@@ -300,6 +304,8 @@ impl Default for RawEgress {
             proxy_port: 3128,
             transport: "auto".into(),
             tls_ports: vec![443],
+            credentials: Vec::new(),
+            extra_ca_file: String::new(),
         }
     }
 }

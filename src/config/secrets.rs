@@ -75,6 +75,8 @@ pub struct Secrets {
     pub github_webhook_secret: Option<Secret>,
     /// The GitLab webhook's secret token (`daemon.webhooks`).
     pub gitlab_webhook_secret: Option<Secret>,
+    /// Other values never to show (the egress relay's credentials).
+    pub extra: Vec<Secret>,
 }
 
 impl Secrets {
@@ -99,7 +101,14 @@ impl Secrets {
             http_token: get("FORGEHAND_HTTP_TOKEN"),
             github_webhook_secret: get("FORGEHAND_GITHUB_WEBHOOK_SECRET"),
             gitlab_webhook_secret: get("FORGEHAND_GITLAB_WEBHOOK_SECRET"),
+            extra: Vec::new(),
         }
+    }
+
+    /// These secrets and `extra`, masked as forgehand's own.
+    pub fn with_extra(mut self, extra: Vec<Secret>) -> Secrets {
+        self.extra.extend(extra);
+        self
     }
 
     /// (variable, purpose, present) for every secret, in a fixed order.
@@ -184,6 +193,7 @@ impl Secrets {
         ]
         .into_iter()
         .flatten()
+        .chain(&self.extra)
         .map(Secret::expose)
         .collect()
     }

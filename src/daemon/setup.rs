@@ -227,6 +227,8 @@ pub async fn task_env(config: Config, secrets: Secrets, kept: Kept) -> Result<Ar
     let instance_id = owner.instance_id(&config.daemon.instance_id);
     let mut config = config;
     config.daemon.instance_id = instance_id.clone();
+    // The relay's credentials are masked wherever forgehand's own secrets are.
+    let secrets = secrets.with_extra(config.sandbox.egress_credentials.secret_values());
     let backend = sandbox_backend(&config, &instance_id, &kept).await?;
     tracing::info!(instance = %instance_id, daemon = %owner.daemon_id(), "state folder and sandboxes owned");
     let router = crate::llm::router::from_config(&config.llm, &secrets)?.with_metrics(kept.metrics.clone());

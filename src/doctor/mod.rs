@@ -1,6 +1,7 @@
 //! `forgehand doctor`: checks what a running daemon needs and prints a
 //! pass/fail table. Secrets are reported as set or not set, never shown.
 
+mod egress;
 pub mod kubernetes;
 pub mod network_probe;
 
@@ -201,6 +202,7 @@ pub async fn run_checks(
     checks.push(prompts_check(config));
     checks.push(mirrors_check(config));
     checks.push(snapshots_check(config));
+    checks.extend(egress::credentials_check(config));
     checks.push(signing_check(config));
     if kubernetes::wanted(config) {
         checks.extend(kubernetes::run(config, options.probe_network).await);

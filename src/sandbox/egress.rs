@@ -11,11 +11,19 @@
 //! the allowed host ([`tls_sni`]); the TLS inside is not intercepted.
 //! Plain HTTP is forwarded one request per connection. Each decision goes
 //! to the log, to `/metrics`, to the observer (the run's transcript) and to
-//! the phase's summary.
+//! the phase's summary. For the hosts an operator gave a credential for,
+//! the relay ends the TLS itself and adds the credential ([`intercept`]).
 
 mod address;
+mod authority;
 mod http_head;
+mod intercept;
+mod replay;
 mod tls_sni;
+pub mod trust;
+
+pub use authority::AuthorityError;
+pub use intercept::SandboxCredentials;
 
 pub use address::is_internal;
 
@@ -58,6 +66,8 @@ pub struct Decision {
     /// `None`: allowed; else why not.
     pub denied: Option<String>,
     pub bytes: u64,
+    /// The name of the credential the relay added (never its value).
+    pub credential: Option<String>,
 }
 
 /// Told of every decision as it is made (a run's transcript).
@@ -103,6 +113,8 @@ pub struct Egress {
     metrics: Arc<crate::metrics::Metrics>,
     /// The ports CONNECT may reach ([`DEFAULT_TLS_PORTS`]).
     tls_ports: Vec<u16>,
+    /// The credentials this sandbox's repository may use, and its CA.
+    credentials: Option<Arc<SandboxCredentials>>,
 }
 
 impl Default for Egress {
@@ -114,6 +126,7 @@ impl Default for Egress {
             open: tokio::sync::Semaphore::new(MAX_CONNECTIONS),
             metrics: Arc::default(),
             tls_ports: DEFAULT_TLS_PORTS.to_vec(),
+            credentials: None,
         }
     }
 }
@@ -145,19 +158,33 @@ impl Egress {
     }
 
     /// A sandbox's tunnel end, opening what `config` opens
-    /// (`sandbox.egress.allow_private`, `allow_loopback`, `tls_ports`).
+    /// (`sandbox.egress.allow_private`, `allow_loopback`, `tls_ports`),
+    /// with the credentials `repository` may use (none: `None`).
     pub fn for_sandbox(
         config: &crate::config::SandboxConfig,
         metrics: Arc<crate::metrics::Metrics>,
-    ) -> Arc<Egress> {
-        Egress::with_tls_ports(
-            Reach {
+        repository: Option<&str>,
+    ) -> Result<Arc<Egress>, AuthorityError> {
+        let credentials = match repository {
+            Some(repository) => SandboxCredentials::for_repository(&config.egress_credentials, repository)?,
+            None => None,
+        };
+        Ok(Arc::new(Egress {
+            reach: Reach {
                 private: config.egress_allow_private,
                 loopback: config.egress_allow_loopback,
             },
-            config.egress_tls_ports.clone(),
             metrics,
-        )
+            tls_ports: config.egress_tls_ports.clone(),
+            credentials: credentials.map(Arc::new),
+            ..Egress::default()
+        }))
+    }
+
+    /// The sandbox's CA certificate (PEM) when the relay adds credentials
+    /// for it: the sandbox must trust it ([`trust`]).
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.credentials.as_deref().map(SandboxCredentials::ca_pem)
     }
 
     /// From now on, connections are decided for `phase` against `hosts`.
@@ -300,6 +327,7 @@ impl Egress {
             port: request.port,
             denied: None,
             bytes: 0,
+            credential: None,
         };
         let mut upstream = match self.open(&policy, &request).await {
             Ok(upstream) => upstream,
@@ -310,6 +338,11 @@ impl Egress {
                 return None;
             }
         };
+        if request.connect && self.intercepts(&policy, &request.host, request.port) {
+            self.intercept(&policy, client, &request, upstream, decision, rest)
+                .await;
+            return None;
+        }
         let body_left = if request.connect {
             if !self.start_tls(client, &mut upstream, &mut decision, rest).await {
                 return None;
@@ -367,6 +400,7 @@ impl Egress {
                 port,
                 denied: Some(refusal.reason.clone()),
                 bytes: 0,
+                credential: None,
             }),
             None => {
                 tracing::warn!(phase = %policy.phase, "egress refused a malformed request: {}", refusal.reason);
@@ -500,9 +534,14 @@ impl Egress {
             "allowed"
         };
         match &decision.denied {
-            None => {
-                tracing::info!(phase = %decision.phase, host = %decision.host, port = decision.port, bytes = decision.bytes, "egress connection closed")
-            }
+            None => match &decision.credential {
+                Some(name) => {
+                    tracing::info!(phase = %decision.phase, host = %decision.host, port = decision.port, bytes = decision.bytes, credential = %name, "egress connection closed: credential added")
+                }
+                None => {
+                    tracing::info!(phase = %decision.phase, host = %decision.host, port = decision.port, bytes = decision.bytes, "egress connection closed")
+                }
+            },
             Some(why) => {
                 tracing::warn!(phase = %decision.phase, host = %decision.host, port = decision.port, "egress denied: {why}")
             }

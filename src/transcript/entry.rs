@@ -69,6 +69,9 @@ pub enum Entry {
         /// Why it was denied; `None`: allowed.
         denied: Option<String>,
         bytes: u64,
+        /// The name of the credential the relay added, never its value.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        credential: Option<String>,
     },
     /// Something the run said: its start, its end, a stop.
     Note { text: String },
@@ -124,12 +127,17 @@ impl Entry {
             port,
             denied,
             bytes,
+            credential,
         } = self
         else {
             return None;
         };
+        let added = credential
+            .as_ref()
+            .map(|name| format!(", credential {name} added"))
+            .unwrap_or_default();
         Some(match denied {
-            None => format!("network, {phase}: {host}:{port} allowed ({bytes} bytes)"),
+            None => format!("network, {phase}: {host}:{port} allowed{added} ({bytes} bytes)"),
             Some(why) => format!("network, {phase}: {host}:{port} denied: {why}"),
         })
     }

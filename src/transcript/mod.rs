@@ -100,6 +100,7 @@ impl Transcript {
             port: decision.port,
             denied: decision.denied.clone(),
             bytes: decision.bytes,
+            credential: decision.credential.clone(),
         });
     }
 

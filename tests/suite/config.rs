@@ -568,3 +568,31 @@ fn egress_tls_ports_default_to_443_and_refuse_port_0() {
         "{err}"
     );
 }
+
+#[test]
+fn egress_credentials_come_from_the_environment_and_bad_ones_name_their_key() {
+    let yaml = |scheme: &str| {
+        format!("sandbox:\n  egress:\n    credentials:\n      - host: pypi.corp.example\n        scheme: {scheme}\n        value_from: CORP_PYPI_TOKEN\n        repositories: [\"acme/*\"]\n")
+    };
+    let loaded = load(&yaml("bearer"), &[("CORP_PYPI_TOKEN", "tok-value-1")]).unwrap();
+    let credential = &loaded.sandbox.egress_credentials.credentials[0];
+    assert_eq!(
+        (credential.host.as_str(), credential.port),
+        ("pypi.corp.example", 443)
+    );
+    assert_eq!(credential.header_value.expose(), "Bearer tok-value-1");
+    assert!(!format!("{loaded:?}").contains("tok-value-1"));
+    let missing = load(&yaml("bearer"), &[]).unwrap_err().to_string();
+    assert!(
+        missing.starts_with("sandbox.egress.credentials[0].value_from")
+            && missing.contains("CORP_PYPI_TOKEN"),
+        "{missing}"
+    );
+    let scheme = load(&yaml("ntlm"), &[("CORP_PYPI_TOKEN", "tok-value-1")])
+        .unwrap_err()
+        .to_string();
+    assert!(
+        scheme.starts_with("sandbox.egress.credentials[0].scheme") && !scheme.contains("tok-value-1"),
+        "{scheme}"
+    );
+}

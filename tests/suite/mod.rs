@@ -17,6 +17,7 @@ mod delivery_gitlab;
 mod docs;
 mod editor_mcp;
 mod editor_sandbox;
+mod egress_credentials;
 mod egress_relay;
 mod eval;
 mod first_run;

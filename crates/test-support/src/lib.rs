@@ -25,6 +25,7 @@ pub mod gitlab_world;
 pub mod kubeconfig;
 pub mod mcp_client;
 pub mod metrics_text;
+pub mod private_registry;
 pub mod registries;
 pub mod sample_workspace;
 pub mod sandbox_tree;

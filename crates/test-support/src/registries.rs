@@ -11,7 +11,7 @@ fn dev_state() -> PathBuf {
     std::env::var_os("FORGEHAND_DEV_STATE").map_or_else(|| PathBuf::from("/tmp/forgehand-dev"), PathBuf::from)
 }
 
-fn tool(relative: &str) -> PathBuf {
+pub(crate) fn tool(relative: &str) -> PathBuf {
     let path = dev_state().join(relative);
     assert!(
         path.is_file(),
@@ -21,7 +21,7 @@ fn tool(relative: &str) -> PathBuf {
     path
 }
 
-fn free_port() -> u16 {
+pub(crate) fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -32,7 +32,7 @@ fn free_port() -> u16 {
 /// A registry process this test started, ended (by its PID) when dropped.
 pub struct Registry {
     pub port: u16,
-    child: Child,
+    pub(crate) child: Child,
     pub dir: tempfile::TempDir,
 }
 
@@ -41,7 +41,7 @@ impl Registry {
         format!("http://127.0.0.1:{}", self.port)
     }
 
-    fn wait_until_up(mut self, path: &str) -> Registry {
+    pub(crate) fn wait_until_up(mut self, path: &str) -> Registry {
         let started = Instant::now();
         loop {
             if let Some(status) = self.child.try_wait().unwrap() {
@@ -88,7 +88,7 @@ fn http_ok(port: u16, path: &str) -> bool {
 /// A pure-Python wheel of `name` `version` whose `__init__.py` is `source`,
 /// written into `dir` (built with the host's Python: a wheel is a zip with
 /// metadata and a RECORD of hashes).
-fn build_wheel(dir: &Path, name: &str, version: &str, source: &str) {
+pub(crate) fn build_wheel(dir: &Path, name: &str, version: &str, source: &str) {
     const SCRIPT: &str = r#"
 import base64, hashlib, sys, zipfile
 name, version, out, source = sys.argv[1:5]

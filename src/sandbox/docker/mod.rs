@@ -199,6 +199,7 @@ impl DockerBackend {
         spec: &SandboxSpec,
         editor_path: Option<&str>,
         egress_socket: Option<&EgressSocket>,
+        trusts_relay: bool,
     ) -> ContainerCreateBody {
         let c = &self.config;
         let (uid, gid) = numeric_owner(&c.user);
@@ -275,6 +276,12 @@ impl DockerBackend {
                             .into_iter()
                             .flatten(),
                     )
+                    .chain(
+                        (editor_path.is_some() && trusts_relay)
+                            .then(super::egress::trust::trust_env)
+                            .into_iter()
+                            .flatten(),
+                    )
                     .chain(spec.env.iter().map(|(k, v)| format!("{k}={v}")))
                     .collect(),
             ),
@@ -290,14 +297,19 @@ impl DockerBackend {
         let editor_path = placement.as_ref().map(|(path, _)| path.clone());
         let name = container_name(&self.instance_id, &spec.task_id);
         let options = CreateContainerOptionsBuilder::default().name(&name).build();
-        let egress = Egress::for_sandbox(&self.config, self.metrics.clone());
+        let egress = Egress::for_sandbox(&self.config, self.metrics.clone(), Some(&spec.repository))
+            .map_err(|err| SandboxError::NotStarted {
+                sandbox: name.clone(),
+                detail: format!("its egress relay's certificate authority: {err}"),
+            })?;
+        let trusts_relay = egress.ca_pem().is_some();
         let unmountable = self.socket_unmountable.load(std::sync::atomic::Ordering::Relaxed);
         let mut socket =
             egress_socket::for_new_sandbox(&self.config, unmountable, editor_path.is_some(), &egress)?;
         let create = |socket: Option<&EgressSocket>| {
             self.docker.create_container(
                 Some(options.clone()),
-                self.container_body(spec, editor_path.as_deref(), socket),
+                self.container_body(spec, editor_path.as_deref(), socket, trusts_relay),
             )
         };
         let mut created = create(socket.as_ref()).await;
@@ -373,6 +385,10 @@ impl DockerBackend {
             Vec::new()
         };
         sandbox.start_supervisor(&extra).await;
+        if let Err(err) = super::egress::trust::install(&sandbox).await {
+            let _ = sandbox.remove().await;
+            return Err(err);
+        }
         Ok(sandbox)
     }
 }

@@ -4,6 +4,7 @@
 use super::*;
 use tokio::io::AsyncReadExt;
 
+mod credentials;
 mod tls;
 
 #[test]
@@ -327,6 +328,7 @@ fn an_observer_hears_each_decision_once_those_before_it_as_returned() {
         port: 443,
         denied: None,
         bytes: 0,
+        credential: None,
     };
     egress.record(&decision("before.example"));
     let heard = Arc::new(std::sync::Mutex::new(Vec::new()));

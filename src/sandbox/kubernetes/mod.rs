@@ -343,7 +343,14 @@ impl KubernetesBackend {
             project_dir: self.config.project_dir.clone(),
             v5: std::sync::atomic::AtomicBool::new(true),
         };
-        let egress = Egress::for_sandbox(&self.config, self.metrics.clone());
+        // Credentials are added for Docker sandboxes only: a pod gets the
+        // plain tunnel (its environment is fixed before the relay's CA).
+        let egress = Egress::for_sandbox(&self.config, self.metrics.clone(), None).map_err(|err| {
+            SandboxError::NotStarted {
+                sandbox: name.to_owned(),
+                detail: format!("its egress relay: {err}"),
+            }
+        })?;
         let mut sandbox = SupervisedSandbox::new(Box::new(transport), self.config.clone(), egress);
         self.equip(&mut sandbox).await?;
         if let Some(dir) = workspace {

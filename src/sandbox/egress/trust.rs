@@ -1,0 +1,84 @@
+//! Where a sandbox's tools find its CA: a bundle of the image's own roots
+//! and the sandbox's CA (so other hosts still verify through the plain
+//! tunnel), in the sandbox's `/tmp`, named by the variables stock clients
+//! read. Only the CA's certificate is written; its key never leaves the
+//! daemon.
+
+/// The folder in the sandbox that holds the bundle and the CA.
+pub const TRUST_DIR: &str = "/tmp/.forgehand-egress";
+/// The image's roots and the sandbox's CA, concatenated.
+pub const BUNDLE: &str = "/tmp/.forgehand-egress/ca-bundle.pem";
+/// The sandbox's CA alone (for variables that add to the usual roots).
+pub const CA: &str = "/tmp/.forgehand-egress/egress-ca.pem";
+
+/// Where images keep their system bundle (Debian and Ubuntu, Fedora and
+/// RHEL, Alpine and others).
+const SYSTEM_BUNDLES: [&str; 3] = [
+    "/etc/ssl/certs/ca-certificates.crt",
+    "/etc/pki/tls/certs/ca-bundle.crt",
+    "/etc/ssl/cert.pem",
+];
+
+/// The environment that points stock clients at the bundle: OpenSSL's
+/// (curl, Python's ssl, Ruby), requests and pip, Node (npm), cargo, git.
+pub fn trust_env() -> Vec<String> {
+    [
+        "SSL_CERT_FILE",
+        "REQUESTS_CA_BUNDLE",
+        "PIP_CERT",
+        "CURL_CA_BUNDLE",
+        "CARGO_HTTP_CAINFO",
+        "GIT_SSL_CAINFO",
+    ]
+    .iter()
+    .map(|var| format!("{var}={BUNDLE}"))
+    .chain(std::iter::once(format!("NODE_EXTRA_CA_CERTS={CA}")))
+    .collect()
+}
+
+/// The shell command that writes the bundle: the image's roots (the first
+/// system bundle found) followed by `ca_pem`, read-only afterwards.
+pub fn install_command(ca_pem: &str) -> String {
+    let systems = SYSTEM_BUNDLES.join(" ");
+    // A PEM holds base64, dashes and spaces only: safe in single quotes.
+    let pem = ca_pem.trim_end();
+    format!(
+        "set -e; umask 022; mkdir -p {TRUST_DIR}; printf '%s\\n' '{pem}' > {CA}; : > {BUNDLE}; for f in {systems}; do if [ -s \"$f\" ]; then cat \"$f\" >> {BUNDLE}; echo >> {BUNDLE}; break; fi; done; cat {CA} >> {BUNDLE}; chmod 444 {CA} {BUNDLE}"
+    )
+}
+
+/// Writes the bundle into `sandbox` when its relay adds credentials.
+pub async fn install(sandbox: &dyn crate::sandbox::Sandbox) -> Result<(), crate::sandbox::SandboxError> {
+    let Some(egress) = sandbox.egress() else {
+        return Ok(());
+    };
+    let Some(pem) = egress.ca_pem() else {
+        return Ok(());
+    };
+    let output = sandbox
+        .exec(&install_command(pem), Some(std::time::Duration::from_secs(60)))
+        .await?;
+    if output.exit_code != Some(0) {
+        return Err(crate::sandbox::SandboxError::InSandbox {
+            action: format!("write the egress relay's CA bundle to {BUNDLE}"),
+            detail: format!("exit code {:?}: {}", output.exit_code, output.stderr.trim()),
+        });
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_bundle_is_named_for_every_client_and_holds_no_quote() {
+        let env = trust_env();
+        assert!(env.contains(&format!("PIP_CERT={BUNDLE}")));
+        assert!(env.contains(&format!("NODE_EXTRA_CA_CERTS={CA}")));
+        let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
+        let command = install_command(pem);
+        assert!(command.contains("'-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----'"));
+        assert!(command.contains("/etc/ssl/certs/ca-certificates.crt"));
+    }
+}

@@ -1,0 +1,308 @@
+//! Credentials added on the host, end to end: the real daemon, a fake
+//! GitHub, real Docker, and a private Python index (pypiserver asking for
+//! a password) behind TLS with a CA of its own.
+//!
+//! - Setup's stock `pip install` with a default config pointing at the
+//!   private URL succeeds: the relay ends the sandbox's TLS with the
+//!   sandbox's own CA, adds the credential and verifies the real index
+//!   with `sandbox.egress.extra_ca_file`.
+//! - The credential is nowhere in the sandbox (its files, every
+//!   process's environment and arguments), the transcript (which names
+//!   the credential that was added), the log, the comment or the PR.
+//! - The same for npm against verdaccio with a bearer token: the stock
+//!   `npm install` with `--registry` at the private URL.
+//! - A host whose certificate does not verify gets nothing, and the
+//!   sandbox is told why; a repository not allowed a credential gets the
+//!   plain tunnel (and the index's 401).
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use forgehand_test_support::daemon_rig::DaemonProcess;
+use forgehand_test_support::github_world;
+use forgehand_test_support::private_registry::{private_npm_with, private_pypi_with, TestCa, TlsFront};
+use forgehand_test_support::scripted_model;
+
+use github_world::{World, DONE, MODEL_KEY, REPO, TOKEN};
+use scripted_model::{call, replace, run, text};
+
+const USER: &str = "corp-reader";
+const PASSWORD: &str = "pypi-pass-58213-never-in-a-sandbox";
+const VAR: &str = "CORP_PYPI_TOKEN";
+
+/// Looks for the credential in the sandbox without naming it in any
+/// process's arguments: it is put together from reversed pieces here.
+const SCAN: &str = r#"import base64, os
+user = "redaer-proc"[::-1]
+password = "xobdnas-a-ni-reven-31285-ssap-ipyp"[::-1]
+needles = [password.encode(), base64.b64encode(f"{user}:{password}".encode())]
+found = []
+for pid in os.listdir("/proc"):
+    if pid.isdigit():
+        for part in ("environ", "cmdline"):
+            try:
+                data = open(f"/proc/{pid}/{part}", "rb").read()
+            except OSError:
+                continue
+            if any(n in data for n in needles):
+                found.append(f"/proc/{pid}/{part}")
+for top, dirs, files in os.walk("/"):
+    dirs[:] = [d for d in dirs if os.path.join(top, d) not in ("/proc", "/sys", "/dev")]
+    for name in files:
+        path = os.path.join(top, name)
+        try:
+            if os.path.islink(path) or os.path.getsize(path) > 50_000_000:
+                continue
+            data = open(path, "rb").read()
+        except OSError:
+            continue
+        if any(n in data for n in needles):
+            found.append(path)
+print("leak-scan:", found or "clean")
+print("trust:", os.environ.get("SSL_CERT_FILE"), os.environ.get("PIP_CERT"))
+"#;
+
+/// Setup's probes of the two hosts that must not get the credential.
+const PROBE: &str = r#"import ssl, sys, urllib.request, urllib.error
+for label, port, context in (("unverified-host", sys.argv[1], None), ("not-allowed", sys.argv[2], ssl._create_unverified_context())):
+    try:
+        r = urllib.request.urlopen(f"https://localhost:{port}/simple/", context=context, timeout=20)
+        print(label, r.status)
+    except urllib.error.HTTPError as e:
+        print(label, e.code, e.read().decode(errors="replace").strip()[:300])
+    except Exception as e:
+        print(label, "failed:", e)
+"#;
+
+/// `forgehand tasks show` of the newest run of `issue`; the CLI reads the
+/// same config, so it needs the credential's variable too.
+fn transcript_of(world: &World, issue: u64, value: &str) -> String {
+    transcript_of_with(world, issue, VAR, value)
+}
+
+fn transcript_of_with(world: &World, issue: u64, var: &str, value: &str) -> String {
+    let forgehand = |args: &[&str]| {
+        let out = std::process::Command::new(forgehand_test_support::daemon_rig::bin())
+            .arg("--config")
+            .arg(&world.config)
+            .args(args)
+            .env(var, value)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        String::from_utf8(out.stdout).unwrap()
+    };
+    let key = format!("github:{REPO}:issue:{issue}");
+    let listing = forgehand(&["tasks"]);
+    let id = listing
+        .lines()
+        .filter(|l| l.contains(&key))
+        .find_map(|l| l.split_whitespace().next().filter(|w| w.parse::<u64>().is_ok()))
+        .unwrap_or_else(|| panic!("no run of {key}:\n{listing}"))
+        .to_owned();
+    forgehand(&["tasks", "show", &id])
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pip_installs_from_a_private_index_with_a_credential_the_sandbox_never_sees() {
+    let index = private_pypi_with(
+        "fhsecret",
+        "1.0",
+        "def punctuate(text):\n    return text + '!'\n",
+        USER,
+        PASSWORD,
+    );
+    let index_ca = TestCa::new("corp index CA");
+    let front = TlsFront::start(&index_ca, index.port).await;
+    let stranger_ca = TestCa::new("a CA nobody trusts");
+    let unverified = TlsFront::start(&stranger_ca, index.port).await;
+    let not_allowed = TlsFront::start(&index_ca, index.port).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("corp-ca.pem");
+    std::fs::write(&ca_file, &index_ca.pem).unwrap();
+
+    let (good, bad, other) = (front.port, unverified.port, not_allowed.port);
+    let settings = format!(
+        "image: python\nsetup:\n  - python3 -m venv .venv\n  - .venv/bin/pip install --no-cache-dir --index-url https://localhost:{good}/simple/ -r requirements.txt\n  - python3 probe.py {bad} {other} > \"$HOME/probe.txt\" 2>&1\nnetwork:\n  setup: ['localhost:{good}', 'localhost:{bad}', 'localhost:{other}']\ntest: .venv/bin/python -m unittest -q\n"
+    );
+    let credential = |port: u16, repositories: &str| {
+        format!("      - host: \"localhost:{port}\"\n        value_from: {VAR}\n        scheme: basic\n        repositories: [{repositories}]\n")
+    };
+    let config = format!(
+        "sandbox:\n  egress:\n    allow_loopback: true\n    tls_ports: [{good}, {bad}, {other}]\n    extra_ca_file: {}\n    credentials:\n{}{}{}",
+        ca_file.display(),
+        credential(good, &format!("\"{REPO}\"")),
+        credential(bad, "\"*\""),
+        credential(other, "\"someone-else/*\""),
+    );
+    let greet = "from fhsecret import punctuate\n\n\ndef greeting():\n    return punctuate('Hello')\n";
+    let test = "import unittest\nfrom greet import greeting\n\n\nclass Greeting(unittest.TestCase):\n    def test_world(self):\n        self.assertEqual(greeting(), 'Hello, world!')\n";
+    let turns = vec![
+        (
+            run("cat \"$HOME/probe.txt\"; python3 scan.py; .venv/bin/python -m unittest -q 2>&1 | tail -12"),
+            None,
+        ),
+        (replace("'Hello'", "'Hello, world'"), None),
+        (run("git commit -qam 'Greet the world'"), None),
+        (text("Greeted the world; the tests pass."), None),
+    ];
+    let world = World::with_repository(
+        turns,
+        &[
+            ("greet.py", greet),
+            ("test_greet.py", test),
+            ("requirements.txt", "fhsecret==1.0\n"),
+            ("probe.py", PROBE),
+            ("scan.py", SCAN),
+            (".gitignore", ".venv/\n__pycache__/\n"),
+            (".forgehand.yaml", &settings),
+        ],
+        &config,
+    )
+    .await;
+    let issue = world.labelled_issue("Greet the world");
+    let value = format!("{USER}:{PASSWORD}");
+    let mut env = world.env();
+    env.push((VAR, value.clone()));
+    let daemon = DaemonProcess::start(&world.config, &["run"], &env, &world.log_path());
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    let comment = world.progress_comment(issue);
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{comment}\n{log}"
+    );
+    assert!(comment.contains("Setup: done"), "{comment}");
+
+    // What the agent's first command saw inside the sandbox.
+    let requests = world.model.requests().await;
+    let seen = requests[1].to_string();
+    assert!(seen.contains("leak-scan: clean"), "{seen}");
+    assert!(
+        seen.contains("trust: /tmp/.forgehand-egress/ca-bundle.pem /tmp/.forgehand-egress/ca-bundle.pem"),
+        "{seen}"
+    );
+    // The installed package works: the test fails only on the greeting.
+    assert!(seen.contains("Hello!") && seen.contains("FAILED"), "{seen}");
+    // A host whose certificate does not verify got nothing and said why.
+    assert!(
+        seen.contains("unverified-host 502") && seen.contains("does not verify"),
+        "{seen}"
+    );
+    // A repository not allowed the credential: the plain tunnel, and the
+    // index's own refusal.
+    assert!(seen.contains("not-allowed 401"), "{seen}");
+
+    let transcript = transcript_of(&world, issue, &value);
+    assert!(
+        transcript.contains(&format!("localhost:{good} allowed, credential {VAR} added")),
+        "{transcript}"
+    );
+    assert!(
+        transcript.contains(&format!(
+            "localhost:{bad} denied: the certificate of localhost does not verify"
+        )),
+        "{transcript}"
+    );
+    let other_line = transcript
+        .lines()
+        .find(|l| l.contains(&format!("localhost:{other}")))
+        .unwrap_or_default();
+    assert!(
+        other_line.contains("allowed") && !other_line.contains("credential"),
+        "{transcript}"
+    );
+
+    use base64::Engine;
+    let encoded = base64::engine::general_purpose::STANDARD.encode(&value);
+    let body = &world.github.pulls(REPO)[0].body;
+    for text in [&log, &comment, &transcript, body, &seen] {
+        for secret in [PASSWORD, encoded.as_str(), TOKEN, MODEL_KEY] {
+            assert!(!text.contains(secret), "a secret leaked");
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn npm_installs_from_a_private_registry_with_a_token_added_on_the_host() {
+    let ca = TestCa::new("corp npm CA");
+    let (_registry, front, token) = private_npm_with(
+        &ca,
+        "fhpunct",
+        "1.0.0",
+        "exports.punctuate = (text) => text + '!';\n",
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("corp-ca.pem");
+    std::fs::write(&ca_file, &ca.pem).unwrap();
+    let port = front.port;
+    let settings = format!(
+        "image: node\nsetup: npm install --no-audit --no-fund --registry https://localhost:{port}/\nnetwork:\n  setup: ['localhost:{port}']\ntest: npm test\n"
+    );
+    let config = format!(
+        "sandbox:\n  egress:\n    allow_loopback: true\n    tls_ports: [{port}]\n    extra_ca_file: {}\n    credentials:\n      - host: \"localhost:{port}\"\n        value_from: CORP_NPM_TOKEN\n        scheme: bearer\n        repositories: [\"acme/*\"]\n",
+        ca_file.display()
+    );
+    let greet = "const { punctuate } = require('fhpunct');\n\nexports.greeting = () => punctuate('Hello');\n";
+    let test = "const assert = require('assert');\nconst { greeting } = require('./greet');\n\nassert.strictEqual(greeting(), 'Hello, world!');\nconsole.log('greeting ok');\n";
+    let package = "{\"name\": \"app\", \"version\": \"1.0.0\", \"private\": true, \"scripts\": {\"test\": \"node test.js\"}, \"dependencies\": {\"fhpunct\": \"1.0.0\"}}\n";
+    let turns = vec![
+        (run("npm test 2>&1 | tail -15"), None),
+        (
+            call(
+                "text_editor_str_replace",
+                serde_json::json!({"path": "/workspace/project/greet.js", "old_str": "'Hello'", "new_str": "'Hello, world'"}),
+            ),
+            None,
+        ),
+        (run("git commit -qam 'Greet the world'"), None),
+        (text("Greeted the world; npm test passes."), None),
+    ];
+    let world = World::with_repository(
+        turns,
+        &[
+            ("greet.js", greet),
+            ("test.js", test),
+            ("package.json", package),
+            (".gitignore", "node_modules/\npackage-lock.json\n"),
+            (".forgehand.yaml", &settings),
+        ],
+        &config,
+    )
+    .await;
+    let issue = world.labelled_issue("Greet the world");
+    let mut env = world.env();
+    env.push(("CORP_NPM_TOKEN", token.clone()));
+    let daemon = DaemonProcess::start(&world.config, &["run"], &env, &world.log_path());
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    let comment = world.progress_comment(issue);
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{comment}\n{log}"
+    );
+    assert!(comment.contains("Setup: done"), "{comment}");
+    let requests = world.model.requests().await;
+    let first_run = requests[1].to_string();
+    assert!(
+        first_run.contains("actual: 'Hello!'") && first_run.contains("ERR_ASSERTION"),
+        "{first_run}"
+    );
+    let transcript = transcript_of_with(&world, issue, "CORP_NPM_TOKEN", &token);
+    assert!(
+        transcript.contains(&format!(
+            "localhost:{port} allowed, credential CORP_NPM_TOKEN added"
+        )),
+        "{transcript}"
+    );
+    let body = &world.github.pulls(REPO)[0].body;
+    let all_requests: Vec<String> = requests.iter().map(ToString::to_string).collect();
+    for text in [&log, &comment, &transcript, body]
+        .into_iter()
+        .chain(&all_requests)
+    {
+        assert!(!text.contains(&token), "the token leaked");
+    }
+}
