@@ -15,6 +15,7 @@ mod policy;
 mod raw;
 mod repository;
 mod secrets;
+mod thread_images;
 mod triggers;
 mod units;
 mod work;
@@ -33,6 +34,7 @@ pub use repository::{
     RepositoriesConfig, SetupFailure,
 };
 pub use secrets::{Secret, Secrets, OWN_SECRET};
+pub use thread_images::ThreadImagesConfig;
 pub use triggers::TriggersConfig;
 pub use units::{ByteSize, HumanDuration};
 pub use work::{
@@ -116,6 +118,8 @@ pub struct AgentConfig {
     /// Rounds the model gets to fix a change whose tests fail (`test` in
     /// the repository's settings).
     pub test_fix_rounds: u32,
+    /// Images from the thread for models that take them (`agent.images`).
+    pub images: ThreadImagesConfig,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -649,6 +653,7 @@ fn resolve_agent(
         },
         prompts_dir: optional_path(&raw.prompts_dir, resolve_path),
         test_fix_rounds: raw.test_fix_rounds,
+        images: thread_images::resolve(raw.images)?,
     })
 }
 

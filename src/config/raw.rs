@@ -480,6 +480,8 @@ pub struct RawModel {
     pub efforts: Option<Vec<String>>,
     #[serde(default)]
     pub temperature: Option<bool>,
+    #[serde(default)]
+    pub vision: Option<bool>,
 }
 
 impl RawModel {
@@ -495,6 +497,7 @@ impl RawModel {
             reasoning: None,
             efforts: None,
             temperature: None,
+            vision: None,
         }
     }
 }
@@ -523,6 +526,7 @@ pub struct RawAgent {
     pub max_tool_calls_per_step: usize,
     pub prompts_dir: String,
     pub test_fix_rounds: u32,
+    pub images: super::thread_images::RawThreadImages,
 }
 
 impl Default for RawAgent {
@@ -536,6 +540,7 @@ impl Default for RawAgent {
             max_tool_calls_per_step: 16,
             prompts_dir: String::new(),
             test_fix_rounds: 2,
+            images: Default::default(),
         }
     }
 }

@@ -55,6 +55,8 @@ pub(super) struct Planned {
     /// The repository's instructions as a prompt section.
     pub instructions: Option<String>,
     pub plan: Option<TaskPlan>,
+    /// The thread's images, for the agent's first turn.
+    pub images: super::thread_images::ThreadImages,
 }
 
 /// The whole checkout, being read and packed for the planners in the
@@ -109,6 +111,7 @@ pub(super) async fn plan(
     needs: &Needs<'_>,
     claimed: &Claimed,
     mut prepared: Prepared,
+    images: super::thread_images::ThreadImages,
 ) -> Result<Planned, TaskError> {
     let item = &claimed.item;
     let instructions = prepared
@@ -123,6 +126,7 @@ pub(super) async fn plan(
     let mut request = store.synthesize(&synthesis(needs, item));
     request.push_str(&request::task_header(item, &claimed.withheld));
     request.push_str(&super::review::request_section(&claimed.thread.review));
+    request.push_str(&images.request_section());
     let planning_request = match &instructions {
         Some(section) => format!("{request}\n\n{section}"),
         None => request.clone(),
@@ -149,7 +153,13 @@ pub(super) async fn plan(
             run.note("Planning: a follow-up on the delivered change with no new problem; no new debate");
             None
         }
-        Some(code) => debate(run, needs, code, &planning_request, store, item, topic).await?,
+        Some(code) => {
+            let asked = Asked {
+                text: &planning_request,
+                images: &images.images,
+            };
+            debate(run, needs, code, asked, store, item, topic).await?
+        }
         None => None,
     };
     Ok(Planned {
@@ -157,6 +167,7 @@ pub(super) async fn plan(
         request,
         instructions,
         plan,
+        images,
     })
 }
 
@@ -212,17 +223,24 @@ fn pack_budget(configured: u64, models: &[crate::llm::ModelInfo], request: &str)
     }
 }
 
+/// What the planners are asked: the request's text and the thread's images.
+struct Asked<'a> {
+    text: &'a str,
+    images: &'a [crate::llm::image::ImagePart],
+}
+
 /// Packs the code and lets the models debate a plan.
 async fn debate(
     run: &mut TaskRun<'_>,
     needs: &Needs<'_>,
     code: PackedCode,
-    request_text: &str,
+    asked: Asked<'_>,
     store: &ContextStore,
     item: &Item,
     title: Option<&str>,
 ) -> Result<Option<TaskPlan>, TaskError> {
     let config = needs.planning;
+    let request_text = asked.text;
     let widened = ideas(run, needs, store, item, title, request_text).await;
     let request_text = widened.as_deref().unwrap_or(request_text);
     run.at(Step::Plan, "Planning: packing the code");
@@ -240,7 +258,8 @@ async fn debate(
         needs.prompts.clone(),
         &selection.packed.xml,
         selection.packed.tokens,
-    );
+    )
+    .with_images(asked.images.to_vec());
     drop(selection);
 
     let settings = DebateSettings::from_config(config, needs.max_output_tokens);

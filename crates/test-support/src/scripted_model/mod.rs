@@ -10,6 +10,7 @@
 
 mod errors;
 mod gateway;
+pub mod image_rules;
 pub mod prompt_cache;
 pub mod provider_rules;
 pub mod sse;
