@@ -25,7 +25,7 @@ const PLAN: &str = "# Implementation Plan (Model A)\n\nMake the dialog taller.\n
 /// A real 2×3 PNG (signature, IHDR, IDAT, IEND).
 fn png() -> Vec<u8> {
     base64::engine::general_purpose::STANDARD
-        .decode("iVBORw0KGgoAAAANSUhEUgAAAAIAAAADCAYAAAC56t6BAAAAEUlEQVR4nGP4z8DAwMDAwMAACgIB/5pYSdkAAAAASUVORK5CYII=")
+        .decode("iVBORw0KGgoAAAANSUhEUgAAAAIAAAADCAYAAAC56t6BAAAAEUlEQVR4nGP4z8DwH4QZMBgAoXkL9U3EmgcAAAAASUVORK5CYII=")
         .unwrap()
 }
 
@@ -248,7 +248,8 @@ fn the_provider_fakes_refuse_what_each_api_refuses_of_images() {
         json!({"contents": [{"role": "user", "parts": [{"text": "Look."}, {"inlineData": {"mimeType": mime, "data": data}}]}]})
     };
     assert!(image_rules::generate_content(&gemini("image/png", &good)).is_ok());
-    let gif = message_of(image_rules::generate_content(&gemini("image/gif", &b64(b"GIF89a\x01\x00\x01\x00")).unwrap_err()));
+    let gif = b64(b"GIF89a\x01\x00\x01\x00");
+    let gif = message_of(image_rules::generate_content(&gemini("image/gif", &gif)).unwrap_err());
     assert_eq!(gif, "Unsupported MIME type: image/gif");
     let over = "A".repeat(21 * 1024 * 1024);
     let over = message_of(image_rules::generate_content(&gemini("image/png", &over)).unwrap_err());
