@@ -390,3 +390,62 @@ async fn uploads_past_the_caps_are_left_out_and_a_wrong_token_fetches_nothing() 
     assert!(wrong.images.is_empty());
     assert_eq!(wrong.refused[0].why, FetchError::Status { status: 404 });
 }
+
+/// Opens Maya's issue with a screenshot uploaded to the fake GitHub, labels
+/// it and runs the daemon until the task ends; returns the agent's first
+/// request.
+async fn first_request_for_a_screenshot(world: &World) -> Value {
+    let shot = world.github.upload(png(), "dialog.png");
+    let body = format!("The dialog is cut off:\n\n![the cut-off dialog]({shot})\n");
+    let issue = world.github.open_issue(REPO, "maya", "The dialog is cut off", &body);
+    world.github.add_label(REPO, issue, "coding agent", "maya");
+    let _daemon = world.start();
+    world.wait_for_end(issue).await;
+    assert!(
+        world.github.issue(REPO, issue).labels.contains(&DONE.to_owned()),
+        "{}",
+        world.progress_comment(issue)
+    );
+    assert!(world.model.refused().is_empty(), "{:?}", world.model.refused());
+    world.model.requests().await.into_iter().next().expect("the agent asked the model")
+}
+
+const FILES: [(&str, &str); 1] = [("greet.py", "print('Hello')\n")];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claude_and_gemini_get_the_issues_screenshot_in_their_own_blocks() {
+    let data = b64(&png());
+    for (format, model) in [
+        (Format::Anthropic, "claude-opus-5-5"),
+        (Format::Gemini, "gemini-2.5-pro"),
+    ] {
+        let world = World::on_models(&[(format, model)], edit_and_commit(Duration::ZERO), &FILES).await;
+        let first = first_request_for_a_screenshot(&world).await;
+        let parts = match format {
+            Format::Anthropic => first["messages"][0]["content"].clone(),
+            _ => first["contents"][0]["parts"].clone(),
+        };
+        let expected = match format {
+            Format::Anthropic => {
+                json!({"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": data}})
+            }
+            _ => json!({"inlineData": {"mimeType": "image/png", "data": data}}),
+        };
+        assert!(
+            parts.as_array().unwrap().iter().any(|p| *p == expected),
+            "{format:?}: {parts}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_without_vision_gets_the_screenshots_alt_text() {
+    let world =
+        World::on_models(&[(Format::Responses, "o3-mini")], edit_and_commit(Duration::ZERO), &FILES).await;
+    let first = first_request_for_a_screenshot(&world).await.to_string();
+    assert!(
+        first.contains("[image: the cut-off dialog, not shown: this model does not take images]"),
+        "{first}"
+    );
+    assert!(!first.contains(&b64(&png())) && !first.contains("input_image"), "{first}");
+}
