@@ -98,7 +98,9 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
             Message::Image(image) => push_turn(
                 &mut messages,
                 "user",
-                vec![json!({"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": image.data}})],
+                vec![
+                    json!({"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": image.data}}),
+                ],
             ),
             Message::Assistant {
                 native: Some(native), ..

@@ -170,6 +170,7 @@ mod tests {
             alt: "the login form".into(),
             source: "https://github.com/user-attachments/assets/1".into(),
             size: Some((10, 10)),
+            animated: false,
         };
         let messages = vec![
             Message::User("Fix the form.".into()),
@@ -179,8 +180,7 @@ mod tests {
         assert_eq!(
             blind,
             vec![Message::User(
-                "Fix the form.\n\n[image: the login form, not shown: this model does not take images]"
-                    .into()
+                "Fix the form.\n\n[image: the login form, not shown: this model does not take images]".into()
             )]
         );
         let mut seeing = spec(Api::Messages, "m");

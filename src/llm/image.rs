@@ -7,6 +7,8 @@
 //!   most 5 MB of base64 data per image.
 //! - OpenAI (Responses and Chat Completions): PNG, JPEG, WebP and
 //!   non-animated GIF; 20 MB per image, 50 MB of images per request.
+//!   (A GIF counts as animated when it has the looping extension,
+//!   `NETSCAPE2.0`, that animated GIFs carry.)
 //! - Gemini generateContent: image/png, image/jpeg, image/webp, image/heic,
 //!   image/heif (no GIF); a whole request with inline data at most 20 MB.
 
@@ -43,6 +45,9 @@ pub struct ImagePart {
     /// Width and height in pixels, when the header says.
     #[serde(default)]
     pub size: Option<(u32, u32)>,
+    /// An animated GIF (OpenAI takes only still ones).
+    #[serde(default)]
+    pub animated: bool,
 }
 
 impl ImagePart {
@@ -83,6 +88,9 @@ pub fn refused_by(model: &ModelSpec, image: &ImagePart, sent_so_far: usize) -> O
         Api::Responses | Api::ChatCompletions if bytes > OPENAI_MAX_IMAGE => Some(format!(
             "it is over the 20 MB the model's API takes per image ({bytes} bytes as base64)"
         )),
+        Api::Responses | Api::ChatCompletions if image.animated => {
+            Some("this model does not take animated GIF images".to_owned())
+        }
         Api::Responses | Api::ChatCompletions if sent_so_far + bytes > OPENAI_MAX_TOTAL => {
             Some("the request's images would pass the 50 MB the model's API takes".to_owned())
         }
@@ -108,6 +116,7 @@ mod tests {
             alt: "the broken dialog".into(),
             source: "https://github.com/user-attachments/assets/1".into(),
             size: Some((1280, 800)),
+            animated: false,
         }
     }
 
@@ -136,8 +145,12 @@ mod tests {
         assert!(refused_by(&model(Api::Messages, true), &big, 0).is_some());
         assert_eq!(refused_by(&model(Api::Responses, true), &big, 0), None);
         assert!(refused_by(&model(Api::Responses, true), &big, OPENAI_MAX_TOTAL - 10).is_some());
-        let gif = image("image/gif", 100);
+        let mut gif = image("image/gif", 100);
         assert!(refused_by(&model(Api::GenerateContent, true), &gif, 0).is_some());
+        assert_eq!(refused_by(&model(Api::Messages, true), &gif, 0), None);
+        assert_eq!(refused_by(&model(Api::Responses, true), &gif, 0), None);
+        gif.animated = true;
+        assert!(refused_by(&model(Api::Responses, true), &gif, 0).is_some());
         assert_eq!(refused_by(&model(Api::Messages, true), &gif, 0), None);
     }
 

@@ -79,7 +79,10 @@ pub(super) async fn gather(
         !continued,
     );
     let texts: Vec<&str> = heard.iter().map(|m| m.text.as_str()).collect();
-    if !texts.iter().any(|t| t.contains("![") || t.to_ascii_lowercase().contains("<img")) {
+    if !texts
+        .iter()
+        .any(|t| t.contains("![") || t.to_ascii_lowercase().contains("<img"))
+    {
         return ThreadImages::default();
     }
     let Some(site) = run.forge.upload_site(&run.item.repo) else {
@@ -88,7 +91,9 @@ pub(super) async fn gather(
     let token = match run.forge.git_credentials().await {
         Ok(credentials) => credentials.token,
         Err(e) => {
-            run.note(format!("Images from the thread left out: no credentials for the forge ({e})"));
+            run.note(format!(
+                "Images from the thread left out: no credentials for the forge ({e})"
+            ));
             return ThreadImages::default();
         }
     };

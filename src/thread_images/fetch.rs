@@ -45,7 +45,9 @@ pub fn client() -> Result<reqwest::Client, FetchError> {
         .redirect(reqwest::redirect::Policy::none())
         .timeout(DOWNLOAD_TIMEOUT)
         .build()
-        .map_err(|e| FetchError::Network { detail: e.to_string() })
+        .map_err(|e| FetchError::Network {
+            detail: e.to_string(),
+        })
 }
 
 /// Downloads `url` (an address [`UploadSite::upload_url`] gave) with at

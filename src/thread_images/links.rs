@@ -126,7 +126,8 @@ mod tests {
 
     #[test]
     fn markdown_and_html_images_in_order_and_code_is_skipped() {
-        let text = "The dialog breaks:\n\n![the dialog](https://github.com/user-attachments/assets/1 \"title\")\n\
+        let text =
+            "The dialog breaks:\n\n![the dialog](https://github.com/user-attachments/assets/1 \"title\")\n\
 and <img width=\"300\" alt='the log' src=\"https://example.org/log.png\" />\n\
 ```\n![not an image](https://github.com/user-attachments/assets/2)\n```\n\
 Again ![the dialog](https://github.com/user-attachments/assets/1) and ![](</uploads/ab/x.png>).\n";
@@ -142,7 +143,10 @@ Again ![the dialog](https://github.com/user-attachments/assets/1) and ![](</uplo
 
     #[test]
     fn a_link_that_is_not_an_image_is_not_taken() {
-        assert_eq!(image_links("[a page](https://github.com/user-attachments/assets/3)"), vec![]);
+        assert_eq!(
+            image_links("[a page](https://github.com/user-attachments/assets/3)"),
+            vec![]
+        );
         assert_eq!(image_links("<img alt=\"no source\">"), vec![]);
     }
 }

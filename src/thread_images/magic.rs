@@ -6,7 +6,8 @@
 /// width and height; `None` when it is none of the four types.
 pub fn sniff(bytes: &[u8]) -> Option<(&'static str, Option<(u32, u32)>)> {
     if bytes.starts_with(b"\x89PNG\r\n\x1a\n") {
-        let size = (bytes.len() >= 24 && &bytes[12..16] == b"IHDR").then(|| (be32(&bytes[16..20]), be32(&bytes[20..24])));
+        let size = (bytes.len() >= 24 && &bytes[12..16] == b"IHDR")
+            .then(|| (be32(&bytes[16..20]), be32(&bytes[20..24])));
         return Some(("image/png", size));
     }
     if bytes.starts_with(b"GIF87a") || bytes.starts_with(b"GIF89a") {
@@ -20,6 +21,12 @@ pub fn sniff(bytes: &[u8]) -> Option<(&'static str, Option<(u32, u32)>)> {
         return Some(("image/webp", webp_size(bytes)));
     }
     None
+}
+
+/// Whether a GIF is animated: it has the looping application extension
+/// (`NETSCAPE2.0`) that animations carry.
+pub fn animated_gif(bytes: &[u8]) -> bool {
+    bytes.starts_with(b"GIF8") && bytes.windows(11).any(|w| w == b"NETSCAPE2.0")
 }
 
 fn be32(b: &[u8]) -> u32 {
@@ -57,16 +64,16 @@ fn webp_size(bytes: &[u8]) -> Option<(u32, u32)> {
     let b = |i: usize| bytes.get(i).copied().map(u32::from);
     match chunk {
         b"VP8 " => Some((
-            (b(26)? | b(27)? << 8) & 0x3FFF,
-            (b(28)? | b(29)? << 8) & 0x3FFF,
+            (b(26)? | (b(27)? << 8)) & 0x3FFF,
+            (b(28)? | (b(29)? << 8)) & 0x3FFF,
         )),
         b"VP8L" => Some((
-            1 + (b(21)? | (b(22)? & 0x3F) << 8),
-            1 + (b(22)? >> 6 | b(23)? << 2 | (b(24)? & 0x0F) << 10),
+            1 + (b(21)? | ((b(22)? & 0x3F) << 8)),
+            1 + ((b(22)? >> 6) | (b(23)? << 2) | ((b(24)? & 0x0F) << 10)),
         )),
         b"VP8X" => Some((
-            1 + (b(24)? | b(25)? << 8 | b(26)? << 16),
-            1 + (b(27)? | b(28)? << 8 | b(29)? << 16),
+            1 + (b(24)? | (b(25)? << 8) | (b(26)? << 16)),
+            1 + (b(27)? | (b(28)? << 8) | (b(29)? << 16)),
         )),
         _ => None,
     }
@@ -88,9 +95,13 @@ pub(crate) mod tests {
     #[test]
     fn the_four_types_are_known_by_their_bytes() {
         assert_eq!(sniff(&png(2, 3)), Some(("image/png", Some((2, 3)))));
-        assert_eq!(sniff(b"GIF89a\x05\x00\x07\x00"), Some(("image/gif", Some((5, 7)))));
+        assert_eq!(
+            sniff(b"GIF89a\x05\x00\x07\x00"),
+            Some(("image/gif", Some((5, 7))))
+        );
         let jpeg = [
-            0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 0x00, 0x00, 0xFF, 0xC0, 0x00, 0x11, 0x08, 0x00, 0x20, 0x00, 0x40, 0x03,
+            0xFF, 0xD8, 0xFF, 0xE0, 0x00, 0x04, 0x00, 0x00, 0xFF, 0xC0, 0x00, 0x11, 0x08, 0x00, 0x20, 0x00,
+            0x40, 0x03,
         ];
         assert_eq!(sniff(&jpeg), Some(("image/jpeg", Some((64, 32)))));
         let mut webp = b"RIFF\0\0\0\0WEBPVP8X\x0a\0\0\0\0\0\0\0".to_vec();
@@ -103,5 +114,13 @@ pub(crate) mod tests {
         assert_eq!(sniff(b"<html><body>not found</body></html>"), None);
         assert_eq!(sniff(b"%PDF-1.7"), None);
         assert_eq!(sniff(b""), None);
+    }
+
+    #[test]
+    fn a_looping_gif_is_animated() {
+        assert!(animated_gif(
+            b"GIF89a\x01\x00\x01\x00\x80\x00\x00!\xff\x0bNETSCAPE2.0\x03\x01\x00\x00\x00"
+        ));
+        assert!(!animated_gif(b"GIF89a\x01\x00\x01\x00\x80\x00\x00;"));
     }
 }

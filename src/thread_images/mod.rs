@@ -52,7 +52,12 @@ impl Refused {
 }
 
 /// The images linked from `texts` (in order) that live on `site`.
-pub async fn gather(texts: &[&str], site: &UploadSite, token: &Secret, config: &ThreadImagesConfig) -> Gathered {
+pub async fn gather(
+    texts: &[&str],
+    site: &UploadSite,
+    token: &Secret,
+    config: &ThreadImagesConfig,
+) -> Gathered {
     let mut gathered = Gathered::default();
     let mut seen = Vec::new();
     let http = match fetch::client() {
@@ -82,6 +87,7 @@ pub async fn gather(texts: &[&str], site: &UploadSite, token: &Secret, config: &
                 alt: link.alt,
                 source: link.url,
                 size: image.size,
+                animated: magic::animated_gif(&image.bytes),
             }),
             Err(why) => gathered.refused.push(Refused {
                 alt: link.alt,

@@ -43,7 +43,9 @@ impl UploadSite {
             web.set_host(Some("github.com")).ok()?;
         }
         let path = api.path().trim_end_matches('/');
-        let path = path.strip_suffix("/api/v3").unwrap_or(if dotcom { "" } else { path });
+        let path = path
+            .strip_suffix("/api/v3")
+            .unwrap_or(if dotcom { "" } else { path });
         web.set_path(&format!("{path}/"));
         web.set_query(None);
         Some(UploadSite::GitHub { web, dotcom })
@@ -79,7 +81,8 @@ impl UploadSite {
             UploadSite::GitLab { .. } if link.starts_with("/-/project/") => home.join(&link[1..]).ok()?,
             _ => Url::parse(link).ok()?,
         };
-        if !matches!(url.scheme(), "http" | "https") || !url.username().is_empty() || url.password().is_some() {
+        if !matches!(url.scheme(), "http" | "https") || !url.username().is_empty() || url.password().is_some()
+        {
             return None;
         }
         // The path after the forge's own prefix, dot segments resolved.
@@ -109,7 +112,9 @@ impl UploadSite {
                     .and_then(|rest| rest.split_once("/uploads/"))
                     .filter(|(id, _)| !id.is_empty() && id.bytes().all(|b| b.is_ascii_digit()))
                     .map(|(_, rest)| rest);
-                in_project.or(by_id).is_some_and(|rest| rest.split('/').count() == 2)
+                in_project
+                    .or(by_id)
+                    .is_some_and(|rest| rest.split('/').count() == 2)
             }
             _ => false,
         };
@@ -149,7 +154,9 @@ impl UploadSite {
 }
 
 fn same_origin(a: &Url, b: &Url) -> bool {
-    a.scheme() == b.scheme() && a.host_str() == b.host_str() && a.port_or_known_default() == b.port_or_known_default()
+    a.scheme() == b.scheme()
+        && a.host_str() == b.host_str()
+        && a.port_or_known_default() == b.port_or_known_default()
 }
 
 #[cfg(test)]
@@ -189,7 +196,10 @@ mod tests {
     fn an_enterprise_server_keeps_its_host_and_follows_no_other() {
         let site = UploadSite::github("https://ghe.example.com/api/v3").unwrap();
         assert!(taken(&site, "https://ghe.example.com/user-attachments/assets/1").is_some());
-        assert_eq!(taken(&site, "https://user-images.githubusercontent.com/1/shot.png"), None);
+        assert_eq!(
+            taken(&site, "https://user-images.githubusercontent.com/1/shot.png"),
+            None
+        );
         let elsewhere = Url::parse("https://private-user-images.githubusercontent.com/1").unwrap();
         assert!(!site.may_follow(&elsewhere));
     }
@@ -212,9 +222,6 @@ mod tests {
         ] {
             assert_eq!(taken(&site, other), None, "{other}");
         }
-        assert_eq!(
-            site.credential_header("t"),
-            ("private-token", "t".to_owned())
-        );
+        assert_eq!(site.credential_header("t"), ("private-token", "t".to_owned()));
     }
 }

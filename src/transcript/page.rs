@@ -129,7 +129,10 @@ fn is_image_data_url(url: &str) -> bool {
         .any(|t| url.starts_with(&format!("data:image/{t};base64,")))
         && url["data:image/".len()..]
             .split_once(',')
-            .is_some_and(|(_, data)| data.bytes().all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b)))
+            .is_some_and(|(_, data)| {
+                data.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
+            })
 }
 
 /// A model call outside the loop (reading the thread, planning), collapsed.
@@ -325,9 +328,20 @@ mod tests {
         ];
         let html = render_page(&run, &entries);
         assert_eq!(html.matches("<img class=\"thumb\"").count(), 1, "{html}");
-        assert!(html.contains("src=\"data:image/png;base64,iVBORw0KGgo=\""), "{html}");
-        assert!(html.contains("image &quot;the &lt;dialog&gt;&quot;: image/png, 2×3, 70 bytes, shown to the models"), "{html}");
+        assert!(
+            html.contains("src=\"data:image/png;base64,iVBORw0KGgo=\""),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "image &quot;the &lt;dialog&gt;&quot;: image/png, 2×3, 70 bytes, shown to the models"
+            ),
+            "{html}"
+        );
         assert!(html.contains("not shown: the file is not a PNG"), "{html}");
-        assert!(!html.contains("<script>") && !html.contains("text/html"), "{html}");
+        assert!(
+            !html.contains("<script>") && !html.contains("text/html"),
+            "{html}"
+        );
     }
 }

@@ -20,10 +20,8 @@ impl Uploads {
     /// Stores `bytes` as `name` in `project`; returns the markdown `url`.
     pub(super) fn add(&mut self, project: &str, id: u64, bytes: Vec<u8>, name: &str) -> String {
         let secret = format!("{:032x}", self.files.len() as u128 + 0x66db_cd21);
-        self.files.push((
-            (project.to_owned(), id, secret.clone(), name.to_owned()),
-            bytes,
-        ));
+        self.files
+            .push(((project.to_owned(), id, secret.clone(), name.to_owned()), bytes));
         format!("/uploads/{secret}/{name}")
     }
 

@@ -84,7 +84,10 @@ fn openai_error(message: String, param: Option<&str>, code: &str) -> Value {
 
 /// OpenAI models that take no images.
 fn openai_blind(model: &str) -> bool {
-    model.starts_with("gpt-3.5") || model.starts_with("o3-mini") || model == "gpt-4" || model.starts_with("gpt-4-0")
+    model.starts_with("gpt-3.5")
+        || model.starts_with("o3-mini")
+        || model == "gpt-4"
+        || model.starts_with("gpt-4-0")
 }
 
 /// One OpenAI image URL at `at`; returns its decoded size.
@@ -110,7 +113,9 @@ fn openai_image(url: &str, at: &str, model: &str) -> Result<usize, Value> {
             "invalid_value",
         ));
     }
-    let Some(bytes) = decoded(data).filter(|b| sniffed(b).is_some()) else {
+    // Only still GIFs: an animation carries the NETSCAPE2.0 looping extension.
+    let animated = |b: &[u8]| b.starts_with(b"GIF8") && b.windows(11).any(|w| w == b"NETSCAPE2.0");
+    let Some(bytes) = decoded(data).filter(|b| sniffed(b).is_some() && !animated(b)) else {
         return Err(openai_error(
             "You uploaded an unsupported image. Please make sure your image has of one the following formats: ['png', 'jpeg', 'gif', 'webp'].".into(),
             None,
@@ -119,7 +124,10 @@ fn openai_image(url: &str, at: &str, model: &str) -> Result<usize, Value> {
     };
     if bytes.len() > OPENAI_MAX_IMAGE {
         return Err(openai_error(
-            format!("Invalid '{at}'. Image too large: {} bytes; the maximum is {OPENAI_MAX_IMAGE} bytes.", bytes.len()),
+            format!(
+                "Invalid '{at}'. Image too large: {} bytes; the maximum is {OPENAI_MAX_IMAGE} bytes.",
+                bytes.len()
+            ),
             Some(at),
             "image_too_large",
         ));
@@ -199,7 +207,14 @@ pub fn generate_content(body: &Value) -> Result<(), Value> {
                 .and_then(Value::as_str)
                 .unwrap_or_default();
             if mime.starts_with("image/")
-                && !["image/png", "image/jpeg", "image/webp", "image/heic", "image/heif"].contains(&mime)
+                && ![
+                    "image/png",
+                    "image/jpeg",
+                    "image/webp",
+                    "image/heic",
+                    "image/heif",
+                ]
+                .contains(&mime)
             {
                 return Err(gemini_error(format!("Unsupported MIME type: {mime}")));
             }
