@@ -8,10 +8,18 @@
 
 use wiremock::{Request, ResponseTemplate};
 
+/// One uploaded file.
+struct Upload {
+    project: String,
+    project_id: u64,
+    secret: String,
+    name: String,
+    bytes: Vec<u8>,
+}
+
 #[derive(Default)]
 pub(super) struct Uploads {
-    /// (project path, project id, secret, file name) -> bytes.
-    files: Vec<((String, u64, String, String), Vec<u8>)>,
+    files: Vec<Upload>,
     /// Each request for an upload: its path and whether it had the token.
     pub requests: Vec<(String, bool)>,
 }
@@ -20,8 +28,13 @@ impl Uploads {
     /// Stores `bytes` as `name` in `project`; returns the markdown `url`.
     pub(super) fn add(&mut self, project: &str, id: u64, bytes: Vec<u8>, name: &str) -> String {
         let secret = format!("{:032x}", self.files.len() as u128 + 0x66db_cd21);
-        self.files
-            .push(((project.to_owned(), id, secret.clone(), name.to_owned()), bytes));
+        self.files.push(Upload {
+            project: project.to_owned(),
+            project_id: id,
+            secret: secret.clone(),
+            name: name.to_owned(),
+            bytes,
+        });
         format!("/uploads/{secret}/{name}")
     }
 
@@ -37,11 +50,11 @@ impl Uploads {
             .is_some_and(|v| v == token);
         self.requests.push((req.url.path().to_owned(), authorized));
         let by_id: Option<u64> = owner.strip_prefix("-/project/").and_then(|id| id.parse().ok());
-        let found = self.files.iter().find(|((project, id, s, n), _)| {
-            (by_id == Some(*id) || owner == project) && s == secret && n == name
+        let found = self.files.iter().find(|u| {
+            (by_id == Some(u.project_id) || owner == u.project) && u.secret == secret && u.name == name
         });
         Some(match found {
-            Some((_, bytes)) if authorized => {
+            Some(Upload { bytes, .. }) if authorized => {
                 let kind = match name.rsplit('.').next().unwrap_or_default() {
                     "png" => "image/png",
                     "jpg" | "jpeg" => "image/jpeg",
