@@ -31,5 +31,6 @@ pub mod sandbox;
 pub mod secrets;
 pub mod snapshots;
 pub mod task;
+pub mod thread_images;
 pub mod transcript;
 pub mod webhooks;

@@ -79,7 +79,7 @@ pub fn condense(messages: &mut [Message], done: usize, keep_recent_steps: usize)
                     *native = None;
                 }
             }
-            Message::User(_) => {}
+            Message::User(_) | Message::Image(_) => {}
         }
     }
     Some(Condensed {

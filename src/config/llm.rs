@@ -48,6 +48,8 @@ pub struct ModelOverrides {
     pub reasoning: Option<ReasoningKind>,
     pub efforts: Option<Vec<String>>,
     pub temperature: Option<bool>,
+    /// Whether the model takes images (`vision`).
+    pub vision: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -254,5 +256,6 @@ fn model_overrides(
         reasoning,
         efforts: m.efforts.clone(),
         temperature: m.temperature,
+        vision: m.vision,
     })
 }

@@ -16,6 +16,7 @@ mod policy;
 mod raw;
 mod repository;
 mod secrets;
+mod thread_images;
 mod triggers;
 mod units;
 mod work;
@@ -35,6 +36,7 @@ pub use repository::{
     RepositoriesConfig, SetupFailure,
 };
 pub use secrets::{Secret, Secrets, OWN_SECRET};
+pub use thread_images::ThreadImagesConfig;
 pub use triggers::{PlanApproval, TriggersConfig};
 pub use units::{ByteSize, HumanDuration};
 pub use work::{
@@ -121,6 +123,8 @@ pub struct AgentConfig {
     /// Attempts at each change, each in its own sandbox (best of N, the
     /// tests and a judge choose); 1: one attempt.
     pub attempts: u32,
+    /// Images from the thread for models that take them (`agent.images`).
+    pub images: ThreadImagesConfig,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -662,6 +666,7 @@ fn resolve_agent(
         prompts_dir: optional_path(&raw.prompts_dir, resolve_path),
         test_fix_rounds: raw.test_fix_rounds,
         attempts: attempts(raw.attempts)?,
+        images: thread_images::resolve(raw.images)?,
     })
 }
 

@@ -486,6 +486,8 @@ pub struct RawModel {
     pub efforts: Option<Vec<String>>,
     #[serde(default)]
     pub temperature: Option<bool>,
+    #[serde(default)]
+    pub vision: Option<bool>,
 }
 
 impl RawModel {
@@ -501,6 +503,7 @@ impl RawModel {
             reasoning: None,
             efforts: None,
             temperature: None,
+            vision: None,
         }
     }
 }
@@ -530,6 +533,7 @@ pub struct RawAgent {
     pub prompts_dir: String,
     pub test_fix_rounds: u32,
     pub attempts: u32,
+    pub images: super::thread_images::RawThreadImages,
 }
 
 impl Default for RawAgent {
@@ -544,6 +548,7 @@ impl Default for RawAgent {
             prompts_dir: String::new(),
             test_fix_rounds: 2,
             attempts: 1,
+            images: Default::default(),
         }
     }
 }

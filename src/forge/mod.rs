@@ -449,6 +449,13 @@ pub trait Forge: Send + Sync {
     /// ("people with write access", "members with the Developer role or higher").
     fn who_may_trigger(&self) -> String;
 
+    /// Where files uploaded to `repo`'s threads live: the only place the
+    /// thread's images are downloaded from (`agent.images`); `None`: none.
+    fn upload_site(&self, repo: &str) -> Option<crate::thread_images::UploadSite> {
+        let _ = repo;
+        None
+    }
+
     /// The item's comments, oldest first (on GitLab, diff notes included).
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError>;
 

@@ -95,6 +95,13 @@ fn messages(request: &ChatRequest) -> Vec<Value> {
             Message::User(text) => {
                 push_turn(&mut messages, "user", vec![json!({"type": "text", "text": text})])
             }
+            Message::Image(image) => push_turn(
+                &mut messages,
+                "user",
+                vec![
+                    json!({"type": "image", "source": {"type": "base64", "media_type": image.media_type, "data": image.data}}),
+                ],
+            ),
             Message::Assistant {
                 native: Some(native), ..
             } if native.api == Api::Messages => {

@@ -41,6 +41,8 @@ pub struct ModelSpec {
     /// Whether it thinks when the request says nothing (so its thinking
     /// blocks come back even unasked).
     pub thinks_by_default: bool,
+    /// Whether it takes images in its input.
+    pub vision: bool,
     pub price: Option<Price>,
     /// Where the facts came from, for `doctor` and logs.
     pub origin: String,
@@ -60,6 +62,7 @@ impl ModelSpec {
             efforts: Vec::new(),
             temperature: true,
             thinks_by_default: false,
+            vision: false,
             price: None,
             origin: "defaults (not in the catalogue)".to_owned(),
         }
@@ -109,6 +112,8 @@ struct Entry {
     temperature: bool,
     #[serde(default)]
     thinks_by_default: bool,
+    #[serde(default)]
+    vision: bool,
     price: Option<EntryPrice>,
 }
 
@@ -166,6 +171,7 @@ pub fn lookup(name: &str) -> Option<ModelSpec> {
         efforts: entry.efforts.clone(),
         temperature: entry.temperature,
         thinks_by_default: entry.thinks_by_default,
+        vision: entry.vision,
         price: entry.price.as_ref().map(|p| Price {
             input_per_million: p.input,
             output_per_million: p.output,
@@ -253,6 +259,8 @@ mod tests {
         }
         assert!(!lookup("gpt-5.6").unwrap().temperature);
         assert!(lookup("gemini-2.5-pro").unwrap().temperature);
+        assert!(lookup("gpt-5.6").unwrap().vision && lookup("claude-opus-5-5").unwrap().vision);
+        assert!(!lookup("o3-mini").unwrap().vision);
         assert_eq!(lookup("no-such-model"), None);
         assert!(names(ProviderKind::Gemini).contains(&"gemini-2.5-pro".to_owned()));
         assert!(!names(ProviderKind::Gemini)

@@ -61,6 +61,10 @@ pub fn request_body(model: &ModelSpec, request: &ChatRequest) -> Value {
     for message in &request.messages {
         match message {
             Message::User(text) => messages.push(json!({"role": "user", "content": text})),
+            Message::Image(image) => messages.push(json!({
+                "role": "user",
+                "content": [{"type": "image_url", "image_url": {"url": image.data_url()}}],
+            })),
             Message::Assistant { text, tool_calls, .. } => {
                 let mut turn = json!({"role": "assistant", "content": if text.is_empty() { Value::Null } else { json!(text) }});
                 if !tool_calls.is_empty() {

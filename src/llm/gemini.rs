@@ -89,6 +89,12 @@ fn contents(model: &ModelSpec, request: &ChatRequest) -> Vec<Value> {
     for message in &request.messages {
         match message {
             Message::User(text) => push_turn(&mut contents, "user", vec![json!({"text": text})]),
+            // Blob (Gemini API reference: Part.inlineData).
+            Message::Image(image) => push_turn(
+                &mut contents,
+                "user",
+                vec![json!({"inlineData": {"mimeType": image.media_type, "data": image.data}})],
+            ),
             Message::Assistant {
                 native: Some(native), ..
             } if native.api == Api::GenerateContent => {

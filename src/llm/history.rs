@@ -21,6 +21,8 @@ pub const EMPTY_RESULT: &str = "(no output)";
 ///   and in its result, and that turn loses its native state (which names
 ///   the old id);
 /// - empty tool results say [`EMPTY_RESULT`];
+/// - an image the model cannot take (no vision, a type or size its API
+///   refuses) becomes a note with its alt text, joined to the user's text;
 /// - no temperature for a model that refuses one.
 pub fn for_model(request: &ChatRequest, model: &ModelSpec) -> ChatRequest {
     let mut out = request.clone();
@@ -36,20 +38,18 @@ fn prepare(messages: &[Message], model: &ModelSpec) -> Vec<Message> {
     let mut seen: HashMap<String, u32> = HashMap::new();
     // Renamed ids of the last assistant turn, for the results that follow it.
     let mut renamed: HashMap<String, String> = HashMap::new();
+    // Base64 image bytes already in the request (the APIs cap the sum).
+    let mut image_bytes = 0;
     for message in messages {
         match message {
-            Message::User(text) => {
-                if text.trim().is_empty() {
-                    continue;
+            Message::User(text) => push_user_text(&mut out, text),
+            Message::Image(image) => match super::image::refused_by(model, image, image_bytes) {
+                Some(why) => push_user_text(&mut out, &image.note(&why)),
+                None => {
+                    image_bytes += image.data.len();
+                    out.push(message.clone());
                 }
-                match out.last_mut() {
-                    Some(Message::User(previous)) => {
-                        previous.push_str("\n\n");
-                        previous.push_str(text);
-                    }
-                    _ => out.push(message.clone()),
-                }
-            }
+            },
             Message::Assistant {
                 text,
                 tool_calls,
@@ -104,6 +104,21 @@ fn prepare(messages: &[Message], model: &ModelSpec) -> Vec<Message> {
     out
 }
 
+/// Appends a user text, joined to the user text before it; an empty one
+/// is left out.
+fn push_user_text(out: &mut Vec<Message>, text: &str) {
+    if text.trim().is_empty() {
+        return;
+    }
+    match out.last_mut() {
+        Some(Message::User(previous)) => {
+            previous.push_str("\n\n");
+            previous.push_str(text);
+        }
+        _ => out.push(Message::User(text.to_owned())),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -145,6 +160,32 @@ mod tests {
             out,
             vec![Message::User("Fix the bug.\n\nThe tests fail: ...".into())]
         );
+    }
+
+    #[test]
+    fn a_model_without_vision_reads_the_alt_text_and_a_vision_model_the_image() {
+        let image = crate::llm::image::ImagePart {
+            media_type: "image/png".into(),
+            data: "iVBORw0KGgo=".into(),
+            alt: "the login form".into(),
+            source: "https://github.com/user-attachments/assets/1".into(),
+            size: Some((10, 10)),
+            animated: false,
+        };
+        let messages = vec![
+            Message::User("Fix the form.".into()),
+            Message::Image(image.clone()),
+        ];
+        let blind = prepare(&messages, &spec(Api::Messages, "m"));
+        assert_eq!(
+            blind,
+            vec![Message::User(
+                "Fix the form.\n\n[image: the login form, not shown: this model does not take images]".into()
+            )]
+        );
+        let mut seeing = spec(Api::Messages, "m");
+        seeing.vision = true;
+        assert_eq!(prepare(&messages, &seeing), messages);
     }
 
     #[test]

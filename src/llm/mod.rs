@@ -16,6 +16,7 @@ pub mod gateway;
 pub mod gemini;
 pub mod history;
 mod http;
+pub mod image;
 pub mod observed;
 pub mod responses;
 pub mod retry;
@@ -62,6 +63,10 @@ pub enum Message {
     },
     /// Results of the previous assistant turn's tool calls, in order.
     ToolResults(Vec<ToolResult>),
+    /// An image in the user's turn (a screenshot from the thread): each
+    /// provider sends it in its own format, joined to the user text around
+    /// it; a model that cannot take it reads a note ([`history`]).
+    Image(image::ImagePart),
 }
 
 impl Message {

@@ -56,6 +56,18 @@ pub fn request_body(model: &ModelSpec, request: &ChatRequest) -> Value {
                 "type": "message", "role": "user",
                 "content": [{"type": "input_text", "text": text}],
             })),
+            // InputImageContent, joined to the user's message before it.
+            Message::Image(image) => {
+                let part = json!({"type": "input_image", "image_url": image.data_url(), "detail": "auto"});
+                match input.last_mut() {
+                    Some(last) if last["type"] == "message" && last["role"] == "user" => {
+                        if let Some(content) = last["content"].as_array_mut() {
+                            content.push(part);
+                        }
+                    }
+                    _ => input.push(json!({"type": "message", "role": "user", "content": [part]})),
+                }
+            }
             Message::Assistant {
                 native: Some(native), ..
             } if native.api == Api::Responses => {

@@ -430,6 +430,10 @@ pub fn model_spec(config: &crate::config::LlmConfig, index: usize) -> Result<Mod
         spec.temperature = temperature;
         replaced.push("temperature");
     }
+    if let Some(vision) = o.vision {
+        spec.vision = vision;
+        replaced.push("vision");
+    }
     if let Some(price) = config.prices.get(&model.model) {
         spec.price = Some(*price);
         replaced.push("price (llm.prices)");

@@ -37,6 +37,7 @@ pub fn count_message(message: &Message) -> u64 {
             Message::ToolResults(results) => {
                 results.iter().map(|r| count_text(&r.content) + PER_MESSAGE).sum()
             }
+            Message::Image(image) => image.estimated_tokens(),
         }
 }
 

@@ -3,6 +3,7 @@
 //! packed code, then the request, and only then the phase's own part. Every
 //! call of a debate starts with the same bytes up to the end of the request.
 
+use crate::llm::image::ImagePart;
 use crate::llm::{ChatRequest, Message};
 
 pub use crate::prompts::fill;
@@ -18,6 +19,8 @@ pub struct Context {
     pub tokens: u64,
     /// The texts of the calls' phases.
     pub prompts: Arc<Prompts>,
+    /// The thread's images, shown after the request in every call.
+    pub images: Vec<ImagePart>,
 }
 
 impl Context {
@@ -28,7 +31,15 @@ impl Context {
             system: format!("{head}{packed_xml}"),
             tokens,
             prompts,
+            images: Vec::new(),
         }
+    }
+
+    /// The same context with the thread's `images` after each call's request.
+    pub fn with_images(mut self, images: Vec<ImagePart>) -> Context {
+        self.tokens += images.iter().map(ImagePart::estimated_tokens).sum::<u64>();
+        self.images = images;
+        self
     }
 
     /// The request as every call states it, right after the context.
@@ -37,16 +48,25 @@ impl Context {
     }
 }
 
-/// A call: the shared context and request, then `phase`.
+/// A call: the shared context and request, then `phase`. The thread's
+/// images, when there are any, come between the request and the phase.
 pub fn call(context: &Context, request: &str, phase: &str, max_output_tokens: u32) -> ChatRequest {
-    ChatRequest {
-        model: String::new(),
-        system: context.system.clone(),
-        messages: vec![Message::User(format!(
+    let messages = if context.images.is_empty() {
+        vec![Message::User(format!(
             "{}\n{}",
             context.request_block(request),
             phase.trim()
-        ))],
+        ))]
+    } else {
+        let mut messages = vec![Message::User(context.request_block(request))];
+        messages.extend(context.images.iter().cloned().map(Message::Image));
+        messages.push(Message::User(phase.trim().to_owned()));
+        messages
+    };
+    ChatRequest {
+        model: String::new(),
+        system: context.system.clone(),
+        messages,
         tools: Vec::new(),
         max_output_tokens,
         temperature: None,

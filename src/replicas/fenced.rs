@@ -84,6 +84,10 @@ impl Forge for FencedForge {
         self.inner.who_may_trigger()
     }
 
+    fn upload_site(&self, repo: &str) -> Option<crate::thread_images::UploadSite> {
+        self.inner.upload_site(repo)
+    }
+
     async fn identity(&self) -> Result<String, ForgeError> {
         self.inner.identity().await
     }

@@ -107,10 +107,14 @@ pub(super) async fn gate(
         .spend
         .lower_to(caps.task_usd, caps.daily_usd, caps.monthly_usd);
     let planning = super::recorded(env, accounts, "planning");
+    // The thread's images reach the planners of the run that follows the
+    // approval; the plan waiting for it is made from the text.
+    let no_images = super::thread_images::ThreadImages::default();
     let parts = plan::Parts {
         repo: &repo,
         conversation: &conversation,
         packing,
+        images: &no_images,
     };
     let (_, _, made) = plan::plan_parts(run, &super::plan_needs(&planning), claimed, parts).await?;
     drop(workspace);

@@ -463,6 +463,8 @@ struct Start {
     request: String,
     instructions: Option<String>,
     plan: Option<TaskPlan>,
+    /// The thread's images, for each attempt's first turn.
+    images: super::thread_images::ThreadImages,
     /// `sandbox.workspace_dir`, where the history pack goes.
     workspace_dir: String,
 }
@@ -496,6 +498,7 @@ impl Start {
                 checklist: p.checklist.clone(),
                 made: p.made.clone(),
             }),
+            images: planned.images.clone(),
             workspace_dir: env.config.sandbox.workspace_dir.clone(),
         }
     }
@@ -558,6 +561,7 @@ impl Start {
                 checklist: p.checklist.clone(),
                 made: p.made.clone(),
             }),
+            images: self.images.clone(),
         })
     }
 

@@ -110,6 +110,7 @@ pub(super) async fn change(
         request,
         instructions,
         plan,
+        images,
     } = planned;
     run.journal.set_phase(&run.key, Phase::Working)?;
     let sandbox = prepared.sandbox.sandbox.clone();
@@ -153,7 +154,10 @@ pub(super) async fn change(
         _checklist_updates: checklist_updates,
     };
     run.report().await;
-    let first = vec![Message::User(first_message)];
+    let mut first = vec![Message::User(first_message)];
+    // The thread's images follow the first turn's text (a model without
+    // vision reads their alt text instead: llm::history).
+    first.extend(images.messages());
     let mut outcome = session.resume(run, first.clone()).await?;
     // Tests and delivery read the project folder: the copy and a restore must be over.
     if let Some(filling) = prepared.sandbox.filling.take() {

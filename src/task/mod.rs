@@ -42,6 +42,7 @@ pub mod sanitize;
 mod snapshot;
 mod start_sandbox;
 mod steer;
+mod thread_images;
 mod verify;
 pub mod workspace;
 mod workspace_handle;
@@ -361,8 +362,16 @@ async fn make_change(
     accounts
         .spend
         .lower_to(caps.task_usd, caps.daily_usd, caps.monthly_usd);
+    let images = thread_images::gather(
+        run,
+        &env.config.agent.images,
+        &env.config.delivery.branch_prefix,
+        claimed,
+        accounts.transcript.as_deref(),
+    )
+    .await;
     let planning = recorded(env, accounts, "planning");
-    let planned = plan::plan(run, &plan_needs(&planning), claimed, prepared).await?;
+    let planned = plan::plan(run, &plan_needs(&planning), claimed, prepared, images).await?;
     let verified = attempts::change_and_verify(run, env, accounts, claimed, planned).await?;
     push::push(run, &push_needs(&env.config), claimed, verified).await
 }

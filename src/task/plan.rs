@@ -55,6 +55,8 @@ pub(super) struct Planned {
     /// The repository's instructions as a prompt section.
     pub instructions: Option<String>,
     pub plan: Option<TaskPlan>,
+    /// The thread's images, for the agent's first turn.
+    pub images: super::thread_images::ThreadImages,
 }
 
 /// The whole checkout, being read and packed for the planners in the
@@ -109,11 +111,13 @@ pub(super) async fn plan(
     needs: &Needs<'_>,
     claimed: &Claimed,
     mut prepared: Prepared,
+    images: super::thread_images::ThreadImages,
 ) -> Result<Planned, TaskError> {
     let parts = Parts {
         repo: &prepared.repo,
         conversation: &prepared.conversation,
         packing: prepared.packing.take(),
+        images: &images,
     };
     let (request, instructions, plan) = plan_parts(run, needs, claimed, parts).await?;
     Ok(Planned {
@@ -121,6 +125,7 @@ pub(super) async fn plan(
         request,
         instructions,
         plan,
+        images,
     })
 }
 
@@ -129,6 +134,8 @@ pub(super) struct Parts<'p> {
     pub repo: &'p super::prepare::RepoEnvironment,
     pub conversation: &'p super::context::Conversation,
     pub packing: Option<PackedCode>,
+    /// The thread's images, for the planners that take them.
+    pub images: &'p super::thread_images::ThreadImages,
 }
 
 /// The request, the instructions' section and the plan: an approved plan
@@ -152,6 +159,7 @@ pub(super) async fn plan_parts(
     let mut request = store.synthesize(&synthesis(needs, item));
     request.push_str(&request::task_header(item, &claimed.withheld));
     request.push_str(&super::review::request_section(&claimed.thread.review));
+    request.push_str(&parts.images.request_section());
     let mut planning_request = match &instructions {
         Some(section) => format!("{request}\n\n{section}"),
         None => request.clone(),
@@ -183,7 +191,13 @@ pub(super) async fn plan_parts(
             run.note("Planning: a follow-up on the delivered change with no new problem; no new debate");
             None
         }
-        Some(code) => debate(run, needs, code, &planning_request, store, item, topic).await?,
+        Some(code) => {
+            let asked = Asked {
+                text: &planning_request,
+                images: &parts.images.images,
+            };
+            debate(run, needs, code, asked, store, item, topic).await?
+        }
         None => None,
     };
     Ok((request, instructions, plan))
@@ -241,17 +255,24 @@ fn pack_budget(configured: u64, models: &[crate::llm::ModelInfo], request: &str)
     }
 }
 
+/// What the planners are asked: the request's text and the thread's images.
+struct Asked<'a> {
+    text: &'a str,
+    images: &'a [crate::llm::image::ImagePart],
+}
+
 /// Packs the code and lets the models debate a plan.
 async fn debate(
     run: &mut TaskRun<'_>,
     needs: &Needs<'_>,
     code: PackedCode,
-    request_text: &str,
+    asked: Asked<'_>,
     store: &ContextStore,
     item: &Item,
     title: Option<&str>,
 ) -> Result<Option<TaskPlan>, TaskError> {
     let config = needs.planning;
+    let request_text = asked.text;
     let widened = ideas(run, needs, store, item, title, request_text).await;
     let request_text = widened.as_deref().unwrap_or(request_text);
     run.at(Step::Plan, "Planning: packing the code");
@@ -269,7 +290,8 @@ async fn debate(
         needs.prompts.clone(),
         &selection.packed.xml,
         selection.packed.tokens,
-    );
+    )
+    .with_images(asked.images.to_vec());
     drop(selection);
 
     let settings = DebateSettings::from_config(config, needs.max_output_tokens);

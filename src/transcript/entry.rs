@@ -75,6 +75,23 @@ pub enum Entry {
     },
     /// Something the run said: its start, its end, a stop.
     Note { text: String },
+    /// An image from the thread, shown to the models or refused.
+    Image {
+        /// Where it was linked from.
+        source: String,
+        alt: String,
+        /// The type its bytes showed (`image/png`), when it was one.
+        media_type: Option<String>,
+        bytes: u64,
+        /// Width and height in pixels, when known.
+        #[serde(default)]
+        size: Option<(u32, u32)>,
+        /// A `data:` URL of the image when small enough to show on the page.
+        #[serde(default)]
+        thumbnail: Option<String>,
+        /// Why it was not shown to the models; `None`: it was.
+        refused: Option<String>,
+    },
 }
 
 impl Entry {
@@ -140,6 +157,34 @@ impl Entry {
             None => format!("network, {phase}: {host}:{port} allowed{added} ({bytes} bytes)"),
             Some(why) => format!("network, {phase}: {host}:{port} denied: {why}"),
         })
+    }
+
+    /// An image's line: `image "the dialog": image/png, 1280×800, 48213 bytes, shown to the models`.
+    pub fn image_line(&self) -> Option<String> {
+        let Entry::Image {
+            alt,
+            media_type,
+            bytes,
+            size,
+            refused,
+            ..
+        } = self
+        else {
+            return None;
+        };
+        let mut line = format!("image \"{alt}\": ");
+        if let Some(kind) = media_type {
+            line.push_str(&format!("{kind}, "));
+        }
+        if let Some((w, h)) = size {
+            line.push_str(&format!("{w}×{h}, "));
+        }
+        line.push_str(&format!("{bytes} bytes, "));
+        match refused {
+            None => line.push_str("shown to the models"),
+            Some(why) => line.push_str(&format!("not shown: {why}")),
+        }
+        Some(line)
     }
 }
 

@@ -143,6 +143,7 @@ pub fn kind_of(entry: &super::Entry) -> &'static str {
         Entry::Call { .. } => "call",
         Entry::Egress { .. } => "egress",
         Entry::Note { .. } => "note",
+        Entry::Image { .. } => "image",
     }
 }
 

@@ -83,6 +83,13 @@ impl Transcript {
         self.write(&Entry::Note { text: text.into() });
     }
 
+    /// Records an image from the thread (see [`Entry::Image`]).
+    pub fn image(&self, entry: Entry) {
+        if matches!(entry, Entry::Image { .. }) {
+            self.write(&entry);
+        }
+    }
+
     /// Writes the egress decisions of `egress` into the transcript: those
     /// made so far, then each as it is made.
     pub fn follow_egress(self: &Arc<Self>, egress: &crate::sandbox::egress::Egress) {

@@ -33,6 +33,7 @@ pre.diff .hunk { color: #8250df; display: block; }
 .note { margin: .8rem 0; padding: .4rem .7rem; border-left: 3px solid #0969da; background: #ddf4ff; }
 .text { white-space: pre-wrap; }
 #live p { margin: .4rem 0; } #live .streaming { white-space: pre-wrap; color: #59636e; } #live .running { font-family: ui-monospace, monospace; font-size: .88em; color: #9a6700; }
+.thumb { max-width: 160px; max-height: 120px; vertical-align: middle; border: 1px solid #d0d7de; }
 "#;
 
 /// Follows a run in flight: appends each entry the server sends where the
@@ -113,6 +114,13 @@ pub fn render_page(run: &RunRecord, entries: &[Entry]) -> String {
                 }
                 let _ = writeln!(html, "<div class=\"note\">{}</div>", escape(text));
             }
+            Entry::Image { .. } => {
+                if open_step {
+                    html.push_str("</div></details>\n");
+                    open_step = false;
+                }
+                image(&mut html, entry);
+            }
         }
     }
     if open_step {
@@ -155,6 +163,10 @@ pub fn entry_block(entry: &Entry) -> (String, bool) {
             let _ = writeln!(html, "<div class=\"note\">{}</div>", escape(text));
             false
         }
+        Entry::Image { .. } => {
+            image(&mut html, entry);
+            false
+        }
     };
     (html, in_step)
 }
@@ -166,6 +178,45 @@ fn egress_line(html: &mut String, entry: &Entry) {
     let class = if denied.is_some() { "egress err" } else { "egress" };
     let line = entry.egress_line().unwrap_or_default();
     let _ = writeln!(html, "<div class=\"{class}\">{}</div>", escape(&line));
+}
+
+/// An image from the thread: its thumbnail (a `data:` URL only an image
+/// type ever gets here) and what it is.
+fn image(html: &mut String, entry: &Entry) {
+    let Entry::Image {
+        source, thumbnail, ..
+    } = entry
+    else {
+        return;
+    };
+    let line = entry.image_line().unwrap_or_default();
+    html.push_str("<div class=\"note image\">");
+    if let Some(data_url) = thumbnail.as_deref().filter(|u| is_image_data_url(u)) {
+        let _ = write!(
+            html,
+            "<img class=\"thumb\" src=\"{}\" alt=\"\"> ",
+            escape(data_url)
+        );
+    }
+    let _ = writeln!(
+        html,
+        "{} <span class=\"meta\">{}</span></div>",
+        escape(&line),
+        escape(source)
+    );
+}
+
+/// Whether `url` is a base64 `data:` URL of one of the image types taken.
+fn is_image_data_url(url: &str) -> bool {
+    ["png", "jpeg", "gif", "webp"]
+        .iter()
+        .any(|t| url.starts_with(&format!("data:image/{t};base64,")))
+        && url["data:image/".len()..]
+            .split_once(',')
+            .is_some_and(|(_, data)| {
+                data.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b"+/=".contains(&b))
+            })
 }
 
 /// A model call outside the loop (reading the thread, planning), collapsed.
@@ -334,5 +385,49 @@ mod tests {
             "{html}"
         );
         assert!(html.contains("still running"));
+    }
+
+    #[test]
+    fn an_image_shows_as_a_thumbnail_and_a_refused_one_as_a_line() {
+        let run = RunRecord {
+            id: 8,
+            task_key: "github:acme/app:issue:5".into(),
+            started_at: 0,
+            ended_at: None,
+            outcome: None,
+        };
+        let image = |thumbnail: Option<&str>, refused: Option<&str>| Entry::Image {
+            source: "https://github.com/user-attachments/assets/1".into(),
+            alt: "the <dialog>".into(),
+            media_type: refused.is_none().then(|| "image/png".to_owned()),
+            bytes: 70,
+            size: refused.is_none().then_some((2, 3)),
+            thumbnail: thumbnail.map(Into::into),
+            refused: refused.map(Into::into),
+        };
+        let entries = [
+            image(Some("data:image/png;base64,iVBORw0KGgo="), None),
+            image(None, Some("the file is not a PNG, JPEG, GIF or WebP image")),
+            // Only an image type's base64 data URL is ever put in a page.
+            image(Some("data:text/html;base64,PHNjcmlwdD4="), None),
+            image(Some("data:image/png;base64,\"><script>"), None),
+        ];
+        let html = render_page(&run, &entries);
+        assert_eq!(html.matches("<img class=\"thumb\"").count(), 1, "{html}");
+        assert!(
+            html.contains("src=\"data:image/png;base64,iVBORw0KGgo=\""),
+            "{html}"
+        );
+        assert!(
+            html.contains(
+                "image &quot;the &lt;dialog&gt;&quot;: image/png, 2×3, 70 bytes, shown to the models"
+            ),
+            "{html}"
+        );
+        assert!(html.contains("not shown: the file is not a PNG"), "{html}");
+        assert!(
+            !html.contains("<script>") && !html.contains("text/html"),
+            "{html}"
+        );
     }
 }

@@ -119,6 +119,9 @@ fn write_entry(out: &mut String, entry: &Entry) {
         Entry::Egress { .. } => {
             let _ = writeln!(out, "    [{}]", entry.egress_line().unwrap_or_default());
         }
+        Entry::Image { source, .. } => {
+            let _ = writeln!(out, "\n== {} ({source})", entry.image_line().unwrap_or_default());
+        }
     }
 }
 

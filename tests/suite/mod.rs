@@ -60,6 +60,7 @@ mod sandbox_lifecycle;
 mod signing;
 mod task_control;
 mod task_models;
+mod thread_images;
 mod transcripts;
 mod untrusted_inputs;
 mod webhooks;

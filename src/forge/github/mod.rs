@@ -533,6 +533,10 @@ impl Forge for GitHub {
         "people with write access".into()
     }
 
+    fn upload_site(&self, _repo: &str) -> Option<crate::thread_images::UploadSite> {
+        crate::thread_images::UploadSite::github(&self.config.api_url)
+    }
+
     async fn identity(&self) -> Result<String, ForgeError> {
         self.identity
             .get_or_try_init(|| self.ask_identity())

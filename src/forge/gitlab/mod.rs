@@ -464,6 +464,10 @@ impl Forge for GitLab {
         }
     }
 
+    fn upload_site(&self, repo: &str) -> Option<crate::thread_images::UploadSite> {
+        crate::thread_images::UploadSite::gitlab(&self.config.url, repo)
+    }
+
     fn who_may_trigger(&self) -> String {
         format!(
             "members with the {} role or higher",

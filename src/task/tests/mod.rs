@@ -157,9 +157,15 @@ impl World {
 
     async fn changed(&self, run: &mut TaskRun<'_>, claimed: &Claimed) -> change::Changed {
         let prepared = self.prepared(run, claimed).await;
-        let planned = plan::plan(run, &super::plan_needs(&self.env), claimed, prepared)
-            .await
-            .unwrap();
+        let planned = plan::plan(
+            run,
+            &super::plan_needs(&self.env),
+            claimed,
+            prepared,
+            Default::default(),
+        )
+        .await
+        .unwrap();
         change::change(run, &super::change_needs(&self.env, None), claimed, planned)
             .await
             .unwrap()
@@ -303,9 +309,15 @@ async fn planning_hands_on_the_synthesised_request_and_says_why_there_is_no_plan
     let mut run = world.run(&item);
     let claimed = world.claimed(&mut run).await;
     let prepared = world.prepared(&mut run, &claimed).await;
-    let planned = plan::plan(&mut run, &super::plan_needs(&world.env), &claimed, prepared)
-        .await
-        .unwrap();
+    let planned = plan::plan(
+        &mut run,
+        &super::plan_needs(&world.env),
+        &claimed,
+        prepared,
+        Default::default(),
+    )
+    .await
+    .unwrap();
 
     assert!(planned.plan.is_none());
     assert!(

@@ -4,6 +4,7 @@
 //! pagination and `x-ratelimit-*` headers. Labels move, comments are stored,
 //! pull requests are created and listed, permissions are enforced.
 
+mod attachments;
 mod checks;
 mod conversation;
 mod history;
@@ -91,6 +92,8 @@ struct Repo {
 #[derive(Default)]
 struct State {
     token: String,
+    /// Files uploaded to threads, served on the web host.
+    attachments: attachments::Attachments,
     repos: BTreeMap<String, Repo>,
     next_id: u64,
     clock: u64,
@@ -225,6 +228,18 @@ impl FakeGitHub {
 
     pub fn api_url(&self) -> String {
         self.server.uri()
+    }
+
+    /// Uploads `bytes` to a thread as GitHub does for a file named `name`;
+    /// returns the address markdown links it by.
+    pub fn upload(&self, bytes: Vec<u8>, name: &str) -> String {
+        let id = self.with(|s| s.attachments.add(bytes, name));
+        format!("{}/user-attachments/assets/{id}", self.server.uri())
+    }
+
+    /// Every request for an upload: its path and whether it carried the token.
+    pub fn upload_requests(&self) -> Vec<(String, bool)> {
+        self.with(|s| s.attachments.requests.clone())
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -572,6 +587,13 @@ impl FakeGitHub {
 
 impl Respond for Handler {
     fn respond(&self, req: &Request) -> ResponseTemplate {
+        {
+            let mut s = self.0.lock().unwrap();
+            let token = s.token.clone();
+            if let Some(response) = s.attachments.respond(req, &token) {
+                return response;
+            }
+        }
         let fault = self.0.lock().unwrap().chaos.as_mut().and_then(Chaos::draw);
         let hold = self.0.lock().unwrap().chaos.as_ref().map(|c| c.hold);
         match fault {

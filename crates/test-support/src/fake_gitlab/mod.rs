@@ -11,6 +11,7 @@ mod conversation;
 mod discussions;
 mod history;
 mod pipelines;
+mod uploads;
 
 pub use conversation::Award;
 pub use history::MergedRequest;
@@ -78,6 +79,8 @@ struct Project {
 #[derive(Default)]
 struct State {
     token: String,
+    /// Files uploaded to projects' threads, served on the web routes.
+    uploads: uploads::Uploads,
     projects: BTreeMap<String, Project>,
     users: Vec<String>,
     next_id: u64,
@@ -124,6 +127,20 @@ impl FakeGitLab {
 
     pub fn url(&self) -> String {
         self.server.uri()
+    }
+
+    /// Uploads `bytes` as `name` to `project`'s threads; returns the
+    /// address markdown links it by (`/uploads/<secret>/<name>`).
+    pub fn upload(&self, project: &str, bytes: Vec<u8>, name: &str) -> String {
+        self.with(|s| {
+            let id = s.projects.get(project).map(|p| p.id).unwrap_or(0);
+            s.uploads.add(project, id, bytes, name)
+        })
+    }
+
+    /// Every request for an upload: its path and whether it had the token.
+    pub fn upload_requests(&self) -> Vec<(String, bool)> {
+        self.with(|s| s.uploads.requests.clone())
     }
 
     fn with<T>(&self, f: impl FnOnce(&mut State) -> T) -> T {
@@ -742,6 +759,13 @@ impl Drop for FakeGitLab {
 
 impl Respond for Handler {
     fn respond(&self, req: &Request) -> ResponseTemplate {
+        if !req.url.path().starts_with("/api/v4/") {
+            let mut s = self.0.lock().unwrap();
+            let token = s.token.clone();
+            if let Some(response) = s.uploads.respond(req, &token) {
+                return response;
+            }
+        }
         let mut reply = self.checked(req);
         reply.headers.push(("ratelimit-limit".into(), "2000".into()));
         reply.headers.push(("ratelimit-remaining".into(), "1999".into()));

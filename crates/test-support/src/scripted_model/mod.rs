@@ -11,6 +11,7 @@
 pub mod attempts;
 mod errors;
 mod gateway;
+pub mod image_rules;
 pub mod prompt_cache;
 pub mod provider_rules;
 pub mod sse;

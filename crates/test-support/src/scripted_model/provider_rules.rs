@@ -35,6 +35,7 @@ fn openai_error(message: String, param: Option<&str>) -> Value {
 
 /// Chat Completions (openai-openapi: CreateChatCompletionRequest).
 pub fn chat_completions(body: &Value) -> Result<(), Value> {
+    super::image_rules::chat_completions(body)?;
     let model = body["model"].as_str().unwrap_or_default();
     // ChatCompletionStreamOptions: only with `stream: true`.
     if body.get("stream_options").is_some() && body["stream"] != json!(true) {
@@ -113,6 +114,7 @@ pub fn chat_completions(body: &Value) -> Result<(), Value> {
 /// The Responses API (openai-openapi: CreateResponse, InputItem), used
 /// statelessly.
 pub fn responses(body: &Value, issued: &Issued) -> Result<(), Value> {
+    super::image_rules::responses(body)?;
     let model = body["model"].as_str().unwrap_or_default();
     for param in [
         "max_tokens",
@@ -210,6 +212,7 @@ pub fn claude_thinks_by_default(model: &str) -> bool {
 /// Messages (Anthropic API reference: Messages, extended thinking, prompt
 /// caching; SDK types MessageParam, ThinkingConfigParam).
 pub fn messages(body: &Value, issued: &Issued) -> Result<(), Value> {
+    super::image_rules::messages(body)?;
     let model = body["model"].as_str().unwrap_or_default();
     let thinking = body.get("thinking").is_some() || claude_thinks_by_default(model);
     match &body["system"] {
@@ -396,6 +399,7 @@ pub fn gemini_signs(model: &str) -> bool {
 /// generateContent (Gemini API reference: GenerateContentRequest, Content,
 /// FunctionDeclaration; thought signatures guide).
 pub fn generate_content(model: &str, body: &Value, issued: &Issued) -> Result<(), Value> {
+    super::image_rules::generate_content(body)?;
     if let Some(parts) = body.pointer("/systemInstruction/parts").and_then(Value::as_array) {
         if parts
             .iter()
