@@ -25,6 +25,7 @@ mod git;
 mod ideas;
 mod ideas_mcp;
 mod images;
+mod lfs;
 mod intake;
 mod llm_gateway;
 mod llm_retry;
