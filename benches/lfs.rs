@@ -37,8 +37,14 @@ async fn main() {
     let work = dir.path().join("repo");
     let repo = git2::Repository::init(&work).unwrap();
     let mut files = vec![
-        (".gitattributes".to_owned(), b"*.bin filter=lfs diff=lfs merge=lfs -text\n".to_vec()),
-        (".lfsconfig".to_owned(), format!("[lfs]\n\turl = {}\n", lfs.endpoint("acme/app")).into_bytes()),
+        (
+            ".gitattributes".to_owned(),
+            b"*.bin filter=lfs diff=lfs merge=lfs -text\n".to_vec(),
+        ),
+        (
+            ".lfsconfig".to_owned(),
+            format!("[lfs]\n\turl = {}\n", lfs.endpoint("acme/app")).into_bytes(),
+        ),
     ];
     for n in 0..FILES {
         let pointer = lfs.put(&noise(n as u64 + 1, FILE_BYTES));
@@ -53,7 +59,8 @@ async fn main() {
     }
     let tree = repo.find_tree(index.write_tree().unwrap()).unwrap();
     let who = git2::Signature::now("bench", "bench@localhost").unwrap();
-    repo.commit(Some("HEAD"), &who, &who, "assets", &tree, &[]).unwrap();
+    repo.commit(Some("HEAD"), &who, &who, "assets", &tree, &[])
+        .unwrap();
 
     let clone_url = format!("{}/acme/app.git", lfs.server.uri());
     let credentials = Credentials {
@@ -66,10 +73,11 @@ async fn main() {
     for _ in 0..ROUNDS {
         let (work, url, access) = (work.clone(), clone_url.clone(), access.clone());
         let started = Instant::now();
-        let fetched = tokio::task::spawn_blocking(move || checkout::fetch_head(&work, &url, &access, 1 << 30))
-            .await
-            .unwrap()
-            .unwrap();
+        let fetched =
+            tokio::task::spawn_blocking(move || checkout::fetch_head(&work, &url, &access, 1 << 30))
+                .await
+                .unwrap()
+                .unwrap();
         times.push(started.elapsed());
         assert_eq!(fetched.files.len(), FILES, "{:?}", fetched.left);
         assert_eq!(fetched.bytes as f64, total);

@@ -45,7 +45,10 @@ pub(super) fn progress_line(fetched: &Fetched) -> String {
 
 /// Uploads the task's new LFS objects before the push; when that fails,
 /// nothing is pushed and the task ends saying why.
-pub(super) async fn upload_before_push(run: &TaskRun<'_>, workspace: &WorkspaceHandle) -> Result<(), TaskError> {
+pub(super) async fn upload_before_push(
+    run: &TaskRun<'_>,
+    workspace: &WorkspaceHandle,
+) -> Result<(), TaskError> {
     match workspace.with(|ws| ws.upload_lfs()).await? {
         Ok(0) => Ok(()),
         Ok(sent) => {

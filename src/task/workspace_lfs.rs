@@ -34,7 +34,9 @@ impl Workspace {
 
     /// The job that fetches the LFS files of the checkout (run after its
     /// files are written), when LFS is on and the branch has any.
-    pub fn lfs_checkout_job(&self) -> Option<impl FnOnce() -> Result<Fetched, DeliveryError> + Send + 'static> {
+    pub fn lfs_checkout_job(
+        &self,
+    ) -> Option<impl FnOnce() -> Result<Fetched, DeliveryError> + Send + 'static> {
         let lfs = self.lfs.as_ref()?;
         let tree = self.repo.find_commit(self.base).and_then(|c| c.tree()).ok()?;
         if !LfsPaths::of_tree(&self.repo, &tree).is_ok_and(|paths| paths.any()) {
@@ -42,7 +44,9 @@ impl Workspace {
         }
         let (dir, url) = (self.checkout_dir(), self.clone_url.clone());
         let (access, max_total) = (lfs.access.clone(), lfs.max_total);
-        Some(move || -> Result<Fetched, DeliveryError> { Ok(checkout::fetch_head(&dir, &url, &access, max_total)?) })
+        Some(move || -> Result<Fetched, DeliveryError> {
+            Ok(checkout::fetch_head(&dir, &url, &access, max_total)?)
+        })
     }
 
     /// `result` with the LFS files of the task's commits as pointers.

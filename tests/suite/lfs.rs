@@ -25,7 +25,10 @@ fn big() -> String {
 /// tests set) stored on `lfs`, whose endpoint `.lfsconfig` names.
 fn lfs_repository(lfs: &FakeLfs, endpoint: &str) -> Vec<(String, String)> {
     vec![
-        (".gitattributes".into(), "*.bin filter=lfs diff=lfs merge=lfs -text\n".into()),
+        (
+            ".gitattributes".into(),
+            "*.bin filter=lfs diff=lfs merge=lfs -text\n".into(),
+        ),
         (".lfsconfig".into(), format!("[lfs]\n\turl = {endpoint}\n")),
         ("data/weights.bin".into(), lfs.put(WEIGHTS.as_bytes())),
         ("data/labels.bin".into(), lfs.put(LABELS.as_bytes())),
@@ -40,7 +43,10 @@ async fn world(turns: Vec<(Reply, Option<Duration>)>, files: &[(String, String)]
 }
 
 fn shell(command: &str) -> (Reply, Option<Duration>) {
-    (call("command_executor_execute_command", json!({"command": command})), None)
+    (
+        call("command_executor_execute_command", json!({"command": command})),
+        None,
+    )
 }
 
 /// Look at the LFS files, edit one, add one, commit.
@@ -109,7 +115,11 @@ async fn the_agent_sees_lfs_content_and_edits_land_as_pointers_the_server_has() 
     world.wait_for_end(issue).await;
     assert!(daemon.terminate().success());
     let log = std::fs::read_to_string(world.log_path()).unwrap();
-    assert_eq!(world.github.issue(REPO, issue).labels, vec![DONE.to_owned()], "{log}");
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{log}"
+    );
 
     // The agent read the content of the LFS files under the cap, and was
     // told which one stayed a pointer and why.
@@ -117,28 +127,58 @@ async fn the_agent_sees_lfs_content_and_edits_land_as_pointers_the_server_has() 
     assert!(seen.contains("weights-v1: 0.25"), "{seen}");
     assert!(seen.contains("cat\\ndog\\nbird"), "{seen}");
     assert!(seen.contains("These LFS files are only pointers here"), "{seen}");
-    assert!(seen.contains("data/big.bin (3400 bytes; over git.lfs.max_total_bytes"), "{seen}");
-    assert!(seen.contains("version https://git-lfs.github.com/spec/v1"), "big.bin's pointer: {seen}");
     assert!(
-        world.progress_comment(issue).contains("Git LFS: 2 file(s) fetched"),
+        seen.contains("data/big.bin (3400 bytes; over git.lfs.max_total_bytes"),
+        "{seen}"
+    );
+    assert!(
+        seen.contains("version https://git-lfs.github.com/spec/v1"),
+        "big.bin's pointer: {seen}"
+    );
+    assert!(
+        world
+            .progress_comment(issue)
+            .contains("Git LFS: 2 file(s) fetched"),
         "{}",
         world.progress_comment(issue)
     );
 
     // Edited and new LFS files are pointers whose objects the server has.
     let branch = format!("forgehand/issue-{issue}");
-    for (path, content) in [("data/weights.bin", "weights-v2: 0.25 0.5 0.75\n"), ("data/extra.bin", "brand new weights\n")] {
+    for (path, content) in [
+        ("data/weights.bin", "weights-v2: 0.25 0.5 0.75\n"),
+        ("data/extra.bin", "brand new weights\n"),
+    ] {
         let (_, pointer) = blob_at(&world.bare, &branch, path);
-        assert_eq!(String::from_utf8(pointer.clone()).unwrap(), pointer_text(content.as_bytes()), "{path}");
-        assert_eq!(lfs.object(&oid_of(&pointer)).as_deref(), Some(content.as_bytes()), "{path}");
+        assert_eq!(
+            String::from_utf8(pointer.clone()).unwrap(),
+            pointer_text(content.as_bytes()),
+            "{path}"
+        );
+        assert_eq!(
+            lfs.object(&oid_of(&pointer)).as_deref(),
+            Some(content.as_bytes()),
+            "{path}"
+        );
     }
     // Unchanged ones keep the very blobs main has.
     for path in ["data/labels.bin", "data/big.bin"] {
-        assert_eq!(blob_at(&world.bare, &branch, path).0, blob_at(&world.bare, "main", path).0, "{path}");
+        assert_eq!(
+            blob_at(&world.bare, &branch, path).0,
+            blob_at(&world.bare, "main", path).0,
+            "{path}"
+        );
     }
     // The commit changes exactly the two files.
     let changed = std::process::Command::new("git")
-        .args(["-C", world.bare.to_str().unwrap(), "diff", "--name-only", "main", &branch])
+        .args([
+            "-C",
+            world.bare.to_str().unwrap(),
+            "diff",
+            "--name-only",
+            "main",
+            &branch,
+        ])
         .output()
         .unwrap();
     assert_eq!(
@@ -148,10 +188,21 @@ async fn the_agent_sees_lfs_content_and_edits_land_as_pointers_the_server_has() 
 
     // git-lfs itself finds every LFS file a pointer.
     let fsck = std::process::Command::new("git")
-        .args(["-C", world.bare.to_str().unwrap(), "lfs", "fsck", "--pointers", &branch])
+        .args([
+            "-C",
+            world.bare.to_str().unwrap(),
+            "lfs",
+            "fsck",
+            "--pointers",
+            &branch,
+        ])
         .output()
         .expect("git-lfs is installed (scripts/dev-env.sh)");
-    let said = format!("{}{}", String::from_utf8_lossy(&fsck.stdout), String::from_utf8_lossy(&fsck.stderr));
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&fsck.stdout),
+        String::from_utf8_lossy(&fsck.stderr)
+    );
     assert!(fsck.status.success(), "{said}");
     assert!(!said.contains("should have been pointers"), "{said}");
     assert_eq!(lfs.unknown_requests(), Vec::<String>::new());
@@ -168,16 +219,27 @@ async fn a_refused_upload_leaves_nothing_pushed_and_the_task_says_why() {
     world.wait_for_end(issue).await;
     assert!(daemon.terminate().success());
     assert!(
-        world.github.issue(REPO, issue).labels.contains(&"coding agent failed".to_owned()),
+        world
+            .github
+            .issue(REPO, issue)
+            .labels
+            .contains(&"coding agent failed".to_owned()),
         "{:?}",
         world.github.issue(REPO, issue).labels
     );
     let comment = world.progress_comment(issue);
-    assert!(comment.contains("nothing was pushed: the Git LFS upload failed"), "{comment}");
-    assert!(comment.contains("write access to this repository's LFS storage is denied"), "{comment}");
+    assert!(
+        comment.contains("nothing was pushed: the Git LFS upload failed"),
+        "{comment}"
+    );
+    assert!(
+        comment.contains("write access to this repository's LFS storage is denied"),
+        "{comment}"
+    );
     let repo = git2::Repository::open_bare(&world.bare).unwrap();
     assert!(
-        repo.find_reference(&format!("refs/heads/forgehand/issue-{issue}")).is_err(),
+        repo.find_reference(&format!("refs/heads/forgehand/issue-{issue}"))
+            .is_err(),
         "the branch must not be pushed"
     );
     assert!(world.github.pulls(REPO).is_empty());
@@ -200,9 +262,15 @@ async fn an_lfs_host_not_allowed_is_never_contacted() {
     assert!(daemon.terminate().success());
     let seen = seen(&world).await;
     assert!(
-        seen.contains("data/weights.bin (the host localhost is neither the forge's nor in git.lfs.allowed_hosts"),
+        seen.contains(
+            "data/weights.bin (the host localhost is neither the forge's nor in git.lfs.allowed_hosts"
+        ),
         "{seen}"
     );
     assert!(seen.contains("version https://git-lfs.git"), "{seen}");
-    assert_eq!(lfs.requests(), Vec::<String>::new(), "the LFS server was contacted");
+    assert_eq!(
+        lfs.requests(),
+        Vec::<String>::new(),
+        "the LFS server was contacted"
+    );
 }

@@ -67,7 +67,11 @@ impl FakeLfs {
     /// Stores `content`; returns its pointer text.
     pub fn put(&self, content: &[u8]) -> String {
         let oid = hex(content);
-        self.state.lock().unwrap().objects.insert(oid.clone(), content.to_vec());
+        self.state
+            .lock()
+            .unwrap()
+            .objects
+            .insert(oid.clone(), content.to_vec());
         pointer_text(content)
     }
 
@@ -99,7 +103,10 @@ pub fn pointer_text(content: &[u8]) -> String {
 }
 
 fn hex(content: &[u8]) -> String {
-    Sha256::digest(content).iter().map(|b| format!("{b:02x}")).collect()
+    Sha256::digest(content)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 fn lfs_json(status: u16, body: Value) -> ResponseTemplate {
@@ -142,10 +149,16 @@ impl Responder {
                 .insert_header("LFS-Authenticate", "Basic realm=\"Git LFS\"");
         }
         if !header(req, "accept").is_some_and(|a| a.contains(MEDIA_TYPE)) {
-            return lfs_json(406, json!({"message": "Accept must be application/vnd.git-lfs+json"}));
+            return lfs_json(
+                406,
+                json!({"message": "Accept must be application/vnd.git-lfs+json"}),
+            );
         }
         if !header(req, "content-type").is_some_and(|c| c.starts_with(MEDIA_TYPE)) {
-            return lfs_json(422, json!({"message": "Content-Type must be application/vnd.git-lfs+json"}));
+            return lfs_json(
+                422,
+                json!({"message": "Content-Type must be application/vnd.git-lfs+json"}),
+            );
         }
         let Ok(body) = serde_json::from_slice::<Value>(&req.body) else {
             return lfs_json(422, json!({"message": "the body is not JSON"}));
@@ -155,13 +168,19 @@ impl Responder {
             .as_array()
             .is_none_or(|t| t.iter().any(|t| t == "basic"));
         if !matches!(operation.as_str(), "download" | "upload") || !basic {
-            return lfs_json(422, json!({"message": "operation must be download or upload, with the basic transfer"}));
+            return lfs_json(
+                422,
+                json!({"message": "operation must be download or upload, with the basic transfer"}),
+            );
         }
         let Some(objects) = body["objects"].as_array() else {
             return lfs_json(422, json!({"message": "objects is missing"}));
         };
         if operation == "upload" && self.state.lock().unwrap().refuse_uploads {
-            return lfs_json(403, json!({"message": "write access to this repository's LFS storage is denied"}));
+            return lfs_json(
+                403,
+                json!({"message": "write access to this repository's LFS storage is denied"}),
+            );
         }
         let base = self.base.lock().unwrap().clone();
         let state = self.state.lock().unwrap();
@@ -172,8 +191,14 @@ impl Responder {
             let Some(size) = object["size"].as_u64() else {
                 return lfs_json(422, json!({"message": "an object has no size"}));
             };
-            if oid.len() != 64 || !oid.bytes().all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase()) {
-                answers.push(json!({"oid": oid, "size": size, "error": {"code": 422, "message": "invalid oid"}}));
+            if oid.len() != 64
+                || !oid
+                    .bytes()
+                    .all(|b| b.is_ascii_hexdigit() && !b.is_ascii_uppercase())
+            {
+                answers.push(
+                    json!({"oid": oid, "size": size, "error": {"code": 422, "message": "invalid oid"}}),
+                );
                 continue;
             }
             let action = |href: String| json!({"href": href, "header": {"Authorization": ACTION_TOKEN}, "expires_in": 3600});
@@ -183,8 +208,12 @@ impl Responder {
                     "oid": oid, "size": size, "authenticated": true,
                     "actions": {"download": action(format!("{base}/objects/{oid}"))}
                 }),
-                ("download", Some(_)) => json!({"oid": oid, "size": size, "error": {"code": 422, "message": "size does not match"}}),
-                ("download", None) => json!({"oid": oid, "size": size, "error": {"code": 404, "message": "Object does not exist"}}),
+                ("download", Some(_)) => {
+                    json!({"oid": oid, "size": size, "error": {"code": 422, "message": "size does not match"}})
+                }
+                ("download", None) => {
+                    json!({"oid": oid, "size": size, "error": {"code": 404, "message": "Object does not exist"}})
+                }
                 (_, Some(_)) => json!({"oid": oid, "size": size, "authenticated": true}),
                 (_, None) => json!({
                     "oid": oid, "size": size, "authenticated": true,
@@ -196,7 +225,10 @@ impl Responder {
             };
             answers.push(answer);
         }
-        lfs_json(200, json!({"transfer": "basic", "objects": answers, "hash_algo": "sha256"}))
+        lfs_json(
+            200,
+            json!({"transfer": "basic", "objects": answers, "hash_algo": "sha256"}),
+        )
     }
 
     fn download(&self, req: &Request, oid: &str) -> ResponseTemplate {
@@ -204,7 +236,9 @@ impl Responder {
             return ResponseTemplate::new(401);
         }
         match self.state.lock().unwrap().objects.get(oid) {
-            Some(content) => ResponseTemplate::new(200).set_body_raw(content.clone(), "application/octet-stream"),
+            Some(content) => {
+                ResponseTemplate::new(200).set_body_raw(content.clone(), "application/octet-stream")
+            }
             None => ResponseTemplate::new(404),
         }
     }
@@ -216,7 +250,11 @@ impl Responder {
         if hex(&req.body) != oid {
             return lfs_json(422, json!({"message": "the content's sha256 is not the oid"}));
         }
-        self.state.lock().unwrap().objects.insert(oid.to_owned(), req.body.clone());
+        self.state
+            .lock()
+            .unwrap()
+            .objects
+            .insert(oid.to_owned(), req.body.clone());
         ResponseTemplate::new(200)
     }
 
@@ -225,7 +263,10 @@ impl Responder {
             return ResponseTemplate::new(401);
         }
         if !header(req, "content-type").is_some_and(|c| c.starts_with(MEDIA_TYPE)) {
-            return lfs_json(422, json!({"message": "Content-Type must be application/vnd.git-lfs+json"}));
+            return lfs_json(
+                422,
+                json!({"message": "Content-Type must be application/vnd.git-lfs+json"}),
+            );
         }
         let body: Value = serde_json::from_slice(&req.body).unwrap_or_default();
         let oid = body["oid"].as_str().unwrap_or_default();

@@ -39,7 +39,10 @@ impl LfsPaths {
     /// that have only that file).
     pub fn of_text(text: &str) -> LfsPaths {
         LfsPaths {
-            files: matcher("", text).map(|m| (String::new(), m)).into_iter().collect(),
+            files: matcher("", text)
+                .map(|m| (String::new(), m))
+                .into_iter()
+                .collect(),
         }
     }
 
@@ -96,7 +99,11 @@ fn matcher(dir: &str, text: &str) -> Option<Gitignore> {
             None => continue,
         };
         if builder.add_line(None, &written).is_err() {
-            tracing::debug!(folder = dir, pattern, "a .gitattributes pattern could not be read; skipped");
+            tracing::debug!(
+                folder = dir,
+                pattern,
+                "a .gitattributes pattern could not be read; skipped"
+            );
         }
     }
     if !names_lfs {

@@ -97,7 +97,11 @@ impl Client {
             .map_err(|e| LfsError::Endpoint {
                 detail: format!("cannot make the HTTP client: {e}"),
             })?;
-        Ok(Client { endpoint, access, http })
+        Ok(Client {
+            endpoint,
+            access,
+            http,
+        })
     }
 
     /// The endpoint as it may be said.
@@ -106,21 +110,39 @@ impl Client {
     }
 
     /// Asks the server about `objects` for `operation`, in batches.
-    pub async fn batch(&self, operation: Operation, objects: &[Pointer]) -> Result<Vec<ObjectAnswer>, LfsError> {
-        let url = Url::parse(&format!("{}/objects/batch", self.endpoint.as_str().trim_end_matches('/')))
-            .map_err(|e| LfsError::Endpoint { detail: e.to_string() })?;
+    pub async fn batch(
+        &self,
+        operation: Operation,
+        objects: &[Pointer],
+    ) -> Result<Vec<ObjectAnswer>, LfsError> {
+        let url = Url::parse(&format!(
+            "{}/objects/batch",
+            self.endpoint.as_str().trim_end_matches('/')
+        ))
+        .map_err(|e| LfsError::Endpoint {
+            detail: e.to_string(),
+        })?;
         let mut answers = Vec::with_capacity(objects.len());
         for chunk in objects.chunks(BATCH_SIZE) {
             let body = BatchRequest {
                 operation,
                 transfers: ["basic"],
-                objects: chunk.iter().map(|p| ObjectSpec { oid: &p.oid, size: p.size }).collect(),
+                objects: chunk
+                    .iter()
+                    .map(|p| ObjectSpec {
+                        oid: &p.oid,
+                        size: p.size,
+                    })
+                    .collect(),
                 hash_algo: "sha256",
             };
             let response = self
                 .http
                 .post(url.clone())
-                .basic_auth(&self.access.credentials.username, Some(self.access.credentials.token.expose()))
+                .basic_auth(
+                    &self.access.credentials.username,
+                    Some(self.access.credentials.token.expose()),
+                )
                 .header(reqwest::header::ACCEPT, MEDIA_TYPE)
                 .header(reqwest::header::CONTENT_TYPE, MEDIA_TYPE)
                 .json(&body)
@@ -129,11 +151,17 @@ impl Client {
                 .map_err(|e| network(&url, &e))?;
             let response = checked(&url, response).await?;
             let parsed: BatchResponse = response.json().await.map_err(|e| LfsError::Protocol {
-                detail: format!("the batch answer from {} is not the LFS batch JSON ({e})", redacted(&url)),
+                detail: format!(
+                    "the batch answer from {} is not the LFS batch JSON ({e})",
+                    redacted(&url)
+                ),
             })?;
             if parsed.transfer.as_deref().is_some_and(|t| t != "basic") {
                 return Err(LfsError::Protocol {
-                    detail: format!("the server chose the transfer {:?}; only basic was offered", parsed.transfer),
+                    detail: format!(
+                        "the server chose the transfer {:?}; only basic was offered",
+                        parsed.transfer
+                    ),
                 });
             }
             answers.extend(parsed.objects);
@@ -143,7 +171,11 @@ impl Client {
 
     /// A request to an action's href, with its headers; the forge
     /// credential only when the action brings no authorization of its own.
-    fn action_request(&self, method: reqwest::Method, action: &Action) -> Result<reqwest::RequestBuilder, LfsError> {
+    fn action_request(
+        &self,
+        method: reqwest::Method,
+        action: &Action,
+    ) -> Result<reqwest::RequestBuilder, LfsError> {
         let url = Url::parse(&action.href).map_err(|e| LfsError::Protocol {
             detail: format!("an action's href is not a URL ({e})"),
         })?;
@@ -166,10 +198,14 @@ impl Client {
     /// Downloads `pointer`'s object to `dest` (through a file beside it),
     /// checking its size and sha256 as it comes.
     pub async fn download(&self, action: &Action, pointer: &Pointer, dest: &Path) -> Result<(), LfsError> {
-        let mut response = self.action_request(reqwest::Method::GET, action)?.send().await.map_err(|e| LfsError::Network {
-            url: href_shown(&action.href),
-            detail: e.to_string(),
-        })?;
+        let mut response = self
+            .action_request(reqwest::Method::GET, action)?
+            .send()
+            .await
+            .map_err(|e| LfsError::Network {
+                url: href_shown(&action.href),
+                detail: e.to_string(),
+            })?;
         response = checked_href(&action.href, response).await?;
         let partial = dest.with_extension("forgehand-lfs-partial");
         let io = |source| LfsError::Io {
@@ -235,7 +271,9 @@ impl Client {
 }
 
 fn href_shown(href: &str) -> String {
-    Url::parse(href).map(|u| redacted(&u)).unwrap_or_else(|_| "(not a URL)".into())
+    Url::parse(href)
+        .map(|u| redacted(&u))
+        .unwrap_or_else(|_| "(not a URL)".into())
 }
 
 fn network(url: &Url, err: &reqwest::Error) -> LfsError {
@@ -259,7 +297,9 @@ fn without_url(err: &reqwest::Error) -> String {
 async fn checked_href(href: &str, response: reqwest::Response) -> Result<reqwest::Response, LfsError> {
     match Url::parse(href) {
         Ok(url) => checked(&url, response).await,
-        Err(e) => Err(LfsError::Protocol { detail: e.to_string() }),
+        Err(e) => Err(LfsError::Protocol {
+            detail: e.to_string(),
+        }),
     }
 }
 

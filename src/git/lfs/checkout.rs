@@ -98,7 +98,10 @@ pub async fn fetch_into(
             if total.saturating_add(pointer.size) > max_total {
                 fetched.left.push((
                     path,
-                    format!("{} bytes; over git.lfs.max_total_bytes ({max_total})", pointer.size),
+                    format!(
+                        "{} bytes; over git.lfs.max_total_bytes ({max_total})",
+                        pointer.size
+                    ),
                 ));
                 continue;
             }
@@ -135,11 +138,17 @@ pub async fn fetch_into(
         let outcome = match answers.get(&pointer.oid) {
             None => Err("the LFS server did not answer for this object".to_owned()),
             Some(answer) => match (&answer.error, answer.actions.get("download")) {
-                (Some(e), _) => Err(format!("the LFS server has no such object: {} {}", e.code, e.message)),
+                (Some(e), _) => Err(format!(
+                    "the LFS server has no such object: {} {}",
+                    e.code, e.message
+                )),
                 (None, None) => Err("the LFS server gave no download for this object".to_owned()),
                 (None, Some(action)) => {
                     let first = dir.join(&paths[0]);
-                    client.download(action, &pointer, &first).await.map_err(|e| e.to_string())
+                    client
+                        .download(action, &pointer, &first)
+                        .await
+                        .map_err(|e| e.to_string())
                 }
             },
         };
@@ -201,7 +210,12 @@ pub fn fetch_head(
 }
 
 /// The batch client for the endpoint `tree`'s `.lfsconfig` or the clone URL names.
-pub fn head_client(repo: &Repository, tree: &Tree<'_>, clone_url: &str, access: &super::Access) -> Result<Client, LfsError> {
+pub fn head_client(
+    repo: &Repository,
+    tree: &Tree<'_>,
+    clone_url: &str,
+    access: &super::Access,
+) -> Result<Client, LfsError> {
     let lfsconfig = tree
         .get_name(".lfsconfig")
         .and_then(|entry| repo.find_blob(entry.id()).ok())

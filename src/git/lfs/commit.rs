@@ -55,7 +55,11 @@ impl Converted {
             .collect();
         let tree = commit.tree().map_err(git("read a commit's tree"))?;
         let parent_tree = match parents.first() {
-            Some(p) => Some(repo.find_commit(*p).and_then(|c| c.tree()).map_err(git("read a parent's tree"))?),
+            Some(p) => Some(
+                repo.find_commit(*p)
+                    .and_then(|c| c.tree())
+                    .map_err(git("read a parent's tree"))?,
+            ),
             None => None,
         };
         let new_tree = self.tree(repo, &tree, parent_tree.as_ref())?;
@@ -79,7 +83,13 @@ impl Converted {
         let parents: Vec<&Commit<'_>> = parents.iter().collect();
         let message = String::from_utf8_lossy(commit.message_raw_bytes());
         let buffer = repo
-            .commit_create_buffer(&commit.author(), &commit.committer(), &message, &new_tree, &parents)
+            .commit_create_buffer(
+                &commit.author(),
+                &commit.committer(),
+                &message,
+                &new_tree,
+                &parents,
+            )
             .map_err(git("write a commit"))?;
         repo.odb()
             .and_then(|odb| odb.write(ObjectType::Commit, &buffer))
@@ -87,7 +97,12 @@ impl Converted {
     }
 
     /// `tree` with each LFS file's content blob replaced by its pointer.
-    fn tree(&mut self, repo: &Repository, tree: &Tree<'_>, parent: Option<&Tree<'_>>) -> Result<Oid, LfsError> {
+    fn tree(
+        &mut self,
+        repo: &Repository,
+        tree: &Tree<'_>,
+        parent: Option<&Tree<'_>>,
+    ) -> Result<Oid, LfsError> {
         let paths = LfsPaths::of_tree(repo, tree).map_err(git("read .gitattributes"))?;
         if !paths.any() {
             return Ok(tree.id());
@@ -125,7 +140,9 @@ impl Converted {
         if !changed {
             return Ok(tree.id());
         }
-        updates.create_updated(repo, tree).map_err(git("write a tree with LFS pointers"))
+        updates
+            .create_updated(repo, tree)
+            .map_err(git("write a tree with LFS pointers"))
     }
 
     /// The pointer of content blob `id`, as the parent's blob at `path`
@@ -157,7 +174,9 @@ impl Converted {
             None => match self.blobs.get(&id) {
                 Some(blob) => *blob,
                 None => {
-                    let blob = repo.blob(pointer.text().as_bytes()).map_err(git("write a pointer"))?;
+                    let blob = repo
+                        .blob(pointer.text().as_bytes())
+                        .map_err(git("write a pointer"))?;
                     self.blobs.insert(id, blob);
                     blob
                 }
@@ -187,11 +206,16 @@ mod tests {
         }
         let base_tree = match parent {
             Some(p) => repo.find_commit(p).unwrap().tree().unwrap(),
-            None => repo.find_tree(repo.treebuilder(None).unwrap().write().unwrap()).unwrap(),
+            None => repo
+                .find_tree(repo.treebuilder(None).unwrap().write().unwrap())
+                .unwrap(),
         };
-        let tree = repo.find_tree(builder.create_updated(repo, &base_tree).unwrap()).unwrap();
+        let tree = repo
+            .find_tree(builder.create_updated(repo, &base_tree).unwrap())
+            .unwrap();
         let who = git2::Signature::now("t", "t@localhost").unwrap();
-        let parents: Vec<git2::Commit<'_>> = parent.map(|p| repo.find_commit(p).unwrap()).into_iter().collect();
+        let parents: Vec<git2::Commit<'_>> =
+            parent.map(|p| repo.find_commit(p).unwrap()).into_iter().collect();
         let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
         repo.commit(None, &who, &who, "c", &tree, &parents).unwrap()
     }
@@ -228,16 +252,33 @@ mod tests {
         let first = commit(
             &repo,
             Some(base),
-            &[("edit.bin", b"new"), ("added.bin", b"added"), ("plain.txt", b"text 2")],
+            &[
+                ("edit.bin", b"new"),
+                ("added.bin", b"added"),
+                ("plain.txt", b"text 2"),
+            ],
         );
         // A commit that only adds an unchanged file's content (`git add -A` after the agent's commit).
         let second = commit(&repo, Some(first), &[("same.bin", b"same content")]);
         let mut converted = Converted::default();
         let head = converted.rewrite(&repo, (base, second)).unwrap();
-        assert_eq!(repo.find_commit(head).unwrap().parent_id(0).unwrap(), base, "one commit left");
-        assert_eq!(blob_at(&repo, head, "same.bin").0, blob_at(&repo, base, "same.bin").0);
-        assert_eq!(blob_at(&repo, head, "edit.bin").1, Pointer::of(b"new").text().into_bytes());
-        assert_eq!(blob_at(&repo, head, "added.bin").1, Pointer::of(b"added").text().into_bytes());
+        assert_eq!(
+            repo.find_commit(head).unwrap().parent_id(0).unwrap(),
+            base,
+            "one commit left"
+        );
+        assert_eq!(
+            blob_at(&repo, head, "same.bin").0,
+            blob_at(&repo, base, "same.bin").0
+        );
+        assert_eq!(
+            blob_at(&repo, head, "edit.bin").1,
+            Pointer::of(b"new").text().into_bytes()
+        );
+        assert_eq!(
+            blob_at(&repo, head, "added.bin").1,
+            Pointer::of(b"added").text().into_bytes()
+        );
         assert_eq!(blob_at(&repo, head, "plain.txt").1, b"text 2".to_vec());
         let pending: Vec<Pointer> = converted.pending.keys().cloned().collect();
         let mut expected = vec![Pointer::of(b"new"), Pointer::of(b"added")];

@@ -28,7 +28,11 @@ pub enum LfsError {
     #[error("cannot reach the LFS server at {url}: {detail}")]
     Network { url: String, detail: String },
     #[error("the LFS server at {url} answered {status}: {message}")]
-    Refused { url: String, status: u16, message: String },
+    Refused {
+        url: String,
+        status: u16,
+        message: String,
+    },
     #[error("the LFS server's answer is not what the batch API specifies: {detail}")]
     Protocol { detail: String },
     #[error("the LFS server refused object {oid}: {code} {message}")]
@@ -66,7 +70,9 @@ pub(crate) fn git(action: &'static str) -> impl Fn(git2::Error) -> LfsError {
 
 /// Runs `future` to its end from a blocking thread (the git work runs on
 /// tokio's blocking threads; outside a runtime, on one of its own).
-pub(crate) fn block_on<T>(future: impl std::future::Future<Output = Result<T, LfsError>>) -> Result<T, LfsError> {
+pub(crate) fn block_on<T>(
+    future: impl std::future::Future<Output = Result<T, LfsError>>,
+) -> Result<T, LfsError> {
     match tokio::runtime::Handle::try_current() {
         Ok(handle) => handle.block_on(future),
         Err(_) => tokio::runtime::Builder::new_current_thread()

@@ -39,12 +39,18 @@ impl Pointer {
                 "oid" => oid = Some(value.strip_prefix("sha256:")?.to_owned()),
                 "size" => size = Some(value.parse::<u64>().ok()?),
                 // Extension lines (`ext-0-name ...`) and other keys are kept by git-lfs; not needed here.
-                _ if key.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.') => {}
+                _ if key
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.') => {}
                 _ => return None,
             }
         }
         let oid = oid?;
-        if oid.len() != 64 || !oid.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b)) {
+        if oid.len() != 64
+            || !oid
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+        {
             return None;
         }
         Some(Pointer { oid, size: size? })

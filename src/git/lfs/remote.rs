@@ -42,7 +42,10 @@ impl Access {
                 url.scheme()
             ));
         }
-        let own = self.forge.host_str().is_some_and(|forge| forge.eq_ignore_ascii_case(host));
+        let own = self
+            .forge
+            .host_str()
+            .is_some_and(|forge| forge.eq_ignore_ascii_case(host));
         let port = url.port_or_known_default().unwrap_or(443);
         let allowed = own || self.allowed.iter().any(|p| p.allows(host, port));
         (!allowed).then(|| {
@@ -90,7 +93,11 @@ fn configured_url(text: &str) -> Option<String> {
     for line in text.lines() {
         let line = line.trim();
         if line.starts_with('[') {
-            in_lfs = line.trim_start_matches('[').trim_end_matches(']').trim().eq_ignore_ascii_case("lfs");
+            in_lfs = line
+                .trim_start_matches('[')
+                .trim_end_matches(']')
+                .trim()
+                .eq_ignore_ascii_case("lfs");
             continue;
         }
         if !in_lfs {
@@ -139,7 +146,9 @@ mod tests {
         let ok = |u: &str| a.refusal(&Url::parse(u).unwrap());
         assert_eq!(ok("https://forge.example/o/r.git/info/lfs"), None);
         assert_eq!(ok("https://lfs.example.org/x"), None);
-        assert!(ok("https://elsewhere.example/x").unwrap().contains("elsewhere.example"));
+        assert!(ok("https://elsewhere.example/x")
+            .unwrap()
+            .contains("elsewhere.example"));
         assert!(ok("http://forge.example/x").unwrap().contains("HTTPS"));
         assert!(ok("https://lfs.example.org:8443/x").is_some());
     }

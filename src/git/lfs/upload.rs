@@ -11,7 +11,11 @@ use std::collections::BTreeMap;
 
 /// Uploads `pending` (pointer to the blob holding its content) through
 /// `client`; returns how many objects were sent (the server had the rest).
-pub async fn upload(client: &Client, repo_dir: &std::path::Path, pending: &BTreeMap<Pointer, Oid>) -> Result<usize, LfsError> {
+pub async fn upload(
+    client: &Client,
+    repo_dir: &std::path::Path,
+    pending: &BTreeMap<Pointer, Oid>,
+) -> Result<usize, LfsError> {
     if pending.is_empty() {
         return Ok(0);
     }
@@ -54,6 +58,8 @@ pub async fn upload(client: &Client, repo_dir: &std::path::Path, pending: &BTree
 /// runs off the thread that holds the task's repository).
 fn read_blob(repo_dir: &std::path::Path, id: Oid) -> Result<Vec<u8>, LfsError> {
     let repo = Repository::open(repo_dir).map_err(super::git("open the work tree"))?;
-    let blob = repo.find_blob(id).map_err(super::git("read an LFS file's content"))?;
+    let blob = repo
+        .find_blob(id)
+        .map_err(super::git("read an LFS file's content"))?;
     Ok(blob.content().to_vec())
 }
