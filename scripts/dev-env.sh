@@ -100,6 +100,8 @@ ensure_test_tools() {
   command -v systemd-analyze >/dev/null 2>&1 || apt_install systemd
   # promtool (Debian's prometheus) checks the /metrics text format.
   command -v promtool >/dev/null 2>&1 || apt_install prometheus
+  # git-lfs checks what the LFS tests pushed (`git lfs fsck --pointers`).
+  command -v git-lfs >/dev/null 2>&1 || apt_install git-lfs
   [ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' && return 0
   apt_install busybox-static file
 }

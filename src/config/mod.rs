@@ -10,6 +10,7 @@ mod env;
 mod git;
 mod host_pattern;
 mod kube_sandbox;
+mod lfs;
 mod llm;
 mod planning;
 mod policy;
@@ -28,6 +29,7 @@ pub use egress_credentials::{CredentialScheme, EgressCredential, EgressCredentia
 pub use git::GitConfig;
 pub use host_pattern::{host_patterns, HostName, HostPattern, WEB_PORTS};
 pub use kube_sandbox::{KubeSandboxConfig, SandboxBackendChoice};
+pub use lfs::LfsConfig;
 pub use llm::{LlmConfig, ModelConfig, ModelOverrides, ProviderKind};
 pub use planning::{PlanningConfig, PlanningMode};
 pub use policy::{AgentLimits, Api, Price, ReasoningKind, RetryPolicy};

@@ -6,6 +6,7 @@
 
 pub mod attribution;
 pub mod history_pack;
+pub mod lfs;
 pub mod mirror;
 pub mod shallow;
 pub mod signing;

@@ -138,6 +138,12 @@ pub(super) async fn change(
             project_dir: needs.project_dir,
         },
     ));
+    if let Some(fetched) = prepared.workspace.lfs_fetched().await? {
+        if let Some(section) = fetched.for_agent() {
+            first_message.push_str(&section);
+        }
+        run.note(super::lfs_note::progress_line(&fetched));
+    }
     let checklist_updates = match &plan {
         Some(plan) => {
             let (tracker, updates) = plan_tracker(run, needs.secrets.clone(), &plan.checklist);

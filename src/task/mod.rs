@@ -31,6 +31,7 @@ mod ending;
 mod error;
 mod gate;
 mod judge;
+mod lfs_note;
 mod plan;
 mod prepare;
 pub mod progress;
@@ -444,6 +445,7 @@ fn prepare_needs<'a>(env: &'a TaskEnv, item: &ItemRef) -> prepare::Needs<'a> {
             config.git.history_depth,
         ),
         history_depth: config.git.history_depth,
+        lfs: &config.git.lfs,
         author: (&config.delivery.author_name, &config.delivery.author_email),
         repositories: &config.repositories,
         images: &config.images,

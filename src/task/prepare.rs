@@ -36,6 +36,8 @@ pub(super) struct Needs<'a> {
     pub mirrors: crate::git::mirror::Mirrors,
     /// `git.history_depth`: commits of history the sandbox gets.
     pub history_depth: Option<u32>,
+    /// `git.lfs`: Git LFS files fetched and uploaded on the host.
+    pub lfs: &'a crate::config::LfsConfig,
     /// `delivery.author_name` and `author_email`, for the clone's commits.
     pub author: (&'a str, &'a str),
     pub repositories: &'a RepositoriesConfig,
@@ -304,8 +306,11 @@ pub(super) async fn clone(
     };
     let author = (needs.author.0.to_owned(), needs.author.1.to_owned());
     let started = std::time::Instant::now();
+    let lfs = needs.lfs.clone();
     let workspace = super::workspace_handle::blocking(move || {
-        Workspace::prepare(&root, &url, &mirrors, &branches, &creds, (&author.0, &author.1))
+        let mut ws = Workspace::prepare(&root, &url, &mirrors, &branches, &creds, (&author.0, &author.1))?;
+        ws.use_lfs(&lfs, &creds)?;
+        Ok::<_, super::workspace::DeliveryError>(ws)
     })
     .await??;
     tracing::debug!(

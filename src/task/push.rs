@@ -265,6 +265,7 @@ impl Rounds<'_, '_> {
             self.run.report().await;
             // Another replica may have taken the task over meanwhile.
             self.run.forge.before_push(&self.run.item).await?;
+            super::lfs_note::upload_before_push(self.run, self.workspace).await?;
             let pushed = {
                 let (creds, deadline) = (self.credentials.clone(), self.run.forge.write_deadline());
                 self.workspace.with(move |ws| ws.push(&creds, deadline)).await?

@@ -13,6 +13,9 @@ use git2::{Delta, Oid, Repository};
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
+#[path = "workspace_lfs.rs"]
+mod lfs;
+
 #[derive(Debug, thiserror::Error)]
 pub enum DeliveryError {
     #[error(transparent)]
@@ -33,6 +36,8 @@ pub enum DeliveryError {
     Untrusted(#[from] git::untrusted::UntrustedError),
     #[error("cannot add the co-author or the signature to the task's commits: {0}")]
     Attribution(#[from] git::attribution::AttributionError),
+    #[error("Git LFS: {0}")]
+    Lfs(#[from] git::lfs::LfsError),
 }
 
 impl DeliveryError {
@@ -77,6 +82,8 @@ pub struct Workspace {
     /// pushed as (with the co-author and signature): a later round in the
     /// same sandbox builds on the originals, and is pushed on the rewritten.
     rewritten: HashMap<Oid, Oid>,
+    /// Git LFS for this task, when the operator enables it.
+    lfs: Option<lfs::TaskLfs>,
 }
 
 /// The branches a task needs from the forge.
@@ -175,6 +182,7 @@ impl Workspace {
             shallow: fetched.shallow.clone(),
             repo,
             rewritten: HashMap::new(),
+            lfs: None,
         })
     }
 
@@ -293,6 +301,10 @@ impl Workspace {
             .repo
             .refname_to_id(result_ref)
             .map_err(|e| failed("read the fetched result", e))?;
+        if result == self.base {
+            return Ok(None);
+        }
+        let result = self.lfs_pointers(result)?;
         if result == self.base {
             return Ok(None);
         }

@@ -21,6 +21,9 @@ pub(super) struct WorkspaceHandle {
     checked_out: CheckedOut,
     /// Set when the handle goes: a checkout still running stops.
     cancel: Arc<AtomicBool>,
+    /// What the checkout got of its Git LFS files, once it is written
+    /// (`None`: the branch has none, or LFS is off).
+    lfs: Option<Arc<Mutex<Option<crate::git::lfs::checkout::Fetched>>>>,
 }
 
 /// The work tree's files being written; resolves once they are, or with why not.
@@ -61,7 +64,16 @@ impl WorkspaceHandle {
         let checkout = ws.checkout_dir();
         let cancel = Arc::new(AtomicBool::new(false));
         let (dir, stop) = (checkout.clone(), cancel.clone());
-        let checked_out = in_background(move || Workspace::check_out(&dir, &stop));
+        let lfs_job = ws.lfs_checkout_job();
+        let lfs = lfs_job.is_some().then(|| Arc::new(Mutex::new(None)));
+        let lfs_slot = lfs.clone();
+        let checked_out = in_background(move || {
+            Workspace::check_out(&dir, &stop)?;
+            if let (Some(job), Some(slot)) = (lfs_job, lfs_slot) {
+                *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(job()?);
+            }
+            Ok(())
+        });
         let history = in_background(ws.start_history(depth));
         WorkspaceHandle {
             history,
@@ -70,6 +82,7 @@ impl WorkspaceHandle {
             inner: Arc::new(Mutex::new(ws)),
             checked_out,
             cancel,
+            lfs,
         }
     }
 
@@ -83,7 +96,18 @@ impl WorkspaceHandle {
             branch: self.branch.clone(),
             checked_out: self.checked_out.clone(),
             cancel: Arc::new(AtomicBool::new(false)),
+            lfs: self.lfs.clone(),
         }
+    }
+
+    /// What the checkout got of its Git LFS files, once written; at
+    /// once `None` when the branch has none (nothing is waited for).
+    pub async fn lfs_fetched(&self) -> Result<Option<crate::git::lfs::checkout::Fetched>, TaskError> {
+        let Some(slot) = &self.lfs else {
+            return Ok(None);
+        };
+        self.checked_out.clone().await.map_err(checkout_failed)?;
+        Ok(slot.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
 
     /// Runs `f` on the workspace off the async threads.

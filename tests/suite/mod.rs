@@ -28,6 +28,7 @@ mod ideas;
 mod ideas_mcp;
 mod images;
 mod intake;
+mod lfs;
 mod llm_gateway;
 mod llm_retry;
 mod llm_stream;

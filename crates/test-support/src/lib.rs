@@ -16,6 +16,7 @@ pub mod fake_github;
 pub mod fake_gitlab;
 pub mod fake_http;
 pub mod fake_kube;
+pub mod fake_lfs;
 pub mod fake_pods;
 pub mod git_http;
 pub mod github_api;
