@@ -61,9 +61,10 @@ pub(crate) async fn once(config: Config, url: &str) -> anyhow::Result<ExitCode> 
         eprintln!("{end:?}");
     }
     Ok(match end {
-        TaskEnd::Delivered { .. } | TaskEnd::NoChanges | TaskEnd::Skipped { .. } | TaskEnd::AwaitingApproval => {
-            ExitCode::SUCCESS
-        }
+        TaskEnd::Delivered { .. }
+        | TaskEnd::NoChanges
+        | TaskEnd::Skipped { .. }
+        | TaskEnd::AwaitingApproval => ExitCode::SUCCESS,
         _ => ExitCode::FAILURE,
     })
 }
