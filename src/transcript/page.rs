@@ -394,7 +394,8 @@ mod tests {
             task_key: "github:acme/app:issue:5".into(),
             started_at: 0,
             ended_at: None,
-            outcome: None,
+            // Ended: a run in flight's page carries the script that follows it.
+            outcome: Some("delivered".into()),
         };
         let image = |thumbnail: Option<&str>, refused: Option<&str>| Entry::Image {
             source: "https://github.com/user-attachments/assets/1".into(),
