@@ -4,7 +4,7 @@
 //! end is a small front made here with rustls that passes each connection
 //! on to the registry on 127.0.0.1.
 
-use crate::registries::{build_wheel, free_port, tool, Registry};
+use crate::registries::{build_wheel, free_port, npm_publish, npm_user_token, tool, Registry};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::process::{Command, Stdio};
@@ -170,43 +170,8 @@ pub async fn private_npm_with(
         .spawn()
         .unwrap();
     let registry = Registry { port, child, dir }.wait_until_up("/-/ping");
-    let url = registry.url();
-    let token = Command::new("node")
-        .args([
-            "-e",
-            &format!(
-                "fetch('{url}/-/user/org.couchdb.user:reader', {{method: 'PUT', headers: {{'content-type': 'application/json'}}, body: JSON.stringify({{name: 'reader', password: 'reader-password-4471'}})}}).then(r => r.json()).then(j => process.stdout.write(j.token || JSON.stringify(j)))"
-            ),
-        ])
-        .output()
-        .unwrap();
-    let token = String::from_utf8_lossy(&token.stdout).into_owned();
-    assert!(
-        !token.is_empty() && !token.starts_with('{'),
-        "no token from verdaccio: {token}"
-    );
-    let package = registry.dir.path().join("package");
-    std::fs::create_dir_all(&package).unwrap();
-    std::fs::write(
-        package.join("package.json"),
-        format!("{{\"name\": \"{name}\", \"version\": \"{version}\", \"main\": \"index.js\", \"license\": \"MIT\"}}\n"),
-    )
-    .unwrap();
-    std::fs::write(package.join("index.js"), source).unwrap();
-    let npmrc = registry.dir.path().join("npmrc");
-    std::fs::write(&npmrc, format!("//127.0.0.1:{port}/:_authToken={token}\n")).unwrap();
-    let published = Command::new("npm")
-        .args(["publish", "--registry", &format!("{url}/")])
-        .arg("--userconfig")
-        .arg(&npmrc)
-        .current_dir(&package)
-        .output()
-        .unwrap();
-    assert!(
-        published.status.success(),
-        "npm publish failed: {}",
-        String::from_utf8_lossy(&published.stderr)
-    );
+    let token = npm_user_token(&registry, "reader", "reader-password-4471");
+    npm_publish(&registry, &token, name, version, source);
     (registry, front, token)
 }
 

@@ -171,13 +171,20 @@ pub fn npm_with(name: &str, version: &str, source: &str) -> Registry {
         .spawn()
         .unwrap();
     let registry = Registry { port, child, dir }.wait_until_up("/-/ping");
-    let url = registry.url();
     // A user of the registry's own (CouchDB's user API), for its token.
+    let token = npm_user_token(&registry, "tester", "tester-password");
+    npm_publish(&registry, &token, name, version, source);
+    registry
+}
+
+/// A new user of `registry` (verdaccio's CouchDB user API), and its token.
+pub(crate) fn npm_user_token(registry: &Registry, user: &str, password: &str) -> String {
+    let url = registry.url();
     let token = Command::new("node")
         .args([
             "-e",
             &format!(
-                "fetch('{url}/-/user/org.couchdb.user:tester', {{method: 'PUT', headers: {{'content-type': 'application/json'}}, body: JSON.stringify({{name: 'tester', password: 'tester-password'}})}}).then(r => r.json()).then(j => process.stdout.write(j.token || JSON.stringify(j)))"
+                "fetch('{url}/-/user/org.couchdb.user:{user}', {{method: 'PUT', headers: {{'content-type': 'application/json'}}, body: JSON.stringify({{name: '{user}', password: '{password}'}})}}).then(r => r.json()).then(j => process.stdout.write(j.token || JSON.stringify(j)))"
             ),
         ])
         .output()
@@ -187,6 +194,13 @@ pub fn npm_with(name: &str, version: &str, source: &str) -> Registry {
         !token.is_empty() && !token.starts_with('{'),
         "no token from verdaccio: {token}"
     );
+    token
+}
+
+/// Publishes the package `name`@`version` with `index.js` holding
+/// `source` to `registry`, as the user of `token`.
+pub(crate) fn npm_publish(registry: &Registry, token: &str, name: &str, version: &str, source: &str) {
+    let (url, port) = (registry.url(), registry.port);
     let package = registry.dir.path().join("package");
     std::fs::create_dir_all(&package).unwrap();
     std::fs::write(
@@ -209,5 +223,4 @@ pub fn npm_with(name: &str, version: &str, source: &str) -> Registry {
         "npm publish failed: {}",
         String::from_utf8_lossy(&published.stderr)
     );
-    registry
 }
