@@ -102,12 +102,25 @@ impl LivePage {
         let (socket, _) = tokio_tungstenite::connect_async(page_socket.as_str())
             .await
             .unwrap();
-        LivePage {
+        let mut page = LivePage {
             browser,
             socket,
             next_id: 0,
             _profile: profile,
+        };
+        // The target is listed as soon as its navigation starts: wait for
+        // the document of `url` itself, loaded.
+        let loaded = format!(
+            "document.readyState === 'complete' && location.href.startsWith({})",
+            serde_json::Value::String(url.to_owned())
+        );
+        for _ in 0..300 {
+            if page.evaluate(&loaded).await == true {
+                return page;
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
+        panic!("Chromium never loaded {url}");
     }
 
     /// The value of the JavaScript `expression` in the page now.
