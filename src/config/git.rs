@@ -6,7 +6,7 @@ use super::ConfigError;
 use serde::Deserialize;
 use std::time::Duration;
 
-#[derive(Debug, Clone, Copy, PartialEq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct GitConfig {
     /// Commits of each branch fetched into the mirror, and handed to the
     /// sandbox, counted from its tip; `None`: the whole history.
@@ -14,6 +14,8 @@ pub struct GitConfig {
     /// A mirror no task used for this long is removed (it is made again,
     /// shallow, when a task needs it).
     pub mirror_retention: Duration,
+    /// `git.submodules`: which submodules the work tree gets.
+    pub submodules: super::submodules::SubmodulesConfig,
 }
 
 #[derive(Debug, Deserialize)]
@@ -21,6 +23,7 @@ pub struct GitConfig {
 pub struct RawGit {
     pub history_depth: u32,
     pub mirror_retention: HumanDuration,
+    pub submodules: super::submodules::RawSubmodules,
 }
 
 impl Default for RawGit {
@@ -28,6 +31,7 @@ impl Default for RawGit {
         RawGit {
             history_depth: 50,
             mirror_retention: HumanDuration(Duration::from_secs(14 * 24 * 3600)),
+            submodules: Default::default(),
         }
     }
 }
@@ -45,6 +49,7 @@ pub(super) fn resolve_git(raw: RawGit) -> Result<GitConfig, ConfigError> {
     Ok(GitConfig {
         history_depth: (raw.history_depth > 0).then_some(raw.history_depth),
         mirror_retention: raw.mirror_retention.0,
+        submodules: super::submodules::resolve_submodules(raw.submodules)?,
     })
 }
 

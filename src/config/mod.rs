@@ -15,6 +15,7 @@ mod policy;
 mod raw;
 mod repository;
 mod secrets;
+mod submodules;
 mod triggers;
 mod units;
 mod work;
@@ -33,6 +34,7 @@ pub use repository::{
     RepositoriesConfig, SetupFailure,
 };
 pub use secrets::{Secret, Secrets, OWN_SECRET};
+pub use submodules::SubmodulesConfig;
 pub use triggers::TriggersConfig;
 pub use units::{ByteSize, HumanDuration};
 pub use work::{

@@ -9,6 +9,7 @@ pub mod history_pack;
 pub mod mirror;
 pub mod shallow;
 pub mod signing;
+pub mod submodules;
 pub mod untrusted;
 
 use crate::config::Secret;

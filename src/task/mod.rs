@@ -38,6 +38,7 @@ mod run;
 pub mod sanitize;
 mod snapshot;
 mod start_sandbox;
+mod submodule_report;
 mod verify;
 pub mod workspace;
 mod workspace_handle;
@@ -415,6 +416,7 @@ fn prepare_needs<'a>(env: &'a TaskEnv, item: &ItemRef) -> prepare::Needs<'a> {
             config.git.history_depth,
         ),
         history_depth: config.git.history_depth,
+        submodules: &config.git.submodules,
         author: (&config.delivery.author_name, &config.delivery.author_email),
         repositories: &config.repositories,
         images: &config.images,

@@ -36,6 +36,8 @@ pub(super) struct Needs<'a> {
     pub mirrors: crate::git::mirror::Mirrors,
     /// `git.history_depth`: commits of history the sandbox gets.
     pub history_depth: Option<u32>,
+    /// `git.submodules`: which submodules the work tree gets.
+    pub submodules: &'a crate::config::SubmodulesConfig,
     /// `delivery.author_name` and `author_email`, for the clone's commits.
     pub author: (&'a str, &'a str),
     pub repositories: &'a RepositoriesConfig,
@@ -304,16 +306,28 @@ async fn clone(
     };
     let author = (needs.author.0.to_owned(), needs.author.1.to_owned());
     let started = std::time::Instant::now();
-    let workspace = super::workspace_handle::blocking(move || {
-        Workspace::prepare(&root, &url, &mirrors, &branches, &creds, (&author.0, &author.1))
+    let rules = needs.submodules.clone();
+    let (workspace, submodules) = super::workspace_handle::blocking(move || {
+        let ws = Workspace::prepare(&root, &url, &mirrors, &branches, &creds, (&author.0, &author.1))?;
+        let source = crate::git::submodules::Source {
+            forge_url: &url,
+            mirrors: &mirrors,
+            credentials: &creds,
+            rules: &rules,
+        };
+        let submodules = crate::git::submodules::for_work_tree(&ws.checkout_dir(), ws.base, &source);
+        Ok::<_, super::workspace::DeliveryError>((ws, submodules))
     })
     .await??;
+    for note in submodules.notes {
+        run.note(note);
+    }
     tracing::debug!(
         task = %run.item,
         ms = started.elapsed().as_millis() as u64,
         "repository made from the mirror (its files are written and its history packed in the background)"
     );
-    let handle = WorkspaceHandle::new(workspace, depth);
+    let handle = WorkspaceHandle::new(workspace, depth, submodules.present);
     run.adopt_checkout(handle.checkout().1);
     Ok(handle)
 }

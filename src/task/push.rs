@@ -226,12 +226,23 @@ impl Rounds<'_, '_> {
         let mut round = 0;
         loop {
             round += 1;
+            let taken = self.collect(round, &protected).await?;
+            let submodules = match round {
+                1 => {
+                    let head = taken.as_ref().map(|t| t.collected.head);
+                    super::submodule_report::report(self.sandbox, self.workspace, head, self.needs.copy_out).await
+                }
+                _ => Vec::new(),
+            };
             let Some(Taken {
                 collected,
                 host_commit,
                 left_out,
-            }) = self.collect(round, &protected).await?
+            }) = taken
             else {
+                for said in submodules {
+                    self.run.note(said);
+                }
                 return match (round, &outcome.stop) {
                     (1, StopReason::Answered) => {
                         self.run.note("The model finished without changing any file");
@@ -251,6 +262,9 @@ impl Rounds<'_, '_> {
             }
             if !left_out.is_empty() {
                 self.tell(&mut summary, format!("Not committed: {}", listed(&left_out)));
+            }
+            for said in submodules {
+                self.tell(&mut summary, said);
             }
             if !collected.other_branches.is_empty() {
                 self.run.note(format!(

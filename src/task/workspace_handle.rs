@@ -8,6 +8,7 @@
 use super::error::TaskError;
 use super::workspace::{DeliveryError, Workspace};
 use crate::git::history_pack::HistoryPack;
+use crate::git::submodules::Present;
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -21,6 +22,8 @@ pub(super) struct WorkspaceHandle {
     checked_out: CheckedOut,
     /// Set when the handle goes: a checkout still running stops.
     cancel: Arc<AtomicBool>,
+    /// The submodules whose files the work tree gets.
+    submodules: Arc<Vec<Present>>,
 }
 
 /// The work tree's files being written; resolves once they are, or with why not.
@@ -54,14 +57,19 @@ impl Drop for WorkspaceHandle {
 
 impl WorkspaceHandle {
     /// Holds `ws` and starts, in the background, writing its work tree's
-    /// files and packing the sandbox's history (`depth` commits): what
-    /// reads them waits for [`WorkspaceHandle::checked_out`] and
-    /// [`WorkspaceHandle::history`].
-    pub fn new(ws: Workspace, depth: Option<u32>) -> WorkspaceHandle {
+    /// files (then those of the fetched `submodules`) and packing the
+    /// sandbox's history (`depth` commits): what reads them waits for
+    /// [`WorkspaceHandle::checked_out`] and [`WorkspaceHandle::history`].
+    pub fn new(ws: Workspace, depth: Option<u32>, submodules: Vec<Present>) -> WorkspaceHandle {
         let checkout = ws.checkout_dir();
         let cancel = Arc::new(AtomicBool::new(false));
         let (dir, stop) = (checkout.clone(), cancel.clone());
-        let checked_out = in_background(move || Workspace::check_out(&dir, &stop));
+        let submodules = Arc::new(submodules);
+        let (present, scratch) = (submodules.clone(), ws.root.join("submodules"));
+        let checked_out = in_background(move || {
+            Workspace::check_out(&dir, &stop)?;
+            Ok(crate::git::submodules::check_out(&dir, &scratch, &present)?)
+        });
         let history = in_background(ws.start_history(depth));
         WorkspaceHandle {
             history,
@@ -70,7 +78,13 @@ impl WorkspaceHandle {
             inner: Arc::new(Mutex::new(ws)),
             checked_out,
             cancel,
+            submodules,
         }
+    }
+
+    /// The submodules whose files the work tree holds.
+    pub fn submodules(&self) -> &[Present] {
+        &self.submodules
     }
 
     /// Runs `f` on the workspace off the async threads.

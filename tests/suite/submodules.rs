@@ -1,0 +1,94 @@
+//! Submodules: fetched on the host from the forge (a relative URL resolved
+//! against the superproject's address, with the forge's credential), their
+//! files in the sandbox; one on a host the operator did not allow and one
+//! whose `.gitmodules` URL reads the host's disk are not fetched, and the
+//! progress comment says why; the model's edits inside a submodule are not
+//! pushed, its gitlink stays, and the PR says what was left out.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use forgehand_test_support::git_http;
+use forgehand_test_support::github_world::{World, DONE, REPO};
+use forgehand_test_support::scripted_model::{run, text, GREET};
+
+const GITMODULES: &str = "[submodule \"lib\"]\n\tpath = vendored/lib\n\turl = ../lib.git\n\
+[submodule \"far\"]\n\tpath = vendored/far\n\turl = https://elsewhere.example/far.git\n\
+[submodule \"disk\"]\n\tpath = vendored/disk\n\turl = file:///etc\n";
+
+/// A commit no repository holds, for the gitlinks that are never fetched.
+const NOWHERE: &str = "0123456789abcdef0123456789abcdef01234567";
+
+fn git(bare: &std::path::Path, args: &[&str]) -> String {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(args)
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_forge_submodule_is_in_the_sandbox_others_are_refused_and_its_edits_are_not_pushed() {
+    let look_and_edit = "echo \"lib=$(cat vendored/lib/lib.txt) others=$(find vendored/far vendored/disk -type f | wc -l)\" \
+                         && echo 'patched by the model' >> vendored/lib/lib.txt && echo 'new' > vendored/lib/added.txt \
+                         && echo '# greets' >> greet.py";
+    let world = World::with_repository(
+        vec![(run(look_and_edit), None), (text("Changed greet.py."), None)],
+        &[("greet.py", GREET), (".gitmodules", GITMODULES)],
+        "",
+    )
+    .await;
+    let lib = git_http::bare_repo(&world.git.root, "acme/lib.git", &[("lib.txt", "lib v1\n")]);
+    let lib_head = git_http::head_of(&lib, "main");
+    git_http::add_gitlink(&world.bare, "main", "vendored/lib", &lib_head);
+    git_http::add_gitlink(&world.bare, "main", "vendored/far", NOWHERE);
+    git_http::add_gitlink(&world.bare, "main", "vendored/disk", NOWHERE);
+    let issue = world.labelled_issue("Greet the world");
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+    assert!(daemon.terminate().success());
+    let log = std::fs::read_to_string(world.log_path()).unwrap();
+    assert_eq!(world.github.issue(REPO, issue).labels, vec![DONE.to_owned()], "{log}");
+
+    // The forge's submodule was in the sandbox; the others were empty.
+    let seen: String = world.model.requests().await.iter().map(|r| r.to_string()).collect();
+    assert!(seen.contains("lib=lib v1 others=0"), "{seen}");
+
+    // The progress comment says which were left out, and why.
+    let progress = world.progress_comment(issue);
+    assert!(progress.contains("Submodules checked out: `vendored/lib`"), "{progress}");
+    assert!(
+        progress.contains("Submodule `vendored/far` not fetched")
+            && progress.contains("elsewhere.example is not the forge's host"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("Submodule `vendored/disk` not fetched") && progress.contains("host's disk"),
+        "{progress}"
+    );
+
+    // The superproject's change is pushed with the gitlink where it was,
+    // and nothing of the submodule's files.
+    let branch = format!("forgehand/issue-{issue}");
+    assert!(git(&world.bare, &["show", &format!("{branch}:greet.py")]).contains("# greets"));
+    let tree = git(&world.bare, &["ls-tree", "-r", &branch]);
+    assert!(
+        tree.contains(&format!("160000 commit {lib_head}\tvendored/lib")),
+        "{tree}"
+    );
+    assert!(!tree.contains("lib.txt") && !tree.contains("added.txt"), "{tree}");
+    // The submodule's own repository got nothing.
+    assert_eq!(git_http::head_of(&lib, "main"), lib_head);
+    assert_eq!(git(&lib, &["branch", "--format=%(refname)"]).trim(), "refs/heads/main");
+
+    // The PR says what was left out.
+    let pr = &world.github.pulls(REPO)[0];
+    assert!(
+        pr.body.contains("Not pushed: edits inside the submodule `vendored/lib`")
+            && pr.body.contains("changed lib.txt")
+            && pr.body.contains("added added.txt"),
+        "{}",
+        pr.body
+    );
+}
