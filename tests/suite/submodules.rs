@@ -92,3 +92,80 @@ async fn a_forge_submodule_is_in_the_sandbox_others_are_refused_and_its_edits_ar
         pr.body
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_depth_limit_and_an_allowed_host_without_credentials_are_said_and_a_moved_gitlink_is_delivered() {
+    let move_gitlink = "git update-index --cacheinfo 160000,$(cat LIB_V2),vendored/lib && git commit -qm 'Use lib v2' \
+                        && echo \"deep=$(find vendored/lib/deep -type f | wc -l)\"";
+    let world = World::with_repository(
+        vec![(run(move_gitlink), None), (text("Moved the submodule to lib v2."), None)],
+        &[("greet.py", GREET)],
+        "",
+    )
+    .await;
+    let port = world.git.addr.port();
+    // Another host name for the same loopback server: a host of its own,
+    // which the operator allows, and which must not get the forge's token.
+    let modules = format!(
+        "[submodule \"lib\"]\n\tpath = vendored/lib\n\turl = ../lib.git\n\
+         [submodule \"pub\"]\n\tpath = vendored/pub\n\turl = http://localhost:{port}/acme/pub.git\n"
+    );
+    let deep = git_http::bare_repo(&world.git.root, "acme/deep.git", &[("deep.txt", "deep\n")]);
+    let lib = git_http::bare_repo(
+        &world.git.root,
+        "acme/lib.git",
+        &[
+            ("lib.txt", "lib v1\n"),
+            (".gitmodules", "[submodule \"deep\"]\n\tpath = deep\n\turl = ../deep.git\n"),
+        ],
+    );
+    git_http::add_gitlink(&lib, "main", "deep", &git_http::head_of(&deep, "main"));
+    let lib_v1 = git_http::head_of(&lib, "main");
+    let public = git_http::bare_repo(&world.git.root, "acme/pub.git", &[("pub.txt", "pub\n")]);
+    git_http::push_commit(&world.bare, "main", ".gitmodules", &modules, "Add submodules");
+    git_http::add_gitlink(&world.bare, "main", "vendored/lib", &lib_v1);
+    git_http::add_gitlink(&world.bare, "main", "vendored/pub", &git_http::head_of(&public, "main"));
+    git_http::push_commit(&lib, "main", "lib.txt", "lib v2\n", "lib v2");
+    let lib_v2 = git_http::head_of(&lib, "main");
+    git_http::push_commit(&world.bare, "main", "LIB_V2", &lib_v2, "Name lib v2");
+    // The rig's config has a `git:` section already: the settings go in it.
+    let config = std::fs::read_to_string(&world.config).unwrap().replacen(
+        "git:\n",
+        &format!("git:\n  submodules:\n    depth: 1\n    allowed_hosts: [\"localhost:{port}\"]\n"),
+        1,
+    );
+    std::fs::write(&world.config, config).unwrap();
+
+    let issue = world.labelled_issue("Use lib v2");
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+    assert!(daemon.terminate().success());
+    let log = std::fs::read_to_string(world.log_path()).unwrap();
+    assert_eq!(world.github.issue(REPO, issue).labels, vec![DONE.to_owned()], "{log}");
+
+    let progress = world.progress_comment(issue);
+    assert!(
+        progress.contains("Submodule `vendored/lib/deep` not fetched: deeper than `git.submodules.depth` (1)"),
+        "{progress}"
+    );
+    // The allowed host was asked anonymously; this server wants a token,
+    // which forgehand gives only to the forge's own address.
+    assert!(
+        progress.contains("Submodule `vendored/pub` not fetched")
+            && progress.contains("no token is configured for this remote"),
+        "{progress}"
+    );
+    let seen: String = world.model.requests().await.iter().map(|r| r.to_string()).collect();
+    assert!(seen.contains("deep=0"), "{seen}");
+
+    // The gitlink the model moved on purpose is delivered as that change.
+    let branch = format!("forgehand/issue-{issue}");
+    let tree = git(&world.bare, &["ls-tree", "-r", &branch]);
+    assert!(tree.contains(&format!("160000 commit {lib_v2}\tvendored/lib")), "{tree}");
+    let pr = &world.github.pulls(REPO)[0];
+    assert!(
+        pr.body.contains("The change moves the submodule `vendored/lib`") && pr.body.contains("has that commit"),
+        "{}",
+        pr.body
+    );
+}
