@@ -230,7 +230,8 @@ impl Rounds<'_, '_> {
             let submodules = match round {
                 1 => {
                     let head = taken.as_ref().map(|t| t.collected.head);
-                    super::submodule_report::report(self.sandbox, self.workspace, head, self.needs.copy_out).await
+                    super::submodule_report::report(self.sandbox, self.workspace, head, self.needs.copy_out)
+                        .await
                 }
                 _ => Vec::new(),
             };

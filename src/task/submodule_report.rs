@@ -54,7 +54,9 @@ pub(super) async fn report(
                 submodule.path,
                 sanitize::for_forge_line(&why, 200)
             )),
-            Err(e) => tracing::info!(submodule = %submodule.path, "cannot read the submodule's folder back: {e}"),
+            Err(e) => {
+                tracing::info!(submodule = %submodule.path, "cannot read the submodule's folder back: {e}")
+            }
         }
     }
     if let Some(head) = head {
@@ -116,7 +118,8 @@ fn gitlink_moves(dir: &Path, (base, head): (Oid, Oid), present: &[Present]) -> V
         lines.push(match after {
             None => format!("The change removes the submodule `{}`", submodule.path),
             Some(after) => {
-                let known = Repository::open_bare(&submodule.mirror).is_ok_and(|m| m.find_commit(after).is_ok());
+                let known =
+                    Repository::open_bare(&submodule.mirror).is_ok_and(|m| m.find_commit(after).is_ok());
                 format!(
                     "The change moves the submodule `{}` from {:.10} to {:.10} (a gitlink change; {} {})",
                     submodule.path,

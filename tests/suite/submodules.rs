@@ -49,15 +49,28 @@ async fn a_forge_submodule_is_in_the_sandbox_others_are_refused_and_its_edits_ar
     world.wait_for_end(issue).await;
     assert!(daemon.terminate().success());
     let log = std::fs::read_to_string(world.log_path()).unwrap();
-    assert_eq!(world.github.issue(REPO, issue).labels, vec![DONE.to_owned()], "{log}");
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{log}"
+    );
 
     // The forge's submodule was in the sandbox; the others were empty.
-    let seen: String = world.model.requests().await.iter().map(|r| r.to_string()).collect();
+    let seen: String = world
+        .model
+        .requests()
+        .await
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
     assert!(seen.contains("lib=lib v1 others=0"), "{seen}");
 
     // The progress comment says which were left out, and why.
     let progress = world.progress_comment(issue);
-    assert!(progress.contains("Submodules checked out: `vendored/lib`"), "{progress}");
+    assert!(
+        progress.contains("Submodules checked out: `vendored/lib`"),
+        "{progress}"
+    );
     assert!(
         progress.contains("Submodule `vendored/far` not fetched")
             && progress.contains("elsewhere.example is not the forge's host"),
@@ -80,12 +93,16 @@ async fn a_forge_submodule_is_in_the_sandbox_others_are_refused_and_its_edits_ar
     assert!(!tree.contains("lib.txt") && !tree.contains("added.txt"), "{tree}");
     // The submodule's own repository got nothing.
     assert_eq!(git_http::head_of(&lib, "main"), lib_head);
-    assert_eq!(git(&lib, &["branch", "--format=%(refname)"]).trim(), "refs/heads/main");
+    assert_eq!(
+        git(&lib, &["branch", "--format=%(refname)"]).trim(),
+        "refs/heads/main"
+    );
 
     // The PR says what was left out.
     let pr = &world.github.pulls(REPO)[0];
     assert!(
-        pr.body.contains("Not pushed: edits inside the submodule `vendored/lib`")
+        pr.body
+            .contains("Not pushed: edits inside the submodule `vendored/lib`")
             && pr.body.contains("changed lib.txt")
             && pr.body.contains("added added.txt"),
         "{}",
@@ -95,10 +112,14 @@ async fn a_forge_submodule_is_in_the_sandbox_others_are_refused_and_its_edits_ar
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_depth_limit_and_an_allowed_host_without_credentials_are_said_and_a_moved_gitlink_is_delivered() {
-    let move_gitlink = "git update-index --cacheinfo 160000,$(cat LIB_V2),vendored/lib && git commit -qm 'Use lib v2' \
+    let move_gitlink =
+        "git update-index --cacheinfo 160000,$(cat LIB_V2),vendored/lib && git commit -qm 'Use lib v2' \
                         && echo \"deep=$(find vendored/lib/deep -type f | wc -l)\"";
     let world = World::with_repository(
-        vec![(run(move_gitlink), None), (text("Moved the submodule to lib v2."), None)],
+        vec![
+            (run(move_gitlink), None),
+            (text("Moved the submodule to lib v2."), None),
+        ],
         &[("greet.py", GREET)],
         "",
     )
@@ -116,7 +137,10 @@ async fn the_depth_limit_and_an_allowed_host_without_credentials_are_said_and_a_
         "acme/lib.git",
         &[
             ("lib.txt", "lib v1\n"),
-            (".gitmodules", "[submodule \"deep\"]\n\tpath = deep\n\turl = ../deep.git\n"),
+            (
+                ".gitmodules",
+                "[submodule \"deep\"]\n\tpath = deep\n\turl = ../deep.git\n",
+            ),
         ],
     );
     git_http::add_gitlink(&lib, "main", "deep", &git_http::head_of(&deep, "main"));
@@ -124,7 +148,12 @@ async fn the_depth_limit_and_an_allowed_host_without_credentials_are_said_and_a_
     let public = git_http::bare_repo(&world.git.root, "acme/pub.git", &[("pub.txt", "pub\n")]);
     git_http::push_commit(&world.bare, "main", ".gitmodules", &modules, "Add submodules");
     git_http::add_gitlink(&world.bare, "main", "vendored/lib", &lib_v1);
-    git_http::add_gitlink(&world.bare, "main", "vendored/pub", &git_http::head_of(&public, "main"));
+    git_http::add_gitlink(
+        &world.bare,
+        "main",
+        "vendored/pub",
+        &git_http::head_of(&public, "main"),
+    );
     git_http::push_commit(&lib, "main", "lib.txt", "lib v2\n", "lib v2");
     let lib_v2 = git_http::head_of(&lib, "main");
     git_http::push_commit(&world.bare, "main", "LIB_V2", &lib_v2, "Name lib v2");
@@ -141,11 +170,16 @@ async fn the_depth_limit_and_an_allowed_host_without_credentials_are_said_and_a_
     world.wait_for_end(issue).await;
     assert!(daemon.terminate().success());
     let log = std::fs::read_to_string(world.log_path()).unwrap();
-    assert_eq!(world.github.issue(REPO, issue).labels, vec![DONE.to_owned()], "{log}");
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{log}"
+    );
 
     let progress = world.progress_comment(issue);
     assert!(
-        progress.contains("Submodule `vendored/lib/deep` not fetched: deeper than `git.submodules.depth` (1)"),
+        progress
+            .contains("Submodule `vendored/lib/deep` not fetched: deeper than `git.submodules.depth` (1)"),
         "{progress}"
     );
     // The allowed host was asked anonymously; this server wants a token,
@@ -155,16 +189,26 @@ async fn the_depth_limit_and_an_allowed_host_without_credentials_are_said_and_a_
             && progress.contains("no token is configured for this remote"),
         "{progress}"
     );
-    let seen: String = world.model.requests().await.iter().map(|r| r.to_string()).collect();
+    let seen: String = world
+        .model
+        .requests()
+        .await
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
     assert!(seen.contains("deep=0"), "{seen}");
 
     // The gitlink the model moved on purpose is delivered as that change.
     let branch = format!("forgehand/issue-{issue}");
     let tree = git(&world.bare, &["ls-tree", "-r", &branch]);
-    assert!(tree.contains(&format!("160000 commit {lib_v2}\tvendored/lib")), "{tree}");
+    assert!(
+        tree.contains(&format!("160000 commit {lib_v2}\tvendored/lib")),
+        "{tree}"
+    );
     let pr = &world.github.pulls(REPO)[0];
     assert!(
-        pr.body.contains("The change moves the submodule `vendored/lib`") && pr.body.contains("has that commit"),
+        pr.body.contains("The change moves the submodule `vendored/lib`")
+            && pr.body.contains("has that commit"),
         "{}",
         pr.body
     );

@@ -96,8 +96,14 @@ fn read_stream(
             ));
         }
         let raw = entry.path_bytes().into_owned();
-        let parts: Vec<&[u8]> = raw.split(|b| *b == b'/').filter(|p| !p.is_empty() && *p != b".").collect();
-        if parts.len() < 2 || parts.len() > limits.depth + 1 || parts.iter().any(|p| *p == b".git" || *p == b"..") {
+        let parts: Vec<&[u8]> = raw
+            .split(|b| *b == b'/')
+            .filter(|p| !p.is_empty() && *p != b".")
+            .collect();
+        if parts.len() < 2
+            || parts.len() > limits.depth + 1
+            || parts.iter().any(|p| *p == b".git" || *p == b"..")
+        {
             continue;
         }
         let path = String::from_utf8_lossy(&parts[1..].join(&b'/')).into_owned();
@@ -136,9 +142,12 @@ fn blob_id(size: u64, input: &mut dyn Read) -> std::io::Result<Oid> {
 
 /// Whether `path` lies in one of the `folders` (or is one).
 fn inside(path: &str, folders: &[String]) -> bool {
-    folders
-        .iter()
-        .any(|f| path == f || path.strip_prefix(f.as_str()).is_some_and(|rest| rest.starts_with('/')))
+    folders.iter().any(|f| {
+        path == f
+            || path
+                .strip_prefix(f.as_str())
+                .is_some_and(|rest| rest.starts_with('/'))
+    })
 }
 
 /// A `.gitignore` of the submodule's commit (trusted: from its mirror).
@@ -185,7 +194,12 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let repo = Repository::init_bare(dir.path().join("m.git")).unwrap();
         let mut index = git2::Index::new().unwrap();
-        for (path, text) in [("a.txt", "a\n"), ("b.txt", "b\n"), (".gitignore", "build/\n"), ("keep.txt", "k\n")] {
+        for (path, text) in [
+            ("a.txt", "a\n"),
+            ("b.txt", "b\n"),
+            (".gitignore", "build/\n"),
+            ("keep.txt", "k\n"),
+        ] {
             let id = repo.blob(text.as_bytes()).unwrap();
             let mut entry = entry_for(path, id);
             entry.file_size = text.len() as u32;

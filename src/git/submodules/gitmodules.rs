@@ -131,7 +131,8 @@ mod tests {
 
     #[test]
     fn an_include_is_never_followed() {
-        let found = parse("[include]\n\tpath = /etc/passwd\n[submodule \"a\"]\n\tpath = a\n\turl = ../a.git\n");
+        let found =
+            parse("[include]\n\tpath = /etc/passwd\n[submodule \"a\"]\n\tpath = a\n\turl = ../a.git\n");
         assert_eq!(found.len(), 1);
         assert_eq!(found[0].path, "a");
     }

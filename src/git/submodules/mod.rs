@@ -71,7 +71,10 @@ pub fn for_work_tree(dir: &Path, commit: Oid, source: &Source<'_>) -> Submodules
         Ok(repo) => fetch_all(&repo, commit, source),
         Err(e) => Submodules {
             present: Vec::new(),
-            notes: vec![format!("Submodules not fetched: the work tree cannot be opened ({})", e.message())],
+            notes: vec![format!(
+                "Submodules not fetched: the work tree cannot be opened ({})",
+                e.message()
+            )],
         },
     };
     if !found.present.is_empty() {
@@ -103,11 +106,7 @@ fn visit(
 ) {
     for (declared, gitlink) in declared_gitlinks(repo, commit) {
         let path = format!("{prefix}{}", declared.path);
-        let mut leave_out = |why: String| {
-            found
-                .notes
-                .push(format!("Submodule `{path}` not fetched: {why}"))
-        };
+        let mut leave_out = |why: String| found.notes.push(format!("Submodule `{path}` not fetched: {why}"));
         if declared.skipped {
             leave_out("`.gitmodules` says `update = none`".into());
             continue;
@@ -151,7 +150,14 @@ fn visit(
             url: url.to_string(),
             mirror: fetched.path().to_owned(),
         });
-        visit(&fetched, gitlink, (url.as_str(), &format!("{path}/")), level + 1, source, found);
+        visit(
+            &fetched,
+            gitlink,
+            (url.as_str(), &format!("{path}/")),
+            level + 1,
+            source,
+            found,
+        );
     }
 }
 
@@ -194,11 +200,22 @@ fn declared_gitlinks(repo: &Repository, commit: Oid) -> Vec<(gitmodules::Declare
     };
     gitmodules::parse(&text)
         .into_iter()
+        .filter(|declared| is_plain_path(&declared.path))
         .filter_map(|declared| {
             let entry = tree.get_path(Path::new(&declared.path)).ok()?;
             (entry.kind() == Some(git2::ObjectType::Commit)).then(|| (declared, entry.id()))
         })
         .collect()
+}
+
+/// A relative path of plain names, which stays inside the work tree when
+/// joined to it (no leading `/`, no `.`, `..` or `.git` component).
+fn is_plain_path(path: &str) -> bool {
+    !path.is_empty()
+        && !path.contains('\\')
+        && path
+            .split('/')
+            .all(|part| !part.is_empty() && part != "." && part != ".." && !part.eq_ignore_ascii_case(".git"))
 }
 
 /// Writes each submodule's files into its folder of the work tree at
@@ -222,7 +239,8 @@ pub fn check_out(workdir: &Path, scratch: &Path, present: &[Present]) -> Result<
 }
 
 fn check_out_one(workdir: &Path, scratch: &Path, submodule: &Present) -> Result<(), GitError> {
-    let repo = Repository::init_bare(scratch).map_err(|e| GitError::failed("make a checkout repository", e))?;
+    let repo =
+        Repository::init_bare(scratch).map_err(|e| GitError::failed("make a checkout repository", e))?;
     let info = scratch.join("objects/info");
     std::fs::create_dir_all(&info)
         .and_then(|()| {
@@ -236,14 +254,49 @@ fn check_out_one(workdir: &Path, scratch: &Path, submodule: &Present) -> Result<
             detail: e.to_string(),
         })?;
     drop(repo);
-    let repo = Repository::open_bare(scratch).map_err(|e| GitError::failed("open the checkout repository", e))?;
+    let repo =
+        Repository::open_bare(scratch).map_err(|e| GitError::failed("open the checkout repository", e))?;
     let tree = repo
         .find_commit(submodule.commit)
         .and_then(|c| c.tree())
         .map_err(|e| GitError::failed("read the submodule's commit", e))?;
     let dest = workdir.join(&submodule.path);
+    // The folder is the superproject's (or a parent submodule's) own; a
+    // link on the way would lead the files elsewhere.
+    let mut walked = workdir.to_owned();
+    for part in Path::new(&submodule.path).components() {
+        walked.push(part);
+        if std::fs::symlink_metadata(&walked).is_ok_and(|m| !m.is_dir()) {
+            return Err(GitError::Failed {
+                action: format!("write the submodule's files into {}", submodule.path),
+                detail: format!("{} is not a folder", walked.display()),
+            });
+        }
+    }
     let mut options = git2::build::CheckoutBuilder::new();
     options.force().target_dir(&dest);
     repo.checkout_tree(tree.as_object(), Some(&mut options))
         .map_err(|e| GitError::failed("write the submodule's files", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plain_relative_paths_name_a_submodule_folder() {
+        assert!(is_plain_path("vendored/lib"));
+        for bad in [
+            "/etc/cron.d",
+            "../outside",
+            "a/../../b",
+            "a//b",
+            "./a",
+            ".git/hooks",
+            "a\\b",
+            "",
+        ] {
+            assert!(!is_plain_path(bad), "{bad}");
+        }
+    }
 }

@@ -58,7 +58,9 @@ pub fn resolve(declared: &str, base: &str) -> Result<Url, String> {
         return Err("a `transport::address` URL would run a program on the host; refused".into());
     }
     if is_scp_like(declared) {
-        return Err("an SSH address (`user@host:path`) is not fetched: submodules are fetched over HTTPS only".into());
+        return Err(
+            "an SSH address (`user@host:path`) is not fetched: submodules are fetched over HTTPS only".into(),
+        );
     }
     Err("a local path would read the host's disk; refused (write a URL relative to the forge, such as `../other.git`)".into())
 }
@@ -118,7 +120,13 @@ fn is_scp_like(text: &str) -> bool {
 /// Whether `url` may be fetched and how: the forge's own origin with its
 /// credential, an allowed host anonymously; any other host refused.
 pub fn access(url: &Url, forge: &str, allowed: &[HostPattern]) -> Result<Access, String> {
-    let origin = |u: &Url| Some((u.scheme().to_owned(), u.host_str()?.to_owned(), u.port_or_known_default()?));
+    let origin = |u: &Url| {
+        Some((
+            u.scheme().to_owned(),
+            u.host_str()?.to_owned(),
+            u.port_or_known_default()?,
+        ))
+    };
     let forge = Url::parse(forge).map_err(|e| format!("the forge's address cannot be read ({e})"))?;
     if origin(url).is_some() && origin(url) == origin(&forge) {
         return Ok(Access::Forge);
@@ -143,7 +151,10 @@ mod tests {
     #[test]
     fn relative_urls_resolve_against_the_superprojects_address() {
         let resolved = |d: &str| resolve(d, FORGE).map(|u| u.to_string());
-        assert_eq!(resolved("../lib.git").unwrap(), "https://forge.example/acme/lib.git");
+        assert_eq!(
+            resolved("../lib.git").unwrap(),
+            "https://forge.example/acme/lib.git"
+        );
         assert_eq!(
             resolved("../../other/lib.git").unwrap(),
             "https://forge.example/other/lib.git"
@@ -152,7 +163,9 @@ mod tests {
             resolved("./nested.git").unwrap(),
             "https://forge.example/acme/app.git/nested.git"
         );
-        assert!(resolved("../../../x.git").unwrap_err().contains("above the forge's root"));
+        assert!(resolved("../../../x.git")
+            .unwrap_err()
+            .contains("above the forge's root"));
         assert!(resolved("../a/../../../../x.git").is_err());
         let port = resolve("../lib.git", "http://127.0.0.1:8080/acme/app.git").unwrap();
         assert_eq!(port.as_str(), "http://127.0.0.1:8080/acme/lib.git");
