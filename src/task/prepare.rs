@@ -319,8 +319,9 @@ async fn clone(
         Ok::<_, super::workspace::DeliveryError>((ws, submodules))
     })
     .await??;
-    for note in submodules.notes {
-        run.note(note);
+    let (submodules, said) = submodules;
+    for line in said {
+        run.note(line);
     }
     tracing::debug!(
         task = %run.item,

@@ -72,12 +72,13 @@ async fn a_forge_submodule_is_in_the_sandbox_others_are_refused_and_its_edits_ar
         "{progress}"
     );
     assert!(
-        progress.contains("Submodule `vendored/far` not fetched")
+        progress.contains("Submodules not fetched: ")
+            && progress.contains("`vendored/far`: ")
             && progress.contains("elsewhere.example is not the forge's host"),
         "{progress}"
     );
     assert!(
-        progress.contains("Submodule `vendored/disk` not fetched") && progress.contains("host's disk"),
+        progress.contains("`vendored/disk`: a `file://` URL") && progress.contains("host's disk"),
         "{progress}"
     );
 
@@ -178,14 +179,13 @@ async fn the_depth_limit_and_an_allowed_host_without_credentials_are_said_and_a_
 
     let progress = world.progress_comment(issue);
     assert!(
-        progress
-            .contains("Submodule `vendored/lib/deep` not fetched: deeper than `git.submodules.depth` (1)"),
+        progress.contains("`vendored/lib/deep`: deeper than `git.submodules.depth` (1)"),
         "{progress}"
     );
     // The allowed host was asked anonymously; this server wants a token,
     // which forgehand gives only to the forge's own address.
     assert!(
-        progress.contains("Submodule `vendored/pub` not fetched")
+        progress.contains("`vendored/pub`: the fetch from http://localhost")
             && progress.contains("no token is configured for this remote"),
         "{progress}"
     );

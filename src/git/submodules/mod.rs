@@ -40,8 +40,8 @@ pub struct Present {
 #[derive(Debug, Clone, Default)]
 pub struct Submodules {
     pub present: Vec<Present>,
-    /// One line per submodule that was left out, and why.
-    pub notes: Vec<String>,
+    /// One entry per submodule that was left out, and why.
+    pub left_out: Vec<String>,
 }
 
 /// Where submodules come from and with what.
@@ -55,7 +55,7 @@ pub struct Source<'a> {
 
 /// Fetches the submodules `commit` of `repo` names (and theirs, to the
 /// depth limit) into their mirrors. Never fails: what is not fetched is
-/// said in [`Submodules::notes`].
+/// in [`Submodules::left_out`].
 pub fn fetch_all(repo: &Repository, commit: Oid, source: &Source<'_>) -> Submodules {
     let mut found = Submodules::default();
     if source.rules.enabled {
@@ -64,34 +64,45 @@ pub fn fetch_all(repo: &Repository, commit: Oid, source: &Source<'_>) -> Submodu
     found
 }
 
+/// Most submodules named on one progress line.
+const LISTED: usize = 10;
+
 /// [`fetch_all`] for the work tree at `dir` (the task branch at `commit`),
-/// with a line naming the submodules it gets.
-pub fn for_work_tree(dir: &Path, commit: Oid, source: &Source<'_>) -> Submodules {
-    let mut found = match Repository::open(dir) {
+/// and the progress lines that say which submodules it gets and which it
+/// does not, and why.
+pub fn for_work_tree(dir: &Path, commit: Oid, source: &Source<'_>) -> (Submodules, Vec<String>) {
+    let found = match Repository::open(dir) {
         Ok(repo) => fetch_all(&repo, commit, source),
         Err(e) => Submodules {
             present: Vec::new(),
-            notes: vec![format!(
-                "Submodules not fetched: the work tree cannot be opened ({})",
-                e.message()
-            )],
+            left_out: vec![format!("all: the work tree cannot be opened ({})", e.message())],
         },
     };
-    if !found.present.is_empty() {
-        let named: Vec<String> = found
-            .present
-            .iter()
-            .map(|p| format!("`{}` at {:.10}", p.path, p.commit.to_string()))
-            .collect();
-        found.notes.insert(
-            0,
-            format!(
-                "Submodules checked out: {} (edits inside them are not pushed)",
-                named.join(", ")
-            ),
-        );
+    let mut lines = Vec::new();
+    let present: Vec<String> = found
+        .present
+        .iter()
+        .map(|p| format!("`{}` at {:.10}", p.path, p.commit.to_string()))
+        .collect();
+    if !present.is_empty() {
+        lines.push(format!(
+            "Submodules checked out: {} (edits inside them are not pushed)",
+            listed(&present)
+        ));
     }
-    found
+    if !found.left_out.is_empty() {
+        lines.push(format!("Submodules not fetched: {}", listed(&found.left_out)));
+    }
+    (found, lines)
+}
+
+/// At most [`LISTED`] of `items`, and how many more.
+fn listed(items: &[String]) -> String {
+    let mut shown: Vec<String> = items.iter().take(LISTED).cloned().collect();
+    if items.len() > LISTED {
+        shown.push(format!("and {} more", items.len() - LISTED));
+    }
+    shown.join("; ")
 }
 
 /// The submodules of `commit` in `repo`, a superproject at `base` (its
@@ -106,7 +117,7 @@ fn visit(
 ) {
     for (declared, gitlink) in declared_gitlinks(repo, commit) {
         let path = format!("{prefix}{}", declared.path);
-        let mut leave_out = |why: String| found.notes.push(format!("Submodule `{path}` not fetched: {why}"));
+        let mut leave_out = |why: String| found.left_out.push(format!("`{path}`: {why}"));
         if declared.skipped {
             leave_out("`.gitmodules` says `update = none`".into());
             continue;
