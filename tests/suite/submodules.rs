@@ -213,3 +213,38 @@ async fn the_depth_limit_and_an_allowed_host_without_credentials_are_said_and_a_
         pr.body
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn edits_only_inside_a_submodule_push_nothing_and_the_progress_comment_says_so() {
+    let edit_inside =
+        "echo 'patched by the model' >> vendored/lib/lib.txt && git add -A && git status --short";
+    let world = World::with_repository(
+        vec![(run(edit_inside), None), (text("Patched the library."), None)],
+        &[
+            ("greet.py", GREET),
+            (
+                ".gitmodules",
+                "[submodule \"lib\"]\n\tpath = vendored/lib\n\turl = ../lib.git\n",
+            ),
+        ],
+        "",
+    )
+    .await;
+    let lib = git_http::bare_repo(&world.git.root, "acme/lib.git", &[("lib.txt", "lib v1\n")]);
+    let lib_head = git_http::head_of(&lib, "main");
+    git_http::add_gitlink(&world.bare, "main", "vendored/lib", &lib_head);
+    let issue = world.labelled_issue("Patch the library");
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+    assert!(daemon.terminate().success());
+    let log = std::fs::read_to_string(world.log_path()).unwrap();
+    let progress = world.progress_comment(issue);
+    assert!(
+        progress.contains("Not pushed: edits inside the submodule `vendored/lib` (changed lib.txt)"),
+        "{progress}\n{log}"
+    );
+    assert!(progress.contains("without changing any file"), "{progress}");
+    assert!(world.github.pulls(REPO).is_empty());
+    assert_eq!(git(&world.bare, &["branch", "--list", "forgehand/*"]).trim(), "");
+    assert_eq!(git_http::head_of(&lib, "main"), lib_head);
+}
