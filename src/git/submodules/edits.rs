@@ -1,11 +1,13 @@
 //! What the model changed inside a submodule's folder, read from the
 //! sandbox's tar of that folder as data (nothing is unpacked on the host)
 //! and compared with the submodule's commit in its mirror: each file's
-//! blob id is hashed as it streams, so no file is held in memory. These
+//! blob id is hashed as it streams, so no file is held in memory, and one
+//! budget of bytes and entries holds for all the folders read. These
 //! changes are never pushed; the PR says what was left out.
 
 use super::Present;
 use crate::config::CopyOutLimits;
+use crate::git::untrusted::Capped;
 use git2::{Oid, Repository};
 use ignore::gitignore::{Gitignore, GitignoreBuilder};
 use sha1::{Digest, Sha1};
@@ -27,17 +29,44 @@ impl Edits {
     }
 }
 
-/// Compares the tar in `input` (the submodule's folder, its first path
-/// component the folder's own name) with `submodule`'s commit. `inner`:
-/// folders of submodules inside this one, relative to it (compared on
-/// their own). A `.git` anywhere is skipped; new files the commit's
-/// `.gitignore` files exclude are not counted.
-pub fn compare(
-    input: &mut dyn Read,
-    submodule: &Present,
-    inner: &[String],
-    limits: &CopyOutLimits,
-) -> Result<Edits, String> {
+/// Longest path or link target an entry may name (GNU long names and pax
+/// records included); a longer one is skipped unread.
+const MAX_NAME_BYTES: u64 = 4096;
+
+/// What the sandbox's tars of all the submodules' folders may take
+/// together: one budget for the task, spent as the streams are read.
+#[derive(Debug, Clone)]
+pub struct Budget {
+    limits: CopyOutLimits,
+    bytes_left: u64,
+    entries_left: u64,
+}
+
+impl Budget {
+    pub fn new(limits: &CopyOutLimits) -> Budget {
+        Budget {
+            limits: *limits,
+            bytes_left: limits.bytes,
+            entries_left: limits.entries,
+        }
+    }
+
+    fn spent(&self) -> String {
+        format!(
+            "the submodules' folders hold more than {} entries or {} bytes together",
+            self.limits.entries, self.limits.bytes
+        )
+    }
+}
+
+/// Path (relative to the streamed folder) -> blob id of each file and link.
+pub type Seen = BTreeMap<String, Oid>;
+
+/// Compares `seen` (the submodule's folder, as [`read_folder`] and
+/// [`within`] give it) with `submodule`'s commit. `inner`: folders of
+/// submodules inside this one, relative to it (compared on their own). New
+/// files the commit's `.gitignore` files exclude are not counted.
+pub fn compare(seen: &Seen, submodule: &Present, inner: &[String]) -> Result<Edits, String> {
     let repo = Repository::open_bare(&submodule.mirror).map_err(|e| e.message().to_owned())?;
     let tree = repo
         .find_commit(submodule.commit)
@@ -58,9 +87,8 @@ pub fn compare(
         git2::TreeWalkResult::Ok
     })
     .map_err(|e| e.message().to_owned())?;
-    let seen = read_stream(input, inner, limits)?;
     let mut edits = Edits::default();
-    for (path, oid) in &seen {
+    for (path, oid) in seen.iter().filter(|(path, _)| !inside(path, inner)) {
         match tracked.get(path) {
             Some(old) if old == oid => {}
             Some(_) => edits.modified.push(path.clone()),
@@ -76,53 +104,130 @@ pub fn compare(
     Ok(edits)
 }
 
-/// Path -> blob id of each file and link in the stream.
-fn read_stream(
-    input: &mut dyn Read,
-    inner: &[String],
-    limits: &CopyOutLimits,
-) -> Result<BTreeMap<String, Oid>, String> {
-    let mut seen = BTreeMap::new();
-    let (mut bytes, mut entries) = (0u64, 0u64);
+/// The part of `seen` inside `folder`, relative to it.
+pub fn within(seen: &Seen, folder: &str) -> Seen {
+    let prefix = format!("{folder}/");
+    seen.iter()
+        .filter_map(|(path, oid)| Some((path.strip_prefix(&prefix)?.to_owned(), *oid)))
+        .collect()
+}
+
+/// Each file and link of the tar in `input` (one folder, its first path
+/// component the folder's own name), a `.git` anywhere skipped. Every byte
+/// and entry read is taken from `budget`; past it, the read stops.
+pub fn read_folder(input: &mut dyn Read, budget: &mut Budget) -> Result<Seen, String> {
+    let (capped, read, hit) = Capped::new(input, budget.bytes_left);
+    let result = read_entries(capped, budget);
+    budget.bytes_left = budget.bytes_left.saturating_sub(read.get());
+    match result {
+        Err(_) if hit.get() => Err(budget.spent()),
+        other => other,
+    }
+}
+
+fn read_entries(input: impl Read, budget: &mut Budget) -> Result<Seen, String> {
+    let mut seen = Seen::new();
     let mut archive = tar::Archive::new(input);
-    for entry in archive.entries().map_err(|e| e.to_string())? {
+    // Raw: GNU long names and pax records come as entries of their own and
+    // are read here within a cap, never whole by the tar reader.
+    let entries = archive.entries().map_err(|e| e.to_string())?.raw(true);
+    let mut names = LongNames::default();
+    for entry in entries {
         let mut entry = entry.map_err(|e| e.to_string())?;
-        entries += 1;
-        bytes += entry.size();
-        if entries > limits.entries || bytes > limits.bytes {
-            return Err(format!(
-                "the folder holds more than {} entries or {} bytes",
-                limits.entries, limits.bytes
-            ));
+        budget.entries_left = budget.entries_left.checked_sub(1).ok_or_else(|| budget.spent())?;
+        if names.take_in(&mut entry).map_err(|e| e.to_string())? {
+            continue;
         }
-        let raw = entry.path_bytes().into_owned();
-        let parts: Vec<&[u8]> = raw
+        let Some((path, link)) = names.for_entry(&entry) else {
+            continue;
+        };
+        let parts: Vec<&[u8]> = path
             .split(|b| *b == b'/')
             .filter(|p| !p.is_empty() && *p != b".")
             .collect();
         if parts.len() < 2
-            || parts.len() > limits.depth + 1
+            || parts.len() > budget.limits.depth + 1
             || parts.iter().any(|p| *p == b".git" || *p == b"..")
         {
             continue;
         }
         let path = String::from_utf8_lossy(&parts[1..].join(&b'/')).into_owned();
-        if inside(&path, inner) {
-            continue;
-        }
         let oid = match entry.header().entry_type() {
             tar::EntryType::Regular | tar::EntryType::Continuous => {
                 blob_id(entry.size(), &mut entry).map_err(|e| e.to_string())?
             }
             tar::EntryType::Symlink => {
-                let target = entry.link_name_bytes().unwrap_or_default().into_owned();
-                Oid::hash_object(git2::ObjectType::Blob, &target).map_err(|e| e.message().to_owned())?
+                Oid::hash_object(git2::ObjectType::Blob, &link).map_err(|e| e.message().to_owned())?
             }
             _ => continue,
         };
         seen.insert(path, oid);
     }
     Ok(seen)
+}
+
+/// The long path and link target the entries before a member give it.
+#[derive(Default)]
+struct LongNames {
+    path: Option<Vec<u8>>,
+    link: Option<Vec<u8>>,
+    /// One of them was over [`MAX_NAME_BYTES`]: the member is skipped.
+    too_long: bool,
+}
+
+impl LongNames {
+    /// Takes in `entry` if it describes the next member (a GNU long name
+    /// or link, a pax record); whether it did.
+    fn take_in<R: Read>(&mut self, entry: &mut tar::Entry<'_, R>) -> std::io::Result<bool> {
+        let kind = entry.header().entry_type();
+        if kind.is_pax_global_extensions() {
+            return Ok(true);
+        }
+        if !(kind.is_gnu_longname() || kind.is_gnu_longlink() || kind.is_pax_local_extensions()) {
+            return Ok(false);
+        }
+        if entry.size() > MAX_NAME_BYTES {
+            self.too_long = true;
+            return Ok(true);
+        }
+        let mut text = Vec::new();
+        entry.read_to_end(&mut text)?;
+        let name = |mut text: Vec<u8>| {
+            while text.last() == Some(&0) {
+                text.pop();
+            }
+            text
+        };
+        if kind.is_gnu_longname() {
+            self.path = Some(name(text));
+        } else if kind.is_gnu_longlink() {
+            self.link = Some(name(text));
+        } else {
+            for record in tar::PaxExtensions::new(&text).flatten() {
+                match record.key_bytes() {
+                    b"path" => self.path = Some(record.value_bytes().to_vec()),
+                    b"linkpath" => self.link = Some(record.value_bytes().to_vec()),
+                    _ => {}
+                }
+            }
+        }
+        Ok(true)
+    }
+
+    /// The path and link target of member `entry` (and forgets them for
+    /// the next); `None` when a name was too long to read.
+    fn for_entry<R: Read>(&mut self, entry: &tar::Entry<'_, R>) -> Option<(Vec<u8>, Vec<u8>)> {
+        let taken = std::mem::take(self);
+        if taken.too_long {
+            return None;
+        }
+        let path = taken.path.unwrap_or_else(|| entry.path_bytes().into_owned());
+        let link = taken
+            .link
+            .or_else(|| entry.link_name_bytes().map(|l| l.into_owned()))
+            .unwrap_or_default();
+        Some((path, link))
+    }
 }
 
 /// The git blob id of `size` bytes read from `input`.
@@ -230,7 +335,9 @@ mod tests {
             url: "https://forge.example/sub.git".into(),
             mirror: dir.path().join("m.git"),
         };
-        let edits = compare(&mut &bytes[..], &present, &[], &CopyOutLimits::default()).unwrap();
+        let mut budget = Budget::new(&CopyOutLimits::default());
+        let seen = read_folder(&mut &bytes[..], &mut budget).unwrap();
+        let edits = compare(&seen, &present, &[]).unwrap();
         assert_eq!(
             edits,
             Edits {
@@ -239,6 +346,53 @@ mod tests {
                 deleted: vec!["b.txt".into()],
             }
         );
+    }
+
+    fn tar_of(files: &[(&str, &str)]) -> Vec<u8> {
+        let mut tar = tar::Builder::new(Vec::new());
+        for (path, text) in files {
+            let mut header = tar::Header::new_gnu();
+            header.set_size(text.len() as u64);
+            header.set_mode(0o644);
+            tar.append_data(&mut header, path, text.as_bytes()).unwrap();
+        }
+        tar.into_inner().unwrap()
+    }
+
+    #[test]
+    fn a_name_over_the_cap_is_skipped_unread_and_a_long_one_under_it_is_kept() {
+        let huge = format!("sub/{}", "x".repeat(5000));
+        let long = format!("sub/{}", "n".repeat(300));
+        let bytes = tar_of(&[(&huge, "x"), (&long, "y"), ("sub/short.txt", "z")]);
+        let seen = read_folder(&mut &bytes[..], &mut Budget::new(&CopyOutLimits::default())).unwrap();
+        let names: Vec<&str> = seen.keys().map(String::as_str).collect();
+        assert_eq!(names, vec!["n".repeat(300).as_str(), "short.txt"]);
+    }
+
+    #[test]
+    fn one_budget_holds_for_all_the_folders_read() {
+        let bytes = tar_of(&[("sub/a.txt", "a"), ("sub/b.txt", "b")]);
+        let limits = CopyOutLimits {
+            bytes: bytes.len() as u64 + 1024,
+            ..CopyOutLimits::default()
+        };
+        let mut budget = Budget::new(&limits);
+        assert_eq!(read_folder(&mut &bytes[..], &mut budget).unwrap().len(), 2);
+        let err = read_folder(&mut &bytes[..], &mut budget).unwrap_err();
+        assert!(err.contains("together"), "{err}");
+        let mut budget = Budget::new(&CopyOutLimits {
+            entries: 3,
+            ..CopyOutLimits::default()
+        });
+        assert!(read_folder(&mut &bytes[..], &mut budget).is_ok());
+        assert!(read_folder(&mut &bytes[..], &mut budget).is_err());
+    }
+
+    #[test]
+    fn a_nested_folder_is_cut_out_of_its_parents_files() {
+        let bytes = tar_of(&[("sub/a.txt", "a"), ("sub/inner/b.txt", "b")]);
+        let seen = read_folder(&mut &bytes[..], &mut Budget::new(&CopyOutLimits::default())).unwrap();
+        assert_eq!(within(&seen, "inner").keys().collect::<Vec<_>>(), vec!["b.txt"]);
     }
 
     fn entry_for(path: &str, id: Oid) -> git2::IndexEntry {
