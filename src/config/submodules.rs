@@ -3,6 +3,7 @@
 //! credential); other hosts only when named here, and then anonymously.
 
 use super::host_pattern::{host_patterns, HostPattern};
+use super::units::ByteSize;
 use super::ConfigError;
 use serde::Deserialize;
 
@@ -18,6 +19,9 @@ pub struct SubmodulesConfig {
     /// Hosts other than the forge's from which submodules are fetched,
     /// without credentials.
     pub allowed_hosts: Vec<HostPattern>,
+    /// Bytes the submodules' fetches of one task may receive, and bytes
+    /// of their files written into the work tree (each, all together).
+    pub max_bytes: u64,
 }
 
 #[derive(Debug, Deserialize)]
@@ -26,6 +30,7 @@ pub struct RawSubmodules {
     pub enabled: bool,
     pub depth: u32,
     pub allowed_hosts: Vec<String>,
+    pub max_bytes: ByteSize,
 }
 
 impl Default for RawSubmodules {
@@ -34,6 +39,7 @@ impl Default for RawSubmodules {
             enabled: true,
             depth: 2,
             allowed_hosts: Vec::new(),
+            max_bytes: ByteSize(1 << 30),
         }
     }
 }
@@ -48,10 +54,17 @@ pub(super) fn resolve_submodules(raw: RawSubmodules) -> Result<SubmodulesConfig,
             ),
         ));
     }
+    if raw.max_bytes.bytes() == 0 {
+        return Err(ConfigError::invalid(
+            "git.submodules.max_bytes",
+            "0 bytes would fetch nothing; write a size such as \"1g\", or set enabled: false".to_owned(),
+        ));
+    }
     Ok(SubmodulesConfig {
         enabled: raw.enabled && raw.depth > 0,
         depth: raw.depth,
         allowed_hosts: host_patterns("git.submodules.allowed_hosts", &raw.allowed_hosts)?,
+        max_bytes: raw.max_bytes.bytes(),
     })
 }
 
@@ -65,6 +78,7 @@ mod tests {
         assert!(config.enabled);
         assert_eq!(config.depth, 2);
         assert!(config.allowed_hosts.is_empty());
+        assert_eq!(config.max_bytes, 1 << 30);
     }
 
     #[test]

@@ -30,6 +30,8 @@ const URL_KEY: &str = "forgehand.url";
 pub struct Mirrors {
     root: PathBuf,
     depth: Option<u32>,
+    /// A fetch that receives more bytes than this is stopped.
+    max_bytes: Option<u64>,
 }
 
 /// What a fetch found: the tips of the branches asked for that exist on
@@ -66,7 +68,20 @@ impl Mirrors {
     /// The mirrors under `root` (`<state_dir>/mirrors`), fetched
     /// `depth` commits deep (`None`: the whole history).
     pub fn new(root: PathBuf, depth: Option<u32>) -> Mirrors {
-        Mirrors { root, depth }
+        Mirrors {
+            root,
+            depth,
+            max_bytes: None,
+        }
+    }
+
+    /// The same mirrors, each fetch stopped once it received more than
+    /// `bytes` (an untrusted repository's size is not known beforehand).
+    pub fn capped(&self, bytes: u64) -> Mirrors {
+        Mirrors {
+            max_bytes: Some(bytes),
+            ..self.clone()
+        }
     }
 
     /// The mirrors of `config`'s state folder.
@@ -77,8 +92,8 @@ impl Mirrors {
     /// The same mirrors, fetched with their whole history.
     pub fn whole_history(&self) -> Mirrors {
         Mirrors {
-            root: self.root.clone(),
             depth: None,
+            ..self.clone()
         }
     }
 
@@ -150,13 +165,21 @@ impl Mirrors {
             .map(|b| format!("+refs/heads/{b}:refs/heads/{b}"))
             .collect();
         let attempts = Cell::new(0);
+        let over = Cell::new(false);
         let mut remote = repo
             .remote_anonymous(url)
             .map_err(|e| GitError::failed("set up the remote", e))?;
         let mut options = FetchOptions::new();
         let mut remote_callbacks = callbacks(credentials, &attempts, url);
-        // libgit2 counts the bytes received only while someone listens.
-        remote_callbacks.transfer_progress(|_| true);
+        // libgit2 counts the bytes received only while someone listens;
+        // past the cap, the fetch is stopped.
+        remote_callbacks.transfer_progress(|stats| {
+            let past = self
+                .max_bytes
+                .is_some_and(|cap| stats.received_bytes() as u64 > cap);
+            over.set(over.get() || past);
+            !past
+        });
         options.remote_callbacks(remote_callbacks);
         options.download_tags(AutotagOption::None);
         options.update_fetchhead(false);
@@ -169,7 +192,13 @@ impl Mirrors {
         }
         remote
             .fetch(&refspecs, Some(&mut options), None)
-            .map_err(|e| remote_error("fetch", url, e, attempts.get()))?;
+            .map_err(|e| match self.max_bytes {
+                Some(cap) if over.get() => GitError::TooLarge {
+                    url: display_url(url),
+                    cap,
+                },
+                _ => remote_error("fetch", url, e, attempts.get()),
+            })?;
         let advertised: HashMap<String, Oid> = remote
             .list()
             .map_err(|e| GitError::failed("read the remote's branches", e))?

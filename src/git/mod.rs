@@ -54,6 +54,9 @@ pub enum GitError {
     Network { url: String, detail: String },
     #[error("git failed to {action}: {detail}")]
     Failed { action: String, detail: String },
+    /// A fetch was stopped at its byte cap (not retried: it would stop there again).
+    #[error("the fetch from {url} was stopped once it passed {cap} bytes")]
+    TooLarge { url: String, cap: u64 },
 }
 
 impl GitError {

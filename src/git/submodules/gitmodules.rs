@@ -16,17 +16,26 @@ pub struct Declared {
 /// Largest `.gitmodules` read; a larger one is not read at all.
 pub const MAX_BYTES: usize = 1 << 20;
 
+/// Most sections read; the rest of the file is not.
+pub const MAX_SECTIONS: usize = 256;
+
 /// The submodules `text` declares, in its order; sections without a path
-/// or a URL are left out, as git leaves them out.
+/// or a URL are left out, as git leaves them out. Only the first
+/// [`MAX_SECTIONS`] sections are read.
 pub fn parse(text: &str) -> Vec<Declared> {
     let mut found: Vec<Declared> = Vec::new();
     let mut current: Option<Declared> = None;
+    let mut sections = 0;
     for line in text.lines() {
         let line = line.trim();
         if line.is_empty() || line.starts_with('#') || line.starts_with(';') {
             continue;
         }
         if line.starts_with('[') {
+            sections += 1;
+            if sections > MAX_SECTIONS {
+                break;
+            }
             found.extend(current.take());
             current = section_name(line).map(|name| Declared {
                 name,
@@ -127,6 +136,14 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn only_the_first_sections_are_read() {
+        let text: String = (0..MAX_SECTIONS + 50)
+            .map(|n| format!("[submodule \"m{n}\"]\n\tpath = m{n}\n\turl = ../m{n}.git\n"))
+            .collect();
+        assert_eq!(parse(&text).len(), MAX_SECTIONS);
     }
 
     #[test]

@@ -18,10 +18,15 @@ use super::mirror::Mirrors;
 use super::{Credentials, GitError};
 use crate::config::SubmodulesConfig;
 use git2::{Oid, Repository};
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
-/// Most submodules fetched for one task (all levels together).
+/// Most submodules tried for one task (all levels together): each one
+/// whose URL passes the checks counts, fetched or not.
 const MAX_SUBMODULES: usize = 64;
+
+/// Most files written into the work tree for all submodules together.
+const MAX_FILES: u64 = 100_000;
 
 /// A submodule whose commit is in a mirror on the host.
 #[derive(Debug, Clone)]
@@ -36,12 +41,20 @@ pub struct Present {
     pub mirror: PathBuf,
 }
 
+/// A submodule that was left out, and why (both the repository's text,
+/// to be made safe before they are shown).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeftOut {
+    pub path: String,
+    pub why: String,
+}
+
 /// What fetching the submodules gave.
 #[derive(Debug, Clone, Default)]
 pub struct Submodules {
     pub present: Vec<Present>,
-    /// One entry per submodule that was left out, and why.
-    pub left_out: Vec<String>,
+    /// One entry per submodule that was left out.
+    pub left_out: Vec<LeftOut>,
 }
 
 /// Where submodules come from and with what.
@@ -57,141 +70,179 @@ pub struct Source<'a> {
 /// depth limit) into their mirrors. Never fails: what is not fetched is
 /// in [`Submodules::left_out`].
 pub fn fetch_all(repo: &Repository, commit: Oid, source: &Source<'_>) -> Submodules {
-    let mut found = Submodules::default();
+    let mut walk = Walk {
+        source,
+        found: Submodules::default(),
+        tried: 0,
+        fetched: HashMap::new(),
+        received: 0,
+        bytes: 0,
+        files: 0,
+    };
     if source.rules.enabled {
-        visit(repo, commit, (source.forge_url, ""), 1, source, &mut found);
+        walk.visit(repo, commit, (source.forge_url, ""), 1);
     }
-    found
+    walk.found
 }
 
-/// Most submodules named on one progress line.
-const LISTED: usize = 10;
-
-/// [`fetch_all`] for the work tree at `dir` (the task branch at `commit`),
-/// and the progress lines that say which submodules it gets and which it
-/// does not, and why.
-pub fn for_work_tree(dir: &Path, commit: Oid, source: &Source<'_>) -> (Submodules, Vec<String>) {
-    let found = match Repository::open(dir) {
+/// [`fetch_all`] for the work tree at `dir` (the task branch at `commit`).
+pub fn for_work_tree(dir: &Path, commit: Oid, source: &Source<'_>) -> Submodules {
+    match Repository::open(dir) {
         Ok(repo) => fetch_all(&repo, commit, source),
         Err(e) => Submodules {
             present: Vec::new(),
-            left_out: vec![format!("all: the work tree cannot be opened ({})", e.message())],
+            left_out: vec![LeftOut {
+                path: "all".into(),
+                why: format!("the work tree cannot be opened ({})", e.message()),
+            }],
         },
-    };
-    let mut lines = Vec::new();
-    let present: Vec<String> = found
-        .present
-        .iter()
-        .map(|p| format!("`{}` at {:.10}", p.path, p.commit.to_string()))
-        .collect();
-    if !present.is_empty() {
-        lines.push(format!(
-            "Submodules checked out: {} (edits inside them are not pushed)",
-            listed(&present)
-        ));
     }
-    if !found.left_out.is_empty() {
-        lines.push(format!("Submodules not fetched: {}", listed(&found.left_out)));
-    }
-    (found, lines)
 }
 
-/// At most [`LISTED`] of `items`, and how many more.
-fn listed(items: &[String]) -> String {
-    let mut shown: Vec<String> = items.iter().take(LISTED).cloned().collect();
-    if items.len() > LISTED {
-        shown.push(format!("and {} more", items.len() - LISTED));
-    }
-    shown.join("; ")
+/// One task's walk through its submodules, and what it has spent.
+struct Walk<'s, 'a> {
+    source: &'s Source<'a>,
+    found: Submodules,
+    /// Submodules tried (fetched, reused or failed).
+    tried: usize,
+    /// Each URL tried: its mirror, or why it failed (tried once a task).
+    fetched: HashMap<String, Result<PathBuf, String>>,
+    /// Bytes received by the fetches.
+    received: u64,
+    /// Files and bytes of the trees to be written.
+    bytes: u64,
+    files: u64,
 }
 
-/// The submodules of `commit` in `repo`, a superproject at `base` (its
-/// address) whose work-tree folder is `prefix`, at `level`.
-fn visit(
-    repo: &Repository,
-    commit: Oid,
-    (base, prefix): (&str, &str),
-    level: u32,
-    source: &Source<'_>,
-    found: &mut Submodules,
-) {
-    for (declared, gitlink) in declared_gitlinks(repo, commit) {
-        let path = format!("{prefix}{}", declared.path);
-        let mut leave_out = |why: String| found.left_out.push(format!("`{path}`: {why}"));
+impl Walk<'_, '_> {
+    /// The submodules of `commit` in `repo`, a superproject at `base` (its
+    /// address) whose work-tree folder is `prefix`, at `level`.
+    fn visit(&mut self, repo: &Repository, commit: Oid, (base, prefix): (&str, &str), level: u32) {
+        for (declared, gitlink) in declared_gitlinks(repo, commit) {
+            let path = format!("{prefix}{}", declared.path);
+            if self.found.present.iter().any(|p| p.path == path) {
+                continue; // declared twice: the first one holds
+            }
+            let fetched = self.take(&declared, (base, level), gitlink);
+            let mirror = match fetched {
+                Ok(fetched) => fetched,
+                Err(why) => {
+                    self.found.left_out.push(LeftOut { path, why });
+                    continue;
+                }
+            };
+            self.found.present.push(Present {
+                path: path.clone(),
+                commit: gitlink,
+                url: mirror.1.clone(),
+                mirror: mirror.0.path().to_owned(),
+            });
+            self.visit(
+                &mirror.0,
+                gitlink,
+                (mirror.1.as_str(), &format!("{path}/")),
+                level + 1,
+            );
+        }
+    }
+
+    /// The mirror (and URL) holding `declared`'s commit `gitlink`, once
+    /// every check passed; or why it is left out.
+    fn take(
+        &mut self,
+        declared: &gitmodules::Declared,
+        (base, level): (&str, u32),
+        gitlink: Oid,
+    ) -> Result<(Repository, String), String> {
+        let rules = self.source.rules;
         if declared.skipped {
-            leave_out("`.gitmodules` says `update = none`".into());
-            continue;
+            return Err("`.gitmodules` says `update = none`".into());
         }
-        if level > source.rules.depth {
-            leave_out(format!(
-                "deeper than `git.submodules.depth` ({})",
-                source.rules.depth
+        if level > rules.depth {
+            return Err(format!("deeper than `git.submodules.depth` ({})", rules.depth));
+        }
+        let url = urls::resolve(&declared.url, base)?;
+        if urls::same_repository(url.as_str(), self.source.forge_url) {
+            return Err("its URL names the superproject itself; refused".into());
+        }
+        let credentials = match urls::access(&url, self.source.forge_url, &rules.allowed_hosts)? {
+            urls::Access::Forge => Some(self.source.credentials),
+            urls::Access::Anonymous => None,
+        };
+        if self.tried >= MAX_SUBMODULES {
+            return Err(format!("the task already tried {MAX_SUBMODULES} submodules"));
+        }
+        self.tried += 1;
+        let url = url.to_string();
+        let mirror = match self.fetched.get(&url) {
+            Some(earlier) => earlier.clone()?,
+            None => {
+                let cap = rules.max_bytes.saturating_sub(self.received);
+                let fetched = fetch_one(&url, self.source.mirrors.capped(cap), credentials);
+                if let Ok((_, received)) = &fetched {
+                    self.received += received;
+                }
+                let fetched = fetched.map(|(path, _)| path);
+                self.fetched.insert(url.clone(), fetched.clone());
+                fetched?
+            }
+        };
+        let mirror = Repository::open_bare(&mirror)
+            .map_err(|e| format!("its mirror cannot be opened ({})", e.message()))?;
+        if mirror.find_commit(gitlink).is_err() {
+            return Err(format!(
+                "{url} has no branch holding the commit {gitlink} the superproject names"
             ));
-            continue;
         }
-        if found.present.len() >= MAX_SUBMODULES {
-            leave_out(format!("the task already has {MAX_SUBMODULES} submodules"));
-            continue;
-        }
-        let url = match urls::resolve(&declared.url, base) {
-            Ok(url) => url,
-            Err(why) => {
-                leave_out(why);
-                continue;
+        self.count_tree(&mirror, gitlink)?;
+        Ok((mirror, url))
+    }
+
+    /// Adds the files of `commit`'s tree to what the task writes; an error
+    /// when that would pass [`MAX_FILES`] or `git.submodules.max_bytes`.
+    fn count_tree(&mut self, mirror: &Repository, commit: Oid) -> Result<(), String> {
+        let max_bytes = self.source.rules.max_bytes;
+        let (mut files, mut bytes) = (self.files, self.bytes);
+        let odb = mirror.odb().map_err(|e| e.message().to_owned())?;
+        let tree = mirror
+            .find_commit(commit)
+            .and_then(|c| c.tree())
+            .map_err(|e| e.message().to_owned())?;
+        let mut over = false;
+        let _ = tree.walk(git2::TreeWalkMode::PreOrder, |_, entry| {
+            if entry.kind() == Some(git2::ObjectType::Blob) {
+                files += 1;
+                bytes += odb.read_header(entry.id()).map_or(0, |(size, _)| size as u64);
+                if files > MAX_FILES || bytes > max_bytes {
+                    over = true;
+                    return git2::TreeWalkResult::Abort;
+                }
             }
-        };
-        let credentials = match urls::access(&url, source.forge_url, &source.rules.allowed_hosts) {
-            Ok(urls::Access::Forge) => Some(source.credentials),
-            Ok(urls::Access::Anonymous) => None,
-            Err(why) => {
-                leave_out(why);
-                continue;
-            }
-        };
-        let fetched = match fetch_one(url.as_str(), gitlink, source.mirrors, credentials) {
-            Ok(fetched) => fetched,
-            Err(why) => {
-                leave_out(why);
-                continue;
-            }
-        };
-        found.present.push(Present {
-            path: path.clone(),
-            commit: gitlink,
-            url: url.to_string(),
-            mirror: fetched.path().to_owned(),
+            git2::TreeWalkResult::Ok
         });
-        visit(
-            &fetched,
-            gitlink,
-            (url.as_str(), &format!("{path}/")),
-            level + 1,
-            source,
-            found,
-        );
+        if over {
+            return Err(format!(
+                "its files, with the other submodules', pass {MAX_FILES} files or `git.submodules.max_bytes` ({max_bytes} bytes); not written"
+            ));
+        }
+        (self.files, self.bytes) = (files, bytes);
+        Ok(())
     }
 }
 
 /// Every branch of `url` into its mirror (whole history: a gitlink may
-/// name any commit); the mirror, once it holds `commit`.
+/// name any commit), stopped past the mirrors' byte cap; the mirror's
+/// folder and the bytes received.
 fn fetch_one(
     url: &str,
-    commit: Oid,
-    mirrors: &Mirrors,
+    mirrors: Mirrors,
     credentials: Option<&Credentials>,
-) -> Result<Repository, String> {
+) -> Result<(PathBuf, u64), String> {
     let fetched = mirrors
         .whole_history()
         .fetch(url, &["*"], credentials)
         .map_err(|e| format!("the fetch from {url} failed ({e})"))?;
-    let mirror = Repository::open_bare(&fetched.git_dir)
-        .map_err(|e| format!("its mirror cannot be opened ({})", e.message()))?;
-    if mirror.find_commit(commit).is_err() {
-        return Err(format!(
-            "{url} has no branch holding the commit {commit} the superproject names"
-        ));
-    }
-    Ok(mirror)
+    Ok((fetched.git_dir, fetched.received_bytes as u64))
 }
 
 /// The `.gitmodules` entries of `commit` whose path is a gitlink in its
@@ -224,6 +275,7 @@ fn declared_gitlinks(repo: &Repository, commit: Oid) -> Vec<(gitmodules::Declare
 fn is_plain_path(path: &str) -> bool {
     !path.is_empty()
         && !path.contains('\\')
+        && !path.chars().any(char::is_control)
         && path
             .split('/')
             .all(|part| !part.is_empty() && part != "." && part != ".." && !part.eq_ignore_ascii_case(".git"))
@@ -232,12 +284,30 @@ fn is_plain_path(path: &str) -> bool {
 /// Writes each submodule's files into its folder of the work tree at
 /// `workdir`, parents before the submodules inside them. `scratch` holds
 /// the small repositories the checkouts run in (borrowing the mirrors'
-/// objects, so nothing is written to a mirror). A submodule that cannot
-/// be written is logged and left empty.
-pub fn check_out(workdir: &Path, scratch: &Path, present: &[Present]) -> Result<(), GitError> {
+/// objects, so nothing is written to a mirror). Returns the submodules
+/// that could not be written (and those inside them), and why.
+pub fn check_out(workdir: &Path, scratch: &Path, present: &[Present]) -> Result<Vec<LeftOut>, GitError> {
+    let mut failed: Vec<LeftOut> = Vec::new();
     for (n, submodule) in present.iter().enumerate() {
+        let inside_failed = failed.iter().any(|f| {
+            submodule
+                .path
+                .strip_prefix(f.path.as_str())
+                .is_some_and(|rest| rest.starts_with('/'))
+        });
+        if inside_failed {
+            failed.push(LeftOut {
+                path: submodule.path.clone(),
+                why: "the submodule around it could not be written".into(),
+            });
+            continue;
+        }
         if let Err(e) = check_out_one(workdir, &scratch.join(format!("{n}.git")), submodule) {
             tracing::warn!(submodule = %submodule.path, "cannot write the submodule's files: {e}");
+            failed.push(LeftOut {
+                path: submodule.path.clone(),
+                why: e.to_string(),
+            });
         }
     }
     if scratch.exists() {
@@ -246,7 +316,7 @@ pub fn check_out(workdir: &Path, scratch: &Path, present: &[Present]) -> Result<
             detail: e.to_string(),
         })?;
     }
-    Ok(())
+    Ok(failed)
 }
 
 fn check_out_one(workdir: &Path, scratch: &Path, submodule: &Present) -> Result<(), GitError> {
@@ -280,7 +350,10 @@ fn check_out_one(workdir: &Path, scratch: &Path, submodule: &Present) -> Result<
         if std::fs::symlink_metadata(&walked).is_ok_and(|m| !m.is_dir()) {
             return Err(GitError::Failed {
                 action: format!("write the submodule's files into {}", submodule.path),
-                detail: format!("{} is not a folder", walked.display()),
+                detail: format!(
+                    "{} is not a folder",
+                    walked.strip_prefix(workdir).unwrap_or(&walked).display()
+                ),
             });
         }
     }
@@ -306,6 +379,9 @@ mod tests {
             ".git/hooks",
             "a\\b",
             "",
+            "a\nb",
+            "a\rb",
+            "a\u{1b}[31mb",
         ] {
             assert!(!is_plain_path(bad), "{bad}");
         }

@@ -117,6 +117,23 @@ fn is_scp_like(text: &str) -> bool {
     }
 }
 
+/// Whether two addresses name one repository (`.git` and a trailing `/`
+/// aside, host and scheme compared without case).
+pub fn same_repository(a: &str, b: &str) -> bool {
+    let key = |text: &str| {
+        Url::parse(text).ok().map(|u| {
+            let path = u.path().trim_end_matches('/').trim_end_matches(".git").to_owned();
+            (
+                u.scheme().to_owned(),
+                u.host_str().map(str::to_ascii_lowercase),
+                u.port_or_known_default(),
+                path,
+            )
+        })
+    };
+    key(a).is_some() && key(a) == key(b)
+}
+
 /// Whether `url` may be fetched and how: the forge's own origin with its
 /// credential, an allowed host anonymously; any other host refused.
 pub fn access(url: &Url, forge: &str, allowed: &[HostPattern]) -> Result<Access, String> {
@@ -187,6 +204,16 @@ mod tests {
             let err = resolve(declared, FORGE).unwrap_err();
             assert!(err.contains(why), "{declared}: {err}");
         }
+    }
+
+    #[test]
+    fn the_superprojects_own_address_is_the_same_repository() {
+        let own = |d: &str| same_repository(resolve(d, FORGE).unwrap().as_str(), FORGE);
+        assert!(own("../app.git"));
+        assert!(own("../app"));
+        assert!(own("https://FORGE.example/acme/app/"));
+        assert!(!own("../lib.git"));
+        assert!(!own("./app.git"));
     }
 
     #[test]
