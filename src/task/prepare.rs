@@ -319,8 +319,7 @@ async fn clone(
         Ok::<_, super::workspace::DeliveryError>((ws, submodules))
     })
     .await??;
-    let (submodules, said) = submodules;
-    for line in said {
+    for line in super::submodule_report::fetched_lines(&submodules) {
         run.note(line);
     }
     tracing::debug!(

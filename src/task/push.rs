@@ -227,14 +227,9 @@ impl Rounds<'_, '_> {
         loop {
             round += 1;
             let taken = self.collect(round, &protected).await?;
-            let submodules = match round {
-                1 => {
-                    let head = taken.as_ref().map(|t| t.collected.head);
-                    super::submodule_report::report(self.sandbox, self.workspace, head, self.needs.copy_out)
-                        .await
-                }
-                _ => Vec::new(),
-            };
+            let submodules = self
+                .submodules_said(round, taken.as_ref().map(|t| t.collected.head))
+                .await;
             let Some(Taken {
                 collected,
                 host_commit,
@@ -244,16 +239,7 @@ impl Rounds<'_, '_> {
                 for said in submodules {
                     self.run.note(said);
                 }
-                return match (round, &outcome.stop) {
-                    (1, StopReason::Answered) => {
-                        self.run.note("The model finished without changing any file");
-                        Ok(None)
-                    }
-                    (1, stop) => Err(TaskError::Other(format!("the model made no change and {stop}"))),
-                    _ => Err(TaskError::Other(
-                        "after the rebase the branch holds no change any more".into(),
-                    )),
-                };
+                return self.nothing_taken(round, outcome);
             };
             if let Some(why) = &host_commit {
                 self.tell(
@@ -303,6 +289,35 @@ impl Rounds<'_, '_> {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// What the change does to submodules: in the first round, edits
+    /// inside their folders (never pushed); in every round, each gitlink
+    /// and `.gitmodules` change from the base to `head`.
+    async fn submodules_said(&self, round: u32, head: Option<git2::Oid>) -> Vec<String> {
+        use super::submodule_report::{edits_said, gitlink_changes};
+        let mut lines = match round {
+            1 => edits_said(self.sandbox, self.workspace, self.needs.copy_out).await,
+            _ => Vec::new(),
+        };
+        if let Some(head) = head {
+            lines.extend(gitlink_changes(self.workspace, head).await);
+        }
+        lines
+    }
+
+    /// The end of a round that took no change.
+    fn nothing_taken(&mut self, round: u32, outcome: &AgentOutcome) -> Result<Option<String>, TaskError> {
+        match (round, &outcome.stop) {
+            (1, StopReason::Answered) => {
+                self.run.note("The model finished without changing any file");
+                Ok(None)
+            }
+            (1, stop) => Err(TaskError::Other(format!("the model made no change and {stop}"))),
+            _ => Err(TaskError::Other(
+                "after the rebase the branch holds no change any more".into(),
+            )),
         }
     }
 

@@ -8,64 +8,166 @@
 use super::sanitize;
 use super::workspace_handle::WorkspaceHandle;
 use crate::config::CopyOutLimits;
-use crate::git::submodules::{edits, Present};
+use crate::git::submodules::{edits, Present, Submodules};
 use crate::sandbox::tree_out::read_tree;
 use crate::sandbox::Sandbox;
 use git2::{Oid, Repository};
+use std::io::Read;
 use std::path::Path;
+use std::sync::{Arc, Mutex, PoisonError};
 
 /// Most paths named per kind of change.
 const LISTED: usize = 10;
 
-/// The lines to say, given the delivered `head` (`None`: nothing of the
-/// superproject changed).
-pub(super) async fn report(
+/// Longest path or URL quoted on a line.
+const QUOTED: usize = 200;
+
+/// Repository text (a path, a URL, a reason) made safe to quote.
+fn clean(text: &str) -> String {
+    sanitize::for_forge_line(text, QUOTED)
+}
+
+/// Most submodules named on one progress line.
+const LISTED_SUBMODULES: usize = 10;
+
+/// The progress lines that say which submodules the work tree gets and
+/// which it does not, and why.
+pub(super) fn fetched_lines(found: &Submodules) -> Vec<String> {
+    let mut lines = Vec::new();
+    let present: Vec<String> = found
+        .present
+        .iter()
+        .map(|p| format!("`{}` at {:.10}", clean(&p.path), p.commit.to_string()))
+        .collect();
+    if !present.is_empty() {
+        lines.push(format!(
+            "Submodules checked out: {} (edits inside them are not pushed)",
+            listed(&present)
+        ));
+    }
+    let left_out: Vec<String> = found
+        .left_out
+        .iter()
+        .map(|l| format!("`{}`: {}", clean(&l.path), clean(&l.why)))
+        .collect();
+    if !left_out.is_empty() {
+        lines.push(format!("Submodules not fetched: {}", listed(&left_out)));
+    }
+    lines
+}
+
+/// At most [`LISTED_SUBMODULES`] of `items`, and how many more.
+fn listed(items: &[String]) -> String {
+    let mut shown: Vec<String> = items.iter().take(LISTED_SUBMODULES).cloned().collect();
+    if items.len() > LISTED_SUBMODULES {
+        shown.push(format!("and {} more", items.len() - LISTED_SUBMODULES));
+    }
+    shown.join("; ")
+}
+
+/// Whether `path` lies inside `folder`.
+fn is_inside(path: &str, folder: &str) -> bool {
+    path.strip_prefix(folder)
+        .is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// One line per submodule the model edited inside. Each outermost
+/// submodule's folder is read once (those inside it are cut out of its
+/// files), and all the reads share one budget of bytes and entries.
+pub(super) async fn edits_said(
     sandbox: &dyn Sandbox,
     workspace: &WorkspaceHandle,
-    head: Option<Oid>,
     limits: CopyOutLimits,
 ) -> Vec<String> {
-    let present = workspace.submodules().to_vec();
-    if present.is_empty() {
-        return Vec::new();
-    }
-    let mut lines = Vec::new();
+    let present = workspace.submodules();
+    let budget = Arc::new(Mutex::new(edits::Budget::new(&limits)));
     let project = sandbox.project_dir().trim_end_matches('/').to_owned();
-    for submodule in &present {
-        let prefix = format!("{}/", submodule.path);
-        let inner: Vec<String> = present
-            .iter()
-            .filter_map(|p| p.path.strip_prefix(&prefix).map(str::to_owned))
-            .collect();
-        let stream = match sandbox.read_out(&format!("{project}/{}", submodule.path)).await {
+    let mut lines: Vec<String> = workspace
+        .unwritten_submodules()
+        .iter()
+        .map(|l| {
+            format!(
+                "The submodule `{}` was left out: its files could not be written into the work tree ({})",
+                clean(&l.path),
+                clean(&l.why)
+            )
+        })
+        .collect();
+    for top in present
+        .iter()
+        .filter(|p| !present.iter().any(|q| is_inside(&p.path, &q.path)))
+    {
+        let stream = match sandbox.read_out(&format!("{project}/{}", top.path)).await {
             Ok(stream) => stream,
             Err(e) => {
-                tracing::info!(submodule = %submodule.path, "cannot read the submodule's folder back: {e}");
+                tracing::info!(submodule = %top.path, "cannot read the submodule's folder back: {e}");
                 continue;
             }
         };
-        let one = submodule.clone();
-        let compared = read_tree(stream, move |input| edits::compare(input, &one, &inner, &limits)).await;
+        let family: Vec<Present> = present
+            .iter()
+            .filter(|p| p.path == top.path || is_inside(&p.path, &top.path))
+            .cloned()
+            .collect();
+        let (top_path, budget) = (top.path.clone(), budget.clone());
+        let compared = read_tree(stream, move |input| {
+            compare_family(input, &top_path, &family, &budget)
+        })
+        .await;
         match compared.map(|read| read.read) {
-            Ok(Ok(found)) if found.is_empty() => {}
-            Ok(Ok(found)) => lines.push(describe(submodule, &found)),
-            Ok(Err(why)) => lines.push(format!(
-                "Not pushed: whatever changed inside the submodule `{}` (it could not be compared: {})",
-                submodule.path,
-                sanitize::for_forge_line(&why, 200)
-            )),
+            Ok(Ok(found)) => lines.extend(found.iter().filter_map(|(submodule, edits)| match edits {
+                Ok(edits) if edits.is_empty() => None,
+                Ok(edits) => Some(describe(submodule, edits)),
+                Err(why) => Some(not_compared(&submodule.path, why)),
+            })),
+            Ok(Err(why)) => lines.push(not_compared(&top.path, &why)),
             Err(e) => {
-                tracing::info!(submodule = %submodule.path, "cannot read the submodule's folder back: {e}")
+                tracing::info!(submodule = %top.path, "cannot read the submodule's folder back: {e}")
             }
         }
     }
-    if let Some(head) = head {
-        let moved = workspace
-            .with(move |ws| gitlink_moves(&ws.checkout_dir(), (ws.base, head), &present))
-            .await;
-        lines.extend(moved.unwrap_or_default());
-    }
     lines
+}
+
+fn not_compared(path: &str, why: &str) -> String {
+    format!(
+        "Not pushed: whatever changed inside the submodule `{}` (it could not be compared: {})",
+        clean(path),
+        clean(why)
+    )
+}
+
+/// Reads the folder of `top` from `input` once and compares each of
+/// `family` (`top` and the submodules inside it) with its commit.
+fn compare_family(
+    input: &mut dyn Read,
+    top: &str,
+    family: &[Present],
+    budget: &Mutex<edits::Budget>,
+) -> Result<Vec<(Present, Result<edits::Edits, String>)>, String> {
+    let seen = {
+        let mut budget = budget.lock().unwrap_or_else(PoisonError::into_inner);
+        edits::read_folder(input, &mut budget)?
+    };
+    let prefix = format!("{top}/");
+    Ok(family
+        .iter()
+        .map(|member| {
+            let view = match member.path.strip_prefix(&prefix) {
+                Some(folder) => edits::within(&seen, folder),
+                None => seen.clone(),
+            };
+            let inner: Vec<String> = family
+                .iter()
+                .filter_map(|p| {
+                    p.path
+                        .strip_prefix(&format!("{}/", member.path))
+                        .map(str::to_owned)
+                })
+                .collect();
+            (member.clone(), edits::compare(&view, member, &inner))
+        })
+        .collect())
 }
 
 /// One line for the edits inside `submodule`.
@@ -79,11 +181,7 @@ fn describe(submodule: &Present, found: &edits::Edits) -> String {
         if paths.is_empty() {
             continue;
         }
-        let mut named: Vec<String> = paths
-            .iter()
-            .take(LISTED)
-            .map(|p| sanitize::for_forge_line(p, 200))
-            .collect();
+        let mut named: Vec<String> = paths.iter().take(LISTED).map(|p| clean(p)).collect();
         if paths.len() > LISTED {
             named.push(format!("and {} more", paths.len() - LISTED));
         }
@@ -91,49 +189,138 @@ fn describe(submodule: &Present, found: &edits::Edits) -> String {
     }
     format!(
         "Not pushed: edits inside the submodule `{}` ({}), its own repository at {}; the superproject still names its commit {:.10}",
-        submodule.path,
+        clean(&submodule.path),
         parts.join("; "),
-        submodule.url,
+        clean(&submodule.url),
         submodule.commit.to_string()
     )
 }
 
-/// The superproject's gitlinks of `present` that `head` moves from
-/// `base`: delivered as they are, and said.
-fn gitlink_moves(dir: &Path, (base, head): (Oid, Oid), present: &[Present]) -> Vec<String> {
+/// What `head` changes from the task's base in gitlinks (every one, not
+/// only the fetched submodules') and in `.gitmodules`: delivered as it is,
+/// and said.
+pub(super) async fn gitlink_changes(workspace: &WorkspaceHandle, head: Oid) -> Vec<String> {
+    let present = workspace.submodules();
+    workspace
+        .with(move |ws| gitlink_lines(&ws.checkout_dir(), (ws.base, head), &present))
+        .await
+        .unwrap_or_default()
+}
+
+/// One line per gitlink added, moved or removed between `base` and `head`,
+/// and one if `.gitmodules` changed.
+fn gitlink_lines(dir: &Path, (base, head): (Oid, Oid), present: &[Present]) -> Vec<String> {
     let Ok(repo) = Repository::open(dir) else {
         return Vec::new();
     };
-    let gitlink = |commit: Oid, path: &str| -> Option<Oid> {
-        let tree = repo.find_commit(commit).and_then(|c| c.tree()).ok()?;
-        let entry = tree.get_path(Path::new(path)).ok()?;
-        (entry.kind() == Some(git2::ObjectType::Commit)).then(|| entry.id())
+    let tree = |commit: Oid| repo.find_commit(commit).and_then(|c| c.tree()).ok();
+    let (Some(before), Some(after)) = (tree(base), tree(head)) else {
+        return Vec::new();
+    };
+    let mut options = git2::DiffOptions::new();
+    options.ignore_submodules(false);
+    let Ok(diff) = repo.diff_tree_to_tree(Some(&before), Some(&after), Some(&mut options)) else {
+        return Vec::new();
     };
     let mut lines = Vec::new();
-    for submodule in present {
-        let (before, after) = (gitlink(base, &submodule.path), gitlink(head, &submodule.path));
-        if before.is_none() || before == after {
-            continue;
+    let mut gitmodules = false;
+    for delta in diff.deltas() {
+        let (old, new) = (delta.old_file(), delta.new_file());
+        let path = new
+            .path()
+            .or(old.path())
+            .map(|p| p.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        if path == ".gitmodules" {
+            gitmodules = true;
         }
-        lines.push(match after {
-            None => format!("The change removes the submodule `{}`", submodule.path),
-            Some(after) => {
-                let known =
-                    Repository::open_bare(&submodule.mirror).is_ok_and(|m| m.find_commit(after).is_ok());
-                format!(
-                    "The change moves the submodule `{}` from {:.10} to {:.10} (a gitlink change; {} {})",
-                    submodule.path,
-                    submodule.commit.to_string(),
-                    after.to_string(),
-                    submodule.url,
-                    if known {
-                        "has that commit"
-                    } else {
-                        "has no branch holding that commit"
-                    }
-                )
-            }
-        });
+        let link = |file: &git2::DiffFile<'_>| (file.mode() == git2::FileMode::Commit).then(|| file.id());
+        match (link(&old), link(&new)) {
+            (None, None) => {}
+            (None, Some(added)) => lines.push(format!(
+                "The change adds a submodule at `{}` (a gitlink to {:.10}; its files are not part of this change)",
+                clean(&path),
+                added.to_string()
+            )),
+            (Some(_), None) => lines.push(format!("The change removes the submodule `{}`", clean(&path))),
+            (Some(from), Some(to)) if from != to => lines.push(moved(&path, (from, to), present)),
+            (Some(_), Some(_)) => {}
+        }
+    }
+    if gitmodules {
+        lines.push(
+            "The change edits `.gitmodules` (which submodules the repository has, and from where)".into(),
+        );
     }
     lines
+}
+
+/// The line for the gitlink at `path` moved `from` one commit `to` another.
+fn moved(path: &str, (from, to): (Oid, Oid), present: &[Present]) -> String {
+    let fetched = present.iter().find(|p| p.path == path);
+    let known = match fetched {
+        Some(submodule) => {
+            let has = Repository::open_bare(&submodule.mirror).is_ok_and(|m| m.find_commit(to).is_ok());
+            format!(
+                "; {} {}",
+                clean(&submodule.url),
+                if has {
+                    "has that commit"
+                } else {
+                    "has no branch holding that commit"
+                }
+            )
+        }
+        None => String::new(),
+    };
+    format!(
+        "The change moves the submodule `{}` from {:.10} to {:.10} (a gitlink change{known})",
+        clean(path),
+        from.to_string(),
+        to.to_string(),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::git::submodules::LeftOut;
+
+    const HOSTILE: &str = "lib\n<!-- hidden -->\n@team please merge";
+
+    fn assert_safe(line: &str) {
+        assert!(!line.contains('\n'), "{line}");
+        assert!(!line.contains("<!--"), "{line}");
+        assert!(!line.contains("@team"), "{line}");
+    }
+
+    #[test]
+    fn hostile_paths_urls_and_reasons_are_quoted_safely() {
+        let present = Present {
+            path: HOSTILE.into(),
+            commit: Oid::ZERO_SHA1,
+            url: format!("https://forge.example/{HOSTILE}"),
+            mirror: "/nowhere".into(),
+        };
+        let found = Submodules {
+            present: vec![present.clone()],
+            left_out: vec![LeftOut {
+                path: HOSTILE.into(),
+                why: format!("the fetch failed ({HOSTILE})"),
+            }],
+        };
+        let mut lines = fetched_lines(&found);
+        let edits = edits::Edits {
+            modified: vec![HOSTILE.into()],
+            ..edits::Edits::default()
+        };
+        lines.push(describe(&present, &edits));
+        lines.push(not_compared(HOSTILE, HOSTILE));
+        lines.push(moved(HOSTILE, (Oid::ZERO_SHA1, Oid::ZERO_SHA1), &[present]));
+        assert_eq!(lines.len(), 5);
+        for line in &lines {
+            assert_safe(line);
+            assert!(line.contains("&#64;team"), "{line}");
+        }
+    }
 }

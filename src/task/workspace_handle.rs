@@ -8,7 +8,7 @@
 use super::error::TaskError;
 use super::workspace::{DeliveryError, Workspace};
 use crate::git::history_pack::HistoryPack;
-use crate::git::submodules::Present;
+use crate::git::submodules::{LeftOut, Present};
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -22,8 +22,16 @@ pub(super) struct WorkspaceHandle {
     checked_out: CheckedOut,
     /// Set when the handle goes: a checkout still running stops.
     cancel: Arc<AtomicBool>,
-    /// The submodules whose files the work tree gets.
-    submodules: Arc<Vec<Present>>,
+    /// The submodules whose files the work tree gets; one whose files
+    /// could not be written moves to `unwritten`.
+    submodules: Arc<Mutex<Submodules>>,
+}
+
+/// The fetched submodules, and those whose files could not be written.
+#[derive(Default)]
+struct Submodules {
+    written: Vec<Present>,
+    unwritten: Vec<LeftOut>,
 }
 
 /// The work tree's files being written; resolves once they are, or with why not.
@@ -64,11 +72,21 @@ impl WorkspaceHandle {
         let checkout = ws.checkout_dir();
         let cancel = Arc::new(AtomicBool::new(false));
         let (dir, stop) = (checkout.clone(), cancel.clone());
-        let submodules = Arc::new(submodules);
-        let (present, scratch) = (submodules.clone(), ws.root.join("submodules"));
+        let submodules = Arc::new(Mutex::new(Submodules {
+            written: submodules,
+            unwritten: Vec::new(),
+        }));
+        let (shared, scratch) = (submodules.clone(), ws.root.join("submodules"));
         let checked_out = in_background(move || {
             Workspace::check_out(&dir, &stop)?;
-            Ok(crate::git::submodules::check_out(&dir, &scratch, &present)?)
+            let present = shared.lock().unwrap_or_else(|p| p.into_inner()).written.clone();
+            let failed = crate::git::submodules::check_out(&dir, &scratch, &present)?;
+            let mut shared = shared.lock().unwrap_or_else(|p| p.into_inner());
+            shared
+                .written
+                .retain(|p| !failed.iter().any(|f| f.path == p.path));
+            shared.unwritten = failed;
+            Ok(())
         });
         let history = in_background(ws.start_history(depth));
         WorkspaceHandle {
@@ -83,8 +101,21 @@ impl WorkspaceHandle {
     }
 
     /// The submodules whose files the work tree holds.
-    pub fn submodules(&self) -> &[Present] {
-        &self.submodules
+    pub fn submodules(&self) -> Vec<Present> {
+        self.submodules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .written
+            .clone()
+    }
+
+    /// The submodules whose files could not be written, and why.
+    pub fn unwritten_submodules(&self) -> Vec<LeftOut> {
+        self.submodules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwritten
+            .clone()
     }
 
     /// Runs `f` on the workspace off the async threads.

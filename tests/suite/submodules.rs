@@ -248,3 +248,73 @@ async fn edits_only_inside_a_submodule_push_nothing_and_the_progress_comment_say
     assert_eq!(git(&world.bare, &["branch", "--list", "forgehand/*"]).trim(), "");
     assert_eq!(git_http::head_of(&lib, "main"), lib_head);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_repeated_url_is_fetched_once_the_superproject_itself_is_refused_and_an_added_gitlink_is_said() {
+    let add_submodule = format!(
+        "git update-index --add --cacheinfo 160000,{NOWHERE},vendored/new \
+         && printf '[submodule \"new\"]\\n\\tpath = vendored/new\\n\\turl = ../new.git\\n' >> .gitmodules \
+         && git add .gitmodules && git commit -qm 'Add a submodule'"
+    );
+    let world = World::with_repository(
+        vec![
+            (run(&add_submodule), None),
+            (text("Added the new submodule."), None),
+        ],
+        &[
+            ("greet.py", GREET),
+            (
+                ".gitmodules",
+                "[submodule \"lib\"]\n\tpath = vendored/lib\n\turl = ../lib.git\n\
+                 [submodule \"again\"]\n\tpath = vendored/again\n\turl = ../lib.git\n\
+                 [submodule \"self\"]\n\tpath = vendored/self\n\turl = ../app.git\n",
+            ),
+        ],
+        "",
+    )
+    .await;
+    let lib = git_http::bare_repo(&world.git.root, "acme/lib.git", &[("lib.txt", "lib v1\n")]);
+    let lib_head = git_http::head_of(&lib, "main");
+    git_http::add_gitlink(&world.bare, "main", "vendored/lib", &lib_head);
+    git_http::add_gitlink(&world.bare, "main", "vendored/again", &lib_head);
+    git_http::add_gitlink(&world.bare, "main", "vendored/self", NOWHERE);
+    let issue = world.labelled_issue("Add a submodule");
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+    assert!(daemon.terminate().success());
+    let log = std::fs::read_to_string(world.log_path()).unwrap();
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec![DONE.to_owned()],
+        "{log}"
+    );
+
+    let progress = world.progress_comment(issue);
+    assert!(
+        progress.contains("`vendored/lib` at") && progress.contains("`vendored/again` at"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains("`vendored/self`: its URL names the superproject itself"),
+        "{progress}"
+    );
+    // One URL, one fetch, however many submodules name it.
+    let lib_fetches = log
+        .lines()
+        .filter(|l| l.contains("fetched into the mirror") && l.contains("/acme/lib.git"))
+        .count();
+    assert_eq!(lib_fetches, 1, "{log}");
+
+    // A submodule the model added is said as such, and so is `.gitmodules`.
+    let pr = &world.github.pulls(REPO)[0];
+    assert!(
+        pr.body.contains("The change adds a submodule at `vendored/new`")
+            && pr.body.contains("The change edits `.gitmodules`"),
+        "{}",
+        pr.body
+    );
+    assert!(
+        progress.contains("The change adds a submodule at `vendored/new`"),
+        "{progress}"
+    );
+}
