@@ -217,19 +217,17 @@ impl Rounds<'_, '_> {
         outcome: &mut AgentOutcome,
     ) -> Result<Option<String>, TaskError> {
         let delivery = self.needs.delivery;
-        let protected = if delivery.allow_protected_paths {
-            Vec::new()
-        } else {
-            delivery.protected_paths.clone()
+        let protected = match delivery.allow_protected_paths {
+            true => Vec::new(),
+            false => delivery.protected_paths.clone(),
         };
         let mut summary = outcome.answer.clone().unwrap_or_default();
         let mut round = 0;
         loop {
             round += 1;
             let taken = self.collect(round, &protected).await?;
-            let submodules = self
-                .submodules_said(round, taken.as_ref().map(|t| t.collected.head))
-                .await;
+            let head = taken.as_ref().map(|t| t.collected.head);
+            let submodules = self.submodules_said(round, head).await;
             let Some(Taken {
                 collected,
                 host_commit,
