@@ -452,3 +452,44 @@ impl MirrorLock {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A repository whose one commit holds `size` bytes that do not compress.
+    fn repository_of(dir: &Path, size: usize) -> String {
+        let repo = Repository::init_bare(dir).unwrap();
+        let mut state = 0x2545_f491_u32;
+        let bytes: Vec<u8> = (0..size)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state as u8
+            })
+            .collect();
+        let blob = repo.blob(&bytes).unwrap();
+        let mut tree = repo.treebuilder(None).unwrap();
+        tree.insert("noise.bin", blob, 0o100644).unwrap();
+        let tree = repo.find_tree(tree.write().unwrap()).unwrap();
+        let who = git2::Signature::now("t", "t@localhost").unwrap();
+        repo.commit(Some("refs/heads/main"), &who, &who, "noise", &tree, &[])
+            .unwrap();
+        dir.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn a_capped_fetch_stops_past_its_bytes_and_is_not_tried_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = repository_of(&dir.path().join("big.git"), 2 << 20);
+        let mirrors = Mirrors::new(dir.path().join("mirrors"), None);
+        match mirrors.capped(256 << 10).fetch(&url, &["main"], None) {
+            Err(GitError::TooLarge { cap, .. }) => assert_eq!(cap, 256 << 10),
+            other => panic!("not stopped: {other:?}"),
+        }
+        let fetched = mirrors.capped(8 << 20).fetch(&url, &["main"], None).unwrap();
+        assert!(fetched.tips.contains_key("main"));
+    }
+}

@@ -12,12 +12,16 @@ use crate::git::submodules::{edits, Present, Submodules};
 use crate::sandbox::tree_out::read_tree;
 use crate::sandbox::Sandbox;
 use git2::{Oid, Repository};
+use std::collections::BTreeMap;
 use std::io::Read;
 use std::path::Path;
 use std::sync::{Arc, Mutex, PoisonError};
 
 /// Most paths named per kind of change.
 const LISTED: usize = 10;
+
+/// A tree entry's mode for a gitlink.
+const GITLINK: i32 = 0o160000;
 
 /// Longest path or URL quoted on a line.
 const QUOTED: usize = 200;
@@ -217,42 +221,42 @@ fn gitlink_lines(dir: &Path, (base, head): (Oid, Oid), present: &[Present]) -> V
     let (Some(before), Some(after)) = (tree(base), tree(head)) else {
         return Vec::new();
     };
-    let mut options = git2::DiffOptions::new();
-    options.ignore_submodules(false);
-    let Ok(diff) = repo.diff_tree_to_tree(Some(&before), Some(&after), Some(&mut options)) else {
-        return Vec::new();
-    };
+    let (old, new) = (gitlinks_of(&before), gitlinks_of(&after));
     let mut lines = Vec::new();
-    let mut gitmodules = false;
-    for delta in diff.deltas() {
-        let (old, new) = (delta.old_file(), delta.new_file());
-        let path = new
-            .path()
-            .or(old.path())
-            .map(|p| p.to_string_lossy().into_owned())
-            .unwrap_or_default();
-        if path == ".gitmodules" {
-            gitmodules = true;
-        }
-        let link = |file: &git2::DiffFile<'_>| (file.mode() == git2::FileMode::Commit).then(|| file.id());
-        match (link(&old), link(&new)) {
-            (None, None) => {}
-            (None, Some(added)) => lines.push(format!(
+    for (path, to) in &new {
+        match old.get(path) {
+            None => lines.push(format!(
                 "The change adds a submodule at `{}` (a gitlink to {:.10}; its files are not part of this change)",
-                clean(&path),
-                added.to_string()
+                clean(path),
+                to.to_string()
             )),
-            (Some(_), None) => lines.push(format!("The change removes the submodule `{}`", clean(&path))),
-            (Some(from), Some(to)) if from != to => lines.push(moved(&path, (from, to), present)),
-            (Some(_), Some(_)) => {}
+            Some(from) if from != to => lines.push(moved(path, (*from, *to), present)),
+            Some(_) => {}
         }
     }
-    if gitmodules {
+    for path in old.keys().filter(|path| !new.contains_key(*path)) {
+        lines.push(format!("The change removes the submodule `{}`", clean(path)));
+    }
+    let gitmodules = |tree: &git2::Tree<'_>| tree.get_path(Path::new(".gitmodules")).ok().map(|e| e.id());
+    if gitmodules(&before) != gitmodules(&after) {
         lines.push(
             "The change edits `.gitmodules` (which submodules the repository has, and from where)".into(),
         );
     }
     lines
+}
+
+/// Every gitlink of `tree`: path -> the commit it names.
+fn gitlinks_of(tree: &git2::Tree<'_>) -> BTreeMap<String, Oid> {
+    let mut found = BTreeMap::new();
+    let _ = tree.walk(git2::TreeWalkMode::PreOrder, |dir, entry| {
+        if entry.filemode() == GITLINK {
+            let name = String::from_utf8_lossy(entry.name_bytes());
+            found.insert(format!("{dir}{name}"), entry.id());
+        }
+        git2::TreeWalkResult::Ok
+    });
+    found
 }
 
 /// The line for the gitlink at `path` moved `from` one commit `to` another.

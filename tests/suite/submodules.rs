@@ -251,8 +251,10 @@ async fn edits_only_inside_a_submodule_push_nothing_and_the_progress_comment_say
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repeated_url_is_fetched_once_the_superproject_itself_is_refused_and_an_added_gitlink_is_said() {
+    // As `git submodule add` leaves it: the gitlink, its (empty) folder
+    // and its `.gitmodules` section.
     let add_submodule = format!(
-        "git update-index --add --cacheinfo 160000,{NOWHERE},vendored/new \
+        "mkdir -p vendored/new && git update-index --add --cacheinfo 160000,{NOWHERE},vendored/new \
          && printf '[submodule \"new\"]\\n\\tpath = vendored/new\\n\\turl = ../new.git\\n' >> .gitmodules \
          && git add .gitmodules && git commit -qm 'Add a submodule'"
     );
@@ -306,6 +308,12 @@ async fn a_repeated_url_is_fetched_once_the_superproject_itself_is_refused_and_a
     assert_eq!(lib_fetches, 1, "{log}");
 
     // A submodule the model added is said as such, and so is `.gitmodules`.
+    let branch = format!("forgehand/issue-{issue}");
+    let tree = git(&world.bare, &["ls-tree", "-r", &branch]);
+    assert!(
+        tree.contains(&format!("160000 commit {NOWHERE}\tvendored/new")),
+        "{tree}"
+    );
     let pr = &world.github.pulls(REPO)[0];
     assert!(
         pr.body.contains("The change adds a submodule at `vendored/new`")

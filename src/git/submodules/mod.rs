@@ -357,10 +357,49 @@ fn check_out_one(workdir: &Path, scratch: &Path, submodule: &Present) -> Result<
             });
         }
     }
+    let files = without_gitlinks(&repo, &tree, 0)
+        .and_then(|id| repo.find_tree(id))
+        .map_err(|e| GitError::failed("read the submodule's tree", e))?;
     let mut options = git2::build::CheckoutBuilder::new();
     options.force().target_dir(&dest);
-    repo.checkout_tree(tree.as_object(), Some(&mut options))
+    repo.checkout_tree(files.as_object(), Some(&mut options))
         .map_err(|e| GitError::failed("write the submodule's files", e))
+}
+
+/// Deepest folder nesting of a submodule's tree that is written.
+const MAX_TREE_DEPTH: usize = 128;
+
+/// `tree` without its gitlinks (rewritten trees go into `repo`, the
+/// scratch repository): libgit2 cannot write a gitlink without a work
+/// tree, and the submodules inside are written on their own.
+fn without_gitlinks(repo: &Repository, tree: &git2::Tree<'_>, depth: usize) -> Result<Oid, git2::Error> {
+    if depth > MAX_TREE_DEPTH {
+        return Err(git2::Error::from_str("its folders nest too deep"));
+    }
+    let mut builder = repo.treebuilder(Some(tree))?;
+    let mut changed = false;
+    for entry in tree.iter() {
+        let name = entry.name_bytes().to_vec();
+        match entry.kind() {
+            Some(git2::ObjectType::Commit) => {
+                builder.remove(name)?;
+                changed = true;
+            }
+            Some(git2::ObjectType::Tree) => {
+                let inner = without_gitlinks(repo, &repo.find_tree(entry.id())?, depth + 1)?;
+                if inner != entry.id() {
+                    builder.insert(name, inner, entry.filemode())?;
+                    changed = true;
+                }
+            }
+            _ => {}
+        }
+    }
+    if changed {
+        builder.write()
+    } else {
+        Ok(tree.id())
+    }
 }
 
 #[cfg(test)]
