@@ -141,6 +141,9 @@ fn not_compared(path: &str, why: &str) -> String {
     )
 }
 
+/// A submodule and what it changed inside it (or why that is not known).
+type Compared = (Present, Result<edits::Edits, String>);
+
 /// Reads the folder of `top` from `input` once and compares each of
 /// `family` (`top` and the submodules inside it) with its commit.
 fn compare_family(
@@ -148,7 +151,7 @@ fn compare_family(
     top: &str,
     family: &[Present],
     budget: &Mutex<edits::Budget>,
-) -> Result<Vec<(Present, Result<edits::Edits, String>)>, String> {
+) -> Result<Vec<Compared>, String> {
     let seen = {
         let mut budget = budget.lock().unwrap_or_else(PoisonError::into_inner);
         edits::read_folder(input, &mut budget)?
