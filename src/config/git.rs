@@ -16,6 +16,8 @@ pub struct GitConfig {
     pub mirror_retention: Duration,
     /// `git.lfs`: Git LFS files on the host.
     pub lfs: super::lfs::LfsConfig,
+    /// `git.submodules`: which submodules the work tree gets.
+    pub submodules: super::submodules::SubmodulesConfig,
 }
 
 #[derive(Debug, Deserialize)]
@@ -24,6 +26,7 @@ pub struct RawGit {
     pub history_depth: u32,
     pub mirror_retention: HumanDuration,
     pub lfs: super::lfs::RawLfs,
+    pub submodules: super::submodules::RawSubmodules,
 }
 
 impl Default for RawGit {
@@ -32,6 +35,7 @@ impl Default for RawGit {
             history_depth: 50,
             mirror_retention: HumanDuration(Duration::from_secs(14 * 24 * 3600)),
             lfs: super::lfs::RawLfs::default(),
+            submodules: Default::default(),
         }
     }
 }
@@ -50,6 +54,7 @@ pub(super) fn resolve_git(raw: RawGit) -> Result<GitConfig, ConfigError> {
         history_depth: (raw.history_depth > 0).then_some(raw.history_depth),
         mirror_retention: raw.mirror_retention.0,
         lfs: super::lfs::resolve_lfs(raw.lfs)?,
+        submodules: super::submodules::resolve_submodules(raw.submodules)?,
     })
 }
 

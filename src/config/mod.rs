@@ -17,6 +17,7 @@ mod policy;
 mod raw;
 mod repository;
 mod secrets;
+mod submodules;
 mod thread_images;
 mod triggers;
 mod units;
@@ -38,6 +39,7 @@ pub use repository::{
     RepositoriesConfig, SetupFailure,
 };
 pub use secrets::{Secret, Secrets, OWN_SECRET};
+pub use submodules::SubmodulesConfig;
 pub use thread_images::ThreadImagesConfig;
 pub use triggers::{PlanApproval, TriggersConfig};
 pub use units::{ByteSize, HumanDuration};

@@ -30,6 +30,8 @@ const URL_KEY: &str = "forgehand.url";
 pub struct Mirrors {
     root: PathBuf,
     depth: Option<u32>,
+    /// A fetch that receives more bytes than this is stopped.
+    max_bytes: Option<u64>,
 }
 
 /// What a fetch found: the tips of the branches asked for that exist on
@@ -66,7 +68,20 @@ impl Mirrors {
     /// The mirrors under `root` (`<state_dir>/mirrors`), fetched
     /// `depth` commits deep (`None`: the whole history).
     pub fn new(root: PathBuf, depth: Option<u32>) -> Mirrors {
-        Mirrors { root, depth }
+        Mirrors {
+            root,
+            depth,
+            max_bytes: None,
+        }
+    }
+
+    /// The same mirrors, each fetch stopped once it received more than
+    /// `bytes` (an untrusted repository's size is not known beforehand).
+    pub fn capped(&self, bytes: u64) -> Mirrors {
+        Mirrors {
+            max_bytes: Some(bytes),
+            ..self.clone()
+        }
     }
 
     /// The mirrors of `config`'s state folder.
@@ -77,8 +92,8 @@ impl Mirrors {
     /// The same mirrors, fetched with their whole history.
     pub fn whole_history(&self) -> Mirrors {
         Mirrors {
-            root: self.root.clone(),
             depth: None,
+            ..self.clone()
         }
     }
 
@@ -150,13 +165,21 @@ impl Mirrors {
             .map(|b| format!("+refs/heads/{b}:refs/heads/{b}"))
             .collect();
         let attempts = Cell::new(0);
+        let over = Cell::new(false);
         let mut remote = repo
             .remote_anonymous(url)
             .map_err(|e| GitError::failed("set up the remote", e))?;
         let mut options = FetchOptions::new();
         let mut remote_callbacks = callbacks(credentials, &attempts, url);
-        // libgit2 counts the bytes received only while someone listens.
-        remote_callbacks.transfer_progress(|_| true);
+        // libgit2 counts the bytes received only while someone listens;
+        // past the cap, the fetch is stopped.
+        remote_callbacks.transfer_progress(|stats| {
+            let past = self
+                .max_bytes
+                .is_some_and(|cap| stats.received_bytes() as u64 > cap);
+            over.set(over.get() || past);
+            !past
+        });
         options.remote_callbacks(remote_callbacks);
         options.download_tags(AutotagOption::None);
         options.update_fetchhead(false);
@@ -169,7 +192,13 @@ impl Mirrors {
         }
         remote
             .fetch(&refspecs, Some(&mut options), None)
-            .map_err(|e| remote_error("fetch", url, e, attempts.get()))?;
+            .map_err(|e| match self.max_bytes {
+                Some(cap) if over.get() => GitError::TooLarge {
+                    url: display_url(url),
+                    cap,
+                },
+                _ => remote_error("fetch", url, e, attempts.get()),
+            })?;
         let advertised: HashMap<String, Oid> = remote
             .list()
             .map_err(|e| GitError::failed("read the remote's branches", e))?
@@ -421,5 +450,46 @@ impl MirrorLock {
             _file: file,
             _guard: guard,
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used, clippy::expect_used)]
+    use super::*;
+
+    /// A repository whose one commit holds `size` bytes that do not compress.
+    fn repository_of(dir: &Path, size: usize) -> String {
+        let repo = Repository::init_bare(dir).unwrap();
+        let mut state = 0x2545_f491_u32;
+        let bytes: Vec<u8> = (0..size)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state as u8
+            })
+            .collect();
+        let blob = repo.blob(&bytes).unwrap();
+        let mut tree = repo.treebuilder(None).unwrap();
+        tree.insert("noise.bin", blob, 0o100644).unwrap();
+        let tree = repo.find_tree(tree.write().unwrap()).unwrap();
+        let who = git2::Signature::now("t", "t@localhost").unwrap();
+        repo.commit(Some("refs/heads/main"), &who, &who, "noise", &tree, &[])
+            .unwrap();
+        dir.to_string_lossy().into_owned()
+    }
+
+    #[test]
+    fn a_capped_fetch_stops_past_its_bytes_and_is_not_tried_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let url = repository_of(&dir.path().join("big.git"), 2 << 20);
+        let mirrors = Mirrors::new(dir.path().join("mirrors"), None);
+        match mirrors.capped(256 << 10).fetch(&url, &["main"], None) {
+            Err(GitError::TooLarge { cap, .. }) => assert_eq!(cap, 256 << 10),
+            other => panic!("not stopped: {other:?}"),
+        }
+        let fetched = mirrors.capped(8 << 20).fetch(&url, &["main"], None).unwrap();
+        assert!(fetched.tips.contains_key("main"));
     }
 }

@@ -10,6 +10,7 @@ pub mod lfs;
 pub mod mirror;
 pub mod shallow;
 pub mod signing;
+pub mod submodules;
 pub mod untrusted;
 
 use crate::config::Secret;
@@ -54,6 +55,9 @@ pub enum GitError {
     Network { url: String, detail: String },
     #[error("git failed to {action}: {detail}")]
     Failed { action: String, detail: String },
+    /// A fetch was stopped at its byte cap (not retried: it would stop there again).
+    #[error("the fetch from {url} was stopped once it passed {cap} bytes")]
+    TooLarge { url: String, cap: u64 },
 }
 
 impl GitError {

@@ -43,6 +43,7 @@ pub mod sanitize;
 mod snapshot;
 mod start_sandbox;
 mod steer;
+mod submodule_report;
 mod thread_images;
 mod verify;
 pub mod workspace;
@@ -446,6 +447,7 @@ fn prepare_needs<'a>(env: &'a TaskEnv, item: &ItemRef) -> prepare::Needs<'a> {
         ),
         history_depth: config.git.history_depth,
         lfs: &config.git.lfs,
+        submodules: &config.git.submodules,
         author: (&config.delivery.author_name, &config.delivery.author_email),
         repositories: &config.repositories,
         images: &config.images,

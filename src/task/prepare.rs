@@ -38,6 +38,8 @@ pub(super) struct Needs<'a> {
     pub history_depth: Option<u32>,
     /// `git.lfs`: Git LFS files fetched and uploaded on the host.
     pub lfs: &'a crate::config::LfsConfig,
+    /// `git.submodules`: which submodules the work tree gets.
+    pub submodules: &'a crate::config::SubmodulesConfig,
     /// `delivery.author_name` and `author_email`, for the clone's commits.
     pub author: (&'a str, &'a str),
     pub repositories: &'a RepositoriesConfig,
@@ -306,19 +308,29 @@ pub(super) async fn clone(
     };
     let author = (needs.author.0.to_owned(), needs.author.1.to_owned());
     let started = std::time::Instant::now();
-    let lfs = needs.lfs.clone();
-    let workspace = super::workspace_handle::blocking(move || {
+    let (lfs, rules) = (needs.lfs.clone(), needs.submodules.clone());
+    let (workspace, submodules) = super::workspace_handle::blocking(move || {
         let mut ws = Workspace::prepare(&root, &url, &mirrors, &branches, &creds, (&author.0, &author.1))?;
         ws.use_lfs(&lfs, &creds)?;
-        Ok::<_, super::workspace::DeliveryError>(ws)
+        let source = crate::git::submodules::Source {
+            forge_url: &url,
+            mirrors: &mirrors,
+            credentials: &creds,
+            rules: &rules,
+        };
+        let submodules = crate::git::submodules::for_work_tree(&ws.checkout_dir(), ws.base, &source);
+        Ok::<_, super::workspace::DeliveryError>((ws, submodules))
     })
     .await??;
+    for line in super::submodule_report::fetched_lines(&submodules) {
+        run.note(line);
+    }
     tracing::debug!(
         task = %run.item,
         ms = started.elapsed().as_millis() as u64,
         "repository made from the mirror (its files are written and its history packed in the background)"
     );
-    let handle = WorkspaceHandle::new(workspace, depth);
+    let handle = WorkspaceHandle::new(workspace, depth, submodules.present);
     run.adopt_checkout(handle.checkout().1);
     Ok(handle)
 }

@@ -217,31 +217,27 @@ impl Rounds<'_, '_> {
         outcome: &mut AgentOutcome,
     ) -> Result<Option<String>, TaskError> {
         let delivery = self.needs.delivery;
-        let protected = if delivery.allow_protected_paths {
-            Vec::new()
-        } else {
-            delivery.protected_paths.clone()
+        let protected = match delivery.allow_protected_paths {
+            true => Vec::new(),
+            false => delivery.protected_paths.clone(),
         };
         let mut summary = outcome.answer.clone().unwrap_or_default();
         let mut round = 0;
         loop {
             round += 1;
+            let taken = self.collect(round, &protected).await?;
+            let head = taken.as_ref().map(|t| t.collected.head);
+            let submodules = self.submodules_said(round, head).await;
             let Some(Taken {
                 collected,
                 host_commit,
                 left_out,
-            }) = self.collect(round, &protected).await?
+            }) = taken
             else {
-                return match (round, &outcome.stop) {
-                    (1, StopReason::Answered) => {
-                        self.run.note("The model finished without changing any file");
-                        Ok(None)
-                    }
-                    (1, stop) => Err(TaskError::Other(format!("the model made no change and {stop}"))),
-                    _ => Err(TaskError::Other(
-                        "after the rebase the branch holds no change any more".into(),
-                    )),
-                };
+                for said in submodules {
+                    self.run.note(said);
+                }
+                return self.nothing_taken(round, outcome);
             };
             if let Some(why) = &host_commit {
                 self.tell(
@@ -251,6 +247,9 @@ impl Rounds<'_, '_> {
             }
             if !left_out.is_empty() {
                 self.tell(&mut summary, format!("Not committed: {}", listed(&left_out)));
+            }
+            for said in submodules {
+                self.tell(&mut summary, said);
             }
             if !collected.other_branches.is_empty() {
                 self.run.note(format!(
@@ -289,6 +288,35 @@ impl Rounds<'_, '_> {
                 }
                 Err(e) => return Err(e.into()),
             }
+        }
+    }
+
+    /// What the change does to submodules: in the first round, edits
+    /// inside their folders (never pushed); in every round, each gitlink
+    /// and `.gitmodules` change from the base to `head`.
+    async fn submodules_said(&self, round: u32, head: Option<git2::Oid>) -> Vec<String> {
+        use super::submodule_report::{edits_said, gitlink_changes};
+        let mut lines = match round {
+            1 => edits_said(self.sandbox, self.workspace, self.needs.copy_out).await,
+            _ => Vec::new(),
+        };
+        if let Some(head) = head {
+            lines.extend(gitlink_changes(self.workspace, head).await);
+        }
+        lines
+    }
+
+    /// The end of a round that took no change.
+    fn nothing_taken(&mut self, round: u32, outcome: &AgentOutcome) -> Result<Option<String>, TaskError> {
+        match (round, &outcome.stop) {
+            (1, StopReason::Answered) => {
+                self.run.note("The model finished without changing any file");
+                Ok(None)
+            }
+            (1, stop) => Err(TaskError::Other(format!("the model made no change and {stop}"))),
+            _ => Err(TaskError::Other(
+                "after the rebase the branch holds no change any more".into(),
+            )),
         }
     }
 

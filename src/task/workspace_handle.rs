@@ -8,6 +8,7 @@
 use super::error::TaskError;
 use super::workspace::{DeliveryError, Workspace};
 use crate::git::history_pack::HistoryPack;
+use crate::git::submodules::{LeftOut, Present};
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,6 +25,16 @@ pub(super) struct WorkspaceHandle {
     /// What the checkout got of its Git LFS files, once it is written
     /// (`None`: the branch has none, or LFS is off).
     lfs: Option<Arc<Mutex<Option<crate::git::lfs::checkout::Fetched>>>>,
+    /// The submodules whose files the work tree gets; one whose files
+    /// could not be written moves to `unwritten`.
+    submodules: Arc<Mutex<Submodules>>,
+}
+
+/// The fetched submodules, and those whose files could not be written.
+#[derive(Default)]
+struct Submodules {
+    written: Vec<Present>,
+    unwritten: Vec<LeftOut>,
 }
 
 /// The work tree's files being written; resolves once they are, or with why not.
@@ -57,18 +68,32 @@ impl Drop for WorkspaceHandle {
 
 impl WorkspaceHandle {
     /// Holds `ws` and starts, in the background, writing its work tree's
-    /// files and packing the sandbox's history (`depth` commits): what
-    /// reads them waits for [`WorkspaceHandle::checked_out`] and
-    /// [`WorkspaceHandle::history`].
-    pub fn new(ws: Workspace, depth: Option<u32>) -> WorkspaceHandle {
+    /// files (then those of the fetched `submodules`) and packing the
+    /// sandbox's history (`depth` commits): what reads them waits for
+    /// [`WorkspaceHandle::checked_out`] and [`WorkspaceHandle::history`].
+    pub fn new(ws: Workspace, depth: Option<u32>, submodules: Vec<Present>) -> WorkspaceHandle {
         let checkout = ws.checkout_dir();
         let cancel = Arc::new(AtomicBool::new(false));
         let (dir, stop) = (checkout.clone(), cancel.clone());
         let lfs_job = ws.lfs_checkout_job();
         let lfs = lfs_job.is_some().then(|| Arc::new(Mutex::new(None)));
         let lfs_slot = lfs.clone();
+        let submodules = Arc::new(Mutex::new(Submodules {
+            written: submodules,
+            unwritten: Vec::new(),
+        }));
+        let (shared, scratch) = (submodules.clone(), ws.root.join("submodules"));
         let checked_out = in_background(move || {
             Workspace::check_out(&dir, &stop)?;
+            let present = shared.lock().unwrap_or_else(|p| p.into_inner()).written.clone();
+            let failed = crate::git::submodules::check_out(&dir, &scratch, &present)?;
+            {
+                let mut shared = shared.lock().unwrap_or_else(|p| p.into_inner());
+                shared
+                    .written
+                    .retain(|p| !failed.iter().any(|f| f.path == p.path));
+                shared.unwritten = failed;
+            }
             if let (Some(job), Some(slot)) = (lfs_job, lfs_slot) {
                 *slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(job()?);
             }
@@ -83,6 +108,7 @@ impl WorkspaceHandle {
             checked_out,
             cancel,
             lfs,
+            submodules,
         }
     }
 
@@ -97,6 +123,7 @@ impl WorkspaceHandle {
             checked_out: self.checked_out.clone(),
             cancel: Arc::new(AtomicBool::new(false)),
             lfs: self.lfs.clone(),
+            submodules: self.submodules.clone(),
         }
     }
 
@@ -108,6 +135,24 @@ impl WorkspaceHandle {
         };
         self.checked_out.clone().await.map_err(checkout_failed)?;
         Ok(slot.lock().unwrap_or_else(|p| p.into_inner()).clone())
+    }
+
+    /// The submodules whose files the work tree holds.
+    pub fn submodules(&self) -> Vec<Present> {
+        self.submodules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .written
+            .clone()
+    }
+
+    /// The submodules whose files could not be written, and why.
+    pub fn unwritten_submodules(&self) -> Vec<LeftOut> {
+        self.submodules
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .unwritten
+            .clone()
     }
 
     /// Runs `f` on the workspace off the async threads.

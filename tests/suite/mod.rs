@@ -59,6 +59,7 @@ mod sandbox_kubernetes;
 mod sandbox_kubernetes_task;
 mod sandbox_lifecycle;
 mod signing;
+mod submodules;
 mod task_control;
 mod task_models;
 mod thread_images;

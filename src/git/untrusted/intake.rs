@@ -99,11 +99,26 @@ pub(super) struct Intake {
 }
 
 /// Counts what the tar reader takes from the stream and stops it at the cap.
-struct Capped<R> {
+pub(crate) struct Capped<R> {
     inner: R,
     read: Rc<Cell<u64>>,
     cap: u64,
     hit: Rc<Cell<bool>>,
+}
+
+impl<R> Capped<R> {
+    /// `inner` stopped after `cap` bytes; with the count of bytes read and
+    /// whether the cap stopped a read.
+    pub(crate) fn new(inner: R, cap: u64) -> (Capped<R>, Rc<Cell<u64>>, Rc<Cell<bool>>) {
+        let (read, hit) = (Rc::new(Cell::new(0)), Rc::new(Cell::new(false)));
+        let capped = Capped {
+            inner,
+            read: read.clone(),
+            cap,
+            hit: hit.clone(),
+        };
+        (capped, read, hit)
+    }
 }
 
 impl<R: Read> Read for Capped<R> {

@@ -21,6 +21,7 @@ mod trusted_tests;
 use git2::{Oid, Repository, Signature};
 use std::path::{Path, PathBuf};
 
+pub(crate) use intake::Capped;
 pub use intake::Layout;
 
 /// Largest HEAD, ref or packed-refs file read.
