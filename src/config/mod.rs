@@ -609,7 +609,7 @@ impl Config {
             triggers: triggers::resolve_triggers(raw.triggers)?,
             budget: budget::resolve_budget(raw.budget)?,
             git: git::resolve_git(raw.git)?,
-            repositories: repository::resolve_repositories(raw.repositories)?,
+            repositories: repository::resolve_repositories(raw.repositories, agent.attempts)?,
             cluster: cluster::resolve_cluster(raw.cluster)?,
             scheduling,
             github: work::resolve_github(raw.github)?,

@@ -27,6 +27,9 @@ pub struct RepoFile {
     pub instructions: Option<Vec<String>>,
     /// Caps that lower the operator's `budget.*` for this repository.
     pub budget: Option<RepoBudget>,
+    /// Best of N for this repository: the operator's entries set it
+    /// (1..=[`super::MAX_ATTEMPTS`]); the repository's own file only lowers it.
+    pub attempts: Option<u32>,
 }
 
 /// A repository's own spending caps in US dollars: each lowers the
@@ -125,6 +128,8 @@ pub struct RepositoriesConfig {
     pub on_setup_failure: SetupFailure,
     /// Tokens the repository's instructions may take in a prompt.
     pub instructions_tokens: u64,
+    /// `agent.attempts`: best of N where no repository entry gives `attempts`.
+    pub attempts: u32,
 }
 
 #[derive(Debug, Deserialize)]
@@ -159,7 +164,11 @@ impl Default for RawRepositories {
 pub const DEFAULT_SETUP_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 pub const DEFAULT_TEST_TIMEOUT: Duration = Duration::from_secs(15 * 60);
 
-pub(super) fn resolve_repositories(raw: RawRepositories) -> Result<RepositoriesConfig, ConfigError> {
+/// `attempts` is the already checked `agent.attempts`.
+pub(super) fn resolve_repositories(
+    raw: RawRepositories,
+    attempts: u32,
+) -> Result<RepositoriesConfig, ConfigError> {
     let on_setup_failure = match raw.on_setup_failure.trim() {
         "stop" => SetupFailure::Stop,
         "continue" => SetupFailure::Continue,
@@ -208,6 +217,7 @@ pub(super) fn resolve_repositories(raw: RawRepositories) -> Result<RepositoriesC
         allowed_hosts: host_patterns("repositories.allowed_hosts", &raw.allowed_hosts)?,
         on_setup_failure,
         instructions_tokens: raw.instructions_tokens,
+        attempts,
     })
 }
 
@@ -244,6 +254,15 @@ pub fn check_file(prefix: &str, file: &RepoFile) -> Result<(), ConfigError> {
                 ));
             }
         }
+    }
+    if let Some(attempts) = file.attempts.filter(|n| !(1..=super::MAX_ATTEMPTS).contains(n)) {
+        return Err(ConfigError::invalid(
+            &key("attempts"),
+            format!(
+                "{attempts} is out of range; use 1 (one attempt) to {}, or leave it out for the operator's number",
+                super::MAX_ATTEMPTS
+            ),
+        ));
     }
     if let Some(commands) = &file.setup {
         let commands = commands.clone().into_vec();

@@ -14,6 +14,9 @@
 //! - `setup_timeout`, `test_timeout`: the same order, capped by
 //!   `repositories.max_setup_timeout` / `max_test_timeout`.
 //! - `env`: merged variable by variable, the file's value first.
+//! - `attempts` (best of N): `repositories.per_repository.<repo>`, else
+//!   `repositories.defaults`, else `agent.attempts`; the file's only lowers
+//!   that (a repository cannot multiply the operator's spend).
 
 use crate::config::{
     check_repo_file, AgentNetwork, ConfigError, HostPattern, RepoBudget, RepoFile, RepositoriesConfig,
@@ -45,6 +48,9 @@ pub struct RepoSettings {
     /// The lowest of the caps the file and the operator's repository
     /// entries give (each lowers the operator's `budget.*`).
     pub budget: RepoBudget,
+    /// Attempts at the change (best of N): the operator's number for the
+    /// repository, or the file's when lower.
+    pub attempts: u32,
     /// What the merge dropped or capped, for the progress comment.
     pub notes: Vec<String>,
 }
@@ -213,7 +219,32 @@ pub fn resolve(
         test_timeout,
         instructions: first(&layers, |l| l.instructions.clone()),
         budget: lowest_budget(&layers),
+        attempts: attempts(config, operator, file, &mut notes),
         notes,
+    }
+}
+
+/// The operator's number of attempts for the repository (its entry, the
+/// defaults, `agent.attempts`), lowered by the file's, never raised.
+fn attempts(
+    config: &RepositoriesConfig,
+    operator: &RepoFile,
+    file: &RepoFile,
+    notes: &mut Vec<String>,
+) -> u32 {
+    let allowed = operator
+        .attempts
+        .or(config.defaults.attempts)
+        .unwrap_or(config.attempts);
+    match file.attempts {
+        Some(asked) if asked > allowed => {
+            notes.push(format!(
+                "`attempts: {asked}` is capped at the operator's {allowed} for this repository (a repository's file can only lower it)"
+            ));
+            allowed
+        }
+        Some(asked) => asked,
+        None => allowed,
     }
 }
 
@@ -413,5 +444,71 @@ mod tests {
         let setup: Vec<String> = settings.setup_hosts.iter().map(ToString::to_string).collect();
         assert_eq!(setup, ["db.example.org:5432", "pkgs.example.org"]);
         assert!(settings.notes.join("\n").contains("pkgs.example.org:22"));
+    }
+
+    #[test]
+    fn the_operator_sets_attempts_per_repository_and_the_file_only_lowers_them() {
+        let config = config_with(
+            "agent:\n  attempts: 2\nrepositories:\n  per_repository:\n    acme/app:\n      attempts: 3\n",
+        );
+        assert_eq!(resolve(&config, "o/r", None, Language::Python).attempts, 2);
+        assert_eq!(resolve(&config, "acme/app", None, Language::Python).attempts, 3);
+        let lower = parse_file("attempts: 1\n").unwrap();
+        let lowered = resolve(&config, "acme/app", Some(&lower), Language::Python);
+        assert_eq!(lowered.attempts, 1);
+        assert!(lowered.notes.is_empty(), "{:?}", lowered.notes);
+        let higher = parse_file("attempts: 8\n").unwrap();
+        let capped = resolve(&config, "acme/app", Some(&higher), Language::Python);
+        assert_eq!(capped.attempts, 3);
+        assert!(
+            capped.notes.join("\n").contains("attempts: 8"),
+            "{:?}",
+            capped.notes
+        );
+        // Without any operator entry the file cannot pass `agent.attempts`.
+        assert_eq!(
+            resolve(&config, "o/r", Some(&higher), Language::Python).attempts,
+            2
+        );
+        let defaults = config_with("repositories:\n  defaults:\n    attempts: 4\n");
+        assert_eq!(resolve(&defaults, "o/r", None, Language::Python).attempts, 4);
+        assert_eq!(
+            resolve(&config_with(""), "o/r", None, Language::Python).attempts,
+            1
+        );
+    }
+
+    #[test]
+    fn attempts_out_of_range_name_the_key() {
+        for text in [
+            "attempts: 0\n",
+            "attempts: 9\n",
+            "attempts: -1\n",
+            "attempts: many\n",
+        ] {
+            match parse_file(text) {
+                Err(SettingsError::Invalid { key, message }) => {
+                    assert_eq!(key, "attempts", "{text}: {message}")
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
+        for (value, key) in [
+            (
+                "per_repository:\n    acme/app:\n      attempts: 9",
+                "repositories.per_repository.acme/app.attempts",
+            ),
+            ("defaults:\n    attempts: 0", "repositories.defaults.attempts"),
+        ] {
+            let err = Config::from_yaml(
+                &format!("repositories:\n  {value}\n"),
+                std::path::Path::new("t.yaml"),
+                std::path::Path::new("."),
+                &|_| None,
+            )
+            .unwrap_err()
+            .to_string();
+            assert!(err.contains(key) && err.contains("1 (one attempt) to 8"), "{err}");
+        }
     }
 }

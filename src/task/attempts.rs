@@ -38,8 +38,9 @@ use futures_util::StreamExt;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// The change and its tests: once, or `agent.attempts` times with the
-/// best attempt kept.
+/// The change and its tests: once, or the repository's number of
+/// attempts (`agent.attempts` unless its settings say less or the
+/// operator's entry for it says otherwise) with the best attempt kept.
 pub(super) async fn change_and_verify(
     run: &mut TaskRun<'_>,
     env: &TaskEnv,
@@ -47,7 +48,7 @@ pub(super) async fn change_and_verify(
     claimed: &Claimed,
     planned: Planned,
 ) -> Result<Verified, TaskError> {
-    let attempts = env.config.agent.attempts;
+    let attempts = planned.prepared.repo.settings.attempts;
     if attempts <= 1 {
         let recorder = accounts.transcript.clone().map(|t| t as Arc<dyn StepRecorder>);
         let changed = change::change(run, &change_needs(env, recorder), claimed, planned).await?;

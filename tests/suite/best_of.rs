@@ -3,14 +3,15 @@
 //! script: the attempts whose tests pass go to the judge with their
 //! diffs, one PR is delivered from the chosen sandbox and says how many
 //! were tried and passed and why; each attempt spends within its share of
-//! the task's cap, and the task within the cap.
+//! the task's cap, and the task within the cap. A repository's own
+//! `.forgehand.yaml` may lower the operator's number of attempts.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use forgehand_test_support::daemon_rig;
 use forgehand_test_support::github_world::{World, REPO};
 use forgehand_test_support::scripted_model::attempts::{answer_attempts, judgements, requests_of_attempt};
-use forgehand_test_support::scripted_model::{replace, run, text, Reply};
+use forgehand_test_support::scripted_model::{edit_and_commit, replace, run, text, Reply};
 use std::time::Duration;
 
 /// The repository's test passes once the greeting greets the world.
@@ -189,4 +190,45 @@ async fn each_attempt_spends_within_its_share_and_the_task_within_its_cap() {
     assert!(body.contains("the only attempt whose tests passed"), "{body}");
     assert!(body.contains("the attempt's share of budget.task_usd"), "{body}");
     wait_for_no_sandbox(&world).await;
+}
+
+#[tokio::test]
+async fn a_repositorys_own_file_lowers_the_operators_attempts_to_one() {
+    let files = [
+        FILES[0],
+        FILES[1],
+        (
+            ".forgehand.yaml",
+            "attempts: 1\ntest: grep -q 'Hello, world' greet.py\n",
+        ),
+    ];
+    let world = World::with_repository(
+        edit_and_commit(Duration::ZERO),
+        &files,
+        "agent:\n  attempts: 3\n  test_fix_rounds: 0\n",
+    )
+    .await;
+    // Were best of three run, its attempts would be answered here.
+    let scripts = vec![attempt("Hello, world", &[]); 3];
+    answer_attempts(&world.model, scripts, JUDGE, None).await;
+    let daemon = world.start();
+    let issue = world.labelled_issue("Greet the world");
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+
+    for n in 1..=3 {
+        assert!(
+            requests_of_attempt(&world.model, n).await.is_empty(),
+            "attempt {n} ran: {log}"
+        );
+    }
+    assert!(judgements(&world.model).await.is_empty(), "{log}");
+    let pulls = world.github.pulls(REPO);
+    assert_eq!(pulls.len(), 1, "{log}");
+    assert!(!pulls[0].body.contains("Best of"), "{}", pulls[0].body);
+    assert_eq!(
+        pushed_file(&world, &pulls[0].head, "greet.py").as_deref(),
+        Some("print('Hello, world')\n")
+    );
+    assert!(!world.transcript(issue).contains("(attempt "));
 }
