@@ -7,12 +7,14 @@ pub mod github;
 pub mod gitlab;
 pub mod history;
 mod http_util;
+mod mention;
 pub mod retry;
 mod reviews;
 
 use crate::git::Credentials;
 use async_trait::async_trait;
 pub use checks::{ci_line, ci_state, Check, CheckId, CheckState, CiState};
+pub use mention::mentions;
 pub use reviews::ReviewThread;
 use std::fmt;
 use std::time::Duration;

@@ -207,7 +207,7 @@ fn mentioned_since<'c>(
 ) -> Option<&'c str> {
     let (at, comment) = comments
         .iter()
-        .filter(|(comment, writer)| *writer && crate::daemon::mentions::mentions(&comment.body, login))
+        .filter(|(comment, writer)| *writer && crate::forge::mentions(&comment.body, login))
         .filter_map(|(comment, _)| Some((crate::forge::parse_time(Some(&comment.created_at))?, comment)))
         .max_by_key(|(at, _)| *at)?;
     let after_label = label.at.is_none_or(|labelled| at > labelled);
