@@ -429,6 +429,14 @@ pub trait Forge: Send + Sync {
     /// `login` (an App's is `<slug>[bot]`), GitLab's `username`.
     async fn identity(&self) -> Result<String, ForgeError>;
 
+    /// The numeric id of the user `login` (GitHub's `login`, GitLab's
+    /// `username`), for their noreply address; `None` when there is no
+    /// such user, or the forge has no ids.
+    async fn user_id(&self, login: &str) -> Result<Option<u64>, ForgeError> {
+        let _ = login;
+        Ok(None)
+    }
+
     /// Comments on the repository's issues and PRs/MRs (review and diff
     /// comments included) written or edited at or after `since` (an RFC
     /// 3339 instant), oldest first. A comment may come again in a later
