@@ -441,7 +441,7 @@ mod tests {
         );
         let untimed = LabelApplied { at: None, ..label };
         assert_eq!(
-            mentioned_since(Some(&untimed), &[before.clone()], "forgehand"),
+            mentioned_since(Some(&untimed), std::slice::from_ref(&before), "forgehand"),
             Some("lena")
         );
         assert_eq!(
