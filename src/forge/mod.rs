@@ -7,12 +7,14 @@ pub mod github;
 pub mod gitlab;
 pub mod history;
 mod http_util;
+mod mention;
 pub mod retry;
 mod reviews;
 
 use crate::git::Credentials;
 use async_trait::async_trait;
 pub use checks::{ci_line, ci_state, Check, CheckId, CheckState, CiState};
+pub use mention::mentions;
 pub use reviews::ReviewThread;
 use std::fmt;
 use std::time::Duration;
@@ -426,6 +428,14 @@ pub trait Forge: Send + Sync {
     /// The account forgehand acts as, as people mention it: GitHub's
     /// `login` (an App's is `<slug>[bot]`), GitLab's `username`.
     async fn identity(&self) -> Result<String, ForgeError>;
+
+    /// The numeric id of the user `login` (GitHub's `login`, GitLab's
+    /// `username`), for their noreply address; `None` when there is no
+    /// such user, or the forge has no ids.
+    async fn user_id(&self, login: &str) -> Result<Option<u64>, ForgeError> {
+        let _ = login;
+        Ok(None)
+    }
 
     /// Comments on the repository's issues and PRs/MRs (review and diff
     /// comments included) written or edited at or after `since` (an RFC

@@ -92,6 +92,10 @@ impl Forge for FencedForge {
         self.inner.identity().await
     }
 
+    async fn user_id(&self, login: &str) -> Result<Option<u64>, ForgeError> {
+        self.inner.user_id(login).await
+    }
+
     async fn recent_comments(&self, repo: &str, since: &str) -> Result<RecentComments, ForgeError> {
         self.inner.recent_comments(repo, since).await
     }

@@ -235,7 +235,7 @@ pub async fn answer(
     });
     for comment in later {
         let approves = approves(&comment.body, &login);
-        if !approves && !crate::daemon::mentions::mentions(&comment.body, &login) {
+        if !approves && !crate::forge::mentions(&comment.body, &login) {
             continue;
         }
         if !may_trigger(&comment.author).await? {

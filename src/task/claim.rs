@@ -30,7 +30,8 @@ pub(super) struct Claimed {
     pub thread: Thread,
     /// What was kept from the model, in words for the comment and the request.
     pub withheld: Vec<String>,
-    /// Who applied the trigger label: the commits' co-author, named in the PR/MR.
+    /// Who asked for the run (a writer's newer mention, else the trigger
+    /// label's author): the commits' co-author, named in the PR/MR.
     pub asked_by: Option<CoAuthor>,
 }
 
@@ -165,51 +166,66 @@ async fn finish_delivered(
     Ok(Some(TaskEnd::Delivered { url: url.clone() }))
 }
 
-/// The person whose trigger label started the run, with the forge's
-/// noreply address (it needs their numeric id and the forge's web host).
-/// Asked again on every start, so a resumed task still knows them. A
-/// writer's mention of forgehand newer than the label asked for this run
-/// instead: the forge gives no id with a comment, so the commits then
-/// name no one rather than an earlier labeller.
+/// The person who asked for the run, with the forge's noreply address (it
+/// needs their numeric id and the forge's web host): a writer whose
+/// mention of forgehand is newer than the trigger label (or there is no
+/// label), else whoever applied the label. Asked again on every start, so
+/// a resumed task still knows them. When the forge gives no id, the
+/// commits name no one rather than someone else.
 async fn asked_by(
     run: &TaskRun<'_>,
     needs: &Needs<'_>,
     item: &Item,
     thread: &Thread,
 ) -> Result<Option<CoAuthor>, TaskError> {
-    let Some(label) = run.forge.label_applied(&run.item, &needs.labels.trigger).await? else {
-        tracing::debug!(task = %run.item, "no label event names who asked; the commits name no co-author");
-        return Ok(None);
-    };
+    let label = run.forge.label_applied(&run.item, &needs.labels.trigger).await?;
     let login = run.forge.identity().await?;
-    if let Some(by) = mentioned_since(&label, &thread.comments, &login) {
-        tracing::info!(task = %run.item, by = %by, "the run was asked for by a mention; the commits name no co-author");
-        return Ok(None);
-    }
+    let (by, id) = match (mentioned_since(label.as_ref(), &thread.comments, &login), label) {
+        (Some(by), _) => match run.forge.user_id(by).await {
+            Ok(id) => (by.to_owned(), id),
+            Err(e) => {
+                tracing::debug!(task = %run.item, by = %by, "cannot look up the id of who mentioned forgehand: {e}; the commits name no co-author");
+                return Ok(None);
+            }
+        },
+        (None, Some(label)) => (label.by, label.by_id),
+        (None, None) => {
+            tracing::debug!(task = %run.item, "no label event or mention names who asked; the commits name no co-author");
+            return Ok(None);
+        }
+    };
     let host = url::Url::parse(&item.web_url)
         .ok()
         .and_then(|url| url.host_str().map(str::to_owned));
-    match (label.by_id, host) {
-        (Some(id), Some(host)) => Ok(CoAuthor::noreply(run.item.forge, &host, &label.by, id)),
+    match (id, host) {
+        (Some(id), Some(host)) => Ok(CoAuthor::noreply(run.item.forge, &host, &by, id)),
         _ => {
-            tracing::debug!(task = %run.item, by = %label.by, "the forge gave no user id or web address; the commits name no co-author");
+            tracing::debug!(task = %run.item, by = %by, "the forge gave no user id or web address; the commits name no co-author");
             Ok(None)
         }
     }
 }
 
-/// The writer whose mention of `login` is newer than the label (or the
-/// label's time is unknown), when that is someone else than the labeller.
+/// The writer whose mention of `login` is newest, when it is newer than
+/// the label (or there is no label, or its time is unknown) and someone
+/// else than the labeller.
 fn mentioned_since<'c>(
-    label: &LabelApplied,
+    label: Option<&LabelApplied>,
     comments: &'c [(Comment, bool)],
     login: &str,
 ) -> Option<&'c str> {
     let (at, comment) = comments
         .iter()
-        .filter(|(comment, writer)| *writer && crate::daemon::mentions::mentions(&comment.body, login))
+        .filter(|(comment, writer)| {
+            *writer
+                && !comment.author.eq_ignore_ascii_case(login)
+                && crate::forge::mentions(&comment.body, login)
+        })
         .filter_map(|(comment, _)| Some((crate::forge::parse_time(Some(&comment.created_at))?, comment)))
         .max_by_key(|(at, _)| *at)?;
+    let Some(label) = label else {
+        return Some(comment.author.as_str());
+    };
     let after_label = label.at.is_none_or(|labelled| at > labelled);
     (after_label && !comment.author.eq_ignore_ascii_case(&label.by)).then_some(comment.author.as_str())
 }
@@ -403,19 +419,35 @@ mod tests {
         let own = said("maya", "@forgehand go", "2026-11-03T09:00:00Z", true);
         let plain = said("lena", "no mention", "2026-11-04T09:00:00Z", true);
         assert_eq!(
-            mentioned_since(&label, &[before.clone(), outsider.clone(), plain], "forgehand"),
+            mentioned_since(
+                Some(&label),
+                &[before.clone(), outsider.clone(), plain],
+                "forgehand"
+            ),
             None
         );
         assert_eq!(
-            mentioned_since(&label, &[before.clone(), after.clone(), outsider], "forgehand"),
+            mentioned_since(
+                Some(&label),
+                &[before.clone(), after.clone(), outsider],
+                "forgehand"
+            ),
             Some("lena")
         );
         assert_eq!(
-            mentioned_since(&label, &[after, own], "forgehand"),
+            mentioned_since(Some(&label), &[after, own], "forgehand"),
             None,
             "the labeller asked again"
         );
         let untimed = LabelApplied { at: None, ..label };
-        assert_eq!(mentioned_since(&untimed, &[before], "forgehand"), Some("lena"));
+        assert_eq!(
+            mentioned_since(Some(&untimed), std::slice::from_ref(&before), "forgehand"),
+            Some("lena")
+        );
+        assert_eq!(
+            mentioned_since(None, &[before], "forgehand"),
+            Some("lena"),
+            "with no label, the mention asked"
+        );
     }
 }

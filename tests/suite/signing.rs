@@ -5,11 +5,14 @@
 //! and the PR names them; with `delivery.signing.ssh_key_env` set, each
 //! commit verifies with `git verify-commit` against an allowed-signers
 //! file holding the key's public half (the key made by `ssh-keygen`);
-//! without it, the commits are unsigned but still name the labeller.
+//! without it, the commits are unsigned but still name the labeller. A
+//! run a writer's mention asked for (no label) names the mention's author,
+//! their id looked up by login.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use forgehand_test_support::daemon_rig::DaemonProcess;
+use forgehand_test_support::fake_github::BOT;
 use forgehand_test_support::github_world::{World, DONE, REPO};
 use forgehand_test_support::scripted_model::edit_and_commit;
 use std::path::Path;
@@ -91,16 +94,25 @@ async fn deliver(world: &World, extra_env: &[(&'static str, String)]) -> DaemonP
 }
 
 fn assert_names_maya(world: &World) -> Vec<String> {
+    assert_names(world, TRAILER, "maya")
+}
+
+/// Each task commit ends with `trailer` once, and the PR names `@login`.
+fn assert_names(world: &World, trailer: &str, login: &str) -> Vec<String> {
     let commits = task_commits(&world.bare);
     assert!(!commits.is_empty());
     for sha in &commits {
         let text = message(&world.bare, sha);
-        assert_eq!(text.matches(TRAILER).count(), 1, "{text}");
+        assert_eq!(text.matches(trailer).count(), 1, "{text}");
         assert!(text.starts_with("Greet the whole world\n\n"), "{text}");
     }
     let pulls = world.github.pulls(REPO);
     assert_eq!(pulls.len(), 1, "{pulls:?}");
-    assert!(pulls[0].body.contains("@maya"), "{}", pulls[0].body);
+    assert!(
+        pulls[0].body.contains(&format!("Asked for by @{login},")),
+        "{}",
+        pulls[0].body
+    );
     commits
 }
 
@@ -164,4 +176,28 @@ async fn a_signing_key_that_is_not_one_stops_the_start_naming_the_setting() {
         log.contains("delivery.signing.ssh_key_env") && log.contains(KEY_VAR),
         "{log}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_a_writers_mention_asked_for_names_the_mentions_author() {
+    let world = World::with_repository(edit_and_commit(Duration::ZERO), &FILES, "").await;
+    // Jonas may write; the fake GitHub gives him the id 39595 (`GET /users/jonas`).
+    world.github.set_permission(REPO, "jonas", "write");
+    let mut daemon = world.start();
+    let issue = world.github.open_issue(
+        REPO,
+        "maya",
+        "Greet the world",
+        "The greeting should say hello to the world.",
+    );
+    world
+        .github
+        .comment(REPO, issue, "jonas", &format!("@{BOT} please take this one."));
+    world.wait_for_done(issue, Duration::from_secs(180)).await;
+    assert_names(
+        &world,
+        "Co-authored-by: jonas <39595+jonas@users.noreply.github.example>",
+        "jonas",
+    );
+    assert!(daemon.terminate().success());
 }

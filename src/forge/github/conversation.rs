@@ -29,6 +29,17 @@ impl GitHub {
         }
     }
 
+    /// The numeric id of the user `login` (`GET /users/{login}`); `None`
+    /// when GitHub knows no such user.
+    pub(super) async fn ask_user_id(&self, login: &str) -> Result<Option<u64>, ForgeError> {
+        let path = format!("/users/{}", crate::forge::http_util::encode(login));
+        match self.get::<User>(&path, "look up a user").await {
+            Ok(user) => Ok(user.id),
+            Err(ForgeError::NotFound { .. }) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     /// The conversation comments and the review comments of `repo` updated
     /// at or after `since`, oldest first.
     pub(super) async fn list_recent_comments(

@@ -544,6 +544,10 @@ impl Forge for GitHub {
             .cloned()
     }
 
+    async fn user_id(&self, login: &str) -> Result<Option<u64>, ForgeError> {
+        self.ask_user_id(login).await
+    }
+
     async fn recent_comments(&self, repo: &str, since: &str) -> Result<RecentComments, ForgeError> {
         self.list_recent_comments(repo, since).await
     }

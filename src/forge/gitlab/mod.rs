@@ -312,6 +312,20 @@ impl GitLab {
         )
         .await
     }
+}
+
+#[async_trait]
+impl Forge for GitLab {
+    fn kind(&self) -> ForgeKind {
+        ForgeKind::GitLab
+    }
+
+    async fn identity(&self) -> Result<String, ForgeError> {
+        self.identity
+            .get_or_try_init(|| self.ask_identity())
+            .await
+            .cloned()
+    }
 
     async fn user_id(&self, username: &str) -> Result<Option<u64>, ForgeError> {
         if let Some(id) = lock(&self.user_ids).get(username) {
@@ -328,20 +342,6 @@ impl GitLab {
             lock(&self.user_ids).insert(username.to_owned(), id);
         }
         Ok(id)
-    }
-}
-
-#[async_trait]
-impl Forge for GitLab {
-    fn kind(&self) -> ForgeKind {
-        ForgeKind::GitLab
-    }
-
-    async fn identity(&self) -> Result<String, ForgeError> {
-        self.identity
-            .get_or_try_init(|| self.ask_identity())
-            .await
-            .cloned()
     }
 
     async fn recent_comments(&self, repo: &str, since: &str) -> Result<RecentComments, ForgeError> {

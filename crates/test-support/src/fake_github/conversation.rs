@@ -1,4 +1,5 @@
-//! The fake GitHub's conversation-wide routes: who the token is, every
+//! The fake GitHub's conversation-wide routes: who the token is, a user
+//! by login, every
 //! comment of a repository since a time (the mentions forgehand looks for),
 //! and reactions.
 
@@ -17,11 +18,28 @@ pub struct Reaction {
     pub user: String,
 }
 
+/// Whether `login` is an account the fake knows: forgehand's, a
+/// collaborator, or anyone who wrote, reviewed or labelled something.
+fn known_user(s: &State, login: &str) -> bool {
+    login == BOT
+        || s.repos.values().any(|repo| {
+            repo.permissions.contains_key(login)
+                || repo.issues.values().any(|issue| {
+                    issue.user == login
+                        || issue.comments.iter().any(|(_, author, _)| author == login)
+                        || issue.reviews.iter().any(|review| review.author == login)
+                        || issue.events.iter().any(|(_, actor, _, _)| actor == login)
+                })
+        })
+}
+
 /// The answer when `segs` is one of these routes.
 pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], body: &Value) -> Option<Reply> {
     let method = req.method.as_str();
     Some(match (method, segs) {
         ("GET", ["user"]) => Reply::json(200, user(BOT)),
+        ("GET", ["users", login]) if known_user(s, login) => Reply::json(200, user(login)),
+        ("GET", ["users", _]) => Reply::json(404, json!({"message": "Not Found"})),
         ("GET", ["repos", o, r, "issues", "comments"]) => {
             let name = format!("{o}/{r}");
             let since = query(req).get("since").cloned().unwrap_or_default();
