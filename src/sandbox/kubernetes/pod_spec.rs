@@ -151,13 +151,16 @@ pub fn image_ref(pods: &KubeSandboxConfig, image: &str) -> String {
     }
 }
 
-/// The sandbox pod of `spec`.
+/// The sandbox pod of `spec`. `with_proxy`: the pod's egress goes through
+/// the relay; `trusts_relay`: the relay adds credentials, so its tools are
+/// pointed at the sandbox's CA (written by [`egress::trust::install`]).
 pub fn pod(
     sandbox: &SandboxConfig,
     pods: &KubeSandboxConfig,
     spec: &SandboxSpec,
     ownership: &Ownership<'_>,
     with_proxy: bool,
+    trusts_relay: bool,
 ) -> Pod {
     let (uid, gid) = numeric_owner(&sandbox.user);
     let mut labels = BTreeMap::from([
@@ -195,6 +198,12 @@ pub fn pod(
                 .then(|| egress::proxy_env(sandbox.egress_proxy_port))
                 .into_iter()
                 .flatten()
+                .chain(
+                    (with_proxy && trusts_relay)
+                        .then(egress::trust::trust_env)
+                        .into_iter()
+                        .flatten(),
+                )
                 .filter_map(|pair| pair.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned()))),
         )
         .chain(spec.env.iter().cloned())
