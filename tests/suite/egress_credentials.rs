@@ -369,7 +369,10 @@ async fn java_fetches_from_a_private_index_through_its_trust_store() {
     let requests = world.model.requests().await;
     let seen = requests[1].to_string();
     // Java verified the relay's certificate and the index let it in.
-    assert!(seen.contains("status 200") && seen.contains("fhjava-1.0"), "{seen}");
+    assert!(
+        seen.contains("status 200") && seen.contains("fhjava-1.0"),
+        "{seen}"
+    );
     let transcript = transcript_of(&world, issue, &value);
     assert!(
         transcript.contains(&format!("localhost:{port} allowed, credential {VAR} added")),

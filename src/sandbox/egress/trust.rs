@@ -25,31 +25,44 @@ const SYSTEM_BUNDLES: [&str; 3] = [
     "/etc/ssl/cert.pem",
 ];
 
-/// The environment that points stock clients at the bundle: OpenSSL's
-/// (curl, Python's ssl, Ruby), requests and pip, Node (npm), cargo, git,
-/// and every JVM (java, Maven, Gradle) at [`JAVA_STORE`].
+/// `proxy_env` with the variables that point stock clients at the bundle:
+/// OpenSSL's (curl, Python's ssl, Ruby), requests and pip, Node (npm),
+/// cargo, git; and every JVM (java, Maven, Gradle) at [`JAVA_STORE`],
+/// added to the proxy's `JAVA_TOOL_OPTIONS`.
 ///
 /// The environment is fixed when the sandbox is created, before anything
-/// can look for Java in the image, so `JAVA_TOOL_OPTIONS` is set in every
-/// sandbox that trusts the relay. That is harmless where the store is not
-/// written (no `keytool`): without Java nothing reads the variable, and a
-/// JDK (11 and later) whose named trust store is missing uses its own.
-pub fn trust_env() -> Vec<String> {
-    [
-        "SSL_CERT_FILE",
-        "REQUESTS_CA_BUNDLE",
-        "PIP_CERT",
-        "CURL_CA_BUNDLE",
-        "CARGO_HTTP_CAINFO",
-        "GIT_SSL_CAINFO",
-    ]
-    .iter()
-    .map(|var| format!("{var}={BUNDLE}"))
-    .chain(std::iter::once(format!("NODE_EXTRA_CA_CERTS={CA}")))
-    .chain(std::iter::once(format!(
-        "JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore={JAVA_STORE} -Djavax.net.ssl.trustStorePassword={JAVA_STORE_PASSWORD}"
-    )))
-    .collect()
+/// can look for Java in the image, so the store is named in every sandbox
+/// that trusts the relay. That is harmless where it is not written (no
+/// `keytool`): without Java nothing reads it, and a JDK (11 and later)
+/// whose named trust store is missing uses its own.
+pub fn with_trust(proxy_env: Vec<String>) -> Vec<String> {
+    let java = format!(
+        " -Djavax.net.ssl.trustStore={JAVA_STORE} -Djavax.net.ssl.trustStorePassword={JAVA_STORE_PASSWORD}"
+    );
+    let mut env: Vec<String> = proxy_env
+        .into_iter()
+        .map(|pair| {
+            if pair.starts_with("JAVA_TOOL_OPTIONS=") {
+                pair + &java
+            } else {
+                pair
+            }
+        })
+        .collect();
+    env.extend(
+        [
+            "SSL_CERT_FILE",
+            "REQUESTS_CA_BUNDLE",
+            "PIP_CERT",
+            "CURL_CA_BUNDLE",
+            "CARGO_HTTP_CAINFO",
+            "GIT_SSL_CAINFO",
+        ]
+        .iter()
+        .map(|var| format!("{var}={BUNDLE}")),
+    );
+    env.push(format!("NODE_EXTRA_CA_CERTS={CA}"));
+    env
 }
 
 /// The shell command that, where `keytool` is on the PATH, copies the
@@ -107,7 +120,7 @@ mod tests {
 
     #[test]
     fn the_bundle_is_named_for_every_client_and_holds_no_quote() {
-        let env = trust_env();
+        let env = with_trust(Vec::new());
         assert!(env.contains(&format!("PIP_CERT={BUNDLE}")));
         assert!(env.contains(&format!("NODE_EXTRA_CA_CERTS={CA}")));
         let pem = "-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n";
@@ -118,9 +131,9 @@ mod tests {
 
     #[test]
     fn java_is_pointed_at_a_copy_of_its_own_store_with_the_ca_added() {
-        let env = trust_env();
+        let env = with_trust(vec!["JAVA_TOOL_OPTIONS=-Dhttps.proxyPort=1".to_owned()]);
         assert!(env.contains(&format!(
-            "JAVA_TOOL_OPTIONS=-Djavax.net.ssl.trustStore={JAVA_STORE} -Djavax.net.ssl.trustStorePassword=changeit"
+            "JAVA_TOOL_OPTIONS=-Dhttps.proxyPort=1 -Djavax.net.ssl.trustStore={JAVA_STORE} -Djavax.net.ssl.trustStorePassword=changeit"
         )));
         let command = install_command("-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n");
         let java = command.find("command -v keytool").unwrap();

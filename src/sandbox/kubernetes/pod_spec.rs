@@ -195,15 +195,16 @@ pub fn pod(
     let env = std::iter::once(("HOME".to_owned(), sandbox.home_dir.clone()))
         .chain(
             with_proxy
-                .then(|| egress::proxy_env(sandbox.egress_proxy_port))
+                .then(|| {
+                    let proxy = egress::proxy_env(sandbox.egress_proxy_port);
+                    if trusts_relay {
+                        egress::trust::with_trust(proxy)
+                    } else {
+                        proxy
+                    }
+                })
                 .into_iter()
                 .flatten()
-                .chain(
-                    (with_proxy && trusts_relay)
-                        .then(egress::trust::trust_env)
-                        .into_iter()
-                        .flatten(),
-                )
                 .filter_map(|pair| pair.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned()))),
         )
         .chain(spec.env.iter().cloned())
