@@ -306,3 +306,79 @@ async fn npm_installs_from_a_private_registry_with_a_token_added_on_the_host() {
         assert!(!text.contains(&token), "the token leaked");
     }
 }
+
+/// A one-file Java client (the source launcher runs it): the JDK's own
+/// HttpClient, its default trust store, no options of its own.
+const FETCH_JAVA: &str = r#"import java.net.URI;
+import java.net.http.HttpClient;
+import java.net.http.HttpRequest;
+import java.net.http.HttpResponse;
+
+public class Fetch {
+    public static void main(String[] args) throws Exception {
+        HttpResponse<String> response = HttpClient.newHttpClient().send(
+            HttpRequest.newBuilder(URI.create(args[0])).build(),
+            HttpResponse.BodyHandlers.ofString());
+        System.out.println("status " + response.statusCode());
+        System.out.println(response.body());
+    }
+}
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn java_fetches_from_a_private_index_through_its_trust_store() {
+    let index = private_pypi_with(
+        "fhjava",
+        "1.0",
+        "def punctuate(text):\n    return text + '!'\n",
+        USER,
+        PASSWORD,
+    );
+    let index_ca = TestCa::new("corp index CA");
+    let front = TlsFront::start(&index_ca, index.port).await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("corp-ca.pem");
+    std::fs::write(&ca_file, &index_ca.pem).unwrap();
+    let port = front.port;
+    let settings = format!(
+        "image: java\nsetup: java Fetch.java https://localhost:{port}/simple/fhjava/ > \"$HOME/fetched.txt\" 2>&1\nnetwork:\n  setup: ['localhost:{port}']\ntest: 'true'\n"
+    );
+    let config = format!(
+        "sandbox:\n  egress:\n    allow_loopback: true\n    tls_ports: [{port}]\n    extra_ca_file: {}\n    credentials:\n      - host: \"localhost:{port}\"\n        value_from: {VAR}\n        scheme: basic\n        repositories: [\"{REPO}\"]\n",
+        ca_file.display()
+    );
+    let turns = vec![
+        (run("cat \"$HOME/fetched.txt\""), None),
+        (text("Fetched the index page."), None),
+    ];
+    let world = World::with_repository(
+        turns,
+        &[("Fetch.java", FETCH_JAVA), (".forgehand.yaml", &settings)],
+        &config,
+    )
+    .await;
+    let issue = world.labelled_issue("Fetch the index");
+    let value = format!("{USER}:{PASSWORD}");
+    let mut env = world.env();
+    env.push((VAR, value.clone()));
+    let daemon = DaemonProcess::start(&world.config, &["run"], &env, &world.log_path());
+    world.wait_for_end(issue).await;
+    let log = daemon.log_text();
+    let comment = world.progress_comment(issue);
+    assert!(comment.contains("Setup: done"), "{comment}\n{log}");
+    let requests = world.model.requests().await;
+    let seen = requests[1].to_string();
+    // Java verified the relay's certificate and the index let it in.
+    assert!(
+        seen.contains("status 200") && seen.contains("fhjava-1.0"),
+        "{seen}"
+    );
+    let transcript = transcript_of(&world, issue, &value);
+    assert!(
+        transcript.contains(&format!("localhost:{port} allowed, credential {VAR} added")),
+        "{transcript}"
+    );
+    for text in [&log, &comment, &transcript, &seen] {
+        assert!(!text.contains(PASSWORD), "the credential leaked");
+    }
+}

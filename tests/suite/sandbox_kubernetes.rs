@@ -183,6 +183,73 @@ async fn a_pod_sandbox_passes_restricted_and_runs_copies_and_streams_over_exec()
 }
 
 #[tokio::test(flavor = "multi_thread")]
+async fn a_pod_of_a_repository_with_a_credential_trusts_its_relays_ca() {
+    common::ensure_images().await;
+    let fake = FakePods::start(common::docker().await, REGISTRY, true).await;
+    let spec = common::spec(&common::base_image());
+    let credentials = "sandbox:\n  egress:\n    credentials:\n      - host: \"registry.test:443\"\n        value_from: CORP_TOKEN\n        scheme: bearer\n        repositories: [\"tests/*\"]\n";
+    let root = common::repo_root();
+    let with_credential =
+        forgehand::config::Config::from_yaml(credentials, &root.join("credentials.yaml"), &root, &|name| {
+            (name == "CORP_TOKEN").then(|| "token-31337-never-in-a-pod".to_owned())
+        })
+        .unwrap();
+    let mut sandbox_config = common::shipped_config().sandbox;
+    sandbox_config.egress_credentials = with_credential.sandbox.egress_credentials;
+    let backend = KubernetesBackend::with_client(
+        fake.client(),
+        sandbox_config,
+        pods_config(),
+        common::unique("test-kube"),
+    )
+    .owned_by("daemon-a")
+    .with_editor(common::editor_binary());
+    let sandbox = backend.prepare(&spec, None).await.unwrap();
+
+    let pods = fake.pods();
+    let env = &pods[0]["spec"]["containers"][0]["env"];
+    let value_of = |name: &str| {
+        env.as_array()
+            .unwrap()
+            .iter()
+            .find(|pair| pair["name"] == name)
+            .map(|pair| pair["value"].as_str().unwrap().to_owned())
+    };
+    assert_eq!(
+        value_of("SSL_CERT_FILE").as_deref(),
+        Some("/tmp/.forgehand-egress/ca-bundle.pem"),
+        "{env}"
+    );
+    assert!(value_of("JAVA_TOOL_OPTIONS").is_some(), "{env}");
+    assert!(value_of("JAVA_TOOL_OPTIONS")
+        .unwrap()
+        .contains("-Djavax.net.ssl.trustStore=/tmp/.forgehand-egress/cacerts"));
+    // The CA the relay signs with was written in the pod, after the roots.
+    let ca = sandbox.egress().unwrap().ca_pem().unwrap().trim_end().to_owned();
+    let out = sandbox
+        .exec(
+            "cat /tmp/.forgehand-egress/egress-ca.pem; echo ===; cat /tmp/.forgehand-egress/ca-bundle.pem",
+            None,
+        )
+        .await
+        .unwrap();
+    assert!(out.success(), "{out:?}");
+    let (alone, bundle) = out.stdout.split_once("===\n").unwrap();
+    assert_eq!(alone.trim_end(), ca);
+    assert!(
+        bundle.trim_end().ends_with(&ca) && bundle.len() > ca.len() * 2,
+        "{bundle}"
+    );
+    assert!(!fake
+        .bodies()
+        .iter()
+        .any(|b| b.to_string().contains("token-31337")));
+
+    sandbox.remove().await.unwrap();
+    fake.cleanup().await;
+}
+
+#[tokio::test(flavor = "multi_thread")]
 async fn a_v4_only_server_still_gets_whole_copies_and_exit_codes() {
     common::ensure_images().await;
     let fake = FakePods::start(common::docker().await, REGISTRY, false).await;

@@ -272,13 +272,14 @@ impl DockerBackend {
                     .chain(
                         editor_path
                             .is_some()
-                            .then(|| super::egress::proxy_env(c.egress_proxy_port))
-                            .into_iter()
-                            .flatten(),
-                    )
-                    .chain(
-                        (editor_path.is_some() && trusts_relay)
-                            .then(super::egress::trust::trust_env)
+                            .then(|| {
+                                let proxy = super::egress::proxy_env(c.egress_proxy_port);
+                                if trusts_relay {
+                                    super::egress::trust::with_trust(proxy)
+                                } else {
+                                    proxy
+                                }
+                            })
                             .into_iter()
                             .flatten(),
                     )

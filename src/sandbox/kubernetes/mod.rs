@@ -333,6 +333,7 @@ impl KubernetesBackend {
         name: &str,
         spec: &SandboxSpec,
         workspace: Option<&Path>,
+        egress: Arc<Egress>,
     ) -> Result<SupervisedSandbox, SandboxError> {
         self.wait_running(name, &pod_spec::image_ref(&self.pods, &spec.image))
             .await?;
@@ -343,16 +344,9 @@ impl KubernetesBackend {
             project_dir: self.config.project_dir.clone(),
             v5: std::sync::atomic::AtomicBool::new(true),
         };
-        // Credentials are added for Docker sandboxes only: a pod gets the
-        // plain tunnel (its environment is fixed before the relay's CA).
-        let egress = Egress::for_sandbox(&self.config, self.metrics.clone(), None).map_err(|err| {
-            SandboxError::NotStarted {
-                sandbox: name.to_owned(),
-                detail: format!("its egress relay: {err}"),
-            }
-        })?;
         let mut sandbox = SupervisedSandbox::new(Box::new(transport), self.config.clone(), egress);
         self.equip(&mut sandbox).await?;
+        super::egress::trust::install(&sandbox).await?;
         if let Some(dir) = workspace {
             sandbox.copy_in(dir, &self.config.project_dir).await?;
         }
@@ -372,17 +366,24 @@ impl SandboxBackend for KubernetesBackend {
         workspace: Option<&Path>,
     ) -> Result<Box<dyn Sandbox>, SandboxError> {
         self.ensure_policy().await?;
+        let name = pod_spec::pod_name(&self.instance_id, &spec.task_id);
+        // The relay's CA is made before the pod: its environment names it.
+        let egress = Egress::for_sandbox(&self.config, self.metrics.clone(), Some(&spec.repository))
+            .map_err(|err| SandboxError::NotStarted {
+                sandbox: name.clone(),
+                detail: format!("its egress relay's certificate authority: {err}"),
+            })?;
         let body = pod_spec::pod(
             &self.config,
             &self.pods,
             spec,
             &self.ownership(),
             self.editor.is_some(),
+            egress.ca_pem().is_some(),
         );
-        let name = pod_spec::pod_name(&self.instance_id, &spec.task_id);
         let started = Instant::now();
         self.create_pod(&body, &name).await?;
-        match self.prepare_created(&name, spec, workspace).await {
+        match self.prepare_created(&name, spec, workspace, egress).await {
             Ok(sandbox) => {
                 tracing::info!(pod = %name, namespace = %self.namespace, task = %spec.task_id, image = %spec.image, ms = started.elapsed().as_millis() as u64, "sandbox pod ready");
                 Ok(Box::new(sandbox))

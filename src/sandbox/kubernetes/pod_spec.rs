@@ -151,13 +151,16 @@ pub fn image_ref(pods: &KubeSandboxConfig, image: &str) -> String {
     }
 }
 
-/// The sandbox pod of `spec`.
+/// The sandbox pod of `spec`. `with_proxy`: the pod's egress goes through
+/// the relay; `trusts_relay`: the relay adds credentials, so its tools are
+/// pointed at the sandbox's CA (written by [`egress::trust::install`]).
 pub fn pod(
     sandbox: &SandboxConfig,
     pods: &KubeSandboxConfig,
     spec: &SandboxSpec,
     ownership: &Ownership<'_>,
     with_proxy: bool,
+    trusts_relay: bool,
 ) -> Pod {
     let (uid, gid) = numeric_owner(&sandbox.user);
     let mut labels = BTreeMap::from([
@@ -192,7 +195,14 @@ pub fn pod(
     let env = std::iter::once(("HOME".to_owned(), sandbox.home_dir.clone()))
         .chain(
             with_proxy
-                .then(|| egress::proxy_env(sandbox.egress_proxy_port))
+                .then(|| {
+                    let proxy = egress::proxy_env(sandbox.egress_proxy_port);
+                    if trusts_relay {
+                        egress::trust::with_trust(proxy)
+                    } else {
+                        proxy
+                    }
+                })
                 .into_iter()
                 .flatten()
                 .filter_map(|pair| pair.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned()))),
