@@ -4,7 +4,9 @@
 //! end is a small front made here with rustls that passes each connection
 //! on to the registry on 127.0.0.1.
 
-use crate::registries::{build_wheel, free_port, npm_publish, npm_user_token, tool, Registry};
+use crate::registries::{
+    build_wheel, free_port, npm_publish, npm_user_token, start_verdaccio, tool, Registry,
+};
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
 use std::process::{Command, Stdio};
@@ -141,35 +143,11 @@ pub async fn private_npm_with(
     version: &str,
     source: &str,
 ) -> (Registry, TlsFront, String) {
-    let dir = tempfile::tempdir().unwrap();
     let port = free_port();
     let front = TlsFront::start(ca, port).await;
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "storage: {storage}\nauth:\n  htpasswd:\n    file: {htpasswd}\n    max_users: 10\nuplinks: {{}}\npackages:\n  '**':\n    access: $authenticated\n    publish: $authenticated\nlog: {{type: stdout, format: pretty, level: warn}}\n",
-            storage = dir.path().join("storage").display(),
-            htpasswd = dir.path().join("htpasswd").display(),
-        ),
-    )
-    .unwrap();
-    let log = std::fs::File::create(dir.path().join("verdaccio.log")).unwrap();
-    let child = Command::new(tool("verdaccio/node_modules/.bin/verdaccio"))
-        .arg("--config")
-        .arg(&config)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        // Tarball addresses in its answers name the TLS front.
-        .env(
-            "VERDACCIO_PUBLIC_URL",
-            format!("https://localhost:{}/", front.port),
-        )
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let registry = Registry { port, child, dir }.wait_until_up("/-/ping");
+    // Tarball addresses in its answers name the TLS front.
+    let public_url = format!("https://localhost:{}/", front.port);
+    let registry = start_verdaccio(port, "$authenticated", Some(public_url));
     let token = npm_user_token(&registry, "reader", "reader-password-4471");
     npm_publish(&registry, &token, name, version, source);
     (registry, front, token)

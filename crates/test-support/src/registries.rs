@@ -148,29 +148,7 @@ pub fn pypi_with(name: &str, version: &str, source: &str) -> Registry {
 /// `index.js` is `source`, published with npm by a throwaway user. No
 /// uplink: nothing else is ever fetched.
 pub fn npm_with(name: &str, version: &str, source: &str) -> Registry {
-    let dir = tempfile::tempdir().unwrap();
-    let port = free_port();
-    let config = dir.path().join("config.yaml");
-    std::fs::write(
-        &config,
-        format!(
-            "storage: {storage}\nauth:\n  htpasswd:\n    file: {htpasswd}\n    max_users: 10\nuplinks: {{}}\npackages:\n  '**':\n    access: $all\n    publish: $authenticated\nlog: {{type: stdout, format: pretty, level: warn}}\n",
-            storage = dir.path().join("storage").display(),
-            htpasswd = dir.path().join("htpasswd").display(),
-        ),
-    )
-    .unwrap();
-    let log = std::fs::File::create(dir.path().join("verdaccio.log")).unwrap();
-    let child = Command::new(tool("verdaccio/node_modules/.bin/verdaccio"))
-        .arg("--config")
-        .arg(&config)
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let registry = Registry { port, child, dir }.wait_until_up("/-/ping");
+    let registry = start_verdaccio(free_port(), "$all", None);
     // A user of the registry's own (CouchDB's user API), for its token.
     let token = npm_user_token(&registry, "tester", "tester-password");
     npm_publish(&registry, &token, name, version, source);
@@ -223,4 +201,37 @@ pub(crate) fn npm_publish(registry: &Registry, token: &str, name: &str, version:
         "npm publish failed: {}",
         String::from_utf8_lossy(&published.stderr)
     );
+}
+
+/// A verdaccio on loopback `port` whose packages `access` may read
+/// (`$all`, `$authenticated`) and only its users publish; no uplink.
+/// `public_url`: the address its answers name tarballs at (a TLS front).
+pub(crate) fn start_verdaccio(port: u16, access: &str, public_url: Option<String>) -> Registry {
+    let dir = tempfile::tempdir().unwrap();
+    let config = dir.path().join("config.yaml");
+    std::fs::write(
+        &config,
+        format!(
+            "storage: {storage}\nauth:\n  htpasswd:\n    file: {htpasswd}\n    max_users: 10\nuplinks: {{}}\npackages:\n  '**':\n    access: {access}\n    publish: $authenticated\nlog: {{type: stdout, format: pretty, level: warn}}\n",
+            storage = dir.path().join("storage").display(),
+            htpasswd = dir.path().join("htpasswd").display(),
+        ),
+    )
+    .unwrap();
+    let log = std::fs::File::create(dir.path().join("verdaccio.log")).unwrap();
+    let mut command = Command::new(tool("verdaccio/node_modules/.bin/verdaccio"));
+    command
+        .arg("--config")
+        .arg(&config)
+        .args(["--listen", &format!("127.0.0.1:{port}")]);
+    if let Some(url) = public_url {
+        command.env("VERDACCIO_PUBLIC_URL", url);
+    }
+    let child = command
+        .stdin(Stdio::null())
+        .stdout(log.try_clone().unwrap())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    Registry { port, child, dir }.wait_until_up("/-/ping")
 }

@@ -113,13 +113,7 @@ pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], bod
             // "List reactions for an issue comment": `content` filters.
             let name = format!("{o}/{r}");
             let id: u64 = id.parse().ok()?;
-            let exists = s
-                .repos
-                .get(&name)?
-                .issues
-                .values()
-                .any(|i| i.comments.iter().any(|c| c.0 == id));
-            if !exists {
+            if !issue_comment_exists(s.repos.get(&name)?, id) {
                 return Some(Reply::json(404, json!({"message": "Not Found"})));
             }
             let content = query(req).get("content").cloned();
@@ -144,13 +138,7 @@ pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], bod
         ("POST", ["repos", o, r, "issues", "comments", id, "reactions"]) => {
             let name = format!("{o}/{r}");
             let id: u64 = id.parse().ok()?;
-            let exists = s
-                .repos
-                .get(&name)?
-                .issues
-                .values()
-                .any(|i| i.comments.iter().any(|c| c.0 == id));
-            if !exists {
+            if !issue_comment_exists(s.repos.get(&name)?, id) {
                 return Some(Reply::json(404, json!({"message": "Not Found"})));
             }
             react(s, format!("comment {id}"), body)
@@ -209,4 +197,9 @@ fn react(s: &mut State, on: String, body: &Value) -> Reply {
         status,
         json!({"id": id, "user": user(BOT), "content": content, "created_at": stamp(s.clock)}),
     )
+}
+
+/// Whether `repo` holds the issue comment `id`.
+fn issue_comment_exists(repo: &super::Repo, id: u64) -> bool {
+    repo.issues.values().any(|i| i.comments.iter().any(|c| c.0 == id))
 }
