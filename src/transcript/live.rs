@@ -48,6 +48,20 @@ pub enum LiveEvent {
     Ended,
 }
 
+impl LiveEvent {
+    /// `entry`, journalled at `seq`, as its readers get it: rendered as
+    /// the page renders it.
+    pub fn entry(seq: u64, entry: &super::Entry) -> LiveEvent {
+        let (html, in_step) = super::entry_block(entry);
+        LiveEvent::Entry {
+            seq,
+            of: kind_of(entry),
+            html,
+            in_step,
+        }
+    }
+}
+
 /// The runs in flight and who follows them: one per daemon, shared by
 /// the tasks (which publish) and the HTTP listener (which follows).
 #[derive(Default)]
@@ -135,7 +149,7 @@ impl Streaming {
 }
 
 /// The kind of `entry`, as its JSON names it.
-pub fn kind_of(entry: &super::Entry) -> &'static str {
+fn kind_of(entry: &super::Entry) -> &'static str {
     use super::Entry;
     match entry {
         Entry::Model { .. } => "model",

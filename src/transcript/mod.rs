@@ -16,9 +16,10 @@ mod page;
 mod render;
 
 pub use entry::{Call, Entry};
-pub use live::{kind_of, LiveEvent, LiveRuns};
+pub use live::{LiveEvent, LiveRuns};
 pub use model::Recorder;
-pub use page::{entry_block, render_page};
+use page::entry_block;
+pub use page::render_page;
 pub use render::{render_jsonl, render_runs, render_text};
 
 use crate::agent::{ModelTurn, StepRecorder};
@@ -176,17 +177,7 @@ impl Transcript {
             return;
         };
         if let Ok(entry) = serde_json::from_str::<Entry>(row) {
-            let (html, in_step) = entry_block(&entry);
-            let of = live::kind_of(&entry);
-            live.publish(
-                self.run,
-                LiveEvent::Entry {
-                    seq,
-                    of,
-                    html,
-                    in_step,
-                },
-            );
+            live.publish(self.run, LiveEvent::entry(seq, &entry));
         }
     }
 

@@ -6,7 +6,7 @@
 //! stop asking.
 
 use super::{refuse, text, HttpState};
-use crate::transcript::{entry_block, Entry, LiveEvent};
+use crate::transcript::{Entry, LiveEvent};
 use axum::extract::{Path, RawQuery, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::sse::{Event, KeepAlive, Sse};
@@ -55,7 +55,7 @@ pub(super) async fn transcript_events(
     for (seq, row) in written {
         next = seq + 1;
         if let Ok(entry) = serde_json::from_str::<Entry>(&row) {
-            first.push(entry_event(seq, &entry));
+            first.push(sse(&LiveEvent::entry(seq, &entry)));
         }
     }
     let later = futures_util::stream::unfold(follow, |mut follow| async move {
@@ -100,16 +100,6 @@ fn first_wanted(query: Option<&str>, headers: &HeaderMap) -> u64 {
         .find_map(|pair| pair.strip_prefix("from="))
         .and_then(|n| n.parse().ok())
         .unwrap_or(0)
-}
-
-fn entry_event(seq: u64, entry: &Entry) -> Event {
-    let (html, in_step) = entry_block(entry);
-    sse(&LiveEvent::Entry {
-        seq,
-        of: crate::transcript::kind_of(entry),
-        html,
-        in_step,
-    })
 }
 
 /// `event` as a server-sent event; an entry carries its seq as the event's
