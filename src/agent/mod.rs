@@ -6,6 +6,7 @@
 pub mod condense;
 pub mod plan;
 pub mod prompts;
+mod steps;
 pub mod tools;
 mod wrap_up;
 
@@ -16,8 +17,7 @@ use serde_json::{Map, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 use std::time::Duration;
-// tokio's clock, so the limit and the timeouts it drives agree (and tests can pause it).
-use tokio::time::Instant;
+pub use steps::{Checkpointer, Start, StepPoint};
 use tools::ToolRegistry;
 
 pub use crate::llm::ChatModel;
@@ -64,6 +64,11 @@ pub trait StepRecorder: Send + Sync {
     /// to the model before step `step`.
     fn heard(&self, step: u32, said: &str) {
         let _ = (step, said);
+    }
+    /// The run goes on after step `step` from its checkpoint (the task
+    /// was interrupted and started again).
+    fn resumed(&self, step: u32) {
+        let _ = step;
     }
 }
 
@@ -189,6 +194,8 @@ pub struct Agent {
     /// Where each tool call is counted.
     metrics: Arc<crate::metrics::Metrics>,
     recorder: Option<Arc<dyn StepRecorder>>,
+    /// Keeps each step boundary, for a run resumed after a kill.
+    checkpointer: Option<Arc<dyn Checkpointer>>,
 }
 
 impl Agent {
@@ -208,14 +215,25 @@ impl Agent {
             ready: None,
             metrics: Arc::default(),
             recorder: None,
+            checkpointer: None,
         }
+    }
+
+    /// Each step boundary goes to `checkpointer` (none: nothing is kept).
+    pub fn set_checkpointer(&mut self, checkpointer: Option<Arc<dyn Checkpointer>>) {
+        self.checkpointer = checkpointer;
     }
 
     /// Tool calls wait for `ready` (none: they run at once); when it fails,
     /// the run stops with [`StopReason::NotReady`] before any tool runs.
     pub fn with_ready(mut self, ready: Option<Readiness>) -> Agent {
-        self.ready = ready;
+        self.set_ready(ready);
         self
+    }
+
+    /// [`with_ready`](Self::with_ready) on an agent already made.
+    pub fn set_ready(&mut self, ready: Option<Readiness>) {
+        self.ready = ready;
     }
 
     /// Consults `gate` before every model turn.
@@ -244,190 +262,6 @@ impl Agent {
 
     pub fn tools(&self) -> &ToolRegistry {
         &self.tools
-    }
-
-    /// Runs the loop from `messages` (normally one user message) to an answer
-    /// or a cap.
-    pub async fn run(&self, system: &str, messages: Vec<Message>) -> AgentOutcome {
-        let started = Instant::now();
-        let mut run = Run {
-            messages,
-            usage: UsageReport::new(self.prices.clone()),
-            steps: 0,
-            tool_calls: 0,
-            failures: HashMap::new(),
-            condensed_upto: 0,
-            message_tokens: Vec::new(),
-            output_room: self.limits.max_output_tokens,
-            unusable: 0,
-            partial: String::new(),
-        };
-        loop {
-            if run.steps >= self.limits.max_steps {
-                return run.finish(
-                    None,
-                    StopReason::MaxSteps {
-                        limit: self.limits.max_steps,
-                    },
-                );
-            }
-            let Some(remaining) = self.limits.wall_clock.checked_sub(started.elapsed()) else {
-                return run.finish(
-                    None,
-                    StopReason::WallClock {
-                        limit: self.limits.wall_clock,
-                    },
-                );
-            };
-            let mut told = false;
-            if let Some(gate) = &self.gate {
-                if let Some(reason) = gate.before_step(run.steps + 1).await {
-                    return run.finish(None, StopReason::Halted(reason));
-                }
-                for said in gate.heard().await {
-                    if let Some(recorder) = &self.recorder {
-                        recorder.heard(run.steps + 1, &said);
-                    }
-                    run.messages.push(Message::User(said));
-                    told = true;
-                }
-            }
-            run.steps += 1;
-            if let Some(settings) = self.condense {
-                run.condense(system, self.tools.specs(), settings);
-            }
-            let request = ChatRequest {
-                model: String::new(),
-                system: system.to_owned(),
-                messages: run.messages.clone(),
-                tools: self.tools.specs().to_vec(),
-                max_output_tokens: run.output_room,
-                temperature: self.limits.temperature,
-                reasoning_effort: None,
-                // The transcript grows at its end: each step reads the
-                // previous ones from the provider's prompt cache.
-                cache_system: true,
-                json_output: false,
-            };
-            let asked = Instant::now();
-            let response = match tokio::time::timeout(remaining, self.ask(run.steps, &request)).await {
-                Err(_) => {
-                    return run.finish(
-                        None,
-                        StopReason::WallClock {
-                            limit: self.limits.wall_clock,
-                        },
-                    )
-                }
-                Ok(Err(LlmError::Budget(reason))) => return self.wrap_up(run, system, reason).await,
-                Ok(Err(err)) => return run.finish(None, StopReason::Model(err.to_string())),
-                Ok(Ok(response)) => response,
-            };
-            run.usage.add(&response.model, response.usage);
-            self.record_turn(run.steps, &response, asked.elapsed());
-            if let (true, Some(gate)) = (told, &self.gate) {
-                gate.read().await;
-            }
-            let used = run.usage.total().input_tokens + run.usage.total().output_tokens;
-            match run.unusable_answer(&response, self.limits.max_output_tokens) {
-                Unusable::No => run.unusable = 0,
-                Unusable::Retry => {
-                    if run.unusable >= self.limits.max_repeated_failures {
-                        let stop = match response.finish {
-                            FinishReason::OutputLimit => StopReason::OutputLimit { times: run.unusable },
-                            _ => StopReason::RepeatedFailure {
-                                tool: "a tool call the provider could not parse".into(),
-                                times: run.unusable,
-                            },
-                        };
-                        return run.finish(None, stop);
-                    }
-                    continue;
-                }
-                Unusable::Stop(stop) => return run.finish(None, stop),
-            }
-            run.messages.push(response.to_message());
-            if response.tool_calls.is_empty() {
-                let answer = std::mem::take(&mut run.partial) + &response.text;
-                return run.finish(Some(answer), StopReason::Answered);
-            }
-            if used > self.limits.token_budget {
-                return run.finish(
-                    None,
-                    StopReason::TokenBudget {
-                        used,
-                        limit: self.limits.token_budget,
-                    },
-                );
-            }
-            if let Some(ready) = &self.ready {
-                let remaining = self.limits.wall_clock.saturating_sub(started.elapsed());
-                match tokio::time::timeout(remaining, ready.clone()).await {
-                    Ok(Ok(())) => {}
-                    Ok(Err(reason)) => return run.finish(None, StopReason::NotReady(reason)),
-                    Err(_) => {
-                        return run.finish(
-                            None,
-                            StopReason::WallClock {
-                                limit: self.limits.wall_clock,
-                            },
-                        )
-                    }
-                }
-            }
-            let mut results = Vec::with_capacity(response.tool_calls.len());
-            let mut stop = None;
-            for (index, call) in response.tool_calls.iter().enumerate() {
-                if index >= self.limits.max_tool_calls_per_step || stop.is_some() {
-                    let why = match &stop {
-                        Some(_) => "Not run: the task was stopped.".to_owned(),
-                        None => format!(
-                            "Not run: at most {} tool calls are run per turn. Make fewer calls at a time.",
-                            self.limits.max_tool_calls_per_step
-                        ),
-                    };
-                    results.push(error_result(call, why));
-                    continue;
-                }
-                run.tool_calls += 1;
-                let started = Instant::now();
-                if let Some(recorder) = &self.recorder {
-                    recorder.tool_started(run.steps, call);
-                }
-                let mut result = self.call_tool(call).await;
-                if let Some(recorder) = &self.recorder {
-                    recorder.tool_ran(run.steps, call, &result, started.elapsed());
-                }
-                // Names the model made up would make the label set unbounded.
-                let tool = if self.tools.contains(&call.name) {
-                    call.name.as_str()
-                } else {
-                    "unknown"
-                };
-                self.metrics.tool_call(tool, !result.is_error);
-                if result.is_error {
-                    let key = (call.name.clone(), canonical_arguments(&call.arguments));
-                    let times = run.failures.entry(key).or_insert(0);
-                    *times += 1;
-                    if *times >= self.limits.max_repeated_failures {
-                        stop = Some(StopReason::RepeatedFailure {
-                            tool: call.name.clone(),
-                            times: *times,
-                        });
-                    } else if *times > 1 {
-                        result.content.push_str(&format!(
-                            "\n\n[forgehand: this exact call has now failed {times} times. Do something different; after {} identical failures the task is stopped.]",
-                            self.limits.max_repeated_failures
-                        ));
-                    }
-                }
-                results.push(result);
-            }
-            run.messages.push(Message::ToolResults(results));
-            if let Some(stop) = stop {
-                return run.finish(None, stop);
-            }
-        }
     }
 
     /// Asks the model for step `step`'s answer, streaming it to the
@@ -539,6 +373,21 @@ struct Run {
 }
 
 impl Run {
+    fn new(start: steps::Start, prices: BTreeMap<String, Price>, output_room: u32) -> Run {
+        Run {
+            messages: start.messages,
+            usage: UsageReport::new(prices),
+            steps: start.steps,
+            tool_calls: start.tool_calls,
+            failures: HashMap::new(),
+            condensed_upto: 0,
+            message_tokens: Vec::new(),
+            output_room,
+            unusable: 0,
+            partial: String::new(),
+        }
+    }
+
     /// Reads why the model stopped, and prepares what to ask next when its
     /// answer cannot be used as it is:
     /// - a tool call the provider could not parse: the model is told what

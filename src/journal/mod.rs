@@ -10,11 +10,13 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+mod checkpoints;
 mod heard;
 mod plan_waits;
 mod spend;
 mod transcripts;
 
+pub use checkpoints::AgentCheckpoint;
 pub use heard::Heard;
 pub use plan_waits::{PlanAnswer, PlanWait};
 pub use spend::Whose;
@@ -202,6 +204,7 @@ impl Journal {
         )
         .map_err(fail)?;
         Journal::create_plan_waits(&db).map_err(fail)?;
+        Journal::create_agent_checkpoints(&db).map_err(fail)?;
         Ok(Journal {
             path,
             db: Mutex::new(db),
@@ -340,6 +343,7 @@ impl Journal {
                 params![key, phase.as_str(), outcome, now()],
             )?;
             Journal::forget_plan_wait(db, key)?;
+            Journal::forget_checkpoint_in(db, key)?;
             db.execute("DELETE FROM plan_calls WHERE task_key = ?1", params![key])
                 .map(drop)
         })

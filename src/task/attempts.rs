@@ -51,7 +51,15 @@ pub(super) async fn change_and_verify(
     let attempts = planned.prepared.repo.settings.attempts;
     if attempts <= 1 {
         let recorder = accounts.transcript.clone().map(|t| t as Arc<dyn StepRecorder>);
-        let changed = change::change(run, &change_needs(env, recorder), claimed, planned).await?;
+        let mut needs = change_needs(env, recorder);
+        // One run, one sandbox: its steps are kept for a resume.
+        let state_dir = &env.config.daemon.state_dir;
+        needs.checkpoints = Some(super::checkpoint::Store::new(
+            state_dir,
+            &run.item,
+            env.journal.clone(),
+        ));
+        let changed = change::change(run, &needs, claimed, planned).await?;
         return verify::verify(run, &verify_needs(env), changed).await;
     }
     best_of(run, env, accounts, claimed, planned, attempts).await

@@ -5,6 +5,7 @@
 //! not be. The agent's session goes on through the phases after this one
 //! (test fixes, a rebase), so it is part of what this phase hands on.
 
+use super::checkpoint;
 use super::claim::Claimed;
 use super::error::TaskError;
 use super::gate::LabelGate;
@@ -58,6 +59,13 @@ pub(super) struct Needs<'a> {
     /// Where the mentions heard while the run works wait for its agent
     /// (none: it hears none).
     pub journal: Option<Arc<crate::journal::Journal>>,
+    /// Where the run's step boundaries are kept (none: nothing is kept,
+    /// as with several attempts side by side).
+    pub checkpoints: Option<checkpoint::Store>,
+    /// What may come out of the sandbox in one copy (a checkpoint's `.git`).
+    pub copy_out: crate::config::CopyOutLimits,
+    /// `sandbox.workspace_dir`, where a checkpoint is handed back.
+    pub workspace_dir: &'a str,
 }
 
 /// The changed task: the agent's latest outcome and its session.
@@ -85,7 +93,16 @@ impl Session {
         run: &mut TaskRun<'_>,
         messages: Vec<Message>,
     ) -> Result<AgentOutcome, TaskError> {
-        let outcome = self.agent.run(&self.system, messages).await;
+        self.resume_from(run, crate::agent::Start::new(messages)).await
+    }
+
+    /// Goes on from `start` (a checkpoint's conversation and steps).
+    pub async fn resume_from(
+        &self,
+        run: &mut TaskRun<'_>,
+        start: crate::agent::Start,
+    ) -> Result<AgentOutcome, TaskError> {
+        let outcome = self.agent.run_from(&self.system, start).await;
         run.add_usage(&outcome.usage);
         run.check_halt(&outcome)?;
         Ok(outcome)
@@ -114,20 +131,96 @@ pub(super) async fn change(
     } = planned;
     run.journal.set_phase(&run.key, Phase::Working)?;
     let sandbox = prepared.sandbox.sandbox.clone();
+    let (mut session, plan_section) =
+        open_session(run, needs, &mut prepared, instructions, plan.as_ref()).await?;
+    run.at(Step::Change, "Working: the model is making the change");
+    let resumed = resume(run, needs, &mut prepared).await?;
+    if let Some(store) = &needs.checkpoints {
+        let saved = resumed.as_ref().map(|(_, saved)| saved);
+        let keeper = checkpoint::Keeper::new(store.clone(), &prepared, needs.copy_out, saved).await?;
+        session.agent.set_checkpointer(Some(Arc::new(keeper)));
+    }
+    let opening = match resumed {
+        Some((start, _)) => Opening::Resumed(start),
+        None => Opening::New(first_message(run, needs, claimed, request, &prepared, plan_section).await?),
+    };
+    run.report().await;
+    let outcome = match opening {
+        Opening::Resumed(start) => session.resume_from(run, start).await?,
+        Opening::New(text) => {
+            let mut first = vec![Message::User(text)];
+            // The thread's images follow the first turn's text (a model without
+            // vision reads their alt text instead: llm::history).
+            first.extend(images.messages());
+            first_run(run, needs, &mut session, &mut prepared, first).await?
+        }
+    };
+    if let Some(line) = sandbox.egress().and_then(|e| e.summary("agent")) {
+        run.note(format!("Network: {line}"));
+    }
+    Ok(Changed {
+        prepared,
+        session,
+        outcome,
+    })
+}
+
+/// How the run opens: from a checkpoint, or with its first message.
+enum Opening {
+    Resumed(crate::agent::Start),
+    New(String),
+}
+
+/// The agent's session: its tools in the sandbox, its system prompt (with
+/// the repository's instructions) and, with a plan, the checklist tool;
+/// with the plan's section for the first message.
+async fn open_session(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    prepared: &mut Prepared,
+    instructions: Option<String>,
+    plan: Option<&super::plan::TaskPlan>,
+) -> Result<(Session, Option<String>), TaskError> {
+    let sandbox = prepared.sandbox.sandbox.clone();
     if !needs.mcp_servers.is_empty() {
         // The operator's servers may read the project as they start.
         if let Some(filling) = prepared.sandbox.filling.take() {
             filling.finished().await?;
         }
     }
-    let (mut tools, editor_enabled, servers) =
-        tools(run, needs, sandbox.clone(), prepared.editor.take()).await?;
+    let (mut tools, editor_enabled, servers) = tools(run, needs, sandbox, prepared.editor.take()).await?;
     let mut system = needs.prompts.agent.system_prompt(editor_enabled);
     if let Some(section) = &instructions {
         system.push_str("\n\n");
         system.push_str(section);
     }
-    run.at(Step::Change, "Working: the model is making the change");
+    let (checklist_updates, plan_section) = match plan {
+        Some(plan) => {
+            let (tracker, updates) = plan_tracker(run, needs.secrets.clone(), &plan.checklist);
+            tools.add_local(tracker);
+            (updates, Some(request::plan_section(&plan.text, &plan.made)))
+        }
+        None => (None, None),
+    };
+    let session = Session {
+        agent: agent(run, needs, tools).with_ready(readiness(&prepared.sandbox)),
+        system,
+        servers,
+        _checklist_updates: checklist_updates,
+    };
+    Ok((session, plan_section))
+}
+
+/// The run's first message: the request, the working rules, the Git LFS
+/// files left as pointers, the plan.
+async fn first_message(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    claimed: &Claimed,
+    request: String,
+    prepared: &Prepared,
+    plan_section: Option<String>,
+) -> Result<String, TaskError> {
     let target = &claimed.target;
     let mut first_message = request;
     first_message.push_str(&request::working_rules(
@@ -144,46 +237,60 @@ pub(super) async fn change(
         }
         run.note(super::lfs_note::progress_line(&fetched));
     }
-    let checklist_updates = match &plan {
-        Some(plan) => {
-            let (tracker, updates) = plan_tracker(run, needs.secrets.clone(), &plan.checklist);
-            tools.add_local(tracker);
-            first_message.push_str(&request::plan_section(&plan.text, &plan.made));
-            updates
-        }
-        None => None,
-    };
-    let mut session = Session {
-        agent: agent(run, needs, tools).with_ready(readiness(&prepared.sandbox)),
-        system,
-        servers,
-        _checklist_updates: checklist_updates,
-    };
-    run.report().await;
-    let mut first = vec![Message::User(first_message)];
-    // The thread's images follow the first turn's text (a model without
-    // vision reads their alt text instead: llm::history).
-    first.extend(images.messages());
+    if let Some(section) = plan_section {
+        first_message.push_str(&section);
+    }
+    Ok(first_message)
+}
+
+/// A new run from `first`. Its first turn overlaps the project's copy and
+/// a snapshot's restore; when the snapshot could not be restored, setup
+/// runs instead and a run whose tools never ran starts over on it.
+async fn first_run(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    session: &mut Session,
+    prepared: &mut Prepared,
+    first: Vec<Message>,
+) -> Result<AgentOutcome, TaskError> {
     let mut outcome = session.resume(run, first.clone()).await?;
     // Tests and delivery read the project folder: the copy and a restore must be over.
     if let Some(filling) = prepared.sandbox.filling.take() {
         filling.finished().await?;
     }
-    if finish_restore(run, &needs.setup, &mut prepared).await? {
+    if finish_restore(run, &needs.setup, prepared).await? {
         if let StopReason::NotReady(_) = outcome.stop {
             // No tool ran: the run starts over on the set-up sandbox.
-            session.agent = session.agent.with_ready(None);
+            session.agent.set_ready(None);
             outcome = session.resume(run, first).await?;
         }
     }
-    if let Some(line) = sandbox.egress().and_then(|e| e.summary("agent")) {
-        run.note(format!("Network: {line}"));
+    Ok(outcome)
+}
+
+/// The conversation to go on from when the task's run was interrupted and
+/// its checkpoint can be used; its files are put back into the sandbox
+/// (once the project's copy and a snapshot's restore are over) first.
+async fn resume(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    prepared: &mut Prepared,
+) -> Result<Option<(crate::agent::Start, crate::journal::AgentCheckpoint)>, TaskError> {
+    let Some(store) = &needs.checkpoints else {
+        return Ok(None);
+    };
+    if !store.has_saved() {
+        return Ok(None);
     }
-    Ok(Changed {
-        prepared,
-        session,
-        outcome,
-    })
+    if let Some(filling) = prepared.sandbox.filling.take() {
+        filling.finished().await?;
+    }
+    finish_restore(run, &needs.setup, prepared).await?;
+    let resumed = checkpoint::resume(run, store, prepared, needs.workspace_dir).await?;
+    if let (Some((start, _)), Some(recorder)) = (&resumed, &needs.recorder) {
+        recorder.resumed(start.steps);
+    }
+    Ok(resumed)
 }
 
 /// What the agent's tools wait for: the project copied in, then the

@@ -22,6 +22,7 @@ mod approval;
 mod attempts;
 pub mod board;
 mod change;
+mod checkpoint;
 mod ci;
 mod ci_log;
 mod claim;
@@ -39,6 +40,7 @@ mod push;
 pub mod request;
 mod review;
 mod run;
+mod sandbox_fetch;
 pub mod sanitize;
 mod snapshot;
 mod start_sandbox;
@@ -227,6 +229,7 @@ pub async fn run(
     run.remove_sandbox().await;
     run.checkout_settled().await;
     if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
+        checkpoint::Store::new(&env.config.daemon.state_dir, &item, env.journal.clone()).forget();
         let dir = work_dir(&env.config, &item);
         if dir.exists() {
             if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -503,6 +506,9 @@ fn change_needs(env: &TaskEnv, recorder: Option<Arc<dyn crate::agent::StepRecord
         },
         recorder,
         journal: Some(env.journal.clone()),
+        checkpoints: None,
+        copy_out: config.sandbox.copy_out,
+        workspace_dir: &config.sandbox.workspace_dir,
     }
 }
 

@@ -148,6 +148,8 @@ pub(super) async fn push(
     }
     run.journal.set_phase(&run.key, Phase::Pushed)?;
     run.journal.set_summary(&run.key, &summary)?;
+    // Once pushed, a restart goes on to delivery: the run's steps are not resumed.
+    run.journal.forget_agent_checkpoint(&run.key)?;
     Ok(Pushed::Branch {
         summary,
         bench: Box::new(Bench {
@@ -434,58 +436,18 @@ impl Rounds<'_, '_> {
         }))
     }
 
-    /// Puts the moved upstream branch into the sandbox as `origin/<branch>`:
-    /// its recent history packed into a small repository beside the project,
-    /// fetched from there.
+    /// Puts the moved upstream branch into the sandbox as `origin/<branch>`.
     async fn bring_upstream(&self) -> Result<String, TaskError> {
         let creds = self.credentials.clone();
-        let depth = self.needs.history_depth;
+        let upstream = self.workspace.with(move |ws| ws.fetch_upstream(&creds)).await??;
         let branch = self.workspace.branch().to_owned();
-        let workspace_dir = self.needs.workspace_dir.trim_end_matches('/');
-        let upstream_dir = format!("{workspace_dir}/upstream.git");
-        // What the sandbox started with, as it sees it.
-        let borrowed = format!("{workspace_dir}/history.git/objects");
-        let borrowed_shallow = self.workspace.history().await?.shallow;
-        let pack = self
-            .workspace
-            .with(move |ws| -> Result<_, DeliveryError> {
-                // The sandbox has the history it started with: only what
-                // the upstream adds to it is packed.
-                let has = ws.history_tips();
-                let upstream = ws.fetch_upstream(&creds)?;
-                let pack = ws.history_pack("upstream.git", (&[upstream], &has), depth)?;
-                pack.as_repository(
-                    (&format!("refs/remotes/origin/{branch}"), upstream),
-                    (&borrowed, &borrowed_shallow),
-                )
-                .map_err(|source| DeliveryError::Io {
-                    path: pack.dir.clone(),
-                    source,
-                })?;
-                Ok(pack)
-            })
-            .await??;
-        self.sandbox.copy_in(&pack.dir, &upstream_dir).await?;
-        let branch = self.workspace.branch();
-        let fetched = self
-            .sandbox
-            .exec(
-                &format!(
-                    "git fetch -q --update-shallow {} {}",
-                    shell_quote(&upstream_dir),
-                    shell_quote(&format!(
-                        "+refs/remotes/origin/{branch}:refs/remotes/origin/{branch}"
-                    ))
-                ),
-                Some(Duration::from_secs(300)),
-            )
-            .await?;
-        if !fetched.success() {
-            return Err(TaskError::Other(format!(
-                "cannot bring the new upstream into the sandbox: {}",
-                fetched.stderr.trim()
-            )));
-        }
+        super::sandbox_fetch::hand_over(
+            self.workspace,
+            self.sandbox,
+            (self.needs.workspace_dir, "upstream.git", self.needs.history_depth),
+            (&format!("refs/remotes/origin/{branch}"), upstream),
+        )
+        .await?;
         Ok(format!("origin/{branch}"))
     }
 }

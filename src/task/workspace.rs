@@ -337,6 +337,58 @@ impl Workspace {
         }))
     }
 
+    /// Brings a checkpoint's `commit` from the quarantine at
+    /// `quarantine_dir` (made by `git::untrusted::take_commit`, whose
+    /// history was checked there) into the trusted clone, under the same
+    /// private ref; never pushed. It must build on the base. The objects
+    /// are copied one by one from the commits since the base: a fetch into
+    /// the shallow clone would stop at the mirror's edge.
+    pub fn take_checkpoint(&mut self, quarantine_dir: &Path, commit: Oid) -> Result<(), DeliveryError> {
+        let quarantine = Repository::open_bare(quarantine_dir)
+            .map_err(|e| failed("open the checkpoint's quarantine", e))?;
+        let (from, into) = (
+            quarantine
+                .odb()
+                .map_err(|e| failed("read the checkpoint's objects", e))?,
+            self.repo
+                .odb()
+                .map_err(|e| failed("open the work tree's objects", e))?,
+        );
+        let mut walk = quarantine
+            .revwalk()
+            .map_err(|e| failed("walk the checkpoint", e))?;
+        walk.push(commit).map_err(|e| failed("walk the checkpoint", e))?;
+        walk.hide(self.base)
+            .map_err(|e| failed("walk the checkpoint", e))?;
+        for oid in walk {
+            let oid = oid.map_err(|e| failed("walk the checkpoint", e))?;
+            let tree = quarantine
+                .find_commit(oid)
+                .map_err(|e| failed("read a checkpoint commit", e))?
+                .tree_id();
+            copy_tree(&quarantine, &into, tree)?;
+            copy_object(&from, &into, oid)?;
+        }
+        let descends = self
+            .repo
+            .graph_descendant_of(commit, self.base)
+            .map_err(|e| failed("compare the checkpoint with its base", e))?;
+        if !descends {
+            return Err(DeliveryError::NotDescendant {
+                base: self.base.to_string(),
+            });
+        }
+        self.repo
+            .reference(
+                git::untrusted::CHECKPOINT_REF,
+                commit,
+                true,
+                "forgehand: checkpoint",
+            )
+            .map_err(|e| failed("keep the checkpoint", e))?;
+        Ok(())
+    }
+
     /// The files `result` changes and its commits since the base: it must
     /// build on the base and leave the protected paths alone.
     fn check_result(&self, result: Oid, protected: &[String]) -> Result<(Vec<String>, usize), DeliveryError> {
@@ -631,4 +683,45 @@ mod tests {
         assert!(!is_protected(".github/CODEOWNERS", &protected));
         assert!(!is_protected("src/.gitlab-ci.yml.txt", &protected));
     }
+}
+
+/// Copies object `oid` from `from` to `into` unless `into` has it.
+fn copy_object(from: &git2::Odb<'_>, into: &git2::Odb<'_>, oid: Oid) -> Result<bool, DeliveryError> {
+    if into.exists(oid) {
+        return Ok(false);
+    }
+    let object = from
+        .read(oid)
+        .map_err(|e| failed("read a checkpoint object", e))?;
+    into.write(object.kind(), object.data())
+        .map_err(|e| failed("write a checkpoint object", e))?;
+    Ok(true)
+}
+
+/// Copies tree `oid` and what it holds (what `into` lacks) from `repo`.
+fn copy_tree(repo: &Repository, into: &git2::Odb<'_>, oid: Oid) -> Result<(), DeliveryError> {
+    let from = repo
+        .odb()
+        .map_err(|e| failed("read the checkpoint's objects", e))?;
+    let mut pending = vec![oid];
+    while let Some(tree) = pending.pop() {
+        // A tree `into` has, it has whole.
+        if !copy_object(&from, into, tree)? {
+            continue;
+        }
+        let tree = repo
+            .find_tree(tree)
+            .map_err(|e| failed("read a checkpoint tree", e))?;
+        for entry in tree.iter() {
+            match entry.kind() {
+                Some(git2::ObjectType::Tree) => pending.push(entry.id()),
+                Some(git2::ObjectType::Blob) => {
+                    copy_object(&from, into, entry.id())?;
+                }
+                // Gitlinks name commits of other repositories.
+                _ => {}
+            }
+        }
+    }
+    Ok(())
 }

@@ -246,6 +246,12 @@ impl StepRecorder for Transcript {
     fn heard(&self, step: u32, said: &str) {
         self.told(step, said, None);
     }
+
+    fn resumed(&self, step: u32) {
+        self.note(format!(
+            "Resumed after step {step} from its checkpoint: the conversation and the sandbox's files as they were then"
+        ));
+    }
 }
 
 /// The steps of one of several attempts at the change, labelled with its

@@ -50,6 +50,7 @@ mod planning_pack;
 mod planning_sage;
 mod planning_task;
 mod repository_env;
+mod resume_mid_run;
 mod reviews;
 mod sage_mcp;
 mod sandbox_copy;

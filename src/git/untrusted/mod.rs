@@ -158,13 +158,7 @@ pub fn take_since(
     leftovers: Option<LeftoverCommit<'_>>,
     (known, trusted): (&[Oid], &[PathBuf]),
 ) -> Result<Quarantined, UntrustedError> {
-    if into.exists() {
-        std::fs::remove_dir_all(into).map_err(|source| UntrustedError::Io {
-            path: into.to_owned(),
-            source,
-        })?;
-    }
-    let repo = Repository::init_bare(into).map_err(git("make the quarantine repository"))?;
+    let repo = fresh_quarantine(into)?;
     let read = intake::read(input, layout, &repo, limits)?;
     let repo = borrow_trusted(repo, into, trusted)?;
     let tip = read.refs.branch_tip(branch)?;
@@ -207,4 +201,45 @@ pub fn take_since(
         committed_on_host,
         left_out,
     })
+}
+
+/// An empty bare repository at `into` (what was there is removed).
+fn fresh_quarantine(into: &Path) -> Result<Repository, UntrustedError> {
+    if into.exists() {
+        std::fs::remove_dir_all(into).map_err(|source| UntrustedError::Io {
+            path: into.to_owned(),
+            source,
+        })?;
+    }
+    Repository::init_bare(into).map_err(git("make the quarantine repository"))
+}
+
+/// The ref a checkpoint's commit is kept under in its quarantine.
+pub const CHECKPOINT_REF: &str = "refs/forgehand/checkpoint";
+
+/// Reads a tar stream of a sandbox's `.git` folder into a new bare
+/// repository at `into` and keeps `commit` there as [`CHECKPOINT_REF`]:
+/// a commit the sandbox made of its tree (it names it; it must be in what
+/// the sandbox sent or in the `trusted` folders, and only what the `known`
+/// commits lack is checked against the caps, as [`take_since`] does). The
+/// sandbox's HEAD and branches are not read.
+pub fn take_commit(
+    input: impl std::io::Read,
+    commit: Oid,
+    into: &Path,
+    limits: &Limits,
+    (known, trusted): (&[Oid], &[PathBuf]),
+) -> Result<(), UntrustedError> {
+    let repo = fresh_quarantine(into)?;
+    intake::read(input, Layout::GitDir, &repo, limits)?;
+    let repo = borrow_trusted(repo, into, trusted)?;
+    repo.find_commit(commit).map_err(|_| {
+        UntrustedError::Refused(format!(
+            "the checkpoint commit {commit} is neither in what the sandbox sent nor in the repository"
+        ))
+    })?;
+    history::check(&repo, commit, known, &trusted_objects(trusted)?, limits)?;
+    repo.reference(CHECKPOINT_REF, commit, true, "forgehand: checkpoint")
+        .map_err(git("keep the checkpoint"))?;
+    Ok(())
 }

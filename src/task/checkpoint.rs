@@ -1,0 +1,390 @@
+//! The agent's run kept at every step boundary, and resumed from there.
+//!
+//! After each step whose calls may have changed files, the sandbox commits
+//! its tree on the side (a temporary index and `git commit-tree`: the
+//! model's index, HEAD and branches stay as they are) and its `.git` is
+//! taken out as data into a quarantine repository on the host, the commit
+//! kept under a private ref, never pushed; the conversation so far goes to
+//! the journal with it. Two quarantines take turns, so a kill while one is
+//! written leaves the other whole.
+//!
+//! A task started again (SIGKILL, a restart, an engine restart) resumes
+//! its run in the new sandbox from the last checkpoint: the commit is
+//! handed to the sandbox, its files become the work tree again (the
+//! model's commits as they were, what it left uncommitted uncommitted),
+//! and the model goes on with the conversation as it was. A checkpoint
+//! made on another base or in another image is not used: the run starts
+//! over, and says so.
+
+use super::error::TaskError;
+use super::prepare::Prepared;
+use super::run::TaskRun;
+use super::shell_quote;
+use super::workspace::DeliveryError;
+use super::workspace_handle::WorkspaceHandle;
+use crate::agent::{Checkpointer, Start, StepPoint};
+use crate::config::CopyOutLimits;
+use crate::git::untrusted::{self, UntrustedError};
+use crate::journal::{AgentCheckpoint, Journal, JournalError};
+use crate::sandbox::tree_out::read_tree;
+use crate::sandbox::{Sandbox, SandboxError};
+use git2::Oid;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Tools that change no file: a step of only these keeps the last tree.
+const READ_ONLY_TOOLS: &[&str] = &["text_editor_view", crate::agent::plan::UPDATE_PLAN];
+
+/// Where the sandbox's side commit is made: beside the model's own index.
+const SIDE_INDEX: &str = "forgehand-checkpoint-index";
+
+/// The folder, beside the project, the checkpoint is handed over in.
+const HANDOVER_DIR: &str = "checkpoint.git";
+
+#[derive(Debug, thiserror::Error)]
+pub enum CheckpointError {
+    #[error("the sandbox: {0}")]
+    Sandbox(#[from] SandboxError),
+    #[error(transparent)]
+    Untrusted(#[from] UntrustedError),
+    #[error("the journal: {0}")]
+    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Delivery(#[from] DeliveryError),
+    #[error(transparent)]
+    Task(#[from] Box<TaskError>),
+    #[error("{0}")]
+    Refused(String),
+    /// The sandbox's files were changed part of the way: it can neither
+    /// resume nor start over in it.
+    #[error("{0}")]
+    HalfRestored(String),
+}
+
+impl From<TaskError> for CheckpointError {
+    fn from(err: TaskError) -> CheckpointError {
+        CheckpointError::Task(Box::new(err))
+    }
+}
+
+/// Where one task's checkpoints are kept: the journal row and the two
+/// quarantine repositories under `<state_dir>/checkpoints/<task>/`.
+#[derive(Clone)]
+pub(super) struct Store {
+    pub dir: PathBuf,
+    pub journal: Arc<Journal>,
+    pub key: String,
+}
+
+impl Store {
+    /// Task `key`'s store, under `<state_dir>/checkpoints/<slug>`.
+    pub fn new(state_dir: &std::path::Path, item: &crate::forge::ItemRef, journal: Arc<Journal>) -> Store {
+        Store {
+            dir: state_dir.join("checkpoints").join(item.slug()),
+            journal,
+            key: item.key(),
+        }
+    }
+
+    fn slot_dir(&self, slot: u8) -> PathBuf {
+        self.dir.join(format!("slot-{slot}.git"))
+    }
+
+    /// Whether the task's run has a checkpoint.
+    pub fn has_saved(&self) -> bool {
+        self.saved().is_some()
+    }
+
+    /// The task's last checkpoint, if its run has one.
+    fn saved(&self) -> Option<AgentCheckpoint> {
+        match self.journal.agent_checkpoint(&self.key) {
+            Ok(saved) => saved,
+            Err(e) => {
+                tracing::warn!(task = %self.key, "cannot read the agent's checkpoint ({e}); the run starts over");
+                None
+            }
+        }
+    }
+
+    /// Forgets the task's checkpoints (its change is pushed, or it ended).
+    pub fn forget(&self) {
+        if let Err(e) = self.journal.forget_agent_checkpoint(&self.key) {
+            tracing::warn!(task = %self.key, "cannot forget the agent's checkpoint: {e}");
+        }
+        if self.dir.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&self.dir) {
+                tracing::warn!(task = %self.key, "cannot remove the checkpoints {}: {e}", self.dir.display());
+            }
+        }
+    }
+}
+
+/// The last checkpoint this run kept.
+#[derive(Clone)]
+struct Kept {
+    slot: u8,
+    commit: Oid,
+    /// The sandbox's tree and HEAD then: an unchanged state is not taken again.
+    state: String,
+}
+
+/// Keeps the run's step boundaries (the agent's [`Checkpointer`]).
+pub(super) struct Keeper {
+    store: Store,
+    sandbox: Arc<dyn Sandbox>,
+    workspace: WorkspaceHandle,
+    base: Oid,
+    image: String,
+    limits: CopyOutLimits,
+    last: Mutex<Option<Kept>>,
+}
+
+impl Keeper {
+    pub async fn new(
+        store: Store,
+        prepared: &Prepared,
+        limits: CopyOutLimits,
+        resumed_from: Option<&AgentCheckpoint>,
+    ) -> Result<Keeper, TaskError> {
+        let base = prepared.workspace.with(|ws| ws.base).await?;
+        let last = resumed_from.and_then(|saved| {
+            Some(Kept {
+                slot: saved.slot,
+                commit: Oid::from_str(&saved.commit).ok()?,
+                state: String::new(),
+            })
+        });
+        Ok(Keeper {
+            store,
+            sandbox: prepared.sandbox.sandbox.clone(),
+            workspace: prepared.workspace.share(),
+            base,
+            image: prepared.sandbox.image.clone(),
+            limits,
+            last: Mutex::new(last),
+        })
+    }
+
+    fn last(&self) -> Option<Kept> {
+        self.last.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// Keeps step `point`: the tree when it changed, the conversation always.
+    async fn keep(&self, point: &StepPoint<'_>) -> Result<(), CheckpointError> {
+        let last = self.last();
+        let read_only = point
+            .calls
+            .iter()
+            .all(|c| READ_ONLY_TOOLS.contains(&c.name.as_str()));
+        let kept = match (&last, read_only) {
+            (Some(last), true) => last.clone(),
+            _ => {
+                let (commit, state) = self.commit_in_sandbox().await?;
+                match &last {
+                    Some(last) if last.state == state => last.clone(),
+                    _ => {
+                        let slot = last.as_ref().map_or(0, |l| 1 - l.slot);
+                        self.take_out(slot, commit).await?;
+                        Kept { slot, commit, state }
+                    }
+                }
+            }
+        };
+        let checkpoint = AgentCheckpoint {
+            step: point.step,
+            tool_calls: point.tool_calls,
+            commit: kept.commit.to_string(),
+            slot: kept.slot,
+            base: self.base.to_string(),
+            image: self.image.clone(),
+            messages: point.messages.to_vec(),
+        };
+        let journal = self.store.journal.clone();
+        let key = self.store.key.clone();
+        tokio::task::spawn_blocking(move || journal.save_agent_checkpoint(&key, &checkpoint))
+            .await
+            .map_err(|e| CheckpointError::Refused(format!("the journal's writer stopped: {e}")))??;
+        *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(kept);
+        Ok(())
+    }
+
+    /// Commits the sandbox's tree on the side; (the commit, the state it
+    /// stands for). Only the commit id is read from what the sandbox says,
+    /// and only as a name to look for in what it sends.
+    async fn commit_in_sandbox(&self) -> Result<(Oid, String), CheckpointError> {
+        let script = format!(
+            "set -e; dir=$(git rev-parse --git-dir); idx=\"$dir/{SIDE_INDEX}\"; rm -f \"$idx\"; \
+             if [ -f \"$dir/index\" ]; then cp \"$dir/index\" \"$idx\"; fi; \
+             GIT_INDEX_FILE=\"$idx\" git add -A; tree=$(GIT_INDEX_FILE=\"$idx\" git write-tree); rm -f \"$idx\"; \
+             head=$(git rev-parse -q --verify HEAD); \
+             commit=$(echo checkpoint | git -c user.name=forgehand -c user.email=forgehand@localhost commit-tree \"$tree\" -p \"$head\"); \
+             echo \"$commit $tree $head\""
+        );
+        let out = self.sandbox.exec(&script, Some(Duration::from_secs(300))).await?;
+        if !out.success() {
+            return Err(CheckpointError::Refused(format!(
+                "git could not commit the sandbox's tree (exit code {:?})",
+                out.exit_code
+            )));
+        }
+        let line = out.stdout.trim();
+        let commit = line
+            .split(' ')
+            .next()
+            .and_then(|id| Oid::from_str(id).ok())
+            .filter(|_| line.len() <= 200)
+            .ok_or_else(|| CheckpointError::Refused("the sandbox named no commit".into()))?;
+        let state = line
+            .split_once(' ')
+            .map(|(_, rest)| rest.to_owned())
+            .unwrap_or_default();
+        Ok((commit, state))
+    }
+
+    /// Takes the sandbox's `.git` out into quarantine `slot`, keeping `commit`.
+    async fn take_out(&self, slot: u8, commit: Oid) -> Result<(), CheckpointError> {
+        let project = self.sandbox.project_dir().to_owned();
+        let trusted = self.workspace.with(|ws| ws.object_dirs()).await?;
+        let tree = self.sandbox.read_out(&format!("{project}/.git")).await?;
+        let (into, limits, base) = (self.store.slot_dir(slot), self.limits, self.base);
+        if let Some(parent) = into.parent() {
+            std::fs::create_dir_all(parent).map_err(|source| UntrustedError::Io {
+                path: parent.to_owned(),
+                source,
+            })?;
+        }
+        let read = read_tree(tree, move |input| {
+            untrusted::take_commit(input, commit, &into, &limits, (&[base], &trusted))
+        })
+        .await?;
+        match (read.read, read.sandbox) {
+            (Ok(()), Ok(())) => Ok(()),
+            // A broken stream is best explained by the sandbox's side.
+            (Err(UntrustedError::Stream(_)), Err(e)) | (Ok(()), Err(e)) => Err(e.into()),
+            (Err(e), _) => Err(e.into()),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl Checkpointer for Keeper {
+    async fn step_done(&self, point: &StepPoint<'_>) {
+        let started = std::time::Instant::now();
+        match self.keep(point).await {
+            Ok(()) => tracing::debug!(
+                task = %self.store.key,
+                step = point.step,
+                took_ms = started.elapsed().as_millis() as u64,
+                "checkpoint kept"
+            ),
+            Err(e) => tracing::warn!(
+                task = %self.store.key,
+                step = point.step,
+                "no checkpoint after this step ({e}); a resume starts from the one before"
+            ),
+        }
+    }
+}
+
+/// What a resumed run starts from, when the task's last checkpoint can be
+/// used in `prepared`'s sandbox: its files are put back there first. `None`
+/// (said on the progress comment): the run starts over.
+pub(super) async fn resume(
+    run: &mut TaskRun<'_>,
+    store: &Store,
+    prepared: &Prepared,
+    workspace_dir: &str,
+) -> Result<Option<(Start, AgentCheckpoint)>, TaskError> {
+    let Some(saved) = store.saved() else {
+        return Ok(None);
+    };
+    let base = prepared.workspace.with(|ws| ws.base).await?;
+    let unusable = if saved.base != base.to_string() {
+        Some("the branch it was made on has moved")
+    } else if saved.image != prepared.sandbox.image {
+        Some("the sandbox's image has changed")
+    } else {
+        None
+    };
+    if let Some(why) = unusable {
+        run.note(format!(
+            "The model's run was interrupted after step {}; its checkpoint cannot be used ({why}), so the run starts over",
+            saved.step
+        ));
+        store.forget();
+        return Ok(None);
+    }
+    if let Err(e) = put_back(store, &saved, prepared, workspace_dir).await {
+        if let CheckpointError::HalfRestored(why) = e {
+            store.forget();
+            return Err(TaskError::Other(format!(
+                "the model's run could not be resumed in its new sandbox ({why}); the next start begins it again"
+            )));
+        }
+        tracing::warn!(task = %run.item, "cannot put the checkpoint back into the sandbox: {e}");
+        run.note(format!(
+            "The model's run was interrupted after step {}; its checkpoint could not be put back ({e}), so the run starts over",
+            saved.step
+        ));
+        store.forget();
+        return Ok(None);
+    }
+    tracing::info!(task = %run.item, step = saved.step, "resuming the model's run from its checkpoint");
+    run.note(format!(
+        "Resumed the model's run after step {} from its checkpoint (the conversation and the sandbox's files as they were then)",
+        saved.step
+    ));
+    let start = Start {
+        messages: saved.messages.clone(),
+        steps: saved.step,
+        tool_calls: saved.tool_calls,
+    };
+    Ok(Some((start, saved)))
+}
+
+/// Hands the checkpoint's commit to the new sandbox and makes its files
+/// the work tree again: the branch where the model's HEAD was, what it
+/// had not committed left uncommitted.
+async fn put_back(
+    store: &Store,
+    saved: &AgentCheckpoint,
+    prepared: &Prepared,
+    workspace_dir: &str,
+) -> Result<(), CheckpointError> {
+    let commit = Oid::from_str(&saved.commit)
+        .map_err(|_| CheckpointError::Refused("the journal names no commit".into()))?;
+    let quarantine = store.slot_dir(saved.slot);
+    if !quarantine.exists() {
+        return Err(CheckpointError::Refused(format!(
+            "its repository {} is gone",
+            quarantine.display()
+        )));
+    }
+    let workspace = &prepared.workspace;
+    workspace
+        .with(move |ws| ws.take_checkpoint(&quarantine, commit))
+        .await??;
+    let sandbox = prepared.sandbox.sandbox.as_ref();
+    let handover = format!("{}/{HANDOVER_DIR}", workspace_dir.trim_end_matches('/'));
+    let refname = untrusted::CHECKPOINT_REF;
+    // Every commit the model made since the base, however deep.
+    let into = (workspace_dir, HANDOVER_DIR, None);
+    super::sandbox_fetch::hand_over(workspace, sandbox, into, (refname, commit)).await?;
+    // Nothing is changed unless the whole commit is there.
+    let restore = format!(
+        "git rev-parse -q --verify {commit}^ >/dev/null || exit 3; \
+         git reset -q --hard {commit} && git reset -q {commit}^ && git update-ref -d {refname} && rm -rf {}",
+        shell_quote(&handover)
+    );
+    let out = sandbox.exec(&restore, Some(Duration::from_secs(300))).await?;
+    match out.exit_code {
+        Some(0) => Ok(()),
+        Some(3) => Err(CheckpointError::Refused(
+            "the sandbox did not get the checkpoint's whole history".into(),
+        )),
+        code => Err(CheckpointError::HalfRestored(format!(
+            "git stopped while checking the checkpoint out in the sandbox (exit code {code:?})"
+        ))),
+    }
+}

@@ -1,0 +1,132 @@
+//! A run killed mid-way resumes from its last step: the daemon is killed
+//! with SIGKILL at a random step of a 20-step scripted run and started
+//! again; the run goes on in a new sandbox from its checkpoint (the
+//! conversation and the sandbox's files as they were), ends delivered
+//! once, and asks the model at most one step more than an uninterrupted
+//! run does.
+
+#![allow(clippy::unwrap_used, clippy::expect_used)]
+
+use forgehand_test_support::daemon_rig::{containers_of, wait_until};
+use forgehand_test_support::github_world::World;
+use forgehand_test_support::scripted_model::{self, call, text, Format, Reply};
+use serde_json::json;
+use std::path::Path;
+use std::time::Duration;
+
+/// Steps that run a command (the 20th answers).
+const STEPS: usize = 19;
+
+/// Step `k` appends its number to `steps.txt` and writes `step-k.txt`;
+/// step 10 also commits; the last turn answers.
+fn twenty_steps(delay: Duration) -> Vec<(Reply, Option<Duration>)> {
+    let mut turns: Vec<(Reply, Option<Duration>)> = (1..=STEPS)
+        .map(|k| {
+            let mut command = format!("echo {k} >> steps.txt && printf 'step {k}' > step-{k}.txt");
+            if k == 10 {
+                command.push_str(" && git add -A && git commit -qm 'The first ten steps'");
+            }
+            let reply = call("command_executor_execute_command", json!({ "command": command }));
+            (reply, Some(delay))
+        })
+        .collect();
+    turns.push((text("Wrote the nineteen steps."), Some(delay)));
+    turns
+}
+
+/// `path` on the pushed `branch` of the bare repository.
+fn pushed_file(bare: &Path, branch: &str, path: &str) -> String {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(["show", &format!("{branch}:{path}")])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{path} is not on {branch}");
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// The agent's requests that asked for step `n` or later.
+async fn asked_at_least(world: &World, n: usize) -> bool {
+    world
+        .model
+        .requests()
+        .await
+        .iter()
+        .any(|r| scripted_model::view(Format::OpenAi, r).turns + 1 >= n)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_at_a_random_step_resumes_from_its_checkpoint_and_is_delivered_once() {
+    // A fixed step can be asked for with FORGEHAND_TEST_KILL_STEP.
+    let kill_at: usize = std::env::var("FORGEHAND_TEST_KILL_STEP")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::usize(2..=STEPS));
+    eprintln!(
+        "killing the daemon while the model works on step {kill_at} (FORGEHAND_TEST_KILL_STEP={kill_at})"
+    );
+    let world =
+        World::with_daemon_settings(twenty_steps(Duration::from_millis(400)), "  max_task_attempts: 4").await;
+    let log = world.log_path();
+    let issue = world.labelled_issue("Write the nineteen steps");
+
+    let mut daemon = world.start();
+    wait_until(
+        "the model asked for the step to kill at",
+        Duration::from_secs(180),
+        async || asked_at_least(&world, kill_at).await,
+        &log,
+    )
+    .await;
+    daemon.kill9();
+    let asked_before = world.model.requests().await.len();
+    assert!(asked_before >= kill_at, "{asked_before} requests before the kill");
+
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+    world.assert_delivered_once(issue);
+
+    // Every step's effect is there exactly once: a step whose tool ran
+    // before the kill was not run twice on the files it had changed.
+    let branch = format!("forgehand/issue-{issue}");
+    let expected: String = (1..=STEPS).map(|k| format!("{k}\n")).collect();
+    assert_eq!(pushed_file(&world.bare, &branch, "steps.txt"), expected);
+    for k in [1, 10, STEPS] {
+        assert_eq!(
+            pushed_file(&world.bare, &branch, &format!("step-{k}.txt")),
+            format!("step {k}")
+        );
+    }
+    let subjects = forgehand_test_support::git_http::log(&world.bare, &branch);
+    assert!(
+        subjects.iter().any(|s| s == "The first ten steps"),
+        "the model's own commit is kept: {subjects:?}"
+    );
+
+    // At most one step's request more than the uninterrupted run's twenty.
+    let asked = world.model.requests().await.len();
+    assert!(
+        asked <= STEPS + 2,
+        "{asked} agent requests for a run of {} (killed at step {kill_at})",
+        STEPS + 1
+    );
+    // The kill came after step `kill_at - 1`'s checkpoint: the run resumed.
+    let text = daemon.log_text();
+    assert!(
+        text.contains("resuming the model's run from its checkpoint"),
+        "the run resumed from its checkpoint:\n{text}"
+    );
+    let transcript = world.transcript(issue);
+    assert!(transcript.contains("Resumed after step"), "{transcript}");
+    let progress = world.progress_comment(issue);
+    assert!(
+        progress.contains("Resumed the model's run after step"),
+        "{progress}"
+    );
+    assert!(daemon.terminate().success());
+    assert!(
+        containers_of(&world.instance).is_empty(),
+        "no container left behind"
+    );
+}
