@@ -9,24 +9,25 @@
 use super::claim::Claimed;
 use super::context::{self, Conversation};
 use super::error::TaskError;
-use super::plan::PackedCode;
+use super::packing::PackedCode;
 use super::run::TaskRun;
 use super::snapshot::{self, PendingRestore, SnapshotPlan};
 use super::start_sandbox::{self, SandboxHints};
+// Re-exported for the phases that hold a started editor (change, attempts).
+pub(super) use super::start_sandbox::EditorStart;
 use super::workspace::{Branches, Workspace};
 use super::workspace_handle::{checkout_failed, CheckedOut, WorkspaceHandle};
 use crate::config::{
     ImagesConfig, PlanningConfig, RepositoriesConfig, SandboxConfig, SetupFailure, TextEditorMcpConfig,
 };
 use crate::git::Credentials;
-use crate::mcp::SandboxedServer;
 use crate::repo_settings::instructions::{AGENTS_FILE, FALLBACK_FILES};
 use crate::repo_settings::{settings, Instructions, RepoSettings, SettingsError, SETTINGS_FILE};
 use crate::sandbox::{Sandbox, SandboxBackend};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub(super) use crate::repo_settings::setup::{tail, SetupFailed, TAIL_CHARS};
+use crate::repo_settings::setup::SetupFailed;
 
 /// What preparing needs besides the run.
 pub(super) struct Needs<'a> {
@@ -77,9 +78,6 @@ pub(super) struct Prepared {
     /// The whole checkout, being packed for the planners.
     pub packing: Option<PackedCode>,
 }
-
-/// The editor's session as it starts in the background.
-pub(super) type EditorStart = tokio::task::JoinHandle<Result<SandboxedServer, crate::mcp::McpError>>;
 
 /// What the repository asks of the task.
 pub(super) struct RepoEnvironment {
