@@ -203,17 +203,7 @@ pub async fn run(
     tracing::info!(task = %item, attempt = record.attempts, phase = record.phase.as_str(), "task started");
     let started = std::time::Instant::now();
     env.metrics.task_started(item.forge.as_str());
-    env.board.set(
-        &key,
-        board::LiveTask {
-            name: item.to_string(),
-            web_url: String::new(),
-            status: "Claiming".into(),
-            started: std::time::SystemTime::now(),
-            tokens: 0,
-            cost: 0.0,
-        },
-    );
+    show_on_board(env, &key, &item);
     let result = if record.attempts > env.config.scheduling.max_task_attempts {
         Err(TaskError::Other(format!(
             "the task was interrupted {} times (daemon.max_task_attempts); not starting it again",
@@ -228,16 +218,7 @@ pub async fn run(
         Ok(end) => end,
         Err(err) => settle(&mut run, env, &err).await,
     };
-    run.remove_sandbox().await;
-    run.checkout_settled().await;
-    if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
-        let dir = work_dir(&env.config, &item);
-        if dir.exists() {
-            if let Err(e) = std::fs::remove_dir_all(&dir) {
-                tracing::warn!(task = %item, "cannot remove the work folder {}: {e}", dir.display());
-            }
-        }
-    }
+    tidy(&mut run, &env.config, &end).await;
     tracing::info!(task = %item, "task ended: {end:?}");
     if let Some(transcript) = &transcript {
         transcript.end(end.outcome(), &end.detail());
@@ -245,6 +226,36 @@ pub async fn run(
     env.metrics.task_ended(end.outcome(), started.elapsed());
     env.board.remove(&key);
     end
+}
+
+/// The task on the status page, from its claim on.
+fn show_on_board(env: &TaskEnv, key: &str, item: &ItemRef) {
+    env.board.set(
+        key,
+        board::LiveTask {
+            name: item.to_string(),
+            web_url: String::new(),
+            status: "Claiming".into(),
+            started: std::time::SystemTime::now(),
+            tokens: 0,
+            cost: 0.0,
+        },
+    );
+}
+
+/// What a run leaves behind, removed: its sandbox always; its work folder
+/// unless the task resumes later (interrupted or deferred).
+async fn tidy(run: &mut TaskRun<'_>, config: &Config, end: &TaskEnd) {
+    run.remove_sandbox().await;
+    run.checkout_settled().await;
+    if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
+        let dir = work_dir(config, &run.item);
+        if dir.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!(task = %run.item, "cannot remove the work folder {}: {e}", dir.display());
+            }
+        }
+    }
 }
 
 /// The task's own environment: its model checks every call against the
