@@ -16,10 +16,13 @@
 use super::claim::Claimed;
 use super::context::{self, Conversation};
 use super::error::TaskError;
-use super::plan::{self, PackedCode, TaskPlan};
+use super::needs;
+use super::packing::PackedCode;
+use super::plan;
 use super::prepare::{self, RepoEnvironment};
 use super::run::TaskRun;
 use super::sanitize::for_model;
+use super::task_plan::TaskPlan;
 use super::workspace_handle::WorkspaceHandle;
 use super::{Accounts, TaskEnd, TaskEnv};
 use crate::config::{Config, PlanApproval};
@@ -99,14 +102,14 @@ pub(super) async fn gate(
     if run.approved_plan.is_some() || !wanted(&env.config, &claimed.item) {
         return Ok(None);
     }
-    let reading = super::recorded(env, accounts, "reading the thread");
-    let needs = super::prepare_needs(&reading, &run.item);
+    let reading = needs::recorded(env, accounts, "reading the thread");
+    let needs = needs::prepare_needs(&reading, &run.item);
     let (workspace, repo, conversation, packing) = prepare_for_planning(run, &needs, claimed).await?;
     let caps = repo.settings.budget;
     accounts
         .spend
         .lower_to(caps.task_usd, caps.daily_usd, caps.monthly_usd);
-    let planning = super::recorded(env, accounts, "planning");
+    let planning = needs::recorded(env, accounts, "planning");
     // The thread's images reach the planners of the run that follows the
     // approval; the plan waiting for it is made from the text.
     let no_images = super::thread_images::ThreadImages::default();
@@ -116,7 +119,7 @@ pub(super) async fn gate(
         packing,
         images: &no_images,
     };
-    let (_, _, made) = plan::plan_parts(run, &super::plan_needs(&planning), claimed, parts).await?;
+    let (_, _, made) = plan::plan_parts(run, &needs::plan_needs(&planning), claimed, parts).await?;
     drop(workspace);
     let Some(made) = made else {
         return Err(TaskError::Other(
@@ -337,23 +340,6 @@ fn changes_section(wait: &PlanWait, by: &str, text: &str) -> String {
         for_model(&wait.plan).trim(),
         for_model(text).trim()
     )
-}
-
-/// The approved plan as the task's plan: on the comment, with no debate.
-pub(super) fn adopt_approved(run: &mut TaskRun<'_>, plan: TaskPlan) -> TaskPlan {
-    use crate::agent::plan::{PlanStep, StepStatus};
-    let steps = plan
-        .checklist
-        .iter()
-        .map(|step| PlanStep {
-            step: step.clone(),
-            status: StepStatus::Pending,
-        })
-        .collect();
-    run.progress().set_plan(steps);
-    run.progress().set_plan_details(&plan.made, &plan.text);
-    run.note("Planning: following the approved plan; no new debate");
-    plan
 }
 
 /// Nobody answered in time: a comment says so, the task ends.

@@ -24,13 +24,15 @@ use super::claim::Claimed;
 use super::context::Conversation;
 use super::error::TaskError;
 use super::judge::{self, Case, Entrant};
-use super::plan::{Planned, TaskPlan};
+use super::needs::{change_needs, recorded, verify_needs};
+use super::plan::Planned;
 use super::prepare::{self, Prepared, RepoEnvironment, SetupRules, TaskSandbox};
 use super::run::TaskRun;
 use super::start_sandbox;
+use super::task_plan::TaskPlan;
 use super::verify::{self, Verified};
 use super::workspace_handle::WorkspaceHandle;
-use super::{change_needs, recorded, verify_needs, Accounts, TaskEnv};
+use super::{Accounts, TaskEnv};
 use crate::agent::StepRecorder;
 use crate::budget::Budgeted;
 use crate::git::Credentials;
@@ -243,7 +245,7 @@ async fn diff_of(run: &TaskRun<'_>, verified: &Verified) -> String {
     };
     let command = format!(
         "git diff --no-color --no-ext-diff {base} -- . 2>&1; git ls-files --others --exclude-standard | sed 's/^/new file, not committed: /'",
-        base = super::shell_quote(&base)
+        base = crate::sandbox::command::shell_quote(&base)
     );
     let sandbox = verified.prepared.sandbox.sandbox.as_ref();
     match sandbox.exec(&command, Some(Duration::from_secs(120))).await {

@@ -179,7 +179,7 @@ async fn open_session(
     needs: &Needs<'_>,
     prepared: &mut Prepared,
     instructions: Option<String>,
-    plan: Option<&super::plan::TaskPlan>,
+    plan: Option<&super::task_plan::TaskPlan>,
 ) -> Result<(Session, Option<String>), TaskError> {
     let sandbox = prepared.sandbox.sandbox.clone();
     if !needs.mcp_servers.is_empty() {

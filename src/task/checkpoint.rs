@@ -19,13 +19,13 @@
 use super::error::TaskError;
 use super::prepare::Prepared;
 use super::run::TaskRun;
-use super::shell_quote;
 use super::workspace::DeliveryError;
 use super::workspace_handle::WorkspaceHandle;
 use crate::agent::{Checkpointer, Start, StepPoint};
 use crate::config::CopyOutLimits;
 use crate::git::untrusted::{self, UntrustedError};
 use crate::journal::{AgentCheckpoint, Journal, JournalError};
+use crate::sandbox::command::shell_quote;
 use crate::sandbox::tree_out::read_tree;
 use crate::sandbox::{Sandbox, SandboxError};
 use git2::Oid;

@@ -120,20 +120,9 @@ pub(super) async fn follow(
     let mut flaky = Vec::new();
     let mut rerun_done = false;
     loop {
-        let checks = match watch(run, needs, &sha.to_string(), &mut listener).await? {
-            Watched::Ended(checks) => checks,
-            Watched::NeverStarted(checks) => {
-                return Ok(CiReport::NeverStarted {
-                    line: ci_line(&checks),
-                    waited: needs.ci.wait,
-                })
-            }
-            Watched::StillRunning(checks) => {
-                return Ok(CiReport::StillRunning {
-                    line: ci_line(&checks),
-                    waited: needs.ci.timeout,
-                })
-            }
+        let checks = match ended(run, needs, &sha.to_string(), &mut listener).await? {
+            Ok(checks) => checks,
+            Err(gave_up) => return Ok(gave_up),
         };
         let line = ci_line(&checks);
         match ci_state(&checks) {
@@ -156,15 +145,11 @@ pub(super) async fn follow(
         }
         let failing: Vec<String> = failed.iter().map(|c| c.name.clone()).collect();
         if rounds >= needs.ci.fix_rounds {
-            let why = match needs.ci.fix_rounds {
-                0 => "Fix rounds are off (delivery.ci_fix_rounds: 0).".to_owned(),
-                n => format!("The {n} fix round(s) of delivery.ci_fix_rounds are used up."),
-            };
             return Ok(CiReport::StillFailing {
                 line,
                 failing,
                 rounds,
-                why,
+                why: no_rounds_left(needs.ci.fix_rounds),
             });
         }
         rounds += 1;
@@ -179,6 +164,36 @@ pub(super) async fn follow(
                 })
             }
         }
+    }
+}
+
+/// The checks of `sha` once they all ended, or the report of a wait that
+/// gave up (nothing started within `ci_wait`, or not ended within
+/// `ci_timeout`).
+async fn ended(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    sha: &str,
+    listener: &mut ChecksListener,
+) -> Result<Result<Vec<Check>, CiReport>, TaskError> {
+    Ok(match watch(run, needs, sha, listener).await? {
+        Watched::Ended(checks) => Ok(checks),
+        Watched::NeverStarted(checks) => Err(CiReport::NeverStarted {
+            line: ci_line(&checks),
+            waited: needs.ci.wait,
+        }),
+        Watched::StillRunning(checks) => Err(CiReport::StillRunning {
+            line: ci_line(&checks),
+            waited: needs.ci.timeout,
+        }),
+    })
+}
+
+/// Why no fix round is left, for a report of checks still failing.
+fn no_rounds_left(fix_rounds: u32) -> String {
+    match fix_rounds {
+        0 => "Fix rounds are off (delivery.ci_fix_rounds: 0).".to_owned(),
+        n => format!("The {n} fix round(s) of delivery.ci_fix_rounds are used up."),
     }
 }
 

@@ -4,7 +4,7 @@
 
 use super::error::TaskError;
 use super::progress::Step;
-use super::request;
+use super::request::{self, Heard};
 use super::review::{HeardThread, Writer};
 use super::run::TaskRun;
 use super::TaskEnd;
@@ -62,18 +62,6 @@ pub(super) struct Thread {
     /// last written by people who may trigger tasks: what a follow-up
     /// run answers. Outsiders' replies in them are left out.
     pub review: Vec<HeardThread>,
-}
-
-/// Whether the item's own title and body reach the model.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Heard {
-    /// The author may trigger tasks.
-    Member,
-    /// An outsider's text, vouched for by the maintainer who labelled it
-    /// (unchanged since the label).
-    Vouched { by: String },
-    /// Withheld, with the reason for the progress comment.
-    Withheld { why: String },
 }
 
 pub(super) async fn claim(

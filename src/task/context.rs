@@ -5,10 +5,10 @@
 //! first request's problem and constraints. When nothing of the request
 //! may be heard, no model is called.
 
-use super::claim::{Claimed, Heard};
+use super::claim::Claimed;
 use super::error::TaskError;
-use super::issue_ref;
-use super::request;
+use super::item_ref::issue_ref;
+use super::request::{self, Heard};
 use super::run::TaskRun;
 use crate::agent::ChatModel;
 use crate::config::ContextConfig;

@@ -4,7 +4,7 @@
 
 use super::claim::Claimed;
 use super::error::TaskError;
-use super::issue_ref;
+use super::item_ref::issue_ref;
 use super::progress::Step;
 use super::run::TaskRun;
 use super::sanitize;

@@ -4,7 +4,7 @@
 
 use super::error::TaskError;
 use super::run::TaskRun;
-use super::verify::fenced;
+use super::sanitize::fenced;
 use super::TaskEnd;
 use crate::config::LabelsConfig;
 use crate::journal::Phase;

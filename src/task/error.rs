@@ -3,7 +3,6 @@
 //! is away), whether the task pauses, stops, is handed over, waits for a
 //! retry or fails with advice for the maintainer.
 
-use super::prepare;
 use super::workspace::DeliveryError;
 use crate::forge::ForgeError;
 use crate::journal::JournalError;
@@ -33,7 +32,7 @@ pub(super) enum TaskError {
     #[error("{0}")]
     Settings(#[from] crate::repo_settings::SettingsError),
     #[error("{0}")]
-    SetupFailed(prepare::SetupFailed),
+    SetupFailed(crate::repo_settings::setup::SetupFailed),
     /// The tests still fail and `delivery.require_passing_tests` is set.
     #[error("the tests still fail ({reason}); delivery.require_passing_tests keeps the change from review")]
     TestsFailed { reason: String, section: String },

@@ -92,7 +92,7 @@ fn prompt(case: &Case<'_>) -> String {
             "\n## Attempt {}\n\nTests: {}\n\n{}\n",
             entrant.number,
             entrant.tests,
-            super::verify::fenced(&diff)
+            super::sanitize::fenced(&diff)
         ));
     }
     text

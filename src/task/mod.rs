@@ -31,8 +31,11 @@ mod deliver;
 mod ending;
 mod error;
 mod gate;
+mod item_ref;
 mod judge;
 mod lfs_note;
+mod needs;
+mod packing;
 mod plan;
 mod prepare;
 pub mod progress;
@@ -46,6 +49,7 @@ mod snapshot;
 mod start_sandbox;
 mod steer;
 mod submodule_report;
+mod task_plan;
 mod thread_images;
 mod verify;
 pub mod workspace;
@@ -53,18 +57,18 @@ mod workspace_handle;
 
 pub use approval::answer as answer_to_plan;
 pub use attempts::sandbox_owners;
-pub use claim::Heard;
+pub use request::Heard;
 pub use start_sandbox::SandboxHints;
 
 use crate::agent::ChatModel;
 use crate::config::{Config, Secrets};
-use crate::forge::{Forge, ForgeKind, ItemKind, ItemRef};
+use crate::forge::{Forge, ItemRef};
 use crate::journal::{Journal, Phase, TaskRecord};
 use crate::prompts::Prompts;
-use crate::sandbox::command::shell_quote;
 use crate::sandbox::SandboxBackend;
 use claim::{Claim, Claimed};
 use error::{disposition, Disposition, TaskError, Whom};
+use needs::{ci_needs, claim_needs, plan_needs, prepare_needs, push_needs, recorded, work_dir};
 use push::Pushed;
 use run::{Reporting, TaskRun};
 use std::sync::Arc;
@@ -201,17 +205,7 @@ pub async fn run(
     tracing::info!(task = %item, attempt = record.attempts, phase = record.phase.as_str(), "task started");
     let started = std::time::Instant::now();
     env.metrics.task_started(item.forge.as_str());
-    env.board.set(
-        &key,
-        board::LiveTask {
-            name: item.to_string(),
-            web_url: String::new(),
-            status: "Claiming".into(),
-            started: std::time::SystemTime::now(),
-            tokens: 0,
-            cost: 0.0,
-        },
-    );
+    show_on_board(env, &key, &item);
     let result = if record.attempts > env.config.scheduling.max_task_attempts {
         Err(TaskError::Other(format!(
             "the task was interrupted {} times (daemon.max_task_attempts); not starting it again",
@@ -226,17 +220,7 @@ pub async fn run(
         Ok(end) => end,
         Err(err) => settle(&mut run, env, &err).await,
     };
-    run.remove_sandbox().await;
-    run.checkout_settled().await;
-    if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
-        checkpoint::Store::new(&env.config.daemon.state_dir, &item, env.journal.clone()).forget();
-        let dir = work_dir(&env.config, &item);
-        if dir.exists() {
-            if let Err(e) = std::fs::remove_dir_all(&dir) {
-                tracing::warn!(task = %item, "cannot remove the work folder {}: {e}", dir.display());
-            }
-        }
-    }
+    tidy(&mut run, env, &end).await;
     tracing::info!(task = %item, "task ended: {end:?}");
     if let Some(transcript) = &transcript {
         transcript.end(end.outcome(), &end.detail());
@@ -244,6 +228,37 @@ pub async fn run(
     env.metrics.task_ended(end.outcome(), started.elapsed());
     env.board.remove(&key);
     end
+}
+
+/// The task on the status page, from its claim on.
+fn show_on_board(env: &TaskEnv, key: &str, item: &ItemRef) {
+    env.board.set(
+        key,
+        board::LiveTask {
+            name: item.to_string(),
+            web_url: String::new(),
+            status: "Claiming".into(),
+            started: std::time::SystemTime::now(),
+            tokens: 0,
+            cost: 0.0,
+        },
+    );
+}
+
+/// What a run leaves behind, removed: its sandbox always; its work folder
+/// unless the task resumes later (interrupted or deferred).
+async fn tidy(run: &mut TaskRun<'_>, env: &TaskEnv, end: &TaskEnd) {
+    run.remove_sandbox().await;
+    run.checkout_settled().await;
+    if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
+        checkpoint::Store::new(&env.config.daemon.state_dir, &run.item, env.journal.clone()).forget();
+        let dir = work_dir(&env.config, &run.item);
+        if dir.exists() {
+            if let Err(e) = std::fs::remove_dir_all(&dir) {
+                tracing::warn!(task = %run.item, "cannot remove the work folder {}: {e}", dir.display());
+            }
+        }
+    }
 }
 
 /// The task's own environment: its model checks every call against the
@@ -381,24 +396,6 @@ async fn make_change(
     push::push(run, &push_needs(&env.config), claimed, verified).await
 }
 
-/// `env` whose model's calls go into the run's transcript, for `purpose`
-/// (the agent's own turns are recorded by its loop).
-fn recorded(env: &TaskEnv, accounts: &Accounts, purpose: &'static str) -> TaskEnv {
-    let Some(transcript) = &accounts.transcript else {
-        return env.clone();
-    };
-    let recorder = crate::transcript::Recorder::new(
-        transcript.clone(),
-        purpose,
-        crate::llm::router::price_table(&env.config.llm),
-    );
-    let model = crate::llm::observed::Observed::new(env.model.clone(), recorder);
-    TaskEnv {
-        model: Arc::new(model),
-        ..env.clone()
-    }
-}
-
 /// What becomes of a run that ended in `err`: the one disposition, acted on.
 async fn settle(run: &mut TaskRun<'_>, env: &TaskEnv, err: &TaskError) -> TaskEnd {
     let away = !run.shutdown.is_cancelled() && is_outage(env, err).await;
@@ -425,123 +422,6 @@ async fn settle(run: &mut TaskRun<'_>, env: &TaskEnv, err: &TaskError) -> TaskEn
 /// off by an engine restart reads as a broken pipe).
 async fn is_outage(env: &TaskEnv, err: &TaskError) -> bool {
     err.is_outage() || (matches!(err, TaskError::Sandbox(_)) && env.backend.ping().await.is_err())
-}
-
-/// The task's own folder under the state folder.
-fn work_dir(config: &Config, item: &ItemRef) -> std::path::PathBuf {
-    config.daemon.state_dir.join("work").join(item.slug())
-}
-
-fn claim_needs(config: &Config) -> claim::Needs<'_> {
-    claim::Needs {
-        labels: &config.labels,
-        branch_prefix: &config.delivery.branch_prefix,
-        label_vouches: config.trust.label_vouches_for_issue_text,
-    }
-}
-
-fn prepare_needs<'a>(env: &'a TaskEnv, item: &ItemRef) -> prepare::Needs<'a> {
-    let config = &env.config;
-    prepare::Needs {
-        work_dir: work_dir(config, item),
-        mirrors: crate::git::mirror::Mirrors::new(
-            config.daemon.state_dir.join("mirrors"),
-            config.git.history_depth,
-        ),
-        history_depth: config.git.history_depth,
-        lfs: &config.git.lfs,
-        submodules: &config.git.submodules,
-        author: (&config.delivery.author_name, &config.delivery.author_email),
-        repositories: &config.repositories,
-        images: &config.images,
-        sandbox: &config.sandbox,
-        planning: &config.planning,
-        text_editor: &config.text_editor_mcp,
-        backend: env.backend.as_ref(),
-        hints: &env.sandbox_hints,
-        conversation: context::Needs {
-            context: &config.context,
-            light_models: &config.planning.light_models,
-            branch_prefix: &config.delivery.branch_prefix,
-            prices: crate::llm::router::price_table(&config.llm),
-            model: env.model.as_ref(),
-            prompts: &env.prompts,
-        },
-    }
-}
-
-fn plan_needs(env: &TaskEnv) -> plan::Needs<'_> {
-    let config = &env.config;
-    plan::Needs {
-        planning: &config.planning,
-        ideas: &config.ideas,
-        context: &config.context,
-        max_output_tokens: config.llm.max_output_tokens,
-        prices: crate::llm::router::price_table(&config.llm),
-        model: env.model.as_ref(),
-        prompts: &env.prompts,
-        pacer: &env.ideas_pacer,
-    }
-}
-
-fn change_needs(env: &TaskEnv, recorder: Option<Arc<dyn crate::agent::StepRecorder>>) -> change::Needs<'_> {
-    let config = &env.config;
-    change::Needs {
-        agent: &config.agent,
-        max_output_tokens: config.llm.max_output_tokens,
-        context: &config.context,
-        mcp_servers: &config.mcp_servers,
-        text_editor: &config.text_editor_mcp,
-        project_dir: &config.sandbox.project_dir,
-        labels: &config.labels,
-        poll: config.scheduling.poll_interval,
-        prices: crate::llm::router::price_table(&config.llm),
-        model: env.model.clone(),
-        prompts: &env.prompts,
-        secrets: env.secrets.clone(),
-        metrics: env.metrics.clone(),
-        setup: prepare::SetupRules {
-            on_failure: config.repositories.on_setup_failure,
-            home_dir: &config.sandbox.home_dir,
-        },
-        recorder,
-        journal: Some(env.journal.clone()),
-        checkpoints: None,
-        copy_out: config.sandbox.copy_out,
-        workspace_dir: &config.sandbox.workspace_dir,
-    }
-}
-
-fn verify_needs(env: &TaskEnv) -> verify::Needs<'_> {
-    verify::Needs {
-        fix_rounds: env.config.agent.test_fix_rounds,
-        prompts: &env.prompts,
-    }
-}
-
-fn ci_needs(env: &TaskEnv) -> ci::Needs<'_> {
-    ci::Needs {
-        ci: &env.config.delivery.ci,
-        bell: &env.checks_bell,
-        push: push_needs(&env.config),
-    }
-}
-
-fn push_needs(config: &Config) -> push::Needs<'_> {
-    push::Needs {
-        delivery: &config.delivery,
-        workspace_dir: &config.sandbox.workspace_dir,
-        copy_out: config.sandbox.copy_out,
-        history_depth: config.git.history_depth,
-    }
-}
-
-/// `#12` for GitHub and GitLab issues (both link it); `!12` for a GitLab MR.
-fn issue_ref(item: &ItemRef) -> String {
-    match (item.forge, item.kind) {
-        (ForgeKind::GitLab, ItemKind::Change) => format!("!{}", item.number),
-        _ => format!("#{}", item.number),
-    }
 }
 
 #[cfg(test)]

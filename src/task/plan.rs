@@ -6,13 +6,15 @@
 //! stopped and pays for nothing twice. With no model for planning, or no
 //! plan, the task goes on without one and says why.
 
-use super::claim::{Claimed, Heard};
+use super::claim::Claimed;
 use super::error::TaskError;
+use super::packing::PackedCode;
 use super::prepare::Prepared;
 use super::progress::Step;
-use super::request;
+use super::request::{self, Heard};
 use super::run::TaskRun;
 use super::sanitize::for_model;
+use super::task_plan::TaskPlan;
 use super::workspace_handle::blocking;
 use crate::agent::plan::{PlanStep, StepStatus};
 use crate::agent::ChatModel;
@@ -23,12 +25,10 @@ use crate::ideas::{Generator, IdeaOutput, IdeaRequest, Pacer};
 use crate::journal::PlanCalls;
 use crate::llm::usage::{Meter, Price, UsageReport};
 use crate::planning::debate::{CallRecord, Checkpoints, DebateEvent, DebateSettings, PlanError, Planner};
-use crate::planning::pack::PackOptions;
 use crate::planning::prompts::Context;
 use crate::planning::select;
 use crate::prompts::Prompts;
 use std::collections::BTreeMap;
-use std::path::PathBuf;
 use std::sync::Arc;
 
 /// What planning needs besides the run.
@@ -57,53 +57,6 @@ pub(super) struct Planned {
     pub plan: Option<TaskPlan>,
     /// The thread's images, for the agent's first turn.
     pub images: super::thread_images::ThreadImages,
-}
-
-/// The whole checkout, being read and packed for the planners in the
-/// background from the moment it is cloned (the sandbox starts meanwhile).
-pub(super) struct PackedCode(
-    tokio::task::JoinHandle<Result<select::Whole, crate::planning::pack::PackError>>,
-);
-
-impl PackedCode {
-    /// Starts packing `checkout` once its files are written, unless
-    /// planning is off.
-    pub(super) fn start(
-        config: &PlanningConfig,
-        (checkout, checked_out): (PathBuf, super::workspace_handle::CheckedOut),
-    ) -> Option<PackedCode> {
-        if config.mode == crate::config::PlanningMode::Off {
-            return None;
-        }
-        let options = PackOptions {
-            max_file_bytes: config.max_file_bytes,
-        };
-        Some(PackedCode(tokio::spawn(async move {
-            if let Err(detail) = checked_out.await {
-                return Err(crate::planning::pack::PackError::Root {
-                    root: checkout,
-                    detail,
-                });
-            }
-            let root = checkout.clone();
-            tokio::task::spawn_blocking(move || select::read_whole(&checkout, options))
-                .await
-                .unwrap_or_else(|e| {
-                    Err(crate::planning::pack::PackError::Root {
-                        root,
-                        detail: format!("the pack stopped: {e}"),
-                    })
-                })
-        })))
-    }
-}
-
-/// The agreed plan, for the agent's prompt and the progress checklist.
-pub(super) struct TaskPlan {
-    pub text: String,
-    pub checklist: Vec<String>,
-    /// How the plan was made, as the agent is told.
-    pub made: String,
 }
 
 pub(super) async fn plan(
@@ -186,7 +139,7 @@ pub(super) async fn plan_parts(
     );
     let approved = run.approved_plan.take();
     let plan = match parts.packing {
-        _ if approved.is_some() => approved.map(|plan| super::approval::adopt_approved(run, plan)),
+        _ if approved.is_some() => approved.map(|plan| adopt_approved(run, plan)),
         Some(_) if keeps_plan => {
             run.note("Planning: a follow-up on the delivered change with no new problem; no new debate");
             None
@@ -337,6 +290,22 @@ async fn debate(
             Ok(None)
         }
     }
+}
+
+/// The approved plan as the task's plan: on the comment, with no debate.
+fn adopt_approved(run: &mut TaskRun<'_>, plan: TaskPlan) -> TaskPlan {
+    let steps = plan
+        .checklist
+        .iter()
+        .map(|step| PlanStep {
+            step: step.clone(),
+            status: StepStatus::Pending,
+        })
+        .collect();
+    run.progress().set_plan(steps);
+    run.progress().set_plan_details(&plan.made, &plan.text);
+    run.note("Planning: following the approved plan; no new debate");
+    plan
 }
 
 /// The debate's outcome as the task's plan: its checklist and how it was

@@ -9,24 +9,26 @@
 use super::claim::Claimed;
 use super::context::{self, Conversation};
 use super::error::TaskError;
-use super::plan::PackedCode;
+use super::packing::PackedCode;
 use super::run::TaskRun;
 use super::snapshot::{self, PendingRestore, SnapshotPlan};
 use super::start_sandbox::{self, SandboxHints};
+// Re-exported for the phases that hold a started editor (change, attempts).
+pub(super) use super::start_sandbox::EditorStart;
 use super::workspace::{Branches, Workspace};
 use super::workspace_handle::{checkout_failed, CheckedOut, WorkspaceHandle};
 use crate::config::{
     ImagesConfig, PlanningConfig, RepositoriesConfig, SandboxConfig, SetupFailure, TextEditorMcpConfig,
 };
 use crate::git::Credentials;
-use crate::mcp::SandboxedServer;
 use crate::repo_settings::instructions::{AGENTS_FILE, FALLBACK_FILES};
 use crate::repo_settings::{settings, Instructions, RepoSettings, SettingsError, SETTINGS_FILE};
-use crate::sandbox::{Sandbox, SandboxBackend};
+use crate::sandbox::{Sandbox, SandboxBackend, SandboxSpec};
+use crate::snapshots::SnapshotInfo;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-pub(super) use crate::repo_settings::setup::{tail, SetupFailed, TAIL_CHARS};
+use crate::repo_settings::setup::SetupFailed;
 
 /// What preparing needs besides the run.
 pub(super) struct Needs<'a> {
@@ -77,9 +79,6 @@ pub(super) struct Prepared {
     /// The whole checkout, being packed for the planners.
     pub packing: Option<PackedCode>,
 }
-
-/// The editor's session as it starts in the background.
-pub(super) type EditorStart = tokio::task::JoinHandle<Result<SandboxedServer, crate::mcp::McpError>>;
 
 /// What the repository asks of the task.
 pub(super) struct RepoEnvironment {
@@ -197,7 +196,7 @@ async fn sandbox_and_conversation(
     let settings = &repo.settings;
     let image = choose_image(run, needs, repo);
     let spec = start_sandbox::spec_for(run, settings, &image);
-    let plan = if settings.setup.is_empty() {
+    let snapshot = if settings.setup.is_empty() {
         None
     } else {
         // The snapshot's key reads the files setup depends on.
@@ -212,77 +211,135 @@ async fn sandbox_and_conversation(
         )
         .await
     };
-    let kept = plan.as_ref().and_then(|plan| plan.find(run.metrics));
+    let kept = snapshot.as_ref().and_then(|plan| plan.find(run.metrics));
+    let start = SandboxStart {
+        image,
+        spec,
+        snapshot,
+        early,
+        checkout,
+        history,
+    };
     if settings.setup.is_empty() || kept.is_some() {
-        // Without setup, or with a snapshot of it to restore, the sandbox
-        // starts while the thread is classified; a snapshot is unpacked in
-        // the background (classification, planning and the agent's first
-        // request do not wait for it; tools do).
-        // The editor's session starts while the checkout is copied in.
-        let editor = needs.text_editor.enabled.then_some(needs.text_editor);
-        let ready = async {
-            let (sandbox, editor, filling) = start_sandbox::start(
-                run,
-                needs.backend,
-                needs.hints,
-                (early, spec),
-                (checkout, history),
-                editor,
-            )
-            .await?;
-            let restoring = match (&plan, kept) {
-                (Some(plan), Some(info)) => Some(snapshot::begin_restore(
-                    sandbox.clone(),
-                    plan,
-                    info,
-                    &needs.sandbox.home_dir,
-                )),
-                _ => None,
-            };
-            Ok::<_, TaskError>((sandbox, editor, filling, restoring))
-        };
-        let (conversation, ready) = tokio::join!(
-            context::read_conversation(run, &needs.conversation, claimed),
-            ready
-        );
-        let (sandbox, editor, filling, restoring) = ready?;
-        run.note(format!("Sandbox from image `{image}`"));
-        enter_agent_phase(run, sandbox.as_ref(), settings);
-        let sandbox = TaskSandbox {
-            sandbox,
-            image,
-            filling: Some(filling),
-            restoring,
-            snapshot: plan,
-        };
-        Ok((sandbox, editor, conversation?))
+        start_while_reading(run, needs, claimed, settings, start, kept).await
     } else {
-        run.report().await;
-        let (sandbox, _, filling) = start_sandbox::start(
+        set_up_before_reading(run, needs, claimed, settings, start).await
+    }
+}
+
+/// What starting the task's sandbox takes, once its image is chosen.
+struct SandboxStart<'c> {
+    image: String,
+    spec: SandboxSpec,
+    /// Where setup's snapshot is kept, when there is setup to run.
+    snapshot: Option<SnapshotPlan>,
+    /// The sandbox started early on the last task's hints, if any.
+    early: Option<start_sandbox::Early>,
+    checkout: &'c (PathBuf, CheckedOut),
+    history: &'c start_sandbox::SandboxHistory,
+}
+
+/// Without setup, or with a snapshot of it to restore (`kept`): the
+/// sandbox starts while the thread is classified, and a snapshot is
+/// unpacked in the background (classification, planning and the agent's
+/// first request do not wait for it; tools do). The editor's session
+/// starts while the checkout is copied in.
+async fn start_while_reading(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    claimed: &Claimed,
+    settings: &RepoSettings,
+    start: SandboxStart<'_>,
+    kept: Option<SnapshotInfo>,
+) -> Result<(TaskSandbox, Option<EditorStart>, Conversation), TaskError> {
+    let SandboxStart {
+        image,
+        spec,
+        snapshot,
+        early,
+        checkout,
+        history,
+    } = start;
+    let editor = needs.text_editor.enabled.then_some(needs.text_editor);
+    let ready = async {
+        let (sandbox, editor, filling) = start_sandbox::start(
             run,
             needs.backend,
             needs.hints,
             (early, spec),
             (checkout, history),
-            None,
+            editor,
         )
         .await?;
-        // Setup runs in the project: the copy comes first.
-        filling.finished().await?;
-        run.note(format!("Sandbox from image `{image}`"));
-        let mut sandbox = TaskSandbox {
-            sandbox,
-            image,
-            filling: None,
-            restoring: None,
-            snapshot: plan,
+        let restoring = match (&snapshot, kept) {
+            (Some(plan), Some(info)) => Some(snapshot::begin_restore(
+                sandbox.clone(),
+                plan,
+                info,
+                &needs.sandbox.home_dir,
+            )),
+            _ => None,
         };
-        let set_up = setup(run, &needs.setup_rules(), &mut sandbox, settings, &checkout.0).await;
-        enter_agent_phase(run, sandbox.sandbox.as_ref(), settings);
-        set_up?;
-        let conversation = context::read_conversation(run, &needs.conversation, claimed).await?;
-        Ok((sandbox, None, conversation))
-    }
+        Ok::<_, TaskError>((sandbox, editor, filling, restoring))
+    };
+    let (conversation, ready) = tokio::join!(
+        context::read_conversation(run, &needs.conversation, claimed),
+        ready
+    );
+    let (sandbox, editor, filling, restoring) = ready?;
+    run.note(format!("Sandbox from image `{image}`"));
+    enter_agent_phase(run, sandbox.as_ref(), settings);
+    let sandbox = TaskSandbox {
+        sandbox,
+        image,
+        filling: Some(filling),
+        restoring,
+        snapshot,
+    };
+    Ok((sandbox, editor, conversation?))
+}
+
+/// With setup to run and no snapshot of it: the sandbox is made, filled
+/// and set up before any model call (setup runs in the project, so the
+/// copy comes first); the editor waits for the agent's phase.
+async fn set_up_before_reading(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    claimed: &Claimed,
+    settings: &RepoSettings,
+    start: SandboxStart<'_>,
+) -> Result<(TaskSandbox, Option<EditorStart>, Conversation), TaskError> {
+    run.report().await;
+    let (sandbox, _, filling) = start_sandbox::start(
+        run,
+        needs.backend,
+        needs.hints,
+        (start.early, start.spec),
+        (start.checkout, start.history),
+        None,
+    )
+    .await?;
+    filling.finished().await?;
+    run.note(format!("Sandbox from image `{}`", start.image));
+    let mut sandbox = TaskSandbox {
+        sandbox,
+        image: start.image,
+        filling: None,
+        restoring: None,
+        snapshot: start.snapshot,
+    };
+    let set_up = setup(
+        run,
+        &needs.setup_rules(),
+        &mut sandbox,
+        settings,
+        &start.checkout.0,
+    )
+    .await;
+    enter_agent_phase(run, sandbox.sandbox.as_ref(), settings);
+    set_up?;
+    let conversation = context::read_conversation(run, &needs.conversation, claimed).await?;
+    Ok((sandbox, None, conversation))
 }
 
 /// Brings the repository's mirror up to date, makes the task's work tree

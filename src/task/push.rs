@@ -12,7 +12,6 @@ use super::progress::Step;
 use super::request;
 use super::run::TaskRun;
 use super::sanitize;
-use super::shell_quote;
 use super::verify::Verified;
 use super::workspace::{Collected, DeliveryError};
 use super::workspace_handle::WorkspaceHandle;
@@ -23,6 +22,7 @@ use crate::git::untrusted::{self, Layout, LeftoverCommit, UntrustedError};
 use crate::git::Credentials;
 use crate::journal::Phase;
 use crate::llm::Message;
+use crate::sandbox::command::shell_quote;
 use crate::sandbox::tree_out::read_tree;
 use crate::sandbox::Sandbox;
 use std::time::Duration;
@@ -62,6 +62,16 @@ struct Taken {
     /// Why forgehand made the last commit on the host, when it did.
     host_commit: Option<String>,
     /// Work-tree entries that were not committed, and why.
+    left_out: Vec<String>,
+}
+
+/// What one round took out of the sandbox into the quarantine.
+struct TakenOut {
+    /// The sandbox's other local branches: (name, tip).
+    other_branches: Vec<(String, git2::Oid)>,
+    /// Whether the host made the last commit from the tree.
+    committed_on_host: bool,
+    /// Work-tree entries that were not taken.
     left_out: Vec<String>,
 }
 
@@ -351,14 +361,44 @@ impl Rounds<'_, '_> {
     /// Commits leftovers in the sandbox, streams the repository out as
     /// data into a quarantine and takes the result from there.
     async fn collect(&self, round: u32, protected: &[String]) -> Result<Option<Taken>, TaskError> {
-        let delivery = self.needs.delivery;
         let message = format!("forgehand: commit changes left uncommitted for {}", self.run.item);
         let project = self.sandbox.project_dir().to_owned();
         let (quarantine_dir, trusted) = self
             .workspace
             .with(move |ws| (ws.quarantine_dir(round), ws.object_dirs()))
             .await?;
-        // Commit inside the sandbox when it has git, then only .git needs to come out.
+        let host_commit = self.commit_in_sandbox(&message).await;
+        let (layout, folder) = match &host_commit {
+            None => (Layout::GitDir, format!("{project}/.git")),
+            Some(why) => {
+                tracing::info!(task = %self.run.item, "{why}; taking the whole project out to commit it on the host");
+                (Layout::Project, project)
+            }
+        };
+        let TakenOut {
+            other_branches: branches,
+            committed_on_host,
+            left_out,
+        } = self
+            .take_out(layout, &folder, message, (quarantine_dir.clone(), trusted))
+            .await?;
+        let (protected, attribution) = (protected.to_vec(), self.attribution.clone());
+        let collected = self
+            .workspace
+            .with(move |ws| ws.collect(&quarantine_dir, &branches, &protected, &attribution))
+            .await??;
+        Ok(collected.map(|collected| Taken {
+            collected,
+            host_commit: host_commit.filter(|_| committed_on_host),
+            left_out,
+        }))
+    }
+
+    /// Commits what the model left uncommitted inside the sandbox, so only
+    /// `.git` needs to come out; else why it could not (the host then
+    /// commits from the whole project).
+    async fn commit_in_sandbox(&self, message: &str) -> Option<String> {
+        let delivery = self.needs.delivery;
         let committed = self
             .sandbox
             .exec(
@@ -366,13 +406,13 @@ impl Rounds<'_, '_> {
                     "git add -A && (git diff --cached --quiet || git -c user.name={} -c user.email={} commit -q -m {})",
                     shell_quote(&delivery.author_name),
                     shell_quote(&delivery.author_email),
-                    shell_quote(&message)
+                    shell_quote(message)
                 ),
                 Some(Duration::from_secs(300)),
             )
             .await;
         // Only the exit code is said: the sandbox's own words never reach the PR.
-        let host_commit = match &committed {
+        match &committed {
             Ok(out) if out.success() => None,
             Ok(out) => Some(match out.exit_code {
                 Some(127) => "git is not installed in the sandbox".to_owned(),
@@ -382,18 +422,23 @@ impl Rounds<'_, '_> {
                 None => "`git commit` in the sandbox did not end in time".to_owned(),
             }),
             Err(e) => Some(format!("git could not be run in the sandbox ({e})")),
-        };
-        let (layout, folder) = match &host_commit {
-            None => (Layout::GitDir, format!("{project}/.git")),
-            Some(why) => {
-                tracing::info!(task = %self.run.item, "{why}; taking the whole project out to commit it on the host");
-                (Layout::Project, project)
-            }
-        };
-        let tree = self.sandbox.read_out(&folder).await?;
+        }
+    }
+
+    /// Streams `folder` out of the sandbox as data into the quarantine
+    /// `into`, taking the branch's commits since the base (and, from a
+    /// whole project, committing the leftovers on the host with `message`).
+    async fn take_out(
+        &self,
+        layout: Layout,
+        folder: &str,
+        message: String,
+        (into, trusted): (std::path::PathBuf, Vec<std::path::PathBuf>),
+    ) -> Result<TakenOut, TaskError> {
+        let delivery = self.needs.delivery;
+        let tree = self.sandbox.read_out(folder).await?;
         let author = (delivery.author_name.clone(), delivery.author_email.clone());
         let (branch, limits) = (self.branch.to_owned(), self.needs.copy_out);
-        let into = quarantine_dir.clone();
         // The walk of the result's history stops at what the trusted clone holds.
         let base = self.workspace.with(|ws| ws.base).await?;
         let read = read_tree(tree, move |input| {
@@ -415,25 +460,20 @@ impl Rounds<'_, '_> {
                 leftovers,
                 (&[base], &trusted),
             )
-            .map(|q| (q.head, q.other_branches, q.committed_on_host, q.left_out))
+            // The quarantine's repository is closed here, before the host reads it.
+            .map(|q| TakenOut {
+                other_branches: q.other_branches,
+                committed_on_host: q.committed_on_host,
+                left_out: q.left_out,
+            })
         })
         .await?;
-        let (_, branches, committed_on_host, left_out) = match (read.read, read.sandbox) {
-            (Ok(taken), Ok(())) => taken,
+        match (read.read, read.sandbox) {
+            (Ok(taken), Ok(())) => Ok(taken),
             // A broken stream is best explained by the sandbox's side.
-            (Err(UntrustedError::Stream(_)), Err(e)) | (Ok(_), Err(e)) => return Err(e.into()),
-            (Err(e), _) => return Err(DeliveryError::from_untrusted(e, self.branch).into()),
-        };
-        let (protected, attribution) = (protected.to_vec(), self.attribution.clone());
-        let collected = self
-            .workspace
-            .with(move |ws| ws.collect(&quarantine_dir, &branches, &protected, &attribution))
-            .await??;
-        Ok(collected.map(|collected| Taken {
-            collected,
-            host_commit: host_commit.filter(|_| committed_on_host),
-            left_out,
-        }))
+            (Err(UntrustedError::Stream(_)), Err(e)) | (Ok(_), Err(e)) => Err(e.into()),
+            (Err(e), _) => Err(DeliveryError::from_untrusted(e, self.branch).into()),
+        }
     }
 
     /// Puts the moved upstream branch into the sandbox as `origin/<branch>`.

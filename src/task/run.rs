@@ -48,7 +48,7 @@ pub(super) struct TaskRun<'a> {
     beside: bool,
     /// The plan a writer approved (`triggers.plan_approval`): followed
     /// without a new debate.
-    pub approved_plan: Option<super::plan::TaskPlan>,
+    pub approved_plan: Option<super::task_plan::TaskPlan>,
     /// Changes a writer asked for to the last plan, as a section of the
     /// planning request.
     pub plan_changes: Option<String>,

@@ -5,9 +5,9 @@
 //! a resumed run.
 
 use super::error::TaskError;
-use super::shell_quote;
 use super::workspace::DeliveryError;
 use super::workspace_handle::WorkspaceHandle;
+use crate::sandbox::command::shell_quote;
 use crate::sandbox::Sandbox;
 use git2::Oid;
 use std::time::Duration;

@@ -1,7 +1,8 @@
 //! Text from a forge is untrusted input to the model. HTML comments (hidden
 //! when rendered, visible to a model) and invisible or bidirectional-control
 //! characters (which make text read differently than it looks) are removed
-//! before anything reaches a prompt.
+//! before anything reaches a prompt. Text shown as-is in a comment goes in
+//! a code fence it cannot close ([`fenced`]).
 
 /// Strips HTML comments and invisible / bidi-control characters.
 pub fn for_model(text: &str) -> String {
@@ -28,6 +29,13 @@ pub fn for_forge_line(text: &str, max_chars: usize) -> String {
         }
     }
     out
+}
+
+/// `text` in a code fence longer than any backtick run inside it.
+pub(crate) fn fenced(text: &str) -> String {
+    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
+    let fence = "`".repeat(longest.max(2) + 1);
+    format!("{fence}\n{}\n{fence}", text.trim_end())
 }
 
 fn strip_html_comments(text: &str) -> String {
@@ -74,6 +82,12 @@ fn is_hidden(c: char) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn fences_outgrow_the_backticks_inside() {
+        assert_eq!(fenced("plain"), "```\nplain\n```");
+        assert_eq!(fenced("a ```` b"), "`````\na ```` b\n`````");
+    }
 
     #[test]
     fn html_comments_are_removed_even_unclosed() {

@@ -13,12 +13,13 @@
 //!   editor's MCP session starts while the checkout is copied in.
 
 use super::error::TaskError;
-use super::prepare::EditorStart;
 use super::run::TaskRun;
 use super::workspace_handle::{CheckedOut, HistoryReady};
 use crate::config::TextEditorMcpConfig;
 use crate::git::history_pack::HistoryPack;
+use crate::mcp::SandboxedServer;
 use crate::repo_settings::RepoSettings;
+use crate::sandbox::command::shell_quote;
 use crate::sandbox::{Sandbox, SandboxBackend, SandboxError, SandboxSpec};
 use futures_util::future::FutureExt;
 use std::collections::HashMap;
@@ -153,6 +154,9 @@ impl Filling {
     }
 }
 
+/// The editor's session as it starts in the background.
+pub(super) type EditorStart = tokio::task::JoinHandle<Result<SandboxedServer, crate::mcp::McpError>>;
+
 /// The sandbox for `spec`, registered for removal, with the checkout (its
 /// `.git` reading the history from beside the project) being copied in:
 /// the one started early when it was started for this very spec, else a
@@ -197,7 +201,7 @@ pub(super) async fn start(
             // The editor's root must exist before the copy fills it.
             let made = sandbox
                 .exec(
-                    &format!("mkdir -p {}", super::shell_quote(&project)),
+                    &format!("mkdir -p {}", shell_quote(&project)),
                     Some(Duration::from_secs(60)),
                 )
                 .await?;

@@ -7,12 +7,14 @@
 
 use super::change::{Changed, Session};
 use super::error::TaskError;
-use super::prepare::{tail, Prepared, TAIL_CHARS};
+use super::prepare::Prepared;
 use super::run::TaskRun;
-use super::shell_quote;
+use super::sanitize::fenced;
 use crate::agent::{AgentOutcome, StopReason};
 use crate::llm::Message;
 use crate::prompts::Prompts;
+use crate::repo_settings::setup::{tail, TAIL_CHARS};
+use crate::sandbox::command::shell_quote;
 use crate::sandbox::Sandbox;
 use std::time::Duration;
 
@@ -81,13 +83,6 @@ impl TestReport {
             )
         }
     }
-}
-
-/// `text` in a code fence longer than any backtick run inside it.
-pub(super) fn fenced(text: &str) -> String {
-    let longest = text.split(|c| c != '`').map(str::len).max().unwrap_or(0);
-    let fence = "`".repeat(longest.max(2) + 1);
-    format!("{fence}\n{}\n{fence}", text.trim_end())
 }
 
 /// Runs the tests and, while they fail and rounds are left, hands the
@@ -232,12 +227,6 @@ async fn changed_since(sandbox: &dyn Sandbox, base: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn fences_outgrow_the_backticks_inside() {
-        assert_eq!(fenced("plain"), "```\nplain\n```");
-        assert_eq!(fenced("a ```` b"), "`````\na ```` b\n`````");
-    }
 
     #[test]
     fn a_failing_report_says_so_with_the_output() {

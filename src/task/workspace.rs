@@ -134,43 +134,8 @@ impl Workspace {
             }));
         };
         let repo = borrowing_repository(&root.join("repo"), &fetched).map_err(io)?;
-        for (name, oid) in &fetched.tips {
-            repo.reference(
-                &format!("refs/remotes/origin/{name}"),
-                *oid,
-                true,
-                "forgehand: from the mirror",
-            )
-            .map_err(|e| failed("record a remote branch", e))?;
-        }
-        let remote_head = fetched.tips.get(&branches.task).copied();
-        {
-            let start = repo
-                .find_commit(remote_head.unwrap_or(base_tip))
-                .map_err(|e| failed("read the branch", e))?;
-            repo.branch(&branches.task, &start, true)
-                .map_err(|e| failed("create the branch", e))?;
-        }
-        // HEAD names the task branch; its files are written by `check_out`,
-        // beside the rest of the task's start.
-        repo.set_head(&format!("refs/heads/{}", branches.task))
-            .map_err(|e| failed("check out the branch", e))?;
-        {
-            let mut config = repo
-                .config()
-                .map_err(|e| failed("open the repository config", e))?;
-            for (key, value) in [
-                ("user.name", author.0),
-                ("user.email", author.1),
-                // No terminal in the sandbox: `git rebase --continue` must not wait for an editor.
-                ("core.editor", "true"),
-                ("rebase.autoStash", "true"),
-            ] {
-                config
-                    .set_str(key, value)
-                    .map_err(|e| failed("write the repository config", e))?;
-            }
-        }
+        let remote_head = start_task_branch(&repo, &fetched, branches, base_tip)?;
+        set_identity(&repo, author)?;
         let base = head_oid(&repo)?;
         Ok(Workspace {
             root: root.to_owned(),
@@ -597,6 +562,57 @@ impl Workspace {
             })
             .collect()
     }
+}
+
+/// Records the mirror's branches as `origin/*` in the work tree's
+/// repository and points HEAD at the task branch: at the remote's copy
+/// of it when there is one (returned), else at `base_tip`.
+fn start_task_branch(
+    repo: &Repository,
+    fetched: &Fetched,
+    branches: &Branches,
+    base_tip: Oid,
+) -> Result<Option<Oid>, DeliveryError> {
+    for (name, oid) in &fetched.tips {
+        repo.reference(
+            &format!("refs/remotes/origin/{name}"),
+            *oid,
+            true,
+            "forgehand: from the mirror",
+        )
+        .map_err(|e| failed("record a remote branch", e))?;
+    }
+    let remote_head = fetched.tips.get(&branches.task).copied();
+    let start = repo
+        .find_commit(remote_head.unwrap_or(base_tip))
+        .map_err(|e| failed("read the branch", e))?;
+    repo.branch(&branches.task, &start, true)
+        .map_err(|e| failed("create the branch", e))?;
+    // HEAD names the task branch; its files are written by `check_out`,
+    // beside the rest of the task's start.
+    repo.set_head(&format!("refs/heads/{}", branches.task))
+        .map_err(|e| failed("check out the branch", e))?;
+    Ok(remote_head)
+}
+
+/// The commit author (`name`, `email`) and what git run by the model in
+/// the sandbox must not wait for.
+fn set_identity(repo: &Repository, (name, email): (&str, &str)) -> Result<(), DeliveryError> {
+    let mut config = repo
+        .config()
+        .map_err(|e| failed("open the repository config", e))?;
+    for (key, value) in [
+        ("user.name", name),
+        ("user.email", email),
+        // No terminal in the sandbox: `git rebase --continue` must not wait for an editor.
+        ("core.editor", "true"),
+        ("rebase.autoStash", "true"),
+    ] {
+        config
+            .set_str(key, value)
+            .map_err(|e| failed("write the repository config", e))?;
+    }
+    Ok(())
 }
 
 /// A repository at `dir` (its work tree) whose object store borrows the

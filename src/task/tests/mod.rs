@@ -141,7 +141,7 @@ impl World {
 
     async fn claimed(&self, run: &mut TaskRun<'_>) -> Box<Claimed> {
         let record = self.env.journal.begin(&run.key).unwrap();
-        match claim::claim(run, &super::claim_needs(&self.env.config), &record)
+        match claim::claim(run, &super::needs::claim_needs(&self.env.config), &record)
             .await
             .unwrap()
         {
@@ -151,7 +151,7 @@ impl World {
     }
 
     async fn prepared(&self, run: &mut TaskRun<'_>, claimed: &Claimed) -> prepare::Prepared {
-        let needs = super::prepare_needs(&self.env, &run.item);
+        let needs = super::needs::prepare_needs(&self.env, &run.item);
         prepare::prepare(run, &needs, claimed).await.unwrap()
     }
 
@@ -159,16 +159,21 @@ impl World {
         let prepared = self.prepared(run, claimed).await;
         let planned = plan::plan(
             run,
-            &super::plan_needs(&self.env),
+            &super::needs::plan_needs(&self.env),
             claimed,
             prepared,
             Default::default(),
         )
         .await
         .unwrap();
-        change::change(run, &super::change_needs(&self.env, None), claimed, planned)
-            .await
-            .unwrap()
+        change::change(
+            run,
+            &super::needs::change_needs(&self.env, None),
+            claimed,
+            planned,
+        )
+        .await
+        .unwrap()
     }
 
     /// The journal's record of the task, as it stands.
@@ -224,7 +229,7 @@ async fn claiming_swaps_the_labels_posts_the_comment_and_hears_members_only() {
     );
     assert_eq!(claimed.target.branch, "forgehand/issue-7");
     assert_eq!(claimed.target.base, "main");
-    assert_eq!(claimed.thread.author, claim::Heard::Member);
+    assert_eq!(claimed.thread.author, super::request::Heard::Member);
     let heard: Vec<(&str, bool)> = claimed
         .thread
         .comments
@@ -311,7 +316,7 @@ async fn planning_hands_on_the_synthesised_request_and_says_why_there_is_no_plan
     let prepared = world.prepared(&mut run, &claimed).await;
     let planned = plan::plan(
         &mut run,
-        &super::plan_needs(&world.env),
+        &super::needs::plan_needs(&world.env),
         &claimed,
         prepared,
         Default::default(),
@@ -404,7 +409,7 @@ async fn verifying_hands_a_failing_test_back_to_the_model_until_it_passes() {
     let mut run = world.run(&item);
     let claimed = world.claimed(&mut run).await;
     let changed = world.changed(&mut run, &claimed).await;
-    let verified = verify::verify(&mut run, &super::verify_needs(&world.env), changed)
+    let verified = verify::verify(&mut run, &super::needs::verify_needs(&world.env), changed)
         .await
         .unwrap();
 
@@ -426,12 +431,12 @@ async fn pushing_takes_the_commits_out_of_the_sandbox_and_journals_the_summary()
     let mut run = world.run(&item);
     let claimed = world.claimed(&mut run).await;
     let changed = world.changed(&mut run, &claimed).await;
-    let verified = verify::verify(&mut run, &super::verify_needs(&world.env), changed)
+    let verified = verify::verify(&mut run, &super::needs::verify_needs(&world.env), changed)
         .await
         .unwrap();
     let pushed = push::push(
         &mut run,
-        &super::push_needs(&world.env.config),
+        &super::needs::push_needs(&world.env.config),
         &claimed,
         verified,
     )
@@ -463,12 +468,12 @@ async fn pushing_nothing_hands_on_the_models_answer() {
     let mut run = world.run(&item);
     let claimed = world.claimed(&mut run).await;
     let changed = world.changed(&mut run, &claimed).await;
-    let verified = verify::verify(&mut run, &super::verify_needs(&world.env), changed)
+    let verified = verify::verify(&mut run, &super::needs::verify_needs(&world.env), changed)
         .await
         .unwrap();
     let pushed = push::push(
         &mut run,
-        &super::push_needs(&world.env.config),
+        &super::needs::push_needs(&world.env.config),
         &claimed,
         verified,
     )
@@ -494,12 +499,12 @@ async fn a_failed_check_after_the_push_is_fixed_in_the_same_sandbox() {
     let mut run = world.run(&item);
     let claimed = world.claimed(&mut run).await;
     let changed = world.changed(&mut run, &claimed).await;
-    let verified = verify::verify(&mut run, &super::verify_needs(&world.env), changed)
+    let verified = verify::verify(&mut run, &super::needs::verify_needs(&world.env), changed)
         .await
         .unwrap();
     let pushed = push::push(
         &mut run,
-        &super::push_needs(&world.env.config),
+        &super::needs::push_needs(&world.env.config),
         &claimed,
         verified,
     )
@@ -535,9 +540,14 @@ async fn a_failed_check_after_the_push_is_fixed_in_the_same_sandbox() {
             ),
         );
     }
-    let report = ci::follow(&mut run, &super::ci_needs(&world.env), &claimed, Some(&mut bench))
-        .await
-        .unwrap();
+    let report = ci::follow(
+        &mut run,
+        &super::needs::ci_needs(&world.env),
+        &claimed,
+        Some(&mut bench),
+    )
+    .await
+    .unwrap();
     bench.session.close().await;
 
     assert_eq!(
