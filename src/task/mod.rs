@@ -18,6 +18,7 @@
 //! done and is safe to repeat, so a task killed at any point is resumed,
 //! never doubled: once pushed, a restart goes straight on to delivery.
 
+mod action;
 mod approval;
 mod attempts;
 pub mod board;
@@ -49,6 +50,7 @@ mod verify;
 pub mod workspace;
 mod workspace_handle;
 
+pub use action::{Action, Change, Wait, Why};
 pub use approval::answer as answer_to_plan;
 pub use attempts::sandbox_owners;
 pub use claim::Heard;
