@@ -64,7 +64,7 @@ use crate::prompts::Prompts;
 use crate::sandbox::command::shell_quote;
 use crate::sandbox::SandboxBackend;
 use claim::{Claim, Claimed};
-use error::{disposition, Disposition, TaskError, Whom};
+use error::TaskError;
 use push::Pushed;
 use run::{Reporting, TaskRun};
 use std::sync::Arc;
@@ -224,7 +224,7 @@ pub async fn run(
     };
     let end = match result {
         Ok(end) => end,
-        Err(err) => settle(&mut run, env, &err).await,
+        Err(err) => ending::settle(&mut run, env, &err).await,
     };
     run.remove_sandbox().await;
     run.checkout_settled().await;
@@ -396,34 +396,6 @@ fn recorded(env: &TaskEnv, accounts: &Accounts, purpose: &'static str) -> TaskEn
         model: Arc::new(model),
         ..env.clone()
     }
-}
-
-/// What becomes of a run that ended in `err`: the one disposition, acted on.
-async fn settle(run: &mut TaskRun<'_>, env: &TaskEnv, err: &TaskError) -> TaskEnd {
-    let away = !run.shutdown.is_cancelled() && is_outage(env, err).await;
-    let who = run.forge.who_may_trigger();
-    let whom = Whom {
-        may_trigger: &who,
-        sandbox_operator: env.backend.operator_advice(),
-    };
-    let labels = &env.config.labels;
-    match disposition(err, away, &whom) {
-        Disposition::Interrupted => ending::interrupted(run).await,
-        Disposition::Stopped(reason) => ending::stopped(run, labels, &reason).await,
-        Disposition::HandedOver(message) => {
-            tracing::warn!(task = %run.item, "{message}; stopping, the replica holding the task goes on");
-            TaskEnd::Interrupted
-        }
-        Disposition::Deferred => ending::deferred(run, err).await,
-        Disposition::Failed { advice } => ending::failed(run, labels, err, &advice).await,
-    }
-}
-
-/// Whether `err` comes from something outside being away. A sandbox error
-/// of any kind counts when the engine does not answer a ping (a copy cut
-/// off by an engine restart reads as a broken pipe).
-async fn is_outage(env: &TaskEnv, err: &TaskError) -> bool {
-    err.is_outage() || (matches!(err, TaskError::Sandbox(_)) && env.backend.ping().await.is_err())
 }
 
 /// The task's own folder under the state folder.
