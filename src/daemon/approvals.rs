@@ -1,8 +1,10 @@
 //! Plans waiting for approval (`triggers.plan_approval`): at each poll,
 //! each waiting plan's comment is read for a writer's answer (a 👍, a
 //! comment `@login go`, a change request) or its timeout; an answer is
-//! journalled and its task started again. A waiting task holds no slot,
-//! no sandbox and no model call; this costs a few forge reads per plan.
+//! journalled and its task started again: the watcher of
+//! [`Change::PlanAnswer`](crate::task::Change::PlanAnswer). A waiting task
+//! holds no slot, no sandbox and no model call; this costs a few forge
+//! reads per plan.
 
 use crate::forge::{Forge, ForgeKind, ItemRef};
 use crate::journal::Journal;

@@ -8,6 +8,7 @@ use crate::budget::{self, OverCap, Period};
 use crate::config::BudgetConfig;
 use crate::forge::{Forge, ItemRef};
 use crate::journal::Journal;
+use crate::task::{Action, Wait, Why};
 use std::collections::HashMap;
 use std::time::Duration;
 
@@ -18,15 +19,15 @@ pub struct BudgetHolds {
 }
 
 impl BudgetHolds {
-    /// How long `item` waits, if a cap holds it back (telling its thread
-    /// the first time, per period).
-    pub async fn wait(
+    /// The requeue until the period turns, if a cap holds `item` back
+    /// (telling its thread the first time, per period).
+    pub async fn hold(
         &mut self,
         config: &BudgetConfig,
         journal: &Journal,
         forge: &dyn Forge,
         item: &ItemRef,
-    ) -> Option<Duration> {
+    ) -> Option<Action> {
         if !config.any() {
             return None;
         }
@@ -49,7 +50,7 @@ impl BudgetHolds {
                 Err(e) => tracing::warn!(task = %item, "cannot say that the task waits for the budget: {e}"),
             }
         }
-        Some(wait)
+        Some(Action::RequeueAfter(Wait::Exactly(wait), Why::Budget))
     }
 
     /// The item started (or is gone): a later hold is told again.

@@ -16,7 +16,7 @@ use crate::replicas::fenced::FencedForge;
 use crate::replicas::kube_leases::{self, KubeLeases};
 use crate::replicas::lease::{Attempt, Claim, Claimer};
 use crate::replicas::lease_name;
-use crate::task::TaskEnd;
+use crate::task::Action;
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 
@@ -168,11 +168,12 @@ impl Coordinator {
         taken
     }
 
-    /// After a task returned: a deferred task keeps its claim until it is
-    /// tried again; one interrupted by a shutdown is handed over; one whose
-    /// claim was lost is given up here (finished in this replica's journal,
-    /// so it is never resumed from it); any other ending releases it.
-    pub async fn ended(&mut self, key: &str, end: &TaskEnd, journal: &Journal) {
+    /// After a task returned, by its next [`Action`]: a requeued task keeps
+    /// its claim until it is tried again; a suspended one (a shutdown) is
+    /// handed over; one whose claim was lost is given up here (finished in
+    /// this replica's journal, so it is never resumed from it); any other
+    /// releases it.
+    pub async fn ended(&mut self, key: &str, action: Action, journal: &Journal) {
         let Some(claim) = self.held.get(key).cloned() else {
             return;
         };
@@ -184,9 +185,9 @@ impl Coordinator {
             }
             return;
         }
-        match end {
-            TaskEnd::Deferred { .. } => {}
-            TaskEnd::Interrupted => {
+        match action {
+            Action::RequeueAfter(..) => {}
+            Action::Suspended => {
                 self.held.remove(key);
                 match claim.hand_over().await {
                     Ok(()) => tracing::info!(task = %key, "handed the task over to the other replicas"),

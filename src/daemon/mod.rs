@@ -6,16 +6,16 @@
 mod approvals;
 mod budget_hold;
 mod claims;
-mod deferred;
 pub mod http;
 pub mod intake;
 pub(crate) mod mentions;
+mod requeue;
 pub mod scheduler;
 pub mod setup;
 pub mod systemd;
 
 use crate::forge::{Forge, ForgeKind, ItemRef};
-use crate::task::{self, TaskEnd, TaskEnv};
+use crate::task::{self, Action, TaskEnv};
 use scheduler::{Scheduler, StartReason};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -141,8 +141,8 @@ impl Daemon {
                     self.on_hangup(&mut state).await;
                 }
                 Some(done) = state.scheduler.join_next(), if state.scheduler.running() > 0 => {
-                    if let Some((key, end)) = state.settle(done, &self.env.journal).await {
-                        state.scheduler.after(&key, &end, state.scheduling.poll_interval);
+                    if let Some((key, action)) = state.settle(done, &self.env.journal).await {
+                        state.scheduler.apply(&key, action, state.scheduling.poll_interval);
                     }
                 }
                 _ = tokio::time::sleep_until(state.next_poll) => {
@@ -229,11 +229,11 @@ impl Daemon {
         })
     }
 
-    /// Each pass of the loop: health, due retries, reviews whose quiet
-    /// period is over, free space, systemd.
+    /// Each pass of the loop: health, requeued tasks now due, reviews
+    /// whose quiet period is over, free space, systemd.
     fn tick(&self, state: &mut LoopState) {
         state.health.tick();
-        state.scheduler.retry_due();
+        state.scheduler.requeue_due();
         self.offer_pending_mentions(state);
         let now_low = self.space_problem();
         // Logged when it changes (the free space itself moves all the time).
@@ -256,8 +256,10 @@ impl Daemon {
 
     /// Starts what may start: up to the concurrency limit, under a claim
     /// among replicas; begun work goes on while new claims wait for space.
+    /// A task that may not start yet is requeued by its [`Action`].
     async fn start_ready(&self, state: &mut LoopState) {
         let limit = state.scheduling.max_concurrent_tasks;
+        let first_wait = state.scheduling.poll_interval;
         while let Some((item, why)) = state.scheduler.next(limit, state.low_space.is_some()) {
             let Some(forge) = self.forges.get(&item.forge).cloned() else {
                 state.scheduler.not_started(&item);
@@ -266,41 +268,26 @@ impl Daemon {
             // Work not begun waits while a money cap is reached.
             if matches!(why, StartReason::New | StartReason::Retry) {
                 let budget = &self.env.config.budget;
-                if let Some(wait) = state
+                if let Some(held) = state
                     .budget_holds
-                    .wait(budget, &self.env.journal, forge.as_ref(), &item)
+                    .hold(budget, &self.env.journal, forge.as_ref(), &item)
                     .await
                 {
-                    state.scheduler.wait(item, wait);
+                    state.scheduler.apply(&item.key(), held, first_wait);
                     continue;
                 }
                 state.budget_holds.started(&item.key());
             }
-            let (forge, stop) = match state.coordinator.as_mut() {
-                None => (forge, state.tasks_stop.clone()),
-                Some(claims) => match claims.acquire(&item, forge).await {
-                    claims::Acquired::Go(go) => {
-                        // The task stops when the daemon does, or the moment its claim is lost.
-                        let stop = state.tasks_stop.child_token();
-                        let (lost, on_lost) = (go.lost, stop.clone());
-                        tokio::spawn(async move {
-                            lost.cancelled().await;
-                            on_lost.cancel();
-                        });
-                        (go.forge, stop)
-                    }
-                    claims::Acquired::Elsewhere => {
-                        state.scheduler.not_started(&item);
-                        continue;
-                    }
-                    claims::Acquired::Later => {
-                        let wait = state
-                            .scheduler
-                            .put_off(item.clone(), state.scheduling.poll_interval);
-                        tracing::info!(task = %item, "trying to claim it again in {} s", wait.as_secs());
-                        continue;
-                    }
-                },
+            let (forge, stop) = match state.claim(&item, forge).await {
+                Ok(go) => go,
+                Err(Some(later)) => {
+                    state.scheduler.apply(&item.key(), later, first_wait);
+                    continue;
+                }
+                Err(None) => {
+                    state.scheduler.not_started(&item);
+                    continue;
+                }
             };
             tracing::info!(task = %item, "starting ({})", why.as_str());
             let env = self.env.clone();
@@ -651,7 +638,7 @@ struct LoopState {
     /// Cancelled only after the grace period: tasks stop separately.
     tasks_stop: CancellationToken,
     scheduling: crate::config::SchedulingConfig,
-    /// New items waiting for a budget's period to turn.
+    /// What new items held back by a budget's cap were told.
     budget_holds: budget_hold::BudgetHolds,
     /// When the journal's old transcripts and spend were last forgotten.
     pruned_at: tokio::time::Instant,
@@ -660,16 +647,47 @@ struct LoopState {
 impl LoopState {
     /// The scheduler's bookkeeping for a task that returned, then among
     /// replicas the claim's: released, kept for a retry, or handed over
-    /// (see [`claims::Coordinator::ended`]).
+    /// (see [`claims::Coordinator::ended`]); the task's next [`Action`].
     async fn settle(
         &mut self,
         done: scheduler::Finished,
         journal: &crate::journal::Journal,
-    ) -> Option<(String, TaskEnd)> {
+    ) -> Option<(String, Action)> {
         let (key, end) = self.scheduler.finished(done)?;
+        let action = end.action();
         if let Some(claims) = self.coordinator.as_mut() {
-            claims.ended(&key, &end, journal).await;
+            claims.ended(&key, action, journal).await;
         }
-        Some((key, end))
+        Some((key, action))
+    }
+
+    /// The forge and stop signal `item`'s task runs with: among replicas,
+    /// under its claim. Otherwise the action that puts it off, or `None`
+    /// when another replica has it (or it asks for no work).
+    async fn claim(
+        &mut self,
+        item: &ItemRef,
+        forge: Arc<dyn Forge>,
+    ) -> Result<(Arc<dyn Forge>, CancellationToken), Option<Action>> {
+        let Some(claims) = self.coordinator.as_mut() else {
+            return Ok((forge, self.tasks_stop.clone()));
+        };
+        match claims.acquire(item, forge).await {
+            claims::Acquired::Go(go) => {
+                // The task stops when the daemon does, or the moment its claim is lost.
+                let stop = self.tasks_stop.child_token();
+                let (lost, on_lost) = (go.lost, stop.clone());
+                tokio::spawn(async move {
+                    lost.cancelled().await;
+                    on_lost.cancel();
+                });
+                Ok((go.forge, stop))
+            }
+            claims::Acquired::Elsewhere => Err(None),
+            claims::Acquired::Later => Err(Some(Action::RequeueAfter(
+                task::Wait::Growing,
+                task::Why::ClaimLater,
+            ))),
+        }
     }
 }

@@ -1,11 +1,13 @@
 //! Which tasks run: the queue of tasks waiting to start (each with the
-//! reason it starts), the set of those running, and the deferred ones
-//! waiting out an outage. The daemon's loop feeds it (polls, the journal,
-//! takeovers, deferrals that come due) and asks it what may start now.
+//! reason it starts), the set of those running, and the requeued ones
+//! waiting out a wait (an outage, a budget's period, a claim to try
+//! again). The daemon's loop feeds it (polls, the journal, takeovers,
+//! requeues that come due), applies each task's [`Action`] to it, and asks
+//! it what may start now.
 
-use super::deferred::Deferrals;
+use super::requeue::Requeue;
 use crate::forge::ItemRef;
-use crate::task::TaskEnd;
+use crate::task::{Action, TaskEnd, Why};
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
 use std::time::Duration;
@@ -20,7 +22,7 @@ pub enum StartReason {
     Resume,
     /// Claimed from a replica that went silent or handed it over.
     Takeover,
-    /// Deferred during an outage; its wait is over.
+    /// Requeued (an outage, a budget's hold, a claim put off); its wait is over.
     Retry,
     /// Its plan, waiting for approval, was answered (or timed out).
     PlanAnswered,
@@ -52,7 +54,8 @@ pub struct Scheduler {
     /// Keys of tasks running or about to.
     active: HashSet<String>,
     running: JoinSet<(String, TaskEnd)>,
-    deferrals: Deferrals,
+    /// Tasks to start again after a wait.
+    requeue: Requeue,
 }
 
 impl Scheduler {
@@ -68,9 +71,9 @@ impl Scheduler {
         self.waiting.push_back((item, reason));
     }
 
-    /// Moves the deferred tasks whose wait is over to the queue.
-    pub fn retry_due(&mut self) {
-        for item in self.deferrals.due() {
+    /// Moves the requeued tasks whose wait is over to the queue.
+    pub fn requeue_due(&mut self) {
+        for (item, _) in self.requeue.due() {
             tracing::info!(task = %item, "trying the deferred task again");
             self.waiting.push_back((item, StartReason::Retry));
         }
@@ -91,22 +94,36 @@ impl Scheduler {
         None
     }
 
-    /// A task [`next`](Self::next) gave that did not start after all.
+    /// A task [`next`](Self::next) gave that did not start after all, and
+    /// that nothing waits for here (another replica has it).
     pub fn not_started(&mut self, item: &ItemRef) {
         self.active.remove(&item.key());
     }
 
-    /// Puts off a task that could not start or ended deferred; how long it waits.
-    pub fn put_off(&mut self, item: ItemRef, first_wait: Duration) -> Duration {
-        self.active.remove(&item.key());
-        self.deferrals.put_off(item, first_wait)
-    }
-
-    /// Takes `item` (given by [`next`](Self::next)) back, to start it
-    /// after `wait` exactly.
-    pub fn wait(&mut self, item: ItemRef, wait: Duration) {
-        self.active.remove(&item.key());
-        self.deferrals.put_off_for(item, wait);
+    /// Applies `action` to the task `key`: one that returned (see
+    /// [`finished`](Self::finished)), or one [`next`](Self::next) gave that
+    /// could not start. A growing wait starts at `first_wait`.
+    pub fn apply(&mut self, key: &str, action: Action, first_wait: Duration) {
+        self.active.remove(key);
+        let Action::RequeueAfter(wait, why) = action else {
+            // Ended, suspended (the journal or another replica goes on with
+            // it), or waiting for a change its watcher sees.
+            self.requeue.ended(key);
+            return;
+        };
+        let Some(item) = ItemRef::parse_key(key) else {
+            tracing::warn!(key = %key, "unreadable task key; not requeued");
+            return;
+        };
+        let wait = self.requeue.put(item.clone(), wait, why, first_wait);
+        match why {
+            Why::Outage => tracing::info!(task = %item, "deferred; trying again in {} s", wait.as_secs()),
+            Why::ClaimLater => {
+                tracing::info!(task = %item, "trying to claim it again in {} s", wait.as_secs())
+            }
+            // The budget's hold said so already, with its cap.
+            Why::Budget => {}
+        }
     }
 
     /// Runs a task that [`next`](Self::next) gave.
@@ -136,18 +153,6 @@ impl Scheduler {
         }
     }
 
-    /// After [`finished`](Self::finished): a deferred task waits, doubling
-    /// its wait each time in a row; any other ending starts that over.
-    pub fn after(&mut self, key: &str, end: &TaskEnd, first_wait: Duration) {
-        match (end, ItemRef::parse_key(key)) {
-            (TaskEnd::Deferred { .. }, Some(item)) => {
-                let wait = self.deferrals.put_off(item.clone(), first_wait);
-                tracing::info!(task = %item, "deferred; trying again in {} s", wait.as_secs());
-            }
-            _ => self.deferrals.ended(key),
-        }
-    }
-
     pub fn active(&self) -> &HashSet<String> {
         &self.active
     }
@@ -156,12 +161,12 @@ impl Scheduler {
         self.running.len()
     }
 
-    /// Tasks waiting to start, deferred ones included.
+    /// Tasks waiting to start, requeued ones included.
     pub fn waiting(&self) -> usize {
-        self.waiting.len() + self.deferrals.len()
+        self.waiting.len() + self.requeue.len()
     }
 
-    /// Queued tasks (not the deferred ones).
+    /// Queued tasks (not the requeued ones).
     pub fn queued(&self) -> usize {
         self.waiting.len()
     }
@@ -220,13 +225,33 @@ mod tests {
         });
         let done = s.join_next().await.unwrap();
         let (key, end) = s.finished(done).unwrap();
-        s.after(&key, &end, Duration::from_secs(10));
+        s.apply(&key, end.action(), Duration::from_secs(10));
         assert!(s.active().is_empty());
         assert_eq!(s.waiting(), 1);
-        s.retry_due();
+        s.requeue_due();
         assert_eq!(s.next(1, false), None, "not yet");
         tokio::time::advance(Duration::from_secs(10)).await;
-        s.retry_due();
+        s.requeue_due();
         assert_eq!(s.next(1, false), Some((item(7), StartReason::Retry)));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_task_held_back_before_its_start_gives_its_slot_back_and_waits() {
+        let mut s = Scheduler::default();
+        s.push(item(3), StartReason::New);
+        let (held, _) = s.next(1, false).unwrap();
+        let hour = Duration::from_secs(3600);
+        s.apply(
+            &held.key(),
+            Action::RequeueAfter(crate::task::Wait::Exactly(hour), Why::Budget),
+            Duration::from_secs(10),
+        );
+        assert!(s.active().is_empty(), "the slot is free");
+        assert_eq!((s.queued(), s.waiting()), (0, 1));
+        tokio::time::advance(hour).await;
+        s.requeue_due();
+        assert_eq!(s.next(1, false), Some((item(3), StartReason::Retry)));
+        s.apply(&item(3).key(), Action::Done, Duration::from_secs(10));
+        assert_eq!((s.active().len(), s.waiting()), (0, 0));
     }
 }

@@ -1,20 +1,50 @@
 //! How a run that did not deliver ends on the forge and in the journal:
-//! failed (with advice), stopped by a maintainer, deferred until what was
-//! away is back, or paused for a restart.
+//! failed (with advice), stopped by a maintainer, handed over to the
+//! replica holding its claim, deferred until what was away is back, or
+//! paused for a restart. A run that ended in an error is decided once,
+//! here, straight into its ending (the scheduler reads its next step from
+//! that, see [`super::Action`]).
 
-use super::error::TaskError;
+use super::error::{advice, TaskError, Whom};
 use super::run::TaskRun;
 use super::sanitize::fenced;
-use super::TaskEnd;
+use super::{TaskEnd, TaskEnv};
 use crate::config::LabelsConfig;
+use crate::forge::ForgeError;
 use crate::journal::Phase;
 
-pub(super) async fn failed(
-    run: &mut TaskRun<'_>,
-    labels: &LabelsConfig,
-    err: &TaskError,
-    advice: &str,
-) -> TaskEnd {
+/// What becomes of a run that ended in `err`: the one decision, from the
+/// error and whether something outside (a forge, the git remote, the
+/// sandbox engine) does not answer right now, acted on.
+pub(super) async fn settle(run: &mut TaskRun<'_>, env: &TaskEnv, err: &TaskError) -> TaskEnd {
+    let labels = &env.config.labels;
+    match err {
+        TaskError::Shutdown => interrupted(run).await,
+        TaskError::Stopped(reason) => stopped(run, labels, reason).await,
+        TaskError::Forge(ForgeError::Fenced { message, .. }) => {
+            tracing::warn!(task = %run.item, "{message}; stopping, the replica holding the task goes on");
+            TaskEnd::Interrupted
+        }
+        _ if !run.shutdown.is_cancelled() && is_outage(env, err).await => deferred(run, err).await,
+        _ => {
+            let who = run.forge.who_may_trigger();
+            let whom = Whom {
+                may_trigger: &who,
+                sandbox_operator: env.backend.operator_advice(),
+            };
+            failed(run, labels, err, &advice(err, &whom)).await
+        }
+    }
+}
+
+/// Whether `err` comes from something outside being away. A sandbox error
+/// of any kind counts when the engine does not answer a ping (a copy cut
+/// off by an engine restart reads as a broken pipe).
+async fn is_outage(env: &TaskEnv, err: &TaskError) -> bool {
+    err.is_outage() || (matches!(err, TaskError::Sandbox(_)) && env.backend.ping().await.is_err())
+}
+
+async fn failed(run: &mut TaskRun<'_>, labels: &LabelsConfig, err: &TaskError, advice: &str) -> TaskEnd {
     let reason = run.secrets.scrub(&err.to_string());
     tracing::error!(task = %run.item, "task failed: {reason}");
     let mut text = format!(
@@ -57,7 +87,7 @@ pub(super) async fn failed(
     TaskEnd::Failed { reason }
 }
 
-pub(super) async fn stopped(run: &mut TaskRun<'_>, labels: &LabelsConfig, reason: &str) -> TaskEnd {
+async fn stopped(run: &mut TaskRun<'_>, labels: &LabelsConfig, reason: &str) -> TaskEnd {
     tracing::info!(task = %run.item, "task stopped: {reason}");
     let text = format!("**Stopped.** {reason}. Nothing was pushed.\n{}", run.usage_line());
     run.finish(false, "Stopped", text);
@@ -77,7 +107,7 @@ pub(super) async fn stopped(run: &mut TaskRun<'_>, labels: &LabelsConfig, reason
 
 /// Leaves the task for later: the progress comment says why (if the forge
 /// takes the edit), the journal keeps it unfinished.
-pub(super) async fn deferred(run: &mut TaskRun<'_>, err: &TaskError) -> TaskEnd {
+async fn deferred(run: &mut TaskRun<'_>, err: &TaskError) -> TaskEnd {
     let reason = run.secrets.scrub(&err.to_string());
     tracing::warn!(task = %run.item, "deferred, will be tried again: {reason}");
     run.note(format!("Waiting: {reason}; forgehand tries again shortly"));
@@ -89,7 +119,7 @@ pub(super) async fn deferred(run: &mut TaskRun<'_>, err: &TaskError) -> TaskEnd 
 }
 
 /// The daemon is stopping: the task resumes at the next start.
-pub(super) async fn interrupted(run: &mut TaskRun<'_>) -> TaskEnd {
+async fn interrupted(run: &mut TaskRun<'_>) -> TaskEnd {
     tracing::info!(task = %run.item, "interrupted by shutdown; it resumes at the next start");
     run.note("Paused: forgehand is restarting; the task resumes when it is back");
     run.report().await;

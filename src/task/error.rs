@@ -1,7 +1,7 @@
-//! How a task's run can end in error, and what becomes of the task then:
-//! one place decides, from the error alone (and whether something outside
-//! is away), whether the task pauses, stops, is handed over, waits for a
-//! retry or fails with advice for the maintainer.
+//! How a task's run can end in error: the errors, which of them mean that
+//! something outside is away, and the advice a failure gives the
+//! maintainer. What becomes of the task then is decided and done in one
+//! place, [`super::ending::settle`].
 
 use super::workspace::DeliveryError;
 use crate::forge::ForgeError;
@@ -59,7 +59,7 @@ impl From<crate::git::GitError> for TaskError {
 }
 
 /// What the maintainer can do about a failure, by its kind.
-fn advice(err: &TaskError, who: &Whom<'_>) -> String {
+pub(super) fn advice(err: &TaskError, who: &Whom<'_>) -> String {
     match err {
         TaskError::Forge(ForgeError::Auth { .. }) | TaskError::Delivery(DeliveryError::Git(crate::git::GitError::Auth { .. })) => {
             "Check that forgehand's token may read and write this repository, then add the trigger label again."
@@ -85,21 +85,6 @@ fn advice(err: &TaskError, who: &Whom<'_>) -> String {
     .to_owned()
 }
 
-/// What becomes of a task whose run ended with an error.
-#[derive(Debug, Clone, PartialEq)]
-pub(super) enum Disposition {
-    /// The daemon is stopping: the task resumes at the next start.
-    Interrupted,
-    /// A maintainer stopped it (the paused label); why.
-    Stopped(String),
-    /// Another replica holds the task now; nothing more is written.
-    HandedOver(String),
-    /// Something outside is away: the task waits and is tried again.
-    Deferred,
-    /// The task failed; what the maintainer can do about it.
-    Failed { advice: String },
-}
-
 /// Who can act on a failure, in the words of this forge and sandbox backend.
 pub(super) struct Whom<'a> {
     /// Whose comments forgehand reads ("maintainers and admins").
@@ -108,65 +93,37 @@ pub(super) struct Whom<'a> {
     pub sandbox_operator: &'a str,
 }
 
-/// The one decision: `away` says whether something outside (a forge, the
-/// git remote, the sandbox engine) does not answer right now.
-pub(super) fn disposition(err: &TaskError, away: bool, who: &Whom<'_>) -> Disposition {
-    match err {
-        TaskError::Shutdown => Disposition::Interrupted,
-        TaskError::Stopped(reason) => Disposition::Stopped(reason.clone()),
-        TaskError::Forge(ForgeError::Fenced { message, .. }) => Disposition::HandedOver(message.clone()),
-        _ if away => Disposition::Deferred,
-        _ => Disposition::Failed {
-            advice: advice(err, who),
-        },
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn each_error_has_one_disposition() {
+    fn each_failure_gets_the_advice_of_its_kind() {
         let who = &Whom {
             may_trigger: "maintainers",
             sandbox_operator: "Ask the cluster's operator.",
         };
-        assert_eq!(
-            disposition(&TaskError::Shutdown, true, who),
-            Disposition::Interrupted
-        );
-        assert_eq!(
-            disposition(&TaskError::Stopped("paused".into()), false, who),
-            Disposition::Stopped("paused".into())
-        );
-        let fenced = TaskError::Forge(ForgeError::Fenced {
-            forge: "github",
-            message: "lost".into(),
-        });
-        assert_eq!(
-            disposition(&fenced, true, who),
-            Disposition::HandedOver("lost".into())
-        );
-        let other = TaskError::Other("boom".into());
-        assert_eq!(disposition(&other, true, who), Disposition::Deferred);
-        match disposition(&other, false, who) {
-            Disposition::Failed { advice } => assert!(advice.contains("trigger label"), "{advice}"),
-            d => panic!("{d:?}"),
-        }
+        let other = advice(&TaskError::Other("boom".into()), who);
+        assert!(other.contains("trigger label"), "{other}");
         let engine = TaskError::Sandbox(SandboxError::NotStarted {
             sandbox: "p".into(),
             detail: "d".into(),
         });
-        assert_eq!(
-            disposition(&engine, false, who),
-            Disposition::Failed {
-                advice: "Ask the cluster's operator.".into()
-            }
-        );
-        match disposition(&TaskError::NothingHeard("x".into()), false, who) {
-            Disposition::Failed { advice } => assert!(advice.contains("maintainers"), "{advice}"),
-            d => panic!("{d:?}"),
-        }
+        assert_eq!(advice(&engine, who), "Ask the cluster's operator.");
+        let unheard = advice(&TaskError::NothingHeard("x".into()), who);
+        assert!(unheard.contains("maintainers"), "{unheard}");
+    }
+
+    #[test]
+    fn only_what_is_away_is_an_outage() {
+        assert!(!TaskError::Other("boom".into()).is_outage());
+        assert!(!TaskError::Shutdown.is_outage());
+        let busy = TaskError::Forge(ForgeError::Api {
+            forge: "github",
+            what: "an issue".into(),
+            status: 503,
+            message: "later".into(),
+        });
+        assert!(busy.is_outage());
     }
 }

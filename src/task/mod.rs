@@ -18,6 +18,7 @@
 //! done and is safe to repeat, so a task killed at any point is resumed,
 //! never doubled: once pushed, a restart goes straight on to delivery.
 
+mod action;
 mod approval;
 mod attempts;
 pub mod board;
@@ -55,6 +56,7 @@ mod verify;
 pub mod workspace;
 mod workspace_handle;
 
+pub use action::{Action, Change, Wait, Why};
 pub use approval::answer as answer_to_plan;
 pub use attempts::sandbox_owners;
 pub use request::Heard;
@@ -67,7 +69,7 @@ use crate::journal::{Journal, Phase, TaskRecord};
 use crate::prompts::Prompts;
 use crate::sandbox::SandboxBackend;
 use claim::{Claim, Claimed};
-use error::{disposition, Disposition, TaskError, Whom};
+use error::TaskError;
 use needs::{ci_needs, claim_needs, plan_needs, prepare_needs, push_needs, recorded, work_dir};
 use push::Pushed;
 use run::{Reporting, TaskRun};
@@ -218,7 +220,7 @@ pub async fn run(
     };
     let end = match result {
         Ok(end) => end,
-        Err(err) => settle(&mut run, env, &err).await,
+        Err(err) => ending::settle(&mut run, env, &err).await,
     };
     tidy(&mut run, env, &end).await;
     tracing::info!(task = %item, "task ended: {end:?}");
@@ -394,34 +396,6 @@ async fn make_change(
     let planned = plan::plan(run, &plan_needs(&planning), claimed, prepared, images).await?;
     let verified = attempts::change_and_verify(run, env, accounts, claimed, planned).await?;
     push::push(run, &push_needs(&env.config), claimed, verified).await
-}
-
-/// What becomes of a run that ended in `err`: the one disposition, acted on.
-async fn settle(run: &mut TaskRun<'_>, env: &TaskEnv, err: &TaskError) -> TaskEnd {
-    let away = !run.shutdown.is_cancelled() && is_outage(env, err).await;
-    let who = run.forge.who_may_trigger();
-    let whom = Whom {
-        may_trigger: &who,
-        sandbox_operator: env.backend.operator_advice(),
-    };
-    let labels = &env.config.labels;
-    match disposition(err, away, &whom) {
-        Disposition::Interrupted => ending::interrupted(run).await,
-        Disposition::Stopped(reason) => ending::stopped(run, labels, &reason).await,
-        Disposition::HandedOver(message) => {
-            tracing::warn!(task = %run.item, "{message}; stopping, the replica holding the task goes on");
-            TaskEnd::Interrupted
-        }
-        Disposition::Deferred => ending::deferred(run, err).await,
-        Disposition::Failed { advice } => ending::failed(run, labels, err, &advice).await,
-    }
-}
-
-/// Whether `err` comes from something outside being away. A sandbox error
-/// of any kind counts when the engine does not answer a ping (a copy cut
-/// off by an engine restart reads as a broken pipe).
-async fn is_outage(env: &TaskEnv, err: &TaskError) -> bool {
-    err.is_outage() || (matches!(err, TaskError::Sandbox(_)) && env.backend.ping().await.is_err())
 }
 
 #[cfg(test)]

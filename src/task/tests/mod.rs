@@ -5,6 +5,7 @@
 //! trait ([`crate::sandbox::local`]). Each test runs the phases up to the
 //! one it is about and checks what that phase hands on.
 
+mod ending;
 mod forge;
 mod model;
 
