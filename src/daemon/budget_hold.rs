@@ -6,7 +6,7 @@
 
 use crate::budget::{self, OverCap, Period};
 use crate::config::BudgetConfig;
-use crate::forge::{Forge, ItemRef};
+use crate::forge::{ItemRef, Thread};
 use crate::journal::Journal;
 use std::collections::HashMap;
 use std::time::Duration;
@@ -24,7 +24,7 @@ impl BudgetHolds {
         &mut self,
         config: &BudgetConfig,
         journal: &Journal,
-        forge: &dyn Forge,
+        forge: &dyn Thread,
         item: &ItemRef,
     ) -> Option<Duration> {
         if !config.any() {
