@@ -15,6 +15,7 @@ use async_trait::async_trait;
 /// reaction that says "seen".
 #[async_trait]
 pub trait Intake: Send + Sync {
+    /// Which forge this is (items and journal keys name it).
     fn kind(&self) -> ForgeKind;
 
     /// The repositories to poll: the configured ones, plus all visible ones when configured so.
@@ -83,17 +84,6 @@ pub trait Intake: Send + Sync {
 /// thread's uploads live.
 #[async_trait]
 pub trait Thread: Send + Sync {
-    /// The people who gave thread comment `comment_id` on `item` a thumbs-up
-    /// (GitHub's `+1` reaction, GitLab's `thumbsup` award emoji), by login.
-    async fn thumbs_up(&self, item: &ItemRef, comment_id: u64) -> Result<Vec<String>, ForgeError>;
-
-    /// Where files uploaded to `repo`'s threads live: the only place the
-    /// thread's images are downloaded from (`agent.images`); `None`: none.
-    fn upload_site(&self, repo: &str) -> Option<crate::thread_images::UploadSite> {
-        let _ = repo;
-        None
-    }
-
     /// The item's comments, oldest first (on GitLab, diff notes included).
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError>;
 
@@ -111,6 +101,17 @@ pub trait Thread: Send + Sync {
 
     /// Adds and removes labels in one go where the forge allows it.
     async fn edit_labels(&self, item: &ItemRef, add: &[&str], remove: &[&str]) -> Result<(), ForgeError>;
+
+    /// The people who gave thread comment `comment_id` on `item` a thumbs-up
+    /// (GitHub's `+1` reaction, GitLab's `thumbsup` award emoji), by login.
+    async fn thumbs_up(&self, item: &ItemRef, comment_id: u64) -> Result<Vec<String>, ForgeError>;
+
+    /// Where files uploaded to `repo`'s threads live: the only place the
+    /// thread's images are downloaded from (`agent.images`); `None`: none.
+    fn upload_site(&self, repo: &str) -> Option<crate::thread_images::UploadSite> {
+        let _ = repo;
+        None
+    }
 }
 
 /// Getting a change onto the forge: git credentials, the repository, and
