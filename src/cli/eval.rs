@@ -52,7 +52,7 @@ pub(crate) async fn evaluate(config: Config, run: EvalRun) -> anyhow::Result<Exi
 pub(crate) async fn make_instances(config: Config, command: EvalCommand) -> anyhow::Result<ExitCode> {
     use forgehand::eval::make;
     use forgehand::forge::history::History;
-    use forgehand::forge::Forge;
+    use forgehand::forge::Delivery;
     let EvalCommand::Make {
         repo,
         since,

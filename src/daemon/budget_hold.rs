@@ -6,7 +6,7 @@
 
 use crate::budget::{self, OverCap, Period};
 use crate::config::BudgetConfig;
-use crate::forge::{Forge, ItemRef};
+use crate::forge::{ItemRef, Thread};
 use crate::journal::Journal;
 use crate::task::{Action, Wait, Why};
 use std::collections::HashMap;
@@ -25,7 +25,7 @@ impl BudgetHolds {
         &mut self,
         config: &BudgetConfig,
         journal: &Journal,
-        forge: &dyn Forge,
+        forge: &dyn Thread,
         item: &ItemRef,
     ) -> Option<Action> {
         if !config.any() {

@@ -11,9 +11,9 @@
 //! changes (a claim changes its labels; a new label or edit changes it too).
 
 use crate::config::LabelsConfig;
-use crate::forge::{
-    parse_time, watched_spelling, Forge, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll,
-};
+// The forge as intake sees it (this module's own `Intake` is the poller).
+use crate::forge::Intake as ForgeIntake;
+use crate::forge::{parse_time, watched_spelling, ForgeError, ForgeKind, Item, ItemKind, ItemRef, Poll};
 use crate::webhooks::RepoName;
 use futures_util::stream::{self, StreamExt};
 use std::cmp::Ordering;
@@ -117,7 +117,7 @@ impl Intake {
 
     /// One poll of one forge: the items that may start now (labelled, or
     /// asked for by a mention).
-    pub async fn poll(&mut self, forge: &dyn Forge) -> Vec<ItemRef> {
+    pub async fn poll(&mut self, forge: &dyn ForgeIntake) -> Vec<ItemRef> {
         let kind = forge.kind();
         if self.paused(kind) {
             return Vec::new();
@@ -146,7 +146,7 @@ impl Intake {
     /// project by id alone (looked up once, then remembered for as long as
     /// the list of watched repositories). Only a watched repository is
     /// polled, so a delivery cannot widen what is read.
-    pub async fn watched(&mut self, forge: &dyn Forge, named: &RepoName) -> Watch {
+    pub async fn watched(&mut self, forge: &dyn ForgeIntake, named: &RepoName) -> Watch {
         let kind = forge.kind();
         if self.paused(kind) {
             return Watch::CannotTell;
@@ -177,7 +177,7 @@ impl Intake {
     /// One watched repository (spelled as [`Intake::watched`] gives it)
     /// polled now, for a webhook's doorbell: its labelled items and new
     /// mentions.
-    pub async fn poll_one(&mut self, forge: &dyn Forge, repo: &str) -> Vec<ItemRef> {
+    pub async fn poll_one(&mut self, forge: &dyn ForgeIntake, repo: &str) -> Vec<ItemRef> {
         if self.paused(forge.kind()) {
             return Vec::new();
         }
@@ -185,7 +185,7 @@ impl Intake {
     }
 
     /// The path of the repository with id `id`, asked of the forge once.
-    async fn path_by_id(&mut self, forge: &dyn Forge, id: u64) -> Result<Option<String>, ForgeError> {
+    async fn path_by_id(&mut self, forge: &dyn ForgeIntake, id: u64) -> Result<Option<String>, ForgeError> {
         let kind = forge.kind();
         if let Some((at, path)) = self.paths_by_id.get(&(kind, id)) {
             if at.elapsed() < REPOSITORY_REFRESH {
@@ -207,7 +207,7 @@ impl Intake {
 
     /// `repo`'s labelled items (listed since the last listing, each checked
     /// once per change) and its new mentions: the items that may start.
-    async fn poll_repository(&mut self, forge: &dyn Forge, repo: &str) -> Vec<ItemRef> {
+    async fn poll_repository(&mut self, forge: &dyn ForgeIntake, repo: &str) -> Vec<ItemRef> {
         let kind = forge.kind();
         let since = self
             .watched
@@ -281,7 +281,7 @@ impl Intake {
 
     /// Records a check's answer; `true` when the item may start. An
     /// accepted label is acknowledged on the item (an `eyes` reaction).
-    async fn answer(&mut self, forge: &dyn Forge, item: &Item, verdict: Verdict) -> bool {
+    async fn answer(&mut self, forge: &dyn ForgeIntake, item: &Item, verdict: Verdict) -> bool {
         let key = item.reference.key();
         let watched = self
             .watched
@@ -343,7 +343,7 @@ impl Intake {
     }
 
     /// The items `repo`'s new mentions of forgehand ask for.
-    async fn poll_mentions(&mut self, forge: &dyn Forge, repo: &str) -> Vec<ItemRef> {
+    async fn poll_mentions(&mut self, forge: &dyn ForgeIntake, repo: &str) -> Vec<ItemRef> {
         let Some((mentions, journal)) = self.mentions.as_mut() else {
             return Vec::new();
         };
@@ -360,7 +360,7 @@ impl Intake {
         }
     }
 
-    async fn repositories(&mut self, forge: &dyn Forge) -> Result<Vec<String>, ForgeError> {
+    async fn repositories(&mut self, forge: &dyn ForgeIntake) -> Result<Vec<String>, ForgeError> {
         let kind = forge.kind();
         if let Some((at, repos)) = self.repos.get(&kind) {
             if at.elapsed() < REPOSITORY_REFRESH {
@@ -510,7 +510,7 @@ fn check_wait(failures: u32) -> Duration {
 }
 
 /// Whether the person behind the trigger label may start a task.
-async fn check(forge: &dyn Forge, labels: &LabelsConfig, item: &Item) -> Result<Verdict, ForgeError> {
+async fn check(forge: &dyn ForgeIntake, labels: &LabelsConfig, item: &Item) -> Result<Verdict, ForgeError> {
     let mut who = forge
         .label_applied(&item.reference, &labels.trigger)
         .await?

@@ -18,7 +18,7 @@
 //! restart. An outsider's comment gets no reaction and no model call, only
 //! a log line.
 
-use crate::forge::{mentions, CommentPlace, Forge, ForgeError, ForgeKind, ItemKind, ItemRef, RepoComment};
+use crate::forge::{mentions, CommentPlace, ForgeError, ForgeKind, Intake, ItemKind, ItemRef, RepoComment};
 use crate::journal::{Heard, Journal, JournalError};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -69,7 +69,7 @@ impl Mentions {
     /// review comments are journalled to start after their quiet period).
     pub async fn poll(
         &mut self,
-        forge: &dyn Forge,
+        forge: &dyn Intake,
         repo: &str,
         journal: &Journal,
     ) -> Result<Vec<ItemRef>, MentionError> {
@@ -124,7 +124,7 @@ impl Mentions {
     /// was answered, so a forge that fails mid-way is asked again.
     async fn hear(
         &self,
-        forge: &dyn Forge,
+        forge: &dyn Intake,
         journal: &Journal,
         said: &RepoComment,
         id: &str,
@@ -186,7 +186,7 @@ impl Mentions {
         }
     }
 
-    async fn login(&mut self, forge: &dyn Forge) -> Result<String, ForgeError> {
+    async fn login(&mut self, forge: &dyn Intake) -> Result<String, ForgeError> {
         if let Some(login) = self.logins.get(&forge.kind()) {
             return Ok(login.clone());
         }

@@ -4,7 +4,7 @@
 //! only to its forge's host, and never into a repository's config.
 
 use crate::config::{Config, Secrets};
-use crate::forge::Forge;
+use crate::forge::Delivery;
 use crate::git::Credentials;
 
 /// The host of an address (without port), lowercased.

@@ -4,8 +4,8 @@
 //! nothing leaves the machine but the model calls.
 
 use crate::forge::{
-    ChangeInfo, Check, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemRef, LabelApplied,
-    Poll, RecentComments, RepoInfo, ReviewThread, TextEdits,
+    ChangeInfo, Check, Checks, Comment, CommentPlace, Delivery, ForgeError, ForgeKind, Intake, Item, ItemRef,
+    LabelApplied, Poll, RecentComments, RepoInfo, ReviewThread, Reviews, TextEdits, Thread,
 };
 use crate::git::Credentials;
 use async_trait::async_trait;
@@ -93,17 +93,9 @@ fn now() -> String {
 }
 
 #[async_trait]
-impl Forge for LocalForge {
+impl Intake for LocalForge {
     fn kind(&self) -> ForgeKind {
         ForgeKind::Local
-    }
-
-    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
-        // A local path needs none; nothing is ever sent.
-        Ok(Credentials {
-            username: String::new(),
-            token: crate::config::Secret::new(String::new()),
-        })
     }
 
     async fn watched_repositories(&self) -> Result<Vec<String>, ForgeError> {
@@ -169,6 +161,13 @@ impl Forge for LocalForge {
         "the operator running the evaluation".to_owned()
     }
 
+    async fn change(&self, item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
+        Err(not_found(format!("{item}: an evaluation's items are issues")))
+    }
+}
+
+#[async_trait]
+impl Thread for LocalForge {
     /// Nobody reacts in a local evaluation.
     async fn thumbs_up(&self, item: &ItemRef, _comment_id: u64) -> Result<Vec<String>, ForgeError> {
         self.check_item(item)?;
@@ -216,16 +215,23 @@ impl Forge for LocalForge {
         }
         Ok(())
     }
+}
+
+#[async_trait]
+impl Delivery for LocalForge {
+    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
+        // A local path needs none; nothing is ever sent.
+        Ok(Credentials {
+            username: String::new(),
+            token: crate::config::Secret::new(String::new()),
+        })
+    }
 
     async fn repository(&self, _repo: &str) -> Result<RepoInfo, ForgeError> {
         Ok(RepoInfo {
             clone_url: self.origin.clone(),
             default_branch: self.default_branch.clone(),
         })
-    }
-
-    async fn change(&self, item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
-        Err(not_found(format!("{item}: an evaluation's items are issues")))
     }
 
     async fn find_open_change(
@@ -257,7 +263,10 @@ impl Forge for LocalForge {
         *lock(&self.change) = Some(change.clone());
         Ok(change)
     }
+}
 
+#[async_trait]
+impl Checks for LocalForge {
     fn has_ci(&self) -> bool {
         false
     }
@@ -273,7 +282,10 @@ impl Forge for LocalForge {
     async fn rerun_check(&self, _repo: &str, _check: &Check) -> Result<bool, ForgeError> {
         Ok(false)
     }
+}
 
+#[async_trait]
+impl Reviews for LocalForge {
     async fn review_threads(&self, _item: &ItemRef) -> Result<Vec<ReviewThread>, ForgeError> {
         Ok(Vec::new())
     }

@@ -5,8 +5,8 @@
 
 use super::lease::{Claim, Fenced};
 use crate::forge::{
-    ChangeInfo, Check, Comment, Forge, ForgeError, ForgeKind, Item, ItemRef, LabelApplied, Poll,
-    RecentComments, RepoInfo, ReviewThread, TextEdits,
+    ChangeInfo, Check, Checks, Comment, Delivery, Forge, ForgeError, ForgeKind, Intake, Item, ItemRef,
+    LabelApplied, Poll, RecentComments, RepoInfo, ReviewThread, Reviews, TextEdits, Thread,
 };
 use crate::git::Credentials;
 use async_trait::async_trait;
@@ -43,13 +43,9 @@ impl FencedForge {
 }
 
 #[async_trait]
-impl Forge for FencedForge {
+impl Intake for FencedForge {
     fn kind(&self) -> ForgeKind {
         self.inner.kind()
-    }
-
-    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
-        self.inner.git_credentials().await
     }
 
     async fn watched_repositories(&self) -> Result<Vec<String>, ForgeError> {
@@ -84,10 +80,6 @@ impl Forge for FencedForge {
         self.inner.who_may_trigger()
     }
 
-    fn upload_site(&self, repo: &str) -> Option<crate::thread_images::UploadSite> {
-        self.inner.upload_site(repo)
-    }
-
     async fn identity(&self) -> Result<String, ForgeError> {
         self.inner.identity().await
     }
@@ -105,6 +97,17 @@ impl Forge for FencedForge {
         self.inner.acknowledge(item, comment).await
     }
 
+    async fn change(&self, item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
+        self.inner.change(item).await
+    }
+}
+
+#[async_trait]
+impl Thread for FencedForge {
+    fn upload_site(&self, repo: &str) -> Option<crate::thread_images::UploadSite> {
+        self.inner.upload_site(repo)
+    }
+
     async fn comments(&self, item: &ItemRef) -> Result<Vec<Comment>, ForgeError> {
         self.inner.comments(item).await
     }
@@ -120,6 +123,23 @@ impl Forge for FencedForge {
     async fn create_comment(&self, item: &ItemRef, body: &str) -> Result<u64, ForgeError> {
         self.fence("a new comment").await?;
         self.inner.create_comment(item, body).await
+    }
+
+    async fn edit_comment(&self, item: &ItemRef, id: u64, body: &str) -> Result<(), ForgeError> {
+        self.fence("a comment edit").await?;
+        self.inner.edit_comment(item, id, body).await
+    }
+
+    async fn edit_labels(&self, item: &ItemRef, add: &[&str], remove: &[&str]) -> Result<(), ForgeError> {
+        self.fence("a label change").await?;
+        self.inner.edit_labels(item, add, remove).await
+    }
+}
+
+#[async_trait]
+impl Delivery for FencedForge {
+    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
+        self.inner.git_credentials().await
     }
 
     /// A push cannot be taken back, so the claim is renewed right before it
@@ -154,22 +174,8 @@ impl Forge for FencedForge {
         Some(self.claim.valid_until().into_std())
     }
 
-    async fn edit_comment(&self, item: &ItemRef, id: u64, body: &str) -> Result<(), ForgeError> {
-        self.fence("a comment edit").await?;
-        self.inner.edit_comment(item, id, body).await
-    }
-
-    async fn edit_labels(&self, item: &ItemRef, add: &[&str], remove: &[&str]) -> Result<(), ForgeError> {
-        self.fence("a label change").await?;
-        self.inner.edit_labels(item, add, remove).await
-    }
-
     async fn repository(&self, repo: &str) -> Result<RepoInfo, ForgeError> {
         self.inner.repository(repo).await
-    }
-
-    async fn change(&self, item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
-        self.inner.change(item).await
     }
 
     async fn find_open_change(
@@ -193,7 +199,10 @@ impl Forge for FencedForge {
             .create_draft_change(repo, source_branch, target_branch, title, body)
             .await
     }
+}
 
+#[async_trait]
+impl Checks for FencedForge {
     async fn checks(&self, repo: &str, sha: &str) -> Result<Vec<Check>, ForgeError> {
         self.inner.checks(repo, sha).await
     }
@@ -206,7 +215,10 @@ impl Forge for FencedForge {
         self.fence("re-running a check").await?;
         self.inner.rerun_check(repo, check).await
     }
+}
 
+#[async_trait]
+impl Reviews for FencedForge {
     async fn review_threads(&self, item: &ItemRef) -> Result<Vec<ReviewThread>, ForgeError> {
         self.inner.review_threads(item).await
     }

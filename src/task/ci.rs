@@ -13,9 +13,10 @@ use super::push::{self, Bench};
 use super::request::{self, FailedCheck};
 use super::run::TaskRun;
 use crate::config::CiConfig;
-use crate::forge::{ci_line, ci_state, Check, CheckId, CheckState, CiState};
+use crate::forge::{ci_line, ci_state, Check, CheckId, CheckState, Checks, CiState};
 use crate::llm::Message;
 use crate::webhooks::{ChecksBell, ChecksListener};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What following the checks needs besides the run.
@@ -223,7 +224,8 @@ async fn pushed_with_ci(
     claimed: &Claimed,
     bench: &Bench,
 ) -> Result<Result<git2::Oid, CiReport>, TaskError> {
-    if !run.forge.has_ci() {
+    let forge: &dyn Checks = run.forge.as_ref();
+    if !forge.has_ci() {
         return Ok(Err(CiReport::NotFollowed(
             "Not followed: this repository has no forge, so no checks run.".into(),
         )));
@@ -237,8 +239,7 @@ async fn pushed_with_ci(
         )));
     };
     if !configured
-        && run
-            .forge
+        && forge
             .checks(&run.item.repo, &base_head.to_string())
             .await?
             .is_empty()
@@ -263,8 +264,9 @@ async fn watch(
     run.report().await;
     let started = Instant::now();
     let mut shown = String::new();
+    let forge: Arc<dyn Checks> = run.forge.clone();
     loop {
-        let checks = match run.forge.checks(&run.item.repo, sha).await {
+        let checks = match forge.checks(&run.item.repo, sha).await {
             Ok(checks) => Some(checks),
             // A forge away for a moment: asked again at the next poll.
             Err(e) if e.is_retryable() => {
@@ -300,8 +302,9 @@ async fn watch(
 /// Re-runs the failed checks the forge can re-run; their names.
 async fn rerun_failed(run: &mut TaskRun<'_>, failed: &[Check]) -> Result<Vec<String>, TaskError> {
     let mut rerun = Vec::new();
+    let forge: &dyn Checks = run.forge.as_ref();
     for check in failed.iter().filter(|c| matches!(c.id, CheckId::Job(_))) {
-        if run.forge.rerun_check(&run.item.repo, check).await? {
+        if forge.rerun_check(&run.item.repo, check).await? {
             rerun.push(check.name.clone());
         }
     }
@@ -349,8 +352,9 @@ async fn fix_round(
     );
     run.report().await;
     let mut logs = Vec::new();
+    let forge: &dyn Checks = run.forge.as_ref();
     for check in failed {
-        let log = match run.forge.check_log(&run.item.repo, check).await {
+        let log = match forge.check_log(&run.item.repo, check).await {
             Ok(log) => log.map(|text| masked_log(run, &check.name, &text)),
             Err(e) => {
                 tracing::warn!(task = %run.item, check = %check.name, "cannot read the check's log: {e}");

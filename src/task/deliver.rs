@@ -10,7 +10,7 @@ use super::run::TaskRun;
 use super::sanitize;
 use super::TaskEnd;
 use crate::config::LabelsConfig;
-use crate::forge::{retry, ChangeInfo};
+use crate::forge::{retry, ChangeInfo, Delivery};
 use crate::journal::Phase;
 
 /// Finds the draft PR/MR of the branch or opens it (never twice); the
@@ -43,21 +43,19 @@ pub(super) async fn open_change(
                 issue_ref(&run.item),
                 item.web_url
             ));
+            let forge: &dyn Delivery = run.forge.as_ref();
             // Looked for first (and again after a failure that may have
             // opened it anyway), so there is never a second one.
             retry::find_or_create(
                 "open the draft PR/MR",
                 || async {
-                    let found = run.forge.find_open_change(&run.item.repo, &target.branch).await?;
+                    let found = forge.find_open_change(&run.item.repo, &target.branch).await?;
                     if let Some(found) = &found {
                         tracing::info!(task = %run.item, url = %found.web_url, "the PR/MR already exists");
                     }
                     Ok(found)
                 },
-                || {
-                    run.forge
-                        .create_draft_change(&run.item.repo, &target.branch, &target.base, &title, &body)
-                },
+                || forge.create_draft_change(&run.item.repo, &target.branch, &target.base, &title, &body),
             )
             .await?
         }

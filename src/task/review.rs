@@ -11,7 +11,7 @@
 
 use super::run::TaskRun;
 use super::sanitize::for_model;
-use crate::forge::{Comment, CommentPlace, ReviewThread};
+use crate::forge::{Comment, CommentPlace, ReviewThread, Reviews};
 
 /// Who wrote a comment of a review thread, as far as being heard goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,12 +178,13 @@ pub(super) async fn answer(
     if threads.is_empty() {
         return None;
     }
+    let forge: &dyn Reviews = run.forge.as_ref();
     let (mut resolved, mut replied) = (0, 0);
     for (index, thread) in threads.iter().map(|t| &t.thread).enumerate() {
         let answer = answers.iter().rev().find(|(i, _)| *i == index).map(|(_, a)| a);
         let addressed = pushed.any && matches!(answer, Some(Answer::Changed(_)));
         let body = run.secrets.scrub(&reply(answer, pushed));
-        match run.forge.reply_in_thread(&run.item, thread, &body).await {
+        match forge.reply_in_thread(&run.item, thread, &body).await {
             Ok(()) => replied += 1,
             Err(e) => {
                 tracing::warn!(task = %run.item, thread = %thread.id, "cannot reply in the review thread: {e}");
@@ -191,7 +192,7 @@ pub(super) async fn answer(
             }
         }
         if addressed {
-            match run.forge.resolve_thread(&run.item, thread).await {
+            match forge.resolve_thread(&run.item, thread).await {
                 Ok(true) => resolved += 1,
                 Ok(false) => {}
                 Err(e) => {

@@ -12,7 +12,7 @@ use forgehand_test_support::fake_gitlab;
 use forgehand::config::{Config, Secrets};
 use forgehand::forge::github::GitHub;
 use forgehand::forge::gitlab::GitLab;
-use forgehand::forge::{Forge, ForgeKind, ItemKind, ItemRef, TextEdits, Timestamp};
+use forgehand::forge::{ForgeKind, Intake, ItemKind, ItemRef, TextEdits, Timestamp};
 use std::path::Path;
 use std::time::Duration;
 
@@ -33,7 +33,7 @@ fn item(forge: ForgeKind, repo: &str, number: u64) -> ItemRef {
 
 /// Maya's label is found with its time; the text was never edited until
 /// `edit` runs, and then its edit is later than the label. Returns the edit's time.
-async fn labelled_then_edited(forge: &dyn Forge, issue: &ItemRef, edit: impl FnOnce()) -> Timestamp {
+async fn labelled_then_edited(forge: &dyn Intake, issue: &ItemRef, edit: impl FnOnce()) -> Timestamp {
     let labelled = forge.label_applied(issue, "coding agent").await.unwrap().unwrap();
     assert_eq!(labelled.by, "maya");
     let at = labelled.at.expect("the event's time");
@@ -45,7 +45,7 @@ async fn labelled_then_edited(forge: &dyn Forge, issue: &ItemRef, edit: impl FnO
     edited
 }
 
-async fn last_edit(forge: &dyn Forge, issue: &ItemRef) -> Timestamp {
+async fn last_edit(forge: &dyn Intake, issue: &ItemRef) -> Timestamp {
     match forge.text_edited_at(issue).await.unwrap() {
         TextEdits::LastAt(at) => at,
         other => panic!("expected an edit time, got {other:?}"),

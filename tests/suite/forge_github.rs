@@ -10,7 +10,8 @@ use fake_github::FakeGitHub;
 use forgehand::config::{Config, Secrets};
 use forgehand::daemon::intake::Intake;
 use forgehand::forge::github::GitHub;
-use forgehand::forge::{Forge, ForgeError, Poll};
+use forgehand::forge::prelude::*;
+use forgehand::forge::{ForgeError, Poll};
 use std::path::Path;
 use std::time::Duration;
 

@@ -6,8 +6,9 @@
 use super::http_util::{encode, next_link, path_and_query, remaining, wait_from_headers};
 use super::retry::{self, Repeat};
 use super::{
-    lock, parse_time, ChangeInfo, Check, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
-    ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, ReviewThread, TextEdits,
+    lock, parse_time, ChangeInfo, Check, Checks, Comment, CommentPlace, Delivery, ForgeError, ForgeKind,
+    Intake, Item, ItemKind, ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, ReviewThread, Reviews,
+    TextEdits, Thread,
 };
 use crate::config::{GitHubConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -356,32 +357,9 @@ fn error_for(status: StatusCode, headers: &HeaderMap, body: &str, what: &str) ->
 }
 
 #[async_trait]
-impl Forge for GitHub {
+impl Intake for GitHub {
     fn kind(&self) -> ForgeKind {
         ForgeKind::GitHub
-    }
-
-    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
-        let token = match &self.auth {
-            Auth::Token(token) => token.clone(),
-            Auth::App(_) => {
-                use octocrab::secrecy::ExposeSecret;
-                let token = self
-                    .crab
-                    .installation_token()
-                    .await
-                    .map_err(|e| ForgeError::Auth {
-                        forge: FORGE,
-                        status: 0,
-                        message: format!("cannot get an installation token: {e}"),
-                    })?;
-                Secret::new(token.expose_secret().to_owned())
-            }
-        };
-        Ok(Credentials {
-            username: "x-access-token".into(),
-            token,
-        })
     }
 
     async fn watched_repositories(&self) -> Result<Vec<String>, ForgeError> {
@@ -533,10 +511,6 @@ impl Forge for GitHub {
         "people with write access".into()
     }
 
-    fn upload_site(&self, _repo: &str) -> Option<crate::thread_images::UploadSite> {
-        crate::thread_images::UploadSite::github(&self.config.api_url)
-    }
-
     async fn identity(&self) -> Result<String, ForgeError> {
         self.identity
             .get_or_try_init(|| self.ask_identity())
@@ -554,6 +528,19 @@ impl Forge for GitHub {
 
     async fn acknowledge(&self, item: &ItemRef, comment: Option<&Comment>) -> Result<(), ForgeError> {
         self.react(item, comment, "eyes").await
+    }
+
+    async fn change(&self, item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
+        let path = format!("{}/pulls/{}", Self::repo_path(&item.repo)?, item.number);
+        let pull: Pull = self.get(&path, "read the pull request").await?;
+        Ok(pull.into_change(&item.repo))
+    }
+}
+
+#[async_trait]
+impl Thread for GitHub {
+    fn upload_site(&self, _repo: &str) -> Option<crate::thread_images::UploadSite> {
+        crate::thread_images::UploadSite::github(&self.config.api_url)
     }
 
     async fn thumbs_up(&self, item: &ItemRef, comment_id: u64) -> Result<Vec<String>, ForgeError> {
@@ -675,6 +662,32 @@ impl Forge for GitHub {
         }
         Ok(())
     }
+}
+
+#[async_trait]
+impl Delivery for GitHub {
+    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
+        let token = match &self.auth {
+            Auth::Token(token) => token.clone(),
+            Auth::App(_) => {
+                use octocrab::secrecy::ExposeSecret;
+                let token = self
+                    .crab
+                    .installation_token()
+                    .await
+                    .map_err(|e| ForgeError::Auth {
+                        forge: FORGE,
+                        status: 0,
+                        message: format!("cannot get an installation token: {e}"),
+                    })?;
+                Secret::new(token.expose_secret().to_owned())
+            }
+        };
+        Ok(Credentials {
+            username: "x-access-token".into(),
+            token,
+        })
+    }
 
     async fn repository(&self, repo: &str) -> Result<RepoInfo, ForgeError> {
         let info: Repository = self.get(&Self::repo_path(repo)?, "read the repository").await?;
@@ -682,12 +695,6 @@ impl Forge for GitHub {
             clone_url: info.clone_url,
             default_branch: info.default_branch,
         })
-    }
-
-    async fn change(&self, item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
-        let path = format!("{}/pulls/{}", Self::repo_path(&item.repo)?, item.number);
-        let pull: Pull = self.get(&path, "read the pull request").await?;
-        Ok(pull.into_change(&item.repo))
     }
 
     async fn find_open_change(
@@ -735,7 +742,10 @@ impl Forge for GitHub {
             .await?;
         Ok(pull.into_change(repo))
     }
+}
 
+#[async_trait]
+impl Checks for GitHub {
     async fn checks(&self, repo: &str, sha: &str) -> Result<Vec<Check>, ForgeError> {
         self.list_checks(repo, sha).await
     }
@@ -747,7 +757,10 @@ impl Forge for GitHub {
     async fn rerun_check(&self, repo: &str, check: &Check) -> Result<bool, ForgeError> {
         self.rerun_job(repo, check).await
     }
+}
 
+#[async_trait]
+impl Reviews for GitHub {
     async fn review_threads(&self, item: &ItemRef) -> Result<Vec<ReviewThread>, ForgeError> {
         self.list_review_threads(item).await
     }

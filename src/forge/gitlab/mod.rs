@@ -6,8 +6,9 @@
 
 use super::retry::{self, Repeat};
 use super::{
-    lock, parse_time, ChangeInfo, Check, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemKind,
-    ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, ReviewThread, TextEdits,
+    lock, parse_time, ChangeInfo, Check, Checks, Comment, CommentPlace, Delivery, ForgeError, ForgeKind,
+    Intake, Item, ItemKind, ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, ReviewThread, Reviews,
+    TextEdits, Thread,
 };
 use crate::config::{GitLabConfig, Secret, Secrets};
 use crate::git::Credentials;
@@ -315,7 +316,7 @@ impl GitLab {
 }
 
 #[async_trait]
-impl Forge for GitLab {
+impl Intake for GitLab {
     fn kind(&self) -> ForgeKind {
         ForgeKind::GitLab
     }
@@ -350,13 +351,6 @@ impl Forge for GitLab {
 
     async fn acknowledge(&self, item: &ItemRef, comment: Option<&Comment>) -> Result<(), ForgeError> {
         self.award(item, comment, "eyes").await
-    }
-
-    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
-        Ok(Credentials {
-            username: "oauth2".into(),
-            token: self.token.clone(),
-        })
     }
 
     async fn watched_repositories(&self) -> Result<Vec<String>, ForgeError> {
@@ -464,15 +458,25 @@ impl Forge for GitLab {
         }
     }
 
-    fn upload_site(&self, repo: &str) -> Option<crate::thread_images::UploadSite> {
-        crate::thread_images::UploadSite::gitlab(&self.config.url, repo)
-    }
-
     fn who_may_trigger(&self) -> String {
         format!(
             "members with the {} role or higher",
             super::gitlab_role(self.config.min_access_level)
         )
+    }
+
+    async fn change(&self, item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
+        let mr: MergeRequest = self
+            .one(Rest::get(Self::item_path(item)), "read the merge request")
+            .await?;
+        Ok(mr.into_change())
+    }
+}
+
+#[async_trait]
+impl Thread for GitLab {
+    fn upload_site(&self, repo: &str) -> Option<crate::thread_images::UploadSite> {
+        crate::thread_images::UploadSite::gitlab(&self.config.url, repo)
     }
 
     async fn thumbs_up(&self, item: &ItemRef, comment_id: u64) -> Result<Vec<String>, ForgeError> {
@@ -533,6 +537,16 @@ impl Forge for GitLab {
             .await?;
         Ok(())
     }
+}
+
+#[async_trait]
+impl Delivery for GitLab {
+    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
+        Ok(Credentials {
+            username: "oauth2".into(),
+            token: self.token.clone(),
+        })
+    }
 
     async fn repository(&self, repo: &str) -> Result<RepoInfo, ForgeError> {
         let p: Project = self.one(Rest::get(project(repo)), "read the project").await?;
@@ -540,13 +554,6 @@ impl Forge for GitLab {
             clone_url: p.http_url_to_repo,
             default_branch: p.default_branch.unwrap_or_else(|| "main".into()),
         })
-    }
-
-    async fn change(&self, item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
-        let mr: MergeRequest = self
-            .one(Rest::get(Self::item_path(item)), "read the merge request")
-            .await?;
-        Ok(mr.into_change())
     }
 
     async fn find_open_change(
@@ -597,7 +604,10 @@ impl Forge for GitLab {
             .await?;
         Ok(mr.into_change())
     }
+}
 
+#[async_trait]
+impl Checks for GitLab {
     async fn checks(&self, repo: &str, sha: &str) -> Result<Vec<Check>, ForgeError> {
         self.list_checks(repo, sha).await
     }
@@ -609,7 +619,10 @@ impl Forge for GitLab {
     async fn rerun_check(&self, repo: &str, check: &Check) -> Result<bool, ForgeError> {
         self.retry_job(repo, check).await
     }
+}
 
+#[async_trait]
+impl Reviews for GitLab {
     async fn review_threads(&self, item: &ItemRef) -> Result<Vec<ReviewThread>, ForgeError> {
         self.list_review_threads(item).await
     }

@@ -3,8 +3,8 @@
 //! trigger tasks, and the draft changes a task opens.
 
 use crate::forge::{
-    ChangeInfo, Check, Comment, CommentPlace, Forge, ForgeError, ForgeKind, Item, ItemRef, LabelApplied,
-    Poll, RepoInfo, ReviewThread, TextEdits,
+    ChangeInfo, Check, Checks, Comment, CommentPlace, Delivery, ForgeError, ForgeKind, Intake, Item, ItemRef,
+    LabelApplied, Poll, RepoInfo, ReviewThread, Reviews, TextEdits, Thread,
 };
 use crate::git::Credentials;
 use async_trait::async_trait;
@@ -111,16 +111,9 @@ fn not_found(what: &str) -> ForgeError {
 }
 
 #[async_trait]
-impl Forge for MemoryForge {
+impl Intake for MemoryForge {
     fn kind(&self) -> ForgeKind {
         ForgeKind::GitHub
-    }
-
-    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
-        Ok(Credentials {
-            username: "x-access-token".into(),
-            token: crate::config::Secret::new("forge-token-never-shown"),
-        })
     }
 
     async fn watched_repositories(&self) -> Result<Vec<String>, ForgeError> {
@@ -199,6 +192,13 @@ impl Forge for MemoryForge {
         Ok(())
     }
 
+    async fn change(&self, _item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
+        Err(not_found("the change"))
+    }
+}
+
+#[async_trait]
+impl Thread for MemoryForge {
     async fn thumbs_up(&self, _item: &ItemRef, _comment_id: u64) -> Result<Vec<String>, ForgeError> {
         Ok(Vec::new())
     }
@@ -249,16 +249,22 @@ impl Forge for MemoryForge {
         }
         Ok(())
     }
+}
+
+#[async_trait]
+impl Delivery for MemoryForge {
+    async fn git_credentials(&self) -> Result<Credentials, ForgeError> {
+        Ok(Credentials {
+            username: "x-access-token".into(),
+            token: crate::config::Secret::new("forge-token-never-shown"),
+        })
+    }
 
     async fn repository(&self, _repo: &str) -> Result<RepoInfo, ForgeError> {
         Ok(RepoInfo {
             clone_url: self.clone_url.clone(),
             default_branch: "main".into(),
         })
-    }
-
-    async fn change(&self, _item: &ItemRef) -> Result<ChangeInfo, ForgeError> {
-        Err(not_found("the change"))
     }
 
     async fn find_open_change(
@@ -296,7 +302,10 @@ impl Forge for MemoryForge {
         state.changes.push(change.clone());
         Ok(change)
     }
+}
 
+#[async_trait]
+impl Checks for MemoryForge {
     async fn checks(&self, _repo: &str, sha: &str) -> Result<Vec<Check>, ForgeError> {
         let state = self.state();
         Ok(state.checks.get(sha).unwrap_or(&state.default_checks).clone())
@@ -309,7 +318,10 @@ impl Forge for MemoryForge {
     async fn rerun_check(&self, _repo: &str, _check: &Check) -> Result<bool, ForgeError> {
         Ok(false)
     }
+}
 
+#[async_trait]
+impl Reviews for MemoryForge {
     async fn review_threads(&self, item: &ItemRef) -> Result<Vec<ReviewThread>, ForgeError> {
         Ok(self.state().threads.get(&item.key()).cloned().unwrap_or_default())
     }
