@@ -1,7 +1,8 @@
 //! The Docker engine stopped for 10 s while a task works in its sandbox:
 //! the task is put off, tried again with growing waits, and resumes on a new
-//! sandbox when the engine is back; the stopped one is reaped, so no
-//! container is left, and there is one comment, one commit, one PR.
+//! sandbox when the engine is back, from the run's last checkpoint; the
+//! stopped one is reaped, so no container is left, and there is one
+//! comment, one commit, one PR.
 //!
 //! The test starts an engine of its own (its own data and exec roots,
 //! socket and containerd, `--bridge=none`), so restarting it disturbs
@@ -192,6 +193,17 @@ async fn an_engine_restart_mid_task_ends_cleanly_and_leaves_no_container() {
         "the task was put off"
     );
     assert!(text.contains("trying the deferred task again"));
+    // The new sandbox got the files of the run's last checkpoint (the
+    // edit of its first step) and the model went on from there.
+    assert!(
+        text.contains("resuming the model's run from its checkpoint"),
+        "the run resumed from its checkpoint"
+    );
+    assert!(
+        world.progress_comment(issue).contains("Resumed the model's run after step 1"),
+        "{}",
+        world.progress_comment(issue)
+    );
     assert_eq!(
         git_http::log(&world.bare, "forgehand/issue-1").len(),
         2,
