@@ -18,6 +18,9 @@
 //! - best of 3 against one attempt: the task's extra wall time with three
 //!   attempts side by side, and its cost multiple (`-- best_of`).
 //! - plan approval: a writer's 👍 to the first edit (`-- approval`).
+//! - a 20-step run killed at step 11 against the same run uninterrupted,
+//!   and each checkpoint's cost (`-- resume`; on the large repository:
+//!   `-- resume large`).
 //!
 //! Run: `cargo bench --bench daemon` (needs Docker and the images, as
 //! `scripts/test` prepares them); `cargo bench --bench daemon -- polling`
@@ -39,6 +42,8 @@ mod generated_repo;
 mod large_repo;
 #[path = "daemon/plan_approval.rs"]
 mod plan_approval;
+#[path = "daemon/resume.rs"]
+mod resume;
 
 use forgehand_test_support::fake_github;
 use forgehand_test_support::fake_gitlab;
@@ -144,13 +149,14 @@ impl Stage {
             .env("GITHUB_TOKEN", TOKEN)
             .env("OPENAI_API_KEY", "sk-bench")
             .env("OPENAI_BASE_URL", model_url)
-            .envs(env.iter().map(|(k, v)| (k, v)))
             // FORGEHAND_BENCH_DAEMON_LOG=debug keeps the daemon's timed steps in daemon.log.
             .env(
                 "RUST_LOG",
                 std::env::var("FORGEHAND_BENCH_DAEMON_LOG")
                     .map_or_else(|_| "warn".to_owned(), |l| format!("forgehand={l}")),
             )
+            // A bench may set its own (after the default, so it wins).
+            .envs(env.iter().map(|(k, v)| (k, v)))
             .stdout(Stdio::null())
             .stderr(Stdio::from(log))
             .spawn()
@@ -487,12 +493,19 @@ async fn main() {
         replicas_scaling().await;
         return;
     }
-    if std::env::args().any(|a| a == "large") {
+    if std::env::args().any(|a| a == "large") && !std::env::args().any(|a| a == "resume") {
         large_repo::five_tasks().await;
         return;
     }
     if std::env::args().any(|a| a == "best_of") {
         best_of::best_of_three().await;
+        return;
+    }
+    if std::env::args().any(|a| a == "resume") {
+        match std::env::args().any(|a| a == "large") {
+            true => resume::resume_large().await,
+            false => resume::resume_figures().await,
+        }
         return;
     }
     if std::env::args().any(|a| a == "approval") {

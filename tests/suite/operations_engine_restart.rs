@@ -200,7 +200,9 @@ async fn an_engine_restart_mid_task_ends_cleanly_and_leaves_no_container() {
         "the run resumed from its checkpoint"
     );
     assert!(
-        world.progress_comment(issue).contains("Resumed the model's run after step 1"),
+        world
+            .progress_comment(issue)
+            .contains("Resumed the model's run after step 1"),
         "{}",
         world.progress_comment(issue)
     );

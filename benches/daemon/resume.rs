@@ -1,0 +1,176 @@
+//! A run that survives a kill: a 20-step scripted run (each step a command
+//! that changes a file; the 20th turn answers) on the 10 MB repository,
+//! once uninterrupted and once with the daemon killed (SIGKILL) while the
+//! model works on step 11 and started again. Measured: label to done,
+//! the agent's model requests (each answer bills the same usage, so their
+//! count is the tokens' multiple), and each checkpoint's cost as the daemon
+//! logs it (the side commit in the sandbox, its `.git` taken out into the
+//! quarantine, the conversation journalled). The same checkpoint cost on
+//! the large generated repository (`-- resume large`).
+
+use super::{config_yaml, generated_repo, stats, ten_megabytes, Stage};
+use forgehand_test_support::scripted_model::{call, text, view, Format, Reply, TurnModel};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+const STEPS: usize = 19;
+/// The step the model is working on when the daemon is killed.
+const KILL_AT: usize = 11;
+/// What each answer bills: a step of a long run.
+const BILLED: (u64, u64) = (20_000, 500);
+
+fn twenty_steps() -> Vec<(Reply, Option<Duration>)> {
+    let mut turns: Vec<(Reply, Option<Duration>)> = (1..=STEPS)
+        .map(|k| {
+            let command = format!("echo {k} >> steps.txt && printf 'step {k}' > step-{k}.txt");
+            (
+                call(
+                    "command_executor_execute_command",
+                    serde_json::json!({ "command": command }),
+                ),
+                None,
+            )
+        })
+        .collect();
+    turns.push((text("Wrote the nineteen steps."), None));
+    turns
+}
+
+/// What one run cost.
+struct RunFigures {
+    wall: Duration,
+    requests: usize,
+    /// Each checkpoint's cost, from the daemon's log.
+    checkpoints: Vec<Duration>,
+    resumed: bool,
+}
+
+/// Runs the twenty steps on `stage`, killing the daemon at [`KILL_AT`]
+/// when `kill`.
+async fn one_run(stage: &Stage, kill: bool) -> RunFigures {
+    let model = TurnModel::start(twenty_steps()).await;
+    model.bill(BILLED.0, BILLED.1);
+    let config = stage.dir.path().join("config.yaml");
+    let instance = format!("bench-resume-{}-{}", std::process::id(), u8::from(kill));
+    let yaml =
+        config_yaml(stage.dir.path(), &instance, &stage.github.api_url(), 1) + "planning:\n  mode: \"off\"\n";
+    std::fs::write(&config, yaml).unwrap();
+    let log = stage.dir.path().join("daemon.log");
+    let _ = std::fs::remove_file(&log);
+    let env = [("RUST_LOG", "forgehand=debug".to_owned())];
+    let mut child = stage.daemon(&config, &model.base_url(), &env);
+    let issue = stage.labelled_issue();
+    let started = Instant::now();
+    let done = || {
+        stage
+            .github
+            .issue("acme/app", issue)
+            .labels
+            .iter()
+            .any(|l| l == "coding agent done")
+    };
+    if kill {
+        while !model
+            .requests()
+            .await
+            .iter()
+            .any(|r| view(Format::OpenAi, r).turns + 1 >= KILL_AT)
+        {
+            assert!(
+                started.elapsed() < Duration::from_secs(300),
+                "step {KILL_AT} never came"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let _ = child.kill();
+        let _ = child.wait();
+        child = stage.daemon(&config, &model.base_url(), &env);
+    }
+    while !done() {
+        assert!(
+            started.elapsed() < Duration::from_secs(600),
+            "the run did not end"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let wall = started.elapsed();
+    super::stop(&mut child);
+    let text = std::fs::read_to_string(&log).unwrap_or_default();
+    RunFigures {
+        wall,
+        requests: model.requests().await.len(),
+        checkpoints: text
+            .lines()
+            .filter(|l| l.contains("checkpoint kept"))
+            .filter_map(|l| {
+                l.split("took_ms=")
+                    .nth(1)?
+                    .split_whitespace()
+                    .next()?
+                    .parse()
+                    .ok()
+            })
+            .map(Duration::from_millis)
+            .collect(),
+        resumed: text.contains("resuming the model's run from its checkpoint"),
+    }
+}
+
+fn print_run(what: &str, run: &RunFigures) {
+    let tokens = run.requests as u64 * (BILLED.0 + BILLED.1);
+    println!(
+        "{what:<44} label->done {:>6.1} s | {} agent requests, {:.2} M tokens billed{}",
+        run.wall.as_secs_f64(),
+        run.requests,
+        tokens as f64 / 1e6,
+        if run.resumed {
+            " | resumed from its checkpoint"
+        } else {
+            ""
+        }
+    );
+}
+
+/// Prints the uninterrupted and the killed run on the 10 MB repository.
+pub async fn resume_figures() {
+    let files = ten_megabytes();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let stage = Stage::new(&refs).await;
+    // The first task warms the git server and the image cache.
+    let _ = one_run(&stage, false).await;
+    let whole = one_run(&stage, false).await;
+    let killed = one_run(&stage, true).await;
+    print_run("20 steps, uninterrupted (10 MB repository)", &whole);
+    print_run(&format!("20 steps, SIGKILL at step {KILL_AT}, restart"), &killed);
+    println!(
+        "kill at step {KILL_AT}: +{} model requests (+{:.0} % tokens), +{:.1} s wall time (the restart, a new sandbox, the checkpoint put back)",
+        killed.requests as i64 - whole.requests as i64,
+        100.0 * (killed.requests as f64 / whole.requests.max(1) as f64 - 1.0),
+        killed.wall.as_secs_f64() - whole.wall.as_secs_f64()
+    );
+    let mut costs = whole.checkpoints.clone();
+    stats::report("checkpoint after a step, 10 MB repository", &mut costs);
+}
+
+/// Prints the checkpoint cost on the large generated repository.
+pub async fn resume_large() {
+    let cached =
+        tokio::task::spawn_blocking(|| generated_repo::cached(&super::root().join("target/bench-repos")))
+            .await
+            .unwrap();
+    println!("large repository: {}", generated_repo::describe(&cached));
+    let dir = tempfile::tempdir_in(super::root().join("target/bench-repos")).unwrap();
+    let served = dir.path().join("git/acme/app.git");
+    let cloned = Command::new("git")
+        .args(["clone", "--quiet", "--bare", "--local"])
+        .arg(&cached)
+        .arg(&served)
+        .status()
+        .unwrap();
+    assert!(cloned.success());
+    let stage = Stage::serving(dir).await;
+    let run = one_run(&stage, false).await;
+    print_run("20 steps, uninterrupted (large repository)", &run);
+    let mut costs = run.checkpoints.clone();
+    stats::report("checkpoint after a step, large repository", &mut costs);
+}
