@@ -772,3 +772,92 @@ async fn a_model_that_answers_at_once_never_waits_for_the_sandbox() {
         .await;
     assert_eq!(outcome.stop, StopReason::Answered);
 }
+
+/// Keeps each step boundary it is told of: (step, tool calls, messages).
+#[derive(Default)]
+struct KeptSteps(Mutex<Vec<(u32, u32, Vec<Message>)>>);
+
+#[async_trait]
+impl forgehand::agent::Checkpointer for KeptSteps {
+    async fn step_done(&self, point: &forgehand::agent::StepPoint<'_>) {
+        self.0
+            .lock()
+            .unwrap()
+            .push((point.step, point.tool_calls, point.messages.to_vec()));
+    }
+}
+
+#[tokio::test]
+async fn every_step_boundary_is_kept_and_a_run_resumed_from_one_goes_on_from_there() {
+    let call = |command: &str| {
+        (
+            "command_executor_execute_command",
+            json!({ "command": command }).to_string(),
+        )
+    };
+    let model = Arc::new(FakeModel::new(vec![
+        Step::Calls(vec![call("echo one")]),
+        Step::Calls(vec![call("echo two"), call("echo three")]),
+        Step::Text("Done."),
+    ]));
+    let kept = Arc::new(KeptSteps::default());
+    let mut first = agent(
+        model.clone(),
+        registry(None, "ok\n", vec![]).await,
+        AgentLimits::default(),
+    );
+    first.set_checkpointer(Some(kept.clone()));
+    let whole = first.run("system", user("count")).await;
+    assert_eq!(whole.stop, StopReason::Answered);
+    // Told after each step that ran tools, with the results last; not
+    // after the answer.
+    let boundaries = kept.0.lock().unwrap().clone();
+    let shape: Vec<(u32, u32, usize)> = boundaries.iter().map(|(s, c, m)| (*s, *c, m.len())).collect();
+    assert_eq!(shape, vec![(1, 1, 3), (2, 3, 5)]);
+    assert!(matches!(boundaries[1].2.last(), Some(Message::ToolResults(r)) if r.len() == 2));
+
+    // A run started again from the first boundary asks the model for step
+    // 2 with the conversation as it was, and counts on from it.
+    let (step, tool_calls, messages) = boundaries[0].clone();
+    let again = Arc::new(FakeModel::new(vec![
+        Step::Calls(vec![call("echo two")]),
+        Step::Text("Done."),
+    ]));
+    let resumed = agent(
+        again.clone(),
+        registry(None, "ok\n", vec![]).await,
+        AgentLimits::default(),
+    )
+    .run_from(
+        "system",
+        forgehand::agent::Start {
+            messages: messages.clone(),
+            steps: step,
+            tool_calls,
+        },
+    )
+    .await;
+    assert_eq!(resumed.stop, StopReason::Answered);
+    assert_eq!((resumed.steps, resumed.tool_calls), (3, 2));
+    let asked = again.requests.lock().unwrap();
+    assert_eq!(asked.len(), 2, "only the steps after the boundary are asked for");
+    assert_eq!(asked[0].messages, messages);
+
+    // The step cap counts the steps made before the resume.
+    let limits = AgentLimits {
+        max_steps: 2,
+        ..AgentLimits::default()
+    };
+    let mut capped = FakeModel::new(vec![]);
+    capped.forever = Some(call("true"));
+    let start = forgehand::agent::Start {
+        messages,
+        steps: step,
+        tool_calls,
+    };
+    let stopped = agent(Arc::new(capped), registry(None, "", vec![]).await, limits)
+        .run_from("system", start)
+        .await;
+    assert_eq!(stopped.stop, StopReason::MaxSteps { limit: 2 });
+    assert_eq!(stopped.steps, 2);
+}
