@@ -41,17 +41,28 @@ impl Journal {
         )
     }
 
-    /// Records task `key`'s checkpoint in place of the one before.
-    pub fn save_agent_checkpoint(&self, key: &str, checkpoint: &AgentCheckpoint) -> Result<(), JournalError> {
+    /// Records task `key`'s checkpoint in place of the one before, when
+    /// it weighs at most `max_bytes`; its weight (over the limit: nothing
+    /// is written, the one before stays).
+    pub fn save_agent_checkpoint(
+        &self,
+        key: &str,
+        checkpoint: &AgentCheckpoint,
+        max_bytes: usize,
+    ) -> Result<usize, JournalError> {
         // A conversation is strings and JSON values: it always serialises.
         let record = serde_json::to_string(checkpoint).unwrap_or_default();
+        if record.len() > max_bytes {
+            return Ok(record.len());
+        }
         self.with(|db| {
             db.execute(
                 "INSERT OR REPLACE INTO agent_checkpoints (task_key, record, saved_at) VALUES (?1, ?2, ?3)",
                 params![key, record, now()],
             )
             .map(drop)
-        })
+        })?;
+        Ok(record.len())
     }
 
     /// Task `key`'s last checkpoint, if its run has one (one that cannot
@@ -135,11 +146,15 @@ mod tests {
                 }]),
             ],
         };
-        journal.save_agent_checkpoint(key, &checkpoint).unwrap();
+        journal.save_agent_checkpoint(key, &checkpoint, 1 << 20).unwrap();
         assert_eq!(journal.agent_checkpoint(key).unwrap().as_ref(), Some(&checkpoint));
         checkpoint.step = 2;
         checkpoint.slot = 1;
-        journal.save_agent_checkpoint(key, &checkpoint).unwrap();
+        // One over the limit is not written: the one before stays.
+        let weight = journal.save_agent_checkpoint(key, &checkpoint, 100).unwrap();
+        assert!(weight > 100);
+        assert_eq!(journal.agent_checkpoint(key).unwrap().map(|c| c.step), Some(1));
+        journal.save_agent_checkpoint(key, &checkpoint, 1 << 20).unwrap();
         assert_eq!(journal.agent_checkpoint(key).unwrap(), Some(checkpoint));
         journal.finish(key, Phase::Done, "delivered").unwrap();
         assert_eq!(journal.agent_checkpoint(key).unwrap(), None);

@@ -158,6 +158,9 @@ pub(super) async fn change(
     if let Some(line) = sandbox.egress().and_then(|e| e.summary("agent")) {
         run.note(format!("Network: {line}"));
     }
+    // The rounds after this phase (tests, a rebase, CI fixes) are not
+    // resumed: a restart before the push starts again from the change.
+    session.agent.set_checkpointer(None);
     Ok(Changed {
         prepared,
         session,

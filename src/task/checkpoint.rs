@@ -42,6 +42,15 @@ const SIDE_INDEX: &str = "forgehand-checkpoint-index";
 /// The folder, beside the project, the checkpoint is handed over in.
 const HANDOVER_DIR: &str = "checkpoint.git";
 
+/// Most a checkpoint's `.git` may send (`sandbox.copy_out` when lower):
+/// taken every step, it is held far below the one copy-out of delivery.
+const MAX_CHECKPOINT_BYTES: u64 = 256 << 20;
+const MAX_CHECKPOINT_ENTRIES: u64 = 100_000;
+
+/// Most a checkpoint's conversation may weigh in the journal, written
+/// every step.
+const MAX_CONVERSATION_BYTES: usize = 16 << 20;
+
 #[derive(Debug, thiserror::Error)]
 pub enum CheckpointError {
     #[error("the sandbox: {0}")]
@@ -81,7 +90,7 @@ impl Store {
     /// Task `key`'s store, under `<state_dir>/checkpoints/<slug>`.
     pub fn new(state_dir: &std::path::Path, item: &crate::forge::ItemRef, journal: Arc<Journal>) -> Store {
         Store {
-            dir: state_dir.join("checkpoints").join(item.slug()),
+            dir: folder(state_dir, item),
             journal,
             key: item.key(),
         }
@@ -112,10 +121,25 @@ impl Store {
         if let Err(e) = self.journal.forget_agent_checkpoint(&self.key) {
             tracing::warn!(task = %self.key, "cannot forget the agent's checkpoint: {e}");
         }
-        if self.dir.exists() {
-            if let Err(e) = std::fs::remove_dir_all(&self.dir) {
-                tracing::warn!(task = %self.key, "cannot remove the checkpoints {}: {e}", self.dir.display());
-            }
+        remove_folder(&self.dir);
+    }
+}
+
+/// Where task `item`'s checkpoints are kept.
+fn folder(state_dir: &std::path::Path, item: &crate::forge::ItemRef) -> PathBuf {
+    state_dir.join("checkpoints").join(item.slug())
+}
+
+/// Removes task `item`'s kept trees (its change is pushed: they are not
+/// resumed any more).
+pub(super) fn remove_trees(state_dir: &std::path::Path, item: &crate::forge::ItemRef) {
+    remove_folder(&folder(state_dir, item));
+}
+
+fn remove_folder(dir: &std::path::Path) {
+    if dir.exists() {
+        if let Err(e) = std::fs::remove_dir_all(dir) {
+            tracing::warn!("cannot remove the checkpoints {}: {e}", dir.display());
         }
     }
 }
@@ -138,6 +162,9 @@ pub(super) struct Keeper {
     image: String,
     limits: CopyOutLimits,
     last: Mutex<Option<Kept>>,
+    /// Set when what the sandbox holds could not be kept: the run keeps
+    /// none after it (each would pay the same again).
+    given_up: std::sync::atomic::AtomicBool,
 }
 
 impl Keeper {
@@ -161,8 +188,13 @@ impl Keeper {
             workspace: prepared.workspace.share(),
             base,
             image: prepared.sandbox.image.clone(),
-            limits,
+            limits: CopyOutLimits {
+                bytes: limits.bytes.min(MAX_CHECKPOINT_BYTES),
+                entries: limits.entries.min(MAX_CHECKPOINT_ENTRIES),
+                depth: limits.depth,
+            },
             last: Mutex::new(last),
+            given_up: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -202,9 +234,16 @@ impl Keeper {
         };
         let journal = self.store.journal.clone();
         let key = self.store.key.clone();
-        tokio::task::spawn_blocking(move || journal.save_agent_checkpoint(&key, &checkpoint))
-            .await
-            .map_err(|e| CheckpointError::Refused(format!("the journal's writer stopped: {e}")))??;
+        let weight = tokio::task::spawn_blocking(move || {
+            journal.save_agent_checkpoint(&key, &checkpoint, MAX_CONVERSATION_BYTES)
+        })
+        .await
+        .map_err(|e| CheckpointError::Refused(format!("the journal's writer stopped: {e}")))??;
+        if weight > MAX_CONVERSATION_BYTES {
+            return Err(CheckpointError::Refused(format!(
+                "the conversation weighs {weight} bytes, over the {MAX_CONVERSATION_BYTES} a checkpoint keeps"
+            )));
+        }
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(kept);
         Ok(())
     }
@@ -245,9 +284,12 @@ impl Keeper {
     /// Takes the sandbox's `.git` out into quarantine `slot`, keeping `commit`.
     async fn take_out(&self, slot: u8, commit: Oid) -> Result<(), CheckpointError> {
         let project = self.sandbox.project_dir().to_owned();
-        let trusted = self.workspace.with(|ws| ws.object_dirs()).await?;
+        let (trusted, known) = self
+            .workspace
+            .with(|ws| (ws.object_dirs(), ws.history_tips()))
+            .await?;
         let tree = self.sandbox.read_out(&format!("{project}/.git")).await?;
-        let (into, limits, base) = (self.store.slot_dir(slot), self.limits, self.base);
+        let (into, limits) = (self.store.slot_dir(slot), self.limits);
         if let Some(parent) = into.parent() {
             std::fs::create_dir_all(parent).map_err(|source| UntrustedError::Io {
                 path: parent.to_owned(),
@@ -255,7 +297,7 @@ impl Keeper {
             })?;
         }
         let read = read_tree(tree, move |input| {
-            untrusted::take_commit(input, commit, &into, &limits, (&[base], &trusted))
+            untrusted::take_commit(input, commit, &into, &limits, (&known, &trusted))
         })
         .await?;
         match (read.read, read.sandbox) {
@@ -270,6 +312,10 @@ impl Keeper {
 #[async_trait::async_trait]
 impl Checkpointer for Keeper {
     async fn step_done(&self, point: &StepPoint<'_>) {
+        use std::sync::atomic::Ordering;
+        if self.given_up.load(Ordering::Relaxed) {
+            return;
+        }
         let started = std::time::Instant::now();
         match self.keep(point).await {
             Ok(()) => tracing::debug!(
@@ -278,11 +324,23 @@ impl Checkpointer for Keeper {
                 took_ms = started.elapsed().as_millis() as u64,
                 "checkpoint kept"
             ),
-            Err(e) => tracing::warn!(
+            // The sandbox away (an engine restart): the last checkpoint
+            // stays, the task is deferred and resumes from it.
+            Err(e @ CheckpointError::Sandbox(_)) => tracing::warn!(
                 task = %self.store.key,
                 step = point.step,
                 "no checkpoint after this step ({e}); a resume starts from the one before"
             ),
+            // What the sandbox holds cannot be kept (over a cap, refused):
+            // each later step would pay the same again.
+            Err(e) => {
+                tracing::warn!(
+                    task = %self.store.key,
+                    step = point.step,
+                    "no checkpoint after this step ({e}); this run keeps none from here, a resume starts from the one before"
+                );
+                self.given_up.store(true, Ordering::Relaxed);
+            }
         }
     }
 }
@@ -316,18 +374,19 @@ pub(super) async fn resume(
         return Ok(None);
     }
     if let Err(e) = put_back(store, &saved, prepared, workspace_dir).await {
-        if let CheckpointError::HalfRestored(why) = e {
-            store.forget();
-            return Err(TaskError::Other(format!(
-                "the model's run could not be resumed in its new sandbox ({why}); the next start begins it again"
-            )));
-        }
+        // The reason may quote the sandbox (a git error): it goes to the
+        // log; the comment says it in forgehand's own words.
         tracing::warn!(task = %run.item, "cannot put the checkpoint back into the sandbox: {e}");
+        store.forget();
+        if let CheckpointError::HalfRestored(_) = e {
+            return Err(TaskError::Other(
+                "the model's run could not be resumed in its new sandbox (git stopped while checking its checkpoint out); the next start begins it again".into(),
+            ));
+        }
         run.note(format!(
-            "The model's run was interrupted after step {}; its checkpoint could not be put back ({e}), so the run starts over",
+            "The model's run was interrupted after step {}; its checkpoint could not be put back into the new sandbox, so the run starts over",
             saved.step
         ));
-        store.forget();
         return Ok(None);
     }
     tracing::info!(task = %run.item, step = saved.step, "resuming the model's run from its checkpoint");
@@ -370,7 +429,8 @@ async fn put_back(
     let refname = untrusted::CHECKPOINT_REF;
     // Every commit the model made since the base, however deep.
     let into = (workspace_dir, HANDOVER_DIR, None);
-    super::sandbox_fetch::hand_over(workspace, sandbox, into, (refname, commit)).await?;
+    let has = workspace.with(|ws| ws.history_tips()).await?;
+    super::sandbox_fetch::hand_over(workspace, sandbox, into, (refname, commit, has)).await?;
     // Nothing is changed unless the whole commit is there.
     let restore = format!(
         "git rev-parse -q --verify {commit}^ >/dev/null || exit 3; \

@@ -37,6 +37,8 @@ pub(super) struct Needs<'a> {
     /// `git.history_depth`: how much of a moved upstream's history the
     /// sandbox gets.
     pub history_depth: Option<u32>,
+    /// `daemon.state_dir`, where the run's checkpoints are kept until the push.
+    pub state_dir: &'a std::path::Path,
 }
 
 /// Names from the sandbox as one line of forgehand's own words: each made
@@ -160,6 +162,7 @@ pub(super) async fn push(
     run.journal.set_summary(&run.key, &summary)?;
     // Once pushed, a restart goes on to delivery: the run's steps are not resumed.
     run.journal.forget_agent_checkpoint(&run.key)?;
+    super::checkpoint::remove_trees(needs.state_dir, &run.item);
     Ok(Pushed::Branch {
         summary,
         bench: Box::new(Bench {
@@ -479,13 +482,19 @@ impl Rounds<'_, '_> {
     /// Puts the moved upstream branch into the sandbox as `origin/<branch>`.
     async fn bring_upstream(&self) -> Result<String, TaskError> {
         let creds = self.credentials.clone();
-        let upstream = self.workspace.with(move |ws| ws.fetch_upstream(&creds)).await??;
+        // What the sandbox has is read before the fetch moves the remote branch.
+        let (has, upstream) = self
+            .workspace
+            .with(move |ws| -> Result<_, DeliveryError> {
+                Ok((ws.history_tips(), ws.fetch_upstream(&creds)?))
+            })
+            .await??;
         let branch = self.workspace.branch().to_owned();
         super::sandbox_fetch::hand_over(
             self.workspace,
             self.sandbox,
             (self.needs.workspace_dir, "upstream.git", self.needs.history_depth),
-            (&format!("refs/remotes/origin/{branch}"), upstream),
+            (&format!("refs/remotes/origin/{branch}"), upstream, has),
         )
         .await?;
         Ok(format!("origin/{branch}"))

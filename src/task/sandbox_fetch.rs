@@ -14,12 +14,13 @@ use std::time::Duration;
 
 /// Puts `tip` into the sandbox's project repository as `refname`, through
 /// the repository `<workspace_dir>/<name>` (packed on the host as
-/// `<root>/<name>`, at most `depth` commits deep).
+/// `<root>/<name>`, at most `depth` commits deep, without what the
+/// sandbox `has`: the tips of the history it started with).
 pub(super) async fn hand_over(
     workspace: &WorkspaceHandle,
     sandbox: &dyn Sandbox,
     (workspace_dir, name, depth): (&str, &str, Option<u32>),
-    (refname, tip): (&str, Oid),
+    (refname, tip, has): (&str, Oid, Vec<Oid>),
 ) -> Result<(), TaskError> {
     let workspace_dir = workspace_dir.trim_end_matches('/');
     let sandbox_dir = format!("{workspace_dir}/{name}");
@@ -29,9 +30,7 @@ pub(super) async fn hand_over(
     let (name, named) = (name.to_owned(), refname.to_owned());
     let pack = workspace
         .with(move |ws| -> Result<_, DeliveryError> {
-            // The sandbox has the history it started with: only what
-            // `tip` adds to it is packed.
-            let has = ws.history_tips();
+            // Only what `tip` adds to the sandbox's history is packed.
             let pack = ws.history_pack(&name, (&[tip], &has), depth)?;
             pack.as_repository((&named, tip), (&borrowed, &borrowed_shallow))
                 .map_err(|source| DeliveryError::Io {

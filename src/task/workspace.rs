@@ -311,37 +311,37 @@ impl Workspace {
     pub fn take_checkpoint(&mut self, quarantine_dir: &Path, commit: Oid) -> Result<(), DeliveryError> {
         let quarantine = Repository::open_bare(quarantine_dir)
             .map_err(|e| failed("open the checkpoint's quarantine", e))?;
-        let (from, into) = (
-            quarantine
-                .odb()
-                .map_err(|e| failed("read the checkpoint's objects", e))?,
-            self.repo
-                .odb()
-                .map_err(|e| failed("open the work tree's objects", e))?,
-        );
-        let mut walk = quarantine
-            .revwalk()
-            .map_err(|e| failed("walk the checkpoint", e))?;
-        walk.push(commit).map_err(|e| failed("walk the checkpoint", e))?;
-        walk.hide(self.base)
-            .map_err(|e| failed("walk the checkpoint", e))?;
-        for oid in walk {
-            let oid = oid.map_err(|e| failed("walk the checkpoint", e))?;
-            let tree = quarantine
-                .find_commit(oid)
-                .map_err(|e| failed("read a checkpoint commit", e))?
-                .tree_id();
-            copy_tree(&quarantine, &into, tree)?;
-            copy_object(&from, &into, oid)?;
-        }
-        let descends = self
-            .repo
+        // Checked in the quarantine first: a refused checkpoint leaves
+        // nothing in the trusted clone.
+        let descends = quarantine
             .graph_descendant_of(commit, self.base)
             .map_err(|e| failed("compare the checkpoint with its base", e))?;
         if !descends {
             return Err(DeliveryError::NotDescendant {
                 base: self.base.to_string(),
             });
+        }
+        let from = quarantine
+            .odb()
+            .map_err(|e| failed("read the checkpoint's objects", e))?;
+        let into = self
+            .repo
+            .odb()
+            .map_err(|e| failed("open the work tree's objects", e))?;
+        let walk_failed = |e| failed("walk the checkpoint", e);
+        let mut walk = quarantine.revwalk().map_err(walk_failed)?;
+        walk.push(commit).map_err(walk_failed)?;
+        for known in self.history_tips() {
+            walk.hide(known).map_err(walk_failed)?;
+        }
+        for oid in walk {
+            let oid = oid.map_err(walk_failed)?;
+            let tree = quarantine
+                .find_commit(oid)
+                .map_err(|e| failed("read a checkpoint commit", e))?
+                .tree_id();
+            copy_tree(&quarantine, &into, tree)?;
+            copy_object(&from, &into, oid)?;
         }
         self.repo
             .reference(
@@ -687,20 +687,6 @@ pub fn is_protected(path: &str, protected: &[String]) -> bool {
     })
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn protected_paths_match_folders_and_files() {
-        let protected = vec![".github/workflows/".to_owned(), ".gitlab-ci.yml".to_owned()];
-        assert!(is_protected(".github/workflows/ci.yml", &protected));
-        assert!(is_protected(".gitlab-ci.yml", &protected));
-        assert!(!is_protected(".github/CODEOWNERS", &protected));
-        assert!(!is_protected("src/.gitlab-ci.yml.txt", &protected));
-    }
-}
-
 /// Copies object `oid` from `from` to `into` unless `into` has it.
 fn copy_object(from: &git2::Odb<'_>, into: &git2::Odb<'_>, oid: Oid) -> Result<bool, DeliveryError> {
     if into.exists(oid) {
@@ -740,4 +726,18 @@ fn copy_tree(repo: &Repository, into: &git2::Odb<'_>, oid: Oid) -> Result<(), De
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn protected_paths_match_folders_and_files() {
+        let protected = vec![".github/workflows/".to_owned(), ".gitlab-ci.yml".to_owned()];
+        assert!(is_protected(".github/workflows/ci.yml", &protected));
+        assert!(is_protected(".gitlab-ci.yml", &protected));
+        assert!(!is_protected(".github/CODEOWNERS", &protected));
+        assert!(!is_protected("src/.gitlab-ci.yml.txt", &protected));
+    }
 }

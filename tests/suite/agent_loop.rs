@@ -839,7 +839,7 @@ async fn every_step_boundary_is_kept_and_a_run_resumed_from_one_goes_on_from_the
     .await;
     assert_eq!(resumed.stop, StopReason::Answered);
     assert_eq!((resumed.steps, resumed.tool_calls), (3, 2));
-    let asked = again.requests.lock().unwrap();
+    let asked = again.requests.lock().unwrap().clone();
     assert_eq!(asked.len(), 2, "only the steps after the boundary are asked for");
     assert_eq!(asked[0].messages, messages);
 

@@ -232,12 +232,14 @@ pub fn take_commit(
 ) -> Result<(), UntrustedError> {
     let repo = fresh_quarantine(into)?;
     intake::read(input, Layout::GitDir, &repo, limits)?;
-    let repo = borrow_trusted(repo, into, trusted)?;
+    // The sandbox made the commit just now: it must be among what it sent,
+    // never one the trusted repositories alone hold.
     repo.find_commit(commit).map_err(|_| {
         UntrustedError::Refused(format!(
-            "the checkpoint commit {commit} is neither in what the sandbox sent nor in the repository"
+            "the checkpoint commit {commit} is not in what the sandbox sent"
         ))
     })?;
+    let repo = borrow_trusted(repo, into, trusted)?;
     history::check(&repo, commit, known, &trusted_objects(trusted)?, limits)?;
     repo.reference(CHECKPOINT_REF, commit, true, "forgehand: checkpoint")
         .map_err(git("keep the checkpoint"))?;
