@@ -145,61 +145,12 @@ impl GitHub {
         body: Option<&Value>,
         what: &str,
     ) -> Result<Answer, ForgeError> {
-        if let Some(until) = *lock(&self.blocked_until) {
-            let now = Instant::now();
-            if until > now {
-                return Err(ForgeError::RateLimited {
-                    forge: FORGE,
-                    retry_after: until - now,
-                });
-            }
-        }
+        self.check_not_blocked()?;
         let cached = (method == Method::GET)
             .then(|| lock(&self.cache).get(path).cloned())
             .flatten();
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            http::header::ACCEPT,
-            http::HeaderValue::from_static("application/vnd.github+json"),
-        );
-        if let Some((etag, _)) = &cached {
-            if let Ok(value) = http::HeaderValue::from_str(etag) {
-                headers.insert(http::header::IF_NONE_MATCH, value);
-            }
-        }
-        let result = match method {
-            Method::GET => self.crab._get_with_headers(path, Some(headers)).await,
-            Method::POST => self.crab._post(path, body).await,
-            Method::PATCH => self.crab._patch(path, body).await,
-            Method::PUT => self.crab._put(path, body).await,
-            Method::DELETE => self.crab._delete(path, body).await,
-            other => {
-                return Err(ForgeError::Setup {
-                    forge: FORGE,
-                    message: format!("method {other} is not used"),
-                })
-            }
-        };
-        let response = result.map_err(|e| ForgeError::Network {
-            forge: FORGE,
-            what: what.to_owned(),
-            message: e.to_string(),
-        })?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        self.metrics.forge_call(FORGE, status.as_u16());
-        if let Some(left) = remaining(&headers) {
-            self.metrics.rate_limit(FORGE, left);
-        }
-        let text = self
-            .crab
-            .body_to_string(response)
-            .await
-            .map_err(|e| ForgeError::Network {
-                forge: FORGE,
-                what: what.to_owned(),
-                message: e.to_string(),
-            })?;
+        let etag = cached.as_ref().map(|(etag, _)| etag.as_str());
+        let (status, headers, text) = self.request(&method, path, body, etag, what).await?;
         if remaining(&headers) == Some(0) {
             if let Some(wait) = wait_from_headers(&headers) {
                 *lock(&self.blocked_until) = Some(Instant::now() + wait);
@@ -216,13 +167,7 @@ impl GitHub {
         }
         if status.is_success() {
             if method == Method::GET {
-                if let Some(etag) = headers.get(http::header::ETAG).and_then(|v| v.to_str().ok()) {
-                    let mut cache = lock(&self.cache);
-                    if cache.len() >= MAX_CACHED {
-                        cache.clear();
-                    }
-                    cache.insert(path.to_owned(), (etag.to_owned(), text.clone()));
-                }
+                self.remember(path, &headers, &text);
             }
             return Ok(Answer {
                 status,
@@ -236,6 +181,78 @@ impl GitHub {
             *lock(&self.blocked_until) = Some(Instant::now() + wait);
         }
         Err(err)
+    }
+
+    /// While GitHub's rate limit is spent, nothing is sent.
+    fn check_not_blocked(&self) -> Result<(), ForgeError> {
+        if let Some(until) = *lock(&self.blocked_until) {
+            let now = Instant::now();
+            if until > now {
+                return Err(ForgeError::RateLimited {
+                    forge: FORGE,
+                    retry_after: until - now,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// Sends one request (a GET with the cached `etag`, so an unchanged
+    /// answer costs no rate limit) and reads the whole answer; counts it.
+    async fn request(
+        &self,
+        method: &Method,
+        path: &str,
+        body: Option<&Value>,
+        etag: Option<&str>,
+        what: &str,
+    ) -> Result<(StatusCode, HeaderMap, String), ForgeError> {
+        let mut headers = HeaderMap::new();
+        headers.insert(
+            http::header::ACCEPT,
+            http::HeaderValue::from_static("application/vnd.github+json"),
+        );
+        if let Some(value) = etag.and_then(|etag| http::HeaderValue::from_str(etag).ok()) {
+            headers.insert(http::header::IF_NONE_MATCH, value);
+        }
+        let result = match *method {
+            Method::GET => self.crab._get_with_headers(path, Some(headers)).await,
+            Method::POST => self.crab._post(path, body).await,
+            Method::PATCH => self.crab._patch(path, body).await,
+            Method::PUT => self.crab._put(path, body).await,
+            Method::DELETE => self.crab._delete(path, body).await,
+            ref other => {
+                return Err(ForgeError::Setup {
+                    forge: FORGE,
+                    message: format!("method {other} is not used"),
+                })
+            }
+        };
+        let network = |e: octocrab::Error| ForgeError::Network {
+            forge: FORGE,
+            what: what.to_owned(),
+            message: e.to_string(),
+        };
+        let response = result.map_err(network)?;
+        let status = response.status();
+        let headers = response.headers().clone();
+        self.metrics.forge_call(FORGE, status.as_u16());
+        if let Some(left) = remaining(&headers) {
+            self.metrics.rate_limit(FORGE, left);
+        }
+        let text = self.crab.body_to_string(response).await.map_err(network)?;
+        Ok((status, headers, text))
+    }
+
+    /// Keeps a GET's answer with its ETag for the next conditional GET.
+    fn remember(&self, path: &str, headers: &HeaderMap, text: &str) {
+        if let Some(etag) = headers.get(http::header::ETAG).and_then(|v| v.to_str().ok()) {
+            let mut cache = lock(&self.cache);
+            if cache.len() >= MAX_CACHED {
+                cache.clear();
+            }
+            cache.insert(path.to_owned(), (etag.to_owned(), text.to_owned()));
+        }
     }
 
     async fn get<T: DeserializeOwned>(&self, path: &str, what: &str) -> Result<T, ForgeError> {
