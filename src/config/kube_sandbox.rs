@@ -130,9 +130,7 @@ fn pull_policy(value: &str) -> Result<String, ConfigError> {
         p @ ("Always" | "IfNotPresent" | "Never") => Ok(p.to_owned()),
         other => Err(ConfigError::invalid(
             "images.pull_policy",
-            format!(
-                r#""{other}" is not a pull policy; use "Always", "IfNotPresent" (default) or "Never""#
-            ),
+            format!(r#""{other}" is not a pull policy; use "Always", "IfNotPresent" (default) or "Never""#),
         )),
     }
 }

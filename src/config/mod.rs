@@ -35,11 +35,11 @@ pub use lfs::LfsConfig;
 pub use llm::{LlmConfig, ModelConfig, ModelOverrides, ProviderKind};
 pub use planning::{PlanningConfig, PlanningMode};
 pub use policy::{AgentLimits, Api, Price, ReasoningKind, RetryPolicy};
-pub use sandbox::{CopyOutLimits, EgressTransport, SandboxConfig, SnapshotsConfig};
 pub use repository::{
     check_file as check_repo_file, AgentNetwork, Commands, PlainValue, RawNetwork, RepoBudget, RepoFile,
     RepositoriesConfig, SetupFailure,
 };
+pub use sandbox::{CopyOutLimits, EgressTransport, SandboxConfig, SnapshotsConfig};
 pub use secrets::{Secret, Secrets, OWN_SECRET};
 pub use submodules::SubmodulesConfig;
 pub use thread_images::ThreadImagesConfig;
@@ -298,8 +298,7 @@ impl Config {
             api_timeout: positive_duration("docker.api_timeout", raw.docker.api_timeout)?,
         };
         let images = resolve_images(&raw.images, &resolve_path)?;
-        let sandbox =
-            sandbox::resolve_sandbox(raw.sandbox, &raw.images, &daemon.state_dir, &resolve_path)?;
+        let sandbox = sandbox::resolve_sandbox(raw.sandbox, &raw.images, &daemon.state_dir, &resolve_path)?;
         let text_editor_mcp = resolve_text_editor(raw.text_editor_mcp, &resolve_path)?;
         let llm = llm::resolve_llm(raw.llm)?;
         let agent = resolve_agent(raw.agent, llm.max_output_tokens, &resolve_path)?;

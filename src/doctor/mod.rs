@@ -112,11 +112,7 @@ async fn docker_checks(config: &Config) -> Vec<Check> {
         )],
         Err(err) => vec![
             check("docker", Status::Fail, err.to_string()),
-            check(
-                "images",
-                Status::Fail,
-                "not checked: Docker is not reachable",
-            ),
+            check("images", Status::Fail, "not checked: Docker is not reachable"),
         ],
         Ok(docker) => {
             let detail = match docker.version().await {

@@ -316,7 +316,17 @@ impl SnapshotStore {
             left: self.max_bytes,
             max: self.max_bytes,
         };
-        pack_part(sandbox, helper, home_dir, &home, None, secrets, "home folder", room).await?;
+        pack_part(
+            sandbox,
+            helper,
+            home_dir,
+            &home,
+            None,
+            secrets,
+            "home folder",
+            room,
+        )
+        .await?;
         let project = partial.join(PROJECT_PART);
         let skip = Some(checkout.to_owned());
         let room = Room {

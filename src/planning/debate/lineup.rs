@@ -94,7 +94,12 @@ fn candidates(settings: &DebateSettings, usable: &[ModelInfo]) -> Vec<ModelInfo>
 
 /// Why no debater is left: no key, no window large enough for the
 /// `(needed, context_tokens)` request, or every named one left out.
-fn no_debater(usable: &[ModelInfo], fitting: &[String], (needed, context_tokens): (u64, u64), notes: &[String]) -> String {
+fn no_debater(
+    usable: &[ModelInfo],
+    fitting: &[String],
+    (needed, context_tokens): (u64, u64),
+    notes: &[String],
+) -> String {
     if usable.is_empty() {
         "no model is usable; set OPENAI_API_KEY, GEMINI_API_KEY or ANTHROPIC_API_KEY (see llm.models)".into()
     } else if fitting.is_empty() {
@@ -113,7 +118,12 @@ fn no_debater(usable: &[ModelInfo], fitting: &[String], (needed, context_tokens)
 
 /// The configured judge when it fits; otherwise o3 if it fits, else the
 /// first debater (with a note when a configured judge was passed over).
-fn judge(settings: &DebateSettings, fitting: &[String], debaters: &[String], notes: &mut Vec<String>) -> String {
+fn judge(
+    settings: &DebateSettings,
+    fitting: &[String],
+    debaters: &[String],
+    notes: &mut Vec<String>,
+) -> String {
     match &settings.judge {
         Some(j) if fitting.contains(j) => j.clone(),
         other => {

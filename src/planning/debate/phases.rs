@@ -297,7 +297,13 @@ impl Run<'_> {
             &[("plans", &plans_text), ("threshold", &threshold)],
         );
         match self
-            .call(&format!("r{round}/consensus"), &phase, Some(judge), &part, Ask::Consensus)
+            .call(
+                &format!("r{round}/consensus"),
+                &phase,
+                Some(judge),
+                &part,
+                Ask::Consensus,
+            )
             .await
         {
             Ok(answer) => {
@@ -311,7 +317,9 @@ impl Run<'_> {
                 consensus
             }
             Err(e) => {
-                self.note(format!("the consensus check of round {round} failed ({e}); the debate goes on"));
+                self.note(format!(
+                    "the consensus check of round {round} failed ({e}); the debate goes on"
+                ));
                 None
             }
         }

@@ -206,7 +206,10 @@ struct Outputs {
 impl Outputs {
     /// Hands one frame on; `false` once the stream is over (the status
     /// came, the server closed, or the stream broke).
-    async fn deliver(&mut self, frame: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>) -> bool {
+    async fn deliver(
+        &mut self,
+        frame: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>,
+    ) -> bool {
         match frame {
             Some(Ok(Message::Binary(bytes))) if bytes.len() > 1 => match bytes[0] {
                 STDOUT => {

@@ -235,7 +235,12 @@ fn pod_metadata(spec: &SandboxSpec, ownership: &Ownership<'_>) -> ObjectMeta {
 
 /// `HOME`, the proxy variables when egress goes through the relay (with
 /// the CA paths when the relay adds credentials), then the spec's own.
-fn container_env(sandbox: &SandboxConfig, spec: &SandboxSpec, with_proxy: bool, trusts_relay: bool) -> Vec<EnvVar> {
+fn container_env(
+    sandbox: &SandboxConfig,
+    spec: &SandboxSpec,
+    with_proxy: bool,
+    trusts_relay: bool,
+) -> Vec<EnvVar> {
     std::iter::once(("HOME".to_owned(), sandbox.home_dir.clone()))
         .chain(
             with_proxy
@@ -262,7 +267,12 @@ fn container_env(sandbox: &SandboxConfig, spec: &SandboxSpec, with_proxy: bool, 
 
 /// The one container: idle until commands are exec'd, unprivileged, with
 /// a read-only root and its writable folders on the pod's volumes.
-fn sandbox_container(sandbox: &SandboxConfig, pods: &KubeSandboxConfig, spec: &SandboxSpec, env: Vec<EnvVar>) -> Container {
+fn sandbox_container(
+    sandbox: &SandboxConfig,
+    pods: &KubeSandboxConfig,
+    spec: &SandboxSpec,
+    env: Vec<EnvVar>,
+) -> Container {
     let (uid, gid) = numeric_owner(&sandbox.user);
     // Requests equal limits: the pod gets what it may use, no more.
     let limits = BTreeMap::from([
