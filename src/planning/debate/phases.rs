@@ -23,16 +23,7 @@ impl Run<'_> {
             .next()
             .cloned()
             .unwrap_or_default();
-        let round = Round {
-            number: 1,
-            plans: vec![Entry {
-                id: "A".into(),
-                model: model.clone(),
-                text: text.clone(),
-            }],
-            critiques: Vec::new(),
-            consensus: None,
-        };
+        let round = one_plan_round(1, "A".into(), &model, &text);
         let made =
             format!("One model ({model}) read the code and wrote this plan; no other model reviewed it.");
         Ok(self.outcome(text, None, (format!("one plan by {model}"), made), vec![round]))
@@ -72,16 +63,7 @@ impl Run<'_> {
                 .await
             {
                 Ok(text) => {
-                    round_records.push(Round {
-                        number: n as u32,
-                        plans: vec![Entry {
-                            id: number,
-                            model: model.to_owned(),
-                            text: text.clone(),
-                        }],
-                        critiques: Vec::new(),
-                        consensus: None,
-                    });
+                    round_records.push(one_plan_round(n as u32, number, model, &text));
                     plans.push(text);
                 }
                 Err(e) => {
@@ -451,6 +433,20 @@ impl Run<'_> {
         }
         *active = still;
         kept
+    }
+}
+
+/// A round of one model's one plan (the single plan, a self-debate's step).
+fn one_plan_round(number: u32, id: String, model: &str, text: &str) -> Round {
+    Round {
+        number,
+        plans: vec![Entry {
+            id,
+            model: model.to_owned(),
+            text: text.to_owned(),
+        }],
+        critiques: Vec::new(),
+        consensus: None,
     }
 }
 
