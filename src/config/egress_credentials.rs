@@ -141,65 +141,11 @@ fn resolve_one(
     lookup: &dyn Fn(&str) -> Option<String>,
 ) -> Result<EgressCredential, ConfigError> {
     let (host, port) = host_and_port(key, &raw.host)?;
-    let scheme = match raw.scheme.as_str() {
-        "basic" => CredentialScheme::Basic,
-        "bearer" => CredentialScheme::Bearer,
-        "header" => CredentialScheme::Header,
-        other => {
-            return Err(ConfigError::invalid(
-                &format!("{key}.scheme"),
-                format!(
-                    r#"is "{other}"; use basic (the value is user:password), bearer or header (the value is the header's whole value)"#
-                ),
-            ))
-        }
-    };
-    let header_name = raw.header.as_deref().unwrap_or("Authorization");
-    let header = http::HeaderName::from_bytes(header_name.as_bytes()).map_err(|_| {
-        ConfigError::invalid(
-            &format!("{key}.header"),
-            format!(r#""{header_name}" is not an HTTP header name"#),
-        )
-    })?;
+    let scheme = scheme(key, &raw.scheme)?;
+    let header = header_name(key, raw.header.as_deref())?;
     let var = raw.value_from.trim();
-    if var.is_empty() {
-        return Err(ConfigError::invalid(
-            &format!("{key}.value_from"),
-            "is empty; name the daemon's environment variable that holds the credential",
-        ));
-    }
-    let value = lookup(var)
-        .map(|v| v.trim().to_owned())
-        .filter(|v| !v.is_empty())
-        .ok_or_else(|| {
-            ConfigError::invalid(
-                &format!("{key}.value_from"),
-                format!("environment variable {var} is not set (or empty) in the daemon's environment; set it, or remove this credential"),
-            )
-        })?;
-    let header_value = match scheme {
-        CredentialScheme::Basic if !value.contains(':') => {
-            return Err(ConfigError::invalid(
-                &format!("{key}.value_from"),
-                format!("{var} holds no ':'; with scheme basic it must be user:password"),
-            ))
-        }
-        CredentialScheme::Basic => {
-            use base64::Engine;
-            format!(
-                "Basic {}",
-                base64::engine::general_purpose::STANDARD.encode(&value)
-            )
-        }
-        CredentialScheme::Bearer => format!("Bearer {value}"),
-        CredentialScheme::Header => value.clone(),
-    };
-    if http::HeaderValue::from_str(&header_value).is_err() {
-        return Err(ConfigError::invalid(
-            &format!("{key}.value_from"),
-            format!("{var} holds characters an HTTP header cannot carry (a line break or control character)"),
-        ));
-    }
+    let value = read_value(key, var, lookup)?;
+    let header_value = header_value(key, var, scheme, &value)?;
     if raw.repositories.is_empty() {
         return Err(ConfigError::invalid(
             &format!("{key}.repositories"),
@@ -234,6 +180,80 @@ fn resolve_one(
         setup: phases.iter().any(|p| p == "setup"),
         agent: phases.iter().any(|p| p == "agent"),
     })
+}
+
+fn scheme(key: &str, text: &str) -> Result<CredentialScheme, ConfigError> {
+    match text {
+        "basic" => Ok(CredentialScheme::Basic),
+        "bearer" => Ok(CredentialScheme::Bearer),
+        "header" => Ok(CredentialScheme::Header),
+        other => Err(ConfigError::invalid(
+            &format!("{key}.scheme"),
+            format!(
+                r#"is "{other}"; use basic (the value is user:password), bearer or header (the value is the header's whole value)"#
+            ),
+        )),
+    }
+}
+
+/// The header the relay sets; `Authorization` unless named.
+fn header_name(key: &str, name: Option<&str>) -> Result<http::HeaderName, ConfigError> {
+    let name = name.unwrap_or("Authorization");
+    http::HeaderName::from_bytes(name.as_bytes()).map_err(|_| {
+        ConfigError::invalid(
+            &format!("{key}.header"),
+            format!(r#""{name}" is not an HTTP header name"#),
+        )
+    })
+}
+
+/// The credential from the daemon's environment variable `var`. Errors
+/// name the variable, never the value.
+fn read_value(key: &str, var: &str, lookup: &dyn Fn(&str) -> Option<String>) -> Result<String, ConfigError> {
+    if var.is_empty() {
+        return Err(ConfigError::invalid(
+            &format!("{key}.value_from"),
+            "is empty; name the daemon's environment variable that holds the credential",
+        ));
+    }
+    lookup(var)
+        .map(|v| v.trim().to_owned())
+        .filter(|v| !v.is_empty())
+        .ok_or_else(|| {
+            ConfigError::invalid(
+                &format!("{key}.value_from"),
+                format!("environment variable {var} is not set (or empty) in the daemon's environment; set it, or remove this credential"),
+            )
+        })
+}
+
+/// What the header is set to, checked to be sendable: a value with a line
+/// break would let it write further headers.
+fn header_value(key: &str, var: &str, scheme: CredentialScheme, value: &str) -> Result<String, ConfigError> {
+    let header_value = match scheme {
+        CredentialScheme::Basic if !value.contains(':') => {
+            return Err(ConfigError::invalid(
+                &format!("{key}.value_from"),
+                format!("{var} holds no ':'; with scheme basic it must be user:password"),
+            ))
+        }
+        CredentialScheme::Basic => {
+            use base64::Engine;
+            format!(
+                "Basic {}",
+                base64::engine::general_purpose::STANDARD.encode(value)
+            )
+        }
+        CredentialScheme::Bearer => format!("Bearer {value}"),
+        CredentialScheme::Header => value.to_owned(),
+    };
+    if http::HeaderValue::from_str(&header_value).is_err() {
+        return Err(ConfigError::invalid(
+            &format!("{key}.value_from"),
+            format!("{var} holds characters an HTTP header cannot carry (a line break or control character)"),
+        ));
+    }
+    Ok(header_value)
 }
 
 /// `name` or `name:port` (default 443).

@@ -96,66 +96,10 @@ pub fn resolve_backend(
             ),
         ));
     }
-    let pull_policy = match images.pull_policy.trim() {
-        "" => "IfNotPresent".to_owned(),
-        p @ ("Always" | "IfNotPresent" | "Never") => p.to_owned(),
-        other => {
-            return Err(ConfigError::invalid(
-                "images.pull_policy",
-                format!(
-                    r#""{other}" is not a pull policy; use "Always", "IfNotPresent" (default) or "Never""#
-                ),
-            ))
-        }
-    };
-    for secret in images.pull_secrets {
-        if !is_dns_subdomain(secret) {
-            return Err(ConfigError::invalid(
-                "images.pull_secrets",
-                format!(
-                    r#""{secret}" is not a Secret name; list the names of docker-registry Secrets in the sandbox namespace"#
-                ),
-            ));
-        }
-    }
-    let runtime_class = match raw.runtime_class.trim() {
-        "" => None,
-        name if is_dns_subdomain(name) => Some(name.to_owned()),
-        other => {
-            return Err(ConfigError::invalid(
-                "sandbox.kubernetes.runtime_class",
-                format!(
-                    r#""{other}" is not a RuntimeClass name (for example "gvisor"); leave it empty for the cluster's default"#
-                ),
-            ))
-        }
-    };
-    let at_least = |key: &str, value: Duration, least: Duration, default: &str| {
-        if value < least {
-            Err(ConfigError::invalid(
-                key,
-                format!(
-                    r#""{}" is too short; use at least "{}" (default "{default}")"#,
-                    humantime::format_duration(value),
-                    humantime::format_duration(least)
-                ),
-            ))
-        } else {
-            Ok(value)
-        }
-    };
-    const MIN_STORAGE: u64 = 64 << 20;
-    for (key, size) in [
-        ("sandbox.kubernetes.ephemeral_storage", raw.ephemeral_storage),
-        ("sandbox.kubernetes.workspace_size", raw.workspace_size),
-    ] {
-        if size.bytes() < MIN_STORAGE {
-            return Err(ConfigError::invalid(
-                key,
-                format!(r#""{size}" leaves no room for a checkout; use at least "64m" (default "10g")"#),
-            ));
-        }
-    }
+    let pull_policy = pull_policy(images.pull_policy)?;
+    check_pull_secrets(images.pull_secrets)?;
+    let runtime_class = runtime_class(&raw.runtime_class)?;
+    check_storage(&raw)?;
     Ok(SandboxBackendChoice::Kubernetes(KubeSandboxConfig {
         namespace: raw.namespace,
         registry: images.registry.trim().trim_end_matches('/').to_owned(),
@@ -177,6 +121,79 @@ pub fn resolve_backend(
             "5m",
         )?,
     }))
+}
+
+/// `images.pull_policy`: one of the kubelet's policies; empty is its default.
+fn pull_policy(value: &str) -> Result<String, ConfigError> {
+    match value.trim() {
+        "" => Ok("IfNotPresent".to_owned()),
+        p @ ("Always" | "IfNotPresent" | "Never") => Ok(p.to_owned()),
+        other => Err(ConfigError::invalid(
+            "images.pull_policy",
+            format!(r#""{other}" is not a pull policy; use "Always", "IfNotPresent" (default) or "Never""#),
+        )),
+    }
+}
+
+/// `images.pull_secrets`: names the API server would take for Secrets.
+fn check_pull_secrets(secrets: &[String]) -> Result<(), ConfigError> {
+    for secret in secrets {
+        if !is_dns_subdomain(secret) {
+            return Err(ConfigError::invalid(
+                "images.pull_secrets",
+                format!(
+                    r#""{secret}" is not a Secret name; list the names of docker-registry Secrets in the sandbox namespace"#
+                ),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `sandbox.kubernetes.runtime_class`: empty leaves the cluster's default.
+fn runtime_class(value: &str) -> Result<Option<String>, ConfigError> {
+    match value.trim() {
+        "" => Ok(None),
+        name if is_dns_subdomain(name) => Ok(Some(name.to_owned())),
+        other => Err(ConfigError::invalid(
+            "sandbox.kubernetes.runtime_class",
+            format!(
+                r#""{other}" is not a RuntimeClass name (for example "gvisor"); leave it empty for the cluster's default"#
+            ),
+        )),
+    }
+}
+
+/// The pod's scratch and workspace volumes must hold a checkout.
+fn check_storage(raw: &RawKubeSandbox) -> Result<(), ConfigError> {
+    const MIN_STORAGE: u64 = 64 << 20;
+    for (key, size) in [
+        ("sandbox.kubernetes.ephemeral_storage", raw.ephemeral_storage),
+        ("sandbox.kubernetes.workspace_size", raw.workspace_size),
+    ] {
+        if size.bytes() < MIN_STORAGE {
+            return Err(ConfigError::invalid(
+                key,
+                format!(r#""{size}" leaves no room for a checkout; use at least "64m" (default "10g")"#),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// A duration key with a floor below which pods could not start or work.
+fn at_least(key: &str, value: Duration, least: Duration, default: &str) -> Result<Duration, ConfigError> {
+    if value < least {
+        return Err(ConfigError::invalid(
+            key,
+            format!(
+                r#""{}" is too short; use at least "{}" (default "{default}")"#,
+                humantime::format_duration(value),
+                humantime::format_duration(least)
+            ),
+        ));
+    }
+    Ok(value)
 }
 
 /// An RFC 1123 subdomain: what names of Secrets and RuntimeClasses allow.

@@ -73,64 +73,112 @@ pub struct LlmConfig {
 }
 
 pub(super) fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
-    let mut models = Vec::new();
-    for (i, m) in raw.models.into_iter().enumerate() {
-        let key = |field: &str| format!("llm.models[{i}].{field}");
-        let provider = match m.provider.trim() {
-            "openai" => ProviderKind::OpenAi,
-            "gemini" => ProviderKind::Gemini,
-            "anthropic" => ProviderKind::Anthropic,
-            other => {
-                return Err(ConfigError::invalid(
-                    &key("provider"),
-                    format!(
-                        r#""{other}" is not a provider; use "openai" (also for OpenAI-compatible servers), "gemini" or "anthropic""#
-                    ),
-                ))
-            }
-        };
-        if m.max_input_tokens == Some(0) {
+    let models = raw
+        .models
+        .into_iter()
+        .enumerate()
+        .map(|(i, m)| resolve_model(i, m))
+        .collect::<Result<Vec<_>, _>>()?;
+    let prices = resolve_prices(raw.prices)?;
+    if raw.max_output_tokens == 0 {
+        return Err(ConfigError::invalid("llm.max_output_tokens", "must be above 0"));
+    }
+    let stream_idle_timeout = positive_duration("llm.stream_idle_timeout", raw.stream_idle_timeout)?;
+    let stream_total_timeout = positive_duration("llm.stream_total_timeout", raw.stream_total_timeout)?;
+    if stream_total_timeout < stream_idle_timeout {
+        return Err(ConfigError::invalid(
+            "llm.stream_total_timeout",
+            "must be at least llm.stream_idle_timeout (the cap on a whole answer, which keeps streaming)",
+        ));
+    }
+    Ok(LlmConfig {
+        request_timeout: positive_duration("llm.request_timeout", raw.request_timeout)?,
+        stream_idle_timeout,
+        stream_total_timeout,
+        max_output_tokens: raw.max_output_tokens,
+        retry: RetryPolicy {
+            initial_backoff: positive_duration("llm.retry.initial_backoff", raw.retry.initial_backoff)?,
+            max_backoff: positive_duration("llm.retry.max_backoff", raw.retry.max_backoff)?,
+            max_retries: raw.retry.max_retries,
+        },
+        openai_base_url: base_url("llm.providers.openai.base_url", &raw.providers.openai.base_url)?,
+        gemini_base_url: base_url("llm.providers.gemini.base_url", &raw.providers.gemini.base_url)?,
+        anthropic_base_url: base_url(
+            "llm.providers.anthropic.base_url",
+            &raw.providers.anthropic.base_url,
+        )?,
+        models,
+        prices,
+    })
+}
+
+/// `llm.models[i]`, checked against what its provider serves.
+fn resolve_model(i: usize, m: raw::RawModel) -> Result<ModelConfig, ConfigError> {
+    let key = |field: &str| format!("llm.models[{i}].{field}");
+    let provider = provider(&key("provider"), &m.provider)?;
+    if m.max_input_tokens == Some(0) {
+        return Err(ConfigError::invalid(
+            &key("max_input_tokens"),
+            "must be above 0 (the model's context size in tokens)",
+        ));
+    }
+    let overrides = model_overrides(&m, provider, &key)?;
+    if let Some(effort) = &m.reasoning_effort {
+        let allowed = overrides
+            .efforts
+            .clone()
+            .unwrap_or_else(|| EFFORT_LEVELS.iter().map(|l| l.to_string()).collect());
+        if !allowed.contains(effort) {
             return Err(ConfigError::invalid(
-                &key("max_input_tokens"),
-                "must be above 0 (the model's context size in tokens)",
+                &key("reasoning_effort"),
+                format!(r#""{effort}" is not one of {}"#, allowed.join(", ")),
             ));
         }
-        let overrides = model_overrides(&m, provider, &key)?;
-        if let Some(effort) = &m.reasoning_effort {
-            let allowed = overrides
-                .efforts
-                .clone()
-                .unwrap_or_else(|| EFFORT_LEVELS.iter().map(|l| l.to_string()).collect());
-            if !allowed.contains(effort) {
-                return Err(ConfigError::invalid(
-                    &key("reasoning_effort"),
-                    format!(r#""{effort}" is not one of {}"#, allowed.join(", ")),
-                ));
-            }
-        }
-        let light = match m.role.as_deref().map(str::trim) {
-            None | Some("main") => false,
-            Some("light") => true,
-            Some(other) => {
-                return Err(ConfigError::invalid(
-                    &key("role"),
-                    format!(
-                        r#""{other}" is not one of "main" (plans and works; the default), "light" (classifies and summarises)"#
-                    ),
-                ))
-            }
-        };
-        models.push(ModelConfig {
-            provider,
-            model: non_empty(&key("model"), &m.model)?,
-            max_input_tokens: m.max_input_tokens,
-            reasoning_effort: m.reasoning_effort,
-            light,
-            overrides,
-        });
     }
+    let light = is_light(&key("role"), m.role.as_deref())?;
+    Ok(ModelConfig {
+        provider,
+        model: non_empty(&key("model"), &m.model)?,
+        max_input_tokens: m.max_input_tokens,
+        reasoning_effort: m.reasoning_effort,
+        light,
+        overrides,
+    })
+}
+
+fn provider(key: &str, text: &str) -> Result<ProviderKind, ConfigError> {
+    match text.trim() {
+        "openai" => Ok(ProviderKind::OpenAi),
+        "gemini" => Ok(ProviderKind::Gemini),
+        "anthropic" => Ok(ProviderKind::Anthropic),
+        other => Err(ConfigError::invalid(
+            key,
+            format!(
+                r#""{other}" is not a provider; use "openai" (also for OpenAI-compatible servers), "gemini" or "anthropic""#
+            ),
+        )),
+    }
+}
+
+/// `role`: whether the model is a light one (classifies and summarises).
+fn is_light(key: &str, role: Option<&str>) -> Result<bool, ConfigError> {
+    match role.map(str::trim) {
+        None | Some("main") => Ok(false),
+        Some("light") => Ok(true),
+        Some(other) => Err(ConfigError::invalid(
+            key,
+            format!(
+                r#""{other}" is not one of "main" (plans and works; the default), "light" (classifies and summarises)"#
+            ),
+        )),
+    }
+}
+
+/// `llm.prices`: US dollars per million tokens; cached input and cache
+/// writes cost as much as input unless given.
+fn resolve_prices(raw: BTreeMap<String, raw::RawPrice>) -> Result<BTreeMap<String, Price>, ConfigError> {
     let mut prices = BTreeMap::new();
-    for (model, price) in raw.prices {
+    for (model, price) in raw {
         let cached = price.cached_input.unwrap_or(0.0);
         let write = price.cache_write.unwrap_or(0.0);
         if ![price.input, price.output, cached, write]
@@ -152,46 +200,19 @@ pub(super) fn resolve_llm(raw: raw::RawLlm) -> Result<LlmConfig, ConfigError> {
             },
         );
     }
-    if raw.max_output_tokens == 0 {
-        return Err(ConfigError::invalid("llm.max_output_tokens", "must be above 0"));
-    }
-    let url = |key: &str, value: &str| {
-        let value = non_empty(key, value)?;
-        if !(value.starts_with("http://") || value.starts_with("https://")) {
-            return Err(ConfigError::invalid(
-                key,
-                format!(r#""{value}" is not an http:// or https:// URL"#),
-            ));
-        }
-        Ok(value.trim_end_matches('/').to_owned())
-    };
-    let stream_idle_timeout = positive_duration("llm.stream_idle_timeout", raw.stream_idle_timeout)?;
-    let stream_total_timeout = positive_duration("llm.stream_total_timeout", raw.stream_total_timeout)?;
-    if stream_total_timeout < stream_idle_timeout {
+    Ok(prices)
+}
+
+/// A provider's base URL, without the trailing slash.
+fn base_url(key: &str, value: &str) -> Result<String, ConfigError> {
+    let value = non_empty(key, value)?;
+    if !(value.starts_with("http://") || value.starts_with("https://")) {
         return Err(ConfigError::invalid(
-            "llm.stream_total_timeout",
-            "must be at least llm.stream_idle_timeout (the cap on a whole answer, which keeps streaming)",
+            key,
+            format!(r#""{value}" is not an http:// or https:// URL"#),
         ));
     }
-    Ok(LlmConfig {
-        request_timeout: positive_duration("llm.request_timeout", raw.request_timeout)?,
-        stream_idle_timeout,
-        stream_total_timeout,
-        max_output_tokens: raw.max_output_tokens,
-        retry: RetryPolicy {
-            initial_backoff: positive_duration("llm.retry.initial_backoff", raw.retry.initial_backoff)?,
-            max_backoff: positive_duration("llm.retry.max_backoff", raw.retry.max_backoff)?,
-            max_retries: raw.retry.max_retries,
-        },
-        openai_base_url: url("llm.providers.openai.base_url", &raw.providers.openai.base_url)?,
-        gemini_base_url: url("llm.providers.gemini.base_url", &raw.providers.gemini.base_url)?,
-        anthropic_base_url: url(
-            "llm.providers.anthropic.base_url",
-            &raw.providers.anthropic.base_url,
-        )?,
-        models,
-        prices,
-    })
+    Ok(value.trim_end_matches('/').to_owned())
 }
 
 /// Effort levels any provider documents, least thought first.

@@ -16,6 +16,7 @@ mod planning;
 mod policy;
 mod raw;
 mod repository;
+mod sandbox;
 mod secrets;
 mod submodules;
 mod thread_images;
@@ -38,6 +39,7 @@ pub use repository::{
     check_file as check_repo_file, AgentNetwork, Commands, PlainValue, RawNetwork, RepoBudget, RepoFile,
     RepositoriesConfig, SetupFailure,
 };
+pub use sandbox::{CopyOutLimits, EgressTransport, SandboxConfig, SnapshotsConfig};
 pub use secrets::{Secret, Secrets, OWN_SECRET};
 pub use submodules::SubmodulesConfig;
 pub use thread_images::ThreadImagesConfig;
@@ -181,70 +183,6 @@ pub struct ImagesConfig {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct SandboxConfig {
-    pub network_mode: String,
-    pub drop_all_capabilities: bool,
-    pub no_new_privileges: bool,
-    /// `uid[:gid]` or a user name known to the image.
-    pub user: String,
-    pub pids_limit: i64,
-    pub memory_bytes: u64,
-    pub cpus: f64,
-    pub read_only_root: bool,
-    pub tmp_size: u64,
-    pub home_dir: String,
-    pub home_size: u64,
-    pub workspace_dir: String,
-    pub project_dir: String,
-    pub exec_timeout: Duration,
-    pub output_limit: usize,
-    /// What may come out of a sandbox in one copy (its result), checked
-    /// while the stream is read.
-    pub copy_out: CopyOutLimits,
-    /// Whether the egress tunnel may connect to private networks (a
-    /// self-hosted registry there needs it); link-local never.
-    pub egress_allow_private: bool,
-    /// The daemon host's loopback may be reached (a registry beside it).
-    pub egress_allow_loopback: bool,
-    /// The port of the egress proxy on the sandbox's loopback.
-    pub egress_proxy_port: u16,
-    /// How tunnelled connections reach forgehand from the sandbox.
-    pub egress_transport: EgressTransport,
-    /// Where the per-sandbox egress sockets are (`<state_dir>/egress`).
-    pub egress_socket_dir: PathBuf,
-    /// The ports a CONNECT tunnel may reach; each tunnel must begin with a
-    /// TLS ClientHello naming its host.
-    pub egress_tls_ports: Vec<u16>,
-    /// Credentials the relay adds on the host (`sandbox.egress.credentials`).
-    pub egress_credentials: EgressCredentials,
-    pub snapshots: SnapshotsConfig,
-    /// Docker containers, or pods in a Kubernetes namespace.
-    pub backend: SandboxBackendChoice,
-}
-
-/// `sandbox.egress.transport`: how the sandbox's proxy reaches forgehand.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum EgressTransport {
-    /// A Unix socket bind-mounted into the sandbox when the engine can
-    /// mount this host's folders; the exec stream otherwise.
-    Auto,
-    /// Always the socket: a sandbox that cannot have it is not started.
-    Socket,
-    /// Always the multiplexed exec stream (as on a remote engine).
-    Exec,
-}
-
-/// `sandbox.snapshots`: what setup wrote, kept so the next task with the
-/// same inputs skips setup.
-#[derive(Debug, Clone, PartialEq)]
-pub struct SnapshotsConfig {
-    pub enabled: bool,
-    pub dir: PathBuf,
-    /// Above this, the least recently used snapshots are removed.
-    pub max_bytes: u64,
-}
-
-#[derive(Debug, Clone, PartialEq)]
 pub struct TextEditorMcpConfig {
     pub enabled: bool,
     /// The static `forgehand-editor`; `None`: next to the forgehand executable.
@@ -255,28 +193,6 @@ pub struct TextEditorMcpConfig {
     /// Empty: forgehand's own editor server. Otherwise argv of a stdio MCP
     /// server started inside the sandbox (for example the Node one).
     pub command: Vec<String>,
-}
-
-/// What may come out of a sandbox in one copy, checked while the stream
-/// is read (`sandbox.copy_out_max_bytes`, `copy_out_max_entries`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct CopyOutLimits {
-    /// Bytes of the tar stream (file contents and headers together).
-    pub bytes: u64,
-    /// Entries of the stream (files, folders, links, anything).
-    pub entries: u64,
-    /// Path components of one entry.
-    pub depth: usize,
-}
-
-impl Default for CopyOutLimits {
-    fn default() -> CopyOutLimits {
-        CopyOutLimits {
-            bytes: 4 << 30,
-            entries: 1_000_000,
-            depth: 128,
-        }
-    }
 }
 
 impl Config {
@@ -377,225 +293,13 @@ impl Config {
             }
         };
         let daemon = resolve_daemon(&raw.daemon, &resolve_path)?;
-
         let docker = DockerConfig {
             host: Some(raw.docker.host.trim().to_owned()).filter(|h| !h.is_empty()),
             api_timeout: positive_duration("docker.api_timeout", raw.docker.api_timeout)?,
         };
-
-        for (repo, image) in &raw.images.pins {
-            if !repo.contains('/') {
-                return Err(ConfigError::invalid(
-                    &format!("images.pins.{repo}"),
-                    format!(
-                        r#""{repo}" is not a repository; write it as "owner/name" (GitLab: "group/subgroup/name")"#
-                    ),
-                ));
-            }
-            non_empty(&format!("images.pins.{repo}"), image)?;
-        }
-        let images = ImagesConfig {
-            dir: optional_path(&raw.images.dir, &resolve_path),
-            tag_prefix: raw.images.tag_prefix,
-            tag: non_empty("images.tag", &raw.images.tag)?,
-            base_image: non_empty("images.base_image", &raw.images.base_image)?,
-            build_network: non_empty("images.build_network", &raw.images.build_network)?,
-            pins: raw.images.pins,
-        };
-
-        let s = raw.sandbox;
-        let backend = kube_sandbox::resolve_backend(
-            &s.backend,
-            s.kubernetes,
-            kube_sandbox::RawRegistry {
-                registry: &raw.images.registry,
-                pull_policy: &raw.images.pull_policy,
-                pull_secrets: &raw.images.pull_secrets,
-            },
-        )?;
-        if matches!(backend, SandboxBackendChoice::Kubernetes(_)) && s.egress.transport == "socket" {
-            return Err(ConfigError::invalid(
-                "sandbox.egress.transport",
-                r#""socket" needs sandboxes on this host's Docker engine; with sandbox.backend: kubernetes the tunnel rides on exec (use "auto" or "exec")"#,
-            ));
-        }
-        if s.pids_limit < 16 {
-            return Err(ConfigError::invalid(
-                "sandbox.pids_limit",
-                format!(
-                    "{} is too small for a shell and a build; use at least 16 (default 512)",
-                    s.pids_limit
-                ),
-            ));
-        }
-        if !(s.cpus.is_finite() && s.cpus > 0.0) {
-            return Err(ConfigError::invalid(
-                "sandbox.cpus",
-                format!(
-                    "{} is not a CPU count; use a positive number such as 2 or 0.5",
-                    s.cpus
-                ),
-            ));
-        }
-        const MIN_MEMORY: u64 = 16 << 20;
-        if s.memory.bytes() < MIN_MEMORY {
-            return Err(ConfigError::invalid(
-                "sandbox.memory",
-                format!(
-                    r#""{}" is below Docker's minimum; use at least "16m" (default "4g")"#,
-                    s.memory
-                ),
-            ));
-        }
-        let output_limit = usize::try_from(s.output_limit.bytes())
-            .ok()
-            .filter(|n| *n >= 1024)
-            .ok_or_else(|| {
-                ConfigError::invalid(
-                    "sandbox.output_limit",
-                    format!(
-                        r#""{}" is not usable; use a size of at least "1k" (default "1m")"#,
-                        s.output_limit
-                    ),
-                )
-            })?;
-        if s.copy_out_max_bytes.bytes() < 1 << 20 {
-            return Err(ConfigError::invalid(
-                "sandbox.copy_out_max_bytes",
-                format!(
-                    r#""{}" leaves no room for a repository; use at least "1m" (default "4g")"#,
-                    s.copy_out_max_bytes
-                ),
-            ));
-        }
-        if s.copy_out_max_entries < 100 {
-            return Err(ConfigError::invalid(
-                "sandbox.copy_out_max_entries",
-                format!(
-                    "{} leaves no room for a repository; use at least 100 (default 1000000)",
-                    s.copy_out_max_entries
-                ),
-            ));
-        }
-        for (key, dir) in [
-            ("sandbox.home_dir", &s.home_dir),
-            ("sandbox.workspace_dir", &s.workspace_dir),
-            ("sandbox.project_dir", &s.project_dir),
-        ] {
-            if !dir.starts_with('/') {
-                return Err(ConfigError::invalid(
-                    key,
-                    format!(r#""{dir}" must be an absolute path inside the container"#),
-                ));
-            }
-        }
-        if !s
-            .project_dir
-            .starts_with(&format!("{}/", s.workspace_dir.trim_end_matches('/')))
-        {
-            return Err(ConfigError::invalid(
-                "sandbox.project_dir",
-                format!(
-                    r#""{}" must be inside sandbox.workspace_dir ("{}"), the writable volume"#,
-                    s.project_dir, s.workspace_dir
-                ),
-            ));
-        }
-        let sandbox = SandboxConfig {
-            network_mode: non_empty("sandbox.network_mode", &s.network_mode)?,
-            drop_all_capabilities: s.drop_all_capabilities,
-            no_new_privileges: s.no_new_privileges,
-            user: non_empty("sandbox.user", &s.user)?,
-            pids_limit: s.pids_limit,
-            memory_bytes: s.memory.bytes(),
-            cpus: s.cpus,
-            read_only_root: s.read_only_root,
-            tmp_size: s.tmp_size.bytes(),
-            home_dir: s.home_dir,
-            home_size: s.home_size.bytes(),
-            workspace_dir: s.workspace_dir,
-            project_dir: s.project_dir,
-            exec_timeout: positive_duration("sandbox.exec_timeout", s.exec_timeout)?,
-            output_limit,
-            copy_out: CopyOutLimits {
-                bytes: s.copy_out_max_bytes.bytes(),
-                entries: s.copy_out_max_entries,
-                ..CopyOutLimits::default()
-            },
-            egress_allow_private: s.egress.allow_private,
-            egress_allow_loopback: s.egress.allow_loopback,
-            egress_proxy_port: match s.egress.proxy_port {
-                0 => {
-                    return Err(ConfigError::invalid(
-                        "sandbox.egress.proxy_port",
-                        "must be a port from 1 to 65535 (default 3128)",
-                    ))
-                }
-                port => port,
-            },
-            egress_transport: match s.egress.transport.as_str() {
-                "auto" => EgressTransport::Auto,
-                "socket" => EgressTransport::Socket,
-                "exec" => EgressTransport::Exec,
-                other => {
-                    return Err(ConfigError::invalid(
-                        "sandbox.egress.transport",
-                        format!("is `{other}`; use auto (default), socket or exec"),
-                    ))
-                }
-            },
-            egress_socket_dir: daemon.state_dir.join("egress"),
-            egress_tls_ports: match s.egress.tls_ports {
-                ports if ports.contains(&0) => {
-                    return Err(ConfigError::invalid(
-                        "sandbox.egress.tls_ports",
-                        "lists port 0; list ports from 1 to 65535 (default [443])",
-                    ))
-                }
-                ports => ports,
-            },
-            egress_credentials: EgressCredentials::default(),
-            snapshots: SnapshotsConfig {
-                enabled: s.snapshots.enabled,
-                dir: match s.snapshots.dir.trim() {
-                    "" => daemon.state_dir.join("snapshots"),
-                    dir => resolve_path(dir),
-                },
-                max_bytes: s.snapshots.max_bytes.bytes(),
-            },
-            backend,
-        };
-
-        let editor = raw.text_editor_mcp;
-        if editor.mcp_server.command.iter().any(|arg| arg.is_empty()) {
-            return Err(ConfigError::invalid(
-                "text_editor_mcp.mcp_server.command",
-                "holds an empty argument; list the program and its arguments, or leave the list empty for the built-in editor",
-            ));
-        }
-        let max_view_bytes = usize::try_from(editor.max_view_bytes.bytes())
-            .ok()
-            .filter(|n| *n >= 256)
-            .ok_or_else(|| {
-                ConfigError::invalid(
-                    "text_editor_mcp.max_view_bytes",
-                    format!(
-                        r#""{}" is too small; use at least "256" (default "16k")"#,
-                        editor.max_view_bytes
-                    ),
-                )
-            })?;
-        let text_editor_mcp = TextEditorMcpConfig {
-            enabled: editor.enabled,
-            editor_binary: Some(editor.editor_binary.trim())
-                .filter(|p| !p.is_empty())
-                .map(resolve_path),
-            call_timeout: positive_duration("text_editor_mcp.call_timeout", editor.call_timeout)?,
-            max_view_bytes,
-            server_name: non_empty("text_editor_mcp.mcp_server.name", &editor.mcp_server.name)?,
-            command: editor.mcp_server.command,
-        };
-
+        let images = resolve_images(&raw.images, &resolve_path)?;
+        let sandbox = sandbox::resolve_sandbox(raw.sandbox, &raw.images, &daemon.state_dir, &resolve_path)?;
+        let text_editor_mcp = resolve_text_editor(raw.text_editor_mcp, &resolve_path)?;
         let llm = llm::resolve_llm(raw.llm)?;
         let agent = resolve_agent(raw.agent, llm.max_output_tokens, &resolve_path)?;
         let mcp_servers = resolve_mcp_servers(raw.mcp_servers)?;
@@ -626,6 +330,68 @@ impl Config {
             mcp_servers,
         })
     }
+}
+
+/// `images:`; the registry keys belong to the Kubernetes backend and are
+/// resolved with `sandbox:`.
+fn resolve_images(
+    raw: &raw::RawImages,
+    resolve_path: &dyn Fn(&str) -> PathBuf,
+) -> Result<ImagesConfig, ConfigError> {
+    for (repo, image) in &raw.pins {
+        if !repo.contains('/') {
+            return Err(ConfigError::invalid(
+                &format!("images.pins.{repo}"),
+                format!(
+                    r#""{repo}" is not a repository; write it as "owner/name" (GitLab: "group/subgroup/name")"#
+                ),
+            ));
+        }
+        non_empty(&format!("images.pins.{repo}"), image)?;
+    }
+    Ok(ImagesConfig {
+        dir: optional_path(&raw.dir, resolve_path),
+        tag_prefix: raw.tag_prefix.clone(),
+        tag: non_empty("images.tag", &raw.tag)?,
+        base_image: non_empty("images.base_image", &raw.base_image)?,
+        build_network: non_empty("images.build_network", &raw.build_network)?,
+        pins: raw.pins.clone(),
+    })
+}
+
+/// `text_editor_mcp:`: the built-in editor or another stdio MCP server.
+fn resolve_text_editor(
+    editor: raw::RawTextEditorMcp,
+    resolve_path: &dyn Fn(&str) -> PathBuf,
+) -> Result<TextEditorMcpConfig, ConfigError> {
+    if editor.mcp_server.command.iter().any(|arg| arg.is_empty()) {
+        return Err(ConfigError::invalid(
+            "text_editor_mcp.mcp_server.command",
+            "holds an empty argument; list the program and its arguments, or leave the list empty for the built-in editor",
+        ));
+    }
+    let max_view_bytes = usize::try_from(editor.max_view_bytes.bytes())
+        .ok()
+        .filter(|n| *n >= 256)
+        .ok_or_else(|| {
+            ConfigError::invalid(
+                "text_editor_mcp.max_view_bytes",
+                format!(
+                    r#""{}" is too small; use at least "256" (default "16k")"#,
+                    editor.max_view_bytes
+                ),
+            )
+        })?;
+    Ok(TextEditorMcpConfig {
+        enabled: editor.enabled,
+        editor_binary: Some(editor.editor_binary.trim())
+            .filter(|p| !p.is_empty())
+            .map(resolve_path),
+        call_timeout: positive_duration("text_editor_mcp.call_timeout", editor.call_timeout)?,
+        max_view_bytes,
+        server_name: non_empty("text_editor_mcp.mcp_server.name", &editor.mcp_server.name)?,
+        command: editor.mcp_server.command,
+    })
 }
 
 fn resolve_agent(

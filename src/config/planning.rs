@@ -92,17 +92,7 @@ pub(super) fn resolve_planning(
     raw: RawPlanning,
     models: &[ModelConfig],
 ) -> Result<PlanningConfig, ConfigError> {
-    let mode = match raw.mode.trim() {
-        "debate" => PlanningMode::Debate,
-        "single" => PlanningMode::Single,
-        "off" => PlanningMode::Off,
-        other => {
-            return Err(ConfigError::invalid(
-                "planning.mode",
-                format!(r#""{other}" is not one of "debate", "single", "off""#),
-            ))
-        }
-    };
+    let mode = planning_mode(&raw.mode)?;
     if raw.context_tokens < 1_000 {
         return Err(ConfigError::invalid(
             "planning.context_tokens",
@@ -112,10 +102,49 @@ pub(super) fn resolve_planning(
             ),
         ));
     }
-    let known = |key: String, name: &str| known_model(&key, name, models);
+    let debaters = debaters(&raw.debaters, models)?;
+    let judge = match raw.judge.trim() {
+        "" => None,
+        name => Some(known_model("planning.judge", name, models)?),
+    };
+    check_debate_limits(&raw)?;
+    Ok(PlanningConfig {
+        mode,
+        context_tokens: raw.context_tokens,
+        max_file_bytes: raw.max_file_size.bytes(),
+        debaters,
+        judge,
+        rounds: raw.rounds,
+        consensus_threshold: raw.consensus_threshold,
+        token_budget: raw.token_budget,
+        time_limit: positive_duration("planning.time_limit", raw.time_limit)?,
+        call_timeout: positive_duration("planning.call_timeout", raw.call_timeout)?,
+        ideas: resolve_ideas_mode(&raw.ideas)?,
+        light_models: models
+            .iter()
+            .filter(|m| m.light)
+            .map(|m| m.model.clone())
+            .collect(),
+    })
+}
+
+fn planning_mode(text: &str) -> Result<PlanningMode, ConfigError> {
+    match text.trim() {
+        "debate" => Ok(PlanningMode::Debate),
+        "single" => Ok(PlanningMode::Single),
+        "off" => Ok(PlanningMode::Off),
+        other => Err(ConfigError::invalid(
+            "planning.mode",
+            format!(r#""{other}" is not one of "debate", "single", "off""#),
+        )),
+    }
+}
+
+/// `planning.debaters`: configured models, each once.
+fn debaters(names: &[String], models: &[ModelConfig]) -> Result<Vec<String>, ConfigError> {
     let mut debaters = Vec::new();
-    for (i, name) in raw.debaters.iter().enumerate() {
-        let name = known(format!("planning.debaters[{i}]"), name)?;
+    for (i, name) in names.iter().enumerate() {
+        let name = known_model(&format!("planning.debaters[{i}]"), name, models)?;
         if debaters.contains(&name) {
             return Err(ConfigError::invalid(
                 &format!("planning.debaters[{i}]"),
@@ -124,10 +153,11 @@ pub(super) fn resolve_planning(
         }
         debaters.push(name);
     }
-    let judge = match raw.judge.trim() {
-        "" => None,
-        name => Some(known("planning.judge".into(), name)?),
-    };
+    Ok(debaters)
+}
+
+/// Rounds, the consensus score and the budgets that bound a debate.
+fn check_debate_limits(raw: &RawPlanning) -> Result<(), ConfigError> {
     if !(1..=10).contains(&raw.rounds) {
         return Err(ConfigError::invalid(
             "planning.rounds",
@@ -155,22 +185,5 @@ pub(super) fn resolve_planning(
             r#"use a size above 0, e.g. "1m" (the default)"#,
         ));
     }
-    Ok(PlanningConfig {
-        mode,
-        context_tokens: raw.context_tokens,
-        max_file_bytes: raw.max_file_size.bytes(),
-        debaters,
-        judge,
-        rounds: raw.rounds,
-        consensus_threshold: raw.consensus_threshold,
-        token_budget: raw.token_budget,
-        time_limit: positive_duration("planning.time_limit", raw.time_limit)?,
-        call_timeout: positive_duration("planning.call_timeout", raw.call_timeout)?,
-        ideas: resolve_ideas_mode(&raw.ideas)?,
-        light_models: models
-            .iter()
-            .filter(|m| m.light)
-            .map(|m| m.model.clone())
-            .collect(),
-    })
+    Ok(())
 }

@@ -232,28 +232,10 @@ pub fn check_file(prefix: &str, file: &RepoFile) -> Result<(), ConfigError> {
         }
     };
     if let Some(image) = &file.image {
-        if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
-            return Err(ConfigError::invalid(
-                &key("image"),
-                format!(
-                    r#""{image}" is not an image reference; use a forgehand image name such as "python" or a reference such as "registry.example.org/team/app:1.2" or "name@sha256:…""#
-                ),
-            ));
-        }
+        check_image(&key, image)?;
     }
     if let Some(budget) = &file.budget {
-        for (name, cap) in [
-            ("budget.task_usd", budget.task_usd),
-            ("budget.daily_usd", budget.daily_usd),
-            ("budget.monthly_usd", budget.monthly_usd),
-        ] {
-            if cap.is_some_and(|cap| !cap.is_finite() || cap <= 0.0) {
-                return Err(ConfigError::invalid(
-                    &key(name),
-                    "is not a positive amount of US dollars; write e.g. 2 or 0.50, or leave it out",
-                ));
-            }
-        }
+        check_budget(&key, budget)?;
     }
     if let Some(attempts) = file.attempts.filter(|n| !(1..=super::MAX_ATTEMPTS).contains(n)) {
         return Err(ConfigError::invalid(
@@ -264,6 +246,59 @@ pub fn check_file(prefix: &str, file: &RepoFile) -> Result<(), ConfigError> {
             ),
         ));
     }
+    check_setup(&key, file)?;
+    if let Some(env) = &file.env {
+        for name in env.keys() {
+            check_env_name(&key(&format!("env.{name}")), name)?;
+        }
+    }
+    if let Some(network) = &file.network {
+        check_network(&key, network)?;
+    }
+    if file.test.as_deref().is_some_and(|t| t.trim().is_empty()) {
+        return Err(ConfigError::invalid(
+            &key("test"),
+            "is empty; give the command that verifies a change, such as \"pytest -q\", or leave the key out",
+        ));
+    }
+    if let Some(paths) = &file.instructions {
+        check_instructions(&key, paths)?;
+    }
+    Ok(())
+}
+
+/// `image`: one reference, which Docker cannot take with spaces in it.
+fn check_image(key: &dyn Fn(&str) -> String, image: &str) -> Result<(), ConfigError> {
+    if image.trim().is_empty() || image.chars().any(char::is_whitespace) {
+        return Err(ConfigError::invalid(
+            &key("image"),
+            format!(
+                r#""{image}" is not an image reference; use a forgehand image name such as "python" or a reference such as "registry.example.org/team/app:1.2" or "name@sha256:…""#
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `budget`: each cap given is a positive amount.
+fn check_budget(key: &dyn Fn(&str) -> String, budget: &RepoBudget) -> Result<(), ConfigError> {
+    for (name, cap) in [
+        ("budget.task_usd", budget.task_usd),
+        ("budget.daily_usd", budget.daily_usd),
+        ("budget.monthly_usd", budget.monthly_usd),
+    ] {
+        if cap.is_some_and(|cap| !cap.is_finite() || cap <= 0.0) {
+            return Err(ConfigError::invalid(
+                &key(name),
+                "is not a positive amount of US dollars; write e.g. 2 or 0.50, or leave it out",
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// `setup` holds no empty command, and neither timeout is zero.
+fn check_setup(key: &dyn Fn(&str) -> String, file: &RepoFile) -> Result<(), ConfigError> {
     if let Some(commands) = &file.setup {
         let commands = commands.clone().into_vec();
         if commands.iter().any(|c| c.trim().is_empty()) {
@@ -281,45 +316,35 @@ pub fn check_file(prefix: &str, file: &RepoFile) -> Result<(), ConfigError> {
             return Err(ConfigError::invalid(&key(name), "must be longer than 0s"));
         }
     }
-    if let Some(env) = &file.env {
-        for name in env.keys() {
-            check_env_name(&key(&format!("env.{name}")), name)?;
-        }
+    Ok(())
+}
+
+/// `network`: host lists for setup and the agent, or the agent's "off".
+fn check_network(key: &dyn Fn(&str) -> String, network: &RawNetwork) -> Result<(), ConfigError> {
+    if let Some(hosts) = &network.setup {
+        host_patterns(&key("network.setup"), hosts)?;
     }
-    if let Some(network) = &file.network {
-        if let Some(hosts) = &network.setup {
-            host_patterns(&key("network.setup"), hosts)?;
-        }
-        match &network.agent {
-            Some(AgentNetwork::Word(word)) if word.trim() != "off" => {
-                return Err(ConfigError::invalid(
-                    &key("network.agent"),
-                    format!(r#""{word}" is not accepted; write "off" (the default) or a list of hosts"#),
-                ))
-            }
-            Some(AgentNetwork::Hosts(hosts)) => {
-                host_patterns(&key("network.agent"), hosts)?;
-            }
-            _ => {}
-        }
+    match &network.agent {
+        Some(AgentNetwork::Word(word)) if word.trim() != "off" => Err(ConfigError::invalid(
+            &key("network.agent"),
+            format!(r#""{word}" is not accepted; write "off" (the default) or a list of hosts"#),
+        )),
+        Some(AgentNetwork::Hosts(hosts)) => host_patterns(&key("network.agent"), hosts).map(drop),
+        _ => Ok(()),
     }
-    if file.test.as_deref().is_some_and(|t| t.trim().is_empty()) {
-        return Err(ConfigError::invalid(
-            &key("test"),
-            "is empty; give the command that verifies a change, such as \"pytest -q\", or leave the key out",
-        ));
-    }
-    if let Some(paths) = &file.instructions {
-        for path in paths {
-            let clean = path.trim();
-            if clean.is_empty() || clean.starts_with('/') || clean.split('/').any(|part| part == "..") {
-                return Err(ConfigError::invalid(
-                    &key("instructions"),
-                    format!(
-                        r#""{path}" is not a path inside the repository; give paths such as "AGENTS.md" or "docs/agents.md""#
-                    ),
-                ));
-            }
+}
+
+/// `instructions`: relative paths that stay inside the repository.
+fn check_instructions(key: &dyn Fn(&str) -> String, paths: &[String]) -> Result<(), ConfigError> {
+    for path in paths {
+        let clean = path.trim();
+        if clean.is_empty() || clean.starts_with('/') || clean.split('/').any(|part| part == "..") {
+            return Err(ConfigError::invalid(
+                &key("instructions"),
+                format!(
+                    r#""{path}" is not a path inside the repository; give paths such as "AGENTS.md" or "docs/agents.md""#
+                ),
+            ));
         }
     }
     Ok(())

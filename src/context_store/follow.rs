@@ -68,46 +68,8 @@ impl ContextStore {
         classifier: Classifier<'_>,
         reading: Reading,
     ) -> Followed {
-        let mut seen = std::collections::HashSet::new();
-        let mut to_classify: Vec<(Option<u64>, Incoming)> = Vec::new();
-        let mut read_seqs = Vec::new();
-        for m in reading.incoming {
-            if !seen.insert(m.source.clone()) {
-                continue;
-            }
-            match self.stored_for(&m.source) {
-                Some(stored) => {
-                    read_seqs.push(stored.seq);
-                    if stored.text != m.text {
-                        to_classify.push((Some(stored.seq), m));
-                    } else if stored.source != m.source {
-                        // An older store's body source (with a digest): renamed, no call needed.
-                        let renamed = StoredMessage {
-                            source: m.source,
-                            ..stored.clone()
-                        };
-                        log.save(&self.key, &renamed);
-                        self.replace(renamed);
-                    }
-                }
-                None => to_classify.push((None, m)),
-            }
-        }
-        let classified: Vec<(Option<u64>, Incoming, Classification)> = stream::iter(to_classify)
-            .map(|(seq, m)| async move {
-                let c = classify::classify_metered(
-                    classifier.model,
-                    classifier.name,
-                    classifier.prompts,
-                    &m.text,
-                    classifier.usage,
-                )
-                .await;
-                (seq, m, c)
-            })
-            .buffered(PARALLEL_CLASSIFICATIONS)
-            .collect()
-            .await;
+        let (to_classify, mut read_seqs) = self.match_stored(log, reading.incoming);
+        let classified = classify_all(classifier, to_classify).await;
         let mut followed = Followed::default();
         for (seq, m, c) in classified {
             match seq.and_then(|seq| self.messages.iter().find(|s| s.seq == seq).cloned()) {
@@ -133,19 +95,62 @@ impl ContextStore {
                 }
             }
         }
+        followed.deleted = self.take_out_unread(log, &read_seqs, &reading.covers);
+        followed
+    }
+
+    /// Matches the read messages (each source once) to the stored ones.
+    /// Returns what needs classifying (with the seq it replaces, when
+    /// edited) and the seqs that were read. A body stored under an older
+    /// source is renamed in place, no call needed.
+    fn match_stored(
+        &mut self,
+        log: &dyn ContextLog,
+        incoming: Vec<Incoming>,
+    ) -> (Vec<(Option<u64>, Incoming)>, Vec<u64>) {
+        let mut seen = std::collections::HashSet::new();
+        let mut to_classify: Vec<(Option<u64>, Incoming)> = Vec::new();
+        let mut read_seqs = Vec::new();
+        for m in incoming {
+            if !seen.insert(m.source.clone()) {
+                continue;
+            }
+            match self.stored_for(&m.source) {
+                Some(stored) => {
+                    read_seqs.push(stored.seq);
+                    if stored.text != m.text {
+                        to_classify.push((Some(stored.seq), m));
+                    } else if stored.source != m.source {
+                        // An older store's body source (with a digest): renamed, no call needed.
+                        let renamed = StoredMessage {
+                            source: m.source,
+                            ..stored.clone()
+                        };
+                        log.save(&self.key, &renamed);
+                        self.replace(renamed);
+                    }
+                }
+                None => to_classify.push((None, m)),
+            }
+        }
+        (to_classify, read_seqs)
+    }
+
+    /// Takes out the stored messages under `covers` that were not read:
+    /// gone from the thread, or no longer heard. Returns how many.
+    fn take_out_unread(&mut self, log: &dyn ContextLog, read_seqs: &[u64], covers: &[String]) -> usize {
         let gone: Vec<StoredMessage> = self
             .messages
             .iter()
-            .filter(|m| !read_seqs.contains(&m.seq) && reading.covers.iter().any(|p| under(&m.source, p)))
+            .filter(|m| !read_seqs.contains(&m.seq) && covers.iter().any(|p| under(&m.source, p)))
             .cloned()
             .collect();
-        for old in gone {
+        for old in &gone {
             tracing::info!(store = %self.key, source = %old.source, "a message is gone from the thread (or no longer heard); taken out of the store");
-            log.delete(&self.key, &old);
+            log.delete(&self.key, old);
             self.messages.retain(|m| m.seq != old.seq);
-            followed.deleted += 1;
         }
-        followed
+        gone.len()
     }
 
     /// The stored message `source` stands for: the same source, or for an
@@ -216,6 +221,28 @@ fn summary_request(template: &str, text: &str) -> ChatRequest {
         cache_system: false,
         json_output: false,
     }
+}
+
+/// Classifies the messages, a few at once, keeping their order.
+async fn classify_all(
+    classifier: Classifier<'_>,
+    to_classify: Vec<(Option<u64>, Incoming)>,
+) -> Vec<(Option<u64>, Incoming, Classification)> {
+    stream::iter(to_classify)
+        .map(|(seq, m)| async move {
+            let c = classify::classify_metered(
+                classifier.model,
+                classifier.name,
+                classifier.prompts,
+                &m.text,
+                classifier.usage,
+            )
+            .await;
+            (seq, m, c)
+        })
+        .buffered(PARALLEL_CLASSIFICATIONS)
+        .collect()
+        .await
 }
 
 #[cfg(test)]

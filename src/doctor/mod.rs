@@ -58,9 +58,31 @@ pub async fn run_checks(
     secrets: &Secrets,
     options: DoctorOptions,
 ) -> Vec<Check> {
-    let mut checks = vec![check("config", Status::Pass, format!("loaded {config_source}"))];
+    let mut checks = vec![
+        check("config", Status::Pass, format!("loaded {config_source}")),
+        state_dir_check(config),
+    ];
+    checks.extend(docker_checks(config).await);
+    checks.extend(secret_checks(config, secrets));
+    checks.push(editor_check(config));
+    // Every configured model: what forgehand knows of it, where that came
+    // from, and whether the keys make it usable.
+    checks.extend(model_checks(config, secrets));
+    checks.push(planning_check(config, secrets));
+    checks.push(prompts_check(config));
+    checks.push(mirrors_check(config));
+    checks.push(snapshots_check(config));
+    checks.extend(egress::credentials_check(config));
+    checks.push(signing_check(config));
+    if kubernetes::wanted(config) {
+        checks.extend(kubernetes::run(config, options.probe_network).await);
+    }
+    checks
+}
 
-    checks.push(match std::fs::create_dir_all(&config.daemon.state_dir) {
+/// The state folder exists or can be made.
+fn state_dir_check(config: &Config) -> Check {
+    match std::fs::create_dir_all(&config.daemon.state_dir) {
         Ok(()) => check(
             "state dir",
             Status::Pass,
@@ -74,23 +96,24 @@ pub async fn run_checks(
                 config.daemon.state_dir.display()
             ),
         ),
-    });
+    }
+}
 
+/// The Docker engine and the sandbox images on it. With Kubernetes
+/// sandboxes an unreachable engine is only a warning: building images
+/// needs it, the daemon does not.
+async fn docker_checks(config: &Config) -> Vec<Check> {
     let docker_wanted = config.sandbox.backend == SandboxBackendChoice::Docker;
     match docker_sandbox::connect(&config.docker).await {
-        Err(err) if !docker_wanted => checks.push(check(
+        Err(err) if !docker_wanted => vec![check(
             "docker",
             Status::Warn,
             format!("{err}; the daemon does not need it (sandboxes are pods), `forgehand images build` does"),
-        )),
-        Err(err) => {
-            checks.push(check("docker", Status::Fail, err.to_string()));
-            checks.push(check(
-                "images",
-                Status::Fail,
-                "not checked: Docker is not reachable",
-            ));
-        }
+        )],
+        Err(err) => vec![
+            check("docker", Status::Fail, err.to_string()),
+            check("images", Status::Fail, "not checked: Docker is not reachable"),
+        ],
         Ok(docker) => {
             let detail = match docker.version().await {
                 Ok(v) => format!(
@@ -100,11 +123,17 @@ pub async fn run_checks(
                 ),
                 Err(e) => format!("reachable, but its version is unknown: {e}"),
             };
-            checks.push(check("docker", Status::Pass, detail));
+            let mut checks = vec![check("docker", Status::Pass, detail)];
             checks.extend(image_checks(&docker, config).await);
+            checks
         }
     }
+}
 
+/// Which secrets are set, and whether the watched forges, the models and
+/// the HTTP listener have the ones they need.
+fn secret_checks(config: &Config, secrets: &Secrets) -> Vec<Check> {
+    let mut checks = Vec::new();
     for (var, purpose, present) in secrets.presence() {
         let (status, detail) = if present {
             (Status::Pass, format!("set ({purpose})"))
@@ -116,6 +145,23 @@ pub async fn run_checks(
     let model = secrets.openai_api_key.is_some()
         || secrets.gemini_api_key.is_some()
         || secrets.anthropic_api_key.is_some();
+    checks.extend(forge_token_checks(config, secrets));
+    if !model {
+        checks.push(check(
+            "model key",
+            Status::Fail,
+            "none of OPENAI_API_KEY, GEMINI_API_KEY, ANTHROPIC_API_KEY is set",
+        ));
+    }
+    if let Some(problem) = crate::daemon::setup::http_token_problem(config, secrets) {
+        checks.push(check("http listener", Status::Fail, problem));
+    }
+    checks
+}
+
+/// Something is watched, and each watched forge has its token.
+fn forge_token_checks(config: &Config, secrets: &Secrets) -> Vec<Check> {
+    let mut checks = Vec::new();
     let (github, gitlab) = (&config.github, &config.gitlab);
     if !github.watches_anything() && !gitlab.watches_anything() {
         checks.push(check(
@@ -158,19 +204,13 @@ pub async fn run_checks(
             )
         });
     }
-    if !model {
-        checks.push(check(
-            "model key",
-            Status::Fail,
-            "none of OPENAI_API_KEY, GEMINI_API_KEY, ANTHROPIC_API_KEY is set",
-        ));
-    }
-    if let Some(problem) = crate::daemon::setup::http_token_problem(config, secrets) {
-        checks.push(check("http listener", Status::Fail, problem));
-    }
+    checks
+}
 
+/// The text editor: off, another server, or the built-in one's binary.
+fn editor_check(config: &Config) -> Check {
     let editor = &config.text_editor_mcp;
-    checks.push(match (editor.enabled, editor.command.is_empty()) {
+    match (editor.enabled, editor.command.is_empty()) {
         (false, _) => check(
             "text editor",
             Status::Pass,
@@ -193,21 +233,7 @@ pub async fn run_checks(
             ),
             Err(e) => check("text editor", Status::Fail, e.to_string()),
         },
-    });
-
-    // Every configured model: what forgehand knows of it, where that came
-    // from, and whether the keys make it usable.
-    checks.extend(model_checks(config, secrets));
-    checks.push(planning_check(config, secrets));
-    checks.push(prompts_check(config));
-    checks.push(mirrors_check(config));
-    checks.push(snapshots_check(config));
-    checks.extend(egress::credentials_check(config));
-    checks.push(signing_check(config));
-    if kubernetes::wanted(config) {
-        checks.extend(kubernetes::run(config, options.probe_network).await);
     }
-    checks
 }
 
 /// Whether pushed commits are signed, and with which key (a bad key

@@ -8,6 +8,7 @@
 use crate::llm::{ChatModel, ChatRequest, LlmError, Message};
 use serde::{Deserialize, Serialize};
 use serde_json::{json, Value};
+use std::sync::atomic::AtomicU32;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::{Mutex, Semaphore, SemaphorePermit};
@@ -284,77 +285,24 @@ impl Generator<'_> {
     pub async fn generate(&self, request: &IdeaRequest) -> Result<IdeaOutput, IdeaError> {
         request.validate()?;
         let started = Instant::now();
-        let calls = std::sync::atomic::AtomicU32::new(0);
+        let calls = AtomicU32::new(0);
         let domain = request
             .domain_context
             .as_deref()
             .filter(|d| !d.trim().is_empty())
             .unwrap_or("(none)");
-        let categories_prompt = fill(
-            &self.prompts.categories,
-            &[
-                ("EXPERT_ROLE", &request.expert_role),
-                ("TARGET_SUBJECT", &request.target_subject),
-                ("TARGET_CATEGORIES", &request.target_categories.to_string()),
-                ("DOMAIN_CONTEXT", domain),
-            ],
-        );
-        let raw: Vec<RawCategory> = self
-            .ask(&categories_prompt, CATEGORIES_SHAPE, &calls)
-            .await
-            .map_err(|e| stage_failed("the categories", e))?;
-        let raw: Vec<RawCategory> = raw.into_iter().filter(|c| !c.name.trim().is_empty()).collect();
-        if raw.is_empty() {
-            return Err(IdeaError::new(
-                ErrorCode::GenerationFailed,
-                "the model returned no categories",
-            ));
-        }
-        let target_options = request.target_options_per_category.to_string();
-        let asks = raw.iter().map(|c| {
-            let examples = serde_json::to_string(&c.example_choices).unwrap_or_default();
-            let prompt = fill(
-                &self.prompts.options,
-                &[
-                    ("EXPERT_ROLE", &request.expert_role),
-                    ("TARGET_SUBJECT", &request.target_subject),
-                    ("CATEGORY_NAME", &c.name),
-                    ("CATEGORY_DESCRIPTION", &c.description),
-                    ("EXAMPLE_CHOICES", &examples),
-                    ("TARGET_OPTIONS", &target_options),
-                    ("DOMAIN_CONTEXT", domain),
-                ],
-            );
-            let calls = &calls;
-            async move { self.ask::<Vec<Value>>(&prompt, OPTIONS_SHAPE, calls).await }
-        });
-        let answers = futures_util::future::join_all(asks).await;
+        let raw = self.categories(request, domain, &calls).await?;
+        let answers = self.options(request, domain, &raw, &calls).await;
         let mut categories = Vec::new();
         let mut skipped = Vec::new();
         let mut last_error = None;
         for (c, answer) in raw.into_iter().zip(answers) {
             match answer {
-                Ok(values) => {
-                    let mut options: Vec<String> = Vec::new();
-                    for v in values {
-                        let text = match v {
-                            Value::String(s) => s,
-                            other => other.to_string(),
-                        };
-                        let text = text.trim().to_owned();
-                        if !text.is_empty() && !options.contains(&text) {
-                            options.push(text);
-                        }
-                    }
-                    if request.randomize_selection {
-                        sample(&mut options, request.random_sample_size as usize);
-                    }
-                    categories.push(Category {
-                        name: c.name.trim().to_owned(),
-                        description: c.description.trim().to_owned(),
-                        options,
-                    });
-                }
+                Ok(values) => categories.push(Category {
+                    name: c.name.trim().to_owned(),
+                    description: c.description.trim().to_owned(),
+                    options: option_list(values, request),
+                }),
                 Err(e) => {
                     tracing::warn!(category = %c.name, "no options for the category: {e}");
                     skipped.push(format!("{}: {e}", c.name));
@@ -379,6 +327,65 @@ impl Generator<'_> {
             },
             categories,
         })
+    }
+
+    /// Stage one: the categories, each with a name; none is a failure.
+    async fn categories(
+        &self,
+        request: &IdeaRequest,
+        domain: &str,
+        calls: &AtomicU32,
+    ) -> Result<Vec<RawCategory>, IdeaError> {
+        let categories_prompt = fill(
+            &self.prompts.categories,
+            &[
+                ("EXPERT_ROLE", &request.expert_role),
+                ("TARGET_SUBJECT", &request.target_subject),
+                ("TARGET_CATEGORIES", &request.target_categories.to_string()),
+                ("DOMAIN_CONTEXT", domain),
+            ],
+        );
+        let raw: Vec<RawCategory> = self
+            .ask(&categories_prompt, CATEGORIES_SHAPE, calls)
+            .await
+            .map_err(|e| stage_failed("the categories", e))?;
+        let raw: Vec<RawCategory> = raw.into_iter().filter(|c| !c.name.trim().is_empty()).collect();
+        if raw.is_empty() {
+            return Err(IdeaError::new(
+                ErrorCode::GenerationFailed,
+                "the model returned no categories",
+            ));
+        }
+        Ok(raw)
+    }
+
+    /// Stage two: every category's options, asked at once; each answer
+    /// stands alone, so one failed category leaves the others.
+    async fn options(
+        &self,
+        request: &IdeaRequest,
+        domain: &str,
+        raw: &[RawCategory],
+        calls: &AtomicU32,
+    ) -> Vec<Result<Vec<Value>, IdeaError>> {
+        let target_options = request.target_options_per_category.to_string();
+        let asks = raw.iter().map(|c| {
+            let examples = serde_json::to_string(&c.example_choices).unwrap_or_default();
+            let prompt = fill(
+                &self.prompts.options,
+                &[
+                    ("EXPERT_ROLE", &request.expert_role),
+                    ("TARGET_SUBJECT", &request.target_subject),
+                    ("CATEGORY_NAME", &c.name),
+                    ("CATEGORY_DESCRIPTION", &c.description),
+                    ("EXAMPLE_CHOICES", &examples),
+                    ("TARGET_OPTIONS", &target_options),
+                    ("DOMAIN_CONTEXT", domain),
+                ],
+            );
+            async move { self.ask::<Vec<Value>>(&prompt, OPTIONS_SHAPE, calls).await }
+        });
+        futures_util::future::join_all(asks).await
     }
 
     /// One stage's call with up to [`ATTEMPTS`] attempts, each with a
@@ -514,6 +521,26 @@ fn fill(template: &str, values: &[(&str, &str)]) -> String {
 /// A pacer shared by every generation of a process (the key's limit is one).
 pub fn shared_pacer(config: &crate::config::IdeasConfig) -> Arc<Pacer> {
     Arc::new(Pacer::new(config.min_interval, config.max_parallel))
+}
+
+/// A category's options as text, trimmed, without blanks or repeats, and
+/// sampled when the request asks for a random selection.
+fn option_list(values: Vec<Value>, request: &IdeaRequest) -> Vec<String> {
+    let mut options: Vec<String> = Vec::new();
+    for v in values {
+        let text = match v {
+            Value::String(s) => s,
+            other => other.to_string(),
+        };
+        let text = text.trim().to_owned();
+        if !text.is_empty() && !options.contains(&text) {
+            options.push(text);
+        }
+    }
+    if request.randomize_selection {
+        sample(&mut options, request.random_sample_size as usize);
+    }
+    options
 }
 
 #[cfg(test)]

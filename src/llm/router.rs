@@ -372,7 +372,39 @@ pub const OPENAI_DEFAULT: &str = "https://api.openai.com/v1";
 pub fn model_spec(config: &crate::config::LlmConfig, index: usize) -> Result<ModelSpec, LlmError> {
     let model = &config.models[index];
     let key = |field: &str| format!("llm.models[{index}].{field}");
-    let known = catalogue::lookup(&model.model).filter(|s| s.provider == model.provider);
+    let mut spec = base_spec(config, model, &key)?;
+    let replaced = apply_overrides(&mut spec, model, config.prices.get(&model.model));
+    if !replaced.is_empty() {
+        spec.origin = format!(
+            "{}; {} from llm.models[{index}]",
+            spec.origin,
+            replaced.join(", ")
+        );
+    }
+    if let (Some(effort), false) = (&model.reasoning_effort, spec.efforts.is_empty()) {
+        if spec.effort(effort) != Some(effort.as_str()) {
+            tracing::warn!(
+                model = %model.model,
+                "{} is {effort}, which the model does not have ({}); {} is sent instead",
+                key("reasoning_effort"),
+                spec.efforts.join(", "),
+                spec.effort(effort).unwrap_or("nothing"),
+            );
+        }
+    }
+    Ok(spec)
+}
+
+/// The catalogue's entry for `model`, or plain defaults when the
+/// catalogue lacks it (then the config must name its window).
+fn base_spec(
+    config: &crate::config::LlmConfig,
+    model: &crate::config::ModelConfig,
+    key: &dyn Fn(&str) -> String,
+) -> Result<ModelSpec, LlmError> {
+    if let Some(spec) = catalogue::lookup(&model.model).filter(|s| s.provider == model.provider) {
+        return Ok(spec);
+    }
     // A model the catalogue knows keeps its API on any base URL (a gateway
     // serves OpenAI's Responses API too; see `gateway`); one it does not
     // know is a local model on a compatible server, unless at OpenAI's own.
@@ -382,28 +414,32 @@ pub fn model_spec(config: &crate::config::LlmConfig, index: usize) -> Result<Mod
         ProviderKind::Anthropic => Api::Messages,
         ProviderKind::Gemini => Api::GenerateContent,
     };
-    let mut spec = match known {
-        Some(spec) => spec,
-        None => {
-            let window = model.max_input_tokens.ok_or_else(|| LlmError::NoModel {
-                detail: format!(
-                    "{} ({}) is not in the model catalogue ({}): set {} to its context size in tokens, and {} where it reasons or refuses a temperature",
-                    model.model,
-                    key("model"),
-                    catalogue::source(),
-                    key("max_input_tokens"),
-                    key("reasoning / efforts / temperature"),
-                ),
-            })?;
-            ModelSpec::plain(
-                &model.model,
-                model.provider,
-                unknown_api,
-                window,
-                config.max_output_tokens,
-            )
-        }
-    };
+    let window = model.max_input_tokens.ok_or_else(|| LlmError::NoModel {
+        detail: format!(
+            "{} ({}) is not in the model catalogue ({}): set {} to its context size in tokens, and {} where it reasons or refuses a temperature",
+            model.model,
+            key("model"),
+            catalogue::source(),
+            key("max_input_tokens"),
+            key("reasoning / efforts / temperature"),
+        ),
+    })?;
+    Ok(ModelSpec::plain(
+        &model.model,
+        model.provider,
+        unknown_api,
+        window,
+        config.max_output_tokens,
+    ))
+}
+
+/// Replaces what `llm.models[i]` (and its `llm.prices` entry) gives;
+/// returns the names of what was replaced, for the spec's origin.
+fn apply_overrides(
+    spec: &mut ModelSpec,
+    model: &crate::config::ModelConfig,
+    price: Option<&Price>,
+) -> Vec<&'static str> {
     let o = &model.overrides;
     let mut replaced = Vec::new();
     if let Some(window) = model.max_input_tokens {
@@ -434,29 +470,11 @@ pub fn model_spec(config: &crate::config::LlmConfig, index: usize) -> Result<Mod
         spec.vision = vision;
         replaced.push("vision");
     }
-    if let Some(price) = config.prices.get(&model.model) {
+    if let Some(price) = price {
         spec.price = Some(*price);
         replaced.push("price (llm.prices)");
     }
-    if !replaced.is_empty() {
-        spec.origin = format!(
-            "{}; {} from llm.models[{index}]",
-            spec.origin,
-            replaced.join(", ")
-        );
-    }
-    if let (Some(effort), false) = (&model.reasoning_effort, spec.efforts.is_empty()) {
-        if spec.effort(effort) != Some(effort.as_str()) {
-            tracing::warn!(
-                model = %model.model,
-                "{} is {effort}, which the model does not have ({}); {} is sent instead",
-                key("reasoning_effort"),
-                spec.efforts.join(", "),
-                spec.effort(effort).unwrap_or("nothing"),
-            );
-        }
-    }
-    Ok(spec)
+    replaced
 }
 
 /// Every price forgehand knows for the configured models: the catalogue's,

@@ -15,7 +15,7 @@ use crate::llm::ChatModel;
 use crate::planning::debate::{DebateEvent, DebateSettings, NoCheckpoints, Planner};
 use crate::planning::pack::{PackOptions, Packed};
 use crate::planning::prompts::Context;
-use crate::planning::sage::{expected_model, Sage, SageError};
+use crate::planning::sage::{expected_model, ReviewAnswer, Sage, SageError};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
     LoggingLevel, LoggingMessageNotificationParam, PaginatedRequestParams, ProgressNotificationParam,
@@ -110,25 +110,9 @@ impl SageServer {
         context: &RequestContext<RoleServer>,
     ) -> CallToolResult {
         let args = request.arguments.unwrap_or_default();
-        let text_key = if request.name == REVIEW {
-            "instruction"
-        } else {
-            "prompt"
-        };
-        let Some(text) = args
-            .get(text_key)
-            .and_then(Value::as_str)
-            .filter(|t| !t.trim().is_empty())
-        else {
-            return error(format!("`{text_key}` is required: a non-empty string."));
-        };
-        let paths: Vec<String> = match args.get("paths") {
-            Some(Value::Array(items)) if items.iter().all(Value::is_string) => items
-                .iter()
-                .filter_map(Value::as_str)
-                .map(str::to_owned)
-                .collect(),
-            _ => return error("`paths` is required: an array of file or folder paths (strings).".into()),
+        let (text, paths) = match arguments(&request.name, &args) {
+            Ok(found) => found,
+            Err(message) => return error(message),
         };
         if self.settings.model.models().is_empty() {
             return error(
@@ -160,18 +144,10 @@ impl SageServer {
                 let usage = a.usage.summary();
                 (a.text, a.model, usage)
             }),
-            REVIEW => sage.review(&self.settings.root, &packed, text).await.map(|r| {
-                let mut out = r.answer.text.clone();
-                let usable = r.blocks.iter().filter(|b| b.usable()).count();
-                out.push_str(&format!(
-                    "\n\n---\n{usable} of {} edit block(s) apply cleanly.",
-                    r.blocks.len()
-                ));
-                for p in &r.problems {
-                    out.push_str(&format!("\n- {p}"));
-                }
-                (out, r.answer.model, r.answer.usage.summary())
-            }),
+            REVIEW => sage
+                .review(&self.settings.root, &packed, text)
+                .await
+                .map(|r| (review_report(&r), r.answer.model, r.answer.usage.summary())),
             _ => self.plan(&packed, text, context).await,
         };
         match outcome {
@@ -330,4 +306,41 @@ impl ServerHandler for SageServer {
         }
         Ok(CallToolResponse::Complete(self.run(request, &context).await))
     }
+}
+
+/// The tool's text (`instruction` for a review, `prompt` otherwise) and
+/// its `paths`; the error says which is missing or wrong.
+fn arguments<'a>(tool: &str, args: &'a Map<String, Value>) -> Result<(&'a str, Vec<String>), String> {
+    let text_key = if tool == REVIEW { "instruction" } else { "prompt" };
+    let Some(text) = args
+        .get(text_key)
+        .and_then(Value::as_str)
+        .filter(|t| !t.trim().is_empty())
+    else {
+        return Err(format!("`{text_key}` is required: a non-empty string."));
+    };
+    let paths: Vec<String> = match args.get("paths") {
+        Some(Value::Array(items)) if items.iter().all(Value::is_string) => items
+            .iter()
+            .filter_map(Value::as_str)
+            .map(str::to_owned)
+            .collect(),
+        _ => return Err("`paths` is required: an array of file or folder paths (strings).".into()),
+    };
+    Ok((text, paths))
+}
+
+/// A review's answer, with how many of its edit blocks apply and why the
+/// others do not.
+fn review_report(review: &ReviewAnswer) -> String {
+    let mut out = review.answer.text.clone();
+    let usable = review.blocks.iter().filter(|b| b.usable()).count();
+    out.push_str(&format!(
+        "\n\n---\n{usable} of {} edit block(s) apply cleanly.",
+        review.blocks.len()
+    ));
+    for p in &review.problems {
+        out.push_str(&format!("\n- {p}"));
+    }
+    out
 }

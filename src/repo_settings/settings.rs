@@ -131,40 +131,19 @@ pub fn resolve(
     let layers = [file, operator, &config.defaults];
     let mut notes = Vec::new();
 
-    let image = match &file.image {
-        Some(chosen) if !config.allow_image && !crate::images::is_own_image_name(chosen) => {
-            notes.push(format!(
-                "The repository's `image: {chosen}` is ignored: only forgehand's own images (such as `python`) may be chosen unless the operator sets repositories.allow_image"
-            ));
-            operator.image.clone().or_else(|| config.defaults.image.clone())
-        }
-        _ => first(&layers, |l| l.image.clone()),
-    };
+    let image = image(config, &layers, &mut notes);
     let setup = first(&layers, |l| l.setup.clone().map(|c| c.into_vec())).unwrap_or_default();
-    let mut capped = |name: &str, asked: Option<Duration>, default: Duration, max: Duration| {
-        let value = asked.unwrap_or(default);
-        if value > max {
-            notes.push(format!(
-                "`{name}` of {} is capped at the operator's limit of {}",
-                humantime::format_duration(value),
-                humantime::format_duration(max)
-            ));
-            max
-        } else {
-            value
-        }
-    };
     let setup_timeout = capped(
         "setup_timeout",
-        first(&layers, |l| l.setup_timeout.map(|d| d.0)),
-        config.setup_timeout,
+        first(&layers, |l| l.setup_timeout.map(|d| d.0)).unwrap_or(config.setup_timeout),
         config.max_setup_timeout,
+        &mut notes,
     );
     let test_timeout = capped(
         "test_timeout",
-        first(&layers, |l| l.test_timeout.map(|d| d.0)),
-        config.test_timeout,
+        first(&layers, |l| l.test_timeout.map(|d| d.0)).unwrap_or(config.test_timeout),
         config.max_test_timeout,
+        &mut notes,
     );
     let mut env = BTreeMap::new();
     for layer in layers.iter().rev() {
@@ -172,18 +151,73 @@ pub fn resolve(
             env.insert(name.clone(), value.to_string());
         }
     }
-    let setup_hosts = match first(&layers, |l| l.network.as_ref().and_then(|n| n.setup.clone())) {
+    let (setup_hosts, agent_hosts) = hosts(config, &layers, language, &mut notes);
+    RepoSettings {
+        image,
+        setup,
+        setup_timeout,
+        env,
+        setup_hosts,
+        agent_hosts,
+        test: first(&layers, |l| l.test.clone()).map(|t| t.trim().to_owned()),
+        test_timeout,
+        instructions: first(&layers, |l| l.instructions.clone()),
+        budget: lowest_budget(&layers),
+        attempts: attempts(config, operator, file, &mut notes),
+        notes,
+    }
+}
+
+/// The image: the repository's choice only when it is one of forgehand's
+/// own, or the operator allows any (`repositories.allow_image`).
+fn image(config: &RepositoriesConfig, layers: &[&RepoFile; 3], notes: &mut Vec<String>) -> Option<String> {
+    let [file, operator, _] = layers;
+    match &file.image {
+        Some(chosen) if !config.allow_image && !crate::images::is_own_image_name(chosen) => {
+            notes.push(format!(
+                "The repository's `image: {chosen}` is ignored: only forgehand's own images (such as `python`) may be chosen unless the operator sets repositories.allow_image"
+            ));
+            operator.image.clone().or_else(|| config.defaults.image.clone())
+        }
+        _ => first(layers, |l| l.image.clone()),
+    }
+}
+
+/// `value`, or the operator's `max` with a note when it asks for more.
+fn capped(name: &str, value: Duration, max: Duration, notes: &mut Vec<String>) -> Duration {
+    if value > max {
+        notes.push(format!(
+            "`{name}` of {} is capped at the operator's limit of {}",
+            humantime::format_duration(value),
+            humantime::format_duration(max)
+        ));
+        max
+    } else {
+        value
+    }
+}
+
+/// The hosts setup and the agent may reach, within the operator's allowed
+/// list. The repository's own `network.agent` needs such a list: without
+/// one the agent stays offline.
+fn hosts(
+    config: &RepositoriesConfig,
+    layers: &[&RepoFile; 3],
+    language: Language,
+    notes: &mut Vec<String>,
+) -> (Vec<HostPattern>, Vec<HostPattern>) {
+    let setup_hosts = match first(layers, |l| l.network.as_ref().and_then(|n| n.setup.clone())) {
         Some(hosts) => patterns(&hosts),
         None => public_registries(language)
             .iter()
             .filter_map(|h| HostPattern::parse(h).ok())
             .collect(),
     };
-    let agent_hosts = match first(&layers, |l| l.network.as_ref().and_then(|n| n.agent.clone())) {
+    let agent_hosts = match first(layers, |l| l.network.as_ref().and_then(|n| n.agent.clone())) {
         Some(AgentNetwork::Hosts(hosts)) => patterns(&hosts),
         _ => Vec::new(),
     };
-    let agent_from_file = file.network.as_ref().is_some_and(|n| n.agent.is_some());
+    let agent_from_file = layers[0].network.as_ref().is_some_and(|n| n.agent.is_some());
     let (setup_hosts, dropped_setup) = within_limit(setup_hosts, &config.allowed_hosts);
     let (agent_hosts, dropped_agent) = if agent_from_file
         && config.allowed_hosts.is_empty()
@@ -208,20 +242,7 @@ pub fn resolve(
             dropped.join(", ")
         ));
     }
-    RepoSettings {
-        image,
-        setup,
-        setup_timeout,
-        env,
-        setup_hosts,
-        agent_hosts,
-        test: first(&layers, |l| l.test.clone()).map(|t| t.trim().to_owned()),
-        test_timeout,
-        instructions: first(&layers, |l| l.instructions.clone()),
-        budget: lowest_budget(&layers),
-        attempts: attempts(config, operator, file, &mut notes),
-        notes,
-    }
+    (setup_hosts, agent_hosts)
 }
 
 /// The operator's number of attempts for the repository (its entry, the

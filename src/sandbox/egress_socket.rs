@@ -7,8 +7,6 @@
 //! the sandbox still has no network interface but loopback.
 
 use super::egress::Egress;
-use super::SandboxError;
-use crate::config::{EgressTransport, SandboxConfig};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -99,50 +97,6 @@ impl Drop for EgressSocket {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
-}
-
-/// The egress socket for a new sandbox, when it will have a supervisor to
-/// use it and `sandbox.egress.transport` allows (`unmountable`: the engine
-/// already failed to mount one).
-pub fn for_new_sandbox(
-    config: &SandboxConfig,
-    unmountable: bool,
-    supervised: bool,
-    egress: &Arc<Egress>,
-) -> Result<Option<EgressSocket>, SandboxError> {
-    let transport = config.egress_transport;
-    if !supervised
-        || transport == EgressTransport::Exec
-        || (transport == EgressTransport::Auto && unmountable)
-    {
-        return Ok(None);
-    }
-    match EgressSocket::open(&config.egress_socket_dir, egress.clone()) {
-        Ok(socket) => Ok(Some(socket)),
-        Err(err) if transport == EgressTransport::Auto => {
-            tracing::warn!(error = %err, dir = %config.egress_socket_dir.display(), "no egress socket for this sandbox; its tunnel uses the exec stream");
-            Ok(None)
-        }
-        Err(err) => Err(SandboxError::Refused {
-            engine: super::docker::ENGINE,
-            action: format!(
-                "open an egress socket in {} (sandbox.egress.transport: socket)",
-                config.egress_socket_dir.display()
-            ),
-            retryable: false,
-            detail: err.to_string(),
-        }),
-    }
-}
-
-/// The engine's answer to a bind mount whose folder it cannot see (it is
-/// on another host).
-pub fn is_bind_source_missing(err: &bollard::errors::Error) -> bool {
-    matches!(
-        err,
-        bollard::errors::Error::DockerResponseServerError { status_code: 400, message }
-            if message.contains("bind source path does not exist")
-    )
 }
 
 /// Short (the path limit) and never reused within this host's uptime.

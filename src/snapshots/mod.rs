@@ -250,52 +250,12 @@ impl SnapshotStore {
     ) -> Result<SnapshotInfo, SnapshotError> {
         let helper = sandbox.editor_path().ok_or(SnapshotError::NoHelper)?.to_owned();
         std::fs::create_dir_all(&self.dir).map_err(|e| storage(&self.dir, e))?;
-        let partial = self.dir.join(format!(
-            ".partial-{}-{}-{}",
-            info.short_key(),
-            std::process::id(),
-            SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.subsec_nanos())
-        ));
+        let partial = self.partial_folder(&info);
         std::fs::create_dir(&partial).map_err(|e| storage(&partial, e))?;
         let saved = async {
-            // Each part stops being written the moment the whole would pass
-            // max_bytes: a sandbox cannot fill the host's disk through it.
-            let home = partial.join(HOME_PART);
-            let room = Room {
-                left: self.max_bytes,
-                max: self.max_bytes,
-            };
-            pack_part(
-                sandbox,
-                &helper,
-                home_dir,
-                &home,
-                None,
-                secrets,
-                "home folder",
-                room,
-            )
-            .await?;
-            let project = partial.join(PROJECT_PART);
-            let skip = Some(checkout.to_owned());
-            let room = Room {
-                left: self.max_bytes.saturating_sub(file_size(&home)),
-                max: self.max_bytes,
-            };
-            pack_part(
-                sandbox,
-                &helper,
-                sandbox.project_dir(),
-                &project,
-                skip,
-                secrets,
-                "project folder",
-                room,
-            )
-            .await?;
-            info.bytes = file_size(&home) + file_size(&project);
+            info.bytes = self
+                .pack(sandbox, &helper, home_dir, checkout, &partial, secrets)
+                .await?;
             if info.bytes > self.max_bytes {
                 return Err(SnapshotError::TooLarge {
                     bytes: info.bytes,
@@ -324,6 +284,67 @@ impl SnapshotStore {
         // max_bytes (checked above), so only older ones are removed.
         self.evict()?;
         Ok(info)
+    }
+
+    /// A new folder name for a snapshot being written: unique per process
+    /// and moment, and cleaned up as stale if the process dies.
+    fn partial_folder(&self, info: &SnapshotInfo) -> PathBuf {
+        self.dir.join(format!(
+            ".partial-{}-{}-{}",
+            info.short_key(),
+            std::process::id(),
+            SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.subsec_nanos())
+        ))
+    }
+
+    /// Packs the home and project folders into `partial`; returns the
+    /// bytes written. Each part stops being written the moment the whole
+    /// would pass max_bytes: a sandbox cannot fill the host's disk through it.
+    async fn pack(
+        &self,
+        sandbox: &dyn Sandbox,
+        helper: &str,
+        home_dir: &str,
+        checkout: &Path,
+        partial: &Path,
+        secrets: &[&str],
+    ) -> Result<u64, SnapshotError> {
+        let home = partial.join(HOME_PART);
+        let room = Room {
+            left: self.max_bytes,
+            max: self.max_bytes,
+        };
+        pack_part(
+            sandbox,
+            helper,
+            home_dir,
+            &home,
+            None,
+            secrets,
+            "home folder",
+            room,
+        )
+        .await?;
+        let project = partial.join(PROJECT_PART);
+        let skip = Some(checkout.to_owned());
+        let room = Room {
+            left: self.max_bytes.saturating_sub(file_size(&home)),
+            max: self.max_bytes,
+        };
+        pack_part(
+            sandbox,
+            helper,
+            sandbox.project_dir(),
+            &project,
+            skip,
+            secrets,
+            "project folder",
+            room,
+        )
+        .await?;
+        Ok(file_size(&home) + file_size(&project))
     }
 
     /// Unpacks `info` into `sandbox`'s home and project folders (never over

@@ -3,8 +3,8 @@
 //! ETag of the last answer is sent as `If-None-Match`, and a 304 (which GitHub
 //! does not count against the rate limit) is answered from the cache.
 
-use super::http_util::{encode, next_link, path_and_query, remaining, wait_from_headers};
-use super::retry::{self, Repeat};
+use super::http_util::{encode, next_link, path_and_query};
+use super::retry::Repeat;
 use super::{
     lock, parse_time, ChangeInfo, Check, Checks, Comment, CommentPlace, Delivery, ForgeError, ForgeKind,
     Intake, Item, ItemKind, ItemRef, LabelApplied, Poll, RecentComments, RepoInfo, ReviewThread, Reviews,
@@ -15,7 +15,6 @@ use crate::git::Credentials;
 use async_trait::async_trait;
 use http::{HeaderMap, Method, StatusCode};
 use octocrab::Octocrab;
-use serde::de::DeserializeOwned;
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,9 +24,11 @@ use tokio::time::Instant;
 mod checks;
 mod conversation;
 mod history;
+mod requests;
 mod reviews;
 mod wire;
 
+use requests::decode;
 use wire::*;
 
 const FORGE: &str = "github";
@@ -124,163 +125,6 @@ impl GitHub {
         self
     }
 
-    /// One request, with short rate-limit waits (up to
-    /// [`retry::MAX_INLINE_WAIT`]); server errors and broken connections are
-    /// retried with backoff when `repeat` allows (see [`retry`]).
-    async fn send(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&Value>,
-        what: &str,
-        repeat: Repeat,
-    ) -> Result<Answer, ForgeError> {
-        retry::send_with_retries(repeat, what, || self.send_once(method.clone(), path, body, what)).await
-    }
-
-    async fn send_once(
-        &self,
-        method: Method,
-        path: &str,
-        body: Option<&Value>,
-        what: &str,
-    ) -> Result<Answer, ForgeError> {
-        if let Some(until) = *lock(&self.blocked_until) {
-            let now = Instant::now();
-            if until > now {
-                return Err(ForgeError::RateLimited {
-                    forge: FORGE,
-                    retry_after: until - now,
-                });
-            }
-        }
-        let cached = (method == Method::GET)
-            .then(|| lock(&self.cache).get(path).cloned())
-            .flatten();
-        let mut headers = HeaderMap::new();
-        headers.insert(
-            http::header::ACCEPT,
-            http::HeaderValue::from_static("application/vnd.github+json"),
-        );
-        if let Some((etag, _)) = &cached {
-            if let Ok(value) = http::HeaderValue::from_str(etag) {
-                headers.insert(http::header::IF_NONE_MATCH, value);
-            }
-        }
-        let result = match method {
-            Method::GET => self.crab._get_with_headers(path, Some(headers)).await,
-            Method::POST => self.crab._post(path, body).await,
-            Method::PATCH => self.crab._patch(path, body).await,
-            Method::PUT => self.crab._put(path, body).await,
-            Method::DELETE => self.crab._delete(path, body).await,
-            other => {
-                return Err(ForgeError::Setup {
-                    forge: FORGE,
-                    message: format!("method {other} is not used"),
-                })
-            }
-        };
-        let response = result.map_err(|e| ForgeError::Network {
-            forge: FORGE,
-            what: what.to_owned(),
-            message: e.to_string(),
-        })?;
-        let status = response.status();
-        let headers = response.headers().clone();
-        self.metrics.forge_call(FORGE, status.as_u16());
-        if let Some(left) = remaining(&headers) {
-            self.metrics.rate_limit(FORGE, left);
-        }
-        let text = self
-            .crab
-            .body_to_string(response)
-            .await
-            .map_err(|e| ForgeError::Network {
-                forge: FORGE,
-                what: what.to_owned(),
-                message: e.to_string(),
-            })?;
-        if remaining(&headers) == Some(0) {
-            if let Some(wait) = wait_from_headers(&headers) {
-                *lock(&self.blocked_until) = Some(Instant::now() + wait);
-            }
-        }
-        if status == StatusCode::NOT_MODIFIED {
-            if let Some((_, body)) = cached {
-                return Ok(Answer {
-                    status,
-                    headers,
-                    body,
-                });
-            }
-        }
-        if status.is_success() {
-            if method == Method::GET {
-                if let Some(etag) = headers.get(http::header::ETAG).and_then(|v| v.to_str().ok()) {
-                    let mut cache = lock(&self.cache);
-                    if cache.len() >= MAX_CACHED {
-                        cache.clear();
-                    }
-                    cache.insert(path.to_owned(), (etag.to_owned(), text.clone()));
-                }
-            }
-            return Ok(Answer {
-                status,
-                headers,
-                body: text,
-            });
-        }
-        let err = error_for(status, &headers, &text, what);
-        if let Some(wait) = err.retry_after() {
-            // Nothing more is sent before GitHub's time is up.
-            *lock(&self.blocked_until) = Some(Instant::now() + wait);
-        }
-        Err(err)
-    }
-
-    async fn get<T: DeserializeOwned>(&self, path: &str, what: &str) -> Result<T, ForgeError> {
-        let answer = self.send(Method::GET, path, None, what, Repeat::Safe).await?;
-        decode(&answer.body, what)
-    }
-
-    /// Every page of a list, following `Link: rel="next"`. The flag says
-    /// whether the first page was unchanged (304).
-    async fn get_all<T: DeserializeOwned>(
-        &self,
-        path: &str,
-        what: &str,
-    ) -> Result<(Vec<T>, bool), ForgeError> {
-        let first = self.send(Method::GET, path, None, what, Repeat::Safe).await?;
-        let unchanged = first.status == StatusCode::NOT_MODIFIED;
-        let mut items: Vec<T> = decode(&first.body, what)?;
-        let mut next = next_link(&first.headers);
-        let mut pages = 1;
-        while let Some(address) = next.take() {
-            pages += 1;
-            if pages > 100 {
-                break;
-            }
-            let page = self
-                .send(Method::GET, &path_and_query(&address), None, what, Repeat::Safe)
-                .await?;
-            items.extend(decode::<Vec<T>>(&page.body, what)?);
-            next = next_link(&page.headers);
-        }
-        Ok((items, unchanged))
-    }
-
-    async fn write<T: DeserializeOwned>(
-        &self,
-        method: Method,
-        path: &str,
-        body: &Value,
-        what: &str,
-        repeat: Repeat,
-    ) -> Result<T, ForgeError> {
-        let answer = self.send(method, path, Some(body), what, repeat).await?;
-        decode(&answer.body, what)
-    }
-
     /// The issue's events (labels, renames), every page.
     async fn events(&self, item: &ItemRef) -> Result<Vec<IssueEvent>, ForgeError> {
         let path = format!(
@@ -310,49 +154,6 @@ impl GitHub {
             message: format!("{repo:?} is not owner/name"),
         })?;
         Ok(format!("/repos/{}/{}", encode(owner), encode(name)))
-    }
-}
-
-fn decode<T: DeserializeOwned>(body: &str, what: &str) -> Result<T, ForgeError> {
-    serde_json::from_str(body).map_err(|e| ForgeError::Decode {
-        forge: FORGE,
-        what: what.to_owned(),
-        message: e.to_string(),
-    })
-}
-
-fn error_for(status: StatusCode, headers: &HeaderMap, body: &str, what: &str) -> ForgeError {
-    let message = serde_json::from_str::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
-        .unwrap_or_else(|| body.chars().take(200).collect());
-    let limited = status == StatusCode::TOO_MANY_REQUESTS
-        || (status == StatusCode::FORBIDDEN
-            && (remaining(headers) == Some(0)
-                || headers.contains_key("retry-after")
-                || message.to_ascii_lowercase().contains("rate limit")));
-    if limited {
-        return ForgeError::RateLimited {
-            forge: FORGE,
-            retry_after: wait_from_headers(headers).unwrap_or(Duration::from_secs(60)),
-        };
-    }
-    match status {
-        StatusCode::UNAUTHORIZED => ForgeError::Auth {
-            forge: FORGE,
-            status: status.as_u16(),
-            message,
-        },
-        StatusCode::NOT_FOUND => ForgeError::NotFound {
-            forge: FORGE,
-            what: what.to_owned(),
-        },
-        _ => ForgeError::Api {
-            forge: FORGE,
-            what: what.to_owned(),
-            status: status.as_u16(),
-            message,
-        },
     }
 }
 

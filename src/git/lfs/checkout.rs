@@ -4,7 +4,7 @@
 //! cap; the others keep their pointers and are listed with why, for the
 //! agent and the progress comment.
 
-use super::batch::{Client, Operation};
+use super::batch::{Client, ObjectAnswer, Operation};
 use super::pointer::{Pointer, MAX_POINTER_BYTES};
 use super::{git, LfsError, LfsPaths};
 use git2::{ObjectType, Repository, Tree, TreeWalkMode, TreeWalkResult};
@@ -91,24 +91,7 @@ pub async fn fetch_into(
     max_total: u64,
 ) -> Result<Fetched, LfsError> {
     let mut fetched = Fetched::default();
-    let mut wanted: BTreeMap<Pointer, Vec<String>> = BTreeMap::new();
-    let mut total = 0u64;
-    for (path, pointer) in files {
-        if !wanted.contains_key(&pointer) {
-            if total.saturating_add(pointer.size) > max_total {
-                fetched.left.push((
-                    path,
-                    format!(
-                        "{} bytes; over git.lfs.max_total_bytes ({max_total})",
-                        pointer.size
-                    ),
-                ));
-                continue;
-            }
-            total += pointer.size;
-        }
-        wanted.entry(pointer).or_default().push(path);
-    }
+    let wanted = within_cap(files, max_total, &mut fetched);
     let leave_all = |fetched: &mut Fetched, wanted: BTreeMap<Pointer, Vec<String>>, why: &str| {
         for path in wanted.into_values().flatten() {
             fetched.left.push((path, why.to_owned()));
@@ -135,24 +118,8 @@ pub async fn fetch_into(
     };
     let answers: BTreeMap<String, _> = answers.into_iter().map(|a| (a.oid.clone(), a)).collect();
     for (pointer, paths) in wanted {
-        let outcome = match answers.get(&pointer.oid) {
-            None => Err("the LFS server did not answer for this object".to_owned()),
-            Some(answer) => match (&answer.error, answer.actions.get("download")) {
-                (Some(e), _) => Err(format!(
-                    "the LFS server has no such object: {} {}",
-                    e.code, e.message
-                )),
-                (None, None) => Err("the LFS server gave no download for this object".to_owned()),
-                (None, Some(action)) => {
-                    let first = dir.join(&paths[0]);
-                    client
-                        .download(action, &pointer, &first)
-                        .await
-                        .map_err(|e| e.to_string())
-                }
-            },
-        };
-        match outcome {
+        let first = dir.join(&paths[0]);
+        match download(&client, answers.get(&pointer.oid), &pointer, &first).await {
             Ok(()) => {
                 copy_to_others(dir, &paths)?;
                 fetched.bytes += pointer.size * paths.len() as u64;
@@ -164,6 +131,58 @@ pub async fn fetch_into(
     fetched.files.sort();
     fetched.left.sort();
     Ok(fetched)
+}
+
+/// The objects to fetch, each with the paths that hold it, while their
+/// total stays under `max_total`; files past it stay pointers in `fetched`.
+fn within_cap(
+    files: Vec<(String, Pointer)>,
+    max_total: u64,
+    fetched: &mut Fetched,
+) -> BTreeMap<Pointer, Vec<String>> {
+    let mut wanted: BTreeMap<Pointer, Vec<String>> = BTreeMap::new();
+    let mut total = 0u64;
+    for (path, pointer) in files {
+        if !wanted.contains_key(&pointer) {
+            if total.saturating_add(pointer.size) > max_total {
+                fetched.left.push((
+                    path,
+                    format!(
+                        "{} bytes; over git.lfs.max_total_bytes ({max_total})",
+                        pointer.size
+                    ),
+                ));
+                continue;
+            }
+            total += pointer.size;
+        }
+        wanted.entry(pointer).or_default().push(path);
+    }
+    wanted
+}
+
+/// Downloads one object to `dest` as the server's `answer` directs; the
+/// error says why the file stays a pointer.
+async fn download(
+    client: &Client,
+    answer: Option<&ObjectAnswer>,
+    pointer: &Pointer,
+    dest: &Path,
+) -> Result<(), String> {
+    match answer {
+        None => Err("the LFS server did not answer for this object".to_owned()),
+        Some(answer) => match (&answer.error, answer.actions.get("download")) {
+            (Some(e), _) => Err(format!(
+                "the LFS server has no such object: {} {}",
+                e.code, e.message
+            )),
+            (None, None) => Err("the LFS server gave no download for this object".to_owned()),
+            (None, Some(action)) => client
+                .download(action, pointer, dest)
+                .await
+                .map_err(|e| e.to_string()),
+        },
+    }
 }
 
 /// The same object at several paths: the first got it, the others copy it.

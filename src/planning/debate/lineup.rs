@@ -28,17 +28,7 @@ pub fn lineup(
     usable: &[ModelInfo],
     context_tokens: u64,
 ) -> Result<Lineup, PlanError> {
-    // Light models debate only when named, or when nothing else is usable.
-    let main: Vec<ModelInfo> = usable
-        .iter()
-        .filter(|m| !settings.light.contains(&m.name))
-        .cloned()
-        .collect();
-    let usable = if settings.debaters.is_empty() && !main.is_empty() {
-        main.as_slice()
-    } else {
-        usable
-    };
+    let usable = candidates(settings, usable);
     let expected = if settings.debaters.is_empty() {
         usable
             .iter()
@@ -72,23 +62,69 @@ pub fn lineup(
         chosen
     };
     if debaters.is_empty() && settings.method == Method::Debate {
-        return Err(PlanError::NoModel(if usable.is_empty() {
-            "no model is usable; set OPENAI_API_KEY, GEMINI_API_KEY or ANTHROPIC_API_KEY (see llm.models)"
-                .into()
-        } else if fitting.is_empty() {
-            format!(
-                "the debate's largest request ({needed} tokens: the packed code's {context_tokens} and the plans and critiques sent with it) fits no usable model ({})",
-                usable
-                    .iter()
-                    .map(|m| format!("{} takes up to {}", m.name, m.max_input_tokens))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            )
-        } else {
-            format!("none of planning.debaters is usable: {}", notes.join("; "))
-        }));
+        return Err(PlanError::NoModel(no_debater(
+            &usable,
+            &fitting,
+            (needed, context_tokens),
+            &notes,
+        )));
     }
-    let judge = match &settings.judge {
+    let judge = judge(settings, &fitting, &debaters, &mut notes);
+    Ok(Lineup {
+        debaters,
+        judge,
+        notes,
+    })
+}
+
+/// The models that may debate. Light models debate only when named, or
+/// when nothing else is usable.
+fn candidates(settings: &DebateSettings, usable: &[ModelInfo]) -> Vec<ModelInfo> {
+    let main: Vec<ModelInfo> = usable
+        .iter()
+        .filter(|m| !settings.light.contains(&m.name))
+        .cloned()
+        .collect();
+    if settings.debaters.is_empty() && !main.is_empty() {
+        main
+    } else {
+        usable.to_vec()
+    }
+}
+
+/// Why no debater is left: no key, no window large enough for the
+/// `(needed, context_tokens)` request, or every named one left out.
+fn no_debater(
+    usable: &[ModelInfo],
+    fitting: &[String],
+    (needed, context_tokens): (u64, u64),
+    notes: &[String],
+) -> String {
+    if usable.is_empty() {
+        "no model is usable; set OPENAI_API_KEY, GEMINI_API_KEY or ANTHROPIC_API_KEY (see llm.models)".into()
+    } else if fitting.is_empty() {
+        format!(
+            "the debate's largest request ({needed} tokens: the packed code's {context_tokens} and the plans and critiques sent with it) fits no usable model ({})",
+            usable
+                .iter()
+                .map(|m| format!("{} takes up to {}", m.name, m.max_input_tokens))
+                .collect::<Vec<_>>()
+                .join(", ")
+        )
+    } else {
+        format!("none of planning.debaters is usable: {}", notes.join("; "))
+    }
+}
+
+/// The configured judge when it fits; otherwise o3 if it fits, else the
+/// first debater (with a note when a configured judge was passed over).
+fn judge(
+    settings: &DebateSettings,
+    fitting: &[String],
+    debaters: &[String],
+    notes: &mut Vec<String>,
+) -> String {
+    match &settings.judge {
         Some(j) if fitting.contains(j) => j.clone(),
         other => {
             let fallback = if fitting.iter().any(|m| m == "o3") {
@@ -103,12 +139,7 @@ pub fn lineup(
             }
             fallback
         }
-    };
-    Ok(Lineup {
-        debaters,
-        judge,
-        notes,
-    })
+    }
 }
 
 #[cfg(test)]

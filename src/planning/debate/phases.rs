@@ -4,7 +4,7 @@
 
 use super::call::Ask;
 use super::parse::{clip, critiques_of, final_plan, parse_confidence, parse_consensus};
-use super::{letter, prompts, Entry, PlanError, PlanOutcome, Round, Run};
+use super::{letter, prompts, Consensus, Entry, PlanError, PlanOutcome, Round, Run};
 use futures_util::future::join_all;
 
 impl Run<'_> {
@@ -23,16 +23,7 @@ impl Run<'_> {
             .next()
             .cloned()
             .unwrap_or_default();
-        let round = Round {
-            number: 1,
-            plans: vec![Entry {
-                id: "A".into(),
-                model: model.clone(),
-                text: text.clone(),
-            }],
-            critiques: Vec::new(),
-            consensus: None,
-        };
+        let round = one_plan_round(1, "A".into(), &model, &text);
         let made =
             format!("One model ({model}) read the code and wrote this plan; no other model reviewed it.");
         Ok(self.outcome(text, None, (format!("one plan by {model}"), made), vec![round]))
@@ -57,35 +48,13 @@ impl Run<'_> {
                 format!("self-debate: round {}", n - 2)
             };
             self.phase(&phase);
-            let previous = if plans.is_empty() {
-                String::new()
-            } else {
-                let listed: Vec<String> = plans
-                    .iter()
-                    .enumerate()
-                    .map(|(i, p)| format!("--- PLAN {} ---\n{}", i + 1, p.trim()))
-                    .collect();
-                format!(
-                    "\nYou have already written these plans:\n\n{}\n",
-                    listed.join("\n\n")
-                )
-            };
-            let instruction = if n < 3 {
-                "Write a NEW implementation plan that takes a different approach from any previous plan."
-            } else if n == 3 {
-                "Write a third plan, again with a different approach from the previous ones."
-            } else if n == total {
-                "Examine every previous plan, find its weaknesses, and write your FINAL implementation plan: the best approach, overcoming their limits."
-            } else {
-                "Examine every previous plan, find its strengths and weaknesses, and write one improved plan that overcomes their limits."
-            };
             let number = n.to_string();
             let part = prompts::fill(
                 &self.context.prompts.sage.self_debate,
                 &[
                     ("id", "A"),
-                    ("previous", &previous),
-                    ("instruction", instruction),
+                    ("previous", &earlier_plans(&plans)),
+                    ("instruction", self_debate_instruction(n, total)),
                     ("number", &number),
                 ],
             );
@@ -94,16 +63,7 @@ impl Run<'_> {
                 .await
             {
                 Ok(text) => {
-                    round_records.push(Round {
-                        number: n as u32,
-                        plans: vec![Entry {
-                            id: number,
-                            model: model.to_owned(),
-                            text: text.clone(),
-                        }],
-                        critiques: Vec::new(),
-                        consensus: None,
-                    });
+                    round_records.push(one_plan_round(n as u32, number, model, &text));
                     plans.push(text);
                 }
                 Err(e) => {
@@ -128,10 +88,11 @@ impl Run<'_> {
         Ok(self.outcome(last, None, (method, made), round_records))
     }
 
+    /// Several models plan, critique each other and revise until the judge
+    /// finds consensus, a limit is reached or the rounds run out; then the
+    /// judge chooses or merges.
     pub(super) async fn debate(self, debaters: &[String], judge: &str) -> Result<PlanOutcome, PlanError> {
         let settings = self.planner.settings;
-        // Parallel calls borrow the run; it is consumed only at the end.
-        let this = &self;
         // (id, model) of the debaters still in the debate.
         let mut active: Vec<(String, String)> = debaters
             .iter()
@@ -146,32 +107,7 @@ impl Run<'_> {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        let mut rounds: Vec<Round> = Vec::new();
-
-        // Round 1: plans in parallel.
-        self.phase("round 1: plans");
-        let part_for = |id: &str| prompts::fill(&self.context.prompts.sage.generate, &[("id", id)]);
-        let answers = join_all(active.iter().map(|(id, model)| {
-            let part = part_for(id);
-            async move {
-                this.call(
-                    &format!("r1/plan/{id}"),
-                    "round 1: plans",
-                    Some(model),
-                    &part,
-                    Ask::Debate,
-                )
-                .await
-            }
-        }))
-        .await;
-        let mut plans = self.keep_answers(&mut active, answers, "round 1 plan");
-        if plans.is_empty() {
-            return Err(PlanError::NoPlan(format!(
-                "no debater wrote a plan: {}",
-                self.tally().notes.join("; ")
-            )));
-        }
+        let mut plans = self.first_plans(&mut active).await?;
         let mut current = Round {
             number: 1,
             plans: plans.clone(),
@@ -180,110 +116,18 @@ impl Run<'_> {
         };
         let mut stop_reason: Option<String> = None;
         if plans.len() < 2 {
-            stop_reason = Some("only one plan is left, so there is nothing to debate".into());
+            stop_reason = Some(ONLY_ONE_LEFT.into());
         } else if settings.rounds > 1 {
             stop_reason = self.limit_reached();
             if stop_reason.is_none() {
                 current.critiques = self.critiques(1, &active, &plans).await;
             }
         }
-        rounds.push(current);
-
-        let mut round = 2;
-        while stop_reason.is_none() && round <= settings.rounds {
-            if let Some(why) = self.limit_reached() {
-                stop_reason = Some(why);
-                break;
-            }
-            // Revisions in parallel, each with the critiques of its own plan.
-            let phase = format!("round {round}: revisions");
-            self.phase(&phase);
-            let critiques = rounds.last().map(|r| r.critiques.clone()).unwrap_or_default();
-            let answers = join_all(active.iter().map(|(id, model)| {
-                let own = plans
-                    .iter()
-                    .find(|p| &p.id == id)
-                    .map(|p| p.text.clone())
-                    .unwrap_or_default();
-                let received = critiques_of(id, &critiques);
-                let part = prompts::fill(
-                    &self.context.prompts.sage.synthesize,
-                    &[("id", id), ("plan", own.trim()), ("critiques", &received)],
-                );
-                let phase = &phase;
-                async move {
-                    this.call(
-                        &format!("r{round}/plan/{id}"),
-                        phase,
-                        Some(model),
-                        &part,
-                        Ask::Debate,
-                    )
-                    .await
-                }
-            }))
-            .await;
-            let revised = self.keep_answers(&mut active, answers, &format!("round {round} revision"));
-            // A debater that failed to revise keeps its earlier plan out of the debate.
-            if revised.is_empty() {
-                self.note(format!(
-                    "no debater revised its plan in round {round}; the last plans stand"
-                ));
-                break;
-            }
-            plans = revised;
-            let mut current = Round {
-                number: round,
-                plans: plans.clone(),
-                critiques: Vec::new(),
-                consensus: None,
-            };
-            if plans.len() < 2 {
-                rounds.push(current);
-                stop_reason = Some("only one plan is left, so there is nothing to debate".into());
-                break;
-            }
-            // Consensus, judged.
-            let phase = format!("round {round}: consensus");
-            self.phase(&phase);
-            let threshold = format!("{}", settings.threshold);
-            let plans_text = prompts::plans_section(plans.iter().map(|p| (p.id.as_str(), p.text.as_str())));
-            let part = prompts::fill(
-                &self.context.prompts.sage.consensus,
-                &[("plans", &plans_text), ("threshold", &threshold)],
-            );
-            match self
-                .call(&format!("r{round}/consensus"), &phase, Some(judge), &part, Ask::Consensus)
-                .await
-            {
-                Ok(answer) => match parse_consensus(&answer) {
-                    Some(c) => current.consensus = Some(c),
-                    None => self.note(format!(
-                        "the judge's consensus answer in round {round} was not the JSON asked for; the debate goes on: {}",
-                        clip(&answer, 200)
-                    )),
-                },
-                Err(e) => self.note(format!("the consensus check of round {round} failed ({e}); the debate goes on")),
-            }
-            // Reached at the operator's threshold, unless the judge itself
-            // says it is not (its score and its word disagree: debate on).
-            let reached = current
-                .consensus
-                .as_ref()
-                .is_some_and(|c| c.score >= settings.threshold && c.reached != Some(false));
-            if reached {
-                rounds.push(current);
-                tracing::info!(round, "plan debate reached consensus");
-                break;
-            }
-            if round < settings.rounds {
-                match self.limit_reached() {
-                    Some(why) => stop_reason = Some(why),
-                    None => current.critiques = self.critiques(round, &active, &plans).await,
-                }
-            }
-            rounds.push(current);
-            round += 1;
+        let mut rounds = vec![current];
+        if stop_reason.is_none() {
+            stop_reason = self
+                .later_rounds(judge, &mut active, &mut plans, &mut rounds)
+                .await;
         }
         if let Some(why) = &stop_reason {
             if rounds.len() < settings.rounds as usize && !why.starts_with("only one") {
@@ -294,8 +138,185 @@ impl Run<'_> {
                 self.note(why.clone());
             }
         }
+        self.judgement(debaters, judge, method, plans, rounds).await
+    }
 
-        // Judgement.
+    /// Round 1: every debater's plan, in parallel. Debaters that wrote
+    /// none leave the debate; with no plan at all there is nothing to do.
+    async fn first_plans(&self, active: &mut Vec<(String, String)>) -> Result<Vec<Entry>, PlanError> {
+        self.phase("round 1: plans");
+        let part_for = |id: &str| prompts::fill(&self.context.prompts.sage.generate, &[("id", id)]);
+        let answers = join_all(active.iter().map(|(id, model)| {
+            let part = part_for(id);
+            async move {
+                self.call(
+                    &format!("r1/plan/{id}"),
+                    "round 1: plans",
+                    Some(model),
+                    &part,
+                    Ask::Debate,
+                )
+                .await
+            }
+        }))
+        .await;
+        let plans = self.keep_answers(active, answers, "round 1 plan");
+        if plans.is_empty() {
+            return Err(PlanError::NoPlan(format!(
+                "no debater wrote a plan: {}",
+                self.tally().notes.join("; ")
+            )));
+        }
+        Ok(plans)
+    }
+
+    /// Rounds 2 and on: revisions, the judge's consensus check, and
+    /// critiques for the next round. Returns why the debate stopped early
+    /// (`None`: consensus, no revision, or the rounds ran out).
+    async fn later_rounds(
+        &self,
+        judge: &str,
+        active: &mut Vec<(String, String)>,
+        plans: &mut Vec<Entry>,
+        rounds: &mut Vec<Round>,
+    ) -> Option<String> {
+        let settings = self.planner.settings;
+        for round in 2..=settings.rounds {
+            if let Some(why) = self.limit_reached() {
+                return Some(why);
+            }
+            let critiques = rounds.last().map(|r| r.critiques.clone()).unwrap_or_default();
+            let revised = self.revisions(round, active, plans, &critiques).await;
+            // A debater that failed to revise keeps its earlier plan out of the debate.
+            if revised.is_empty() {
+                self.note(format!(
+                    "no debater revised its plan in round {round}; the last plans stand"
+                ));
+                return None;
+            }
+            *plans = revised;
+            let mut current = Round {
+                number: round,
+                plans: plans.clone(),
+                critiques: Vec::new(),
+                consensus: None,
+            };
+            if plans.len() < 2 {
+                rounds.push(current);
+                return Some(ONLY_ONE_LEFT.into());
+            }
+            current.consensus = self.consensus(round, judge, plans).await;
+            // Reached at the operator's threshold, unless the judge itself
+            // says it is not (its score and its word disagree: debate on).
+            let reached = current
+                .consensus
+                .as_ref()
+                .is_some_and(|c| c.score >= settings.threshold && c.reached != Some(false));
+            if reached {
+                rounds.push(current);
+                tracing::info!(round, "plan debate reached consensus");
+                return None;
+            }
+            if round < settings.rounds {
+                if let Some(why) = self.limit_reached() {
+                    rounds.push(current);
+                    return Some(why);
+                }
+                current.critiques = self.critiques(round, active, plans).await;
+            }
+            rounds.push(current);
+        }
+        None
+    }
+
+    /// Revisions in parallel, each with the critiques of its own plan;
+    /// debaters whose revision failed leave the debate.
+    async fn revisions(
+        &self,
+        round: u32,
+        active: &mut Vec<(String, String)>,
+        plans: &[Entry],
+        critiques: &[Entry],
+    ) -> Vec<Entry> {
+        let phase = format!("round {round}: revisions");
+        self.phase(&phase);
+        let answers = join_all(active.iter().map(|(id, model)| {
+            let own = plans
+                .iter()
+                .find(|p| &p.id == id)
+                .map(|p| p.text.clone())
+                .unwrap_or_default();
+            let received = critiques_of(id, critiques);
+            let part = prompts::fill(
+                &self.context.prompts.sage.synthesize,
+                &[("id", id), ("plan", own.trim()), ("critiques", &received)],
+            );
+            let phase = &phase;
+            async move {
+                self.call(
+                    &format!("r{round}/plan/{id}"),
+                    phase,
+                    Some(model),
+                    &part,
+                    Ask::Debate,
+                )
+                .await
+            }
+        }))
+        .await;
+        self.keep_answers(active, answers, &format!("round {round} revision"))
+    }
+
+    /// The judge's consensus check of this round's plans; an answer that
+    /// fails or cannot be read lets the debate go on.
+    async fn consensus(&self, round: u32, judge: &str, plans: &[Entry]) -> Option<Consensus> {
+        let phase = format!("round {round}: consensus");
+        self.phase(&phase);
+        let threshold = format!("{}", self.planner.settings.threshold);
+        let plans_text = prompts::plans_section(plans.iter().map(|p| (p.id.as_str(), p.text.as_str())));
+        let part = prompts::fill(
+            &self.context.prompts.sage.consensus,
+            &[("plans", &plans_text), ("threshold", &threshold)],
+        );
+        match self
+            .call(
+                &format!("r{round}/consensus"),
+                &phase,
+                Some(judge),
+                &part,
+                Ask::Consensus,
+            )
+            .await
+        {
+            Ok(answer) => {
+                let consensus = parse_consensus(&answer);
+                if consensus.is_none() {
+                    self.note(format!(
+                        "the judge's consensus answer in round {round} was not the JSON asked for; the debate goes on: {}",
+                        clip(&answer, 200)
+                    ));
+                }
+                consensus
+            }
+            Err(e) => {
+                self.note(format!(
+                    "the consensus check of round {round} failed ({e}); the debate goes on"
+                ));
+                None
+            }
+        }
+    }
+
+    /// The judge chooses or merges the last plans. A lone plan stands
+    /// unjudged; without the judge's answer the first plan stands.
+    async fn judgement(
+        self,
+        debaters: &[String],
+        judge: &str,
+        method: String,
+        mut plans: Vec<Entry>,
+        rounds: Vec<Round>,
+    ) -> Result<PlanOutcome, PlanError> {
         if plans.len() == 1 {
             let only = plans.remove(0);
             let method = format!(
@@ -316,14 +337,14 @@ impl Run<'_> {
         let judged = self
             .call("judge", "judgement", Some(judge), &part, Ask::Judge)
             .await;
+        let models = debaters.join(", ");
         match judged {
             Ok(answer) => {
                 let confidence = parse_confidence(&answer);
                 let plan = final_plan(&answer);
                 let made = format!(
-                    "{} models ({}) wrote and critiqued plans over {} round(s); the judge, {judge}, chose or merged them into this plan{}.",
+                    "{} models ({models}) wrote and critiqued plans over {} round(s); the judge, {judge}, chose or merged them into this plan{}.",
                     debaters.len(),
-                    debaters.join(", "),
                     rounds.len(),
                     confidence
                         .map(|c| format!(" with a confidence of {c:.2}"))
@@ -338,9 +359,8 @@ impl Run<'_> {
                     first.model, first.id
                 ));
                 let made = format!(
-                    "{} models ({}) wrote and critiqued plans, but the judge ({judge}) gave no answer, so this is the plan of {} as it stands, not judged.",
+                    "{} models ({models}) wrote and critiqued plans, but the judge ({judge}) gave no answer, so this is the plan of {} as it stands, not judged.",
                     debaters.len(),
-                    debaters.join(", "),
                     first.model
                 );
                 Ok(self.outcome(first.text, None, (method, made), rounds))
@@ -413,5 +433,52 @@ impl Run<'_> {
         }
         *active = still;
         kept
+    }
+}
+
+/// A round of one model's one plan (the single plan, a self-debate's step).
+fn one_plan_round(number: u32, id: String, model: &str, text: &str) -> Round {
+    Round {
+        number,
+        plans: vec![Entry {
+            id,
+            model: model.to_owned(),
+            text: text.to_owned(),
+        }],
+        critiques: Vec::new(),
+        consensus: None,
+    }
+}
+
+/// Why a debate stops when one debater is left.
+const ONLY_ONE_LEFT: &str = "only one plan is left, so there is nothing to debate";
+
+/// The self-debate's earlier plans, numbered, for the next prompt.
+fn earlier_plans(plans: &[String]) -> String {
+    if plans.is_empty() {
+        return String::new();
+    }
+    let listed: Vec<String> = plans
+        .iter()
+        .enumerate()
+        .map(|(i, p)| format!("--- PLAN {} ---\n{}", i + 1, p.trim()))
+        .collect();
+    format!(
+        "\nYou have already written these plans:\n\n{}\n",
+        listed.join("\n\n")
+    )
+}
+
+/// What plan `n` of `total` in the self-debate is asked for: three
+/// different plans first, then improvements, the last one final.
+fn self_debate_instruction(n: usize, total: usize) -> &'static str {
+    if n < 3 {
+        "Write a NEW implementation plan that takes a different approach from any previous plan."
+    } else if n == 3 {
+        "Write a third plan, again with a different approach from the previous ones."
+    } else if n == total {
+        "Examine every previous plan, find its weaknesses, and write your FINAL implementation plan: the best approach, overcoming their limits."
+    } else {
+        "Examine every previous plan, find its strengths and weaknesses, and write one improved plan that overcomes their limits."
     }
 }

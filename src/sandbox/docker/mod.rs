@@ -5,6 +5,7 @@
 //! as tmpfs, no network, no capabilities, no new privileges, a non-root user
 //! and pids / memory / CPU limits, all from `sandbox.*` in the config.
 
+mod egress_mount;
 mod owner;
 mod transport;
 
@@ -202,7 +203,6 @@ impl DockerBackend {
         trusts_relay: bool,
     ) -> ContainerCreateBody {
         let c = &self.config;
-        let (uid, gid) = numeric_owner(&c.user);
         let mut labels = HashMap::from([
             (labels::MANAGED.to_owned(), "true".to_owned()),
             (labels::INSTANCE.to_owned(), self.instance_id.clone()),
@@ -213,51 +213,6 @@ impl DockerBackend {
         if let Some(daemon) = &self.daemon_id {
             labels.insert(labels::DAEMON.to_owned(), daemon.clone());
         }
-        let tmpfs = HashMap::from([
-            (
-                "/tmp".to_owned(),
-                format!("rw,nosuid,nodev,size={},mode=1777", c.tmp_size),
-            ),
-            (
-                c.home_dir.clone(),
-                format!(
-                    "rw,nosuid,nodev,size={},mode=0755,uid={uid},gid={gid}",
-                    c.home_size
-                ),
-            ),
-        ]);
-        let host_config = HostConfig {
-            network_mode: Some(c.network_mode.clone()),
-            cap_drop: c.drop_all_capabilities.then(|| vec!["ALL".to_owned()]),
-            security_opt: c
-                .no_new_privileges
-                .then(|| vec!["no-new-privileges:true".to_owned()]),
-            pids_limit: Some(c.pids_limit),
-            memory: Some(c.memory_bytes as i64),
-            // Equal to memory: no swap on top of the limit.
-            memory_swap: Some(c.memory_bytes as i64),
-            nano_cpus: Some((c.cpus * 1e9) as i64),
-            readonly_rootfs: Some(c.read_only_root),
-            tmpfs: Some(tmpfs),
-            mounts: Some(
-                std::iter::once(Mount {
-                    target: Some(c.workspace_dir.clone()),
-                    typ: Some(MountType::VOLUME),
-                    ..Default::default()
-                })
-                .chain(egress_socket.map(|socket| Mount {
-                    target: Some(egress_socket::SANDBOX_DIR.to_owned()),
-                    source: Some(socket.host_dir().to_string_lossy().into_owned()),
-                    typ: Some(MountType::BIND),
-                    read_only: Some(true),
-                    ..Default::default()
-                }))
-                .collect(),
-            ),
-            // A tiny init reaps the zombies that agent commands leave behind.
-            init: Some(true),
-            ..Default::default()
-        };
         ContainerCreateBody {
             image: Some(spec.image.clone()),
             user: Some(c.user.clone()),
@@ -267,28 +222,12 @@ impl DockerBackend {
                 None => vec!["sleep".to_owned(), "infinity".to_owned()],
             }),
             entrypoint: Some(vec![]),
-            env: Some(
-                std::iter::once(format!("HOME={}", c.home_dir))
-                    .chain(
-                        editor_path
-                            .is_some()
-                            .then(|| {
-                                let proxy = super::egress::proxy_env(c.egress_proxy_port);
-                                if trusts_relay {
-                                    super::egress::trust::with_trust(proxy)
-                                } else {
-                                    proxy
-                                }
-                            })
-                            .into_iter()
-                            .flatten(),
-                    )
-                    .chain(spec.env.iter().map(|(k, v)| format!("{k}={v}")))
-                    .collect(),
-            ),
+            // The proxy variables only with a supervisor (the editor), which
+            // runs the proxy they point at.
+            env: Some(container_env(c, spec, editor_path.is_some(), trusts_relay)),
             labels: Some(labels),
             network_disabled: Some(c.network_mode == "none"),
-            host_config: Some(host_config),
+            host_config: Some(host_config(c, egress_socket)),
             ..Default::default()
         }
     }
@@ -306,7 +245,7 @@ impl DockerBackend {
         let trusts_relay = egress.ca_pem().is_some();
         let unmountable = self.socket_unmountable.load(std::sync::atomic::Ordering::Relaxed);
         let mut socket =
-            egress_socket::for_new_sandbox(&self.config, unmountable, editor_path.is_some(), &egress)?;
+            egress_mount::for_new_sandbox(&self.config, unmountable, editor_path.is_some(), &egress)?;
         let create = |socket: Option<&EgressSocket>| {
             self.docker.create_container(
                 Some(options.clone()),
@@ -326,7 +265,7 @@ impl DockerBackend {
         if let Err(err) = &created {
             if socket.is_some()
                 && self.config.egress_transport == EgressTransport::Auto
-                && egress_socket::is_bind_source_missing(err)
+                && egress_mount::is_bind_source_missing(err)
             {
                 // The engine is not on this host: it cannot see our folder.
                 tracing::warn!(error = %err, "the Docker engine cannot mount forgehand's egress socket (is it on another host?); sandboxes tunnel egress over the exec stream, which is slower (sandbox.egress.transport: exec says so and skips this try)");
@@ -464,6 +403,79 @@ impl SandboxBackend for DockerBackend {
 /// The first 12 characters of a container id, as `docker ps` shows it.
 fn short(id: &str) -> &str {
     &id[..12.min(id.len())]
+}
+
+/// `HOME`, the proxy variables when `proxied` (with the CA paths when the
+/// relay adds credentials), then the spec's own variables.
+fn container_env(c: &SandboxConfig, spec: &SandboxSpec, proxied: bool, trusts_relay: bool) -> Vec<String> {
+    std::iter::once(format!("HOME={}", c.home_dir))
+        .chain(
+            proxied
+                .then(|| {
+                    let proxy = super::egress::proxy_env(c.egress_proxy_port);
+                    if trusts_relay {
+                        super::egress::trust::with_trust(proxy)
+                    } else {
+                        proxy
+                    }
+                })
+                .into_iter()
+                .flatten(),
+        )
+        .chain(spec.env.iter().map(|(k, v)| format!("{k}={v}")))
+        .collect()
+}
+
+/// The container's confinement from `sandbox.*`: network, capabilities,
+/// limits, a read-only root with tmpfs and a workspace volume, and the
+/// egress socket's folder when there is one.
+fn host_config(c: &SandboxConfig, egress_socket: Option<&EgressSocket>) -> HostConfig {
+    let (uid, gid) = numeric_owner(&c.user);
+    let tmpfs = HashMap::from([
+        (
+            "/tmp".to_owned(),
+            format!("rw,nosuid,nodev,size={},mode=1777", c.tmp_size),
+        ),
+        (
+            c.home_dir.clone(),
+            format!(
+                "rw,nosuid,nodev,size={},mode=0755,uid={uid},gid={gid}",
+                c.home_size
+            ),
+        ),
+    ]);
+    HostConfig {
+        network_mode: Some(c.network_mode.clone()),
+        cap_drop: c.drop_all_capabilities.then(|| vec!["ALL".to_owned()]),
+        security_opt: c
+            .no_new_privileges
+            .then(|| vec!["no-new-privileges:true".to_owned()]),
+        pids_limit: Some(c.pids_limit),
+        memory: Some(c.memory_bytes as i64),
+        // Equal to memory: no swap on top of the limit.
+        memory_swap: Some(c.memory_bytes as i64),
+        nano_cpus: Some((c.cpus * 1e9) as i64),
+        readonly_rootfs: Some(c.read_only_root),
+        tmpfs: Some(tmpfs),
+        mounts: Some(
+            std::iter::once(Mount {
+                target: Some(c.workspace_dir.clone()),
+                typ: Some(MountType::VOLUME),
+                ..Default::default()
+            })
+            .chain(egress_socket.map(|socket| Mount {
+                target: Some(egress_socket::SANDBOX_DIR.to_owned()),
+                source: Some(socket.host_dir().to_string_lossy().into_owned()),
+                typ: Some(MountType::BIND),
+                read_only: Some(true),
+                ..Default::default()
+            }))
+            .collect(),
+        ),
+        // A tiny init reaps the zombies that agent commands leave behind.
+        init: Some(true),
+        ..Default::default()
+    }
 }
 
 #[cfg(test)]

@@ -132,7 +132,12 @@ async fn pump<S>(
     let mut buffer = vec![0u8; 64 * 1024];
     let mut ping = tokio::time::interval(PING_EVERY);
     ping.reset();
-    let mut stderr_dropped = 0usize;
+    let mut outputs = Outputs {
+        stdout,
+        stderr,
+        exit,
+        stderr_dropped: 0,
+    };
     loop {
         let read_stdin = async {
             match stdin.as_mut() {
@@ -141,27 +146,11 @@ async fn pump<S>(
             }
         };
         tokio::select! {
-            frame = source.next() => match frame {
-                Some(Ok(Message::Binary(bytes))) if bytes.len() > 1 => match bytes[0] {
-                    STDOUT => {
-                        // A reader that went away still wants the status.
-                        let _ = stdout.send(Ok(bytes.slice(1..))).await;
-                    }
-                    // Nobody may be reading stderr: never let it block stdout.
-                    STDERR if stderr.try_send(Ok(bytes.slice(1..))).is_err() => stderr_dropped += 1,
-                    STATUS => {
-                        let _ = exit.send(Some(exit_of(&bytes[1..])));
-                        break;
-                    }
-                    _ => {}
-                },
-                Some(Ok(Message::Close(_))) | None => break,
-                Some(Ok(_)) => {}
-                Some(Err(e)) => {
-                    let _ = stdout.send(Err(std::io::Error::other(format!("the exec stream broke: {e}")))).await;
+            frame = source.next() => {
+                if !outputs.deliver(frame).await {
                     break;
                 }
-            },
+            }
             read = read_stdin => match read {
                 Ok(0) | Err(_) => {
                     stdin = None;
@@ -170,18 +159,7 @@ async fn pump<S>(
                     }
                 }
                 Ok(n) => {
-                    // What was written in the same burst goes out in the same
-                    // frame: two small TCP writes in a row would wait on
-                    // Nagle and a delayed ACK (tens of milliseconds).
-                    let mut len = n;
-                    if let Some(input) = stdin.as_mut() {
-                        while len + 1 < buffer.len() {
-                            match input.read(&mut buffer[len + 1..]).now_or_never() {
-                                Some(Ok(more)) if more > 0 => len += more,
-                                _ => break,
-                            }
-                        }
-                    }
+                    let len = gather_burst(stdin.as_mut(), &mut buffer, n);
                     buffer[0] = STDIN;
                     if sink.send(Message::binary(buffer[..=len].to_vec())).await.is_err() {
                         break;
@@ -195,21 +173,87 @@ async fn pump<S>(
             }
         }
     }
-    if stderr_dropped > 0 {
-        tracing::debug!(
-            chunks = stderr_dropped,
-            "stderr of a pod process was not read; chunks dropped"
-        );
-    }
-    exit.send_if_modified(|current| {
-        if current.is_none() {
-            *current = Some(unsaid());
-            true
-        } else {
-            false
-        }
-    });
+    outputs.finish();
     let _ = sink.close().await;
+}
+
+/// After `n` bytes of stdin landed in `buffer[1..]`, reads whatever else is
+/// ready now behind them, and returns the new length. What was written in
+/// the same burst goes out in the same frame: two small TCP writes in a
+/// row would wait on Nagle and a delayed ACK (tens of milliseconds).
+fn gather_burst(input: Option<&mut DuplexStream>, buffer: &mut [u8], n: usize) -> usize {
+    let mut len = n;
+    if let Some(input) = input {
+        while len + 1 < buffer.len() {
+            match input.read(&mut buffer[len + 1..]).now_or_never() {
+                Some(Ok(more)) if more > 0 => len += more,
+                _ => break,
+            }
+        }
+    }
+    len
+}
+
+/// Where the server's frames go: the process's output pipes and its exit.
+struct Outputs {
+    stdout: mpsc::Sender<std::io::Result<Bytes>>,
+    stderr: mpsc::Sender<std::io::Result<Bytes>>,
+    exit: watch::Sender<Option<ProcessExit>>,
+    /// Chunks of stderr nobody read.
+    stderr_dropped: usize,
+}
+
+impl Outputs {
+    /// Hands one frame on; `false` once the stream is over (the status
+    /// came, the server closed, or the stream broke).
+    async fn deliver(
+        &mut self,
+        frame: Option<Result<Message, tokio_tungstenite::tungstenite::Error>>,
+    ) -> bool {
+        match frame {
+            Some(Ok(Message::Binary(bytes))) if bytes.len() > 1 => match bytes[0] {
+                STDOUT => {
+                    // A reader that went away still wants the status.
+                    let _ = self.stdout.send(Ok(bytes.slice(1..))).await;
+                }
+                // Nobody may be reading stderr: never let it block stdout.
+                STDERR if self.stderr.try_send(Ok(bytes.slice(1..))).is_err() => self.stderr_dropped += 1,
+                STATUS => {
+                    let _ = self.exit.send(Some(exit_of(&bytes[1..])));
+                    return false;
+                }
+                _ => {}
+            },
+            Some(Ok(Message::Close(_))) | None => return false,
+            Some(Ok(_)) => {}
+            Some(Err(e)) => {
+                let _ = self
+                    .stdout
+                    .send(Err(std::io::Error::other(format!("the exec stream broke: {e}"))))
+                    .await;
+                return false;
+            }
+        }
+        true
+    }
+
+    /// The stream is over: a process whose status never came still ends.
+    fn finish(self) {
+        if self.stderr_dropped > 0 {
+            tracing::debug!(
+                chunks = self.stderr_dropped,
+                "stderr of a pod process was not read; chunks dropped"
+            );
+        }
+        self.exit.send_if_modified(|current| {
+            if current.is_none() {
+                *current = Some(unsaid());
+                true
+            } else {
+                false
+            }
+        });
+    }
 }
 
 /// Reads the exit code out of the exec's `Status`: `Success`, or

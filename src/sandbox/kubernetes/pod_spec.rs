@@ -163,6 +163,45 @@ pub fn pod(
     trusts_relay: bool,
 ) -> Pod {
     let (uid, gid) = numeric_owner(&sandbox.user);
+    let env = container_env(sandbox, spec, with_proxy, trusts_relay);
+    Pod {
+        metadata: pod_metadata(spec, ownership),
+        spec: Some(PodSpec {
+            automount_service_account_token: Some(false),
+            enable_service_links: Some(false),
+            restart_policy: Some("Never".into()),
+            active_deadline_seconds: Some(pods.active_deadline.as_secs() as i64),
+            termination_grace_period_seconds: Some(5),
+            runtime_class_name: pods.runtime_class.clone(),
+            image_pull_secrets: (!pods.pull_secrets.is_empty()).then(|| {
+                pods.pull_secrets
+                    .iter()
+                    .map(|name| LocalObjectReference { name: name.clone() })
+                    .collect()
+            }),
+            security_context: Some(PodSecurityContext {
+                run_as_non_root: Some(true),
+                run_as_user: Some(uid as i64),
+                run_as_group: Some(gid as i64),
+                fs_group: Some(gid as i64),
+                seccomp_profile: Some(runtime_default_seccomp()),
+                ..Default::default()
+            }),
+            containers: vec![sandbox_container(sandbox, pods, spec, env)],
+            volumes: Some(vec![
+                empty_dir("workspace", pods.workspace_size),
+                empty_dir("tmp", sandbox.tmp_size),
+                empty_dir("home", sandbox.home_size),
+            ]),
+            ..Default::default()
+        }),
+        status: None,
+    }
+}
+
+/// The pod's name, the labels forgehand finds its pods by, the task it
+/// serves, and the daemon pod that owns it (so it goes when that goes).
+fn pod_metadata(spec: &SandboxSpec, ownership: &Ownership<'_>) -> ObjectMeta {
     let mut labels = BTreeMap::from([
         (keys::MANAGED_BY.to_owned(), "forgehand".to_owned()),
         (keys::ROLE.to_owned(), "sandbox".to_owned()),
@@ -177,22 +216,32 @@ pub fn pod(
         (keys::FORGE.to_owned(), spec.forge.clone()),
         (keys::REPOSITORY.to_owned(), spec.repository.clone()),
     ]);
-    let seccomp = || SeccompProfile {
-        type_: "RuntimeDefault".into(),
+    ObjectMeta {
+        name: Some(pod_name(ownership.instance, &spec.task_id)),
+        labels: Some(labels),
+        annotations: Some(annotations),
+        owner_references: ownership.owner.map(|owner| {
+            vec![OwnerReference {
+                api_version: "v1".into(),
+                kind: "Pod".into(),
+                name: owner.name.clone(),
+                uid: owner.uid.clone(),
+                ..Default::default()
+            }]
+        }),
         ..Default::default()
-    };
-    let limits = BTreeMap::from([
-        (
-            "cpu".to_owned(),
-            quantity(format!("{}m", (sandbox.cpus * 1000.0).round() as u64)),
-        ),
-        ("memory".to_owned(), quantity(sandbox.memory_bytes.to_string())),
-        (
-            "ephemeral-storage".to_owned(),
-            quantity(pods.ephemeral_storage.to_string()),
-        ),
-    ]);
-    let env = std::iter::once(("HOME".to_owned(), sandbox.home_dir.clone()))
+    }
+}
+
+/// `HOME`, the proxy variables when egress goes through the relay (with
+/// the CA paths when the relay adds credentials), then the spec's own.
+fn container_env(
+    sandbox: &SandboxConfig,
+    spec: &SandboxSpec,
+    with_proxy: bool,
+    trusts_relay: bool,
+) -> Vec<EnvVar> {
+    std::iter::once(("HOME".to_owned(), sandbox.home_dir.clone()))
         .chain(
             with_proxy
                 .then(|| {
@@ -213,8 +262,31 @@ pub fn pod(
             value: Some(value),
             ..Default::default()
         })
-        .collect();
-    let container = Container {
+        .collect()
+}
+
+/// The one container: idle until commands are exec'd, unprivileged, with
+/// a read-only root and its writable folders on the pod's volumes.
+fn sandbox_container(
+    sandbox: &SandboxConfig,
+    pods: &KubeSandboxConfig,
+    spec: &SandboxSpec,
+    env: Vec<EnvVar>,
+) -> Container {
+    let (uid, gid) = numeric_owner(&sandbox.user);
+    // Requests equal limits: the pod gets what it may use, no more.
+    let limits = BTreeMap::from([
+        (
+            "cpu".to_owned(),
+            quantity(format!("{}m", (sandbox.cpus * 1000.0).round() as u64)),
+        ),
+        ("memory".to_owned(), quantity(sandbox.memory_bytes.to_string())),
+        (
+            "ephemeral-storage".to_owned(),
+            quantity(pods.ephemeral_storage.to_string()),
+        ),
+    ]);
+    Container {
         name: CONTAINER.into(),
         image: Some(image_ref(pods, &spec.image)),
         image_pull_policy: Some(pods.pull_policy.clone()),
@@ -237,7 +309,7 @@ pub fn pod(
             run_as_non_root: Some(true),
             run_as_user: Some(uid as i64),
             run_as_group: Some(gid as i64),
-            seccomp_profile: Some(seccomp()),
+            seccomp_profile: Some(runtime_default_seccomp()),
             ..Default::default()
         }),
         volume_mounts: Some(vec![
@@ -246,53 +318,13 @@ pub fn pod(
             mount("home", &sandbox.home_dir),
         ]),
         ..Default::default()
-    };
-    Pod {
-        metadata: ObjectMeta {
-            name: Some(pod_name(ownership.instance, &spec.task_id)),
-            labels: Some(labels),
-            annotations: Some(annotations),
-            owner_references: ownership.owner.map(|owner| {
-                vec![OwnerReference {
-                    api_version: "v1".into(),
-                    kind: "Pod".into(),
-                    name: owner.name.clone(),
-                    uid: owner.uid.clone(),
-                    ..Default::default()
-                }]
-            }),
-            ..Default::default()
-        },
-        spec: Some(PodSpec {
-            automount_service_account_token: Some(false),
-            enable_service_links: Some(false),
-            restart_policy: Some("Never".into()),
-            active_deadline_seconds: Some(pods.active_deadline.as_secs() as i64),
-            termination_grace_period_seconds: Some(5),
-            runtime_class_name: pods.runtime_class.clone(),
-            image_pull_secrets: (!pods.pull_secrets.is_empty()).then(|| {
-                pods.pull_secrets
-                    .iter()
-                    .map(|name| LocalObjectReference { name: name.clone() })
-                    .collect()
-            }),
-            security_context: Some(PodSecurityContext {
-                run_as_non_root: Some(true),
-                run_as_user: Some(uid as i64),
-                run_as_group: Some(gid as i64),
-                fs_group: Some(gid as i64),
-                seccomp_profile: Some(seccomp()),
-                ..Default::default()
-            }),
-            containers: vec![container],
-            volumes: Some(vec![
-                empty_dir("workspace", pods.workspace_size),
-                empty_dir("tmp", sandbox.tmp_size),
-                empty_dir("home", sandbox.home_size),
-            ]),
-            ..Default::default()
-        }),
-        status: None,
+    }
+}
+
+fn runtime_default_seccomp() -> SeccompProfile {
+    SeccompProfile {
+        type_: "RuntimeDefault".into(),
+        ..Default::default()
     }
 }
 
