@@ -29,7 +29,9 @@ mod ci_log;
 mod claim;
 mod context;
 mod deliver;
+mod end;
 mod ending;
+mod env;
 mod error;
 mod gate;
 mod item_ref;
@@ -59,15 +61,14 @@ mod workspace_handle;
 pub use action::{Action, Change, Wait, Why};
 pub use approval::answer as answer_to_plan;
 pub use attempts::sandbox_owners;
+pub use end::TaskEnd;
+use env::Accounts;
+pub use env::TaskEnv;
 pub use request::Heard;
 pub use start_sandbox::SandboxHints;
 
-use crate::agent::ChatModel;
-use crate::config::{Config, Secrets};
 use crate::forge::{Forge, ItemRef};
-use crate::journal::{Journal, Phase, TaskRecord};
-use crate::prompts::Prompts;
-use crate::sandbox::SandboxBackend;
+use crate::journal::{Phase, TaskRecord};
 use claim::{Claim, Claimed};
 use error::TaskError;
 use needs::{ci_needs, claim_needs, plan_needs, prepare_needs, push_needs, recorded, work_dir};
@@ -76,93 +77,6 @@ use run::{Reporting, TaskRun};
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
-
-/// What every task needs, shared by all of them.
-#[derive(Clone)]
-pub struct TaskEnv {
-    pub config: Arc<Config>,
-    pub secrets: Arc<Secrets>,
-    pub backend: Arc<dyn SandboxBackend>,
-    pub model: Arc<dyn ChatModel>,
-    pub prompts: Arc<Prompts>,
-    pub journal: Arc<Journal>,
-    /// Print each progress update on stderr (`forgehand once`).
-    pub echo_progress: bool,
-    /// Spaces the idea-option calls of every task (one key, one limit).
-    pub ideas_pacer: Arc<crate::ideas::Pacer>,
-    /// This process's hold on the state folder, for as long as tasks run.
-    pub state_owner: Arc<crate::ownership::StateOwner>,
-    /// The tasks in flight, as the status page shows them.
-    pub board: Arc<board::Board>,
-    /// The runs in flight, for their live transcript pages.
-    pub live: Arc<crate::transcript::LiveRuns>,
-    /// The daemon's metrics.
-    pub metrics: Arc<crate::metrics::Metrics>,
-    /// What each repository's last task ran its sandbox with.
-    pub sandbox_hints: Arc<SandboxHints>,
-    /// Rung by webhook deliveries about a repository's checks.
-    pub checks_bell: Arc<crate::webhooks::ChecksBell>,
-}
-
-/// How a task ended (for the daemon's bookkeeping and `once`'s exit code).
-#[derive(Debug, Clone, PartialEq)]
-pub enum TaskEnd {
-    /// Pushed, with a draft PR/MR (or the existing one updated).
-    Delivered {
-        url: String,
-    },
-    /// The model finished without changing anything; its answer was posted.
-    NoChanges,
-    Failed {
-        reason: String,
-    },
-    /// A maintainer removed the processing label.
-    Stopped,
-    /// The daemon is shutting down; the task resumes at the next start.
-    Interrupted,
-    /// Nothing to do (closed, or the label was gone by the time of the claim).
-    Skipped {
-        reason: String,
-    },
-    /// The forge, the git remote or the Docker engine did not answer even
-    /// after retries. The task stays in the journal (the attempt is given
-    /// back) and the daemon starts it again later; it resumes where it was.
-    Deferred {
-        reason: String,
-    },
-    /// The plan waits for a writer's approval (`triggers.plan_approval`):
-    /// no sandbox, no run; the daemon starts it again when one answers.
-    AwaitingApproval,
-}
-
-impl TaskEnd {
-    /// The outcome's name in metrics and on the status page.
-    pub fn outcome(&self) -> &'static str {
-        match self {
-            TaskEnd::Delivered { .. } => "delivered",
-            TaskEnd::NoChanges => "no_changes",
-            TaskEnd::Failed { .. } => "failed",
-            TaskEnd::Stopped => "stopped",
-            TaskEnd::Interrupted => "interrupted",
-            TaskEnd::Skipped { .. } => "skipped",
-            TaskEnd::Deferred { .. } => "deferred",
-            TaskEnd::AwaitingApproval => "awaiting_approval",
-        }
-    }
-
-    /// The change's address, or the reason it ended so; empty when neither.
-    pub fn detail(&self) -> String {
-        match self {
-            TaskEnd::Delivered { url } => url.clone(),
-            TaskEnd::Failed { reason } | TaskEnd::Skipped { reason } | TaskEnd::Deferred { reason } => {
-                reason.clone()
-            }
-            TaskEnd::NoChanges | TaskEnd::Stopped | TaskEnd::Interrupted | TaskEnd::AwaitingApproval => {
-                String::new()
-            }
-        }
-    }
-}
 
 /// Runs (or resumes) the task for `item`.
 pub async fn run(
@@ -279,12 +193,6 @@ fn budgeted(env: &TaskEnv, item: &ItemRef) -> (TaskEnv, Arc<crate::budget::Spend
 
 /// The task's phases in order. A task pushed before a restart goes
 /// straight on to delivery.
-/// A task's own books: its spending and its run's transcript.
-struct Accounts {
-    spend: Arc<crate::budget::Spend>,
-    transcript: Option<Arc<crate::transcript::Transcript>>,
-}
-
 async fn execute(
     run: &mut TaskRun<'_>,
     env: &TaskEnv,
