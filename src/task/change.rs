@@ -137,7 +137,13 @@ pub(super) async fn change(
     let resumed = resume(run, needs, &mut prepared).await?;
     if let Some(store) = &needs.checkpoints {
         let saved = resumed.as_ref().map(|(_, saved)| saved);
-        let keeper = checkpoint::Keeper::new(store.clone(), &prepared, needs.copy_out, saved).await?;
+        let keeper = checkpoint::Keeper::new(
+            store.clone(),
+            &prepared,
+            (needs.copy_out, needs.workspace_dir),
+            saved,
+        )
+        .await?;
         session.agent.set_checkpointer(Some(Arc::new(keeper)));
     }
     let opening = match resumed {

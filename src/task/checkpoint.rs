@@ -1,10 +1,11 @@
 //! The agent's run kept at every step boundary, and resumed from there.
 //!
 //! After each step whose calls may have changed files, the sandbox commits
-//! its tree on the side (a temporary index and `git commit-tree`: the
-//! model's index, HEAD and branches stay as they are) and its `.git` is
-//! taken out as data into a quarantine repository on the host, the commit
-//! kept under a private ref, never pushed; the conversation so far goes to
+//! its tree on the side (a temporary index and `git commit-tree`, the new
+//! objects in a folder of their own beside the project: the model's index,
+//! HEAD, branches and objects stay as they are), and its `.git` and that
+//! folder are taken out as data into a quarantine repository on the host,
+//! the commit kept under a private ref, never pushed; the conversation so far goes to
 //! the journal with it. Two quarantines take turns, so a kill while one is
 //! written leaves the other whole.
 //!
@@ -36,8 +37,8 @@ use std::time::Duration;
 /// Tools that change no file: a step of only these keeps the last tree.
 const READ_ONLY_TOOLS: &[&str] = &["text_editor_view", crate::agent::plan::UPDATE_PLAN];
 
-/// Where the sandbox's side commit is made: beside the model's own index.
-const SIDE_INDEX: &str = "forgehand-checkpoint-index";
+/// The folder, beside the project, the sandbox's side commit is made in.
+const SIDE_DIR: &str = "checkpoint-objects";
 
 /// The folder, beside the project, the checkpoint is handed over in.
 const HANDOVER_DIR: &str = "checkpoint.git";
@@ -161,6 +162,8 @@ pub(super) struct Keeper {
     base: Oid,
     image: String,
     limits: CopyOutLimits,
+    /// `<workspace_dir>/checkpoint-objects` in the sandbox.
+    side: String,
     last: Mutex<Option<Kept>>,
     /// Set when what the sandbox holds could not be kept: the run keeps
     /// none after it (each would pay the same again).
@@ -171,7 +174,7 @@ impl Keeper {
     pub async fn new(
         store: Store,
         prepared: &Prepared,
-        limits: CopyOutLimits,
+        (limits, workspace_dir): (CopyOutLimits, &str),
         resumed_from: Option<&AgentCheckpoint>,
     ) -> Result<Keeper, TaskError> {
         let base = prepared.workspace.with(|ws| ws.base).await?;
@@ -193,6 +196,7 @@ impl Keeper {
                 entries: limits.entries.min(MAX_CHECKPOINT_ENTRIES),
                 depth: limits.depth,
             },
+            side: format!("{}/{SIDE_DIR}", workspace_dir.trim_end_matches('/')),
             last: Mutex::new(last),
             given_up: std::sync::atomic::AtomicBool::new(false),
         })
@@ -252,13 +256,18 @@ impl Keeper {
     /// stands for). Only the commit id is read from what the sandbox says,
     /// and only as a name to look for in what it sends.
     async fn commit_in_sandbox(&self) -> Result<(Oid, String), CheckpointError> {
+        // The side commit's objects go to a folder of their own beside the
+        // project (the model's `.git` gets none of them), made anew each time.
         let script = format!(
-            "set -e; dir=$(git rev-parse --git-dir); idx=\"$dir/{SIDE_INDEX}\"; rm -f \"$idx\"; \
+            "set -e; dir=$(git rev-parse --git-dir); side={side}; rm -rf \"$side\"; mkdir -p \"$side/objects\"; \
+             objects=$(cd \"$dir/objects\" && pwd); idx=\"$side/index\"; \
              if [ -f \"$dir/index\" ]; then cp \"$dir/index\" \"$idx\"; fi; \
+             export GIT_OBJECT_DIRECTORY=\"$side/objects\" GIT_ALTERNATE_OBJECT_DIRECTORIES=\"$objects\"; \
              GIT_INDEX_FILE=\"$idx\" git add -A; tree=$(GIT_INDEX_FILE=\"$idx\" git write-tree); rm -f \"$idx\"; \
              head=$(git rev-parse -q --verify HEAD); \
              commit=$(echo checkpoint | git -c user.name=forgehand -c user.email=forgehand@localhost commit-tree \"$tree\" -p \"$head\"); \
-             echo \"$commit $tree $head\""
+             echo \"$commit $tree $head\"",
+            side = shell_quote(&self.side),
         );
         let out = self.sandbox.exec(&script, Some(Duration::from_secs(300))).await?;
         if !out.success() {
@@ -288,7 +297,6 @@ impl Keeper {
             .workspace
             .with(|ws| (ws.object_dirs(), ws.history_tips()))
             .await?;
-        let tree = self.sandbox.read_out(&format!("{project}/.git")).await?;
         let (into, limits) = (self.store.slot_dir(slot), self.limits);
         if let Some(parent) = into.parent() {
             std::fs::create_dir_all(parent).map_err(|source| UntrustedError::Io {
@@ -296,16 +304,27 @@ impl Keeper {
                 source,
             })?;
         }
-        let read = read_tree(tree, move |input| {
-            untrusted::take_commit(input, commit, &into, &limits, (&known, &trusted))
-        })
-        .await?;
-        match (read.read, read.sandbox) {
-            (Ok(()), Ok(())) => Ok(()),
-            // A broken stream is best explained by the sandbox's side.
-            (Err(UntrustedError::Stream(_)), Err(e)) | (Ok(()), Err(e)) => Err(e.into()),
-            (Err(e), _) => Err(e.into()),
+        // The model's objects (its commits), then the side commit's own.
+        for (folder, fresh) in [(format!("{project}/.git"), true), (self.side.clone(), false)] {
+            let tree = self.sandbox.read_out(&folder).await?;
+            let into = into.clone();
+            let read = read_tree(tree, move |input| {
+                untrusted::take_objects(input, &into, &limits, fresh)
+            })
+            .await?;
+            match (read.read, read.sandbox) {
+                (Ok(()), Ok(())) => {}
+                // A broken stream is best explained by the sandbox's side.
+                (Err(UntrustedError::Stream(_)), Err(e)) | (Ok(()), Err(e)) => return Err(e.into()),
+                (Err(e), _) => return Err(e.into()),
+            }
         }
+        tokio::task::spawn_blocking(move || {
+            untrusted::keep_commit(&into, commit, &limits, (&known, &trusted))
+        })
+        .await
+        .map_err(|e| CheckpointError::Refused(format!("the quarantine's reader stopped: {e}")))??;
+        Ok(())
     }
 }
 

@@ -217,23 +217,38 @@ fn fresh_quarantine(into: &Path) -> Result<Repository, UntrustedError> {
 /// The ref a checkpoint's commit is kept under in its quarantine.
 pub const CHECKPOINT_REF: &str = "refs/forgehand/checkpoint";
 
-/// Reads a tar stream of a sandbox's `.git` folder into a new bare
-/// repository at `into` and keeps `commit` there as [`CHECKPOINT_REF`]:
-/// a commit the sandbox made of its tree (it names it; it must be in what
-/// the sandbox sent or in the `trusted` folders, and only what the `known`
-/// commits lack is checked against the caps, as [`take_since`] does). The
-/// sandbox's HEAD and branches are not read.
-pub fn take_commit(
+/// Reads a tar stream of a sandbox's git folder (its `objects` alone are
+/// read; HEAD and branches are not) into the bare repository at `into`:
+/// made anew when `fresh`, else added to (a second folder of objects).
+/// Each stream is held to `limits`.
+pub fn take_objects(
     input: impl std::io::Read,
-    commit: Oid,
     into: &Path,
+    limits: &Limits,
+    fresh: bool,
+) -> Result<(), UntrustedError> {
+    let repo = match fresh {
+        true => fresh_quarantine(into)?,
+        false => Repository::open_bare(into).map_err(git("open the quarantine repository"))?,
+    };
+    intake::read(input, Layout::GitDir, &repo, limits)?;
+    Ok(())
+}
+
+/// Keeps `commit` in the quarantine at `into` (filled by [`take_objects`])
+/// as [`CHECKPOINT_REF`]: a commit the sandbox made of its tree, so it
+/// must be among what the sandbox sent; its history is checked as
+/// [`take_since`] checks a branch's, only what the `known` commits lack
+/// counted against the caps.
+pub fn keep_commit(
+    into: &Path,
+    commit: Oid,
     limits: &Limits,
     (known, trusted): (&[Oid], &[PathBuf]),
 ) -> Result<(), UntrustedError> {
-    let repo = fresh_quarantine(into)?;
-    intake::read(input, Layout::GitDir, &repo, limits)?;
-    // The sandbox made the commit just now: it must be among what it sent,
-    // never one the trusted repositories alone hold.
+    let repo = Repository::open_bare(into).map_err(git("open the quarantine repository"))?;
+    // Looked up before the trusted folders are borrowed: never one the
+    // trusted repositories alone hold.
     repo.find_commit(commit).map_err(|_| {
         UntrustedError::Refused(format!(
             "the checkpoint commit {commit} is not in what the sandbox sent"
