@@ -130,3 +130,44 @@ async fn a_run_killed_at_a_random_step_resumes_from_its_checkpoint_and_is_delive
         "no container left behind"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_made_on_a_base_that_moved_is_not_used_and_the_run_starts_over_saying_why() {
+    let world =
+        World::with_daemon_settings(twenty_steps(Duration::from_millis(200)), "  max_task_attempts: 4").await;
+    let log = world.log_path();
+    let issue = world.labelled_issue("Write the nineteen steps");
+    let mut daemon = world.start();
+    wait_until(
+        "the model at step 5",
+        Duration::from_secs(180),
+        async || asked_at_least(&world, 5).await,
+        &log,
+    )
+    .await;
+    daemon.kill9();
+    let asked_before = world.model.requests().await.len();
+    // Someone pushes to main meanwhile: the task branch starts from there now.
+    forgehand_test_support::git_http::push_commit(&world.bare, "main", "NOTES.md", "notes\n", "Notes");
+
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+    world.assert_delivered_once(issue);
+    let progress = world.progress_comment(issue);
+    assert!(
+        progress.contains(
+            "its checkpoint cannot be used (the branch it was made on has moved), so the run starts over"
+        ),
+        "{progress}"
+    );
+    // Started over on the new base: every step once, the new commit below.
+    let branch = format!("forgehand/issue-{issue}");
+    let expected: String = (1..=STEPS).map(|k| format!("{k}\n")).collect();
+    assert_eq!(pushed_file(&world.bare, &branch, "steps.txt"), expected);
+    assert_eq!(pushed_file(&world.bare, &branch, "NOTES.md"), "notes\n");
+    assert_eq!(world.model.requests().await.len(), asked_before + STEPS + 1);
+    assert!(!daemon
+        .log_text()
+        .contains("resuming the model's run from its checkpoint"));
+    assert!(daemon.terminate().success());
+}
