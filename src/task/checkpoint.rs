@@ -48,6 +48,12 @@ const HANDOVER_DIR: &str = "checkpoint.git";
 const MAX_CHECKPOINT_BYTES: u64 = 256 << 20;
 const MAX_CHECKPOINT_ENTRIES: u64 = 100_000;
 
+/// How long the sandbox may take to commit its tree on the side.
+const SIDE_COMMIT_TIME: Duration = Duration::from_secs(120);
+
+/// The side commit's exit code for a file over the cap.
+const TOO_LARGE: i64 = 4;
+
 /// Most a checkpoint's conversation may weigh in the journal, written
 /// every step.
 const MAX_CONVERSATION_BYTES: usize = 16 << 20;
@@ -258,8 +264,11 @@ impl Keeper {
     async fn commit_in_sandbox(&self) -> Result<(Oid, String), CheckpointError> {
         // The side commit's objects go to a folder of their own beside the
         // project (the model's `.git` gets none of them), made anew each time.
+        // A file over the byte cap (a sparse terabyte) is never read:
+        // `git add` would hash all of it.
         let script = format!(
-            "set -e; dir=$(git rev-parse --git-dir); side={side}; rm -rf \"$side\"; mkdir -p \"$side/objects\"; \
+            "set -e; if find . -path ./.git -prune -o -type f -size +{cap}c -print | head -n 1 | grep -q .; then exit {TOO_LARGE}; fi; \
+             dir=$(git rev-parse --git-dir); side={side}; rm -rf \"$side\"; mkdir -p \"$side/objects\"; \
              objects=$(cd \"$dir/objects\" && pwd); idx=\"$side/index\"; \
              if [ -f \"$dir/index\" ]; then cp \"$dir/index\" \"$idx\"; fi; \
              export GIT_OBJECT_DIRECTORY=\"$side/objects\" GIT_ALTERNATE_OBJECT_DIRECTORIES=\"$objects\"; \
@@ -268,13 +277,28 @@ impl Keeper {
              commit=$(echo checkpoint | git -c user.name=forgehand -c user.email=forgehand@localhost commit-tree \"$tree\" -p \"$head\"); \
              echo \"$commit $tree $head\"",
             side = shell_quote(&self.side),
+            cap = self.limits.bytes,
         );
-        let out = self.sandbox.exec(&script, Some(Duration::from_secs(300))).await?;
-        if !out.success() {
-            return Err(CheckpointError::Refused(format!(
-                "git could not commit the sandbox's tree (exit code {:?})",
-                out.exit_code
-            )));
+        let out = self.sandbox.exec(&script, Some(SIDE_COMMIT_TIME)).await?;
+        match out.exit_code {
+            Some(0) => {}
+            Some(TOO_LARGE) => {
+                return Err(CheckpointError::Refused(format!(
+                    "the project holds a file over the checkpoint's cap of {} bytes",
+                    self.limits.bytes
+                )))
+            }
+            None => {
+                return Err(CheckpointError::Refused(format!(
+                    "committing the sandbox's tree took over {} s",
+                    SIDE_COMMIT_TIME.as_secs()
+                )))
+            }
+            Some(code) => {
+                return Err(CheckpointError::Refused(format!(
+                    "git could not commit the sandbox's tree (exit code {code})"
+                )))
+            }
         }
         let line = out.stdout.trim();
         let commit = line
