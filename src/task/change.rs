@@ -136,18 +136,12 @@ pub(super) async fn change(
     run.at(Step::Change, "Working: the model is making the change");
     let resumed = resume(run, needs, &mut prepared).await?;
     if let Some(store) = &needs.checkpoints {
-        let saved = resumed.as_ref().map(|(_, saved)| saved);
-        let keeper = checkpoint::Keeper::new(
-            store.clone(),
-            &prepared,
-            (needs.copy_out, needs.workspace_dir),
-            saved,
-        )
-        .await?;
+        let limits = (needs.copy_out, needs.workspace_dir);
+        let keeper = checkpoint::Keeper::new(store.clone(), &prepared, limits, resumed.as_ref()).await?;
         session.agent.set_checkpointer(Some(Arc::new(keeper)));
     }
     let opening = match resumed {
-        Some((start, _)) => Opening::Resumed(start),
+        Some(resumed) => Opening::Resumed(resumed.start),
         None => Opening::New(first_message(run, needs, claimed, request, &prepared, plan_section).await?),
     };
     run.report().await;
@@ -264,10 +258,7 @@ async fn first_run(
 ) -> Result<AgentOutcome, TaskError> {
     let mut outcome = session.resume(run, first.clone()).await?;
     // Tests and delivery read the project folder: the copy and a restore must be over.
-    if let Some(filling) = prepared.sandbox.filling.take() {
-        filling.finished().await?;
-    }
-    if finish_restore(run, &needs.setup, prepared).await? {
+    if sandbox_filled(run, &needs.setup, prepared).await? {
         if let StopReason::NotReady(_) = outcome.stop {
             // No tool ran: the run starts over on the set-up sandbox.
             session.agent.set_ready(None);
@@ -284,20 +275,17 @@ async fn resume(
     run: &mut TaskRun<'_>,
     needs: &Needs<'_>,
     prepared: &mut Prepared,
-) -> Result<Option<(crate::agent::Start, crate::journal::AgentCheckpoint)>, TaskError> {
+) -> Result<Option<checkpoint::Resumed>, TaskError> {
     let Some(store) = &needs.checkpoints else {
         return Ok(None);
     };
-    if !store.has_saved() {
+    let Some(saved) = store.saved() else {
         return Ok(None);
-    }
-    if let Some(filling) = prepared.sandbox.filling.take() {
-        filling.finished().await?;
-    }
-    finish_restore(run, &needs.setup, prepared).await?;
-    let resumed = checkpoint::resume(run, store, prepared, needs.workspace_dir).await?;
-    if let (Some((start, _)), Some(recorder)) = (&resumed, &needs.recorder) {
-        recorder.resumed(start.steps);
+    };
+    sandbox_filled(run, &needs.setup, prepared).await?;
+    let resumed = checkpoint::resume(run, store, saved, prepared, needs.workspace_dir).await?;
+    if let (Some(resumed), Some(recorder)) = (&resumed, &needs.recorder) {
+        recorder.resumed(resumed.start.steps);
     }
     Ok(resumed)
 }
@@ -320,13 +308,17 @@ fn readiness(sandbox: &prepare::TaskSandbox) -> Option<crate::agent::Readiness> 
     }
 }
 
-/// Waits for the snapshot being restored, if any; when it could not be,
-/// runs setup instead. `true`: setup ran again.
-async fn finish_restore(
+/// Waits for the project's copy into the sandbox, then for the snapshot
+/// being restored, if any; when it could not be, runs setup instead.
+/// `true`: setup ran again.
+async fn sandbox_filled(
     run: &mut TaskRun<'_>,
     rules: &SetupRules<'_>,
     prepared: &mut Prepared,
 ) -> Result<bool, TaskError> {
+    if let Some(filling) = prepared.sandbox.filling.take() {
+        filling.finished().await?;
+    }
     let Some(pending) = prepared.sandbox.restoring.take() else {
         return Ok(false);
     };

@@ -107,13 +107,8 @@ impl Store {
         self.dir.join(format!("slot-{slot}.git"))
     }
 
-    /// Whether the task's run has a checkpoint.
-    pub fn has_saved(&self) -> bool {
-        self.saved().is_some()
-    }
-
     /// The task's last checkpoint, if its run has one.
-    fn saved(&self) -> Option<AgentCheckpoint> {
+    pub fn saved(&self) -> Option<AgentCheckpoint> {
         match self.journal.agent_checkpoint(&self.key) {
             Ok(saved) => saved,
             Err(e) => {
@@ -181,15 +176,13 @@ impl Keeper {
         store: Store,
         prepared: &Prepared,
         (limits, workspace_dir): (CopyOutLimits, &str),
-        resumed_from: Option<&AgentCheckpoint>,
+        resumed_from: Option<&Resumed>,
     ) -> Result<Keeper, TaskError> {
         let base = prepared.workspace.with(|ws| ws.base).await?;
-        let last = resumed_from.and_then(|saved| {
-            Some(Kept {
-                slot: saved.slot,
-                commit: Oid::from_str(&saved.commit).ok()?,
-                state: String::new(),
-            })
+        let last = resumed_from.map(|resumed| Kept {
+            slot: resumed.slot,
+            commit: resumed.commit,
+            state: String::new(),
         });
         Ok(Keeper {
             store,
@@ -388,18 +381,16 @@ impl Checkpointer for Keeper {
     }
 }
 
-/// What a resumed run starts from, when the task's last checkpoint can be
-/// used in `prepared`'s sandbox: its files are put back there first. `None`
+/// What a resumed run starts from, when the task's last checkpoint
+/// (`saved`) can be used in `prepared`'s sandbox: its files are put back there first. `None`
 /// (said on the progress comment): the run starts over.
 pub(super) async fn resume(
     run: &mut TaskRun<'_>,
     store: &Store,
+    saved: AgentCheckpoint,
     prepared: &Prepared,
     workspace_dir: &str,
-) -> Result<Option<(Start, AgentCheckpoint)>, TaskError> {
-    let Some(saved) = store.saved() else {
-        return Ok(None);
-    };
+) -> Result<Option<Resumed>, TaskError> {
     let base = prepared.workspace.with(|ws| ws.base).await?;
     let unusable = if saved.base != base.to_string() {
         Some("the branch it was made on has moved")
@@ -416,33 +407,56 @@ pub(super) async fn resume(
         store.forget();
         return Ok(None);
     }
-    if let Err(e) = put_back(store, &saved, prepared, workspace_dir).await {
-        // The reason may quote the sandbox (a git error): it goes to the
-        // log; the comment says it in forgehand's own words.
-        tracing::warn!(task = %run.item, "cannot put the checkpoint back into the sandbox: {e}");
-        store.forget();
-        if let CheckpointError::HalfRestored(_) = e {
-            return Err(TaskError::Other(
-                "the model's run could not be resumed in its new sandbox (git stopped while checking its checkpoint out); the next start begins it again".into(),
-            ));
-        }
-        run.note(format!(
-            "The model's run was interrupted after step {}; its checkpoint could not be put back into the new sandbox, so the run starts over",
-            saved.step
-        ));
-        return Ok(None);
-    }
+    let commit = match put_back(store, &saved, prepared, workspace_dir).await {
+        Ok(commit) => commit,
+        Err(e) => return given_up(run, store, saved.step, e),
+    };
     tracing::info!(task = %run.item, step = saved.step, "resuming the model's run from its checkpoint");
     run.note(format!(
         "Resumed the model's run after step {} from its checkpoint (the conversation and the sandbox's files as they were then)",
         saved.step
     ));
-    let start = Start {
-        messages: saved.messages.clone(),
-        steps: saved.step,
-        tool_calls: saved.tool_calls,
-    };
-    Ok(Some((start, saved)))
+    Ok(Some(Resumed {
+        slot: saved.slot,
+        commit,
+        start: Start {
+            messages: saved.messages,
+            steps: saved.step,
+            tool_calls: saved.tool_calls,
+        },
+    }))
+}
+
+/// A checkpoint that could not be put back: forgotten, and the run starts
+/// over (said on the comment), or, when the sandbox was changed part of
+/// the way, the attempt fails.
+fn given_up(
+    run: &mut TaskRun<'_>,
+    store: &Store,
+    step: u32,
+    e: CheckpointError,
+) -> Result<Option<Resumed>, TaskError> {
+    // The reason may quote the sandbox (a git error): it goes to the
+    // log; the comment says it in forgehand's own words.
+    tracing::warn!(task = %run.item, "cannot put the checkpoint back into the sandbox: {e}");
+    store.forget();
+    if let CheckpointError::HalfRestored(_) = e {
+        return Err(TaskError::Other(
+            "the model's run could not be resumed in its new sandbox (git stopped while checking its checkpoint out); the next start begins it again".into(),
+        ));
+    }
+    run.note(format!(
+        "The model's run was interrupted after step {step}; its checkpoint could not be put back into the new sandbox, so the run starts over"
+    ));
+    Ok(None)
+}
+
+/// A run going on from its checkpoint: where the run starts, and which
+/// quarantine holds the checkpoint (the next one goes to the other).
+pub(super) struct Resumed {
+    pub start: Start,
+    pub slot: u8,
+    pub commit: Oid,
 }
 
 /// Hands the checkpoint's commit to the new sandbox and makes its files
@@ -453,7 +467,7 @@ async fn put_back(
     saved: &AgentCheckpoint,
     prepared: &Prepared,
     workspace_dir: &str,
-) -> Result<(), CheckpointError> {
+) -> Result<Oid, CheckpointError> {
     let commit = Oid::from_str(&saved.commit)
         .map_err(|_| CheckpointError::Refused("the journal names no commit".into()))?;
     let quarantine = store.slot_dir(saved.slot);
@@ -482,7 +496,7 @@ async fn put_back(
     );
     let out = sandbox.exec(&restore, Some(Duration::from_secs(300))).await?;
     match out.exit_code {
-        Some(0) => Ok(()),
+        Some(0) => Ok(commit),
         Some(3) => Err(CheckpointError::Refused(
             "the sandbox did not get the checkpoint's whole history".into(),
         )),
