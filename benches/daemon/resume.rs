@@ -152,7 +152,8 @@ pub async fn resume_figures() {
     stats::report("checkpoint after a step, 10 MB repository", &mut costs);
 }
 
-/// Prints the checkpoint cost on the large generated repository.
+/// Prints the checkpoint cost on the large generated repository, and the
+/// same run killed at [`KILL_AT`].
 pub async fn resume_large() {
     let cached =
         tokio::task::spawn_blocking(|| generated_repo::cached(&super::root().join("target/bench-repos")))
@@ -170,7 +171,12 @@ pub async fn resume_large() {
     assert!(cloned.success());
     let stage = Stage::serving(dir).await;
     let run = one_run(&stage, false).await;
+    let killed = one_run(&stage, true).await;
     print_run("20 steps, uninterrupted (large repository)", &run);
+    print_run(
+        &format!("20 steps, SIGKILL at step {KILL_AT}, restart (large)"),
+        &killed,
+    );
     let mut costs = run.checkpoints.clone();
     stats::report("checkpoint after a step, large repository", &mut costs);
 }
