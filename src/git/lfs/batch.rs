@@ -198,15 +198,7 @@ impl Client {
     /// Downloads `pointer`'s object to `dest` (through a file beside it),
     /// checking its size and sha256 as it comes.
     pub async fn download(&self, action: &Action, pointer: &Pointer, dest: &Path) -> Result<(), LfsError> {
-        let mut response = self
-            .action_request(reqwest::Method::GET, action)?
-            .send()
-            .await
-            .map_err(|e| LfsError::Network {
-                url: href_shown(&action.href),
-                detail: e.to_string(),
-            })?;
-        response = checked_href(&action.href, response).await?;
+        let mut response = sent(self.action_request(reqwest::Method::GET, action)?, action).await?;
         let partial = dest.with_extension("forgehand-lfs-partial");
         let io = |source| LfsError::Io {
             path: partial.clone(),
@@ -240,33 +232,21 @@ impl Client {
 
     /// Sends an object's content to an upload action.
     pub async fn upload(&self, action: &Action, content: Vec<u8>) -> Result<(), LfsError> {
-        let response = self
+        let request = self
             .action_request(reqwest::Method::PUT, action)?
             .header(reqwest::header::CONTENT_TYPE, "application/octet-stream")
-            .body(content)
-            .send()
-            .await
-            .map_err(|e| LfsError::Network {
-                url: href_shown(&action.href),
-                detail: e.to_string(),
-            })?;
-        checked_href(&action.href, response).await.map(drop)
+            .body(content);
+        sent(request, action).await.map(drop)
     }
 
     /// Asks a verify action whether the server holds `pointer`'s object.
     pub async fn verify(&self, action: &Action, pointer: &Pointer) -> Result<(), LfsError> {
-        let response = self
+        let request = self
             .action_request(reqwest::Method::POST, action)?
             .header(reqwest::header::ACCEPT, MEDIA_TYPE)
             .header(reqwest::header::CONTENT_TYPE, MEDIA_TYPE)
-            .body(serde_json::json!({"oid": pointer.oid, "size": pointer.size}).to_string())
-            .send()
-            .await
-            .map_err(|e| LfsError::Network {
-                url: href_shown(&action.href),
-                detail: e.to_string(),
-            })?;
-        checked_href(&action.href, response).await.map(drop)
+            .body(serde_json::json!({"oid": pointer.oid, "size": pointer.size}).to_string());
+        sent(request, action).await.map(drop)
     }
 }
 
@@ -292,6 +272,16 @@ fn without_url(err: &reqwest::Error) -> String {
         source = inner.source();
     }
     words
+}
+
+/// Sends `request` to `action`'s address; its answer when the status is
+/// a success (else the server's error, said with the address redacted).
+async fn sent(request: reqwest::RequestBuilder, action: &Action) -> Result<reqwest::Response, LfsError> {
+    let response = request.send().await.map_err(|e| LfsError::Network {
+        url: href_shown(&action.href),
+        detail: e.to_string(),
+    })?;
+    checked_href(&action.href, response).await
 }
 
 async fn checked_href(href: &str, response: reqwest::Response) -> Result<reqwest::Response, LfsError> {
