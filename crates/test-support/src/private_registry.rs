@@ -5,11 +5,11 @@
 //! on to the registry on 127.0.0.1.
 
 use crate::registries::{
-    build_wheel, free_port, npm_publish, npm_user_token, start_verdaccio, tool, Registry,
+    build_wheel, free_port, npm_publish, npm_user_token, start_pypiserver, start_verdaccio, tool, Registry,
 };
 use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, KeyUsagePurpose};
 use rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::Arc;
 
 /// A CA made for one test.
@@ -108,28 +108,13 @@ pub fn private_pypi_with(name: &str, version: &str, source: &str, user: &str, pa
         made.success(),
         "writing the htpasswd file failed (scripts/dev-env.sh installs passlib beside pypiserver)"
     );
-    let port = free_port();
-    let log = std::fs::File::create(dir.path().join("pypiserver.log")).unwrap();
-    let child = Command::new(tool("pypiserver-venv/bin/pypi-server"))
-        .args([
-            "run",
-            "-i",
-            "127.0.0.1",
-            "-p",
-            &port.to_string(),
-            "--disable-fallback",
-            "-a",
-            "download,list,update",
-            "-P",
-        ])
-        .arg(&htpasswd)
-        .arg(&packages)
-        .stdin(Stdio::null())
-        .stdout(log.try_clone().unwrap())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    Registry { port, child, dir }.wait_until_up("/health")
+    let auth = [
+        std::ffi::OsStr::new("-a"),
+        std::ffi::OsStr::new("download,list,update"),
+        std::ffi::OsStr::new("-P"),
+        htpasswd.as_os_str(),
+    ];
+    start_pypiserver(dir, &auth, "/health")
 }
 
 /// verdaccio on 127.0.0.1 that serves only to its users (an htpasswd

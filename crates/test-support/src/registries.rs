@@ -124,6 +124,12 @@ pub fn pypi_with(name: &str, version: &str, source: &str) -> Registry {
     let packages = dir.path().join("packages");
     std::fs::create_dir_all(&packages).unwrap();
     build_wheel(&packages, name, version, source);
+    start_pypiserver(dir, &[], "/simple/")
+}
+
+/// pypiserver on a free loopback port serving `<dir>/packages`, with
+/// `extra` arguments (authentication), up once `ready` answers.
+pub(crate) fn start_pypiserver(dir: tempfile::TempDir, extra: &[&std::ffi::OsStr], ready: &str) -> Registry {
     let port = free_port();
     let log = std::fs::File::create(dir.path().join("pypiserver.log")).unwrap();
     let child = Command::new(tool("pypiserver-venv/bin/pypi-server"))
@@ -135,13 +141,14 @@ pub fn pypi_with(name: &str, version: &str, source: &str) -> Registry {
             &port.to_string(),
             "--disable-fallback",
         ])
-        .arg(&packages)
+        .args(extra)
+        .arg(dir.path().join("packages"))
         .stdin(Stdio::null())
         .stdout(log.try_clone().unwrap())
         .stderr(log)
         .spawn()
         .unwrap();
-    Registry { port, child, dir }.wait_until_up("/simple/")
+    Registry { port, child, dir }.wait_until_up(ready)
 }
 
 /// verdaccio on 127.0.0.1 holding one package, `name` `version` whose
