@@ -4,6 +4,7 @@
 use super::units::HumanDuration;
 use super::ConfigError;
 use serde::Deserialize;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -25,6 +26,10 @@ pub struct ClusterConfig {
     pub lease_group: String,
     /// How long a silent holder keeps a task (renewed every third of it).
     pub lease_duration: Duration,
+    /// A folder every replica mounts (a ReadWriteMany volume) where the
+    /// agent's checkpoints are kept, so a replica that takes a task over
+    /// resumes its run; `None`: each replica keeps its own.
+    pub checkpoint_dir: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -34,6 +39,7 @@ pub struct RawCluster {
     pub namespace: String,
     pub lease_group: String,
     pub lease_duration: HumanDuration,
+    pub checkpoint_dir: String,
 }
 
 impl Default for RawCluster {
@@ -43,6 +49,7 @@ impl Default for RawCluster {
             namespace: String::new(),
             lease_group: "forgehand".into(),
             lease_duration: HumanDuration(Duration::from_secs(30)),
+            checkpoint_dir: String::new(),
         }
     }
 }
@@ -50,7 +57,11 @@ impl Default for RawCluster {
 /// The shortest lease: a renewal every third of it must fit a slow API call.
 const SHORTEST_LEASE: Duration = Duration::from_secs(3);
 
-pub fn resolve_cluster(raw: RawCluster) -> Result<ClusterConfig, ConfigError> {
+/// `resolve_path` makes a relative folder the config file's.
+pub fn resolve_cluster(
+    raw: RawCluster,
+    resolve_path: &dyn Fn(&str) -> PathBuf,
+) -> Result<ClusterConfig, ConfigError> {
     let mode = match raw.mode.trim() {
         "single" | "" => ClusterMode::Single,
         "kubernetes" => ClusterMode::Kubernetes,
@@ -91,12 +102,35 @@ pub fn resolve_cluster(raw: RawCluster) -> Result<ClusterConfig, ConfigError> {
             ),
         ));
     }
+    let checkpoint_dir = checkpoint_dir(&mode, raw.checkpoint_dir.trim(), resolve_path)?;
     Ok(ClusterConfig {
         mode,
         namespace: raw.namespace,
         lease_group: raw.lease_group,
         lease_duration,
+        checkpoint_dir,
     })
+}
+
+/// `cluster.checkpoint_dir`: only among replicas, where it is what lets a
+/// takeover resume a run.
+fn checkpoint_dir(
+    mode: &ClusterMode,
+    dir: &str,
+    resolve_path: &dyn Fn(&str) -> PathBuf,
+) -> Result<Option<PathBuf>, ConfigError> {
+    if dir.is_empty() {
+        return Ok(None);
+    }
+    if *mode != ClusterMode::Kubernetes {
+        return Err(ConfigError::invalid(
+            "cluster.checkpoint_dir",
+            format!(
+                r#""{dir}" is set, but only replicas share checkpoints: a single daemon keeps them in daemon.state_dir. Set cluster.mode: "kubernetes" or remove the key"#
+            ),
+        ));
+    }
+    Ok(Some(resolve_path(dir)).filter(|p| p != Path::new("")))
 }
 
 /// An RFC 1123 label: what names of namespaces and Lease name parts allow.
@@ -120,7 +154,12 @@ mod tests {
             namespace: namespace.into(),
             lease_group: group.into(),
             lease_duration: HumanDuration(Duration::from_secs(seconds)),
+            checkpoint_dir: String::new(),
         }
+    }
+
+    fn resolve_cluster(raw: RawCluster) -> Result<ClusterConfig, ConfigError> {
+        super::resolve_cluster(raw, &|p| Path::new("/etc/forgehand").join(p))
     }
 
     #[test]
@@ -138,5 +177,16 @@ mod tests {
         assert!(err(raw("kubernetes", "Prod_1", "", 30)).contains("cluster.lease_group"));
         assert!(err(raw("kubernetes", "fh", "My NS", 30)).contains("cluster.namespace"));
         assert!(err(raw("kubernetes", "fh", "", 1)).contains(r#"use at least "3s""#));
+        let shared = |mode: &str| RawCluster {
+            checkpoint_dir: "checkpoints".into(),
+            ..raw(mode, "fh", "", 30)
+        };
+        assert_eq!(
+            resolve_cluster(shared("kubernetes")).unwrap().checkpoint_dir,
+            Some(PathBuf::from("/etc/forgehand/checkpoints"))
+        );
+        assert!(err(shared("single")).contains(
+            r#"cluster.checkpoint_dir: "checkpoints" is set, but only replicas share checkpoints"#
+        ));
     }
 }

@@ -314,7 +314,7 @@ impl Config {
             budget: budget::resolve_budget(raw.budget)?,
             git: git::resolve_git(raw.git)?,
             repositories: repository::resolve_repositories(raw.repositories, agent.attempts)?,
-            cluster: cluster::resolve_cluster(raw.cluster)?,
+            cluster: cluster::resolve_cluster(raw.cluster, &resolve_path)?,
             scheduling,
             github: work::resolve_github(raw.github)?,
             gitlab: work::resolve_gitlab(raw.gitlab)?,

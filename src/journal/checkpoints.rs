@@ -88,6 +88,15 @@ impl Journal {
         }))
     }
 
+    /// The tasks that have a checkpoint.
+    pub fn agent_checkpoint_keys(&self) -> Result<Vec<String>, JournalError> {
+        self.with(|db| {
+            let mut query = db.prepare("SELECT task_key FROM agent_checkpoints")?;
+            let keys = query.query_map([], |r| r.get(0))?;
+            keys.collect()
+        })
+    }
+
     /// Forgets task `key`'s checkpoint (its change is pushed, or it ended).
     pub fn forget_agent_checkpoint(&self, key: &str) -> Result<(), JournalError> {
         self.with(|db| Journal::forget_checkpoint_in(db, key))

@@ -55,11 +55,11 @@ pub(super) async fn change_and_verify(
         let recorder = accounts.transcript.clone().map(|t| t as Arc<dyn StepRecorder>);
         let mut needs = change_needs(env, recorder);
         // One run, one sandbox: its steps are kept for a resume.
-        let state_dir = &env.config.daemon.state_dir;
-        needs.checkpoints = Some(super::checkpoint::Store::new(
-            state_dir,
+        needs.checkpoints = Some(super::checkpoint::Store::for_task(
+            &env.config,
             &run.item,
             env.journal.clone(),
+            run.shutdown.clone(),
         ));
         let changed = change::change(run, &needs, claimed, planned).await?;
         return verify::verify(run, &verify_needs(env), changed).await;

@@ -61,6 +61,7 @@ mod workspace_handle;
 pub use action::{Action, Change, Wait, Why};
 pub use approval::answer as answer_to_plan;
 pub use attempts::sandbox_owners;
+pub use checkpoint::sweep as sweep_checkpoints;
 pub use end::TaskEnd;
 use env::Accounts;
 pub use env::TaskEnv;
@@ -167,7 +168,8 @@ async fn tidy(run: &mut TaskRun<'_>, env: &TaskEnv, end: &TaskEnd) {
     run.remove_sandbox().await;
     run.checkout_settled().await;
     if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
-        checkpoint::Store::new(&env.config.daemon.state_dir, &run.item, env.journal.clone()).forget();
+        checkpoint::Store::for_task(&env.config, &run.item, env.journal.clone(), run.shutdown.clone())
+            .forget();
         let dir = work_dir(&env.config, &run.item);
         if dir.exists() {
             if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -303,7 +305,15 @@ async fn make_change(
     let planning = recorded(env, accounts, "planning");
     let planned = plan::plan(run, &plan_needs(&planning), claimed, prepared, images).await?;
     let verified = attempts::change_and_verify(run, env, accounts, claimed, planned).await?;
-    push::push(run, &push_needs(&env.config), claimed, verified).await
+    let mut needs = push_needs(&env.config);
+    // Once pushed, a restart goes on to delivery: the run's steps are not resumed.
+    needs.checkpoints = Some(checkpoint::Store::for_task(
+        &env.config,
+        &run.item,
+        env.journal.clone(),
+        run.shutdown.clone(),
+    ));
+    push::push(run, &needs, claimed, verified).await
 }
 
 #[cfg(test)]

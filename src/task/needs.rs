@@ -136,6 +136,6 @@ pub(super) fn push_needs(config: &Config) -> push::Needs<'_> {
         workspace_dir: &config.sandbox.workspace_dir,
         copy_out: config.sandbox.copy_out,
         history_depth: config.git.history_depth,
-        state_dir: &config.daemon.state_dir,
+        checkpoints: None,
     }
 }

@@ -37,8 +37,8 @@ pub(super) struct Needs<'a> {
     /// `git.history_depth`: how much of a moved upstream's history the
     /// sandbox gets.
     pub history_depth: Option<u32>,
-    /// `daemon.state_dir`, where the run's checkpoints are kept until the push.
-    pub state_dir: &'a std::path::Path,
+    /// Where the run's checkpoints are kept until the push.
+    pub checkpoints: Option<super::checkpoint::Store>,
 }
 
 /// Names from the sandbox as one line of forgehand's own words: each made
@@ -161,8 +161,9 @@ pub(super) async fn push(
     run.journal.set_phase(&run.key, Phase::Pushed)?;
     run.journal.set_summary(&run.key, &summary)?;
     // Once pushed, a restart goes on to delivery: the run's steps are not resumed.
-    run.journal.forget_agent_checkpoint(&run.key)?;
-    super::checkpoint::remove_trees(needs.state_dir, &run.item);
+    if let Some(checkpoints) = &needs.checkpoints {
+        checkpoints.forget();
+    }
     Ok(Pushed::Branch {
         summary,
         bench: Box::new(Bench {

@@ -26,11 +26,11 @@ use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::task::JoinHandle;
 
-const CLUSTER: &str =
+pub(crate) const CLUSTER: &str =
     "cluster:\n  mode: \"kubernetes\"\n  namespace: \"default\"\n  lease_duration: \"3s\"\n";
 
 /// Replica `n` of the world: its own state folder and log.
-fn replica(world: &World, kube_config: &Path, n: usize) -> DaemonProcess {
+pub(crate) fn replica(world: &World, kube_config: &Path, n: usize) -> DaemonProcess {
     let config = world.dir.path().join(format!("config-{n}.yaml"));
     let state = world.dir.path().join("state");
     let text = std::fs::read_to_string(&world.config)

@@ -3,7 +3,8 @@
 //! again; the run goes on in a new sandbox from its checkpoint (the
 //! conversation and the sandbox's files as they were), ends delivered
 //! once, and asks the model at most one step more than an uninterrupted
-//! run does.
+//! run does. The same among replicas sharing `cluster.checkpoint_dir`:
+//! the replica killed, another takes the task over and resumes it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -16,6 +17,38 @@ use std::time::Duration;
 
 /// Steps that run a command (the 20th answers).
 const STEPS: usize = 19;
+
+/// The step to kill at: FORGEHAND_TEST_KILL_STEP, else a random one.
+fn kill_step() -> usize {
+    let kill_at = std::env::var("FORGEHAND_TEST_KILL_STEP")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| fastrand::usize(2..=STEPS));
+    eprintln!(
+        "killing the daemon while the model works on step {kill_at} (FORGEHAND_TEST_KILL_STEP={kill_at})"
+    );
+    kill_at
+}
+
+/// The pushed branch holds every step's effect exactly once (a step whose
+/// tool ran before the kill was not run twice on the files it had
+/// changed), and the model's own commit.
+fn assert_every_step_once(world: &World, issue: u64) {
+    let branch = format!("forgehand/issue-{issue}");
+    let expected: String = (1..=STEPS).map(|k| format!("{k}\n")).collect();
+    assert_eq!(pushed_file(&world.bare, &branch, "steps.txt"), expected);
+    for k in [1, 10, STEPS] {
+        assert_eq!(
+            pushed_file(&world.bare, &branch, &format!("step-{k}.txt")),
+            format!("step {k}")
+        );
+    }
+    let subjects = forgehand_test_support::git_http::log(&world.bare, &branch);
+    assert!(
+        subjects.iter().any(|s| s == "The first ten steps"),
+        "the model's own commit is kept: {subjects:?}"
+    );
+}
 
 /// Step `k` appends its number to `steps.txt` and writes `step-k.txt`;
 /// step 10 also commits; the last turn answers.
@@ -58,14 +91,7 @@ async fn asked_at_least(world: &World, n: usize) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_run_killed_at_a_random_step_resumes_from_its_checkpoint_and_is_delivered_once() {
-    // A fixed step can be asked for with FORGEHAND_TEST_KILL_STEP.
-    let kill_at: usize = std::env::var("FORGEHAND_TEST_KILL_STEP")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or_else(|| fastrand::usize(2..=STEPS));
-    eprintln!(
-        "killing the daemon while the model works on step {kill_at} (FORGEHAND_TEST_KILL_STEP={kill_at})"
-    );
+    let kill_at = kill_step();
     let world =
         World::with_daemon_settings(twenty_steps(Duration::from_millis(400)), "  max_task_attempts: 4").await;
     let log = world.log_path();
@@ -87,22 +113,7 @@ async fn a_run_killed_at_a_random_step_resumes_from_its_checkpoint_and_is_delive
     world.wait_for_end(issue).await;
     world.assert_delivered_once(issue);
 
-    // Every step's effect is there exactly once: a step whose tool ran
-    // before the kill was not run twice on the files it had changed.
-    let branch = format!("forgehand/issue-{issue}");
-    let expected: String = (1..=STEPS).map(|k| format!("{k}\n")).collect();
-    assert_eq!(pushed_file(&world.bare, &branch, "steps.txt"), expected);
-    for k in [1, 10, STEPS] {
-        assert_eq!(
-            pushed_file(&world.bare, &branch, &format!("step-{k}.txt")),
-            format!("step {k}")
-        );
-    }
-    let subjects = forgehand_test_support::git_http::log(&world.bare, &branch);
-    assert!(
-        subjects.iter().any(|s| s == "The first ten steps"),
-        "the model's own commit is kept: {subjects:?}"
-    );
+    assert_every_step_once(&world, issue);
 
     // At most one step's request more than the uninterrupted run's twenty.
     let asked = world.model.requests().await.len();
@@ -170,4 +181,75 @@ async fn a_checkpoint_made_on_a_base_that_moved_is_not_used_and_the_run_starts_o
         .log_text()
         .contains("resuming the model's run from its checkpoint"));
     assert!(daemon.terminate().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_killed_mid_run_is_taken_over_and_the_other_replica_resumes_from_the_shared_checkpoint() {
+    use super::cluster_replicas::{replica, CLUSTER};
+    let kill_at = kill_step();
+    let kube = forgehand_test_support::fake_kube::FakeKube::start().await;
+    let shared = tempfile::tempdir().unwrap();
+    let cluster = format!("{CLUSTER}  checkpoint_dir: \"{}\"\n", shared.path().display());
+    let world = World::with_repository(
+        twenty_steps(Duration::from_millis(400)),
+        &[("greet.py", "print('Hello')\n"), ("README.md", "# app\n")],
+        &cluster,
+    )
+    .await;
+    let kube_config = forgehand_test_support::kubeconfig::write_kubeconfig(world.dir.path(), &kube.url());
+    let log = world.log_path();
+    let issue = world.labelled_issue("Write the nineteen steps");
+
+    let mut first = replica(&world, &kube_config, 1);
+    wait_until(
+        "the model asked for the step to kill at",
+        Duration::from_secs(180),
+        async || asked_at_least(&world, kill_at).await,
+        &log,
+    )
+    .await;
+    first.kill9();
+    let asked_before = world.model.requests().await.len();
+    assert!(asked_before >= kill_at, "{asked_before} requests before the kill");
+
+    // The other replica takes the task over once the Lease runs out.
+    let mut second = replica(&world, &kube_config, 2);
+    world.wait_for_end(issue).await;
+    world.assert_delivered_once(issue);
+    assert_every_step_once(&world, issue);
+    let asked = world.model.requests().await.len();
+    assert!(
+        asked <= STEPS + 2,
+        "{asked} agent requests for a run of {} (replica killed at step {kill_at})",
+        STEPS + 1
+    );
+    let text = std::fs::read_to_string(&log).unwrap();
+    assert!(
+        text.contains("took over a claim whose holder went silent"),
+        "{text}"
+    );
+    assert!(
+        text.contains("resuming the model's run from its checkpoint"),
+        "the replica that took over resumed the run:\n{text}"
+    );
+    let progress = world.progress_comment(issue);
+    assert!(
+        progress.contains("Resumed the model's run after step"),
+        "{progress}"
+    );
+    // Delivered: the shared store keeps nothing of the task.
+    let left: Vec<_> = std::fs::read_dir(shared.path())
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "checkpoints left in the shared store: {left:?}");
+    assert!(second.terminate().success());
+    // The killed replica's sandbox is its own (another daemon never reaps it).
+    for id in containers_of(&format!("{}-1", world.instance)) {
+        std::process::Command::new("docker")
+            .args(["rm", "-fv", &id])
+            .output()
+            .unwrap();
+    }
 }

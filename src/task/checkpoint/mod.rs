@@ -6,10 +6,12 @@
 //! HEAD, branches and objects stay as they are), and its `.git` and that
 //! folder are taken out as data into a quarantine repository on the host,
 //! the commit kept under a private ref, never pushed; the conversation so far goes to
-//! the journal with it. Two quarantines take turns, so a kill while one is
+//! the task's record with it (the journal, or a store the replicas share:
+//! see [`store`]). Two quarantines take turns, so a kill while one is
 //! written leaves the other whole.
 //!
-//! A task started again (SIGKILL, a restart, an engine restart) resumes
+//! A task started again (SIGKILL, a restart, an engine restart, a takeover
+//! by another replica sharing the store) resumes
 //! its run in the new sandbox from the last checkpoint: the commit is
 //! handed to the sandbox, its files become the work tree again (the
 //! model's commits as they were, what it left uncommitted uncommitted),
@@ -17,20 +19,25 @@
 //! made on another base or in another image is not used: the run starts
 //! over, and says so.
 
+mod resume;
+mod store;
+
+pub(super) use resume::{resume, Resumed};
+pub(super) use store::Store;
+pub use store::{sweep, StoreError};
+
 use super::error::TaskError;
 use super::prepare::Prepared;
-use super::run::TaskRun;
 use super::workspace::DeliveryError;
 use super::workspace_handle::WorkspaceHandle;
-use crate::agent::{Checkpointer, Start, StepPoint};
+use crate::agent::{Checkpointer, StepPoint};
 use crate::config::CopyOutLimits;
 use crate::git::untrusted::{self, UntrustedError};
-use crate::journal::{AgentCheckpoint, Journal, JournalError};
+use crate::journal::AgentCheckpoint;
 use crate::sandbox::command::shell_quote;
 use crate::sandbox::tree_out::read_tree;
 use crate::sandbox::{Sandbox, SandboxError};
 use git2::Oid;
-use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -54,7 +61,7 @@ const SIDE_COMMIT_TIME: Duration = Duration::from_secs(120);
 /// The side commit's exit code for a file over the cap.
 const TOO_LARGE: i64 = 4;
 
-/// Most a checkpoint's conversation may weigh in the journal, written
+/// Most a checkpoint's conversation may weigh in its record, written
 /// every step.
 const MAX_CONVERSATION_BYTES: usize = 16 << 20;
 
@@ -64,8 +71,8 @@ pub enum CheckpointError {
     Sandbox(#[from] SandboxError),
     #[error(transparent)]
     Untrusted(#[from] UntrustedError),
-    #[error("the journal: {0}")]
-    Journal(#[from] JournalError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
     #[error(transparent)]
     Delivery(#[from] DeliveryError),
     #[error(transparent)]
@@ -81,68 +88,6 @@ pub enum CheckpointError {
 impl From<TaskError> for CheckpointError {
     fn from(err: TaskError) -> CheckpointError {
         CheckpointError::Task(Box::new(err))
-    }
-}
-
-/// Where one task's checkpoints are kept: the journal row and the two
-/// quarantine repositories under `<state_dir>/checkpoints/<task>/`.
-#[derive(Clone)]
-pub(super) struct Store {
-    pub dir: PathBuf,
-    pub journal: Arc<Journal>,
-    pub key: String,
-}
-
-impl Store {
-    /// Task `key`'s store, under `<state_dir>/checkpoints/<slug>`.
-    pub fn new(state_dir: &std::path::Path, item: &crate::forge::ItemRef, journal: Arc<Journal>) -> Store {
-        Store {
-            dir: folder(state_dir, item),
-            journal,
-            key: item.key(),
-        }
-    }
-
-    fn slot_dir(&self, slot: u8) -> PathBuf {
-        self.dir.join(format!("slot-{slot}.git"))
-    }
-
-    /// The task's last checkpoint, if its run has one.
-    pub fn saved(&self) -> Option<AgentCheckpoint> {
-        match self.journal.agent_checkpoint(&self.key) {
-            Ok(saved) => saved,
-            Err(e) => {
-                tracing::warn!(task = %self.key, "cannot read the agent's checkpoint ({e}); the run starts over");
-                None
-            }
-        }
-    }
-
-    /// Forgets the task's checkpoints (its change is pushed, or it ended).
-    pub fn forget(&self) {
-        if let Err(e) = self.journal.forget_agent_checkpoint(&self.key) {
-            tracing::warn!(task = %self.key, "cannot forget the agent's checkpoint: {e}");
-        }
-        remove_folder(&self.dir);
-    }
-}
-
-/// Where task `item`'s checkpoints are kept.
-fn folder(state_dir: &std::path::Path, item: &crate::forge::ItemRef) -> PathBuf {
-    state_dir.join("checkpoints").join(item.slug())
-}
-
-/// Removes task `item`'s kept trees (its change is pushed: they are not
-/// resumed any more).
-pub(super) fn remove_trees(state_dir: &std::path::Path, item: &crate::forge::ItemRef) {
-    remove_folder(&folder(state_dir, item));
-}
-
-fn remove_folder(dir: &std::path::Path) {
-    if dir.exists() {
-        if let Err(e) = std::fs::remove_dir_all(dir) {
-            tracing::warn!("cannot remove the checkpoints {}: {e}", dir.display());
-        }
     }
 }
 
@@ -235,13 +180,10 @@ impl Keeper {
             image: self.image.clone(),
             messages: point.messages.to_vec(),
         };
-        let journal = self.store.journal.clone();
-        let key = self.store.key.clone();
-        let weight = tokio::task::spawn_blocking(move || {
-            journal.save_agent_checkpoint(&key, &checkpoint, MAX_CONVERSATION_BYTES)
-        })
-        .await
-        .map_err(|e| CheckpointError::Refused(format!("the journal's writer stopped: {e}")))??;
+        let store = self.store.clone();
+        let weight = tokio::task::spawn_blocking(move || store.save(&checkpoint, MAX_CONVERSATION_BYTES))
+            .await
+            .map_err(|e| CheckpointError::Refused(format!("the checkpoint's writer stopped: {e}")))??;
         if weight > MAX_CONVERSATION_BYTES {
             return Err(CheckpointError::Refused(format!(
                 "the conversation weighs {weight} bytes, over the {MAX_CONVERSATION_BYTES} a checkpoint keeps"
@@ -349,7 +291,9 @@ impl Keeper {
 impl Checkpointer for Keeper {
     async fn step_done(&self, point: &StepPoint<'_>) {
         use std::sync::atomic::Ordering;
-        if self.given_up.load(Ordering::Relaxed) {
+        // Given up, or the task stops (among replicas: its claim is lost
+        // and another replica may take it over from the last one).
+        if self.given_up.load(Ordering::Relaxed) || !self.store.held() {
             return;
         }
         let started = std::time::Instant::now();
@@ -362,11 +306,13 @@ impl Checkpointer for Keeper {
             ),
             // The sandbox away (an engine restart): the last checkpoint
             // stays, the task is deferred and resumes from it.
-            Err(e @ CheckpointError::Sandbox(_)) => tracing::warn!(
-                task = %self.store.key,
-                step = point.step,
-                "no checkpoint after this step ({e}); a resume starts from the one before"
-            ),
+            Err(e @ (CheckpointError::Sandbox(_) | CheckpointError::Store(StoreError::Fenced))) => {
+                tracing::warn!(
+                    task = %self.store.key,
+                    step = point.step,
+                    "no checkpoint after this step ({e}); a resume starts from the one before"
+                )
+            }
             // What the sandbox holds cannot be kept (over a cap, refused):
             // each later step would pay the same again.
             Err(e) => {
@@ -378,130 +324,5 @@ impl Checkpointer for Keeper {
                 self.given_up.store(true, Ordering::Relaxed);
             }
         }
-    }
-}
-
-/// What a resumed run starts from, when the task's last checkpoint
-/// (`saved`) can be used in `prepared`'s sandbox: its files are put back there first. `None`
-/// (said on the progress comment): the run starts over.
-pub(super) async fn resume(
-    run: &mut TaskRun<'_>,
-    store: &Store,
-    saved: AgentCheckpoint,
-    prepared: &Prepared,
-    workspace_dir: &str,
-) -> Result<Option<Resumed>, TaskError> {
-    let base = prepared.workspace.with(|ws| ws.base).await?;
-    let unusable = if saved.base != base.to_string() {
-        Some("the branch it was made on has moved")
-    } else if saved.image != prepared.sandbox.image {
-        Some("the sandbox's image has changed")
-    } else {
-        None
-    };
-    if let Some(why) = unusable {
-        run.note(format!(
-            "The model's run was interrupted after step {}; its checkpoint cannot be used ({why}), so the run starts over",
-            saved.step
-        ));
-        store.forget();
-        return Ok(None);
-    }
-    let commit = match put_back(store, &saved, prepared, workspace_dir).await {
-        Ok(commit) => commit,
-        Err(e) => return given_up(run, store, saved.step, e),
-    };
-    tracing::info!(task = %run.item, step = saved.step, "resuming the model's run from its checkpoint");
-    run.note(format!(
-        "Resumed the model's run after step {} from its checkpoint (the conversation and the sandbox's files as they were then)",
-        saved.step
-    ));
-    Ok(Some(Resumed {
-        slot: saved.slot,
-        commit,
-        start: Start {
-            messages: saved.messages,
-            steps: saved.step,
-            tool_calls: saved.tool_calls,
-        },
-    }))
-}
-
-/// A checkpoint that could not be put back: forgotten, and the run starts
-/// over (said on the comment), or, when the sandbox was changed part of
-/// the way, the attempt fails.
-fn given_up(
-    run: &mut TaskRun<'_>,
-    store: &Store,
-    step: u32,
-    e: CheckpointError,
-) -> Result<Option<Resumed>, TaskError> {
-    // The reason may quote the sandbox (a git error): it goes to the
-    // log; the comment says it in forgehand's own words.
-    tracing::warn!(task = %run.item, "cannot put the checkpoint back into the sandbox: {e}");
-    store.forget();
-    if let CheckpointError::HalfRestored(_) = e {
-        return Err(TaskError::Other(
-            "the model's run could not be resumed in its new sandbox (git stopped while checking its checkpoint out); the next start begins it again".into(),
-        ));
-    }
-    run.note(format!(
-        "The model's run was interrupted after step {step}; its checkpoint could not be put back into the new sandbox, so the run starts over"
-    ));
-    Ok(None)
-}
-
-/// A run going on from its checkpoint: where the run starts, and which
-/// quarantine holds the checkpoint (the next one goes to the other).
-pub(super) struct Resumed {
-    pub start: Start,
-    pub slot: u8,
-    pub commit: Oid,
-}
-
-/// Hands the checkpoint's commit to the new sandbox and makes its files
-/// the work tree again: the branch where the model's HEAD was, what it
-/// had not committed left uncommitted.
-async fn put_back(
-    store: &Store,
-    saved: &AgentCheckpoint,
-    prepared: &Prepared,
-    workspace_dir: &str,
-) -> Result<Oid, CheckpointError> {
-    let commit = Oid::from_str(&saved.commit)
-        .map_err(|_| CheckpointError::Refused("the journal names no commit".into()))?;
-    let quarantine = store.slot_dir(saved.slot);
-    if !quarantine.exists() {
-        return Err(CheckpointError::Refused(format!(
-            "its repository {} is gone",
-            quarantine.display()
-        )));
-    }
-    let workspace = &prepared.workspace;
-    workspace
-        .with(move |ws| ws.take_checkpoint(&quarantine, commit))
-        .await??;
-    let sandbox = prepared.sandbox.sandbox.as_ref();
-    let handover = format!("{}/{HANDOVER_DIR}", workspace_dir.trim_end_matches('/'));
-    let refname = untrusted::CHECKPOINT_REF;
-    // Every commit the model made since the base, however deep.
-    let into = (workspace_dir, HANDOVER_DIR, None);
-    let has = workspace.with(|ws| ws.history_tips()).await?;
-    super::sandbox_fetch::hand_over(workspace, sandbox, into, (refname, commit, has)).await?;
-    // Nothing is changed unless the whole commit is there.
-    let restore = format!(
-        "git rev-parse -q --verify {commit}^ >/dev/null || exit 3; \
-         git reset -q --hard {commit} && git reset -q {commit}^ && git update-ref -d {refname} && rm -rf {}",
-        shell_quote(&handover)
-    );
-    let out = sandbox.exec(&restore, Some(Duration::from_secs(300))).await?;
-    match out.exit_code {
-        Some(0) => Ok(commit),
-        Some(3) => Err(CheckpointError::Refused(
-            "the sandbox did not get the checkpoint's whole history".into(),
-        )),
-        code => Err(CheckpointError::HalfRestored(format!(
-            "git stopped while checking the checkpoint out in the sandbox (exit code {code:?})"
-        ))),
     }
 }
