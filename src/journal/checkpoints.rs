@@ -2,11 +2,11 @@
 //! (every provider's reasoning items and signatures kept verbatim, as
 //! `llm::Message` holds them), the steps made, and the sandbox's tree as a
 //! commit in a quarantine repository on the host. A task killed mid-run
-//! resumes from here instead of starting its agent run over.
+//! resumes from here instead of starting its agent run over. The change
+//! phase's record, replaced at every step.
 
-use super::{now, Journal, JournalError};
+use super::records::PhaseRecord;
 use crate::llm::Message;
-use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
 /// One task's last checkpoint.
@@ -30,88 +30,32 @@ pub struct AgentCheckpoint {
     pub messages: Vec<Message>,
 }
 
-impl Journal {
-    pub(super) fn create_agent_checkpoints(db: &rusqlite::Connection) -> rusqlite::Result<()> {
-        db.execute_batch(
-            "CREATE TABLE IF NOT EXISTS agent_checkpoints (
-                task_key TEXT PRIMARY KEY,
-                record TEXT NOT NULL,
-                saved_at INTEGER NOT NULL
-            );",
-        )
-    }
+impl PhaseRecord for AgentCheckpoint {
+    const PHASE: &'static str = "agent";
+}
 
-    /// Records task `key`'s checkpoint in place of the one before, when
-    /// it weighs at most `max_bytes`; its weight (over the limit: nothing
-    /// is written, the one before stays).
-    pub fn save_agent_checkpoint(
-        &self,
-        key: &str,
-        checkpoint: &AgentCheckpoint,
-        max_bytes: usize,
-    ) -> Result<usize, JournalError> {
-        // A conversation is strings and JSON values: it always serialises.
-        let record = serde_json::to_string(checkpoint).unwrap_or_default();
-        if record.len() > max_bytes {
-            return Ok(record.len());
-        }
-        self.with(|db| {
-            db.execute(
-                "INSERT OR REPLACE INTO agent_checkpoints (task_key, record, saved_at) VALUES (?1, ?2, ?3)",
-                params![key, record, now()],
-            )
-            .map(drop)
-        })?;
-        Ok(record.len())
+/// Before phase records, checkpoints had a table of their own: its rows
+/// become records (the table stays, empty, for an older daemon).
+pub(super) fn adopt_agent_checkpoints(db: &rusqlite::Connection) -> rusqlite::Result<()> {
+    let earlier: i64 = db.query_row(
+        "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'agent_checkpoints'",
+        [],
+        |r| r.get(0),
+    )?;
+    if earlier == 0 {
+        return Ok(());
     }
-
-    /// Task `key`'s last checkpoint, if its run has one (one that cannot
-    /// be read is none: the run starts over).
-    pub fn agent_checkpoint(&self, key: &str) -> Result<Option<AgentCheckpoint>, JournalError> {
-        let record: Option<String> = self.with(|db| {
-            db.query_row(
-                "SELECT record FROM agent_checkpoints WHERE task_key = ?1",
-                params![key],
-                |r| r.get(0),
-            )
-            .optional()
-        })?;
-        Ok(record.and_then(|r| match serde_json::from_str(&r) {
-            Ok(checkpoint) => Some(checkpoint),
-            Err(e) => {
-                tracing::warn!(
-                    task = key,
-                    "the agent's checkpoint cannot be read ({e}); the run starts over"
-                );
-                None
-            }
-        }))
-    }
-
-    /// The tasks that have a checkpoint.
-    pub fn agent_checkpoint_keys(&self) -> Result<Vec<String>, JournalError> {
-        self.with(|db| {
-            let mut query = db.prepare("SELECT task_key FROM agent_checkpoints")?;
-            let keys = query.query_map([], |r| r.get(0))?;
-            keys.collect()
-        })
-    }
-
-    /// Forgets task `key`'s checkpoint (its change is pushed, or it ended).
-    pub fn forget_agent_checkpoint(&self, key: &str) -> Result<(), JournalError> {
-        self.with(|db| Journal::forget_checkpoint_in(db, key))
-    }
-
-    pub(super) fn forget_checkpoint_in(db: &rusqlite::Connection, key: &str) -> rusqlite::Result<()> {
-        db.execute("DELETE FROM agent_checkpoints WHERE task_key = ?1", params![key])
-            .map(drop)
-    }
+    db.execute_batch(
+        "INSERT OR IGNORE INTO phase_records (task_key, phase, record, saved_at)
+            SELECT task_key, 'agent', record, saved_at FROM agent_checkpoints;
+         DELETE FROM agent_checkpoints;",
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::Phase;
+    use crate::journal::{Journal, Phase};
     use crate::llm::{Api, NativeTurn, ToolCall, ToolResult};
 
     #[test]
@@ -120,7 +64,7 @@ mod tests {
         let journal = Journal::open(dir.path()).unwrap();
         let key = "github:acme/app:issue:3";
         journal.begin(key).unwrap();
-        assert_eq!(journal.agent_checkpoint(key).unwrap(), None);
+        assert_eq!(journal.record::<AgentCheckpoint>(key).unwrap(), None);
         let call = ToolCall {
             id: "call_1".into(),
             name: "command_executor_execute_command".into(),
@@ -155,17 +99,56 @@ mod tests {
                 }]),
             ],
         };
-        journal.save_agent_checkpoint(key, &checkpoint, 1 << 20).unwrap();
-        assert_eq!(journal.agent_checkpoint(key).unwrap().as_ref(), Some(&checkpoint));
+        journal.save_record(key, &checkpoint, 1 << 20).unwrap();
+        assert_eq!(
+            journal.record::<AgentCheckpoint>(key).unwrap().as_ref(),
+            Some(&checkpoint)
+        );
         checkpoint.step = 2;
         checkpoint.slot = 1;
         // One over the limit is not written: the one before stays.
-        let weight = journal.save_agent_checkpoint(key, &checkpoint, 100).unwrap();
+        let weight = journal.save_record(key, &checkpoint, 100).unwrap();
         assert!(weight > 100);
-        assert_eq!(journal.agent_checkpoint(key).unwrap().map(|c| c.step), Some(1));
-        journal.save_agent_checkpoint(key, &checkpoint, 1 << 20).unwrap();
-        assert_eq!(journal.agent_checkpoint(key).unwrap(), Some(checkpoint));
+        assert_eq!(
+            journal.record::<AgentCheckpoint>(key).unwrap().map(|c| c.step),
+            Some(1)
+        );
+        journal.save_record(key, &checkpoint, 1 << 20).unwrap();
+        assert_eq!(journal.record::<AgentCheckpoint>(key).unwrap(), Some(checkpoint));
         journal.finish(key, Phase::Done, "delivered").unwrap();
-        assert_eq!(journal.agent_checkpoint(key).unwrap(), None);
+        assert_eq!(journal.record::<AgentCheckpoint>(key).unwrap(), None);
+    }
+
+    #[test]
+    fn a_checkpoint_of_the_earlier_table_is_read_back_as_the_agent_record() {
+        let dir = tempfile::tempdir().unwrap();
+        let key = "github:acme/app:issue:4";
+        let record =
+            r#"{"step":3,"tool_calls":4,"commit":"aa","slot":1,"base":"bb","image":"img","messages":[]}"#;
+        {
+            let db = rusqlite::Connection::open(dir.path().join("journal.sqlite3")).unwrap();
+            db.execute_batch(
+                "CREATE TABLE agent_checkpoints (task_key TEXT PRIMARY KEY, record TEXT NOT NULL, saved_at INTEGER NOT NULL);",
+            )
+            .unwrap();
+            db.execute(
+                "INSERT INTO agent_checkpoints VALUES (?1, ?2, 0)",
+                rusqlite::params![key, record],
+            )
+            .unwrap();
+        }
+        let journal = Journal::open(dir.path()).unwrap();
+        let adopted = journal.record::<AgentCheckpoint>(key).unwrap().unwrap();
+        assert_eq!(
+            (adopted.step, adopted.slot, adopted.commit.as_str()),
+            (3, 1, "aa")
+        );
+        // Opened again: adopted once, not twice.
+        drop(journal);
+        let journal = Journal::open(dir.path()).unwrap();
+        assert_eq!(
+            journal.record_keys::<AgentCheckpoint>().unwrap(),
+            vec![key.to_owned()]
+        );
     }
 }

@@ -13,6 +13,7 @@ use std::sync::Mutex;
 mod checkpoints;
 mod heard;
 mod plan_waits;
+mod records;
 mod schema;
 mod spend;
 mod transcripts;
@@ -20,6 +21,7 @@ mod transcripts;
 pub use checkpoints::AgentCheckpoint;
 pub use heard::Heard;
 pub use plan_waits::{PlanAnswer, PlanWait};
+pub use records::PhaseRecord;
 pub use spend::Whose;
 pub use transcripts::RunRecord;
 
@@ -239,12 +241,6 @@ impl Journal {
         self.update(key, "change_url", url)
     }
 
-    /// The model's summary, kept for the PR/MR body in case of a restart
-    /// between the push and the PR/MR.
-    pub fn set_summary(&self, key: &str, summary: &str) -> Result<(), JournalError> {
-        self.update(key, "outcome", summary)
-    }
-
     /// Ends the task with a final phase and a one-line outcome; its saved
     /// planning calls and plan wait go with it.
     pub fn finish(&self, key: &str, phase: Phase, outcome: &str) -> Result<(), JournalError> {
@@ -254,7 +250,7 @@ impl Journal {
                 params![key, phase.as_str(), outcome, now()],
             )?;
             Journal::forget_plan_wait(db, key)?;
-            Journal::forget_checkpoint_in(db, key)?;
+            Journal::forget_records_in(db, key)?;
             db.execute("DELETE FROM plan_calls WHERE task_key = ?1", params![key])
                 .map(drop)
         })

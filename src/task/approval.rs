@@ -118,6 +118,7 @@ pub(super) async fn gate(
         conversation: &conversation,
         packing,
         images: &no_images,
+        ground: None,
     };
     let (_, _, made) = plan::plan_parts(run, &needs::plan_needs(&planning), claimed, parts).await?;
     drop(workspace);

@@ -478,6 +478,7 @@ struct Start {
     images: super::thread_images::ThreadImages,
     /// `sandbox.workspace_dir`, where the history pack goes.
     workspace_dir: String,
+    ground: super::phase_records::PreparedRecord,
 }
 
 impl Start {
@@ -504,13 +505,10 @@ impl Start {
             image: prepared.sandbox.image.clone(),
             request: planned.request.clone(),
             instructions: planned.instructions.clone(),
-            plan: planned.plan.as_ref().map(|p| TaskPlan {
-                text: p.text.clone(),
-                checklist: p.checklist.clone(),
-                made: p.made.clone(),
-            }),
+            plan: planned.plan.clone(),
             images: planned.images.clone(),
             workspace_dir: env.config.sandbox.workspace_dir.clone(),
+            ground: prepared.ground.clone(),
         }
     }
 
@@ -567,11 +565,7 @@ impl Start {
             prepared: self.prepared(task_sandbox, editor),
             request: self.request.clone(),
             instructions: self.instructions.clone(),
-            plan: self.plan.as_ref().map(|p| TaskPlan {
-                text: p.text.clone(),
-                checklist: p.checklist.clone(),
-                made: p.made.clone(),
-            }),
+            plan: self.plan.clone(),
             images: self.images.clone(),
         })
     }
@@ -596,6 +590,7 @@ impl Start {
                 new_problem: self.conversation.new_problem,
             },
             packing: None,
+            ground: self.ground.clone(),
         }
     }
 }

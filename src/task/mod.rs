@@ -39,6 +39,7 @@ mod judge;
 mod lfs_note;
 mod needs;
 mod packing;
+mod phase_records;
 mod plan;
 mod prepare;
 pub mod progress;
@@ -215,7 +216,12 @@ async fn execute(
     if record.phase >= Phase::Pushed {
         tracing::info!(task = %run.item, "already pushed before a restart; opening or finding the PR/MR");
         run.report().await;
-        let summary = record.outcome.clone().unwrap_or_default();
+        // The summary: the push's record (a journal of an earlier version
+        // kept it as the task's outcome).
+        let summary = match env.journal.record::<phase_records::PushedRecord>(&record.key)? {
+            Some(pushed) => pushed.summary,
+            None => record.outcome.clone().unwrap_or_default(),
+        };
         return deliver_and_follow(run, env, &claimed, &summary, None).await;
     }
     if let Some(end) = approval::gate(run, env, accounts, &claimed).await? {

@@ -9,6 +9,7 @@
 use super::claim::Claimed;
 use super::error::TaskError;
 use super::packing::PackedCode;
+use super::phase_records::{self, PlannedRecord, PreparedRecord};
 use super::prepare::Prepared;
 use super::progress::Step;
 use super::request::{self, Heard};
@@ -71,6 +72,7 @@ pub(super) async fn plan(
         conversation: &prepared.conversation,
         packing: prepared.packing.take(),
         images: &images,
+        ground: Some(&prepared.ground),
     };
     let (request, instructions, plan) = plan_parts(run, needs, claimed, parts).await?;
     Ok(Planned {
@@ -89,6 +91,10 @@ pub(super) struct Parts<'p> {
     pub packing: Option<PackedCode>,
     /// The thread's images, for the planners that take them.
     pub images: &'p super::thread_images::ThreadImages,
+    /// Where the prepared task stands: a plan made is journalled with it,
+    /// and one journalled on the same ground for the same request is
+    /// followed again. `None`: the plan is not journalled.
+    pub ground: Option<&'p PreparedRecord>,
 }
 
 /// The request, the instructions' section and the plan: an approved plan
@@ -138,8 +144,19 @@ pub(super) async fn plan_parts(
         "planning decision"
     );
     let approved = run.approved_plan.take();
+    let asked_on = parts
+        .ground
+        .map(|ground| (ground, phase_records::digest(&planning_request)));
+    if approved.is_none() {
+        if let Some(plan) = planned_before(run, asked_on.as_ref())? {
+            let line = "Planning: following the plan made before the restart (read back from the journal); no new debate";
+            return Ok((request, instructions, Some(follow(run, plan, line))));
+        }
+    }
     let plan = match parts.packing {
-        _ if approved.is_some() => approved.map(|plan| adopt_approved(run, plan)),
+        _ if approved.is_some() => {
+            approved.map(|plan| follow(run, plan, "Planning: following the approved plan; no new debate"))
+        }
         Some(_) if keeps_plan => {
             run.note("Planning: a follow-up on the delivered change with no new problem; no new debate");
             None
@@ -153,7 +170,41 @@ pub(super) async fn plan_parts(
         }
         None => None,
     };
+    if let (Some(asked_on), Some(plan)) = (asked_on, &plan) {
+        record_plan(run, asked_on, plan)?;
+    }
     Ok((request, instructions, plan))
+}
+
+/// The plan made, journalled with the ground and the request it was made for.
+fn record_plan(
+    run: &TaskRun<'_>,
+    (ground, request): (&PreparedRecord, String),
+    plan: &TaskPlan,
+) -> Result<(), TaskError> {
+    let record = PlannedRecord {
+        ground: ground.clone(),
+        request,
+        plan: plan.clone(),
+    };
+    run.journal
+        .save_record(&run.key, &record, phase_records::MAX_RECORD_BYTES)?;
+    Ok(())
+}
+
+/// The plan journalled before a restart, when it was made on the same
+/// ground for the same request.
+fn planned_before(
+    run: &TaskRun<'_>,
+    asked_on: Option<&(&PreparedRecord, String)>,
+) -> Result<Option<TaskPlan>, TaskError> {
+    let Some((ground, request)) = asked_on else {
+        return Ok(None);
+    };
+    let Some(saved) = run.journal.record::<PlannedRecord>(&run.key)? else {
+        return Ok(None);
+    };
+    Ok((saved.ground.same_ground(ground) && saved.request == *request).then_some(saved.plan))
 }
 
 /// How the request is synthesised from the store.
@@ -292,8 +343,10 @@ async fn debate(
     }
 }
 
-/// The approved plan as the task's plan: on the comment, with no debate.
-fn adopt_approved(run: &mut TaskRun<'_>, plan: TaskPlan) -> TaskPlan {
+/// A plan made beforehand (approved by a writer, or journalled before a
+/// restart) as the task's plan: on the comment, with no debate; `line`
+/// says which.
+fn follow(run: &mut TaskRun<'_>, plan: TaskPlan, line: &str) -> TaskPlan {
     let steps = plan
         .checklist
         .iter()
@@ -304,7 +357,7 @@ fn adopt_approved(run: &mut TaskRun<'_>, plan: TaskPlan) -> TaskPlan {
         .collect();
     run.progress().set_plan(steps);
     run.progress().set_plan_details(&plan.made, &plan.text);
-    run.note("Planning: following the approved plan; no new debate");
+    run.note(line);
     plan
 }
 

@@ -10,6 +10,7 @@ use super::claim::Claimed;
 use super::context::{self, Conversation};
 use super::error::TaskError;
 use super::packing::PackedCode;
+use super::phase_records::{self, PreparedRecord};
 use super::run::TaskRun;
 use super::snapshot::{self, PendingRestore, SnapshotPlan};
 use super::start_sandbox::{self, SandboxHints};
@@ -78,6 +79,8 @@ pub(super) struct Prepared {
     pub conversation: Conversation,
     /// The whole checkout, being packed for the planners.
     pub packing: Option<PackedCode>,
+    /// Where it stands, as journalled.
+    pub ground: PreparedRecord,
 }
 
 /// What the repository asks of the task.
@@ -167,6 +170,7 @@ pub(super) async fn prepare(
         run.note(note.clone());
     }
     run.add_usage(&conversation.usage);
+    let ground = record_ground(run, claimed, &workspace, &repo, &sandbox).await?;
     Ok(Prepared {
         workspace,
         credentials,
@@ -175,7 +179,37 @@ pub(super) async fn prepare(
         editor,
         conversation,
         packing,
+        ground,
     })
+}
+
+/// Where the prepared task stands, journalled as the phase's record; a
+/// start on other ground than the last says what changed.
+async fn record_ground(
+    run: &TaskRun<'_>,
+    claimed: &Claimed,
+    workspace: &WorkspaceHandle,
+    repo: &RepoEnvironment,
+    sandbox: &TaskSandbox,
+) -> Result<PreparedRecord, TaskError> {
+    let base = workspace.with(|ws| ws.base).await?;
+    let ground = PreparedRecord {
+        branch: claimed.target.branch.clone(),
+        base: base.to_string(),
+        image: sandbox.image.clone(),
+        language: format!("{:?}", repo.language),
+        settings: phase_records::digest(&format!("{:?}", repo.settings)),
+        snapshot: sandbox.snapshot.as_ref().map(|s| s.key().to_owned()),
+    };
+    if let Some(before) = run.journal.record::<PreparedRecord>(&run.key)? {
+        let changes = before.changes(&ground);
+        if !changes.is_empty() {
+            tracing::info!(task = %run.item, "prepared on other ground than the last start: {}", changes.join(", "));
+        }
+    }
+    run.journal
+        .save_record(&run.key, &ground, phase_records::MAX_RECORD_BYTES)?;
+    Ok(ground)
 }
 
 /// The sandbox, set up, and the conversation, read. With setup to run,

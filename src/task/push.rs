@@ -8,6 +8,7 @@
 use super::change::Session;
 use super::claim::Claimed;
 use super::error::TaskError;
+use super::phase_records::{self, PushedRecord};
 use super::progress::Step;
 use super::request;
 use super::run::TaskRun;
@@ -158,12 +159,7 @@ pub(super) async fn push(
             });
         }
     }
-    run.journal.set_phase(&run.key, Phase::Pushed)?;
-    run.journal.set_summary(&run.key, &summary)?;
-    // Once pushed, a restart goes on to delivery: the run's steps are not resumed.
-    if let Some(checkpoints) = &needs.checkpoints {
-        checkpoints.forget();
-    }
+    record_pushed(run, needs, &claimed.target.branch, &summary)?;
     Ok(Pushed::Branch {
         summary,
         bench: Box::new(Bench {
@@ -172,6 +168,23 @@ pub(super) async fn push(
             outcome,
         }),
     })
+}
+
+/// The push journalled: the phase, its record (the branch, the summary for
+/// the PR/MR); the agent's checkpoints forgotten, since a restart now goes
+/// on to delivery.
+fn record_pushed(run: &TaskRun<'_>, needs: &Needs<'_>, branch: &str, summary: &str) -> Result<(), TaskError> {
+    run.journal.set_phase(&run.key, Phase::Pushed)?;
+    let record = PushedRecord {
+        branch: branch.to_owned(),
+        summary: summary.to_owned(),
+    };
+    run.journal
+        .save_record(&run.key, &record, phase_records::MAX_RECORD_BYTES)?;
+    if let Some(checkpoints) = &needs.checkpoints {
+        checkpoints.forget();
+    }
+    Ok(())
 }
 
 /// Pushes what a later round (a CI fix) committed in the bench's

@@ -44,6 +44,11 @@ pub(super) struct SnapshotPlan {
 }
 
 impl SnapshotPlan {
+    /// The setup's key the snapshot is kept under.
+    pub(super) fn key(&self) -> &str {
+        &self.key.key
+    }
+
     /// The snapshot kept for this key, if any.
     pub(super) fn find(&self, metrics: &Metrics) -> Option<SnapshotInfo> {
         let found = self.store.find(&self.key.key);

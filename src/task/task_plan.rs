@@ -3,6 +3,7 @@
 //! one from the start.
 
 /// The agreed plan, for the agent's prompt and the progress checklist.
+#[derive(Debug, Clone, serde::Serialize, serde::Deserialize)]
 pub(super) struct TaskPlan {
     pub text: String,
     pub checklist: Vec<String>,

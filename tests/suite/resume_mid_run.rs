@@ -253,3 +253,55 @@ async fn a_replica_killed_mid_run_is_taken_over_and_the_other_replica_resumes_fr
             .unwrap();
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_killed_after_planning_follows_its_journalled_plan_without_a_new_debate() {
+    const PLAN: &str =
+        "# Implementation Plan\n\nWrite the steps.\n\n## Checklist\n- [ ] Write the nineteen steps\n";
+    let world = World::with_planning(twenty_steps(Duration::from_millis(200)), PLAN).await;
+    let log = world.log_path();
+    let issue = world.labelled_issue("Write the nineteen steps");
+    let planning_calls = async || {
+        let all = world.model.all_requests().await.len();
+        all - world.model.requests().await.len()
+    };
+    let mut daemon = world.start();
+    wait_until(
+        "the model at step 5",
+        Duration::from_secs(180),
+        async || asked_at_least(&world, 5).await,
+        &log,
+    )
+    .await;
+    daemon.kill9();
+    let planned = planning_calls().await;
+    assert!(planned > 0, "the first start planned");
+
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+    world.assert_delivered_once(issue);
+    assert_every_step_once(&world, issue);
+    assert_eq!(
+        planning_calls().await,
+        planned,
+        "no planning call after the restart"
+    );
+    let progress = world.progress_comment(issue);
+    assert!(
+        progress.contains("Planning: following the plan made before the restart"),
+        "{progress}"
+    );
+    assert!(
+        !progress.contains("replayed from before a restart"),
+        "no debate, not even replayed: {progress}"
+    );
+    assert!(
+        progress.contains("Write the nineteen steps"),
+        "the plan's checklist: {progress}"
+    );
+    assert!(
+        progress.contains("Resumed the model's run after step"),
+        "{progress}"
+    );
+    assert!(daemon.terminate().success());
+}

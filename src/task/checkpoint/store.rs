@@ -95,7 +95,9 @@ impl Store {
     /// The task's last checkpoint, if its run has one.
     pub fn saved(&self) -> Option<AgentCheckpoint> {
         let read = match &self.records {
-            Records::Journal(journal) => journal.agent_checkpoint(&self.key).map_err(StoreError::from),
+            Records::Journal(journal) => journal
+                .record::<AgentCheckpoint>(&self.key)
+                .map_err(StoreError::from),
             Records::Shared => self.read_record(),
         };
         match read {
@@ -111,7 +113,7 @@ impl Store {
     /// most `max_bytes`; its weight (over the limit: nothing is written).
     pub fn save(&self, checkpoint: &AgentCheckpoint, max_bytes: usize) -> Result<usize, StoreError> {
         match &self.records {
-            Records::Journal(journal) => Ok(journal.save_agent_checkpoint(&self.key, checkpoint, max_bytes)?),
+            Records::Journal(journal) => Ok(journal.save_record(&self.key, checkpoint, max_bytes)?),
             Records::Shared => {
                 // A conversation is strings and JSON values: it always serialises.
                 let record = serde_json::to_vec(checkpoint).unwrap_or_default();
@@ -131,7 +133,7 @@ impl Store {
             return;
         }
         if let Records::Journal(journal) = &self.records {
-            if let Err(e) = journal.forget_agent_checkpoint(&self.key) {
+            if let Err(e) = journal.forget_record::<AgentCheckpoint>(&self.key) {
                 tracing::warn!(task = %self.key, "cannot forget the agent's checkpoint: {e}");
             }
         }
@@ -231,7 +233,7 @@ pub fn sweep(state_dir: &Path, journal: &Journal) {
     let Ok(entries) = std::fs::read_dir(&root) else {
         return;
     };
-    let kept: std::collections::HashSet<String> = match journal.agent_checkpoint_keys() {
+    let kept: std::collections::HashSet<String> = match journal.record_keys::<AgentCheckpoint>() {
         Ok(keys) => keys
             .iter()
             .filter_map(|key| ItemRef::parse_key(key))
@@ -338,9 +340,7 @@ mod tests {
         let journal = Journal::open(state.path()).unwrap();
         let (kept, orphan) = (item("acme/app", 1), item("acme/app", 2));
         journal.begin(&kept.key()).unwrap();
-        journal
-            .save_agent_checkpoint(&kept.key(), &checkpoint(1), 1 << 20)
-            .unwrap();
+        journal.save_record(&kept.key(), &checkpoint(1), 1 << 20).unwrap();
         for task in [&kept, &orphan] {
             std::fs::create_dir_all(
                 local_root(state.path())
@@ -353,7 +353,7 @@ mod tests {
         let earlier = item("acme/app", 3);
         journal.begin(&earlier.key()).unwrap();
         journal
-            .save_agent_checkpoint(&earlier.key(), &checkpoint(2), 1 << 20)
+            .save_record(&earlier.key(), &checkpoint(2), 1 << 20)
             .unwrap();
         std::fs::create_dir_all(local_root(state.path()).join(earlier.slug()).join("slot-0.git")).unwrap();
         sweep(state.path(), &journal);

@@ -456,7 +456,16 @@ async fn pushing_takes_the_commits_out_of_the_sandbox_and_journals_the_summary()
     assert_eq!(world.remote_file("main", "greet.txt").as_deref(), Some("hi\n"));
     let record = world.record(&run.key);
     assert_eq!(record.phase, Phase::Pushed);
-    assert_eq!(record.outcome.as_deref(), Some(summary.as_str()));
+    let pushed = world
+        .env
+        .journal
+        .record::<crate::task::phase_records::PushedRecord>(&run.key)
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (pushed.branch.as_str(), pushed.summary.as_str()),
+        ("forgehand/issue-7", summary.as_str())
+    );
 }
 
 #[tokio::test]
