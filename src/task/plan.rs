@@ -8,6 +8,7 @@
 
 use super::claim::Claimed;
 use super::error::TaskError;
+use super::events::TaskEvent;
 use super::packing::PackedCode;
 use super::prepare::Prepared;
 use super::progress::Step;
@@ -302,8 +303,11 @@ fn adopt_approved(run: &mut TaskRun<'_>, plan: TaskPlan) -> TaskPlan {
             status: StepStatus::Pending,
         })
         .collect();
-    run.progress().set_plan(steps);
-    run.progress().set_plan_details(&plan.made, &plan.text);
+    run.emit(TaskEvent::Plan(steps));
+    run.emit(TaskEvent::PlanDetails {
+        made: plan.made.clone(),
+        plan: plan.text.clone(),
+    });
     run.note("Planning: following the approved plan; no new debate");
     plan
 }
@@ -313,7 +317,7 @@ fn adopt_approved(run: &mut TaskRun<'_>, plan: TaskPlan) -> TaskPlan {
 fn adopt(run: &mut TaskRun<'_>, outcome: crate::planning::debate::PlanOutcome) -> TaskPlan {
     run.add_usage(&outcome.usage);
     let checklist = outcome.checklist();
-    run.progress().set_plan(
+    run.emit(TaskEvent::Plan(
         checklist
             .iter()
             .map(|step| PlanStep {
@@ -321,7 +325,7 @@ fn adopt(run: &mut TaskRun<'_>, outcome: crate::planning::debate::PlanOutcome) -
                 status: StepStatus::Pending,
             })
             .collect(),
-    );
+    ));
     let (cost, _) = outcome.usage.estimated_cost();
     // How it was made, for the history line and the plan's section.
     let mut line = outcome.method.clone();
@@ -342,7 +346,10 @@ fn adopt(run: &mut TaskRun<'_>, outcome: crate::planning::debate::PlanOutcome) -
             outcome.replayed
         ));
     }
-    run.progress().set_plan_details(&line, &outcome.final_plan);
+    run.emit(TaskEvent::PlanDetails {
+        made: line.clone(),
+        plan: outcome.final_plan.clone(),
+    });
     run.note(format!("Planned: {line}"));
     for note in outcome.notes.iter().take(5) {
         run.note(format!("Planning: {note}"));

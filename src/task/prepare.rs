@@ -9,6 +9,7 @@
 use super::claim::Claimed;
 use super::context::{self, Conversation};
 use super::error::TaskError;
+use super::events::TaskEvent;
 use super::packing::PackedCode;
 use super::run::TaskRun;
 use super::snapshot::{self, PendingRestore, SnapshotPlan};
@@ -211,7 +212,7 @@ async fn sandbox_and_conversation(
         )
         .await
     };
-    let kept = snapshot.as_ref().and_then(|plan| plan.find(run.metrics));
+    let kept = snapshot.as_ref().and_then(|plan| plan.find(run));
     let start = SandboxStart {
         image,
         spec,
@@ -532,7 +533,10 @@ pub(super) async fn setup(
     }
     match outcome {
         Ok(took) => {
-            run.metrics.repository_step("setup", "passed");
+            run.emit(TaskEvent::RepositoryStep {
+                step: "setup",
+                outcome: "passed",
+            });
             run.note(format!("Setup: done in {:.1} s", took.as_secs_f64()));
             if let Some(plan) = task_sandbox.snapshot.take() {
                 let kept = snapshot::Kept {
@@ -548,7 +552,10 @@ pub(super) async fn setup(
         }
         Err(failed) => {
             let text = run.secrets.scrub(&failed.tail);
-            run.metrics.repository_step("setup", failed.metric_outcome());
+            run.emit(TaskEvent::RepositoryStep {
+                step: "setup",
+                outcome: failed.metric_outcome(),
+            });
             if rules.on_failure == SetupFailure::Continue {
                 run.note(format!(
                     "Setup failed: `{}` {}; the model works without it (repositories.on_setup_failure: continue)",
