@@ -23,6 +23,7 @@ use super::change;
 use super::claim::Claimed;
 use super::context::Conversation;
 use super::error::TaskError;
+use super::events::TaskEvent;
 use super::judge::{self, Case, Entrant};
 use super::needs::{change_needs, recorded, verify_needs};
 use super::plan::Planned;
@@ -142,15 +143,15 @@ async fn best_of(
 ) -> Result<Verified, TaskError> {
     let side_by_side = slots(env, attempts);
     let share = accounts.spend.task_left().map(|left| left / f64::from(attempts));
-    run.note(format!(
-        "Best of {attempts}: {attempts} attempts, {side_by_side} at a time{}",
-        share
-            .map(|usd| format!(", each within ${usd:.4} of budget.task_usd"))
-            .unwrap_or_default()
-    ));
-    if let Some(transcript) = &accounts.transcript {
-        transcript.note(format!("Best of {attempts}: the attempts begin"));
-    }
+    run.emit(TaskEvent::Note {
+        line: format!(
+            "Best of {attempts}: {attempts} attempts, {side_by_side} at a time{}",
+            share
+                .map(|usd| format!(", each within ${usd:.4} of budget.task_usd"))
+                .unwrap_or_default()
+        ),
+        transcript: Some(format!("Best of {attempts}: the attempts begin")),
+    });
     let field = Field {
         env,
         accounts,
@@ -222,10 +223,10 @@ async fn attempt(run: &mut TaskRun<'_>, field: &Field<'_>, given: Option<Planned
         diff,
         spent: spend.map(|s| s.task_spent()).unwrap_or_default(),
     };
-    run.note(format!("done; tests {}", candidate.tests()));
-    if let Some(transcript) = &field.accounts.transcript {
-        transcript.note(format!("Attempt {number}: tests {}", candidate.tests()));
-    }
+    run.emit(TaskEvent::Note {
+        line: format!("done; tests {}", candidate.tests()),
+        transcript: Some(format!("Attempt {number}: tests {}", candidate.tests())),
+    });
     candidate
 }
 

@@ -8,6 +8,7 @@
 use super::checkpoint;
 use super::claim::Claimed;
 use super::error::TaskError;
+use super::events::{Flush, TaskEvent};
 use super::gate::LabelGate;
 use super::plan::Planned;
 use super::prepare::{self, Prepared, SetupRules};
@@ -17,9 +18,7 @@ use super::run::TaskRun;
 use crate::agent::plan::{PlanStep, PlanTracker};
 use crate::agent::tools::{CommandExecutor, ServerTools, ToolRegistry};
 use crate::agent::{Agent, AgentOutcome, ChatModel, StopReason};
-use crate::config::{
-    AgentConfig, ContextConfig, LabelsConfig, McpServerConfig, Secrets, TextEditorMcpConfig,
-};
+use crate::config::{AgentConfig, ContextConfig, LabelsConfig, McpServerConfig, TextEditorMcpConfig};
 use crate::journal::Phase;
 use crate::llm::usage::Price;
 use crate::llm::Message;
@@ -50,7 +49,6 @@ pub(super) struct Needs<'a> {
     pub prices: BTreeMap<String, Price>,
     pub model: Arc<dyn ChatModel>,
     pub prompts: &'a Prompts,
-    pub secrets: Arc<Secrets>,
     pub metrics: Arc<Metrics>,
     /// For running setup when a snapshot could not be restored.
     pub setup: SetupRules<'a>,
@@ -199,7 +197,7 @@ async fn open_session(
     }
     let (checklist_updates, plan_section) = match plan {
         Some(plan) => {
-            let (tracker, updates) = plan_tracker(run, needs.secrets.clone(), &plan.checklist);
+            let (tracker, updates) = plan_tracker(run, &plan.checklist);
             tools.add_local(tracker);
             (updates, Some(request::plan_section(&plan.text, &plan.made)))
         }
@@ -340,8 +338,7 @@ fn agent(run: &TaskRun<'_>, needs: &Needs<'_>, tools: ToolRegistry) -> Agent {
         labels: needs.labels.clone(),
         shutdown: run.shutdown.clone(),
         poll: needs.poll,
-        comment: run.comment_id().map(|id| (id, run.shared_progress())),
-        secrets: needs.secrets.clone(),
+        progress: run.comment_id().map(|_| run.task_events()),
         steering: needs
             .journal
             .as_ref()
@@ -359,43 +356,32 @@ fn agent(run: &TaskRun<'_>, needs: &Needs<'_>, tools: ToolRegistry) -> Agent {
         .with_recorder(needs.recorder.clone())
 }
 
-/// The `update_plan` tool over `checklist`. Each update goes to the
-/// progress and, from a task of its own, to the comment; the handle stops
-/// that task when dropped.
+/// The `update_plan` tool over `checklist`. Each update is an event of
+/// the task, and, from a task of its own, a flush of the comment; the
+/// handle stops that task when dropped.
 fn plan_tracker(
     run: &TaskRun<'_>,
-    secrets: Arc<Secrets>,
     checklist: &[String],
 ) -> (Arc<PlanTracker>, Option<AbortOnDropHandle<()>>) {
     let (changed, mut updates) = tokio::sync::mpsc::unbounded_channel::<()>();
-    let live = run.shared_progress();
-    let shared = live.clone();
+    let events = run.task_events();
+    let told = events.clone();
     let tracker = Arc::new(PlanTracker::new(
         checklist,
         Some(Arc::new(move |steps: &[PlanStep]| {
-            shared
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .set_plan(steps.to_vec());
+            told.emit(TaskEvent::Plan(steps.to_vec()));
             let _ = changed.send(());
         })),
     ));
-    run.progress().set_plan(tracker.steps());
-    let Some(comment) = run.comment_id() else {
+    run.emit(TaskEvent::Plan(tracker.steps()));
+    if run.comment_id().is_none() {
         return (tracker, None);
-    };
-    let (forge, item) = (run.forge.clone(), run.item.clone());
+    }
     let editor = tokio::spawn(async move {
         while updates.recv().await.is_some() {
             // Several quick updates make one edit.
             while updates.try_recv().is_ok() {}
-            let body = {
-                let progress = live.lock().unwrap_or_else(|p| p.into_inner());
-                secrets.scrub(&progress.render())
-            };
-            if let Err(e) = forge.edit_comment(&item, comment, &body).await {
-                tracing::warn!(task = %item, "cannot update the plan on the progress comment: {e}");
-            }
+            events.flush(Flush::Live).await;
         }
     });
     (tracker, Some(AbortOnDropHandle::new(editor)))

@@ -8,6 +8,7 @@
 
 use super::claim::Claimed;
 use super::error::TaskError;
+use super::events::TaskEvent;
 use super::progress::Step;
 use super::push::{self, Bench};
 use super::request::{self, FailedCheck};
@@ -278,7 +279,7 @@ async fn watch(
         if let Some(checks) = checks {
             let line = ci_line(&checks);
             if line != shown {
-                run.progress().set_ci(&line);
+                run.emit(TaskEvent::Checks(line.clone()));
                 run.report().await;
                 shown = line;
             }

@@ -3,6 +3,7 @@
 //! the thread with each author's right to be heard.
 
 use super::error::TaskError;
+use super::events::TaskEvent;
 use super::progress::Step;
 use super::request::{self, Heard};
 use super::review::{HeardThread, Writer};
@@ -119,7 +120,7 @@ pub(super) async fn claim(
     run.use_comment(comment)?;
     let target = target?;
     run.journal.set_branch(&run.key, &target.branch)?;
-    run.progress().set_branch(&target.branch);
+    run.emit(TaskEvent::Branch(target.branch.clone()));
     run.at(Step::Workspace, "Preparing the workspace");
     let thread = thread?;
     let withheld = request::withheld(&thread.author, &thread.comments, &run.forge.who_may_trigger());

@@ -28,7 +28,6 @@ pub(super) async fn open_change(
             let title = sanitize::for_model(&item.title);
             let title = format!("{} ({})", title.trim(), issue_ref(&run.item));
             let plan = run
-                .progress()
                 .plan_details()
                 .map(|details| format!("\n\n{details}"))
                 .unwrap_or_default();

@@ -4,12 +4,12 @@
 //! down. Between steps it hands the agent the mentions heard meanwhile
 //! (steer.rs).
 
-use super::progress::Progress;
+use super::events::{EventSink, Flush, TaskEvent};
 use crate::agent::StepGate;
-use crate::config::{LabelsConfig, Secrets};
+use crate::config::LabelsConfig;
 use crate::forge::{Forge, ItemRef};
 use async_trait::async_trait;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
@@ -21,10 +21,9 @@ pub(super) struct LabelGate {
     pub labels: LabelsConfig,
     pub shutdown: CancellationToken,
     pub poll: Duration,
-    /// The progress comment and its state while the agent runs, to say
+    /// The task's events (when it has a progress comment), to say
     /// "paused" on the issue.
-    pub comment: Option<(u64, Arc<Mutex<Progress>>)>,
-    pub secrets: Arc<Secrets>,
+    pub progress: Option<EventSink>,
     /// Mentions heard while the run works, told to the agent.
     pub steering: Option<super::steer::Steering>,
 }
@@ -32,16 +31,9 @@ pub(super) struct LabelGate {
 impl LabelGate {
     /// Puts `status` on the progress comment; a failure is only logged.
     async fn announce(&self, status: String) {
-        let Some((id, progress)) = &self.comment else {
-            return;
-        };
-        let body = {
-            let mut progress = progress.lock().unwrap_or_else(|p| p.into_inner());
-            progress.status_now(status);
-            self.secrets.scrub(&progress.render())
-        };
-        if let Err(e) = self.forge.edit_comment(&self.item, *id, &body).await {
-            tracing::warn!(task = %self.item, "cannot update the progress comment: {e}");
+        if let Some(progress) = &self.progress {
+            progress.emit(TaskEvent::Status(status));
+            progress.flush(Flush::Live).await;
         }
     }
 }

@@ -33,6 +33,7 @@ mod end;
 mod ending;
 mod env;
 mod error;
+mod events;
 mod gate;
 mod item_ref;
 mod judge;
@@ -53,6 +54,7 @@ mod snapshot;
 mod start_sandbox;
 mod steer;
 mod submodule_report;
+mod subscribers;
 mod task_plan;
 mod thread_images;
 mod verify;
@@ -73,6 +75,7 @@ use crate::forge::{Forge, ItemRef};
 use crate::journal::{Phase, TaskRecord};
 use claim::{Claim, Claimed};
 use error::TaskError;
+use events::TaskEvent;
 use needs::{ci_needs, claim_needs, plan_needs, prepare_needs, push_needs, recorded, work_dir};
 use push::Pushed;
 use run::{Reporting, TaskRun};
@@ -118,12 +121,12 @@ pub async fn run(
         metrics: &env.metrics,
         board: &env.board,
         echo: env.echo_progress,
+        transcript: transcript.clone(),
     };
     let mut run = TaskRun::new(reporting, forge, item.clone(), record.comment_id, shutdown);
     tracing::info!(task = %item, attempt = record.attempts, phase = record.phase.as_str(), "task started");
     let started = std::time::Instant::now();
-    env.metrics.task_started(item.forge.as_str());
-    show_on_board(env, &key, &item);
+    run.emit(TaskEvent::Began);
     let result = if record.attempts > env.config.scheduling.max_task_attempts {
         Err(TaskError::Other(format!(
             "the task was interrupted {} times (daemon.max_task_attempts); not starting it again",
@@ -140,27 +143,12 @@ pub async fn run(
     };
     tidy(&mut run, env, &end).await;
     tracing::info!(task = %item, "task ended: {end:?}");
-    if let Some(transcript) = &transcript {
-        transcript.end(end.outcome(), &end.detail());
-    }
-    env.metrics.task_ended(end.outcome(), started.elapsed());
-    env.board.remove(&key);
+    run.emit(TaskEvent::Ended {
+        outcome: end.outcome(),
+        detail: end.detail(),
+        took: started.elapsed(),
+    });
     end
-}
-
-/// The task on the status page, from its claim on.
-fn show_on_board(env: &TaskEnv, key: &str, item: &ItemRef) {
-    env.board.set(
-        key,
-        board::LiveTask {
-            name: item.to_string(),
-            web_url: String::new(),
-            status: "Claiming".into(),
-            started: std::time::SystemTime::now(),
-            tokens: 0,
-            cost: 0.0,
-        },
-    );
 }
 
 /// What a run leaves behind, removed: its sandbox always; its work folder
@@ -293,8 +281,8 @@ async fn make_change(
 ) -> Result<Pushed, TaskError> {
     let reading = recorded(env, accounts, "reading the thread");
     let prepared = prepare::prepare(run, &prepare_needs(&reading, &run.item), claimed).await?;
-    if let (Some(transcript), Some(egress)) = (&accounts.transcript, prepared.sandbox.sandbox.egress()) {
-        transcript.follow_egress(&egress);
+    if let Some(egress) = prepared.sandbox.sandbox.egress() {
+        run.emit(TaskEvent::Egress(egress));
     }
     let caps = prepared.repo.settings.budget;
     accounts
@@ -305,7 +293,6 @@ async fn make_change(
         &env.config.agent.images,
         &env.config.delivery.branch_prefix,
         claimed,
-        accounts.transcript.as_deref(),
     )
     .await;
     let planning = recorded(env, accounts, "planning");

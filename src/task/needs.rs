@@ -101,7 +101,6 @@ pub(super) fn change_needs(
         prices: crate::llm::router::price_table(&config.llm),
         model: env.model.clone(),
         prompts: &env.prompts,
-        secrets: env.secrets.clone(),
         metrics: env.metrics.clone(),
         setup: prepare::SetupRules {
             on_failure: config.repositories.on_setup_failure,

@@ -8,6 +8,7 @@
 
 use super::claim::Claimed;
 use super::error::TaskError;
+use super::events::TaskEvent;
 use super::packing::PackedCode;
 use super::phase_records::{self, PlannedRecord, PreparedRecord};
 use super::prepare::Prepared;
@@ -355,8 +356,11 @@ fn follow(run: &mut TaskRun<'_>, plan: TaskPlan, line: &str) -> TaskPlan {
             status: StepStatus::Pending,
         })
         .collect();
-    run.progress().set_plan(steps);
-    run.progress().set_plan_details(&plan.made, &plan.text);
+    run.emit(TaskEvent::Plan(steps));
+    run.emit(TaskEvent::PlanDetails {
+        made: plan.made.clone(),
+        plan: plan.text.clone(),
+    });
     run.note(line);
     plan
 }
@@ -366,7 +370,7 @@ fn follow(run: &mut TaskRun<'_>, plan: TaskPlan, line: &str) -> TaskPlan {
 fn adopt(run: &mut TaskRun<'_>, outcome: crate::planning::debate::PlanOutcome) -> TaskPlan {
     run.add_usage(&outcome.usage);
     let checklist = outcome.checklist();
-    run.progress().set_plan(
+    run.emit(TaskEvent::Plan(
         checklist
             .iter()
             .map(|step| PlanStep {
@@ -374,7 +378,7 @@ fn adopt(run: &mut TaskRun<'_>, outcome: crate::planning::debate::PlanOutcome) -
                 status: StepStatus::Pending,
             })
             .collect(),
-    );
+    ));
     let (cost, _) = outcome.usage.estimated_cost();
     // How it was made, for the history line and the plan's section.
     let mut line = outcome.method.clone();
@@ -395,7 +399,10 @@ fn adopt(run: &mut TaskRun<'_>, outcome: crate::planning::debate::PlanOutcome) -
             outcome.replayed
         ));
     }
-    run.progress().set_plan_details(&line, &outcome.final_plan);
+    run.emit(TaskEvent::PlanDetails {
+        made: line.clone(),
+        plan: outcome.final_plan.clone(),
+    });
     run.note(format!("Planned: {line}"));
     for note in outcome.notes.iter().take(5) {
         run.note(format!("Planning: {note}"));

@@ -9,6 +9,7 @@
 use super::claim::Claimed;
 use super::context::{self, Conversation};
 use super::error::TaskError;
+use super::events::TaskEvent;
 use super::packing::PackedCode;
 use super::phase_records::{self, PreparedRecord};
 use super::run::TaskRun;
@@ -245,7 +246,7 @@ async fn sandbox_and_conversation(
         )
         .await
     };
-    let kept = snapshot.as_ref().and_then(|plan| plan.find(run.metrics));
+    let kept = snapshot.as_ref().and_then(|plan| plan.find(run));
     let start = SandboxStart {
         image,
         spec,
@@ -566,7 +567,10 @@ pub(super) async fn setup(
     }
     match outcome {
         Ok(took) => {
-            run.metrics.repository_step("setup", "passed");
+            run.emit(TaskEvent::RepositoryStep {
+                step: "setup",
+                outcome: "passed",
+            });
             run.note(format!("Setup: done in {:.1} s", took.as_secs_f64()));
             if let Some(plan) = task_sandbox.snapshot.take() {
                 let kept = snapshot::Kept {
@@ -582,7 +586,10 @@ pub(super) async fn setup(
         }
         Err(failed) => {
             let text = run.secrets.scrub(&failed.tail);
-            run.metrics.repository_step("setup", failed.metric_outcome());
+            run.emit(TaskEvent::RepositoryStep {
+                step: "setup",
+                outcome: failed.metric_outcome(),
+            });
             if rules.on_failure == SetupFailure::Continue {
                 run.note(format!(
                     "Setup failed: `{}` {}; the model works without it (repositories.on_setup_failure: continue)",

@@ -4,11 +4,21 @@
 
 use crate::agent::plan::{PlanStep, StepStatus};
 use crate::forge::ItemRef;
-use std::time::Duration;
+use std::time::SystemTime;
 
 /// The marker put in every progress comment of `item`.
 pub fn marker(item: &ItemRef) -> String {
     format!("<!-- forgehand:task {} -->", item.key())
+}
+
+/// What a new task's comment says it is doing, before its first line.
+pub const CLAIMED: &str = "Claimed";
+
+/// `line` as the comment's history shows it, said at `when`: also the
+/// task's status line on the status board.
+pub fn history_line(when: SystemTime, line: &str) -> String {
+    let stamp = humantime::format_rfc3339_seconds(when).to_string();
+    format!("{} {line}", stamp.replace('T', " ").trim_end_matches('Z'))
 }
 
 /// Whether a comment is a progress comment of forgehand (of any task).
@@ -28,6 +38,19 @@ pub enum Step {
 }
 
 impl Step {
+    /// The checklist's steps, in order.
+    pub const ALL: [Step; 7] = STEPS;
+
+    /// Its place in the checklist.
+    pub fn index(self) -> usize {
+        STEPS.iter().position(|s| *s == self).unwrap_or(0)
+    }
+
+    /// The step at `index` of the checklist, if any.
+    pub fn nth(index: usize) -> Option<Step> {
+        STEPS.get(index).copied()
+    }
+
     /// The phase's name in metrics.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -65,8 +88,6 @@ pub struct Progress {
     plan: Vec<PlanStep>,
     /// The final plan as a collapsed section, with how it was made.
     plan_details: Option<String>,
-    /// When the current step began (for the phase-duration metric).
-    step_started: std::time::Instant,
     /// The pushed commit's checks, one line, once they are followed.
     ci: Option<String>,
 }
@@ -77,12 +98,11 @@ impl Progress {
             item: item.clone(),
             branch: None,
             done: 0,
-            phase: "Claimed".into(),
+            phase: CLAIMED.into(),
             history: Vec::new(),
             outcome: None,
             plan: Vec::new(),
             plan_details: None,
-            step_started: std::time::Instant::now(),
             ci: None,
         }
     }
@@ -116,66 +136,43 @@ impl Progress {
     }
 
     /// Marks every step before `step` done and says what happens now.
-    /// Returns the step that ended, with how long it took.
-    pub fn at(&mut self, step: Step, phase: impl Into<String>) -> Option<(Step, Duration)> {
-        let index = STEPS.iter().position(|s| *s == step).unwrap_or(0);
-        let ended = if index != self.done { self.end_step() } else { None };
-        self.done = index;
-        self.phase = phase.into();
-        self.note(self.phase.clone());
-        ended
+    pub fn at(&mut self, step: Step, phase: impl Into<String>, when: SystemTime) {
+        self.done = step.index();
+        self.status_now(phase, when);
     }
 
     /// Says what happens now without moving the checklist.
-    pub fn status_now(&mut self, phase: impl Into<String>) {
+    pub fn status_now(&mut self, phase: impl Into<String>, when: SystemTime) {
         self.phase = phase.into();
-        self.note(self.phase.clone());
+        self.note(self.phase.clone(), when);
     }
 
-    pub fn note(&mut self, line: impl Into<String>) {
+    pub fn note(&mut self, line: impl Into<String>, when: SystemTime) {
         const KEEP: usize = 20;
-        let stamp = humantime::format_rfc3339_seconds(std::time::SystemTime::now()).to_string();
-        self.history.push(format!(
-            "{} {}",
-            stamp.replace('T', " ").trim_end_matches('Z'),
-            line.into()
-        ));
+        self.history.push(history_line(when, &line.into()));
         if self.history.len() > KEEP {
             self.history.remove(0);
         }
     }
 
-    /// Ends the current step: it and how long it took, and the clock
-    /// starts anew.
-    fn end_step(&mut self) -> Option<(Step, Duration)> {
-        let ended = STEPS
-            .get(self.done)
-            .map(|step| (*step, self.step_started.elapsed()));
-        self.step_started = std::time::Instant::now();
-        ended
-    }
-
     /// The step under way (for the status page).
     pub fn step(&self) -> Option<Step> {
-        STEPS.get(self.done).copied()
+        Step::nth(self.done)
     }
 
-    /// Ends the task's comment; returns the step that ended, with how
-    /// long it took.
+    /// Ends the task's comment.
     pub fn finish(
         &mut self,
         all_done: bool,
         phase: impl Into<String>,
         outcome: impl Into<String>,
-    ) -> Option<(Step, Duration)> {
-        let ended = self.end_step();
+        when: SystemTime,
+    ) {
         if all_done {
             self.done = STEPS.len();
         }
-        self.phase = phase.into();
-        self.note(self.phase.clone());
+        self.status_now(phase, when);
         self.outcome = Some(outcome.into());
-        ended
     }
 
     /// The current status, one line.
@@ -273,7 +270,11 @@ mod tests {
         };
         let mut p = Progress::new(&item);
         p.set_branch("forgehand/issue-3");
-        p.at(Step::Change, "Working: the model is making the change");
+        p.at(
+            Step::Change,
+            "Working: the model is making the change",
+            SystemTime::now(),
+        );
         let text = p.render();
         assert!(text.starts_with("<!-- forgehand:task github:acme/api:issue:3 -->"));
         assert!(text.contains("- [x] Claim the task"));
@@ -296,7 +297,12 @@ mod tests {
             "{text}"
         );
         assert!(is_progress_comment(&text));
-        p.finish(true, "Done", "Draft pull request: https://example/pr/1");
+        p.finish(
+            true,
+            "Done",
+            "Draft pull request: https://example/pr/1",
+            SystemTime::now(),
+        );
         let text = p.render();
         assert!(text.contains("- [x] Open or update the draft pull request"));
         assert!(text.contains("Draft pull request: https://example/pr/1"));

@@ -1,11 +1,13 @@
-//! What the phases of one task share: the item, the progress comment and
-//! the status board the task reports to, the model use so far, the sandbox
-//! to remove when the task ends, and the shutdown signal. Each phase gets
-//! this and its own settings; nothing here knows the whole configuration.
+//! What the phases of one task share: the item, the sink the task's
+//! events go to (events.rs), the model use so far, the sandbox to remove
+//! when the task ends, and the shutdown signal. Each phase gets this and
+//! its own settings; nothing here knows the whole configuration.
 
 use super::board::Board;
 use super::error::TaskError;
-use super::progress::{self, Progress, Step};
+use super::events::{EventSink, Flush, Subscriber, TaskEvent};
+use super::progress::{self, Step};
+use super::subscribers::{ProgressComment, StatusLine, TaskMetrics, TranscriptNotes};
 use super::workspace_handle::CheckedOut;
 use crate::agent::{AgentOutcome, StopReason};
 use crate::config::Secrets;
@@ -14,7 +16,8 @@ use crate::journal::Journal;
 use crate::llm::usage::UsageReport;
 use crate::metrics::Metrics;
 use crate::sandbox::Sandbox;
-use std::sync::{Arc, Mutex, MutexGuard};
+use crate::transcript::Transcript;
+use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
 
 pub(super) struct TaskRun<'a> {
@@ -24,15 +27,13 @@ pub(super) struct TaskRun<'a> {
     pub key: String,
     pub journal: &'a Journal,
     pub secrets: &'a Secrets,
-    pub metrics: &'a Metrics,
     pub shutdown: CancellationToken,
-    board: &'a Board,
-    /// Print each progress update on stderr (`forgehand once`).
-    echo: bool,
-    /// The progress comment's state. Shared: while the agent runs, the
-    /// label gate (pause notes) and the plan tool (checklist) edit it too.
-    progress: Arc<Mutex<Progress>>,
-    comment_id: Option<u64>,
+    /// Where the run's events go; its lines begin with the attempt's label
+    /// (`Attempt 2/3`) when it is one of several attempts (best of N).
+    events: EventSink,
+    /// The progress comment (also one of the sink's subscribers), for its
+    /// id and what the phases read back from it.
+    comment: Arc<ProgressComment>,
     usage: Option<UsageReport>,
     /// The sandbox to remove when the task ends, however it ends; the
     /// phases that use it get it from the phase that made it.
@@ -40,9 +41,6 @@ pub(super) struct TaskRun<'a> {
     /// The work tree's files being written, for the task's end to wait
     /// for before it removes the work folder.
     checkout: Mutex<Option<CheckedOut>>,
-    /// `Attempt 2/3`: what each progress line of one of several attempts
-    /// begins with (best of N).
-    label: Option<String>,
     /// An attempt's run beside the task's own: its sandbox is not the one
     /// the journal keeps.
     beside: bool,
@@ -57,10 +55,39 @@ pub(super) struct TaskRun<'a> {
 /// Where a run reports, and what it may read and write, besides the forge.
 pub(super) struct Reporting<'a> {
     pub journal: &'a Journal,
-    pub secrets: &'a Secrets,
-    pub metrics: &'a Metrics,
-    pub board: &'a Board,
+    pub secrets: &'a Arc<Secrets>,
+    pub metrics: &'a Arc<Metrics>,
+    pub board: &'a Arc<Board>,
+    /// Print each progress update on stderr (`forgehand once`).
     pub echo: bool,
+    /// The run's transcript, if it has one.
+    pub transcript: Option<Arc<Transcript>>,
+}
+
+impl Reporting<'_> {
+    /// The sink of `item`'s events and its progress comment (`id` once
+    /// posted), the comment being one of the sink's subscribers.
+    fn sink(
+        &self,
+        forge: Arc<dyn Forge>,
+        item: &ItemRef,
+        id: Option<u64>,
+    ) -> (EventSink, Arc<ProgressComment>) {
+        let comment = Arc::new(ProgressComment::new(
+            forge,
+            item.clone(),
+            self.secrets.clone(),
+            id,
+        ));
+        let mut subscribers: Vec<Arc<dyn Subscriber>> = Vec::new();
+        if let Some(transcript) = &self.transcript {
+            subscribers.push(Arc::new(TranscriptNotes(transcript.clone())));
+        }
+        subscribers.push(Arc::new(TaskMetrics::new(self.metrics.clone(), item)));
+        subscribers.push(Arc::new(StatusLine::new(self.board.clone(), item, self.echo)));
+        subscribers.push(comment.clone());
+        (EventSink::new(item.to_string(), subscribers), comment)
+    }
 }
 
 impl<'a> TaskRun<'a> {
@@ -71,22 +98,19 @@ impl<'a> TaskRun<'a> {
         comment_id: Option<u64>,
         shutdown: CancellationToken,
     ) -> TaskRun<'a> {
+        let (events, comment) = reporting.sink(forge.clone(), &item, comment_id);
         TaskRun {
             forge,
             key: item.key(),
-            progress: Arc::new(Mutex::new(Progress::new(&item))),
             item,
             journal: reporting.journal,
             secrets: reporting.secrets,
-            metrics: reporting.metrics,
             shutdown,
-            board: reporting.board,
-            echo: reporting.echo,
-            comment_id,
+            events,
+            comment,
             usage: None,
             sandbox: Mutex::default(),
             checkout: Mutex::default(),
-            label: None,
             beside: false,
             approved_plan: None,
             plan_changes: None,
@@ -103,16 +127,12 @@ impl<'a> TaskRun<'a> {
             key: self.key.clone(),
             journal: self.journal,
             secrets: self.secrets,
-            metrics: self.metrics,
             shutdown: self.shutdown.clone(),
-            board: self.board,
-            echo: self.echo,
-            progress: self.progress.clone(),
-            comment_id: self.comment_id,
+            events: self.events.labelled(Some(label)),
+            comment: self.comment.clone(),
             usage: None,
             sandbox: Mutex::default(),
             checkout: Mutex::default(),
-            label: Some(label),
             beside: true,
             approved_plan: None,
             plan_changes: None,
@@ -121,7 +141,7 @@ impl<'a> TaskRun<'a> {
 
     /// What this run's progress lines begin with from now on.
     pub fn set_label(&mut self, label: Option<String>) {
-        self.label = label;
+        self.events = self.events.labelled(label);
     }
 
     /// Takes an attempt's model use into this run's.
@@ -144,93 +164,75 @@ impl<'a> TaskRun<'a> {
         }
     }
 
-    /// `line` begun with the attempt's label, if this run has one.
-    fn labelled(&self, line: String) -> String {
-        match &self.label {
-            Some(label) => format!("{label}: {line}"),
-            None => line,
-        }
+    /// Tells the task's subscribers of `event`.
+    pub fn emit(&self, event: TaskEvent) {
+        self.events.emit(event);
     }
 
-    /// The progress comment's state, to read or change.
-    pub fn progress(&self) -> MutexGuard<'_, Progress> {
-        self.progress.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    /// The same state, for what edits it while the agent runs.
-    pub fn shared_progress(&self) -> Arc<Mutex<Progress>> {
-        self.progress.clone()
+    /// The task's sink without this run's label, for what reports while
+    /// the agent runs: a pause or the plan is the whole task's.
+    pub fn task_events(&self) -> EventSink {
+        self.events.labelled(None)
     }
 
     /// Moves the checklist to `step`; the step that ended is measured.
     pub fn at(&self, step: Step, text: impl Into<String>) {
-        let text = self.labelled(text.into());
-        let ended = self.progress().at(step, text);
-        self.record_step(ended);
+        self.emit(TaskEvent::Step {
+            step,
+            text: text.into(),
+        });
     }
 
     /// Ends the comment with `outcome`.
     pub fn finish(&self, all_done: bool, phase: &str, outcome: String) {
-        let ended = self.progress().finish(all_done, phase, outcome);
-        self.record_step(ended);
-    }
-
-    fn record_step(&self, ended: Option<(Step, std::time::Duration)>) {
-        if let Some((step, took)) = ended {
-            self.metrics.phase_took(step.as_str(), took);
-        }
+        self.emit(TaskEvent::Finished {
+            all_done,
+            phase: phase.to_owned(),
+            outcome,
+        });
     }
 
     pub fn note(&self, line: impl Into<String>) {
-        let line = self.labelled(line.into());
-        self.progress().note(line);
+        self.emit(TaskEvent::Note {
+            line: line.into(),
+            transcript: None,
+        });
     }
 
     /// Says what happens now without moving the checklist.
     pub fn status_now(&self, text: impl Into<String>) {
-        let text = self.labelled(text.into());
-        self.progress().status_now(text);
+        self.emit(TaskEvent::Status(text.into()));
     }
 
     pub fn comment_id(&self) -> Option<u64> {
-        self.comment_id
+        self.comment.id()
     }
 
-    /// Edits the progress comment and the status board; a failure is
-    /// logged, never fatal.
+    /// The final plan's section of the comment, if planned.
+    pub fn plan_details(&self) -> Option<String> {
+        self.comment.plan_details()
+    }
+
+    /// Edits the progress comment and the status board (with this run's
+    /// model use); a failure is logged, never fatal.
     pub async fn report(&self) {
         let (tokens, cost) = match &self.usage {
             Some(u) => (u.total().total(), u.estimated_cost().0),
             None => (0, 0.0),
         };
-        let (status, rendered) = {
-            let progress = self.progress();
-            (progress.status().to_owned(), progress.render())
-        };
-        if self.echo {
-            eprintln!("[{}] {status}", self.item);
-        }
-        self.board.update(&self.key, |line| {
-            line.status = status;
-            line.tokens = tokens;
-            line.cost = cost;
-        });
-        let Some(id) = self.comment_id else { return };
-        let body = self.secrets.scrub(&rendered);
-        if let Err(e) = self.forge.edit_comment(&self.item, id, &body).await {
-            tracing::warn!(task = %self.item, "cannot update the progress comment: {e}");
-        }
+        self.emit(TaskEvent::Spent { tokens, cost });
+        self.events.flush(Flush::Report).await;
     }
 
     /// Shows the item's page on the status board.
     pub fn show_web_url(&self, url: &str) {
-        self.board.update(&self.key, |line| line.web_url = url.to_owned());
+        self.emit(TaskEvent::WebUrl(url.to_owned()));
     }
 
     /// The progress comment: the journalled one, else one carrying this
     /// task's marker (posted before a restart), else `None`.
     pub async fn locate_comment(&self) -> Result<Option<u64>, TaskError> {
-        if let Some(id) = self.comment_id {
+        if let Some(id) = self.comment_id() {
             return Ok(Some(id));
         }
         let found = self.locate_comment_on_forge().await?;
@@ -244,7 +246,7 @@ impl<'a> TaskRun<'a> {
     /// (a 5xx, a lost answer) is followed by a look for its marker, so a
     /// flaky forge never gets two.
     pub async fn post_comment(&self) -> Result<u64, TaskError> {
-        let body = self.secrets.scrub(&self.progress().render());
+        let body = self.comment.body();
         Ok(retry::find_or_create(
             "post the progress comment",
             || self.locate_comment_on_forge(),
@@ -266,7 +268,7 @@ impl<'a> TaskRun<'a> {
 
     /// From now on the progress comment is `id` (journalled).
     pub fn use_comment(&mut self, id: u64) -> Result<(), TaskError> {
-        self.comment_id = Some(id);
+        self.comment.set_id(id);
         self.journal.set_comment(&self.key, id)?;
         Ok(())
     }
@@ -316,7 +318,7 @@ impl<'a> TaskRun<'a> {
     /// Registers `sandbox` for removal when the task ends, however it ends.
     pub fn adopt_sandbox(&self, sandbox: &Arc<dyn Sandbox>) -> Result<(), TaskError> {
         *self.sandbox.lock().unwrap_or_else(|p| p.into_inner()) = Some(sandbox.clone());
-        self.metrics.sandbox_started();
+        self.emit(TaskEvent::SandboxStarted);
         // An attempt's sandbox is its own; the journal keeps the task's.
         if !self.beside {
             self.journal.set_container(&self.key, Some(sandbox.id()))?;
@@ -340,7 +342,7 @@ impl<'a> TaskRun<'a> {
     pub async fn remove_sandbox(&mut self) {
         let adopted = self.sandbox.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(sandbox) = adopted {
-            self.metrics.sandbox_removed();
+            self.emit(TaskEvent::SandboxRemoved);
             if let Err(e) = sandbox.remove().await {
                 tracing::warn!(task = %self.item, "cannot remove the sandbox: {e}");
             }

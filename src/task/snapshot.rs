@@ -2,10 +2,10 @@
 //! the inputs match, keep one after a setup that passed. Neither ever
 //! fails the task: without a snapshot, setup simply runs.
 
+use super::events::TaskEvent;
 use super::run::TaskRun;
 use crate::config::SnapshotsConfig;
 use crate::forge::ItemKind;
-use crate::metrics::Metrics;
 use crate::repo_settings::RepoSettings;
 use crate::sandbox::{Sandbox, SandboxBackend};
 use crate::snapshots::key::{self as snapshot_key, SnapshotKey};
@@ -50,10 +50,13 @@ impl SnapshotPlan {
     }
 
     /// The snapshot kept for this key, if any.
-    pub(super) fn find(&self, metrics: &Metrics) -> Option<SnapshotInfo> {
+    pub(super) fn find(&self, run: &TaskRun<'_>) -> Option<SnapshotInfo> {
         let found = self.store.find(&self.key.key);
         if found.is_none() {
-            metrics.repository_step("snapshot", "miss");
+            run.emit(TaskEvent::RepositoryStep {
+                step: "snapshot",
+                outcome: "miss",
+            });
         }
         found
     }
@@ -141,7 +144,10 @@ pub(super) fn note_restore(
 ) -> bool {
     match restored {
         Ok(took) => {
-            run.metrics.repository_step("snapshot", "hit");
+            run.emit(TaskEvent::RepositoryStep {
+                step: "snapshot",
+                outcome: "hit",
+            });
             tracing::info!(task = %run.item, snapshot = %info.short_key(), took_ms = took.as_millis() as u64, "setup snapshot restored");
             run.note(format!(
                 "Setup: not run; snapshot `{}` restored in {:.1} s ({}, from a setup of {:.1} s, {} ago)",
@@ -156,7 +162,10 @@ pub(super) fn note_restore(
             true
         }
         Err(err) => {
-            run.metrics.repository_step("snapshot", "restore_failed");
+            run.emit(TaskEvent::RepositoryStep {
+                step: "snapshot",
+                outcome: "restore_failed",
+            });
             tracing::warn!(task = %run.item, snapshot = %info.short_key(), error = %err, "setup snapshot could not be restored; running setup");
             run.note(format!(
                 "Setup snapshot `{}` could not be restored ({}); running setup",
@@ -219,7 +228,10 @@ pub(super) async fn save(run: &TaskRun<'_>, sandbox: &dyn Sandbox, checkout: &Pa
         .await
     {
         Ok(info) => {
-            run.metrics.repository_step("snapshot", "saved");
+            run.emit(TaskEvent::RepositoryStep {
+                step: "snapshot",
+                outcome: "saved",
+            });
             tracing::info!(task = %run.item, snapshot = %info.short_key(), bytes = info.bytes, took_ms = started.elapsed().as_millis() as u64, "setup snapshot saved");
             run.note(format!(
                 "Snapshot `{}` kept ({}, {:.1} s): the next task with the same setup and dependency files skips setup",
@@ -229,7 +241,10 @@ pub(super) async fn save(run: &TaskRun<'_>, sandbox: &dyn Sandbox, checkout: &Pa
             ));
         }
         Err(err) => {
-            run.metrics.repository_step("snapshot", "not_saved");
+            run.emit(TaskEvent::RepositoryStep {
+                step: "snapshot",
+                outcome: "not_saved",
+            });
             tracing::warn!(task = %run.item, error = %err, "no setup snapshot kept");
             run.note(format!(
                 "No setup snapshot kept: {}",

@@ -6,13 +6,14 @@
 
 use super::claim::Claimed;
 use super::context::conversation_key;
+use super::events::TaskEvent;
 use super::request;
 use super::run::TaskRun;
 use crate::config::ThreadImagesConfig;
 use crate::llm::image::ImagePart;
 use crate::llm::Message;
 use crate::thread_images::{self, Gathered};
-use crate::transcript::{Entry, Transcript};
+use crate::transcript::Entry;
 
 /// Images up to this many base64 bytes are shown whole on the transcript
 /// page as their own thumbnail; larger ones are described.
@@ -66,7 +67,6 @@ pub(super) async fn gather(
     config: &ThreadImagesConfig,
     branch_prefix: &str,
     claimed: &Claimed,
-    transcript: Option<&Transcript>,
 ) -> ThreadImages {
     if !config.enabled {
         return ThreadImages::default();
@@ -101,9 +101,7 @@ pub(super) async fn gather(
     if let Some(line) = progress_line(&gathered) {
         run.note(line);
     }
-    if let Some(transcript) = transcript {
-        record(transcript, &gathered);
-    }
+    record(run, &gathered);
     ThreadImages {
         notes: gathered.refused.iter().map(|r| r.note()).collect(),
         images: gathered.images,
@@ -137,10 +135,11 @@ fn progress_line(gathered: &Gathered) -> Option<String> {
     (!parts.is_empty()).then(|| format!("Images from the thread: {}", parts.join("; ")))
 }
 
-/// Each image, with a thumbnail when small, and each refusal.
-fn record(transcript: &Transcript, gathered: &Gathered) {
+/// Each image, with a thumbnail when small, and each refusal, for the
+/// transcript.
+fn record(run: &TaskRun<'_>, gathered: &Gathered) {
     for image in &gathered.images {
-        transcript.image(Entry::Image {
+        run.emit(TaskEvent::Image(Entry::Image {
             source: image.source.clone(),
             alt: image.alt.clone(),
             media_type: Some(image.media_type.clone()),
@@ -148,14 +147,14 @@ fn record(transcript: &Transcript, gathered: &Gathered) {
             size: image.size,
             thumbnail: (image.data.len() <= THUMBNAIL_BASE64).then(|| image.data_url()),
             refused: None,
-        });
+        }));
     }
     for refused in &gathered.refused {
         let bytes = match refused.why {
             thread_images::fetch::FetchError::NotAnImage { bytes } => bytes,
             _ => 0,
         };
-        transcript.image(Entry::Image {
+        run.emit(TaskEvent::Image(Entry::Image {
             source: refused.source.clone(),
             alt: refused.alt.clone(),
             media_type: None,
@@ -163,11 +162,11 @@ fn record(transcript: &Transcript, gathered: &Gathered) {
             size: None,
             thumbnail: None,
             refused: Some(refused.why.to_string()),
-        });
+        }));
     }
     for link in &gathered.elsewhere {
-        transcript.note(format!(
+        run.emit(TaskEvent::TranscriptNote(format!(
             "Image link not fetched (not one of the forge's upload hosts): {link}"
-        ));
+        )));
     }
 }

@@ -7,6 +7,7 @@
 
 use super::change::{Changed, Session};
 use super::error::TaskError;
+use super::events::TaskEvent;
 use super::prepare::Prepared;
 use super::run::TaskRun;
 use super::sanitize::fenced;
@@ -199,14 +200,14 @@ async fn run_tests(run: &TaskRun<'_>, test: &Test<'_>, fix_rounds: u32) -> Resul
         fix_rounds,
         took: output.duration,
     };
-    run.metrics.repository_step(
-        "test",
-        match (passed, output.timed_out) {
+    run.emit(TaskEvent::RepositoryStep {
+        step: "test",
+        outcome: match (passed, output.timed_out) {
             (true, _) => "passed",
             (false, true) => "timed_out",
             (false, false) => "failed",
         },
-    );
+    });
     tracing::info!(task = %run.item, passed, rounds = fix_rounds, "tests ran: {}", report.outcome);
     Ok(report)
 }

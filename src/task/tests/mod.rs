@@ -6,6 +6,7 @@
 //! one it is about and checks what that phase hands on.
 
 mod ending;
+mod events;
 mod forge;
 mod model;
 
@@ -135,6 +136,7 @@ impl World {
             metrics: &self.env.metrics,
             board: &self.env.board,
             echo: false,
+            transcript: None,
         };
         let forge: Arc<dyn crate::forge::Forge> = self.forge.clone();
         TaskRun::new(reporting, forge, item.clone(), None, CancellationToken::new())
