@@ -263,11 +263,13 @@ impl Keeper {
                 source,
             })?;
         }
+        let writing = store::writing(&into).await;
         // The model's objects (its commits), then the side commit's own.
         for (folder, fresh) in [(format!("{project}/.git"), true), (self.side.clone(), false)] {
             let tree = self.sandbox.read_out(&folder).await?;
-            let into = into.clone();
+            let (into, held) = (into.clone(), writing.clone());
             let read = read_tree(tree, move |input| {
+                let _held = held;
                 untrusted::take_objects(input, &into, &limits, fresh)
             })
             .await?;
@@ -279,6 +281,7 @@ impl Keeper {
             }
         }
         tokio::task::spawn_blocking(move || {
+            let _held = writing;
             untrusted::keep_commit(&into, commit, &limits, (&known, &trusted))
         })
         .await

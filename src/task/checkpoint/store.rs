@@ -16,6 +16,7 @@ use crate::config::{ClusterMode, Config};
 use crate::forge::ItemRef;
 use crate::journal::{AgentCheckpoint, Journal, JournalError};
 use sha2::{Digest, Sha256};
+use std::collections::HashMap;
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -182,6 +183,27 @@ impl Store {
     }
 }
 
+/// The quarantines being written in this process. A run cancelled while it
+/// takes a checkpoint out leaves its blocking reader going on; the next
+/// run's checkpoint into the same folder waits for it.
+static WRITING: std::sync::LazyLock<std::sync::Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> =
+    std::sync::LazyLock::new(Default::default);
+
+/// Held while quarantine `dir` is written: each blocking part of the write
+/// keeps a clone, so the folder is free only once all of them have ended.
+pub(super) type Writing = Arc<tokio::sync::OwnedMutexGuard<()>>;
+
+/// Waits until no one writes quarantine `dir`, and holds it.
+pub(super) async fn writing(dir: &Path) -> Writing {
+    let lock = {
+        let mut locks = WRITING.lock().unwrap_or_else(|p| p.into_inner());
+        // Folders no one holds or waits for are forgotten.
+        locks.retain(|_, lock| Arc::strong_count(lock) > 1);
+        locks.entry(dir.to_owned()).or_default().clone()
+    };
+    Arc::new(lock.lock_owned().await)
+}
+
 /// The shared store's folder, when checkpoints are kept among replicas.
 fn shared_root(config: &Config) -> Option<&Path> {
     match (&config.cluster.mode, &config.cluster.checkpoint_dir) {
@@ -290,6 +312,23 @@ mod tests {
             key: item.key(),
             fence: Some(stop),
         }
+    }
+
+    #[tokio::test]
+    async fn a_quarantine_is_written_by_one_at_a_time_until_every_part_of_a_write_has_ended() {
+        let dir = Path::new("/state/checkpoints/acme-app-issue-1/slot-0.git");
+        let first = writing(dir).await;
+        // A blocking part of the first write goes on after its run was dropped.
+        let part = first.clone();
+        drop(first);
+        let second = tokio::spawn(async move { writing(dir).await });
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        assert!(!second.is_finished(), "the folder is still written");
+        drop(part);
+        let held = tokio::time::timeout(std::time::Duration::from_secs(5), second).await;
+        assert!(held.is_ok(), "the next write goes on once the last part ended");
+        // Another folder is never held up.
+        let _other = writing(Path::new("/state/checkpoints/acme-app-issue-1/slot-1.git")).await;
     }
 
     #[test]
