@@ -17,6 +17,11 @@
 //! Every phase's effect outside the daemon is journalled as soon as it is
 //! done and is safe to repeat, so a task killed at any point is resumed,
 //! never doubled: once pushed, a restart goes straight on to delivery.
+//! What a phase hands on is journalled as its record when it ends
+//! (`phase_records`; the agent's run at every step, `checkpoint`) and read
+//! back when the task starts again. What happens is told to one sink
+//! (`events`): the comment, the board, the metrics and the transcript
+//! follow it.
 
 mod action;
 mod approval;
