@@ -74,8 +74,8 @@ fn short(text: &str) -> &str {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 pub(super) struct PlannedRecord {
     pub ground: PreparedRecord,
-    /// A digest of the planning request (the synthesised request, the
-    /// instructions, the changes a writer asked for).
+    /// The planning request (the synthesised request, the instructions,
+    /// the changes a writer asked for).
     pub request: String,
     pub plan: TaskPlan,
 }
@@ -84,10 +84,12 @@ impl PhaseRecord for PlannedRecord {
     const PHASE: &'static str = "planned";
 }
 
-/// The pushed branch and the model's summary for the PR/MR.
+/// The pushed branch, its head and the model's summary for the PR/MR.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct PushedRecord {
     pub branch: String,
+    /// The commit the branch was pushed at.
+    pub commit: Option<String>,
     pub summary: String,
 }
 

@@ -145,9 +145,7 @@ pub(super) async fn plan_parts(
         "planning decision"
     );
     let approved = run.approved_plan.take();
-    let asked_on = parts
-        .ground
-        .map(|ground| (ground, phase_records::digest(&planning_request)));
+    let asked_on = parts.ground.map(|ground| (ground, planning_request.clone()));
     if approved.is_none() {
         if let Some(plan) = planned_before(run, asked_on.as_ref())? {
             let line = "Planning: following the plan made before the restart (read back from the journal); no new debate";

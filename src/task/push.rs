@@ -159,7 +159,9 @@ pub(super) async fn push(
             });
         }
     }
-    record_pushed(run, needs, &claimed.target.branch, &summary)?;
+    let head = prepared.workspace.with(|ws| ws.pushed_head()).await?;
+    let pushed = (claimed.target.branch.as_str(), head.map(|c| c.to_string()));
+    record_pushed(run, needs, pushed, &summary)?;
     Ok(Pushed::Branch {
         summary,
         bench: Box::new(Bench {
@@ -170,13 +172,19 @@ pub(super) async fn push(
     })
 }
 
-/// The push journalled: the phase, its record (the branch, the summary for
-/// the PR/MR); the agent's checkpoints forgotten, since a restart now goes
-/// on to delivery.
-fn record_pushed(run: &TaskRun<'_>, needs: &Needs<'_>, branch: &str, summary: &str) -> Result<(), TaskError> {
+/// The push journalled: the phase, its record (the branch and its head,
+/// the summary for the PR/MR); the agent's checkpoints forgotten, since a
+/// restart now goes on to delivery.
+fn record_pushed(
+    run: &TaskRun<'_>,
+    needs: &Needs<'_>,
+    (branch, commit): (&str, Option<String>),
+    summary: &str,
+) -> Result<(), TaskError> {
     run.journal.set_phase(&run.key, Phase::Pushed)?;
     let record = PushedRecord {
         branch: branch.to_owned(),
+        commit,
         summary: summary.to_owned(),
     };
     run.journal

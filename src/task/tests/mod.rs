@@ -195,6 +195,17 @@ impl World {
     }
 
     /// The commit message and the file at `branch` of the remote.
+    /// The commit `branch` of the remote is at.
+    fn remote_head(&self, branch: &str) -> String {
+        let out = std::process::Command::new("git")
+            .args(["rev-parse", branch])
+            .current_dir(&self.remote)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "no branch {branch}");
+        String::from_utf8_lossy(&out.stdout).trim().to_owned()
+    }
+
     fn remote_file(&self, branch: &str, path: &str) -> Option<String> {
         let out = std::process::Command::new("git")
             .args(["show", &format!("{branch}:{path}")])
