@@ -479,6 +479,7 @@ async fn pushing_takes_the_commits_out_of_the_sandbox_and_journals_the_summary()
         (pushed.branch.as_str(), pushed.summary.as_str()),
         ("forgehand/issue-7", summary.as_str())
     );
+    assert_eq!(pushed.commit, Some(world.remote_head("forgehand/issue-7")));
 }
 
 #[tokio::test]
