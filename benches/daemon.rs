@@ -20,7 +20,8 @@
 //! - plan approval: a writer's 👍 to the first edit (`-- approval`).
 //! - a 20-step run killed at step 11 against the same run uninterrupted,
 //!   and each checkpoint's cost (`-- resume`; on the large repository:
-//!   `-- resume large`).
+//!   `-- resume large`; a replica killed and the run taken over by another
+//!   sharing `cluster.checkpoint_dir`: `-- resume takeover`).
 //!
 //! Run: `cargo bench --bench daemon` (needs Docker and the images, as
 //! `scripts/test` prepares them); `cargo bench --bench daemon -- polling`
@@ -502,9 +503,12 @@ async fn main() {
         return;
     }
     if std::env::args().any(|a| a == "resume") {
-        match std::env::args().any(|a| a == "large") {
-            true => resume::resume_large().await,
-            false => resume::resume_figures().await,
+        if std::env::args().any(|a| a == "large") {
+            resume::resume_large().await;
+        } else if std::env::args().any(|a| a == "takeover") {
+            resume::resume_takeover().await;
+        } else {
+            resume::resume_figures().await;
         }
         return;
     }

@@ -6,10 +6,15 @@
 //! count is the tokens' multiple), and each checkpoint's cost as the daemon
 //! logs it (the side commit in the sandbox, its `.git` taken out into the
 //! quarantine, the conversation journalled). The same checkpoint cost on
-//! the large generated repository (`-- resume large`).
+//! the large generated repository (`-- resume large`). And among replicas
+//! sharing `cluster.checkpoint_dir` (`-- resume takeover`): the replica
+//! killed at step 11, another takes the task over once its Lease (3 s)
+//! runs out and resumes the run.
 
 use super::{config_yaml, generated_repo, stats, ten_megabytes, Stage};
 use forgehand_test_support::scripted_model::{call, text, view, Format, Reply, TurnModel};
+use forgehand_test_support::{daemon_rig, fake_kube::FakeKube, kubeconfig};
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::time::{Duration, Instant};
 
@@ -45,19 +50,82 @@ struct RunFigures {
     resumed: bool,
 }
 
-/// Runs the twenty steps on `stage`, killing the daemon at [`KILL_AT`]
-/// when `kill`.
-async fn one_run(stage: &Stage, kill: bool) -> RunFigures {
+/// What happens at step [`KILL_AT`].
+#[derive(Clone, Copy, PartialEq)]
+enum Kill {
+    Never,
+    /// The daemon killed and started again on its state folder.
+    Restart,
+    /// Replica 1 killed; replica 2 (its own state folder, the same
+    /// `cluster.checkpoint_dir`) takes the task over.
+    Takeover,
+}
+
+/// Replicas of a stage: the fake Lease API and what each replica runs with.
+struct Replicas {
+    _kube: FakeKube,
+    env: Vec<(&'static str, String)>,
+    shared: PathBuf,
+}
+
+impl Replicas {
+    async fn start(dir: &Path) -> Replicas {
+        let kube = FakeKube::start().await;
+        let config = kubeconfig::write_kubeconfig(dir, &kube.url());
+        let env = vec![
+            ("RUST_LOG", "forgehand=debug".to_owned()),
+            ("KUBECONFIG", config.display().to_string()),
+        ];
+        Replicas {
+            _kube: kube,
+            env,
+            shared: dir.join("shared-checkpoints"),
+        }
+    }
+
+    fn cluster_yaml(&self) -> String {
+        format!(
+            "cluster:\n  mode: \"kubernetes\"\n  namespace: \"default\"\n  lease_duration: \"3s\"\n  checkpoint_dir: \"{}\"\n",
+            self.shared.display()
+        )
+    }
+
+    /// Replica 2's config: replica 1's with a state folder and an
+    /// instance id of its own.
+    fn second(config: &Path, dir: &Path, instance: &str) -> PathBuf {
+        let state = dir.join("state").display().to_string();
+        let text = std::fs::read_to_string(config)
+            .unwrap()
+            .replace(&state, &format!("{state}-2"))
+            .replace(&format!("\"{instance}\""), &format!("\"{instance}-2\""));
+        let second = dir.join("config-2.yaml");
+        std::fs::write(&second, text).unwrap();
+        second
+    }
+}
+
+/// Runs the twenty steps on `stage`, interrupted at [`KILL_AT`] as `kill` says.
+async fn one_run(stage: &Stage, kill: Kill) -> RunFigures {
     let model = TurnModel::start(twenty_steps()).await;
     model.bill(BILLED.0, BILLED.1);
     let config = stage.dir.path().join("config.yaml");
-    let instance = format!("bench-resume-{}-{}", std::process::id(), u8::from(kill));
-    let yaml =
+    let instance = format!("bench-resume-{}-{}", std::process::id(), kill as u8);
+    let replicas = match kill {
+        Kill::Takeover => Some(Replicas::start(stage.dir.path()).await),
+        _ => None,
+    };
+    let mut yaml =
         config_yaml(stage.dir.path(), &instance, &stage.github.api_url(), 1) + "planning:\n  mode: \"off\"\n";
+    if let Some(replicas) = &replicas {
+        yaml.push_str(&replicas.cluster_yaml());
+    }
     std::fs::write(&config, yaml).unwrap();
     let log = stage.dir.path().join("daemon.log");
     let _ = std::fs::remove_file(&log);
-    let env = [("RUST_LOG", "forgehand=debug".to_owned())];
+    let env = match &replicas {
+        Some(replicas) => replicas.env.clone(),
+        None => vec![("RUST_LOG", "forgehand=debug".to_owned())],
+    };
     let mut child = stage.daemon(&config, &model.base_url(), &env);
     let issue = stage.labelled_issue();
     let started = Instant::now();
@@ -69,7 +137,7 @@ async fn one_run(stage: &Stage, kill: bool) -> RunFigures {
             .iter()
             .any(|l| l == "coding agent done")
     };
-    if kill {
+    if kill != Kill::Never {
         while !model
             .requests()
             .await
@@ -84,7 +152,13 @@ async fn one_run(stage: &Stage, kill: bool) -> RunFigures {
         }
         let _ = child.kill();
         let _ = child.wait();
-        child = stage.daemon(&config, &model.base_url(), &env);
+        child = match kill {
+            Kill::Takeover => {
+                let second = Replicas::second(&config, stage.dir.path(), &instance);
+                stage.daemon(&second, &model.base_url(), &env)
+            }
+            _ => stage.daemon(&config, &model.base_url(), &env),
+        };
     }
     while !done() {
         assert!(
@@ -95,6 +169,9 @@ async fn one_run(stage: &Stage, kill: bool) -> RunFigures {
     }
     let wall = started.elapsed();
     super::stop(&mut child);
+    if kill == Kill::Takeover {
+        remove_sandboxes_of(&instance);
+    }
     let text = std::fs::read_to_string(&log).unwrap_or_default();
     RunFigures {
         wall,
@@ -113,6 +190,13 @@ async fn one_run(stage: &Stage, kill: bool) -> RunFigures {
             .map(Duration::from_millis)
             .collect(),
         resumed: text.contains("resuming the model's run from its checkpoint"),
+    }
+}
+
+/// The killed replica's sandbox (no other daemon reaps it).
+fn remove_sandboxes_of(instance: &str) {
+    for id in daemon_rig::containers_of(instance) {
+        let _ = Command::new("docker").args(["rm", "-fv", &id]).output();
     }
 }
 
@@ -137,9 +221,9 @@ pub async fn resume_figures() {
     let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
     let stage = Stage::new(&refs).await;
     // The first task warms the git server and the image cache.
-    let _ = one_run(&stage, false).await;
-    let whole = one_run(&stage, false).await;
-    let killed = one_run(&stage, true).await;
+    let _ = one_run(&stage, Kill::Never).await;
+    let whole = one_run(&stage, Kill::Never).await;
+    let killed = one_run(&stage, Kill::Restart).await;
     print_run("20 steps, uninterrupted (10 MB repository)", &whole);
     print_run(&format!("20 steps, SIGKILL at step {KILL_AT}, restart"), &killed);
     println!(
@@ -170,8 +254,8 @@ pub async fn resume_large() {
         .unwrap();
     assert!(cloned.success());
     let stage = Stage::serving(dir).await;
-    let run = one_run(&stage, false).await;
-    let killed = one_run(&stage, true).await;
+    let run = one_run(&stage, Kill::Never).await;
+    let killed = one_run(&stage, Kill::Restart).await;
     print_run("20 steps, uninterrupted (large repository)", &run);
     print_run(
         &format!("20 steps, SIGKILL at step {KILL_AT}, restart (large)"),
@@ -179,4 +263,28 @@ pub async fn resume_large() {
     );
     let mut costs = run.checkpoints.clone();
     stats::report("checkpoint after a step, large repository", &mut costs);
+}
+
+/// Prints the uninterrupted run and the takeover among replicas sharing
+/// `cluster.checkpoint_dir`, on the 10 MB repository.
+pub async fn resume_takeover() {
+    let files = ten_megabytes();
+    let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
+    let stage = Stage::new(&refs).await;
+    let _ = one_run(&stage, Kill::Never).await;
+    let whole = one_run(&stage, Kill::Never).await;
+    let taken = one_run(&stage, Kill::Takeover).await;
+    print_run("20 steps, uninterrupted (10 MB repository)", &whole);
+    print_run(
+        &format!("20 steps, replica killed at step {KILL_AT}, taken over"),
+        &taken,
+    );
+    println!(
+        "takeover at step {KILL_AT}: +{} model requests (+{:.0} % tokens), +{:.1} s wall time (the Lease running out, a new sandbox, the checkpoint put back)",
+        taken.requests as i64 - whole.requests as i64,
+        100.0 * (taken.requests as f64 / whole.requests.max(1) as f64 - 1.0),
+        taken.wall.as_secs_f64() - whole.wall.as_secs_f64()
+    );
+    let mut costs = taken.checkpoints.clone();
+    stats::report("checkpoint after a step, shared store", &mut costs);
 }

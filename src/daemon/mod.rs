@@ -206,7 +206,7 @@ impl Daemon {
             }
         }
         // What no unfinished task will resume from (nothing runs yet).
-        task::sweep_checkpoints(&self.env.config.daemon.state_dir, &self.env.journal);
+        task::sweep_checkpoints(&self.env.config, &self.env.journal);
         tracing::info!(
             instance = %self.env.config.daemon.instance_id,
             forges = %self.forges.keys().map(|k| k.as_str()).collect::<Vec<_>>().join(", "),

@@ -22,11 +22,20 @@ pub struct AgentCheckpoint {
     /// (the next checkpoint is written into the other, so a kill while it
     /// is written leaves this one whole).
     pub slot: u8,
+    /// The run that wrote the quarantine (its folders are
+    /// `<writer>-slot-{0,1}.git`); empty in a record of an earlier version
+    /// (`slot-{0,1}.git`).
+    #[serde(default)]
+    pub writer: String,
     /// The base commit the run started from; a resume on another base
     /// starts over.
     pub base: String,
     /// The sandbox image the run worked in; a resume in another starts over.
     pub image: String,
+    /// A digest of the request and the plan the run was given; a resume
+    /// given others starts over (empty in a record of an earlier version).
+    #[serde(default)]
+    pub asked: String,
     pub messages: Vec<Message>,
 }
 
@@ -75,8 +84,10 @@ mod tests {
             tool_calls: 1,
             commit: "a".repeat(40),
             slot: 0,
+            writer: "0123456789abcdef".into(),
             base: "b".repeat(40),
             image: "forgehand-python:3.12".into(),
+            asked: String::new(),
             messages: vec![
                 Message::User("Fix it".into()),
                 Message::Assistant {

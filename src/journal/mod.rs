@@ -187,6 +187,9 @@ impl Journal {
                         "INSERT OR REPLACE INTO tasks (key, phase, attempts, updated_at) VALUES (?1, 'claimed', 1, ?2)",
                         params![key, now()],
                     )?;
+                    // A new task of the key: no record of an earlier one
+                    // (one an older version left) is read back.
+                    Journal::forget_records_in(db, key)?;
                 }
             }
             db.query_row(

@@ -160,5 +160,14 @@ mod tests {
         assert_eq!(journal.record::<Probe>(key).unwrap(), Some(Probe { n: 2 }));
         journal.finish(key, Phase::Done, "delivered").unwrap();
         assert_eq!(journal.record::<Probe>(key).unwrap(), None);
+        // A record left by a version that did not forget them at the end
+        // is not read back by the next task of the key.
+        journal.save_record(key, &Probe { n: 9 }, 1 << 10).unwrap();
+        journal.begin(key).unwrap();
+        assert_eq!(journal.record::<Probe>(key).unwrap(), None);
+        // A task started again (not ended) keeps them.
+        journal.save_record(key, &Probe { n: 10 }, 1 << 10).unwrap();
+        journal.begin(key).unwrap();
+        assert_eq!(journal.record::<Probe>(key).unwrap(), Some(Probe { n: 10 }));
     }
 }

@@ -59,8 +59,7 @@ pub(super) async fn change_and_verify(
         needs.checkpoints = Some(super::checkpoint::Store::for_task(
             &env.config,
             &run.item,
-            env.journal.clone(),
-            run.shutdown.clone(),
+            run.records.clone(),
         ));
         let changed = change::change(run, &needs, claimed, planned).await?;
         return verify::verify(run, &verify_needs(env), changed).await;

@@ -128,14 +128,20 @@ pub(super) async fn change(
         images,
     } = planned;
     run.journal.set_phase(&run.key, Phase::Working)?;
+    // What the run is given: a checkpoint made for another is not resumed.
+    let asked = super::phase_records::digest(&format!(
+        "{request}\n{}",
+        plan.as_ref().map_or("", |p| p.text.as_str())
+    ));
     let sandbox = prepared.sandbox.sandbox.clone();
     let (mut session, plan_section) =
         open_session(run, needs, &mut prepared, instructions, plan.as_ref()).await?;
     run.at(Step::Change, "Working: the model is making the change");
-    let resumed = resume(run, needs, &mut prepared).await?;
+    let resumed = resume(run, needs, &mut prepared, &asked).await?;
     if let Some(store) = &needs.checkpoints {
         let limits = (needs.copy_out, needs.workspace_dir);
-        let keeper = checkpoint::Keeper::new(store.clone(), &prepared, limits, resumed.as_ref()).await?;
+        let keeper =
+            checkpoint::Keeper::new(store.clone(), &prepared, limits, (resumed.as_ref(), asked)).await?;
         session.agent.set_checkpointer(Some(Arc::new(keeper)));
     }
     let opening = match resumed {
@@ -273,6 +279,7 @@ async fn resume(
     run: &mut TaskRun<'_>,
     needs: &Needs<'_>,
     prepared: &mut Prepared,
+    asked: &str,
 ) -> Result<Option<checkpoint::Resumed>, TaskError> {
     let Some(store) = &needs.checkpoints else {
         return Ok(None);
@@ -281,7 +288,7 @@ async fn resume(
         return Ok(None);
     };
     sandbox_filled(run, &needs.setup, prepared).await?;
-    let resumed = checkpoint::resume(run, store, saved, prepared, needs.workspace_dir).await?;
+    let resumed = checkpoint::resume(run, store, saved, (prepared, asked), needs.workspace_dir).await?;
     if let (Some(resumed), Some(recorder)) = (&resumed, &needs.recorder) {
         recorder.resumed(resumed.start.steps);
     }

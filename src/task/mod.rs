@@ -50,6 +50,7 @@ mod plan;
 mod prepare;
 pub mod progress;
 mod push;
+mod records;
 pub mod request;
 mod review;
 mod run;
@@ -127,6 +128,7 @@ pub async fn run(
         board: &env.board,
         echo: env.echo_progress,
         transcript: transcript.clone(),
+        records: records::TaskRecords::for_task(&env.config, &item, env.journal.clone(), forge.clone()),
     };
     let mut run = TaskRun::new(reporting, forge, item.clone(), record.comment_id, shutdown);
     tracing::info!(task = %item, attempt = record.attempts, phase = record.phase.as_str(), "task started");
@@ -162,8 +164,8 @@ async fn tidy(run: &mut TaskRun<'_>, env: &TaskEnv, end: &TaskEnd) {
     run.remove_sandbox().await;
     run.checkout_settled().await;
     if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
-        checkpoint::Store::for_task(&env.config, &run.item, env.journal.clone(), run.shutdown.clone())
-            .forget();
+        checkpoint::Store::for_task(&env.config, &run.item, run.records.clone()).forget();
+        run.records.forget_all();
         let dir = work_dir(&env.config, &run.item);
         if dir.exists() {
             if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -211,7 +213,7 @@ async fn execute(
         run.report().await;
         // The summary: the push's record (a journal of an earlier version
         // kept it as the task's outcome).
-        let summary = match env.journal.record::<phase_records::PushedRecord>(&record.key)? {
+        let summary = match run.records.read::<phase_records::PushedRecord>() {
             Some(pushed) => pushed.summary,
             None => record.outcome.clone().unwrap_or_default(),
         };
@@ -308,8 +310,7 @@ async fn make_change(
     needs.checkpoints = Some(checkpoint::Store::for_task(
         &env.config,
         &run.item,
-        env.journal.clone(),
-        run.shutdown.clone(),
+        run.records.clone(),
     ));
     push::push(run, &needs, claimed, verified).await
 }

@@ -17,10 +17,6 @@ use crate::journal::PhaseRecord;
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-/// Most a phase's record may weigh in the journal (a larger one is not
-/// kept: the phase is done again after a restart).
-pub(super) const MAX_RECORD_BYTES: usize = 4 << 20;
-
 /// Where the prepared task stands.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub(super) struct PreparedRecord {

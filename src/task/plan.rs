@@ -10,7 +10,7 @@ use super::claim::Claimed;
 use super::error::TaskError;
 use super::events::TaskEvent;
 use super::packing::PackedCode;
-use super::phase_records::{self, PlannedRecord, PreparedRecord};
+use super::phase_records::{PlannedRecord, PreparedRecord};
 use super::prepare::Prepared;
 use super::progress::Step;
 use super::request::{self, Heard};
@@ -186,8 +186,7 @@ fn record_plan(
         request,
         plan: plan.clone(),
     };
-    run.journal
-        .save_record(&run.key, &record, phase_records::MAX_RECORD_BYTES)?;
+    run.records.keep(&record);
     Ok(())
 }
 
@@ -200,7 +199,7 @@ fn planned_before(
     let Some((ground, request)) = asked_on else {
         return Ok(None);
     };
-    let Some(saved) = run.journal.record::<PlannedRecord>(&run.key)? else {
+    let Some(saved) = run.records.read::<PlannedRecord>() else {
         return Ok(None);
     };
     Ok((saved.ground.same_ground(ground) && saved.request == *request).then_some(saved.plan))

@@ -202,14 +202,13 @@ async fn record_ground(
         settings: phase_records::digest(&format!("{:?}", repo.settings)),
         snapshot: sandbox.snapshot.as_ref().map(|s| s.key().to_owned()),
     };
-    if let Some(before) = run.journal.record::<PreparedRecord>(&run.key)? {
+    if let Some(before) = run.records.read::<PreparedRecord>() {
         let changes = before.changes(&ground);
         if !changes.is_empty() {
             tracing::info!(task = %run.item, "prepared on other ground than the last start: {}", changes.join(", "));
         }
     }
-    run.journal
-        .save_record(&run.key, &ground, phase_records::MAX_RECORD_BYTES)?;
+    run.records.keep(&ground);
     Ok(ground)
 }
 

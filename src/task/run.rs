@@ -50,6 +50,9 @@ pub(super) struct TaskRun<'a> {
     /// Changes a writer asked for to the last plan, as a section of the
     /// planning request.
     pub plan_changes: Option<String>,
+    /// Where the phases' records are kept (the journal, or the store the
+    /// replicas share).
+    pub records: super::records::TaskRecords,
 }
 
 /// Where a run reports, and what it may read and write, besides the forge.
@@ -62,6 +65,8 @@ pub(super) struct Reporting<'a> {
     pub echo: bool,
     /// The run's transcript, if it has one.
     pub transcript: Option<Arc<Transcript>>,
+    /// Where the task's records are kept.
+    pub records: super::records::TaskRecords,
 }
 
 impl Reporting<'_> {
@@ -114,6 +119,7 @@ impl<'a> TaskRun<'a> {
             beside: false,
             approved_plan: None,
             plan_changes: None,
+            records: reporting.records,
         }
     }
 
@@ -136,6 +142,7 @@ impl<'a> TaskRun<'a> {
             beside: true,
             approved_plan: None,
             plan_changes: None,
+            records: self.records.clone(),
         }
     }
 

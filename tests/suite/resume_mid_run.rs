@@ -237,13 +237,10 @@ async fn a_replica_killed_mid_run_is_taken_over_and_the_other_replica_resumes_fr
         progress.contains("Resumed the model's run after step"),
         "{progress}"
     );
-    // Delivered: the shared store keeps nothing of the task.
-    let left: Vec<_> = std::fs::read_dir(shared.path())
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "checkpoints left in the shared store: {left:?}");
+    // Ended: the shared store keeps nothing of the task (removed as the
+    // task's run ends, just after its labels say so).
+    let emptied = async || std::fs::read_dir(shared.path()).unwrap().next().is_none();
+    wait_until("the shared store emptied", Duration::from_secs(30), emptied, &log).await;
     assert!(second.terminate().success());
     // The killed replica's sandbox is its own (another daemon never reaps it).
     for id in containers_of(&format!("{}-1", world.instance)) {
@@ -302,6 +299,49 @@ async fn a_run_killed_after_planning_follows_its_journalled_plan_without_a_new_d
     assert!(
         progress.contains("Resumed the model's run after step"),
         "{progress}"
+    );
+    assert!(daemon.terminate().success());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_made_for_another_request_is_not_used_and_the_run_starts_over_saying_why() {
+    let world =
+        World::with_daemon_settings(twenty_steps(Duration::from_millis(200)), "  max_task_attempts: 4").await;
+    let log = world.log_path();
+    let issue = world.labelled_issue("Write the nineteen steps");
+    let mut daemon = world.start();
+    wait_until(
+        "the model at step 5",
+        Duration::from_secs(180),
+        async || asked_at_least(&world, 5).await,
+        &log,
+    )
+    .await;
+    daemon.kill9();
+    let asked_before = world.model.requests().await.len();
+    // A writer asks for more while no daemon runs: the request is another.
+    world.github.comment(
+        forgehand_test_support::github_world::REPO,
+        issue,
+        "maya",
+        "Please also keep the steps in order.",
+    );
+
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+    world.assert_delivered_once(issue);
+    let progress = world.progress_comment(issue);
+    assert!(
+        progress.contains("its checkpoint cannot be used (the request or the plan it was given has changed), so the run starts over"),
+        "{progress}"
+    );
+    // Started over: every step once, all twenty asked again.
+    assert_every_step_once(&world, issue);
+    assert_eq!(world.model.requests().await.len(), asked_before + STEPS + 1);
+    let first = world.model.requests().await[asked_before].to_string();
+    assert!(
+        first.contains("keep the steps in order"),
+        "the new run reads the new request"
     );
     assert!(daemon.terminate().success());
 }

@@ -23,8 +23,8 @@ mod resume;
 mod store;
 
 pub(super) use resume::{resume, Resumed};
+pub use store::sweep;
 pub(super) use store::Store;
-pub use store::{sweep, StoreError};
 
 use super::error::TaskError;
 use super::prepare::Prepared;
@@ -72,7 +72,7 @@ pub enum CheckpointError {
     #[error(transparent)]
     Untrusted(#[from] UntrustedError),
     #[error(transparent)]
-    Store(#[from] StoreError),
+    Records(#[from] crate::task::records::RecordError),
     #[error(transparent)]
     Delivery(#[from] DeliveryError),
     #[error(transparent)]
@@ -94,6 +94,8 @@ impl From<TaskError> for CheckpointError {
 /// The last checkpoint this run kept.
 #[derive(Clone)]
 struct Kept {
+    /// The run that wrote its quarantine, and which of its two.
+    writer: String,
     slot: u8,
     commit: Oid,
     /// The sandbox's tree and HEAD then: an unchanged state is not taken again.
@@ -107,6 +109,8 @@ pub(super) struct Keeper {
     workspace: WorkspaceHandle,
     base: Oid,
     image: String,
+    /// A digest of the request and the plan the run was given.
+    asked: String,
     limits: CopyOutLimits,
     /// `<workspace_dir>/checkpoint-objects` in the sandbox.
     side: String,
@@ -114,6 +118,9 @@ pub(super) struct Keeper {
     /// Set when what the sandbox holds could not be kept: the run keeps
     /// none after it (each would pay the same again).
     given_up: std::sync::atomic::AtomicBool,
+    /// Set once a record names this run's own quarantine: the earlier
+    /// runs' are removed then.
+    own_named: std::sync::atomic::AtomicBool,
 }
 
 impl Keeper {
@@ -121,10 +128,11 @@ impl Keeper {
         store: Store,
         prepared: &Prepared,
         (limits, workspace_dir): (CopyOutLimits, &str),
-        resumed_from: Option<&Resumed>,
+        (resumed_from, asked): (Option<&Resumed>, String),
     ) -> Result<Keeper, TaskError> {
         let base = prepared.workspace.with(|ws| ws.base).await?;
         let last = resumed_from.map(|resumed| Kept {
+            writer: resumed.writer.clone(),
             slot: resumed.slot,
             commit: resumed.commit,
             state: String::new(),
@@ -135,6 +143,7 @@ impl Keeper {
             workspace: prepared.workspace.share(),
             base,
             image: prepared.sandbox.image.clone(),
+            asked,
             limits: CopyOutLimits {
                 bytes: limits.bytes.min(MAX_CHECKPOINT_BYTES),
                 entries: limits.entries.min(MAX_CHECKPOINT_ENTRIES),
@@ -143,6 +152,7 @@ impl Keeper {
             side: format!("{}/{SIDE_DIR}", workspace_dir.trim_end_matches('/')),
             last: Mutex::new(last),
             given_up: std::sync::atomic::AtomicBool::new(false),
+            own_named: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -164,9 +174,19 @@ impl Keeper {
                 match &last {
                     Some(last) if last.state == state => last.clone(),
                     _ => {
-                        let slot = last.as_ref().map_or(0, |l| 1 - l.slot);
+                        let writer = self.store.writer().to_owned();
+                        // This run's two quarantines take turns.
+                        let slot = match &last {
+                            Some(last) if last.writer == writer => 1 - last.slot,
+                            _ => 0,
+                        };
                         self.take_out(slot, commit).await?;
-                        Kept { slot, commit, state }
+                        Kept {
+                            writer,
+                            slot,
+                            commit,
+                            state,
+                        }
                     }
                 }
             }
@@ -176,8 +196,10 @@ impl Keeper {
             tool_calls: point.tool_calls,
             commit: kept.commit.to_string(),
             slot: kept.slot,
+            writer: kept.writer.clone(),
             base: self.base.to_string(),
             image: self.image.clone(),
+            asked: self.asked.clone(),
             messages: point.messages.to_vec(),
         };
         let store = self.store.clone();
@@ -189,7 +211,11 @@ impl Keeper {
                 "the conversation weighs {weight} bytes, over the {MAX_CONVERSATION_BYTES} a checkpoint keeps"
             )));
         }
+        let own = kept.writer == self.store.writer();
         *self.last.lock().unwrap_or_else(|p| p.into_inner()) = Some(kept);
+        if own && !self.own_named.swap(true, std::sync::atomic::Ordering::Relaxed) {
+            self.store.remove_earlier_writers();
+        }
         Ok(())
     }
 
@@ -256,20 +282,18 @@ impl Keeper {
             .workspace
             .with(|ws| (ws.object_dirs(), ws.history_tips()))
             .await?;
-        let (into, limits) = (self.store.slot_dir(slot), self.limits);
+        let (into, limits) = (self.store.slot_dir(self.store.writer(), slot), self.limits);
         if let Some(parent) = into.parent() {
             std::fs::create_dir_all(parent).map_err(|source| UntrustedError::Io {
                 path: parent.to_owned(),
                 source,
             })?;
         }
-        let writing = store::writing(&into).await;
         // The model's objects (its commits), then the side commit's own.
         for (folder, fresh) in [(format!("{project}/.git"), true), (self.side.clone(), false)] {
             let tree = self.sandbox.read_out(&folder).await?;
-            let (into, held) = (into.clone(), writing.clone());
+            let into = into.clone();
             let read = read_tree(tree, move |input| {
-                let _held = held;
                 untrusted::take_objects(input, &into, &limits, fresh)
             })
             .await?;
@@ -281,7 +305,6 @@ impl Keeper {
             }
         }
         tokio::task::spawn_blocking(move || {
-            let _held = writing;
             untrusted::keep_commit(&into, commit, &limits, (&known, &trusted))
         })
         .await
@@ -309,7 +332,10 @@ impl Checkpointer for Keeper {
             ),
             // The sandbox away (an engine restart): the last checkpoint
             // stays, the task is deferred and resumes from it.
-            Err(e @ (CheckpointError::Sandbox(_) | CheckpointError::Store(StoreError::Fenced))) => {
+            Err(
+                e @ (CheckpointError::Sandbox(_)
+                | CheckpointError::Records(crate::task::records::RecordError::Fenced)),
+            ) => {
                 tracing::warn!(
                     task = %self.store.key,
                     step = point.step,

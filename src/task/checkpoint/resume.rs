@@ -20,7 +20,7 @@ pub(in crate::task) async fn resume(
     run: &mut TaskRun<'_>,
     store: &Store,
     saved: AgentCheckpoint,
-    prepared: &Prepared,
+    (prepared, asked): (&Prepared, &str),
     workspace_dir: &str,
 ) -> Result<Option<Resumed>, TaskError> {
     let base = prepared.workspace.with(|ws| ws.base).await?;
@@ -28,6 +28,8 @@ pub(in crate::task) async fn resume(
         Some("the branch it was made on has moved")
     } else if saved.image != prepared.sandbox.image {
         Some("the sandbox's image has changed")
+    } else if !saved.asked.is_empty() && saved.asked != asked {
+        Some("the request or the plan it was given has changed")
     } else {
         None
     };
@@ -49,6 +51,7 @@ pub(in crate::task) async fn resume(
         saved.step
     ));
     Ok(Some(Resumed {
+        writer: saved.writer.clone(),
         slot: saved.slot,
         commit,
         start: Start {
@@ -87,6 +90,8 @@ fn given_up(
 /// quarantine holds the checkpoint (the next one goes to the other).
 pub(in crate::task) struct Resumed {
     pub start: Start,
+    /// The run whose quarantine holds it.
+    pub writer: String,
     pub slot: u8,
     pub commit: Oid,
 }
@@ -102,7 +107,7 @@ async fn put_back(
 ) -> Result<Oid, CheckpointError> {
     let commit = Oid::from_str(&saved.commit)
         .map_err(|_| CheckpointError::Refused("its record names no commit".into()))?;
-    let quarantine = store.slot_dir(saved.slot);
+    let quarantine = store.slot_dir(&saved.writer, saved.slot);
     if !quarantine.exists() {
         return Err(CheckpointError::Refused(format!(
             "its repository {} is gone",

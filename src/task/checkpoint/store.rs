@@ -1,127 +1,89 @@
 //! Where a task's checkpoints are kept: the record (the conversation, the
-//! steps, the commit and the slot) and the two quarantine repositories the
-//! commit is in.
+//! steps, the commit, the quarantine's folder) where the task's records are
+//! (the journal, or the store the replicas share: see
+//! [`crate::task::records`]), and the quarantine repositories the commits
+//! are in, beside it:
 //!
-//! - By default in this daemon's own state: the record in the journal, the
-//!   quarantines under `<daemon.state_dir>/checkpoints/<task>/`. A restart
-//!   of this daemon resumes from them.
-//! - Among replicas with `cluster.checkpoint_dir` (a volume every replica
-//!   mounts): both under `<checkpoint_dir>/<task>/`, the record as
-//!   `record.json`, so the replica that takes a task over resumes it. Only
-//!   the claim's holder writes there: nothing is written once its claim is
-//!   lost (the holder stops at its renew deadline, before anyone else may
-//!   take the task over).
+//! - in this daemon's state: `<daemon.state_dir>/checkpoints/<task>/`;
+//! - among replicas with `cluster.checkpoint_dir`:
+//!   `<checkpoint_dir>/<task>/agent/`, so the replica that takes the task
+//!   over resumes its run.
+//!
+//! Each run writes quarantines of its own (`<writer>-slot-{0,1}.git`, the
+//! two taking turns), named in its record: a run left behind (a replica
+//! whose claim ran out, a take-out a cancelled run left going on) never
+//! writes the folder another run's record names. Once a run's first
+//! record is written, the folders of the runs before it are removed.
 
-use crate::config::{ClusterMode, Config};
+use crate::config::Config;
 use crate::forge::ItemRef;
-use crate::journal::{AgentCheckpoint, Journal, JournalError};
-use sha2::{Digest, Sha256};
-use std::collections::HashMap;
-use std::io::Write;
+use crate::journal::{AgentCheckpoint, Journal};
+use crate::task::records::{folder_name, remove_folder, shared_root, RecordError, TaskRecords};
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
-use tokio_util::sync::CancellationToken;
-
-/// The record's file in a shared store.
-const RECORD_FILE: &str = "record.json";
-
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    #[error("the journal: {0}")]
-    Journal(#[from] JournalError),
-    #[error("the checkpoint store {path}: {source}")]
-    Io {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    /// The claim was lost (or the daemon stops): the record is not written.
-    #[error("the task's claim is no longer held")]
-    Fenced,
-}
-
-/// Where the record is kept.
-#[derive(Clone)]
-enum Records {
-    Journal(Arc<Journal>),
-    /// `record.json` in the task's folder of the shared store.
-    Shared,
-}
 
 /// One task's checkpoints.
 #[derive(Clone)]
 pub(in crate::task) struct Store {
+    /// The quarantines' folder.
     pub dir: PathBuf,
-    records: Records,
+    pub records: TaskRecords,
     pub key: String,
-    /// Cancelled when the task stops (its claim lost, the daemon stopping):
-    /// a shared store gets no record after that.
-    fence: Option<CancellationToken>,
 }
 
 impl Store {
-    /// Task `item`'s store as `config` places it; `stop` is the task's stop
-    /// signal (the claim's among replicas).
-    pub fn for_task(
-        config: &Config,
-        item: &ItemRef,
-        journal: Arc<Journal>,
-        stop: CancellationToken,
-    ) -> Store {
-        match shared_root(config) {
-            Some(root) => Store {
-                dir: root.join(folder_name(item)),
-                records: Records::Shared,
-                key: item.key(),
-                fence: Some(stop),
-            },
-            None => Store {
-                dir: local_root(&config.daemon.state_dir).join(folder_name(item)),
-                records: Records::Journal(journal),
-                key: item.key(),
-                fence: None,
-            },
+    /// Task `item`'s checkpoints, beside its `records`.
+    pub fn for_task(config: &Config, item: &ItemRef, records: TaskRecords) -> Store {
+        let dir = match records.shared_dir() {
+            Some(task) => task.join("agent"),
+            None => local_root(&config.daemon.state_dir).join(folder_name(item)),
+        };
+        Store {
+            dir,
+            records,
+            key: item.key(),
         }
     }
 
-    pub fn slot_dir(&self, slot: u8) -> PathBuf {
-        self.dir.join(format!("slot-{slot}.git"))
+    /// Quarantine `slot` of `writer` (a record of an earlier version names
+    /// none: its folders were `slot-{0,1}.git`).
+    pub fn slot_dir(&self, writer: &str, slot: u8) -> PathBuf {
+        match writer {
+            "" => self.dir.join(format!("slot-{slot}.git")),
+            writer => self.dir.join(format!("{writer}-slot-{slot}.git")),
+        }
+    }
+
+    /// This run's name among the task's writers.
+    pub fn writer(&self) -> &str {
+        self.records.writer()
     }
 
     /// Whether the task still holds its claim (always, outside a shared store).
     pub fn held(&self) -> bool {
-        self.fence.as_ref().is_none_or(|stop| !stop.is_cancelled())
+        self.records.held()
     }
 
     /// The task's last checkpoint, if its run has one.
     pub fn saved(&self) -> Option<AgentCheckpoint> {
-        let read = match &self.records {
-            Records::Journal(journal) => journal
-                .record::<AgentCheckpoint>(&self.key)
-                .map_err(StoreError::from),
-            Records::Shared => self.read_record(),
-        };
-        match read {
-            Ok(saved) => saved,
-            Err(e) => {
-                tracing::warn!(task = %self.key, "cannot read the agent's checkpoint ({e}); the run starts over");
-                None
-            }
-        }
+        self.records.read::<AgentCheckpoint>()
     }
 
     /// Records `checkpoint` in place of the one before when it weighs at
     /// most `max_bytes`; its weight (over the limit: nothing is written).
-    pub fn save(&self, checkpoint: &AgentCheckpoint, max_bytes: usize) -> Result<usize, StoreError> {
-        match &self.records {
-            Records::Journal(journal) => Ok(journal.save_record(&self.key, checkpoint, max_bytes)?),
-            Records::Shared => {
-                // A conversation is strings and JSON values: it always serialises.
-                let record = serde_json::to_vec(checkpoint).unwrap_or_default();
-                if record.len() <= max_bytes {
-                    self.write_record(&record)?;
-                }
-                Ok(record.len())
+    pub fn save(&self, checkpoint: &AgentCheckpoint, max_bytes: usize) -> Result<usize, RecordError> {
+        self.records.save(checkpoint, max_bytes)
+    }
+
+    /// Removes the quarantines of the runs before this one (its own record
+    /// names its own now).
+    pub fn remove_earlier_writers(&self) {
+        let own = format!("{}-slot-", self.writer());
+        let Ok(entries) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for entry in entries.flatten() {
+            if !entry.file_name().to_string_lossy().starts_with(&own) {
+                remove_folder(&entry.path());
             }
         }
     }
@@ -133,96 +95,13 @@ impl Store {
         if !self.held() {
             return;
         }
-        if let Records::Journal(journal) = &self.records {
-            if let Err(e) = journal.forget_record::<AgentCheckpoint>(&self.key) {
-                tracing::warn!(task = %self.key, "cannot forget the agent's checkpoint: {e}");
-            }
-        }
+        self.records.forget::<AgentCheckpoint>();
         remove_folder(&self.dir);
-    }
-
-    fn read_record(&self) -> Result<Option<AgentCheckpoint>, StoreError> {
-        let path = self.dir.join(RECORD_FILE);
-        let bytes = match std::fs::read(&path) {
-            Ok(bytes) => bytes,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(source) => return Err(StoreError::Io { path, source }),
-        };
-        match serde_json::from_slice(&bytes) {
-            Ok(checkpoint) => Ok(Some(checkpoint)),
-            Err(e) => {
-                tracing::warn!(task = %self.key, "the agent's checkpoint {} cannot be read ({e}); the run starts over", path.display());
-                Ok(None)
-            }
-        }
-    }
-
-    /// Writes the record whole or not at all: a temporary file, flushed to
-    /// the disk, renamed over the last one; checked against the claim last.
-    fn write_record(&self, record: &[u8]) -> Result<(), StoreError> {
-        let io = |path: &Path| {
-            let path = path.to_owned();
-            move |source| StoreError::Io { path, source }
-        };
-        std::fs::create_dir_all(&self.dir).map_err(io(&self.dir))?;
-        let temporary = self.dir.join(format!("{RECORD_FILE}.{}.new", std::process::id()));
-        let mut file = std::fs::File::create(&temporary).map_err(io(&temporary))?;
-        file.write_all(record).map_err(io(&temporary))?;
-        file.sync_all().map_err(io(&temporary))?;
-        if !self.held() {
-            let _ = std::fs::remove_file(&temporary);
-            return Err(StoreError::Fenced);
-        }
-        let path = self.dir.join(RECORD_FILE);
-        std::fs::rename(&temporary, &path).map_err(io(&path))?;
-        // The rename itself reaches the disk with the folder's entry.
-        if let Ok(folder) = std::fs::File::open(&self.dir) {
-            let _ = folder.sync_all();
-        }
-        Ok(())
-    }
-}
-
-/// The quarantines being written in this process. A run cancelled while it
-/// takes a checkpoint out leaves its blocking reader going on; the next
-/// run's checkpoint into the same folder waits for it.
-static WRITING: std::sync::LazyLock<std::sync::Mutex<HashMap<PathBuf, Arc<tokio::sync::Mutex<()>>>>> =
-    std::sync::LazyLock::new(Default::default);
-
-/// Held while quarantine `dir` is written: each blocking part of the write
-/// keeps a clone, so the folder is free only once all of them have ended.
-pub(super) type Writing = Arc<tokio::sync::OwnedMutexGuard<()>>;
-
-/// Waits until no one writes quarantine `dir`, and holds it.
-pub(super) async fn writing(dir: &Path) -> Writing {
-    let lock = {
-        let mut locks = WRITING.lock().unwrap_or_else(|p| p.into_inner());
-        // Folders no one holds or waits for are forgotten.
-        locks.retain(|_, lock| Arc::strong_count(lock) > 1);
-        locks.entry(dir.to_owned()).or_default().clone()
-    };
-    Arc::new(lock.lock_owned().await)
-}
-
-/// The shared store's folder, when checkpoints are kept among replicas.
-fn shared_root(config: &Config) -> Option<&Path> {
-    match (&config.cluster.mode, &config.cluster.checkpoint_dir) {
-        (ClusterMode::Kubernetes, Some(dir)) => Some(dir.as_path()),
-        _ => None,
     }
 }
 
 fn local_root(state_dir: &Path) -> PathBuf {
     state_dir.join("checkpoints")
-}
-
-/// The task's folder: its slug, for a person reading the folder, and a
-/// digest of its key, since two repositories whose names differ only in
-/// `.` and `-` have the same slug.
-fn folder_name(item: &ItemRef) -> String {
-    let digest = Sha256::digest(item.key().as_bytes());
-    let short: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{short}", item.slug())
 }
 
 /// Task `item`'s folder name, its checkpoints moved there from a folder
@@ -238,20 +117,16 @@ fn adopt_slug_folder(root: &Path, item: &ItemRef) -> String {
     name
 }
 
-fn remove_folder(dir: &Path) {
-    if dir.exists() {
-        if let Err(e) = std::fs::remove_dir_all(dir) {
-            tracing::warn!("cannot remove the checkpoints {}: {e}", dir.display());
-        }
-    }
-}
-
 /// At the daemon's start, before any task runs: removes this daemon's
 /// checkpoint folders no journalled checkpoint names (tasks that ended
 /// while their folder could not be removed, or were never run again).
-/// A shared store is not swept: other replicas' runs are in it.
-pub fn sweep(state_dir: &Path, journal: &Journal) {
-    let root = local_root(state_dir);
+/// Among replicas sharing a store nothing is swept: other replicas' runs
+/// are there, and nothing is kept in this daemon's state.
+pub fn sweep(config: &Config, journal: &Journal) {
+    if shared_root(config).is_some() {
+        return;
+    }
+    let root = local_root(&config.daemon.state_dir);
     let Ok(entries) = std::fs::read_dir(&root) else {
         return;
     };
@@ -299,78 +174,41 @@ mod tests {
             tool_calls: step,
             commit: "a".repeat(40),
             slot: (step % 2) as u8,
+            writer: String::new(),
             base: "b".repeat(40),
             image: "forgehand-python:3.12".into(),
+            asked: String::new(),
             messages: vec![crate::llm::Message::User("Fix it".into())],
         }
     }
 
-    fn shared(dir: &Path, item: &ItemRef, stop: CancellationToken) -> Store {
-        Store {
-            dir: dir.join(folder_name(item)),
-            records: Records::Shared,
-            key: item.key(),
-            fence: Some(stop),
+    fn config(state: &Path) -> Config {
+        let mut config = Config::defaults();
+        config.daemon.state_dir = state.to_owned();
+        config
+    }
+
+    #[test]
+    fn a_run_removes_the_quarantines_of_the_runs_before_it_and_keeps_its_own() {
+        let state = tempfile::tempdir().unwrap();
+        let journal = std::sync::Arc::new(Journal::open(state.path()).unwrap());
+        let task = item("acme/app", 1);
+        let forge: std::sync::Arc<dyn crate::forge::Forge> =
+            std::sync::Arc::new(crate::task::tests::forge::MemoryForge::new(String::new()));
+        let config = config(state.path());
+        let store = Store::for_task(
+            &config,
+            &task,
+            TaskRecords::for_task(&config, &task, journal, forge),
+        );
+        let earlier = store.slot_dir("", 0);
+        let ours = store.slot_dir(store.writer(), 1);
+        assert_ne!(earlier, ours);
+        for dir in [&earlier, &ours] {
+            std::fs::create_dir_all(dir).unwrap();
         }
-    }
-
-    #[tokio::test]
-    async fn a_quarantine_is_written_by_one_at_a_time_until_every_part_of_a_write_has_ended() {
-        let dir = Path::new("/state/checkpoints/acme-app-issue-1/slot-0.git");
-        let first = writing(dir).await;
-        // A blocking part of the first write goes on after its run was dropped.
-        let part = first.clone();
-        drop(first);
-        let second = tokio::spawn(async move { writing(dir).await });
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        assert!(!second.is_finished(), "the folder is still written");
-        drop(part);
-        let held = tokio::time::timeout(std::time::Duration::from_secs(5), second).await;
-        assert!(held.is_ok(), "the next write goes on once the last part ended");
-        // Another folder is never held up.
-        let _other = writing(Path::new("/state/checkpoints/acme-app-issue-1/slot-1.git")).await;
-    }
-
-    #[test]
-    fn repositories_whose_slugs_collide_keep_their_checkpoints_apart() {
-        let (dotted, dashed) = (item("acme/my.app", 3), item("acme/my-app", 3));
-        assert_eq!(dotted.slug(), dashed.slug());
-        assert_ne!(folder_name(&dotted), folder_name(&dashed));
-        assert!(folder_name(&dotted).starts_with(&dotted.slug()));
-    }
-
-    #[test]
-    fn a_shared_record_is_read_back_by_another_store_and_none_is_written_after_the_claim_is_lost() {
-        let root = tempfile::tempdir().unwrap();
-        let task = item("acme/app", 7);
-        let stop = CancellationToken::new();
-        let holder = shared(root.path(), &task, stop.clone());
-        assert_eq!(holder.saved(), None);
-        holder.save(&checkpoint(3), 1 << 20).unwrap();
-        // Another replica's store for the same task reads it.
-        let successor = shared(root.path(), &task, CancellationToken::new());
-        assert_eq!(successor.saved(), Some(checkpoint(3)));
-        // Over the cap: the one before stays.
-        assert!(holder.save(&checkpoint(4), 10).unwrap() > 10);
-        assert_eq!(successor.saved().map(|c| c.step), Some(3));
-        // The claim lost: nothing more is written, and no temporary is left.
-        stop.cancel();
-        assert!(matches!(
-            holder.save(&checkpoint(5), 1 << 20),
-            Err(StoreError::Fenced)
-        ));
-        assert_eq!(successor.saved().map(|c| c.step), Some(3));
-        let names: Vec<_> = std::fs::read_dir(&holder.dir)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name())
-            .collect();
-        assert_eq!(names, vec![std::ffi::OsString::from(RECORD_FILE)]);
-        // A torn record is none: the run starts over.
-        std::fs::write(holder.dir.join(RECORD_FILE), b"{\"step\":").unwrap();
-        assert_eq!(successor.saved(), None);
-        successor.forget();
-        assert!(!holder.dir.exists());
+        store.remove_earlier_writers();
+        assert!(!earlier.exists() && ours.exists());
     }
 
     #[test]
@@ -395,7 +233,7 @@ mod tests {
             .save_record(&earlier.key(), &checkpoint(2), 1 << 20)
             .unwrap();
         std::fs::create_dir_all(local_root(state.path()).join(earlier.slug()).join("slot-0.git")).unwrap();
-        sweep(state.path(), &journal);
+        sweep(&config(state.path()), &journal);
         assert!(local_root(state.path()).join(folder_name(&kept)).exists());
         assert!(!local_root(state.path()).join(folder_name(&orphan)).exists());
         assert!(local_root(state.path())

@@ -7,7 +7,7 @@
 
 mod ending;
 mod events;
-mod forge;
+pub(in crate::task) mod forge;
 mod model;
 
 use super::claim::{self, Claim, Claimed};
@@ -137,6 +137,12 @@ impl World {
             board: &self.env.board,
             echo: false,
             transcript: None,
+            records: super::records::TaskRecords::for_task(
+                &self.env.config,
+                item,
+                self.env.journal.clone(),
+                self.forge.clone(),
+            ),
         };
         let forge: Arc<dyn crate::forge::Forge> = self.forge.clone();
         TaskRun::new(reporting, forge, item.clone(), None, CancellationToken::new())
