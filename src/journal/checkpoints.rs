@@ -44,7 +44,9 @@ impl PhaseRecord for AgentCheckpoint {
 }
 
 /// Before phase records, checkpoints had a table of their own: its rows
-/// become records (the table stays, empty, for an older daemon).
+/// become records, the newer of the two where both are (an older daemon
+/// ran on the journal meanwhile); the table stays, empty, for an older
+/// daemon.
 pub(super) fn adopt_agent_checkpoints(db: &rusqlite::Connection) -> rusqlite::Result<()> {
     let earlier: i64 = db.query_row(
         "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'agent_checkpoints'",
@@ -55,8 +57,10 @@ pub(super) fn adopt_agent_checkpoints(db: &rusqlite::Connection) -> rusqlite::Re
         return Ok(());
     }
     db.execute_batch(
-        "INSERT OR IGNORE INTO phase_records (task_key, phase, record, saved_at)
-            SELECT task_key, 'agent', record, saved_at FROM agent_checkpoints;
+        "INSERT INTO phase_records (task_key, phase, record, saved_at)
+            SELECT task_key, 'agent', record, saved_at FROM agent_checkpoints WHERE true
+            ON CONFLICT (task_key, phase) DO UPDATE SET record = excluded.record, saved_at = excluded.saved_at
+            WHERE excluded.saved_at > phase_records.saved_at;
          DELETE FROM agent_checkpoints;",
     )
 }
@@ -161,5 +165,32 @@ mod tests {
             journal.record_keys::<AgentCheckpoint>().unwrap(),
             vec![key.to_owned()]
         );
+        // An older daemon wrote its table again meanwhile: the newer wins.
+        drop(journal);
+        let newer = record.replace(r#""step":3"#, r#""step":5"#);
+        let write_earlier = |key: &str, record: &str, saved_at: i64| {
+            let db = rusqlite::Connection::open(dir.path().join("journal.sqlite3")).unwrap();
+            db.execute(
+                "INSERT INTO agent_checkpoints VALUES (?1, ?2, ?3)",
+                rusqlite::params![key, record, saved_at],
+            )
+            .unwrap();
+        };
+        write_earlier(key, &newer, 4_102_444_800);
+        write_earlier("github:acme/app:issue:5", record, 0);
+        let journal = Journal::open(dir.path()).unwrap();
+        assert_eq!(
+            journal.record::<AgentCheckpoint>(key).unwrap().map(|c| c.step),
+            Some(5)
+        );
+        // An older one does not replace a newer record.
+        drop(journal);
+        write_earlier(key, record, 0);
+        let journal = Journal::open(dir.path()).unwrap();
+        assert_eq!(
+            journal.record::<AgentCheckpoint>(key).unwrap().map(|c| c.step),
+            Some(5)
+        );
+        assert_eq!(journal.record_keys::<AgentCheckpoint>().unwrap().len(), 2);
     }
 }

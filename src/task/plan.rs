@@ -146,12 +146,7 @@ pub(super) async fn plan_parts(
     );
     let approved = run.approved_plan.take();
     let asked_on = parts.ground.map(|ground| (ground, planning_request.clone()));
-    if approved.is_none() {
-        if let Some(plan) = planned_before(run, asked_on.as_ref())? {
-            let line = "Planning: following the plan made before the restart (read back from the journal); no new debate";
-            return Ok((request, instructions, Some(follow(run, plan, line))));
-        }
-    }
+    let before = planned_before(run, asked_on.as_ref());
     let plan = match parts.packing {
         _ if approved.is_some() => {
             approved.map(|plan| follow(run, plan, "Planning: following the approved plan; no new debate"))
@@ -160,6 +155,11 @@ pub(super) async fn plan_parts(
             run.note("Planning: a follow-up on the delivered change with no new problem; no new debate");
             None
         }
+        // Made before a restart, on the same ground for the same request.
+        Some(_) if before.is_some() => before.map(|plan| {
+            let line = "Planning: following the plan made before the restart (read back from the journal); no new debate";
+            follow(run, plan, line)
+        }),
         Some(code) => {
             let asked = Asked {
                 text: &planning_request,
@@ -192,17 +192,10 @@ fn record_plan(
 
 /// The plan journalled before a restart, when it was made on the same
 /// ground for the same request.
-fn planned_before(
-    run: &TaskRun<'_>,
-    asked_on: Option<&(&PreparedRecord, String)>,
-) -> Result<Option<TaskPlan>, TaskError> {
-    let Some((ground, request)) = asked_on else {
-        return Ok(None);
-    };
-    let Some(saved) = run.records.read::<PlannedRecord>() else {
-        return Ok(None);
-    };
-    Ok((saved.ground.same_ground(ground) && saved.request == *request).then_some(saved.plan))
+fn planned_before(run: &TaskRun<'_>, asked_on: Option<&(&PreparedRecord, String)>) -> Option<TaskPlan> {
+    let (ground, request) = asked_on?;
+    let saved = run.records.read::<PlannedRecord>()?;
+    (saved.ground.same_ground(ground) && saved.request == *request).then_some(saved.plan)
 }
 
 /// How the request is synthesised from the store.
