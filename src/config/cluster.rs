@@ -27,8 +27,9 @@ pub struct ClusterConfig {
     /// How long a silent holder keeps a task (renewed every third of it).
     pub lease_duration: Duration,
     /// A folder every replica mounts (a ReadWriteMany volume) where the
-    /// agent's checkpoints are kept, so a replica that takes a task over
-    /// resumes its run; `None`: each replica keeps its own.
+    /// tasks' records (the plan, the agent's checkpoints) are kept, so a
+    /// replica that takes a task over follows its plan and resumes its
+    /// run; `None`: each replica keeps its own.
     pub checkpoint_dir: Option<PathBuf>,
 }
 
