@@ -157,7 +157,7 @@ pub(super) async fn plan_parts(
         }
         // Made before a restart, on the same ground for the same request.
         Some(_) if before.is_some() => before.map(|plan| {
-            let line = "Planning: following the plan made before the restart (read back from the journal); no new debate";
+            let line = "Planning: following the plan made before the task was interrupted; no new debate";
             follow(run, plan, line)
         }),
         Some(code) => {

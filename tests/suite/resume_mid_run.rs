@@ -79,6 +79,18 @@ fn pushed_file(bare: &Path, branch: &str, path: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The planners' calls so far (the context store's are not planning).
+async fn planning_calls(world: &World) -> usize {
+    let all = world.model.all_requests().await;
+    all.iter()
+        .filter(|r| {
+            scripted_model::view(Format::OpenAi, r)
+                .system
+                .starts_with(scripted_model::SAGE_SYSTEM)
+        })
+        .count()
+}
+
 /// The agent's requests that asked for step `n` or later.
 async fn asked_at_least(world: &World, n: usize) -> bool {
     world
@@ -190,9 +202,12 @@ async fn a_replica_killed_mid_run_is_taken_over_and_the_other_replica_resumes_fr
     let kube = forgehand_test_support::fake_kube::FakeKube::start().await;
     let shared = tempfile::tempdir().unwrap();
     let cluster = format!("{CLUSTER}  checkpoint_dir: \"{}\"\n", shared.path().display());
-    let world = World::with_repository(
+    const PLAN: &str =
+        "# Implementation Plan\n\nWrite the steps.\n\n## Checklist\n- [ ] Write the nineteen steps\n";
+    let world = World::with_planned_repository(
         twenty_steps(Duration::from_millis(400)),
         &[("greet.py", "print('Hello')\n"), ("README.md", "# app\n")],
+        PLAN,
         &cluster,
     )
     .await;
@@ -211,6 +226,8 @@ async fn a_replica_killed_mid_run_is_taken_over_and_the_other_replica_resumes_fr
     first.kill9();
     let asked_before = world.model.requests().await.len();
     assert!(asked_before >= kill_at, "{asked_before} requests before the kill");
+    let planned = planning_calls(&world).await;
+    assert!(planned > 0, "the first replica planned");
 
     // The other replica takes the task over once the Lease runs out.
     let mut second = replica(&world, &kube_config, 2);
@@ -237,6 +254,16 @@ async fn a_replica_killed_mid_run_is_taken_over_and_the_other_replica_resumes_fr
         progress.contains("Resumed the model's run after step"),
         "{progress}"
     );
+    // The plan the first replica made, followed without a new debate.
+    assert_eq!(
+        planning_calls(&world).await,
+        planned,
+        "no planning call after the takeover"
+    );
+    assert!(
+        progress.contains("Planning: following the plan made before the task was interrupted"),
+        "{progress}"
+    );
     // Ended: the shared store keeps nothing of the task (removed as the
     // task's run ends, just after its labels say so).
     let emptied = async || std::fs::read_dir(shared.path()).unwrap().next().is_none();
@@ -258,10 +285,6 @@ async fn a_run_killed_after_planning_follows_its_journalled_plan_without_a_new_d
     let world = World::with_planning(twenty_steps(Duration::from_millis(200)), PLAN).await;
     let log = world.log_path();
     let issue = world.labelled_issue("Write the nineteen steps");
-    let planning_calls = async || {
-        let all = world.model.all_requests().await.len();
-        all - world.model.requests().await.len()
-    };
     let mut daemon = world.start();
     wait_until(
         "the model at step 5",
@@ -271,7 +294,7 @@ async fn a_run_killed_after_planning_follows_its_journalled_plan_without_a_new_d
     )
     .await;
     daemon.kill9();
-    let planned = planning_calls().await;
+    let planned = planning_calls(&world).await;
     assert!(planned > 0, "the first start planned");
 
     let mut daemon = world.start();
@@ -279,13 +302,13 @@ async fn a_run_killed_after_planning_follows_its_journalled_plan_without_a_new_d
     world.assert_delivered_once(issue);
     assert_every_step_once(&world, issue);
     assert_eq!(
-        planning_calls().await,
+        planning_calls(&world).await,
         planned,
         "no planning call after the restart"
     );
     let progress = world.progress_comment(issue);
     assert!(
-        progress.contains("Planning: following the plan made before the restart"),
+        progress.contains("Planning: following the plan made before the task was interrupted"),
         "{progress}"
     );
     assert!(
