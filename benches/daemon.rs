@@ -506,9 +506,9 @@ async fn main() {
         if std::env::args().any(|a| a == "large") {
             resume::resume_large().await;
         } else if std::env::args().any(|a| a == "takeover") {
-            resume::resume_takeover().await;
+            resume::resume_figures(resume::Kill::Takeover).await;
         } else {
-            resume::resume_figures().await;
+            resume::resume_figures(resume::Kill::Restart).await;
         }
         return;
     }

@@ -52,7 +52,7 @@ struct RunFigures {
 
 /// What happens at step [`KILL_AT`].
 #[derive(Clone, Copy, PartialEq)]
-enum Kill {
+pub enum Kill {
     Never,
     /// The daemon killed and started again on its state folder.
     Restart,
@@ -215,25 +215,40 @@ fn print_run(what: &str, run: &RunFigures) {
     );
 }
 
-/// Prints the uninterrupted and the killed run on the 10 MB repository.
-pub async fn resume_figures() {
+/// Prints the uninterrupted run and the run interrupted as `kill` says
+/// (a restart, or a takeover among replicas sharing
+/// `cluster.checkpoint_dir`) on the 10 MB repository.
+pub async fn resume_figures(kill: Kill) {
     let files = ten_megabytes();
     let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
     let stage = Stage::new(&refs).await;
     // The first task warms the git server and the image cache.
     let _ = one_run(&stage, Kill::Never).await;
     let whole = one_run(&stage, Kill::Never).await;
-    let killed = one_run(&stage, Kill::Restart).await;
+    let killed = one_run(&stage, kill).await;
+    // The takeover's checkpoints are the shared store's; a restart's, the
+    // uninterrupted run's on the daemon's own state.
+    let (what, why, (store, mut costs)) = match kill {
+        Kill::Takeover => (
+            format!("replica killed at step {KILL_AT}, taken over"),
+            "the Lease running out, a new sandbox, the checkpoint put back",
+            ("shared store", killed.checkpoints.clone()),
+        ),
+        _ => (
+            format!("SIGKILL at step {KILL_AT}, restart"),
+            "the restart, a new sandbox, the checkpoint put back",
+            ("10 MB repository", whole.checkpoints.clone()),
+        ),
+    };
     print_run("20 steps, uninterrupted (10 MB repository)", &whole);
-    print_run(&format!("20 steps, SIGKILL at step {KILL_AT}, restart"), &killed);
+    print_run(&format!("20 steps, {what}"), &killed);
     println!(
-        "kill at step {KILL_AT}: +{} model requests (+{:.0} % tokens), +{:.1} s wall time (the restart, a new sandbox, the checkpoint put back)",
+        "{what}: +{} model requests (+{:.0} % tokens), +{:.1} s wall time ({why})",
         killed.requests as i64 - whole.requests as i64,
         100.0 * (killed.requests as f64 / whole.requests.max(1) as f64 - 1.0),
         killed.wall.as_secs_f64() - whole.wall.as_secs_f64()
     );
-    let mut costs = whole.checkpoints.clone();
-    stats::report("checkpoint after a step, 10 MB repository", &mut costs);
+    stats::report(&format!("checkpoint after a step, {store}"), &mut costs);
 }
 
 /// Prints the checkpoint cost on the large generated repository, and the
@@ -263,28 +278,4 @@ pub async fn resume_large() {
     );
     let mut costs = run.checkpoints.clone();
     stats::report("checkpoint after a step, large repository", &mut costs);
-}
-
-/// Prints the uninterrupted run and the takeover among replicas sharing
-/// `cluster.checkpoint_dir`, on the 10 MB repository.
-pub async fn resume_takeover() {
-    let files = ten_megabytes();
-    let refs: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
-    let stage = Stage::new(&refs).await;
-    let _ = one_run(&stage, Kill::Never).await;
-    let whole = one_run(&stage, Kill::Never).await;
-    let taken = one_run(&stage, Kill::Takeover).await;
-    print_run("20 steps, uninterrupted (10 MB repository)", &whole);
-    print_run(
-        &format!("20 steps, replica killed at step {KILL_AT}, taken over"),
-        &taken,
-    );
-    println!(
-        "takeover at step {KILL_AT}: +{} model requests (+{:.0} % tokens), +{:.1} s wall time (the Lease running out, a new sandbox, the checkpoint put back)",
-        taken.requests as i64 - whole.requests as i64,
-        100.0 * (taken.requests as f64 / whole.requests.max(1) as f64 - 1.0),
-        taken.wall.as_secs_f64() - whole.wall.as_secs_f64()
-    );
-    let mut costs = taken.checkpoints.clone();
-    stats::report("checkpoint after a step, shared store", &mut costs);
 }

@@ -21,6 +21,8 @@ mod transcripts;
 pub use checkpoints::AgentCheckpoint;
 pub use heard::Heard;
 pub use plan_waits::{PlanAnswer, PlanWait};
+#[cfg(test)]
+pub(crate) use records::tests::Probe;
 pub use records::PhaseRecord;
 pub use spend::Whose;
 pub use transcripts::RunRecord;

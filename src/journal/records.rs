@@ -111,14 +111,15 @@ impl Journal {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::journal::Phase;
     use serde::Deserialize;
 
+    /// A phase's record, for tests.
     #[derive(Debug, PartialEq, Serialize, Deserialize)]
-    struct Probe {
-        n: u32,
+    pub(crate) struct Probe {
+        pub n: u32,
     }
     impl PhaseRecord for Probe {
         const PHASE: &'static str = "probe";

@@ -267,16 +267,8 @@ pub(in crate::task) fn remove_folder(dir: &Path) {
 mod tests {
     use super::*;
     use crate::forge::{ForgeKind, ItemKind};
-    use serde::{Deserialize, Serialize};
+    use crate::journal::Probe;
     use std::sync::Mutex;
-
-    #[derive(Debug, PartialEq, Serialize, Deserialize)]
-    struct Probe {
-        n: u32,
-    }
-    impl PhaseRecord for Probe {
-        const PHASE: &'static str = "probe";
-    }
 
     fn item(repo: &str) -> ItemRef {
         ItemRef {

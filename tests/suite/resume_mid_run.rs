@@ -79,6 +79,25 @@ fn pushed_file(bare: &Path, branch: &str, path: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// The daemon killed while the model works on step 5 of the twenty: the
+/// world, the issue, and the agent's requests before the kill.
+async fn killed_at_step_five() -> (World, u64, usize) {
+    let world =
+        World::with_daemon_settings(twenty_steps(Duration::from_millis(200)), "  max_task_attempts: 4").await;
+    let issue = world.labelled_issue("Write the nineteen steps");
+    let mut daemon = world.start();
+    wait_until(
+        "the model at step 5",
+        Duration::from_secs(180),
+        async || asked_at_least(&world, 5).await,
+        &world.log_path(),
+    )
+    .await;
+    daemon.kill9();
+    let asked_before = world.model.requests().await.len();
+    (world, issue, asked_before)
+}
+
 /// The planners' calls so far (the context store's are not planning).
 async fn planning_calls(world: &World) -> usize {
     let all = world.model.all_requests().await;
@@ -156,20 +175,7 @@ async fn a_run_killed_at_a_random_step_resumes_from_its_checkpoint_and_is_delive
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoint_made_on_a_base_that_moved_is_not_used_and_the_run_starts_over_saying_why() {
-    let world =
-        World::with_daemon_settings(twenty_steps(Duration::from_millis(200)), "  max_task_attempts: 4").await;
-    let log = world.log_path();
-    let issue = world.labelled_issue("Write the nineteen steps");
-    let mut daemon = world.start();
-    wait_until(
-        "the model at step 5",
-        Duration::from_secs(180),
-        async || asked_at_least(&world, 5).await,
-        &log,
-    )
-    .await;
-    daemon.kill9();
-    let asked_before = world.model.requests().await.len();
+    let (world, issue, asked_before) = killed_at_step_five().await;
     // Someone pushes to main meanwhile: the task branch starts from there now.
     forgehand_test_support::git_http::push_commit(&world.bare, "main", "NOTES.md", "notes\n", "Notes");
 
@@ -328,20 +334,7 @@ async fn a_run_killed_after_planning_follows_its_journalled_plan_without_a_new_d
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_checkpoint_made_for_another_request_is_not_used_and_the_run_starts_over_saying_why() {
-    let world =
-        World::with_daemon_settings(twenty_steps(Duration::from_millis(200)), "  max_task_attempts: 4").await;
-    let log = world.log_path();
-    let issue = world.labelled_issue("Write the nineteen steps");
-    let mut daemon = world.start();
-    wait_until(
-        "the model at step 5",
-        Duration::from_secs(180),
-        async || asked_at_least(&world, 5).await,
-        &log,
-    )
-    .await;
-    daemon.kill9();
-    let asked_before = world.model.requests().await.len();
+    let (world, issue, asked_before) = killed_at_step_five().await;
     // A writer asks for more while no daemon runs: the request is another.
     world.github.comment(
         forgehand_test_support::github_world::REPO,
