@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use forgehand_test_support::daemon_rig::{containers_of, wait_until};
+use forgehand_test_support::daemon_rig::{containers_of, wait_until, DaemonProcess};
 use forgehand_test_support::github_world::World;
 use forgehand_test_support::scripted_model::{self, call, text, Format, Reply};
 use serde_json::json;
@@ -79,6 +79,25 @@ fn pushed_file(bare: &Path, branch: &str, path: &str) -> String {
     String::from_utf8(out.stdout).unwrap()
 }
 
+/// Kills `daemon` with SIGKILL while the model works on `step`; the
+/// agent's requests before the kill.
+async fn kill_at_step(world: &World, daemon: &mut DaemonProcess, step: usize) -> usize {
+    wait_until(
+        "the model asked for the step to kill at",
+        Duration::from_secs(180),
+        async || asked_at_least(world, step).await,
+        &world.log_path(),
+    )
+    .await;
+    daemon.kill9();
+    let asked_before = world.model.requests().await.len();
+    assert!(
+        asked_before >= step,
+        "{asked_before} requests before the kill at step {step}"
+    );
+    asked_before
+}
+
 /// The daemon killed while the model works on step 5 of the twenty: the
 /// world, the issue, and the agent's requests before the kill.
 async fn killed_at_step_five() -> (World, u64, usize) {
@@ -86,15 +105,7 @@ async fn killed_at_step_five() -> (World, u64, usize) {
         World::with_daemon_settings(twenty_steps(Duration::from_millis(200)), "  max_task_attempts: 4").await;
     let issue = world.labelled_issue("Write the nineteen steps");
     let mut daemon = world.start();
-    wait_until(
-        "the model at step 5",
-        Duration::from_secs(180),
-        async || asked_at_least(&world, 5).await,
-        &world.log_path(),
-    )
-    .await;
-    daemon.kill9();
-    let asked_before = world.model.requests().await.len();
+    let asked_before = kill_at_step(&world, &mut daemon, 5).await;
     (world, issue, asked_before)
 }
 
@@ -125,20 +136,10 @@ async fn a_run_killed_at_a_random_step_resumes_from_its_checkpoint_and_is_delive
     let kill_at = kill_step();
     let world =
         World::with_daemon_settings(twenty_steps(Duration::from_millis(400)), "  max_task_attempts: 4").await;
-    let log = world.log_path();
     let issue = world.labelled_issue("Write the nineteen steps");
 
     let mut daemon = world.start();
-    wait_until(
-        "the model asked for the step to kill at",
-        Duration::from_secs(180),
-        async || asked_at_least(&world, kill_at).await,
-        &log,
-    )
-    .await;
-    daemon.kill9();
-    let asked_before = world.model.requests().await.len();
-    assert!(asked_before >= kill_at, "{asked_before} requests before the kill");
+    kill_at_step(&world, &mut daemon, kill_at).await;
 
     let mut daemon = world.start();
     world.wait_for_end(issue).await;
@@ -222,16 +223,7 @@ async fn a_replica_killed_mid_run_is_taken_over_and_the_other_replica_resumes_fr
     let issue = world.labelled_issue("Write the nineteen steps");
 
     let mut first = replica(&world, &kube_config, 1);
-    wait_until(
-        "the model asked for the step to kill at",
-        Duration::from_secs(180),
-        async || asked_at_least(&world, kill_at).await,
-        &log,
-    )
-    .await;
-    first.kill9();
-    let asked_before = world.model.requests().await.len();
-    assert!(asked_before >= kill_at, "{asked_before} requests before the kill");
+    kill_at_step(&world, &mut first, kill_at).await;
     let planned = planning_calls(&world).await;
     assert!(planned > 0, "the first replica planned");
 
@@ -289,17 +281,9 @@ async fn a_run_killed_after_planning_follows_its_journalled_plan_without_a_new_d
     const PLAN: &str =
         "# Implementation Plan\n\nWrite the steps.\n\n## Checklist\n- [ ] Write the nineteen steps\n";
     let world = World::with_planning(twenty_steps(Duration::from_millis(200)), PLAN).await;
-    let log = world.log_path();
     let issue = world.labelled_issue("Write the nineteen steps");
     let mut daemon = world.start();
-    wait_until(
-        "the model at step 5",
-        Duration::from_secs(180),
-        async || asked_at_least(&world, 5).await,
-        &log,
-    )
-    .await;
-    daemon.kill9();
+    kill_at_step(&world, &mut daemon, 5).await;
     let planned = planning_calls(&world).await;
     assert!(planned > 0, "the first start planned");
 
