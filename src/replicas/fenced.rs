@@ -171,6 +171,11 @@ impl Delivery for FencedForge {
     }
 
     fn write_deadline(&self) -> Option<std::time::Instant> {
+        // A claim known lost (taken over, its Lease gone) ends now, whatever
+        // its last renew promised.
+        if self.claim.lost().is_cancelled() {
+            return Some(std::time::Instant::now());
+        }
         Some(self.claim.valid_until().into_std())
     }
 

@@ -74,6 +74,7 @@ pub(super) async fn claim(
     if let Some(end) = finish_delivered(run, labels, record).await? {
         return Ok(Claim::Ended(end));
     }
+    let fresh = new_among_replicas(run, labels).await?;
     // Claim: idempotent label swap, then read back.
     run.forge
         .edit_labels(
@@ -103,6 +104,10 @@ pub(super) async fn claim(
             "the label \"{}\" did not stick after claiming; check that it exists and the token may set labels",
             labels.processing
         )));
+    }
+    if fresh {
+        // What an earlier task of the item left in the shared store is not this one's.
+        run.records.forget_all();
     }
     // Independent reads and the comment at once: each is a forge round trip.
     let (comment, target, thread) = tokio::join!(
@@ -153,6 +158,16 @@ async fn finish_delivered(
         .await?;
     run.journal.finish(&run.key, Phase::Done, url)?;
     Ok(Some(TaskEnd::Delivered { url: url.clone() }))
+}
+
+/// Among replicas sharing their records: whether this is a new task of
+/// the item (it does not carry the processing label yet; a takeover, or a
+/// task tried again, finds it set).
+async fn new_among_replicas(run: &TaskRun<'_>, labels: &LabelsConfig) -> Result<bool, TaskError> {
+    if run.records.shared_dir().is_none() {
+        return Ok(false);
+    }
+    Ok(!run.forge.item(&run.item).await?.has_label(&labels.processing))
 }
 
 /// The person who asked for the run, with the forge's noreply address (it

@@ -208,12 +208,15 @@ async fn execute(
     if let (Some(url), Some(transcript)) = (&config.daemon.public_url, &accounts.transcript) {
         run.note(format!("Transcript of this run: {url}/tasks/{}", transcript.id()));
     }
-    if record.phase >= Phase::Pushed {
+    // Pushed: the journal's phase, or the push's record (among replicas
+    // sharing their records, the one a replica that took the task over finds).
+    let pushed = run.records.read::<phase_records::PushedRecord>();
+    if record.phase >= Phase::Pushed || pushed.is_some() {
         tracing::info!(task = %run.item, "already pushed before a restart; opening or finding the PR/MR");
         run.report().await;
         // The summary: the push's record (a journal of an earlier version
         // kept it as the task's outcome).
-        let summary = match run.records.read::<phase_records::PushedRecord>() {
+        let summary = match pushed {
             Some(pushed) => pushed.summary,
             None => record.outcome.clone().unwrap_or_default(),
         };

@@ -186,8 +186,7 @@ fn record_plan(
         request,
         plan: plan.clone(),
     };
-    run.records.keep(&record);
-    Ok(())
+    Ok(run.records.keep(&record)?)
 }
 
 /// The plan journalled before a restart, when it was made on the same

@@ -208,7 +208,7 @@ async fn record_ground(
             tracing::info!(task = %run.item, "prepared on other ground than the last start: {}", changes.join(", "));
         }
     }
-    run.records.keep(&ground);
+    run.records.keep(&ground)?;
     Ok(ground)
 }
 

@@ -10,7 +10,6 @@ use super::claim::Claimed;
 use super::error::TaskError;
 use super::phase_records::PushedRecord;
 use super::progress::Step;
-use super::records::{RecordError, MAX_RECORD_BYTES};
 use super::request;
 use super::run::TaskRun;
 use super::sanitize;
@@ -188,16 +187,7 @@ fn record_pushed(
         summary: summary.to_owned(),
     };
     // The record before the phase: a restart that sees the phase finds it.
-    // Only the journal failing stops the task (the branch is pushed: a
-    // shared store's failure costs a restart the summary, no more).
-    match run.records.save(&record, MAX_RECORD_BYTES) {
-        Err(RecordError::Journal(e)) => return Err(e.into()),
-        Err(e) => tracing::warn!(task = %run.item, "cannot keep the push's record: {e}"),
-        Ok(weight) if weight > MAX_RECORD_BYTES => {
-            tracing::warn!(task = %run.item, weight, "the push's record is too large to keep")
-        }
-        Ok(_) => {}
-    }
+    run.records.keep(&record)?;
     run.journal.set_phase(&run.key, Phase::Pushed)?;
     if let Some(checkpoints) = &needs.checkpoints {
         checkpoints.forget();

@@ -125,10 +125,12 @@ impl TaskRecords {
         Ok(text.len())
     }
 
-    /// Saves `record` for a restart; a failure is logged (the phase is done
-    /// again after a restart), never fatal.
-    pub fn keep<R: PhaseRecord>(&self, record: &R) {
+    /// Saves `record` for a restart. Only the journal failing is an error
+    /// (as every journal write is); a record too large, or a shared store
+    /// that fails or is fenced, is logged: a restart does the phase again.
+    pub fn keep<R: PhaseRecord>(&self, record: &R) -> Result<(), JournalError> {
         match self.save(record, MAX_RECORD_BYTES) {
+            Err(RecordError::Journal(e)) => return Err(e),
             Ok(weight) if weight > MAX_RECORD_BYTES => {
                 tracing::warn!(task = %self.key, phase = R::PHASE, weight, "the phase's record is too large to keep; a restart does the phase again")
             }
@@ -137,6 +139,7 @@ impl TaskRecords {
                 tracing::warn!(task = %self.key, phase = R::PHASE, "cannot keep the phase's record ({e}); a restart does the phase again")
             }
         }
+        Ok(())
     }
 
     /// Forgets the task's record of phase `R`.
@@ -160,8 +163,23 @@ impl TaskRecords {
     pub fn forget_all(&self) {
         if let Some(shared) = &self.shared {
             if self.held() {
-                remove_folder(&shared.dir);
+                self.remove_now(&shared.dir);
             }
+        }
+    }
+
+    /// Removes `dir` as of now: renamed aside in one step (while the claim
+    /// holds), then deleted, however long that takes; what the next holder
+    /// writes there meanwhile is its own.
+    pub fn remove_now(&self, dir: &Path) {
+        let Some(name) = dir.file_name() else {
+            return;
+        };
+        let aside = dir.with_file_name(format!(".{}.{}.gone", name.to_string_lossy(), self.writer));
+        match std::fs::rename(dir, &aside) {
+            Ok(()) => remove_folder(&aside),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!("cannot remove {}: {e}", dir.display()),
         }
     }
 }

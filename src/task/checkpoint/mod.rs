@@ -180,6 +180,10 @@ impl Keeper {
                             Some(last) if last.writer == writer => 1 - last.slot,
                             _ => 0,
                         };
+                        // The claim may have run out while the sandbox committed.
+                        if !self.store.held() {
+                            return Err(crate::task::records::RecordError::Fenced.into());
+                        }
                         self.take_out(slot, commit).await?;
                         Kept {
                             writer,

@@ -96,7 +96,7 @@ impl Store {
             return;
         }
         self.records.forget::<AgentCheckpoint>();
-        remove_folder(&self.dir);
+        self.records.remove_now(&self.dir);
     }
 }
 
