@@ -82,15 +82,9 @@ impl Requeue {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forge::{ForgeKind, ItemKind};
 
     fn item(number: u64) -> ItemRef {
-        ItemRef {
-            forge: ForgeKind::GitHub,
-            repo: "acme/app".into(),
-            kind: ItemKind::Issue,
-            number,
-        }
+        ItemRef::github_issue("acme/app", number)
     }
 
     fn growing(r: &mut Requeue, why: Why) -> Duration {

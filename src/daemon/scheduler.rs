@@ -175,15 +175,9 @@ impl Scheduler {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forge::{ForgeKind, ItemKind};
 
     fn item(number: u64) -> ItemRef {
-        ItemRef {
-            forge: ForgeKind::GitHub,
-            repo: "acme/app".into(),
-            kind: ItemKind::Issue,
-            number,
-        }
+        ItemRef::github_issue("acme/app", number)
     }
 
     #[test]

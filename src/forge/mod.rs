@@ -103,6 +103,19 @@ pub struct ItemRef {
     pub number: u64,
 }
 
+#[cfg(test)]
+impl ItemRef {
+    /// Issue `number` of the GitHub repository `repo`, for tests.
+    pub fn github_issue(repo: &str, number: u64) -> ItemRef {
+        ItemRef {
+            forge: ForgeKind::GitHub,
+            repo: repo.into(),
+            kind: ItemKind::Issue,
+            number,
+        }
+    }
+}
+
 impl ItemRef {
     /// The journal key: stable across restarts, one per item. The key is
     /// as case-sensitive as `repo`, while the forges are not: make items

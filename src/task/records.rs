@@ -13,7 +13,6 @@
 use crate::config::{ClusterMode, Config};
 use crate::forge::{Forge, ItemRef};
 use crate::journal::{Journal, JournalError, PhaseRecord};
-use sha2::{Digest, Sha256};
 use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -268,9 +267,8 @@ pub(in crate::task) fn shared_root(config: &Config) -> Option<&Path> {
 /// digest of its key, since two repositories whose names differ only in
 /// `.` and `-` have the same slug.
 pub(in crate::task) fn folder_name(item: &ItemRef) -> String {
-    let digest = Sha256::digest(item.key().as_bytes());
-    let short: String = digest[..4].iter().map(|b| format!("{b:02x}")).collect();
-    format!("{}-{short}", item.slug())
+    let digest = super::phase_records::digest(&item.key());
+    format!("{}-{}", item.slug(), &digest[..8])
 }
 
 pub(in crate::task) fn remove_folder(dir: &Path) {
@@ -284,17 +282,11 @@ pub(in crate::task) fn remove_folder(dir: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forge::{ForgeKind, ItemKind};
     use crate::journal::Probe;
     use std::sync::Mutex;
 
     fn item(repo: &str) -> ItemRef {
-        ItemRef {
-            forge: ForgeKind::GitHub,
-            repo: repo.into(),
-            kind: ItemKind::Issue,
-            number: 3,
-        }
+        ItemRef::github_issue(repo, 3)
     }
 
     /// A task's shared records whose claim ends when `end` says.

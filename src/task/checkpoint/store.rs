@@ -157,15 +157,9 @@ pub fn sweep(config: &Config, journal: &Journal) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::forge::{ForgeKind, ItemKind};
 
     fn item(repo: &str, number: u64) -> ItemRef {
-        ItemRef {
-            forge: ForgeKind::GitHub,
-            repo: repo.into(),
-            kind: ItemKind::Issue,
-            number,
-        }
+        ItemRef::github_issue(repo, number)
     }
 
     fn checkpoint(step: u32) -> AgentCheckpoint {
