@@ -30,6 +30,31 @@ fn kill_step() -> usize {
     kill_at
 }
 
+/// A run killed at `kill_at` and resumed from its checkpoint (as the
+/// daemon's log `text` says, and the progress comment), delivered once
+/// with every step's effect once, having asked the model at most one step
+/// more than the uninterrupted run's twenty.
+async fn assert_resumed_and_delivered(world: &World, issue: u64, text: &str, kill_at: usize) {
+    world.assert_delivered_once(issue);
+    assert_every_step_once(world, issue);
+    let asked = world.model.requests().await.len();
+    assert!(
+        asked <= STEPS + 2,
+        "{asked} agent requests for a run of {} (killed at step {kill_at})",
+        STEPS + 1
+    );
+    // The kill came after step `kill_at - 1`'s checkpoint: the run resumed.
+    assert!(
+        text.contains("resuming the model's run from its checkpoint"),
+        "the run resumed from its checkpoint:\n{text}"
+    );
+    let progress = world.progress_comment(issue);
+    assert!(
+        progress.contains("Resumed the model's run after step"),
+        "{progress}"
+    );
+}
+
 /// The pushed branch holds every step's effect exactly once (a step whose
 /// tool ran before the kill was not run twice on the files it had
 /// changed), and the model's own commit.
@@ -143,30 +168,9 @@ async fn a_run_killed_at_a_random_step_resumes_from_its_checkpoint_and_is_delive
 
     let mut daemon = world.start();
     world.wait_for_end(issue).await;
-    world.assert_delivered_once(issue);
-
-    assert_every_step_once(&world, issue);
-
-    // At most one step's request more than the uninterrupted run's twenty.
-    let asked = world.model.requests().await.len();
-    assert!(
-        asked <= STEPS + 2,
-        "{asked} agent requests for a run of {} (killed at step {kill_at})",
-        STEPS + 1
-    );
-    // The kill came after step `kill_at - 1`'s checkpoint: the run resumed.
-    let text = daemon.log_text();
-    assert!(
-        text.contains("resuming the model's run from its checkpoint"),
-        "the run resumed from its checkpoint:\n{text}"
-    );
+    assert_resumed_and_delivered(&world, issue, &daemon.log_text(), kill_at).await;
     let transcript = world.transcript(issue);
     assert!(transcript.contains("Resumed after step"), "{transcript}");
-    let progress = world.progress_comment(issue);
-    assert!(
-        progress.contains("Resumed the model's run after step"),
-        "{progress}"
-    );
     assert!(daemon.terminate().success());
     assert!(
         containers_of(&world.instance).is_empty(),
@@ -230,28 +234,13 @@ async fn a_replica_killed_mid_run_is_taken_over_and_the_other_replica_resumes_fr
     // The other replica takes the task over once the Lease runs out.
     let mut second = replica(&world, &kube_config, 2);
     world.wait_for_end(issue).await;
-    world.assert_delivered_once(issue);
-    assert_every_step_once(&world, issue);
-    let asked = world.model.requests().await.len();
-    assert!(
-        asked <= STEPS + 2,
-        "{asked} agent requests for a run of {} (replica killed at step {kill_at})",
-        STEPS + 1
-    );
     let text = std::fs::read_to_string(&log).unwrap();
     assert!(
         text.contains("took over a claim whose holder went silent"),
         "{text}"
     );
-    assert!(
-        text.contains("resuming the model's run from its checkpoint"),
-        "the replica that took over resumed the run:\n{text}"
-    );
+    assert_resumed_and_delivered(&world, issue, &text, kill_at).await;
     let progress = world.progress_comment(issue);
-    assert!(
-        progress.contains("Resumed the model's run after step"),
-        "{progress}"
-    );
     // The plan the first replica made, followed without a new debate.
     assert_eq!(
         planning_calls(&world).await,
