@@ -2,17 +2,23 @@
 //! credential for (`sandbox.egress.credentials`), and only in the phases
 //! and for the repositories named there, the relay ends the sandbox's TLS
 //! itself: it shows a certificate for that host issued by the sandbox's
-//! own CA ([`Authority`]), reads the HTTP/1.1 requests inside, sets the
-//! credential's header on those under its path, and sends them on over its
-//! own TLS to the real host, verified with the host's roots and
-//! `sandbox.egress.extra_ca_file`. Nothing is sent to a host whose
-//! certificate does not verify. Answers come back without
-//! `WWW-Authenticate` (nor any header holding the value). Every other host
-//! stays a plain tunnel ([`super::tls_sni`]).
+//! own CA ([`Authority`]), reads the HTTP/1.1 requests inside, forwards
+//! only those that name nothing but that host ([`request_check`]), sets
+//! the credential's header on those under its path and of its methods,
+//! and sends them on over its own TLS to the real host, verified with the
+//! host's roots and `sandbox.egress.extra_ca_file`. Nothing is sent to a
+//! host whose certificate does not verify. Answers come back without
+//! `WWW-Authenticate`, and never with a credential's value in them
+//! ([`screen`]). Every other host stays a plain tunnel ([`super::tls_sni`]).
+//!
+//! [`request_check`]: super::request_check
+//! [`screen`]: super::screen
 
 use super::authority::{Authority, AuthorityError};
 use super::http_head::ProxyRequest;
 use super::replay::Replay;
+use super::request_check::{self, Checked};
+use super::screen::{Finding, Needles, Screened};
 use super::{tls_sni, Decision, Egress, Policy};
 use crate::config::{EgressCredential, EgressCredentials};
 use bytes::Bytes;
@@ -28,7 +34,7 @@ use tokio_rustls::client::TlsStream;
 /// How long the real host may take to finish its TLS handshake.
 const UPSTREAM_HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(30);
 
-type Body = Either<Incoming, Full<Bytes>>;
+type Body = Either<Screened, Full<Bytes>>;
 
 /// One sandbox's credentials: those its repository may use, its CA, and
 /// how the relay verifies the real hosts.
@@ -77,11 +83,20 @@ impl SandboxCredentials {
             .any(|c| c.in_phase(phase) && c.for_host(host, port))
     }
 
-    /// The credential a request for `path` gets (the longest prefix wins).
-    fn for_request(&self, phase: &str, host: &str, port: u16, path: &str) -> Option<&EgressCredential> {
+    /// The credential a request for `path` with `method` gets (the
+    /// longest prefix wins). `path` is normalised.
+    fn for_request(
+        &self,
+        phase: &str,
+        host: &str,
+        port: u16,
+        method: &http::Method,
+        path: &str,
+    ) -> Option<&EgressCredential> {
         self.credentials
             .iter()
-            .filter(|c| c.in_phase(phase) && c.for_host(host, port) && c.covers_path(path))
+            .filter(|c| c.in_phase(phase) && c.for_host(host, port))
+            .filter(|c| c.allows_method(method) && c.covers_path(path))
             .max_by_key(|c| c.path_prefix.as_deref().map_or(0, str::len))
     }
 }
@@ -160,6 +175,8 @@ impl Egress {
             upstream: tokio::sync::Mutex::new(None),
             refused: None,
             used: std::sync::Mutex::new(None),
+            needles: Arc::new(Needles::of(&credentials.credentials)),
+            finding: Finding::default(),
         };
         match upstream {
             Ok(tls) => match speak_http(tls, &decision.host).await {
@@ -182,7 +199,8 @@ impl Egress {
         }
         decision.bytes = counted.load(Ordering::Relaxed);
         decision.credential = relay.used.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        decision.denied = relay.refused;
+        let found = relay.finding.lock().unwrap_or_else(|p| p.into_inner()).take();
+        decision.denied = relay.refused.or(found);
         self.record(&decision);
     }
 }
@@ -276,6 +294,10 @@ struct Relay<'a> {
     refused: Option<String>,
     /// The credential's name once it was added.
     used: std::sync::Mutex<Option<String>>,
+    /// What no answer may carry.
+    needles: Arc<Needles>,
+    /// Set when an answer carried a credential and the connection closed.
+    finding: Finding,
 }
 
 /// An HTTP/1.1 client connection over the verified TLS, driven by a task
@@ -308,8 +330,8 @@ impl Relay<'_> {
             .ok_or_else(|| format!("no connection to {}", self.host))
     }
 
-    /// One request: checked, given the credential when its path is
-    /// covered, sent on, and its answer cleaned.
+    /// One request: checked, given the credential when its path and
+    /// method are covered, sent on, and its answer screened.
     async fn forward(
         &self,
         mut request: Request<Incoming>,
@@ -317,28 +339,29 @@ impl Relay<'_> {
         if let Some(reason) = &self.refused {
             return Ok(plain(StatusCode::BAD_GATEWAY, reason));
         }
-        if let Some(other) = self.other_host(&request) {
-            return Ok(plain(
-                StatusCode::MISDIRECTED_REQUEST,
-                &format!("this connection is to {}, not {other}", self.host),
-            ));
-        }
+        let checked = request_check::check(
+            request.method(),
+            request.uri(),
+            request.headers(),
+            &self.host,
+            self.port,
+        );
+        let Checked { target, path } = match checked {
+            Ok(checked) => checked,
+            Err(refused) => {
+                self.record_refusal(&refused.reason);
+                return Ok(plain(refused.status, &refused.reason));
+            }
+        };
         strip_hop_by_hop(request.headers_mut());
-        let path = request.uri().path().to_owned();
-        if let Some(credential) = self
-            .credentials
-            .for_request(&self.phase, &self.host, self.port, &path)
-        {
-            let Ok(value) = http::HeaderValue::from_str(credential.header_value.expose()) else {
-                return Ok(plain(
-                    StatusCode::BAD_GATEWAY,
-                    "the credential is not a header value",
-                ));
-            };
-            let mut value = value;
-            value.set_sensitive(true);
-            request.headers_mut().insert(credential.header.clone(), value);
-            *self.used.lock().unwrap_or_else(|p| p.into_inner()) = Some(credential.name.clone());
+        *request.uri_mut() = http::Uri::from(target);
+        let host = request_check::host_value(&self.host, self.port);
+        match http::HeaderValue::from_str(&host) {
+            Ok(value) => request.headers_mut().insert(http::header::HOST, value),
+            Err(_) => return Ok(plain(StatusCode::BAD_GATEWAY, "the host is not a header value")),
+        };
+        if let Err(answer) = self.add_credential(&mut request, &path) {
+            return Ok(answer);
         }
         let mut upstream = self.upstream.lock().await;
         let connection = match self.ready(&mut upstream).await {
@@ -346,7 +369,7 @@ impl Relay<'_> {
             Err(reason) => return Ok(plain(StatusCode::BAD_GATEWAY, &reason)),
         };
         match connection.sender.send_request(request).await {
-            Ok(response) => Ok(self.cleaned(response).map(Either::Left)),
+            Ok(response) => Ok(self.screened(response)),
             Err(e) => Ok(plain(
                 StatusCode::BAD_GATEWAY,
                 &format!("{} did not answer: {e}", self.host),
@@ -354,38 +377,63 @@ impl Relay<'_> {
         }
     }
 
-    /// The Host header's name when it is not this connection's host.
-    fn other_host(&self, request: &Request<Incoming>) -> Option<String> {
-        let host = request.headers().get(http::header::HOST)?.to_str().ok()?;
-        let name = match host.rsplit_once(':') {
-            Some((name, port)) if port.parse::<u16>().is_ok() => name,
-            _ => host,
+    /// Sets the credential's header when one covers the request.
+    fn add_credential(&self, request: &mut Request<Incoming>, path: &str) -> Result<(), Response<Body>> {
+        let Some(credential) =
+            self.credentials
+                .for_request(&self.phase, &self.host, self.port, request.method(), path)
+        else {
+            return Ok(());
         };
-        (!name.trim_end_matches('.').eq_ignore_ascii_case(&self.host)).then(|| name.to_owned())
+        let Ok(mut value) = http::HeaderValue::from_str(credential.header_value.expose()) else {
+            return Err(plain(
+                StatusCode::BAD_GATEWAY,
+                "the credential is not a header value",
+            ));
+        };
+        value.set_sensitive(true);
+        request.headers_mut().insert(credential.header.clone(), value);
+        *self.used.lock().unwrap_or_else(|p| p.into_inner()) = Some(credential.name.clone());
+        Ok(())
     }
 
-    /// The answer without challenges, and without any header that holds a
-    /// credential's value (a server that echoes it).
-    fn cleaned(&self, mut response: Response<Incoming>) -> Response<Incoming> {
+    /// A request refused on this connection, recorded as it happens (the
+    /// connection's own decision follows when it closes).
+    fn record_refusal(&self, reason: &str) {
+        tracing::warn!(phase = %self.phase, host = %self.host, port = self.port, "egress relay refused a request: {reason}");
+        self.egress.record(&Decision {
+            phase: self.phase.clone(),
+            host: self.host.clone(),
+            port: self.port,
+            denied: Some(reason.to_owned()),
+            bytes: 0,
+            credential: None,
+        });
+    }
+
+    /// The answer without challenges, its body screened; the relay's own
+    /// 502 (closing the connection) when a header carries a credential.
+    fn screened(&self, mut response: Response<Incoming>) -> Response<Body> {
         let headers = response.headers_mut();
         strip_hop_by_hop(headers);
         headers.remove(http::header::WWW_AUTHENTICATE);
         headers.remove(http::header::PROXY_AUTHENTICATE);
-        let echoing: Vec<http::HeaderName> = headers
-            .iter()
-            .filter(|(_, value)| {
-                self.credentials.credentials.iter().any(|c| {
-                    let bytes = value.as_bytes();
-                    contains(bytes, c.value.expose().as_bytes())
-                        || contains(bytes, c.header_value.expose().as_bytes())
-                })
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
-        for name in echoing {
-            headers.remove(name);
+        if let Some(name) = self.needles.in_headers(headers) {
+            let reason = format!(
+                "the answer from {} carried a credential's value in its {name} header; it was not passed on and the connection was closed",
+                self.host
+            );
+            tracing::warn!(host = %self.host, "egress relay: {reason}");
+            *self.finding.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
+            let mut answer = plain(StatusCode::BAD_GATEWAY, &reason);
+            answer
+                .headers_mut()
+                .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+            return answer;
         }
-        response
+        let needles = self.needles.clone();
+        let finding = self.finding.clone();
+        response.map(|body| Either::Left(Screened::new(body, needles, &self.host, finding)))
     }
 }
 
@@ -425,10 +473,6 @@ fn strip_hop_by_hop(headers: &mut http::HeaderMap) {
     ]) {
         headers.remove(name);
     }
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && memchr::memmem::find(haystack, needle).is_some()
 }
 
 /// An answer of the relay's own.
