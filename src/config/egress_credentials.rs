@@ -178,12 +178,7 @@ fn resolve_one(
         .collect::<Result<Vec<_>, _>>()?;
     let methods = methods(key, raw.methods.as_deref())?;
     if let Some(prefix) = &raw.path_prefix {
-        if !prefix.starts_with('/') {
-            return Err(ConfigError::invalid(
-                &format!("{key}.path_prefix"),
-                format!(r#""{prefix}" must start with "/""#),
-            ));
-        }
+        check_prefix(&format!("{key}.path_prefix"), prefix)?;
     }
     let phases = raw.phases.clone().unwrap_or_else(|| vec!["setup".into()]);
     if let Some(other) = phases.iter().find(|p| !matches!(p.as_str(), "setup" | "agent")) {
@@ -208,6 +203,29 @@ fn resolve_one(
     })
 }
 
+/// A prefix is compared with normalised paths, so it must be one: a
+/// path with no dot segment and nothing a path is normalised from.
+fn check_prefix(key: &str, prefix: &str) -> Result<(), ConfigError> {
+    let bad = |why: &str| {
+        ConfigError::invalid(
+            key,
+            format!(r#""{prefix}" {why}; write a plain path such as "/simple/""#),
+        )
+    };
+    if !prefix.starts_with('/') {
+        return Err(bad(r#"must start with "/""#));
+    }
+    if prefix.contains(['?', '#', '%', ';', '\\']) {
+        return Err(bad(
+            "holds a query, a fragment, a percent-encoding, \";\" or \"\\\"",
+        ));
+    }
+    if prefix.split('/').any(|segment| segment == "." || segment == "..") {
+        return Err(bad("holds a dot segment"));
+    }
+    Ok(())
+}
+
 /// The methods a credential is added to: `[GET, HEAD]` unless named.
 /// TRACE (which echoes the request, credential included) and CONNECT
 /// are never allowed.
@@ -227,10 +245,12 @@ fn methods(key: &str, named: Option<&[String]>) -> Result<Vec<http::Method>, Con
         .map(|text| {
             let upper = text.trim().to_ascii_uppercase();
             match http::Method::from_bytes(upper.as_bytes()) {
-                Ok(m) if m == http::Method::TRACE || m == http::Method::CONNECT => Err(ConfigError::invalid(
-                    &key,
-                    format!("names {upper}, which never gets a credential (TRACE echoes it back; CONNECT opens a tunnel); remove it"),
-                )),
+                Ok(m) if [http::Method::TRACE, http::Method::CONNECT].contains(&m) || upper == "TRACK" => {
+                    Err(ConfigError::invalid(
+                        &key,
+                        format!("names {upper}, which never gets a credential (TRACE and TRACK echo it back; CONNECT opens a tunnel); remove it"),
+                    ))
+                }
                 Ok(m) if upper.chars().all(|c| c.is_ascii_uppercase()) => Ok(m),
                 _ => Err(ConfigError::invalid(
                     &key,
@@ -437,6 +457,27 @@ mod tests {
     }
 
     #[test]
+    fn a_prefix_must_be_a_plain_path() {
+        for bad in [
+            "simple/",
+            "/simple/../admin",
+            "/simple/%2e",
+            "/simple;x",
+            "/simple?x",
+            "/./simple",
+        ] {
+            let mut entry = raw("bearer", "CORP_TOKEN");
+            entry.path_prefix = Some(bad.into());
+            let err = resolve(&[entry], "", Path::new("/"), &lookup).unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with("sandbox.egress.credentials[0].path_prefix"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
     fn methods_default_to_reading_and_never_include_trace() {
         let all = resolve(&[raw("bearer", "CORP_TOKEN")], "", Path::new("/"), &lookup).unwrap();
         let c = &all.credentials[0];
@@ -446,7 +487,7 @@ mod tests {
         publish.methods = Some(vec!["get".into(), "PUT".into()]);
         let all = resolve(&[publish], "", Path::new("/"), &lookup).unwrap();
         assert!(all.credentials[0].allows_method(&http::Method::PUT));
-        for bad in ["TRACE", "connect", "GE T", ""] {
+        for bad in ["TRACE", "connect", "track", "GE T", ""] {
             let mut entry = raw("bearer", "CORP_TOKEN");
             entry.methods = Some(if bad.is_empty() { vec![] } else { vec![bad.into()] });
             let err = resolve(&[entry], "", Path::new("/"), &lookup).unwrap_err();

@@ -39,6 +39,9 @@ impl RepositoryPattern {
         if glob.is_empty() {
             return Err(bad("is empty".into()));
         }
+        if glob.starts_with('/') || glob.ends_with('/') {
+            return Err(bad(r#"starts or ends with "/", so it names no repository"#.into()));
+        }
         let matcher = GlobBuilder::new(glob)
             .literal_separator(true)
             .case_insensitive(true)
@@ -101,5 +104,7 @@ mod tests {
             "{text}"
         );
         assert!(RepositoryPattern::parse("k", " ").is_err());
+        assert!(RepositoryPattern::parse("k", "/acme/*").is_err());
+        assert!(RepositoryPattern::parse("k", "acme/app/").is_err());
     }
 }

@@ -174,7 +174,7 @@ impl Egress {
             port: decision.port,
             upstream: tokio::sync::Mutex::new(None),
             refused: None,
-            used: std::sync::Mutex::new(None),
+            used: std::sync::Mutex::new(Vec::new()),
             needles: Arc::new(Needles::of(&credentials.credentials)),
             finding: Finding::default(),
         };
@@ -198,7 +198,8 @@ impl Egress {
             }
         }
         decision.bytes = counted.load(Ordering::Relaxed);
-        decision.credential = relay.used.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let used = relay.used.lock().unwrap_or_else(|p| p.into_inner()).join(", ");
+        decision.credential = (!used.is_empty()).then_some(used);
         let found = relay.finding.lock().unwrap_or_else(|p| p.into_inner()).take();
         decision.denied = relay.refused.or(found);
         self.record(&decision);
@@ -292,11 +293,12 @@ struct Relay<'a> {
     upstream: tokio::sync::Mutex<Option<Upstream>>,
     /// Set when the real host was refused: every request is answered so.
     refused: Option<String>,
-    /// The credential's name once it was added.
-    used: std::sync::Mutex<Option<String>>,
+    /// The names of the credentials added, each once.
+    used: std::sync::Mutex<Vec<String>>,
     /// What no answer may carry.
     needles: Arc<Needles>,
-    /// Set when an answer carried a credential and the connection closed.
+    /// Why the connection was closed early: a request refused, or an
+    /// answer that carried a credential (the first reason).
     finding: Finding,
 }
 
@@ -304,7 +306,16 @@ struct Relay<'a> {
 /// that ends with it.
 struct Upstream {
     sender: hyper::client::conn::http1::SendRequest<Incoming>,
-    _driver: tokio_util::task::AbortOnDropHandle<()>,
+    driver: tokio_util::task::AbortOnDropHandle<()>,
+}
+
+impl Upstream {
+    /// Takes no further request: its driver alone is kept, by the answer
+    /// under way, which it reads to its end; then the connection closes.
+    fn retire(self) -> tokio_util::task::AbortOnDropHandle<()> {
+        drop(self.sender);
+        self.driver
+    }
 }
 
 impl Relay<'_> {
@@ -339,37 +350,42 @@ impl Relay<'_> {
         if let Some(reason) = &self.refused {
             return Ok(plain(StatusCode::BAD_GATEWAY, reason));
         }
+        let body = hyper::body::Body::size_hint(request.body()).exact();
         let checked = request_check::check(
             request.method(),
             request.uri(),
             request.headers(),
+            body,
             &self.host,
             self.port,
         );
         let Checked { target, path } = match checked {
             Ok(checked) => checked,
-            Err(refused) => {
-                self.record_refusal(&refused.reason);
-                return Ok(plain(refused.status, &refused.reason));
-            }
+            Err(refused) => return Ok(self.closing(refused.status, &refused.reason)),
         };
         strip_hop_by_hop(request.headers_mut());
         *request.uri_mut() = http::Uri::from(target);
-        let host = request_check::host_value(&self.host, self.port);
-        match http::HeaderValue::from_str(&host) {
-            Ok(value) => request.headers_mut().insert(http::header::HOST, value),
-            Err(_) => return Ok(plain(StatusCode::BAD_GATEWAY, "the host is not a header value")),
-        };
-        if let Err(answer) = self.add_credential(&mut request, &path) {
-            return Ok(answer);
+        if let Err(refused) = request_check::plain_headers(request.headers_mut(), &self.host, self.port) {
+            return Ok(self.closing(refused.status, &refused.reason));
+        }
+        if let Err(reason) = self.add_credential(&mut request, &path) {
+            return Ok(plain(StatusCode::BAD_GATEWAY, reason));
         }
         let mut upstream = self.upstream.lock().await;
         let connection = match self.ready(&mut upstream).await {
             Ok(connection) => connection,
             Err(reason) => return Ok(plain(StatusCode::BAD_GATEWAY, &reason)),
         };
-        match connection.sender.send_request(request).await {
-            Ok(response) => Ok(self.screened(response)),
+        let sent = connection.sender.send_request(request).await;
+        // A server may answer before it has read a body, or read one
+        // differently: the next request, perhaps with the credential, must
+        // not follow it on the same connection.
+        let retired = match body {
+            Some(0) => None,
+            _ => upstream.take().map(Upstream::retire),
+        };
+        match sent {
+            Ok(response) => Ok(self.screened(response, retired)),
             Err(e) => Ok(plain(
                 StatusCode::BAD_GATEWAY,
                 &format!("{} did not answer: {e}", self.host),
@@ -378,7 +394,7 @@ impl Relay<'_> {
     }
 
     /// Sets the credential's header when one covers the request.
-    fn add_credential(&self, request: &mut Request<Incoming>, path: &str) -> Result<(), Response<Body>> {
+    fn add_credential(&self, request: &mut Request<Incoming>, path: &str) -> Result<(), &'static str> {
         let Some(credential) =
             self.credentials
                 .for_request(&self.phase, &self.host, self.port, request.method(), path)
@@ -386,54 +402,72 @@ impl Relay<'_> {
             return Ok(());
         };
         let Ok(mut value) = http::HeaderValue::from_str(credential.header_value.expose()) else {
-            return Err(plain(
-                StatusCode::BAD_GATEWAY,
-                "the credential is not a header value",
-            ));
+            return Err("the credential is not a header value");
         };
         value.set_sensitive(true);
         request.headers_mut().insert(credential.header.clone(), value);
-        *self.used.lock().unwrap_or_else(|p| p.into_inner()) = Some(credential.name.clone());
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        if !used.contains(&credential.name) {
+            used.push(credential.name.clone());
+        }
         Ok(())
     }
 
-    /// A request refused on this connection, recorded as it happens (the
-    /// connection's own decision follows when it closes).
-    fn record_refusal(&self, reason: &str) {
-        tracing::warn!(phase = %self.phase, host = %self.host, port = self.port, "egress relay refused a request: {reason}");
-        self.egress.record(&Decision {
-            phase: self.phase.clone(),
-            host: self.host.clone(),
-            port: self.port,
-            denied: Some(reason.to_owned()),
-            bytes: 0,
-            credential: None,
-        });
+    /// The relay's own answer that ends the connection, its reason kept
+    /// for the connection's decision (the transcript) unless one is
+    /// already: one refusal per connection, however many requests.
+    fn closing(&self, status: StatusCode, reason: &str) -> Response<Body> {
+        let reason = request_check::clipped(reason);
+        self.finding
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| reason.clone());
+        let mut answer = plain(status, &reason);
+        answer
+            .headers_mut()
+            .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+        answer
     }
 
-    /// The answer without challenges, its body screened; the relay's own
-    /// 502 (closing the connection) when a header carries a credential.
-    fn screened(&self, mut response: Response<Incoming>) -> Response<Body> {
+    /// The answer without challenges, cookies or a reason phrase of the
+    /// server's, its body screened; the relay's own 502 (closing the
+    /// connection) when it comes encoded or a header carries a credential.
+    fn screened(
+        &self,
+        mut response: Response<Incoming>,
+        retired: Option<tokio_util::task::AbortOnDropHandle<()>>,
+    ) -> Response<Body> {
+        response.extensions_mut().remove::<hyper::ext::ReasonPhrase>();
         let headers = response.headers_mut();
         strip_hop_by_hop(headers);
-        headers.remove(http::header::WWW_AUTHENTICATE);
-        headers.remove(http::header::PROXY_AUTHENTICATE);
+        for name in [
+            http::header::WWW_AUTHENTICATE,
+            http::header::PROXY_AUTHENTICATE,
+            http::header::SET_COOKIE,
+        ] {
+            headers.remove(name);
+        }
+        let encoding = headers
+            .get(http::header::CONTENT_ENCODING)
+            .map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase());
+        if let Some(encoding) = encoding.filter(|e| !e.is_empty() && e != "identity") {
+            let reason = format!(
+                "the answer from {} came encoded ({}) though the relay asked for none, so it cannot be screened for the credential; it was not passed on",
+                self.host,
+                request_check::clipped(&encoding)
+            );
+            return self.closing(StatusCode::BAD_GATEWAY, &reason);
+        }
         if let Some(name) = self.needles.in_headers(headers) {
             let reason = format!(
                 "the answer from {} carried a credential's value in its {name} header; it was not passed on and the connection was closed",
                 self.host
             );
-            tracing::warn!(host = %self.host, "egress relay: {reason}");
-            *self.finding.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
-            let mut answer = plain(StatusCode::BAD_GATEWAY, &reason);
-            answer
-                .headers_mut()
-                .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
-            return answer;
+            return self.closing(StatusCode::BAD_GATEWAY, &reason);
         }
         let needles = self.needles.clone();
         let finding = self.finding.clone();
-        response.map(|body| Either::Left(Screened::new(body, needles, &self.host, finding)))
+        response.map(|body| Either::Left(Screened::new(body, needles, &self.host, finding, retired)))
     }
 }
 
@@ -447,7 +481,7 @@ async fn speak_http(tls: TlsStream<tokio::net::TcpStream>, host: &str) -> Result
     });
     Ok(Upstream {
         sender,
-        _driver: tokio_util::task::AbortOnDropHandle::new(driver),
+        driver: tokio_util::task::AbortOnDropHandle::new(driver),
     })
 }
 

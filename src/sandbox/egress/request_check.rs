@@ -1,15 +1,23 @@
 //! What the relay forwards inside a connection it intercepted for a
-//! credential, decided before any credential is added. The request must
-//! name nothing but the connection's own host: an origin-form target (a
-//! path; never a URL or `host:port`, which a front end routing by the
-//! request line would send to another virtual host), and a `Host` that is
-//! the connection's host and port when it has one (the relay then writes
+//! credential, decided before any credential is added, and how the
+//! request is made plain before it goes on. The request must name nothing
+//! but the connection's own host: an origin-form target (a path; never a
+//! URL or `host:port`, which a front end routing by the request line
+//! would send to another virtual host), and a `Host` that is the
+//! connection's host and port when it has one (the relay then writes
 //! `Host` itself). Its path is normalised as servers normalise it (dot
 //! segments resolved) so that the prefix check sees the path the server
-//! will serve; what servers read in more than one way is refused: a
-//! percent-encoded `.`, `\` or `%`, a backslash, a dot segment with
-//! parameters (`..;`) or one hidden behind an encoded slash (`..%2f`).
-//! TRACE (which echoes the request) and CONNECT are never forwarded.
+//! will serve, and what servers decode in more than one way is refused:
+//! a percent-encoding of anything but an ordinary character (`.`, `\`,
+//! `%`, `;`, a control byte, bytes that are not UTF-8, `%u`), a
+//! backslash, a dot segment with parameters (`..;`) or behind an encoded
+//! slash (`..%2f`), a path that climbs above the root or starts with `//`.
+//! TRACE and CONNECT are never forwarded; GET, HEAD, OPTIONS and DELETE
+//! carry no body. Headers that let a server read another method, path or
+//! host (`X-HTTP-Method-Override`, `X-Original-URL`, `Forwarded`, ...),
+//! the sandbox's framing (hyper frames the request again), cookies, and
+//! what lets the answer come encoded or in pieces (`Accept-Encoding`,
+//! `Range`) are removed, so the answer can be screened for the credential.
 
 use http::uri::PathAndQuery;
 use http::{HeaderMap, Method, StatusCode, Uri};
@@ -39,11 +47,13 @@ pub(super) struct Checked {
     pub path: String,
 }
 
-/// Checks one request for the connection to `host`:`port`.
+/// Checks one request for the connection to `host`:`port`. `body` is
+/// the body's exact length when it is known.
 pub(super) fn check(
     method: &Method,
     uri: &Uri,
     headers: &HeaderMap,
+    body: Option<u64>,
     host: &str,
     port: u16,
 ) -> Result<Checked, Refused> {
@@ -53,9 +63,16 @@ pub(super) fn check(
             reason: format!("{method} is never forwarded on a connection that carries a credential"),
         });
     }
+    let bodiless = [Method::GET, Method::HEAD, Method::OPTIONS, Method::DELETE];
+    if bodiless.contains(method) && body != Some(0) {
+        return Err(Refused::bad(format!(
+            "a {method} request with a body is not forwarded (servers that ignore it would read it as another request)"
+        )));
+    }
     if uri.scheme().is_some() || uri.authority().is_some() {
         return Err(Refused::bad(format!(
-            "the request names {uri}; on this connection to {} send a path (origin-form) only",
+            "the request names {}; on this connection to {} send a path (origin-form) only",
+            clipped(&uri.to_string()),
             host_value(host, port)
         )));
     }
@@ -63,7 +80,8 @@ pub(super) fn check(
     let raw = uri.path();
     if !raw.starts_with('/') {
         return Err(Refused::bad(format!(
-            "the request target {raw:?} is not a path; send one that starts with \"/\""
+            "the request target {:?} is not a path; send one that starts with \"/\"",
+            clipped(raw)
         )));
     }
     let path = normalised_path(raw)?;
@@ -75,6 +93,58 @@ pub(super) fn check(
         .parse::<PathAndQuery>()
         .map_err(|e| Refused::bad(format!("the request target cannot be sent on ({e})")))?;
     Ok(Checked { target, path })
+}
+
+/// Headers that make a server read another method, path or host than the
+/// request line's, or that carry what the relay does not vouch for.
+const REMOVED: [&str; 13] = [
+    "content-length",
+    "transfer-encoding",
+    "expect",
+    "cookie",
+    "range",
+    "if-range",
+    "forwarded",
+    "x-host",
+    "x-original-url",
+    "x-rewrite-url",
+    "x-http-method-override",
+    "x-http-method",
+    "x-method-override",
+];
+
+/// Makes a checked request's headers plain: see the module's comment.
+/// `Host` is the connection's; the answer must come unencoded.
+pub(super) fn plain_headers(headers: &mut HeaderMap, host: &str, port: u16) -> Result<(), Refused> {
+    // `X-Forwarded-Host`, `-Prefix`, `-Proto`, ...: all of them.
+    let forwarded: Vec<http::HeaderName> = headers
+        .keys()
+        .filter(|name| name.as_str().starts_with("x-forwarded-"))
+        .cloned()
+        .collect();
+    for name in forwarded {
+        headers.remove(name);
+    }
+    for name in REMOVED {
+        headers.remove(name);
+    }
+    let value = http::HeaderValue::from_str(&host_value(host, port))
+        .map_err(|_| Refused::bad("the host is not a header value".into()))?;
+    headers.insert(http::header::HOST, value);
+    headers.insert(
+        http::header::ACCEPT_ENCODING,
+        http::HeaderValue::from_static("identity"),
+    );
+    Ok(())
+}
+
+/// Attacker-chosen text cut to what a reason needs.
+pub(super) fn clipped(text: &str) -> String {
+    const MOST: usize = 200;
+    match text.char_indices().nth(MOST) {
+        Some((at, _)) => format!("{}...", &text[..at]),
+        None => text.to_owned(),
+    }
 }
 
 /// The `Host` value the relay writes: the name, with the port unless 443.
@@ -97,51 +167,28 @@ fn check_host_headers(headers: &HeaderMap, host: &str, port: u16) -> Result<(), 
         return Err(Refused::bad("the request has more than one Host header".into()));
     }
     let text = value.to_str().unwrap_or("");
-    // `name:port`, `name` (443), `[v6]:port` or `[v6]`; a port that is not
-    // a number names no port this connection has.
-    let (name, named_port) = match text.rsplit_once(':') {
-        Some((name, p)) if !p.contains(']') => (name, p.parse::<u16>().unwrap_or(0)),
-        _ => (text, 443),
-    };
-    let same = name.trim_end_matches('.').eq_ignore_ascii_case(host) && named_port == port;
-    if same {
-        Ok(())
-    } else {
-        Err(Refused::bad(format!(
-            "the request's Host names {text:?}; this connection is to {}",
+    match super::http_head::split_host_port(text, 443) {
+        Ok((name, named_port)) if name.eq_ignore_ascii_case(host) && named_port == port => Ok(()),
+        _ => Err(Refused::bad(format!(
+            "the request's Host names {:?}; this connection is to {}",
+            clipped(text),
             host_value(host, port)
-        )))
+        ))),
     }
 }
 
 /// `raw` with its dot segments resolved (RFC 3986 §5.2.4), or why it is
 /// refused.
 fn normalised_path(raw: &str) -> Result<String, Refused> {
-    let lower = raw.to_ascii_lowercase();
-    for (encoded, what) in [
-        ("%2e", "an encoded \".\""),
-        ("%5c", "an encoded \"\\\""),
-        ("%25", "an encoded \"%\""),
-    ] {
-        if lower.contains(encoded) {
-            return Err(Refused::bad(format!(
-                "the path holds {what} ({encoded}), which servers decode in different ways; send it plainly"
-            )));
-        }
-    }
-    if raw.contains('\\') {
-        return Err(Refused::bad(
-            "the path holds a backslash, which some servers read as \"/\"".into(),
-        ));
-    }
+    check_encoding(raw)?;
     let mut kept: Vec<&str> = Vec::new();
-    let segments: Vec<&str> = raw[1..].split('/').collect();
-    let last = segments.len() - 1;
+    let segments: Vec<&str> = raw.get(1..).unwrap_or("").split('/').collect();
+    let last = segments.len().saturating_sub(1);
     for (i, segment) in segments.iter().enumerate() {
         match *segment {
             "." | ".." => {
-                if *segment == ".." {
-                    kept.pop();
+                if *segment == ".." && kept.pop().is_none() {
+                    return Err(Refused::bad("the path climbs above the root".into()));
                 }
                 if i == last {
                     kept.push("");
@@ -149,18 +196,65 @@ fn normalised_path(raw: &str) -> Result<String, Refused> {
             }
             other if hides_dot_segment(other) => {
                 return Err(Refused::bad(format!(
-                    "the path segment {other:?} is a dot segment to some servers (with parameters or an encoded \"/\"); send the path without it"
+                    "the path segment {:?} is a dot segment to some servers (dots alone, with parameters or behind an encoded \"/\"); send the path without it",
+                    clipped(other)
                 )));
             }
             other => kept.push(other),
         }
     }
-    Ok(format!("/{}", kept.join("/")))
+    let path = format!("/{}", kept.join("/"));
+    if path.starts_with("//") {
+        return Err(Refused::bad(
+            "the path starts with \"//\", which some servers read as a host".into(),
+        ));
+    }
+    Ok(path)
 }
 
-/// Whether a segment that is not `.` or `..` becomes one for a server that
-/// drops `;` parameters (Tomcat) or decodes `%2F` before it resolves.
+/// Refuses what servers decode in more than one way: a backslash, a `%`
+/// not followed by two hex digits (`%u002e`), the encoding of `.`, `\`,
+/// `%`, `;` or a control byte, and encoded bytes that are not UTF-8
+/// (overlong forms of `.` or `/`).
+fn check_encoding(raw: &str) -> Result<(), Refused> {
+    if raw.contains('\\') {
+        return Err(Refused::bad(
+            "the path holds a backslash, which some servers read as \"/\"".into(),
+        ));
+    }
+    let bytes = raw.as_bytes();
+    let mut at = 0;
+    while let Some(offset) = bytes[at..].iter().position(|b| *b == b'%') {
+        at += offset;
+        let hex = bytes
+            .get(at + 1..at + 3)
+            .and_then(|h| std::str::from_utf8(h).ok());
+        let decoded = hex.and_then(|h| u8::from_str_radix(h, 16).ok());
+        match decoded {
+            Some(b) if !matches!(b, b'.' | b'\\' | b'%' | b';') && !b.is_ascii_control() => at += 3,
+            _ => {
+                let shown: String = raw[at..].chars().take(3).collect();
+                return Err(Refused::bad(format!(
+                    "the path holds {shown:?}, which servers decode in different ways; send the character plainly"
+                )));
+            }
+        }
+    }
+    if std::str::from_utf8(&percent_encoding::percent_decode_str(raw).collect::<Vec<u8>>()).is_err() {
+        return Err(Refused::bad(
+            "the path's percent-encoded bytes are not UTF-8 (an overlong form of \".\" or \"/\" among them, perhaps)".into(),
+        ));
+    }
+    Ok(())
+}
+
+/// Whether a segment that is not `.` or `..` is one to some server: dots
+/// alone (`...`), or `.`/`..` once `;` parameters are dropped (Tomcat) or
+/// `%2F` is decoded before resolving.
 fn hides_dot_segment(segment: &str) -> bool {
+    if segment.len() > 2 && segment.bytes().all(|b| b == b'.') {
+        return true;
+    }
     let lower = segment.to_ascii_lowercase();
     lower
         .split("%2f")
@@ -183,6 +277,7 @@ mod tests {
             &method.parse().unwrap(),
             &uri,
             &headers,
+            Some(0),
             "pypi.corp.example",
             8443,
         )
@@ -196,9 +291,11 @@ mod tests {
     fn dot_segments_are_resolved_before_the_prefix_is_checked() {
         assert_eq!(path("/simple/pkg/"), "/simple/pkg/");
         assert_eq!(path("/simple/../admin/"), "/admin/");
-        assert_eq!(path("/simple/../../api/x?y=1"), "/api/x?y=1");
+        assert_eq!(path("/simple/a/../../api/x?y=1"), "/api/x?y=1");
         assert_eq!(path("/simple/./a/."), "/simple/a/");
         assert_eq!(path("/simple/.."), "/");
+        assert_eq!(path("/simple//../admin"), "/simple/admin");
+        assert_eq!(path("/simple/%40scope/a%20b"), "/simple/%40scope/a%20b");
         assert_eq!(path("/"), "/");
         // npm's scoped packages: an encoded slash alone is kept as it is.
         assert_eq!(path("/@corp%2flib"), "/@corp%2flib");
@@ -215,13 +312,24 @@ mod tests {
             "/simple/.;x/admin",
             "/simple/%5c..%5cadmin",
             "/simple/%252e%252e/admin",
+            "/simple/..%00/admin",
+            "/simple/%u002e%u002e/admin",
+            "/simple/%c0%ae%c0%ae/admin",
+            "/simple/..%09/admin",
+            "/simple/.../admin",
+            "/simple/%3b/x",
+            "/simple/%zz",
+            "/simple/%2",
+            "/../../x",
+            "/../..//evil",
+            "//evil/simple/",
         ] {
             let refused = run("GET", target, None).unwrap_err();
             assert_eq!(refused.status, StatusCode::BAD_REQUEST, "{target}");
         }
         let uri = Uri::builder().path_and_query("/simple\\..\\admin").build();
         if let Ok(uri) = uri {
-            let refused = check(&Method::GET, &uri, &HeaderMap::new(), "h", 443).unwrap_err();
+            let refused = check(&Method::GET, &uri, &HeaderMap::new(), Some(0), "h", 443).unwrap_err();
             assert_eq!(refused.status, StatusCode::BAD_REQUEST);
         }
     }
@@ -259,6 +367,7 @@ mod tests {
             &Method::GET,
             &"/simple/".parse().unwrap(),
             &two,
+            Some(0),
             "pypi.corp.example",
             8443
         )
@@ -279,6 +388,58 @@ mod tests {
             );
         }
         assert!(run("PUT", "/simple/x", None).is_ok());
+    }
+
+    #[test]
+    fn bodies_only_where_a_method_takes_one() {
+        let uri: Uri = "/simple/x".parse().unwrap();
+        let check_with = |method: Method, body| check(&method, &uri, &HeaderMap::new(), body, "h", 443);
+        assert!(check_with(Method::GET, Some(60)).is_err());
+        assert!(check_with(Method::GET, None).is_err());
+        assert!(check_with(Method::DELETE, Some(1)).is_err());
+        assert!(check_with(Method::PUT, Some(60)).is_ok());
+        assert!(check_with(Method::POST, None).is_ok());
+    }
+
+    #[test]
+    fn headers_that_reroute_or_reframe_the_request_are_removed() {
+        let mut headers = HeaderMap::new();
+        for (name, value) in [
+            ("x-http-method-override", "DELETE"),
+            ("x-http-method", "DELETE"),
+            ("x-original-url", "/admin"),
+            ("x-forwarded-host", "other"),
+            ("x-forwarded-anything", "x"),
+            ("forwarded", "host=other"),
+            ("content-length", "60"),
+            ("transfer-encoding", "chunked"),
+            ("expect", "100-continue"),
+            ("cookie", "JSESSIONID=1"),
+            ("range", "bytes=1-1"),
+            ("accept-encoding", "gzip"),
+            ("host", "h:8443"),
+            ("user-agent", "pip"),
+        ] {
+            headers.insert(http::HeaderName::from_static(name), value.parse().unwrap());
+        }
+        plain_headers(&mut headers, "h", 8443).unwrap();
+        let mut left: Vec<String> = headers
+            .iter()
+            .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
+            .collect();
+        left.sort();
+        assert_eq!(
+            left,
+            ["accept-encoding: identity", "host: h:8443", "user-agent: pip"]
+        );
+    }
+
+    #[test]
+    fn reasons_quote_at_most_a_little_of_what_the_sandbox_sent() {
+        let long = format!("/{}", "a".repeat(5000));
+        let uri: Uri = format!("https://other{long}").parse().unwrap();
+        let refused = check(&Method::GET, &uri, &HeaderMap::new(), Some(0), "h", 443).unwrap_err();
+        assert!(refused.reason.len() < 400, "{}", refused.reason.len());
     }
 
     #[test]

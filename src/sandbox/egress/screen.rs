@@ -7,7 +7,8 @@
 //! carries one ends the connection before the bytes that hold it go out.
 //! The body is held back by one needle's length less one, so a value split
 //! across two reads is seen whole before any of it is sent. Bytes are read
-//! as they come: a compressed body is screened as its compressed bytes.
+//! as they come; the relay asks for them unencoded and refuses an answer
+//! that comes encoded all the same.
 
 use crate::config::{CredentialScheme, EgressCredential};
 use bytes::{Bytes, BytesMut};
@@ -17,10 +18,19 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 
 /// The byte strings an answer must not carry.
-#[derive(Debug, Default)]
+#[derive(Default)]
 pub(super) struct Needles {
     values: Vec<Vec<u8>>,
     longest: usize,
+}
+
+/// Counts only: the values are the credentials themselves.
+impl std::fmt::Debug for Needles {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Needles")
+            .field("count", &self.values.len())
+            .finish_non_exhaustive()
+    }
 }
 
 impl Needles {
@@ -84,11 +94,21 @@ pub(super) struct Screened {
     ended: bool,
     host: String,
     finding: Finding,
+    /// The driver of a connection that takes no further request: it lives
+    /// as long as the answer it reads.
+    _connection: Option<tokio_util::task::AbortOnDropHandle<()>>,
 }
 
 impl Screened {
-    pub fn new(inner: Incoming, needles: Arc<Needles>, host: &str, finding: Finding) -> Screened {
+    pub fn new(
+        inner: Incoming,
+        needles: Arc<Needles>,
+        host: &str,
+        finding: Finding,
+        connection: Option<tokio_util::task::AbortOnDropHandle<()>>,
+    ) -> Screened {
         Screened {
+            _connection: connection,
             inner,
             needles,
             held: BytesMut::new(),
@@ -106,8 +126,10 @@ impl Screened {
             "the answer from {} carried a credential's value in its {part}; the connection was closed before it reached the sandbox",
             self.host
         );
-        tracing::warn!(host = %self.host, "egress relay: {reason}");
-        *self.finding.lock().unwrap_or_else(|p| p.into_inner()) = Some(reason.clone());
+        self.finding
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| reason.clone());
         reason.into()
     }
 
