@@ -10,6 +10,8 @@ pub fn screenshot(html: &str, name: &str, width: u32, height: u32) -> Vec<u8> {
     let page = dir.path().join(format!("{name}.html"));
     std::fs::write(&page, html).unwrap();
     let png = crate::repo_root().join(format!("target/{name}.png"));
+    // `target/` is not there when the build goes to another CARGO_TARGET_DIR.
+    std::fs::create_dir_all(png.parent().unwrap()).unwrap();
     let _ = std::fs::remove_file(&png);
     let profile = tempfile::tempdir().unwrap();
     let out = chromium(profile.path())
