@@ -41,7 +41,8 @@ pub fn screenshot(html: &str, name: &str, width: u32, height: u32) -> Vec<u8> {
 /// it changes (the live transcript page): the browser is driven through
 /// the DevTools protocol on a loopback port of its own.
 pub struct LivePage {
-    browser: std::process::Child,
+    // Ended before its profile folder is removed (fields drop in order).
+    _browser: Running,
     socket: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
     next_id: u64,
     _profile: tempfile::TempDir,
@@ -53,16 +54,19 @@ impl LivePage {
     /// challenge, as a person would in the browser's prompt.
     pub async fn open(url: &str) -> LivePage {
         let profile = tempfile::tempdir().unwrap();
-        let browser = chromium(profile.path())
-            .args([
-                "--remote-debugging-address=127.0.0.1",
-                "--remote-debugging-port=0",
-            ])
-            .arg(url)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap_or_else(|e| panic!("{}", missing(&e)));
+        // Ended however this function ends, a panic included.
+        let browser = Running(
+            chromium(profile.path())
+                .args([
+                    "--remote-debugging-address=127.0.0.1",
+                    "--remote-debugging-port=0",
+                ])
+                .arg(url)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{}", missing(&e))),
+        );
         // Chromium writes the port it chose into the profile.
         let port_file = profile.path().join("DevToolsActivePort");
         let mut port = None;
@@ -99,7 +103,7 @@ impl LivePage {
             .await
             .unwrap();
         let mut page = LivePage {
-            browser,
+            _browser: browser,
             socket,
             next_id: 0,
             _profile: profile,
@@ -147,10 +151,13 @@ impl LivePage {
     }
 }
 
-impl Drop for LivePage {
+/// A browser process, ended when dropped.
+struct Running(std::process::Child);
+
+impl Drop for Running {
     fn drop(&mut self) {
-        let _ = self.browser.kill();
-        let _ = self.browser.wait();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
