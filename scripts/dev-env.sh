@@ -107,8 +107,9 @@ ensure_test_tools() {
 }
 
 # The deploy checks: kubectl (its built-in kustomize), Chromium for the
-# status page's screenshot, and kubernetes-validate (PyPI, which ships the
-# Kubernetes OpenAPI schemas) in a virtualenv of its own.
+# status page and the transcripts in a real browser (screenshots, and the
+# pages opened with FORGEHAND_HTTP_TOKEN), and kubernetes-validate (PyPI,
+# which ships the Kubernetes OpenAPI schemas) in a virtualenv of its own.
 ensure_deploy_tools() {
   command -v kubectl >/dev/null 2>&1 || apt_install kubernetes-client
   command -v chromium >/dev/null 2>&1 || apt_install chromium

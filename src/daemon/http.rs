@@ -3,7 +3,8 @@
 //! reachable, every watched forge answered its last poll), `/metrics` (the
 //! Prometheus text format) and `/`, a small server-rendered status page.
 //! With `FORGEHAND_HTTP_TOKEN` set, everything but the two probes asks for
-//! `Authorization: Bearer <token>`. With `daemon.webhooks`, the forges'
+//! the token, as a Bearer token or a browser's Basic password (see
+//! [`access`]). With `daemon.webhooks`, the forges'
 //! deliveries are taken at `POST /webhooks/github` and `/webhooks/gitlab`;
 //! they prove themselves with their own secret instead (see
 //! [`crate::webhooks`]).
@@ -23,7 +24,10 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 use tokio_util::sync::CancellationToken;
 
+mod access;
 mod live;
+
+use access::refuse;
 
 /// What the poll loop reports for the probes.
 pub struct Health {
@@ -315,30 +319,6 @@ fn unread_delivery(
             LARGEST_DELIVERY >> 20
         ),
     )
-}
-
-/// `None` when the request may pass; else the refusal.
-fn refuse(state: &HttpState, headers: &HeaderMap) -> Option<Response> {
-    let token = state.token.as_ref()?;
-    let given = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.strip_prefix("Bearer "));
-    if given.is_some_and(|g| constant_time_eq(g.as_bytes(), token.expose().as_bytes())) {
-        return None;
-    }
-    Some(
-        (
-            StatusCode::UNAUTHORIZED,
-            [(header::WWW_AUTHENTICATE, "Bearer")],
-            "send Authorization: Bearer <the value of FORGEHAND_HTTP_TOKEN>\n",
-        )
-            .into_response(),
-    )
-}
-
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 
 async fn metrics(State(state): State<Arc<HttpState>>, headers: HeaderMap) -> Response {

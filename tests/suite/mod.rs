@@ -41,6 +41,7 @@ mod operations_engine_restart;
 mod operations_faults;
 mod operations_http;
 mod operations_image;
+mod operations_pages_under_token;
 mod operations_reload;
 mod operations_status_page;
 mod operations_systemd;

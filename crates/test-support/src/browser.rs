@@ -10,14 +10,17 @@ pub fn screenshot(html: &str, name: &str, width: u32, height: u32) -> Vec<u8> {
     let page = dir.path().join(format!("{name}.html"));
     std::fs::write(&page, html).unwrap();
     let png = crate::repo_root().join(format!("target/{name}.png"));
+    // `target/` is not there when the build goes to another CARGO_TARGET_DIR.
+    std::fs::create_dir_all(png.parent().unwrap()).unwrap();
     let _ = std::fs::remove_file(&png);
-    let out = std::process::Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars"])
+    let profile = tempfile::tempdir().unwrap();
+    let out = chromium(profile.path())
+        .arg("--hide-scrollbars")
         .arg(format!("--window-size={width},{height}"))
         .arg(format!("--screenshot={}", png.display()))
         .arg(format!("file://{}", page.display()))
         .output()
-        .expect("chromium (Debian's package; scripts/dev-env.sh installs it)");
+        .unwrap_or_else(|e| panic!("{}", missing(&e)));
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let bytes = std::fs::read(&png).unwrap();
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n");
@@ -38,35 +41,32 @@ pub fn screenshot(html: &str, name: &str, width: u32, height: u32) -> Vec<u8> {
 /// it changes (the live transcript page): the browser is driven through
 /// the DevTools protocol on a loopback port of its own.
 pub struct LivePage {
-    browser: std::process::Child,
+    // Ended before its profile folder is removed (fields drop in order).
+    _browser: Running,
     socket: tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>,
     next_id: u64,
     _profile: tempfile::TempDir,
 }
 
 impl LivePage {
-    /// Opens `url` (a loopback address) in a new headless Chromium.
+    /// Opens `url` (a loopback address) in a new headless Chromium. A
+    /// user name and password in `url` answer the server's Basic
+    /// challenge, as a person would in the browser's prompt.
     pub async fn open(url: &str) -> LivePage {
         let profile = tempfile::tempdir().unwrap();
-        let browser = std::process::Command::new("chromium")
-            .args([
-                "--headless",
-                "--no-sandbox",
-                "--disable-gpu",
-                "--disable-quic",
-                "--no-first-run",
-                "--disable-background-networking",
-                "--disable-component-update",
-                "--disable-sync",
-                "--remote-debugging-address=127.0.0.1",
-                "--remote-debugging-port=0",
-            ])
-            .arg(format!("--user-data-dir={}", profile.path().display()))
-            .arg(url)
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .expect("chromium (Debian's package; scripts/dev-env.sh installs it)");
+        // Ended however this function ends, a panic included.
+        let browser = Running(
+            chromium(profile.path())
+                .args([
+                    "--remote-debugging-address=127.0.0.1",
+                    "--remote-debugging-port=0",
+                ])
+                .arg(url)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap_or_else(|e| panic!("{}", missing(&e))),
+        );
         // Chromium writes the port it chose into the profile.
         let port_file = profile.path().join("DevToolsActivePort");
         let mut port = None;
@@ -103,16 +103,17 @@ impl LivePage {
             .await
             .unwrap();
         let mut page = LivePage {
-            browser,
+            _browser: browser,
             socket,
             next_id: 0,
             _profile: profile,
         };
         // The target is listed as soon as its navigation starts: wait for
-        // the document of `url` itself, loaded.
+        // the document of `url` itself, loaded. Its `location` leaves out
+        // the user name and password `url` may carry.
         let loaded = format!(
             "document.readyState === 'complete' && location.href.startsWith({})",
-            serde_json::Value::String(url.to_owned())
+            serde_json::Value::String(without_userinfo(url))
         );
         for _ in 0..300 {
             if page.evaluate(&loaded).await == true {
@@ -150,9 +151,73 @@ impl LivePage {
     }
 }
 
-impl Drop for LivePage {
+/// A browser process, ended when dropped.
+struct Running(std::process::Child);
+
+impl Drop for Running {
     fn drop(&mut self) {
-        let _ = self.browser.kill();
-        let _ = self.browser.wait();
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
+}
+
+/// What headless Chromium made of an address: the rendered document, and
+/// what it said on stderr (where a page that did not load says why, e.g.
+/// `net::ERR_INVALID_AUTH_CREDENTIALS`).
+pub struct Rendered {
+    pub dom: String,
+    pub said: String,
+}
+
+/// `url` (a loopback address) as headless Chromium renders it once the
+/// page has loaded and run its scripts. A user name and password in `url`
+/// answer the server's Basic challenge.
+pub fn dump_dom(url: &str) -> Rendered {
+    let profile = tempfile::tempdir().unwrap();
+    let out = chromium(profile.path())
+        .args(["--dump-dom", "--virtual-time-budget=2000"])
+        .arg(url)
+        .output()
+        .unwrap_or_else(|e| panic!("{}", missing(&e)));
+    let said = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(out.status.success(), "{said}");
+    Rendered {
+        dom: String::from_utf8(out.stdout).unwrap(),
+        said,
+    }
+}
+
+/// Headless Chromium with a fresh profile at `profile`, nothing running
+/// in the background (no updates, sync or first-run pages: the only
+/// traffic is the test's own, to loopback).
+fn chromium(profile: &std::path::Path) -> std::process::Command {
+    let mut command = std::process::Command::new("chromium");
+    command
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+        ])
+        .arg(format!("--user-data-dir={}", profile.display()));
+    command
+}
+
+fn missing(error: &std::io::Error) -> String {
+    format!(
+        "cannot start chromium ({error}): the page tests need Debian's chromium package; \
+         scripts/dev-env.sh installs it (apt-get install -y chromium)"
+    )
+}
+
+/// `url` without the user name and password it may carry.
+fn without_userinfo(url: &str) -> String {
+    let mut parsed = url::Url::parse(url).unwrap();
+    parsed.set_username("").unwrap();
+    parsed.set_password(None).unwrap();
+    parsed.to_string()
 }
