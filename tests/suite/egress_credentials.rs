@@ -455,13 +455,17 @@ async fn a_preinstall_hook_the_model_pushed_gets_no_credential_in_the_follow_ups
     // The first run's setup was the default branch's: the credential was added.
     let first = transcript_of_with(&world, issue, "CORP_NPM_TOKEN", &token);
     assert!(
-        first.contains(&format!("localhost:{port} allowed, credential CORP_NPM_TOKEN added")),
+        first.contains(&format!(
+            "localhost:{port} allowed, credential CORP_NPM_TOKEN added"
+        )),
         "{first}"
     );
     let branch = format!("forgehand/issue-{issue}");
     let pushed = forgehand_test_support::git_http::log(&world.bare, &branch);
     assert!(
-        pushed.iter().any(|l| l.contains("Check the registry before installing")),
+        pushed
+            .iter()
+            .any(|l| l.contains("Check the registry before installing")),
         "{pushed:?}"
     );
 
@@ -477,8 +481,13 @@ async fn a_preinstall_hook_the_model_pushed_gets_no_credential_in_the_follow_ups
     let shown: Vec<&String> = requests.iter().filter(|r| r.contains("hook-shown")).collect();
     assert!(shown.len() >= 2, "both runs showed the hook's output");
     for seen in &requests {
-        let hook = seen.find("private version").map_or("", |at| &seen[at..(at + 200).min(seen.len())]);
-        assert!(!hook.starts_with("private version: 1.0.0"), "the hook read the private package: {hook}");
+        let hook = seen
+            .find("private version")
+            .map_or("", |at| &seen[at..(at + 200).min(seen.len())]);
+        assert!(
+            !hook.starts_with("private version: 1.0.0"),
+            "the hook read the private package: {hook}"
+        );
         assert!(!seen.contains(&token), "the token leaked");
     }
 

@@ -327,13 +327,22 @@ async fn a_follow_up_never_sends_the_token_where_the_models_lfsconfig_points() {
     );
     // The follow-up fetched the LFS files from the default branch's
     // endpoint (one batch per run), and the model's server got nothing.
-    assert_eq!(other.requests(), Vec::<String>::new(), "the token went to the model's endpoint");
+    assert_eq!(
+        other.requests(),
+        Vec::<String>::new(),
+        "the token went to the model's endpoint"
+    );
     let batches = lfs
         .requests()
         .iter()
         .filter(|r| r.contains("/objects/batch"))
         .count();
-    assert!(batches >= 2, "{:?}\n{}", lfs.requests(), world.progress_comment(pull));
+    assert!(
+        batches >= 2,
+        "{:?}\n{}",
+        lfs.requests(),
+        world.progress_comment(pull)
+    );
     let seen = seen(&world).await;
     assert!(seen.contains("weights-v1: 0.25"), "{seen}");
 }
@@ -355,10 +364,16 @@ async fn an_lfs_url_with_a_query_is_refused_and_the_server_gets_nothing() {
     assert!(daemon.terminate().success());
     let seen = seen(&world).await;
     assert!(
-        seen.contains("data/weights.bin (the LFS endpoint cannot be used: lfs.url in the default branch's .lfsconfig"),
+        seen.contains(
+            "data/weights.bin (the LFS endpoint cannot be used: lfs.url in the default branch's .lfsconfig"
+        ),
         "{seen}"
     );
     assert!(seen.contains("has a query (`?`) or a fragment (`#`)"), "{seen}");
     assert!(!seen.contains("x=/objects/batch"), "{seen}");
-    assert_eq!(lfs.requests(), Vec::<String>::new(), "the LFS server was contacted");
+    assert_eq!(
+        lfs.requests(),
+        Vec::<String>::new(),
+        "the LFS server was contacted"
+    );
 }

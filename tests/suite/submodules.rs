@@ -337,7 +337,11 @@ async fn a_follow_up_never_fetches_a_repository_the_models_gitmodules_names() {
                    && echo '# again' >> greet.py && git add .gitmodules greet.py \
                    && git commit -qm 'Use the other library'";
     let world = World::with_repository(
-        vec![(run(look), None), (run(repoint), None), (text("Switched the library."), None)],
+        vec![
+            (run(look), None),
+            (run(repoint), None),
+            (text("Switched the library."), None),
+        ],
         &[("greet.py", GREET), ("README.md", "# app\n")],
         "triggers:\n  review_quiet: \"2s\"\n",
     )
@@ -352,9 +356,20 @@ async fn a_follow_up_never_fetches_a_repository_the_models_gitmodules_names() {
     );
     let modules = "[submodule \"lib\"]\n\tpath = vendored/lib\n\turl = ../lib.git\n";
     git_http::push_commit(&world.bare, "main", ".gitmodules", modules, "Add the library");
-    git_http::add_gitlink(&world.bare, "main", "vendored/lib", &git_http::head_of(&lib, "main"));
+    git_http::add_gitlink(
+        &world.bare,
+        "main",
+        "vendored/lib",
+        &git_http::head_of(&lib, "main"),
+    );
     let private_head = git_http::head_of(&private, "main");
-    git_http::push_commit(&world.bare, "main", "PRIVATE_HEAD", &private_head, "Name a commit");
+    git_http::push_commit(
+        &world.bare,
+        "main",
+        "PRIVATE_HEAD",
+        &private_head,
+        "Name a commit",
+    );
 
     let issue = world.labelled_issue("Use the other library");
     let mut daemon = world.start();
