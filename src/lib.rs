@@ -25,6 +25,7 @@ pub mod metrics;
 pub mod ownership;
 pub mod planning;
 pub mod prompts;
+pub mod redact;
 pub mod replicas;
 pub mod repo_settings;
 pub mod sandbox;

@@ -5,6 +5,7 @@
 //! unknown scheme or a header that cannot carry the value stops the load
 //! with the key named (never the value).
 
+use super::repository_pattern::RepositoryPattern;
 use super::secrets::Secret;
 use super::ConfigError;
 use serde::Deserialize;
@@ -25,10 +26,12 @@ pub struct RawCredential {
     /// `basic` (the value is `user:password`), `bearer`, or `header`
     /// (the value is the header's whole value).
     pub scheme: String,
-    /// `owner/name` patterns (`*` for any run of characters).
+    /// `owner/name` patterns (`*` within one segment, `**` across them).
     pub repositories: Vec<String>,
     /// Default `[setup]`; `[setup, agent]` lets the agent's commands use it.
     pub phases: Option<Vec<String>>,
+    /// The request methods that get it; default `[GET, HEAD]`.
+    pub methods: Option<Vec<String>>,
 }
 
 /// The relay's credentials and the extra roots it trusts for real hosts.
@@ -46,7 +49,7 @@ impl EgressCredentials {
     pub fn for_repository(&self, repository: &str) -> Vec<EgressCredential> {
         self.credentials
             .iter()
-            .filter(|c| c.repositories.iter().any(|p| pattern_matches(p, repository)))
+            .filter(|c| c.repositories.iter().any(|p| p.matches(repository)))
             .cloned()
             .collect()
     }
@@ -84,7 +87,9 @@ pub struct EgressCredential {
     pub value: Secret,
     /// What the header is set to.
     pub header_value: Secret,
-    pub repositories: Vec<String>,
+    pub repositories: Vec<RepositoryPattern>,
+    /// The request methods that get it (never TRACE or CONNECT).
+    pub methods: Vec<http::Method>,
     pub setup: bool,
     pub agent: bool,
 }
@@ -104,11 +109,24 @@ impl EgressCredential {
         self.port == port && self.host.eq_ignore_ascii_case(host.trim_end_matches('.'))
     }
 
-    /// Whether a request for `path` gets it.
+    /// Whether a request for `path` gets it: `path` is the prefix or lies
+    /// under it, at a segment boundary (`/simple` covers `/simple/x`, not
+    /// `/simplefoo`). `path` must be normalised already (dot segments
+    /// resolved, as the relay does before it asks).
     pub fn covers_path(&self, path: &str) -> bool {
-        self.path_prefix
-            .as_deref()
-            .is_none_or(|prefix| path.starts_with(prefix))
+        let Some(prefix) = self.path_prefix.as_deref() else {
+            return true;
+        };
+        let prefix = prefix.trim_end_matches('/');
+        prefix.is_empty()
+            || path
+                .strip_prefix(prefix)
+                .is_some_and(|rest| rest.is_empty() || rest.starts_with('/'))
+    }
+
+    /// Whether a request with `method` gets it.
+    pub fn allows_method(&self, method: &http::Method) -> bool {
+        self.methods.contains(method)
     }
 }
 
@@ -149,16 +167,18 @@ fn resolve_one(
     if raw.repositories.is_empty() {
         return Err(ConfigError::invalid(
             &format!("{key}.repositories"),
-            r#"is empty; list the repositories that may use this credential ("owner/name", "owner/*", or "*" for all)"#,
+            r#"is empty; list the repositories that may use this credential ("owner/name", "owner/*", "group/**", or "*" for all)"#,
         ));
     }
+    let repositories = raw
+        .repositories
+        .iter()
+        .enumerate()
+        .map(|(i, text)| RepositoryPattern::parse(&format!("{key}.repositories[{i}]"), text))
+        .collect::<Result<Vec<_>, _>>()?;
+    let methods = methods(key, raw.methods.as_deref())?;
     if let Some(prefix) = &raw.path_prefix {
-        if !prefix.starts_with('/') {
-            return Err(ConfigError::invalid(
-                &format!("{key}.path_prefix"),
-                format!(r#""{prefix}" must start with "/""#),
-            ));
-        }
+        check_prefix(&format!("{key}.path_prefix"), prefix)?;
     }
     let phases = raw.phases.clone().unwrap_or_else(|| vec!["setup".into()]);
     if let Some(other) = phases.iter().find(|p| !matches!(p.as_str(), "setup" | "agent")) {
@@ -176,10 +196,69 @@ fn resolve_one(
         scheme,
         value: Secret::new(value),
         header_value: Secret::new(header_value),
-        repositories: raw.repositories.clone(),
+        repositories,
+        methods,
         setup: phases.iter().any(|p| p == "setup"),
         agent: phases.iter().any(|p| p == "agent"),
     })
+}
+
+/// A prefix is compared with normalised paths, so it must be one: a
+/// path with no dot segment and nothing a path is normalised from.
+fn check_prefix(key: &str, prefix: &str) -> Result<(), ConfigError> {
+    let bad = |why: &str| {
+        ConfigError::invalid(
+            key,
+            format!(r#""{prefix}" {why}; write a plain path such as "/simple/""#),
+        )
+    };
+    if !prefix.starts_with('/') {
+        return Err(bad(r#"must start with "/""#));
+    }
+    if prefix.contains(['?', '#', '%', ';', '\\']) {
+        return Err(bad(
+            "holds a query, a fragment, a percent-encoding, \";\" or \"\\\"",
+        ));
+    }
+    if prefix.split('/').any(|segment| segment == "." || segment == "..") {
+        return Err(bad("holds a dot segment"));
+    }
+    Ok(())
+}
+
+/// The methods a credential is added to: `[GET, HEAD]` unless named.
+/// TRACE (which echoes the request, credential included) and CONNECT
+/// are never allowed.
+fn methods(key: &str, named: Option<&[String]>) -> Result<Vec<http::Method>, ConfigError> {
+    let Some(named) = named else {
+        return Ok(vec![http::Method::GET, http::Method::HEAD]);
+    };
+    let key = format!("{key}.methods");
+    if named.is_empty() {
+        return Err(ConfigError::invalid(
+            &key,
+            "is empty; leave it out for [GET, HEAD], or name the methods that need the credential (POST or PUT to publish)",
+        ));
+    }
+    named
+        .iter()
+        .map(|text| {
+            let upper = text.trim().to_ascii_uppercase();
+            match http::Method::from_bytes(upper.as_bytes()) {
+                Ok(m) if [http::Method::TRACE, http::Method::CONNECT].contains(&m) || upper == "TRACK" => {
+                    Err(ConfigError::invalid(
+                        &key,
+                        format!("names {upper}, which never gets a credential (TRACE and TRACK echo it back; CONNECT opens a tunnel); remove it"),
+                    ))
+                }
+                Ok(m) if upper.chars().all(|c| c.is_ascii_uppercase()) => Ok(m),
+                _ => Err(ConfigError::invalid(
+                    &key,
+                    format!(r#""{text}" is not an HTTP method; write GET, HEAD, POST, PUT, PATCH, DELETE or OPTIONS"#),
+                )),
+            }
+        })
+        .collect()
 }
 
 fn scheme(key: &str, text: &str) -> Result<CredentialScheme, ConfigError> {
@@ -303,31 +382,6 @@ fn read_roots(path: &Path) -> Result<Vec<Vec<u8>>, ConfigError> {
     Ok(roots)
 }
 
-/// `*` stands for any run of characters; the rest is compared without case
-/// (forges treat `owner/name` so).
-pub fn pattern_matches(pattern: &str, text: &str) -> bool {
-    let pattern = pattern.to_ascii_lowercase();
-    let text = text.to_ascii_lowercase();
-    let mut parts = pattern.split('*');
-    let Some(first) = parts.next() else {
-        return false;
-    };
-    let Some(mut rest) = text.strip_prefix(first) else {
-        return false;
-    };
-    let pieces: Vec<&str> = parts.collect();
-    let Some((last, middle)) = pieces.split_last() else {
-        return rest.is_empty();
-    };
-    for piece in middle {
-        match rest.find(piece) {
-            Some(at) => rest = &rest[at + piece.len()..],
-            None => return false,
-        }
-    }
-    rest.len() >= last.len() && rest.ends_with(last)
-}
-
 #[cfg(test)]
 mod tests {
     #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -385,12 +439,84 @@ mod tests {
     }
 
     #[test]
-    fn repository_patterns() {
-        assert!(pattern_matches("*", "a/b"));
-        assert!(pattern_matches("Acme/*", "acme/app"));
-        assert!(pattern_matches("acme/app", "ACME/App"));
-        assert!(!pattern_matches("acme/app", "acme/app2"));
-        assert!(pattern_matches("*/app-*", "acme/app-web"));
-        assert!(!pattern_matches("acme/*", "other/acme/x"));
+    fn a_prefix_covers_paths_at_a_segment_boundary_only() {
+        let mut c = resolve(&[raw("bearer", "CORP_TOKEN")], "", Path::new("/"), &lookup)
+            .unwrap()
+            .credentials
+            .remove(0);
+        for prefix in ["/simple", "/simple/"] {
+            c.path_prefix = Some(prefix.into());
+            assert!(c.covers_path("/simple/pkg/"), "{prefix}");
+            assert!(c.covers_path("/simple"), "{prefix}");
+            assert!(!c.covers_path("/simplefoo"), "{prefix}");
+            assert!(!c.covers_path("/simplefoo/x"), "{prefix}");
+            assert!(!c.covers_path("/admin/"), "{prefix}");
+        }
+        c.path_prefix = Some("/".into());
+        assert!(c.covers_path("/anything"));
+    }
+
+    #[test]
+    fn a_prefix_must_be_a_plain_path() {
+        for bad in [
+            "simple/",
+            "/simple/../admin",
+            "/simple/%2e",
+            "/simple;x",
+            "/simple?x",
+            "/./simple",
+        ] {
+            let mut entry = raw("bearer", "CORP_TOKEN");
+            entry.path_prefix = Some(bad.into());
+            let err = resolve(&[entry], "", Path::new("/"), &lookup).unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with("sandbox.egress.credentials[0].path_prefix"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn methods_default_to_reading_and_never_include_trace() {
+        let all = resolve(&[raw("bearer", "CORP_TOKEN")], "", Path::new("/"), &lookup).unwrap();
+        let c = &all.credentials[0];
+        assert!(c.allows_method(&http::Method::GET) && c.allows_method(&http::Method::HEAD));
+        assert!(!c.allows_method(&http::Method::PUT) && !c.allows_method(&http::Method::POST));
+        let mut publish = raw("bearer", "CORP_TOKEN");
+        publish.methods = Some(vec!["get".into(), "PUT".into()]);
+        let all = resolve(&[publish], "", Path::new("/"), &lookup).unwrap();
+        assert!(all.credentials[0].allows_method(&http::Method::PUT));
+        for bad in ["TRACE", "connect", "track", "GE T", ""] {
+            let mut entry = raw("bearer", "CORP_TOKEN");
+            entry.methods = Some(if bad.is_empty() { vec![] } else { vec![bad.into()] });
+            let err = resolve(&[entry], "", Path::new("/"), &lookup).unwrap_err();
+            assert!(
+                err.to_string()
+                    .starts_with("sandbox.egress.credentials[0].methods"),
+                "{bad}: {err}"
+            );
+        }
+    }
+
+    #[test]
+    fn repository_patterns_are_read_when_the_config_loads() {
+        let mut entry = raw("bearer", "CORP_TOKEN");
+        entry.repositories = vec!["group/*".into()];
+        let all = resolve(&[entry], "", Path::new("/"), &lookup).unwrap();
+        assert_eq!(all.for_repository("group/app").len(), 1);
+        assert!(all.for_repository("group/sub/app").is_empty());
+        let mut entry = raw("bearer", "CORP_TOKEN");
+        entry.repositories = vec!["group/**".into()];
+        let all = resolve(&[entry], "", Path::new("/"), &lookup).unwrap();
+        assert_eq!(all.for_repository("group/sub/app").len(), 1);
+        let mut entry = raw("bearer", "CORP_TOKEN");
+        entry.repositories = vec!["group/[app".into()];
+        let err = resolve(&[entry], "", Path::new("/"), &lookup).unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("sandbox.egress.credentials[0].repositories[0]"),
+            "{err}"
+        );
     }
 }

@@ -16,6 +16,7 @@ mod planning;
 mod policy;
 mod raw;
 mod repository;
+mod repository_pattern;
 mod sandbox;
 mod secrets;
 mod submodules;
@@ -39,6 +40,7 @@ pub use repository::{
     check_file as check_repo_file, AgentNetwork, Commands, PlainValue, RawNetwork, RepoBudget, RepoFile,
     RepositoriesConfig, SetupFailure,
 };
+pub use repository_pattern::RepositoryPattern;
 pub use sandbox::{CopyOutLimits, EgressTransport, SandboxConfig, SnapshotsConfig};
 pub use secrets::{Secret, Secrets, OWN_SECRET};
 pub use submodules::SubmodulesConfig;

@@ -19,13 +19,16 @@ pub(super) fn credentials_check(config: &Config) -> Option<Check> {
             (false, true) => "agent",
             _ => "setup",
         };
+        let repositories: Vec<&str> = c.repositories.iter().map(|p| p.as_str()).collect();
+        let methods: Vec<&str> = c.methods.iter().map(http::Method::as_str).collect();
         lines.push(format!(
-            "{} (set) for {}:{}{} in {phases}, repositories {}",
+            "{} (set) for {} {}:{}{} in {phases}, repositories {}",
             c.name,
+            methods.join("/"),
             c.host,
             c.port,
             c.path_prefix.as_deref().unwrap_or(""),
-            c.repositories.join(", ")
+            repositories.join(", ")
         ));
         if !sandbox.egress_tls_ports.contains(&c.port) {
             status = Status::Warn;

@@ -1,13 +1,17 @@
-//! Who a task's commits are for, and who vouches for them: before a push,
-//! the commits the task made (base..head) are written again on the host
-//! with a `Co-authored-by:` trailer naming the person who started the run
-//! and, when the operator gave a key, an SSH signature. Trees, authors,
-//! committers, dates and order are kept; only the message and the
-//! signature header change.
+//! Who a task's commits are by, for, and who vouches for them: before a
+//! push, the commits the task made (base..head) are always written again
+//! on the host. Each gets forgehand's identity as author and committer,
+//! dated at the rewrite; the message loses every trailer the sandbox wrote
+//! that names a person ([`claims_identity`]) and ends with a
+//! `Co-authored-by:` naming the person who started the run; and, when the
+//! operator gave a key, an SSH signature. Trees and order are kept. What
+//! the model chose as author, committer, dates and co-authors never
+//! reaches the forge: a signature would make the forge show them as
+//! verified.
 
 use super::signing::CommitSigner;
 use crate::forge::ForgeKind;
-use git2::{Commit, Oid, Repository, Sort};
+use git2::{Commit, Oid, Repository, Signature, Sort};
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -40,18 +44,21 @@ impl CoAuthor {
     }
 }
 
-/// What a task's commits get before they are pushed.
-#[derive(Debug, Clone, Default)]
-pub struct Attribution {
-    pub co_author: Option<CoAuthor>,
-    pub signer: Option<Arc<CommitSigner>>,
+/// forgehand's own name on commits: `delivery.author_name` and
+/// `delivery.author_email`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    pub name: String,
+    pub email: String,
 }
 
-impl Attribution {
-    /// Whether commits are written again at all.
-    pub fn rewrites(&self) -> bool {
-        self.co_author.is_some() || self.signer.is_some()
-    }
+/// What a task's commits get before they are pushed.
+#[derive(Debug, Clone)]
+pub struct Attribution {
+    /// The author and committer of every commit pushed.
+    pub identity: Identity,
+    pub co_author: Option<CoAuthor>,
+    pub signer: Option<Arc<CommitSigner>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +69,8 @@ pub enum AttributionError {
         #[source]
         source: git2::Error,
     },
+    #[error("delivery.author_name and delivery.author_email do not make a commit identity ({0}); give a plain name and an address without angle brackets or newlines")]
+    Identity(git2::Error),
     #[error(transparent)]
     Sign(#[from] super::signing::SigningError),
 }
@@ -92,9 +101,51 @@ pub fn with_trailer(message: &str, trailer: &str) -> String {
 
 /// `Token: value`, where the token is letters, digits and dashes.
 fn is_trailer_line(line: &str) -> bool {
-    line.split_once(": ").is_some_and(|(token, _)| {
-        !token.is_empty() && token.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
-    })
+    line.split_once(": ")
+        .is_some_and(|(token, _)| is_trailer_token(token))
+}
+
+fn is_trailer_token(token: &str) -> bool {
+    !token.is_empty() && token.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+}
+
+/// Whether `line` is a trailer that names a person as having a part in the
+/// commit: any `*-by:` token (`Co-authored-by`, `Signed-off-by`,
+/// `Reviewed-by`, `Acked-by`, `Tested-by`, `Reported-by`, `Suggested-by`,
+/// `Helped-by`, ...), `On-behalf-of:` (GitHub's organisation
+/// attribution), and `Author:` / `Committer:`. Case and indentation do
+/// not matter, as forges read them leniently.
+pub fn claims_identity(line: &str) -> bool {
+    let token = line
+        .trim_start()
+        .split_once(':')
+        .map(|(token, _)| token.trim_end());
+    token
+        .filter(|token| is_trailer_token(token))
+        .is_some_and(|token| {
+            let token = token.to_ascii_lowercase();
+            token.ends_with("-by") || matches!(token.as_str(), "on-behalf-of" | "author" | "committer")
+        })
+}
+
+/// `message` without the lines that [`claims_identity`], blank lines they
+/// leave doubled or trailing folded away.
+pub fn without_identity_trailers(message: &str) -> String {
+    let mut kept: Vec<&str> = Vec::new();
+    for line in message.lines().filter(|line| !claims_identity(line)) {
+        let blank = line.trim().is_empty();
+        if blank && kept.last().is_none_or(|last| last.trim().is_empty()) {
+            continue;
+        }
+        kept.push(line);
+    }
+    while kept.last().is_some_and(|last| last.trim().is_empty()) {
+        kept.pop();
+    }
+    match kept.is_empty() {
+        true => String::new(),
+        false => format!("{}\n", kept.join("\n")),
+    }
 }
 
 /// Writes the commits of `base..head` again with `attribution`, oldest
@@ -107,9 +158,8 @@ pub fn rewrite(
     attribution: &Attribution,
     done: &mut HashMap<Oid, Oid>,
 ) -> Result<Oid, AttributionError> {
-    if !attribution.rewrites() {
-        return Ok(head);
-    }
+    let who = &attribution.identity;
+    let now = Signature::now(&who.name, &who.email).map_err(AttributionError::Identity)?;
     let mut walk = repo.revwalk().map_err(git("walk the task's commits"))?;
     walk.set_sorting(Sort::TOPOLOGICAL | Sort::REVERSE)
         .map_err(git("walk the task's commits"))?;
@@ -122,7 +172,7 @@ pub fn rewrite(
             Some(written) => *written,
             None => {
                 let commit = repo.find_commit(oid).map_err(git("read a task commit"))?;
-                let written = write_again(repo, &commit, attribution, done)?;
+                let written = write_again(repo, &commit, (attribution, &now), done)?;
                 done.insert(oid, written);
                 written
             }
@@ -131,17 +181,19 @@ pub fn rewrite(
     Ok(done.get(&head).copied().unwrap_or(new_head))
 }
 
-/// One commit with the trailer and signature, on its parents' new ids.
+/// One commit by forgehand (`now`), with its trailer and signature, on
+/// its parents' new ids.
 fn write_again(
     repo: &Repository,
     commit: &Commit<'_>,
-    attribution: &Attribution,
+    (attribution, now): (&Attribution, &Signature<'_>),
     done: &HashMap<Oid, Oid>,
 ) -> Result<Oid, AttributionError> {
-    let message = String::from_utf8_lossy(commit.message_raw_bytes());
+    let message = without_identity_trailers(&String::from_utf8_lossy(commit.message_raw_bytes()));
     let message = match &attribution.co_author {
         Some(person) => with_trailer(&message, &person.trailer()),
-        None => message.into_owned(),
+        None if message.is_empty() => "forgehand: the task's change\n".to_owned(),
+        None => message,
     };
     let parents = commit
         .parent_ids()
@@ -152,7 +204,7 @@ fn write_again(
     let parents: Vec<&Commit<'_>> = parents.iter().collect();
     let tree = commit.tree().map_err(git("read a commit's tree"))?;
     let buffer = repo
-        .commit_create_buffer(&commit.author(), &commit.committer(), &message, &tree, &parents)
+        .commit_create_buffer(now, now, &message, &tree, &parents)
         .map_err(git("write a commit"))?;
     let content = String::from_utf8_lossy(&buffer);
     match &attribution.signer {

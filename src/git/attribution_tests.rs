@@ -55,13 +55,18 @@ fn commit(repo: &Repository, parent: Option<Oid>, file: &str, message: &str, whe
     let blob = repo.blob(file.as_bytes()).unwrap();
     builder.insert(file, blob, 0o100644).unwrap();
     let tree = repo.find_tree(builder.write().unwrap()).unwrap();
-    let author = Signature::new("Model", "model@sandbox", &Time::new(when, 120)).unwrap();
-    let committer = Signature::new("forgehand", "forgehand@localhost", &Time::new(when + 5, 0)).unwrap();
+    // What a model in the sandbox may choose: a maintainer as author and
+    // committer, dated long ago.
+    let author = Signature::new("Mona Maintainer", "mona@example.org", &Time::new(when, 120)).unwrap();
+    let committer = Signature::new("Mona Maintainer", "mona@example.org", &Time::new(when + 5, 0)).unwrap();
     let parents: Vec<_> = parent.map(|p| repo.find_commit(p).unwrap()).into_iter().collect();
     let parents: Vec<_> = parents.iter().collect();
     repo.commit(None, &author, &committer, message, &tree, &parents)
         .unwrap()
 }
+
+/// The model's own trailers, each claiming a person had a part.
+const CLAIMS: &str = "Co-authored-by: Mona Maintainer <mona@example.org>\nSigned-off-by: Mona Maintainer <mona@example.org>\nreviewed-by:Lead <lead@example.org>\n";
 
 fn history(dir: &Path) -> (Repository, Oid, Vec<Oid>) {
     let repo = Repository::init(dir).unwrap();
@@ -71,10 +76,25 @@ fn history(dir: &Path) -> (Repository, Oid, Vec<Oid>) {
         &repo,
         Some(one),
         "two",
-        &format!("second change\n\n{TRAILER}\n"),
+        &format!("second change\n\nWhy it changed.\n\n{CLAIMS}{TRAILER}\n"),
         1_700_000_200,
     );
     (repo, base, vec![one, two])
+}
+
+fn bot() -> Identity {
+    Identity {
+        name: "forgehand".into(),
+        email: "forgehand@localhost".into(),
+    }
+}
+
+fn attribution(co_author: Option<CoAuthor>, signer: Option<CommitSigner>) -> Attribution {
+    Attribution {
+        identity: bot(),
+        co_author,
+        signer: signer.map(Arc::new),
+    }
 }
 
 /// The commits from `head` down to `base`, newest first.
@@ -88,32 +108,59 @@ fn chain(repo: &Repository, base: Oid, head: Oid) -> Vec<Oid> {
     out
 }
 
-#[test]
-fn rewriting_keeps_trees_authors_dates_and_order_and_adds_the_trailer_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let (repo, base, old) = history(dir.path());
-    let attribution = Attribution {
-        co_author: Some(alice()),
-        signer: None,
-    };
-    let mut done = HashMap::new();
-    let head = rewrite(&repo, (base, old[1]), &attribution, &mut done).unwrap();
-    let new = chain(&repo, base, head);
-    assert_eq!(new.len(), 2);
-    for (old, new) in [(old[1], new[0]), (old[0], new[1])] {
-        let (old, new) = (repo.find_commit(old).unwrap(), repo.find_commit(new).unwrap());
+fn now() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64
+}
+
+/// Each commit of `new` is forgehand's, dated no earlier than `since`, with
+/// the tree of its counterpart in `old`, its subject, and no claim of the
+/// model's left.
+fn assert_forgehands(repo: &Repository, old: &[Oid], new: &[Oid], since: i64) {
+    assert_eq!(new.len(), old.len());
+    for (old, new) in old.iter().rev().zip(new) {
+        let (old, new) = (repo.find_commit(*old).unwrap(), repo.find_commit(*new).unwrap());
         assert_eq!(old.tree_id(), new.tree_id());
-        for (a, b) in [(old.author(), new.author()), (old.committer(), new.committer())] {
-            assert_eq!((a.name(), a.email(), a.when()), (b.name(), b.email(), b.when()));
+        for person in [new.author(), new.committer()] {
+            assert_eq!(
+                (person.name().unwrap(), person.email().unwrap()),
+                ("forgehand", "forgehand@localhost")
+            );
+            assert!(person.when().seconds() >= since, "dated at the rewrite");
         }
         let message = new.message().unwrap();
-        assert_eq!(message.matches(TRAILER).count(), 1, "{message}");
+        assert!(
+            !message.contains("Mona") && !message.contains("lead@"),
+            "{message}"
+        );
         let first = String::from_utf8_lossy(old.message_bytes())
             .lines()
             .next()
             .map(str::to_owned);
         assert_eq!(message.lines().next().map(str::to_owned), first);
     }
+}
+
+#[test]
+fn rewriting_makes_the_commits_forgehands_and_adds_the_trailer_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let (repo, base, old) = history(dir.path());
+    let attribution = attribution(Some(alice()), None);
+    let mut done = HashMap::new();
+    let since = now();
+    let head = rewrite(&repo, (base, old[1]), &attribution, &mut done).unwrap();
+    let new = chain(&repo, base, head);
+    assert_forgehands(&repo, &old, &new, since);
+    for oid in &new {
+        let message = repo.find_commit(*oid).unwrap().message().unwrap().to_owned();
+        assert_eq!(message.matches(TRAILER).count(), 1, "{message}");
+    }
+    assert_eq!(
+        repo.find_commit(new[0]).unwrap().message().unwrap(),
+        format!("second change\n\nWhy it changed.\n\n{TRAILER}\n")
+    );
     // The same commits asked again (a later push) give the same ids,
     // and a commit on top builds on them.
     let three = commit(&repo, Some(old[1]), "three", "third\n", 1_700_000_300);
@@ -122,17 +169,60 @@ fn rewriting_keeps_trees_authors_dates_and_order_and_adds_the_trailer_once() {
 }
 
 #[test]
-fn nothing_to_add_keeps_the_commits() {
+fn without_a_co_author_or_a_key_the_commits_are_still_forgehands() {
     let dir = tempfile::tempdir().unwrap();
     let (repo, base, old) = history(dir.path());
+    let since = now();
     let head = rewrite(
         &repo,
         (base, old[1]),
-        &Attribution::default(),
+        &attribution(None, None),
         &mut HashMap::new(),
     )
     .unwrap();
-    assert_eq!(head, old[1]);
+    assert_ne!(head, old[1]);
+    let new = chain(&repo, base, head);
+    assert_forgehands(&repo, &old, &new, since);
+    assert_eq!(
+        repo.find_commit(new[0]).unwrap().message().unwrap(),
+        "second change\n\nWhy it changed.\n"
+    );
+}
+
+#[test]
+fn trailers_that_name_a_person_are_dropped_and_others_kept() {
+    for claim in [
+        "Co-authored-by: M <m@x>",
+        "co-authored-by:M <m@x>",
+        "  Signed-off-by: M <m@x>",
+        "Acked-by: M",
+        "Reviewed-by: M",
+        "Tested-by: M",
+        "Reported-by: M",
+        "Suggested-by: M",
+        "Helped-by: M",
+        "On-behalf-of: @org <o@x>",
+        "Author: M <m@x>",
+        "Committer : M <m@x>",
+    ] {
+        assert!(claims_identity(claim), "{claim}");
+    }
+    for kept in [
+        "Fixes: #12",
+        "Change-Id: I1234",
+        "Refs: abc",
+        "Thanks by mail: none",
+        "by: x",
+    ] {
+        assert!(!claims_identity(kept), "{kept}");
+    }
+    assert_eq!(
+        without_identity_trailers(
+            "Fix\n\nCo-authored-by: M <m@x>\n\nBody.\n\nFixes: #1\nSigned-off-by: M <m@x>\n\n"
+        ),
+        "Fix\n\nBody.\n\nFixes: #1\n"
+    );
+    assert_eq!(without_identity_trailers("Signed-off-by: M <m@x>\n"), "");
 }
 
 fn ssh_keygen(dir: &Path) -> (String, String) {
@@ -155,10 +245,7 @@ fn signed_commits_verify_with_git_and_a_wrong_key_does_not() {
     let (private, public) = ssh_keygen(dir.path());
     let signer = CommitSigner::from_openssh(&private).unwrap();
     assert_eq!(signer.public_key().split(' ').nth(1), public.split(' ').nth(1));
-    let attribution = Attribution {
-        co_author: Some(alice()),
-        signer: Some(Arc::new(signer)),
-    };
+    let attribution = attribution(Some(alice()), Some(signer));
     let head = rewrite(&repo, (base, old[1]), &attribution, &mut HashMap::new()).unwrap();
     let allowed = dir.path().join("allowed_signers");
     std::fs::write(&allowed, format!("forgehand@localhost {public}")).unwrap();

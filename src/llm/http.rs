@@ -105,8 +105,13 @@ pub(crate) fn in_stream_error(
 }
 
 /// The provider's own error message from its JSON error body (all three use
-/// `{"error": {"message": ...}}`), else the body itself.
+/// `{"error": {"message": ...}}`), else the body itself; addresses in it
+/// redacted (a proxy may echo the request's).
 fn error_message(body: &str) -> String {
+    crate::redact::urls_in(&provider_words(body))
+}
+
+fn provider_words(body: &str) -> String {
     let parsed: Option<Value> = serde_json::from_str(body).ok();
     let from_json = parsed.as_ref().and_then(|v| {
         let error = v.get("error")?;
@@ -165,14 +170,15 @@ fn clip(text: &str) -> String {
     format!("{}…", &text[..end])
 }
 
-/// A transport failure in words; `timeout` says which limit a timeout was.
+/// A transport failure in words, its address redacted (a base URL may
+/// carry a key in its query); `timeout` says which limit a timeout was.
 pub(crate) fn describe_reqwest(err: &reqwest::Error, timeout: &str) -> String {
     if err.is_timeout() {
         timeout.to_owned()
     } else if err.is_connect() {
-        format!("connection failed: {err}")
+        format!("connection failed: {}", crate::redact::http_error(err))
     } else {
-        err.to_string()
+        crate::redact::http_error(err)
     }
 }
 
@@ -214,7 +220,10 @@ pub fn client(timeout: Duration) -> Result<reqwest::Client, LlmError> {
         .connect_timeout(Duration::from_secs(30).min(timeout))
         .build()
         .map_err(|e| LlmError::NoModel {
-            detail: format!("the HTTP client could not be built: {e}"),
+            detail: format!(
+                "the HTTP client could not be built: {}",
+                crate::redact::http_error(&e)
+            ),
         })
 }
 

@@ -19,6 +19,8 @@ mod authority;
 mod http_head;
 mod intercept;
 mod replay;
+mod request_check;
+mod screen;
 mod tls_sni;
 pub mod trust;
 

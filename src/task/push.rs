@@ -18,7 +18,7 @@ use super::workspace::{Collected, DeliveryError};
 use super::workspace_handle::WorkspaceHandle;
 use crate::agent::{AgentOutcome, StopReason};
 use crate::config::DeliveryConfig;
-use crate::git::attribution::Attribution;
+use crate::git::attribution::{Attribution, Identity};
 use crate::git::untrusted::{self, Layout, LeftoverCommit, UntrustedError};
 use crate::git::Credentials;
 use crate::journal::Phase;
@@ -224,10 +224,15 @@ pub(super) async fn push_again(
     Ok(after.filter(|head| Some(*head) != before))
 }
 
-/// What the task's commits get on the host before each push: the person
-/// who asked as co-author, and the operator's signature.
+/// What the task's commits get on the host before each push: forgehand
+/// as author and committer, the person who asked as co-author, and the
+/// operator's signature.
 fn attribution(needs: &Needs<'_>, claimed: &Claimed) -> Attribution {
     Attribution {
+        identity: Identity {
+            name: needs.delivery.author_name.clone(),
+            email: needs.delivery.author_email.clone(),
+        },
         co_author: claimed.asked_by.clone(),
         signer: needs.delivery.signing.as_ref().map(|s| s.signer.clone()),
     }

@@ -46,7 +46,7 @@ pub fn client() -> Result<reqwest::Client, FetchError> {
         .timeout(DOWNLOAD_TIMEOUT)
         .build()
         .map_err(|e| FetchError::Network {
-            detail: e.to_string(),
+            detail: crate::redact::http_error(&e),
         })
 }
 
@@ -67,8 +67,8 @@ pub async fn download(
             request = request.header(name, value);
         }
         let response = request.send().await.map_err(|e| FetchError::Network {
-            // Without the address: a signed one is a credential too.
-            detail: e.without_url().to_string(),
+            // The address redacted: a signed one is a credential too.
+            detail: crate::redact::http_error(&e),
         })?;
         let status = response.status();
         if status.is_redirection() {
@@ -115,7 +115,7 @@ async fn read_capped(mut response: reqwest::Response, max: u64) -> Result<Vec<u8
     }
     let mut bytes = Vec::new();
     while let Some(chunk) = response.chunk().await.map_err(|e| FetchError::Network {
-        detail: e.without_url().to_string(),
+        detail: crate::redact::http_error(&e),
     })? {
         if (bytes.len() + chunk.len()) as u64 > max {
             return Err(FetchError::TooLarge { max });

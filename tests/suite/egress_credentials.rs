@@ -64,8 +64,11 @@ print("leak-scan:", found or "clean")
 print("trust:", os.environ.get("SSL_CERT_FILE"), os.environ.get("PIP_CERT"))
 "#;
 
-/// Setup's probes of the two hosts that must not get the credential.
-const PROBE: &str = r#"import ssl, sys, urllib.request, urllib.error
+/// Setup's probes of the two hosts that must not get the credential, and
+/// of requests to the index the operator did not name, sent as written
+/// through the sandbox's proxy: each must be refused by the relay (400,
+/// 405), or reach the index without the credential (its own 401).
+const PROBE: &str = r#"import http.client, os, ssl, sys, urllib.parse, urllib.request, urllib.error
 for label, port, context in (("unverified-host", sys.argv[1], None), ("not-allowed", sys.argv[2], ssl._create_unverified_context())):
     try:
         r = urllib.request.urlopen(f"https://localhost:{port}/simple/", context=context, timeout=20)
@@ -74,6 +77,31 @@ for label, port, context in (("unverified-host", sys.argv[1], None), ("not-allow
         print(label, e.code, e.read().decode(errors="replace").strip()[:300])
     except Exception as e:
         print(label, "failed:", e)
+proxy = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+good = int(sys.argv[3])
+context = ssl.create_default_context(cafile=os.environ["SSL_CERT_FILE"])
+for label, method, target, host in (
+    ("absolute-form", "GET", "https://other.example/simple/fhsecret/", None),
+    ("absolute-form-own-host", "GET", "https://other.example/simple/fhsecret/", f"localhost:{good}"),
+    ("other-port", "GET", "/simple/fhsecret/", "localhost:1"),
+    ("encoded-dots", "GET", "/simple/%2e%2e/packages/", f"localhost:{good}"),
+    ("trace", "TRACE", "/simple/fhsecret/", f"localhost:{good}"),
+    ("put", "PUT", "/simple/fhsecret/", f"localhost:{good}"),
+):
+    connection = http.client.HTTPSConnection(proxy.hostname, proxy.port, context=context, timeout=20)
+    connection.set_tunnel("localhost", good)
+    try:
+        connection.putrequest(method, target, skip_host=True, skip_accept_encoding=True)
+        if host:
+            connection.putheader("Host", host)
+        if method == "PUT":
+            connection.putheader("Content-Length", "0")
+        connection.endheaders()
+        print("attack", label, connection.getresponse().status)
+    except Exception as e:
+        print("attack", label, "failed:", e)
+    finally:
+        connection.close()
 "#;
 
 /// `forgehand tasks show` of the newest run of `issue`; the CLI reads the
@@ -130,7 +158,7 @@ async fn pip_installs_from_a_private_index_with_a_credential_the_sandbox_never_s
 
     let (good, bad, other) = (front.port, unverified.port, not_allowed.port);
     let settings = format!(
-        "image: python\nsetup:\n  - python3 -m venv .venv\n  - .venv/bin/pip install --no-cache-dir --index-url https://localhost:{good}/simple/ -r requirements.txt\n  - python3 probe.py {bad} {other} > \"$HOME/probe.txt\" 2>&1\nnetwork:\n  setup: ['localhost:{good}', 'localhost:{bad}', 'localhost:{other}']\ntest: .venv/bin/python -m unittest -q\n"
+        "image: python\nsetup:\n  - python3 -m venv .venv\n  - .venv/bin/pip install --no-cache-dir --index-url https://localhost:{good}/simple/ -r requirements.txt\n  - python3 probe.py {bad} {other} {good} > \"$HOME/probe.txt\" 2>&1\nnetwork:\n  setup: ['localhost:{good}', 'localhost:{bad}', 'localhost:{other}']\ntest: .venv/bin/python -m unittest -q\n"
     );
     let credential = |port: u16, repositories: &str| {
         format!("      - host: \"localhost:{port}\"\n        value_from: {VAR}\n        scheme: basic\n        repositories: [{repositories}]\n")
@@ -200,6 +228,21 @@ async fn pip_installs_from_a_private_index_with_a_credential_the_sandbox_never_s
     // A repository not allowed the credential: the plain tunnel, and the
     // index's own refusal.
     assert!(seen.contains("not-allowed 401"), "{seen}");
+    // Requests to the index the operator did not name: refused by the
+    // relay, or answered by the index's own 401 (no credential added).
+    for expected in [
+        "attack absolute-form 400",
+        "attack absolute-form-own-host 400",
+        "attack other-port 400",
+        "attack encoded-dots 400",
+        "attack trace 405",
+    ] {
+        assert!(seen.contains(expected), "{expected}: {seen}");
+    }
+    assert!(
+        seen.contains("attack put 401") || seen.contains("attack put 403") || seen.contains("attack put 405"),
+        "{seen}"
+    );
 
     let transcript = transcript_of(&world, issue, &value);
     assert!(

@@ -4,19 +4,22 @@
 //! the cap; the rest stay pointers and it is told which), an edited and a
 //! new LFS file land as pointers whose objects the server has, unchanged
 //! ones keep their very pointer blobs, a server that refuses the upload
-//! leaves nothing pushed, and a host not allowed is never contacted. The
-//! LFS server is on another port of the forge's host, so it is listed in
-//! `git.lfs.allowed_hosts`: the forge's own origin includes its port. A
-//! follow-up never reads the `.lfsconfig` the model pushed, and an
-//! `lfs.url` with a query is refused.
+//! leaves nothing pushed, a host not allowed is never contacted, and a
+//! failed download from a signed storage address never shows its query.
+//! The LFS server (and the storage) are on other ports of the forge's
+//! host, so they are listed in `git.lfs.allowed_hosts`: the forge's own
+//! origin includes its port. A follow-up never reads the `.lfsconfig` the
+//! model pushed, and an `lfs.url` with a query is refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use forgehand_test_support::fake_lfs::{pointer_text, FakeLfs};
+use forgehand_test_support::fake_lfs::{pointer_text, FakeLfs, DOWNLOAD_SIGNATURE};
 use forgehand_test_support::github_world::{World, DONE, REPO, TOKEN};
 use forgehand_test_support::scripted_model::{call, text, Reply};
 use serde_json::json;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
+use tokio::io::AsyncReadExt;
 
 const WEIGHTS: &str = "weights-v1: 0.25 0.5 0.75\n";
 const LABELS: &str = "cat\ndog\nbird\n";
@@ -49,10 +52,23 @@ async fn world_with(
     files: &[(String, String)],
     more: &str,
 ) -> World {
+    world_allowing(lfs, &[], turns, files, more).await
+}
+
+/// The same, with more `host:port`s allowed besides `lfs`.
+async fn world_allowing(
+    lfs: &FakeLfs,
+    hosts: &[String],
+    turns: Vec<(Reply, Option<Duration>)>,
+    files: &[(String, String)],
+    more: &str,
+) -> World {
     let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
-    let port = lfs.server.address().port();
+    let mut allowed = vec![format!("\"127.0.0.1:{}\"", lfs.server.address().port())];
+    allowed.extend(hosts.iter().map(|h| format!("\"{h}\"")));
     let yaml = format!(
-        "git:\n  lfs:\n    max_total_bytes: \"1k\"\n    allowed_hosts: [\"127.0.0.1:{port}\"]\n{more}"
+        "git:\n  lfs:\n    max_total_bytes: \"1k\"\n    allowed_hosts: [{}]\n{more}",
+        allowed.join(", ")
     );
     World::with_repository(turns, &files, &yaml).await
 }
@@ -376,4 +392,71 @@ async fn an_lfs_url_with_a_query_is_refused_and_the_server_gets_nothing() {
         Vec::<String>::new(),
         "the LFS server was contacted"
     );
+}
+
+/// Object storage that reads each request and closes the connection
+/// unanswered: its base URL, and the request lines it read.
+async fn closing_storage() -> (String, Arc<Mutex<Vec<String>>>) {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let base = format!("http://{}", listener.local_addr().unwrap());
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let lines = seen.clone();
+    tokio::spawn(async move {
+        while let Ok((mut stream, _)) = listener.accept().await {
+            let mut head = Vec::new();
+            let mut buf = [0u8; 1024];
+            while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                match stream.read(&mut buf).await {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => head.extend_from_slice(&buf[..n]),
+                }
+            }
+            let line = String::from_utf8_lossy(&head)
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .to_owned();
+            lines.lock().unwrap().push(line);
+            drop(stream);
+        }
+    });
+    (base, seen)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_download_from_a_signed_address_never_shows_its_query() {
+    let lfs = FakeLfs::start("x-access-token", TOKEN).await;
+    let (storage, storage_saw) = closing_storage().await;
+    lfs.sign_downloads_at(&storage);
+    let files = lfs_repository(&lfs, &lfs.endpoint(REPO));
+    let turns = vec![
+        shell("head -c 42 data/weights.bin"),
+        (text("The weights are LFS pointers I cannot read."), None),
+    ];
+    let host = storage.trim_start_matches("http://").to_owned();
+    let world = world_allowing(&lfs, &[host], turns, &files, "").await;
+    let issue = world.labelled_issue("Look at the weights");
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+    assert!(daemon.terminate().success());
+    // The daemon did go to the signed address, query and all.
+    let asked = storage_saw.lock().unwrap().clone();
+    assert!(
+        asked
+            .iter()
+            .any(|line| line.starts_with("GET /objects/") && line.contains(DOWNLOAD_SIGNATURE)),
+        "{asked:?}"
+    );
+    let comment = world.progress_comment(issue);
+    let oid = oid_of(pointer_text(WEIGHTS.as_bytes()).as_bytes());
+    let said = format!("data/weights.bin (cannot reach the LFS server at {storage}/objects/{oid}");
+    assert!(comment.contains(&said), "{comment}");
+    let seen = seen(&world).await;
+    let log = std::fs::read_to_string(world.log_path()).unwrap();
+    for (place, text) in [("comment", &comment), ("model's view", &seen), ("log", &log)] {
+        assert!(
+            !text.contains("X-Amz-"),
+            "the signed query is in the {place}: {text}"
+        );
+    }
 }

@@ -7,14 +7,18 @@
 //! file holding the key's public half (the key made by `ssh-keygen`);
 //! without it, the commits are unsigned but still name the labeller. A
 //! run a writer's mention asked for (no label) names the mention's author,
-//! their id looked up by login.
+//! their id looked up by login. Whatever author, committer, dates and
+//! trailers the model gave its commits, the pushed ones are by forgehand's
+//! own identity (`delivery.author_name` / `author_email`), dated at the
+//! push, and name only the labeller.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use forgehand_test_support::daemon_rig::DaemonProcess;
 use forgehand_test_support::fake_github::BOT;
 use forgehand_test_support::github_world::{World, DONE, REPO};
-use forgehand_test_support::scripted_model::edit_and_commit;
+use forgehand_test_support::scripted_model::{call, edit_and_commit, text, Reply};
+use serde_json::json;
 use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
@@ -199,5 +203,101 @@ async fn a_run_a_writers_mention_asked_for_names_the_mentions_author() {
         "Co-authored-by: jonas <39595+jonas@users.noreply.github.example>",
         "jonas",
     );
+    assert!(daemon.terminate().success());
+}
+
+/// The model edits and commits as a maintainer: author, committer and
+/// dates of its choosing, and trailers that name the maintainer.
+fn commit_as_a_maintainer() -> Vec<(Reply, Option<Duration>)> {
+    let mona = "Mona Maintainer <mona@example.org>";
+    let command = format!(
+        "git add -A && GIT_COMMITTER_NAME='Mona Maintainer' GIT_COMMITTER_EMAIL=mona@example.org \
+         GIT_COMMITTER_DATE=2001-02-03T04:05:06Z git commit -q --author='{mona}' --date=2001-02-03T04:05:06Z \
+         -m 'Greet the whole world' -m 'Co-authored-by: {mona}' -m 'Signed-off-by: {mona}' \
+         -m 'On-behalf-of: @example-org <org@example.org>' && git log -1 --format='%an %cn %B'"
+    );
+    vec![
+        (
+            call(
+                "text_editor_str_replace",
+                json!({"path": "/workspace/project/greet.py", "old_str": "Hello", "new_str": "Hello, world"}),
+            ),
+            None,
+        ),
+        (
+            call("command_executor_execute_command", json!({ "command": command })),
+            None,
+        ),
+        (
+            text("Changed the greeting in greet.py to greet the whole world."),
+            None,
+        ),
+    ]
+}
+
+/// The seconds in a commit's `author` or `committer` header line.
+fn seconds(raw: &str, header: &str) -> i64 {
+    let line = raw
+        .lines()
+        .find(|l| l.starts_with(&format!("{header} ")))
+        .unwrap_or_else(|| panic!("no {header} in {raw}"));
+    line.rsplit(' ').nth(1).unwrap().parse().unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_model_that_commits_as_a_maintainer_gets_forgehands_signed_commits() {
+    let yaml = format!(
+        "delivery:\n  author_name: \"forgehand-bot\"\n  author_email: \"bot@forgehand.example\"\n  signing:\n    ssh_key_env: \"{KEY_VAR}\"\n"
+    );
+    let world = World::with_repository(commit_as_a_maintainer(), &FILES, &yaml).await;
+    let (private, public) = key_pair(world.dir.path());
+    let started = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_secs() as i64;
+    let mut daemon = deliver(&world, &[(KEY_VAR, private)]).await;
+    // The model did commit as the maintainer in the sandbox.
+    let seen: Vec<String> = world
+        .model
+        .requests()
+        .await
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    assert!(
+        seen.iter().any(|r| r.contains("Mona Maintainer Mona Maintainer")),
+        "{seen:?}"
+    );
+    let commits = assert_names_maya(&world);
+    let allowed = world.dir.path().join("allowed_signers");
+    std::fs::write(&allowed, format!("bot@forgehand.example {public}")).unwrap();
+    for sha in &commits {
+        let raw =
+            String::from_utf8_lossy(&git(&world.bare, &["cat-file", "commit", sha]).stdout).into_owned();
+        assert!(
+            raw.contains("\nauthor forgehand-bot <bot@forgehand.example> "),
+            "{raw}"
+        );
+        assert!(
+            raw.contains("\ncommitter forgehand-bot <bot@forgehand.example> "),
+            "{raw}"
+        );
+        assert!(
+            seconds(&raw, "author") >= started && seconds(&raw, "committer") >= started,
+            "{raw}"
+        );
+        for claim in ["mona", "Signed-off-by", "On-behalf-of", "org@example.org"] {
+            assert!(
+                !raw.to_lowercase().contains(&claim.to_lowercase()),
+                "{claim} in {raw}"
+            );
+        }
+        let out = verify(&world.bare, sha, &allowed);
+        assert!(
+            out.status.success(),
+            "{sha}: {}\n{raw}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
     assert!(daemon.terminate().success());
 }

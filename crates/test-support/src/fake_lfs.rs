@@ -16,6 +16,11 @@ use wiremock::{MockServer, Request, Respond, ResponseTemplate};
 
 pub const MEDIA_TYPE: &str = "application/vnd.git-lfs+json";
 
+/// The signature in signed download hrefs ([`FakeLfs::sign_downloads_at`]):
+/// a credential for the object, which must never be shown.
+pub const DOWNLOAD_SIGNATURE: &str =
+    "X-Amz-Signature=5ec12e7f00d5a1a7f3e2b9c4d8e6f1a0b2c3d4e5f6a7b8c9d0e1f2a3b4c5d6e7";
+
 /// The token the fake's action hrefs require (not the forge's).
 const ACTION_TOKEN: &str = "RemoteAuth fake-lfs-action-token";
 
@@ -27,6 +32,8 @@ struct State {
     /// Requests the specification does not have: a test failure.
     unknown: Vec<String>,
     refuse_uploads: bool,
+    /// Where download hrefs point, signed, instead of this server.
+    signed_downloads: Option<String>,
 }
 
 pub struct FakeLfs {
@@ -82,6 +89,13 @@ impl FakeLfs {
     /// Makes every upload batch answer 403, as a server that denies write access.
     pub fn refuse_uploads(&self) {
         self.state.lock().unwrap().refuse_uploads = true;
+    }
+
+    /// Makes download hrefs point at `storage` with a signed query, as a
+    /// real LFS server hands out presigned addresses of its object storage
+    /// (S3 query authentication: the signature travels in the query).
+    pub fn sign_downloads_at(&self, storage: &str) {
+        self.state.lock().unwrap().signed_downloads = Some(storage.trim_end_matches('/').to_owned());
     }
 
     pub fn requests(&self) -> Vec<String> {
@@ -204,10 +218,15 @@ impl Responder {
             let action = |href: String| json!({"href": href, "header": {"Authorization": ACTION_TOKEN}, "expires_in": 3600});
             let held = stored.get(oid);
             let answer = match (operation.as_str(), held) {
-                ("download", Some(content)) if content.len() as u64 == size => json!({
-                    "oid": oid, "size": size, "authenticated": true,
-                    "actions": {"download": action(format!("{base}/objects/{oid}"))}
-                }),
+                ("download", Some(content)) if content.len() as u64 == size => {
+                    let href = match &state.signed_downloads {
+                        Some(storage) => format!(
+                            "{storage}/objects/{oid}?{DOWNLOAD_SIGNATURE}&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAFAKE%2F20260101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Expires=3600"
+                        ),
+                        None => format!("{base}/objects/{oid}"),
+                    };
+                    json!({"oid": oid, "size": size, "authenticated": true, "actions": {"download": action(href)}})
+                }
                 ("download", Some(_)) => {
                     json!({"oid": oid, "size": size, "error": {"code": 422, "message": "size does not match"}})
                 }

@@ -22,7 +22,7 @@ impl GitHub {
                     .map_err(|e| ForgeError::Network {
                         forge: FORGE,
                         what: "read who the App is".into(),
-                        message: e.to_string(),
+                        message: crate::redact::urls_in(&e.to_string()),
                     })?;
                 Ok(format!("{}[bot]", info.slug))
             }

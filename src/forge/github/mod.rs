@@ -479,7 +479,10 @@ impl Delivery for GitHub {
                     .map_err(|e| ForgeError::Auth {
                         forge: FORGE,
                         status: 0,
-                        message: format!("cannot get an installation token: {e}"),
+                        message: format!(
+                            "cannot get an installation token: {}",
+                            crate::redact::urls_in(&e.to_string())
+                        ),
                     })?;
                 Secret::new(token.expose_secret().to_owned())
             }

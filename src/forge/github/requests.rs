@@ -120,7 +120,7 @@ impl GitHub {
         let network = |e: octocrab::Error| ForgeError::Network {
             forge: FORGE,
             what: what.to_owned(),
-            message: e.to_string(),
+            message: crate::redact::urls_in(&e.to_string()),
         };
         let response = result.map_err(network)?;
         let status = response.status();

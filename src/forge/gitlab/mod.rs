@@ -133,7 +133,7 @@ fn map_error(err: ApiError<RestError>, what: &str) -> ForgeError {
         ApiError::Client { source } => ForgeError::Network {
             forge: FORGE,
             what: what_s,
-            message: source.to_string(),
+            message: crate::redact::urls_in(&source.to_string()),
         },
         ApiError::GitlabWithStatus { status, msg } => status_error(status.as_u16(), msg, what),
         ApiError::GitlabObjectWithStatus { status, obj } => {
@@ -156,7 +156,7 @@ fn map_error(err: ApiError<RestError>, what: &str) -> ForgeError {
             forge: FORGE,
             what: what_s,
             status: 0,
-            message: other.to_string(),
+            message: crate::redact::urls_in(&other.to_string()),
         },
     }
 }
@@ -216,7 +216,7 @@ impl GitLab {
             builder.insecure();
         }
         let client = builder.build_async().await.map_err(|e| {
-            let message = e.to_string().replace(token.expose(), "***");
+            let message = crate::redact::urls_in(&e.to_string().replace(token.expose(), "***"));
             if message.contains("401") || message.to_ascii_lowercase().contains("unauthorized") {
                 ForgeError::Auth {
                     forge: FORGE,

@@ -65,8 +65,13 @@ pub struct ObjectAnswer {
 #[derive(Debug, Deserialize)]
 pub struct ObjectError {
     pub code: u16,
-    #[serde(default)]
+    /// The server's words, with any address in them redacted.
+    #[serde(default, deserialize_with = "text_without_urls")]
     pub message: String,
+}
+
+fn text_without_urls<'de, D: serde::Deserializer<'de>>(de: D) -> Result<String, D::Error> {
+    String::deserialize(de).map(|text| crate::redact::urls_in(&text))
 }
 
 /// Where to send or fetch one object, with the headers to send.
@@ -95,7 +100,7 @@ impl Client {
             .read_timeout(Duration::from_secs(120))
             .build()
             .map_err(|e| LfsError::Endpoint {
-                detail: format!("cannot make the HTTP client: {e}"),
+                detail: format!("cannot make the HTTP client: {}", crate::redact::http_error(&e)),
             })?;
         Ok(Client {
             endpoint,
@@ -151,8 +156,9 @@ impl Client {
             let response = checked(&url, response).await?;
             let parsed: BatchResponse = response.json().await.map_err(|e| LfsError::Protocol {
                 detail: format!(
-                    "the batch answer from {} is not the LFS batch JSON ({e})",
-                    redacted(&url)
+                    "the batch answer from {} is not the LFS batch JSON ({})",
+                    redacted(&url),
+                    crate::redact::http_error(&e)
                 ),
             })?;
             if parsed.transfer.as_deref().is_some_and(|t| t != "basic") {
@@ -207,7 +213,7 @@ impl Client {
         let (mut hasher, mut size) = (Sha256::new(), 0u64);
         while let Some(chunk) = response.chunk().await.map_err(|e| LfsError::Network {
             url: href_shown(&action.href),
-            detail: e.to_string(),
+            detail: crate::redact::http_error(&e),
         })? {
             size += chunk.len() as u64;
             if size > pointer.size {
@@ -258,19 +264,8 @@ fn href_shown(href: &str) -> String {
 fn network(url: &Url, err: &reqwest::Error) -> LfsError {
     LfsError::Network {
         url: redacted(url),
-        detail: without_url(err),
+        detail: crate::redact::http_error(err),
     }
-}
-
-/// reqwest's words without the URL it repeats (with its query).
-fn without_url(err: &reqwest::Error) -> String {
-    let mut source: Option<&dyn std::error::Error> = std::error::Error::source(err);
-    let mut words = String::from("the request failed");
-    while let Some(inner) = source {
-        words = inner.to_string();
-        source = inner.source();
-    }
-    words
 }
 
 /// Sends `request` to `action`'s address; its answer when the status is
@@ -278,7 +273,7 @@ fn without_url(err: &reqwest::Error) -> String {
 async fn sent(request: reqwest::RequestBuilder, action: &Action) -> Result<reqwest::Response, LfsError> {
     let response = request.send().await.map_err(|e| LfsError::Network {
         url: href_shown(&action.href),
-        detail: e.to_string(),
+        detail: crate::redact::http_error(&e),
     })?;
     checked_href(&action.href, response).await
 }
@@ -307,6 +302,6 @@ async fn checked(url: &Url, response: reqwest::Response) -> Result<reqwest::Resp
     Err(LfsError::Refused {
         url: redacted(url),
         status: status.as_u16(),
-        message: crate::task::sanitize::for_forge_line(&message, 200),
+        message: crate::task::sanitize::for_forge_line(&crate::redact::urls_in(&message), 200),
     })
 }

@@ -2,17 +2,23 @@
 //! credential for (`sandbox.egress.credentials`), and only in the phases
 //! and for the repositories named there, the relay ends the sandbox's TLS
 //! itself: it shows a certificate for that host issued by the sandbox's
-//! own CA ([`Authority`]), reads the HTTP/1.1 requests inside, sets the
-//! credential's header on those under its path, and sends them on over its
-//! own TLS to the real host, verified with the host's roots and
-//! `sandbox.egress.extra_ca_file`. Nothing is sent to a host whose
-//! certificate does not verify. Answers come back without
-//! `WWW-Authenticate` (nor any header holding the value). Every other host
-//! stays a plain tunnel ([`super::tls_sni`]).
+//! own CA ([`Authority`]), reads the HTTP/1.1 requests inside, forwards
+//! only those that name nothing but that host ([`request_check`]), sets
+//! the credential's header on those under its path and of its methods,
+//! and sends them on over its own TLS to the real host, verified with the
+//! host's roots and `sandbox.egress.extra_ca_file`. Nothing is sent to a
+//! host whose certificate does not verify. Answers come back without
+//! `WWW-Authenticate`, and never with a credential's value in them
+//! ([`screen`]). Every other host stays a plain tunnel ([`super::tls_sni`]).
+//!
+//! [`request_check`]: super::request_check
+//! [`screen`]: super::screen
 
 use super::authority::{Authority, AuthorityError};
 use super::http_head::ProxyRequest;
 use super::replay::Replay;
+use super::request_check::{self, Checked};
+use super::screen::{Finding, Needles, Screened};
 use super::{tls_sni, Decision, Egress, Policy};
 use crate::config::{EgressCredential, EgressCredentials};
 use bytes::Bytes;
@@ -28,7 +34,7 @@ use tokio_rustls::client::TlsStream;
 /// How long the real host may take to finish its TLS handshake.
 const UPSTREAM_HANDSHAKE: std::time::Duration = std::time::Duration::from_secs(30);
 
-type Body = Either<Incoming, Full<Bytes>>;
+type Body = Either<Screened, Full<Bytes>>;
 
 /// One sandbox's credentials: those its repository may use, its CA, and
 /// how the relay verifies the real hosts.
@@ -77,11 +83,20 @@ impl SandboxCredentials {
             .any(|c| c.in_phase(phase) && c.for_host(host, port))
     }
 
-    /// The credential a request for `path` gets (the longest prefix wins).
-    fn for_request(&self, phase: &str, host: &str, port: u16, path: &str) -> Option<&EgressCredential> {
+    /// The credential a request for `path` with `method` gets (the
+    /// longest prefix wins). `path` is normalised.
+    fn for_request(
+        &self,
+        phase: &str,
+        host: &str,
+        port: u16,
+        method: &http::Method,
+        path: &str,
+    ) -> Option<&EgressCredential> {
         self.credentials
             .iter()
-            .filter(|c| c.in_phase(phase) && c.for_host(host, port) && c.covers_path(path))
+            .filter(|c| c.in_phase(phase) && c.for_host(host, port))
+            .filter(|c| c.allows_method(method) && c.covers_path(path))
             .max_by_key(|c| c.path_prefix.as_deref().map_or(0, str::len))
     }
 }
@@ -159,7 +174,9 @@ impl Egress {
             port: decision.port,
             upstream: tokio::sync::Mutex::new(None),
             refused: None,
-            used: std::sync::Mutex::new(None),
+            used: std::sync::Mutex::new(Vec::new()),
+            needles: Arc::new(Needles::of(&credentials.credentials)),
+            finding: Finding::default(),
         };
         match upstream {
             Ok(tls) => match speak_http(tls, &decision.host).await {
@@ -181,8 +198,10 @@ impl Egress {
             }
         }
         decision.bytes = counted.load(Ordering::Relaxed);
-        decision.credential = relay.used.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        decision.denied = relay.refused;
+        let used = relay.used.lock().unwrap_or_else(|p| p.into_inner()).join(", ");
+        decision.credential = (!used.is_empty()).then_some(used);
+        let found = relay.finding.lock().unwrap_or_else(|p| p.into_inner()).take();
+        decision.denied = relay.refused.or(found);
         self.record(&decision);
     }
 }
@@ -274,15 +293,29 @@ struct Relay<'a> {
     upstream: tokio::sync::Mutex<Option<Upstream>>,
     /// Set when the real host was refused: every request is answered so.
     refused: Option<String>,
-    /// The credential's name once it was added.
-    used: std::sync::Mutex<Option<String>>,
+    /// The names of the credentials added, each once.
+    used: std::sync::Mutex<Vec<String>>,
+    /// What no answer may carry.
+    needles: Arc<Needles>,
+    /// Why the connection was closed early: a request refused, or an
+    /// answer that carried a credential (the first reason).
+    finding: Finding,
 }
 
 /// An HTTP/1.1 client connection over the verified TLS, driven by a task
 /// that ends with it.
 struct Upstream {
     sender: hyper::client::conn::http1::SendRequest<Incoming>,
-    _driver: tokio_util::task::AbortOnDropHandle<()>,
+    driver: tokio_util::task::AbortOnDropHandle<()>,
+}
+
+impl Upstream {
+    /// Takes no further request: its driver alone is kept, by the answer
+    /// under way, which it reads to its end; then the connection closes.
+    fn retire(self) -> tokio_util::task::AbortOnDropHandle<()> {
+        drop(self.sender);
+        self.driver
+    }
 }
 
 impl Relay<'_> {
@@ -308,8 +341,8 @@ impl Relay<'_> {
             .ok_or_else(|| format!("no connection to {}", self.host))
     }
 
-    /// One request: checked, given the credential when its path is
-    /// covered, sent on, and its answer cleaned.
+    /// One request: checked, given the credential when its path and
+    /// method are covered, sent on, and its answer screened.
     async fn forward(
         &self,
         mut request: Request<Incoming>,
@@ -317,36 +350,42 @@ impl Relay<'_> {
         if let Some(reason) = &self.refused {
             return Ok(plain(StatusCode::BAD_GATEWAY, reason));
         }
-        if let Some(other) = self.other_host(&request) {
-            return Ok(plain(
-                StatusCode::MISDIRECTED_REQUEST,
-                &format!("this connection is to {}, not {other}", self.host),
-            ));
-        }
+        let body = hyper::body::Body::size_hint(request.body()).exact();
+        let checked = request_check::check(
+            request.method(),
+            request.uri(),
+            request.headers(),
+            body,
+            &self.host,
+            self.port,
+        );
+        let Checked { target, path } = match checked {
+            Ok(checked) => checked,
+            Err(refused) => return Ok(self.closing(refused.status, &refused.reason)),
+        };
         strip_hop_by_hop(request.headers_mut());
-        let path = request.uri().path().to_owned();
-        if let Some(credential) = self
-            .credentials
-            .for_request(&self.phase, &self.host, self.port, &path)
-        {
-            let Ok(value) = http::HeaderValue::from_str(credential.header_value.expose()) else {
-                return Ok(plain(
-                    StatusCode::BAD_GATEWAY,
-                    "the credential is not a header value",
-                ));
-            };
-            let mut value = value;
-            value.set_sensitive(true);
-            request.headers_mut().insert(credential.header.clone(), value);
-            *self.used.lock().unwrap_or_else(|p| p.into_inner()) = Some(credential.name.clone());
+        *request.uri_mut() = http::Uri::from(target);
+        if let Err(refused) = request_check::plain_headers(request.headers_mut(), &self.host, self.port) {
+            return Ok(self.closing(refused.status, &refused.reason));
+        }
+        if let Err(reason) = self.add_credential(&mut request, &path) {
+            return Ok(plain(StatusCode::BAD_GATEWAY, reason));
         }
         let mut upstream = self.upstream.lock().await;
         let connection = match self.ready(&mut upstream).await {
             Ok(connection) => connection,
             Err(reason) => return Ok(plain(StatusCode::BAD_GATEWAY, &reason)),
         };
-        match connection.sender.send_request(request).await {
-            Ok(response) => Ok(self.cleaned(response).map(Either::Left)),
+        let sent = connection.sender.send_request(request).await;
+        // A server may answer before it has read a body, or read one
+        // differently: the next request, perhaps with the credential, must
+        // not follow it on the same connection.
+        let retired = match body {
+            Some(0) => None,
+            _ => upstream.take().map(Upstream::retire),
+        };
+        match sent {
+            Ok(response) => Ok(self.screened(response, retired)),
             Err(e) => Ok(plain(
                 StatusCode::BAD_GATEWAY,
                 &format!("{} did not answer: {e}", self.host),
@@ -354,38 +393,81 @@ impl Relay<'_> {
         }
     }
 
-    /// The Host header's name when it is not this connection's host.
-    fn other_host(&self, request: &Request<Incoming>) -> Option<String> {
-        let host = request.headers().get(http::header::HOST)?.to_str().ok()?;
-        let name = match host.rsplit_once(':') {
-            Some((name, port)) if port.parse::<u16>().is_ok() => name,
-            _ => host,
+    /// Sets the credential's header when one covers the request.
+    fn add_credential(&self, request: &mut Request<Incoming>, path: &str) -> Result<(), &'static str> {
+        let Some(credential) =
+            self.credentials
+                .for_request(&self.phase, &self.host, self.port, request.method(), path)
+        else {
+            return Ok(());
         };
-        (!name.trim_end_matches('.').eq_ignore_ascii_case(&self.host)).then(|| name.to_owned())
+        let Ok(mut value) = http::HeaderValue::from_str(credential.header_value.expose()) else {
+            return Err("the credential is not a header value");
+        };
+        value.set_sensitive(true);
+        request.headers_mut().insert(credential.header.clone(), value);
+        let mut used = self.used.lock().unwrap_or_else(|p| p.into_inner());
+        if !used.contains(&credential.name) {
+            used.push(credential.name.clone());
+        }
+        Ok(())
     }
 
-    /// The answer without challenges, and without any header that holds a
-    /// credential's value (a server that echoes it).
-    fn cleaned(&self, mut response: Response<Incoming>) -> Response<Incoming> {
+    /// The relay's own answer that ends the connection, its reason kept
+    /// for the connection's decision (the transcript) unless one is
+    /// already: one refusal per connection, however many requests.
+    fn closing(&self, status: StatusCode, reason: &str) -> Response<Body> {
+        let reason = request_check::clipped(reason);
+        self.finding
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get_or_insert_with(|| reason.clone());
+        let mut answer = plain(status, &reason);
+        answer
+            .headers_mut()
+            .insert(http::header::CONNECTION, http::HeaderValue::from_static("close"));
+        answer
+    }
+
+    /// The answer without challenges, cookies or a reason phrase of the
+    /// server's, its body screened; the relay's own 502 (closing the
+    /// connection) when it comes encoded or a header carries a credential.
+    fn screened(
+        &self,
+        mut response: Response<Incoming>,
+        retired: Option<tokio_util::task::AbortOnDropHandle<()>>,
+    ) -> Response<Body> {
+        response.extensions_mut().remove::<hyper::ext::ReasonPhrase>();
         let headers = response.headers_mut();
         strip_hop_by_hop(headers);
-        headers.remove(http::header::WWW_AUTHENTICATE);
-        headers.remove(http::header::PROXY_AUTHENTICATE);
-        let echoing: Vec<http::HeaderName> = headers
-            .iter()
-            .filter(|(_, value)| {
-                self.credentials.credentials.iter().any(|c| {
-                    let bytes = value.as_bytes();
-                    contains(bytes, c.value.expose().as_bytes())
-                        || contains(bytes, c.header_value.expose().as_bytes())
-                })
-            })
-            .map(|(name, _)| name.clone())
-            .collect();
-        for name in echoing {
+        for name in [
+            http::header::WWW_AUTHENTICATE,
+            http::header::PROXY_AUTHENTICATE,
+            http::header::SET_COOKIE,
+        ] {
             headers.remove(name);
         }
-        response
+        let encoding = headers
+            .get(http::header::CONTENT_ENCODING)
+            .map(|v| v.to_str().unwrap_or("?").trim().to_ascii_lowercase());
+        if let Some(encoding) = encoding.filter(|e| !e.is_empty() && e != "identity") {
+            let reason = format!(
+                "the answer from {} came encoded ({}) though the relay asked for none, so it cannot be screened for the credential; it was not passed on",
+                self.host,
+                request_check::clipped(&encoding)
+            );
+            return self.closing(StatusCode::BAD_GATEWAY, &reason);
+        }
+        if let Some(name) = self.needles.in_headers(headers) {
+            let reason = format!(
+                "the answer from {} carried a credential's value in its {name} header; it was not passed on and the connection was closed",
+                self.host
+            );
+            return self.closing(StatusCode::BAD_GATEWAY, &reason);
+        }
+        let needles = self.needles.clone();
+        let finding = self.finding.clone();
+        response.map(|body| Either::Left(Screened::new(body, needles, &self.host, finding, retired)))
     }
 }
 
@@ -399,7 +481,7 @@ async fn speak_http(tls: TlsStream<tokio::net::TcpStream>, host: &str) -> Result
     });
     Ok(Upstream {
         sender,
-        _driver: tokio_util::task::AbortOnDropHandle::new(driver),
+        driver: tokio_util::task::AbortOnDropHandle::new(driver),
     })
 }
 
@@ -425,10 +507,6 @@ fn strip_hop_by_hop(headers: &mut http::HeaderMap) {
     ]) {
         headers.remove(name);
     }
-}
-
-fn contains(haystack: &[u8], needle: &[u8]) -> bool {
-    !needle.is_empty() && memchr::memmem::find(haystack, needle).is_some()
 }
 
 /// An answer of the relay's own.
