@@ -68,13 +68,14 @@ async fn main() {
         token: Secret::new("bench-token"),
     };
     let access = Access::new(&clone_url, &LfsConfig::default(), credentials).unwrap();
+    let endpoint = checkout::endpoint_of(&repo, &tree, &clone_url).unwrap();
     let total = (FILES * FILE_BYTES) as f64;
     let mut times = Vec::new();
     for _ in 0..ROUNDS {
-        let (work, url, access) = (work.clone(), clone_url.clone(), access.clone());
+        let (work, endpoint, access) = (work.clone(), endpoint.clone(), access.clone());
         let started = Instant::now();
         let fetched =
-            tokio::task::spawn_blocking(move || checkout::fetch_head(&work, &url, &access, 1 << 30))
+            tokio::task::spawn_blocking(move || checkout::fetch_head(&work, Ok(endpoint), &access, 1 << 30))
                 .await
                 .unwrap()
                 .unwrap();

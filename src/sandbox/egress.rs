@@ -53,6 +53,10 @@ struct Policy {
     /// `setup` or `agent`; empty before the task says.
     phase: String,
     hosts: Vec<HostPattern>,
+    /// No credential is added in this phase, whatever
+    /// `sandbox.egress.credentials` says (setup running code forgehand
+    /// does not trust: [`Egress::set_phase_without_credentials`]).
+    withhold_credentials: bool,
     /// Cancelled when the phase ends: its connections end with it (a setup
     /// process that escaped its process group keeps no tunnel into the
     /// agent phase).
@@ -192,11 +196,27 @@ impl Egress {
     /// From now on, connections are decided for `phase` against `hosts`.
     /// The connections of the phase before are closed.
     pub fn set_phase(&self, phase: &str, hosts: Vec<HostPattern>) {
+        self.enter(phase, hosts, false);
+    }
+
+    /// As [`Egress::set_phase`], but no credential is added in this phase:
+    /// the hosts with a credential get a plain tunnel, as any other host.
+    pub fn set_phase_without_credentials(&self, phase: &str, hosts: Vec<HostPattern>) {
+        self.enter(phase, hosts, true);
+    }
+
+    /// Whether the relay adds credentials for this sandbox in some phase.
+    pub fn adds_credentials(&self) -> bool {
+        self.credentials.is_some()
+    }
+
+    fn enter(&self, phase: &str, hosts: Vec<HostPattern>, withhold_credentials: bool) {
         let mut policy = self.policy.lock().unwrap_or_else(|p| p.into_inner());
         policy.ends.cancel();
         *policy = Policy {
             phase: phase.to_owned(),
             hosts,
+            withhold_credentials,
             ends: tokio_util::sync::CancellationToken::new(),
         };
     }
@@ -340,7 +360,10 @@ impl Egress {
                 return None;
             }
         };
-        if request.connect && self.intercepts(&policy, &request.host, request.port) {
+        if request.connect
+            && !policy.withhold_credentials
+            && self.intercepts(&policy, &request.host, request.port)
+        {
             self.intercept(&policy, client, &request, upstream, decision, rest)
                 .await;
             return None;

@@ -494,6 +494,7 @@ impl Start {
                 instructions: repo.instructions.clone(),
                 has_file: repo.has_file,
                 language: repo.language,
+                tree: repo.tree,
             },
             conversation: Conversation {
                 store: conversation.store.clone(),
@@ -552,7 +553,14 @@ impl Start {
                 on_failure: config.repositories.on_setup_failure,
                 home_dir: &config.sandbox.home_dir,
             };
-            prepare::setup(run, &rules, &mut task_sandbox, settings, &checkout.0).await?;
+            prepare::setup(
+                run,
+                &rules,
+                &mut task_sandbox,
+                (settings, self.repo.tree),
+                &checkout.0,
+            )
+            .await?;
             if config.text_editor_mcp.enabled {
                 let (sandbox, editor_config) = (task_sandbox.sandbox.clone(), config.text_editor_mcp.clone());
                 editor = Some(tokio::spawn(async move {
@@ -579,6 +587,7 @@ impl Start {
                 instructions: self.repo.instructions.clone(),
                 has_file: self.repo.has_file,
                 language: self.repo.language,
+                tree: self.repo.tree,
             },
             sandbox,
             editor,

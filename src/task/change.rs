@@ -332,7 +332,8 @@ async fn sandbox_filled(
     }
     let settings = &prepared.repo.settings;
     let checkout = prepared.workspace.checked_out().await?.to_owned();
-    prepare::setup(run, rules, &mut prepared.sandbox, settings, &checkout).await?;
+    let tree = prepared.repo.tree;
+    prepare::setup(run, rules, &mut prepared.sandbox, (settings, tree), &checkout).await?;
     prepare::enter_agent_phase(run, prepared.sandbox.sandbox.as_ref(), settings);
     Ok(true)
 }

@@ -92,6 +92,21 @@ pub(super) struct RepoEnvironment {
     pub has_file: bool,
     /// What the task branch's files say the project is written in.
     pub language: crate::images::Language,
+    /// Whose code the checkout setup runs in is.
+    pub tree: TreeOrigin,
+}
+
+/// Whose code the task's checkout is. Setup runs the project's own hooks
+/// (`preinstall`, `setup.py`, build scripts), so it gets the egress
+/// credentials only where every commit is the default branch's: a
+/// follow-up starts from the task branch, which holds what the model
+/// pushed on an earlier run (or a change's author wrote).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TreeOrigin {
+    /// The default branch's tip, or a commit below it.
+    DefaultBranch,
+    /// A branch with commits the default branch does not have.
+    OtherCommits,
 }
 
 /// The task's sandbox, with what it takes to set it up again when a
@@ -257,7 +272,7 @@ async fn sandbox_and_conversation(
     if settings.setup.is_empty() || kept.is_some() {
         start_while_reading(run, needs, claimed, settings, start, kept).await
     } else {
-        set_up_before_reading(run, needs, claimed, settings, start).await
+        set_up_before_reading(run, needs, claimed, repo, start).await
     }
 }
 
@@ -340,9 +355,10 @@ async fn set_up_before_reading(
     run: &mut TaskRun<'_>,
     needs: &Needs<'_>,
     claimed: &Claimed,
-    settings: &RepoSettings,
+    repo: &RepoEnvironment,
     start: SandboxStart<'_>,
 ) -> Result<(TaskSandbox, Option<EditorStart>, Conversation), TaskError> {
+    let settings = &repo.settings;
     run.report().await;
     let (sandbox, _, filling) = start_sandbox::start(
         run,
@@ -366,7 +382,7 @@ async fn set_up_before_reading(
         run,
         &needs.setup_rules(),
         &mut sandbox,
-        settings,
+        (settings, repo.tree),
         &start.checkout.0,
     )
     .await;
@@ -409,7 +425,11 @@ pub(super) async fn clone(
             credentials: &creds,
             rules: &rules,
         };
-        let submodules = crate::git::submodules::for_work_tree(&ws.checkout_dir(), ws.base, &source);
+        let commits = crate::git::submodules::Superproject {
+            checkout: ws.base,
+            declared_in: ws.default_tip()?,
+        };
+        let submodules = crate::git::submodules::for_work_tree(&ws.checkout_dir(), commits, &source);
         Ok::<_, super::workspace::DeliveryError>((ws, submodules))
     })
     .await??;
@@ -456,6 +476,11 @@ pub(super) async fn read_settings(
                 None => None,
             };
             let language = crate::images::detect_language_by(|name| ws.head_has_file(name));
+            let tree = if ws.checkout_is_default_history() {
+                TreeOrigin::DefaultBranch
+            } else {
+                TreeOrigin::OtherCommits
+            };
             let resolved = settings::resolve(&repositories, &repository, file.as_ref(), language);
             if let Some(named) = &resolved.instructions {
                 files.extend(ws.read_base(&base, named)?);
@@ -471,6 +496,7 @@ pub(super) async fn read_settings(
                 instructions,
                 has_file: file.is_some(),
                 language,
+                tree,
             })
         })
         .await??;
@@ -540,16 +566,14 @@ pub(super) async fn setup(
     run: &mut TaskRun<'_>,
     rules: &SetupRules<'_>,
     task_sandbox: &mut TaskSandbox,
-    settings: &RepoSettings,
+    (settings, tree): (&RepoSettings, TreeOrigin),
     checkout: &Path,
 ) -> Result<(), TaskError> {
     if settings.setup.is_empty() {
         return Ok(());
     }
     let sandbox = task_sandbox.sandbox.as_ref();
-    if let Some(egress) = sandbox.egress() {
-        egress.set_phase("setup", settings.setup_hosts.clone());
-    }
+    enter_setup_phase(run, sandbox, settings, tree);
     run.at(
         super::progress::Step::Change,
         format!("Setting up the repository ({} command(s))", settings.setup.len()),
@@ -576,6 +600,7 @@ pub(super) async fn setup(
                     plan,
                     image: &task_sandbox.image,
                     settings,
+                    tree,
                     setup_took: took,
                     home_dir: rules.home_dir,
                 };
@@ -597,6 +622,28 @@ pub(super) async fn setup(
                 return Ok(());
             }
             Err(TaskError::SetupFailed(SetupFailed { tail: text, ..failed }))
+        }
+    }
+}
+
+/// From here on the sandbox may reach only setup's hosts, with the egress
+/// credentials only when the checkout is the default branch's own code.
+fn enter_setup_phase(run: &TaskRun<'_>, sandbox: &dyn Sandbox, settings: &RepoSettings, tree: TreeOrigin) {
+    let Some(egress) = sandbox.egress() else {
+        return;
+    };
+    match tree {
+        TreeOrigin::DefaultBranch => egress.set_phase("setup", settings.setup_hosts.clone()),
+        TreeOrigin::OtherCommits => {
+            egress.set_phase_without_credentials("setup", settings.setup_hosts.clone());
+            if egress.adds_credentials() {
+                tracing::info!(task = %run.item, "setup runs without the egress credentials: the checkout holds commits the default branch does not have");
+                let line = "Setup: runs without the egress credentials (`sandbox.egress.credentials`): the task branch holds commits that are not on the default branch, and no credential goes to code they may have changed".to_owned();
+                run.emit(TaskEvent::Note {
+                    line: line.clone(),
+                    transcript: Some(line),
+                });
+            }
         }
     }
 }

@@ -3,6 +3,7 @@
 //! fails the task: without a snapshot, setup simply runs.
 
 use super::events::TaskEvent;
+use super::prepare::TreeOrigin;
 use super::run::TaskRun;
 use crate::config::SnapshotsConfig;
 use crate::forge::ItemKind;
@@ -182,6 +183,8 @@ pub(super) struct Kept<'a> {
     pub plan: SnapshotPlan,
     pub image: &'a str,
     pub settings: &'a RepoSettings,
+    /// Whose code setup ran in.
+    pub tree: TreeOrigin,
     pub setup_took: std::time::Duration,
     /// The sandbox's home folder, which the snapshot holds.
     pub home_dir: &'a str,
@@ -193,17 +196,23 @@ pub(super) async fn save(run: &TaskRun<'_>, sandbox: &dyn Sandbox, checkout: &Pa
         plan,
         image,
         settings,
+        tree,
         setup_took,
         home_dir,
     } = kept;
-    // A pull request's tree is its author's: what its setup wrote is not
-    // kept for the tasks that start from the default branch (restoring
-    // a snapshot the default branch made is fine).
-    if matches!(run.item.kind, ItemKind::Change) {
-        tracing::info!(task = %run.item, "no setup snapshot kept: the setup ran on a pull request's tree");
+    // A branch with commits of its own (a pull request's, or the task
+    // branch of a follow-up, which holds what the model pushed) is not the
+    // default branch's: what its setup wrote is not kept for the tasks
+    // that start from the default branch (restoring a snapshot the
+    // default branch made is fine).
+    if tree == TreeOrigin::OtherCommits {
+        tracing::info!(task = %run.item, "no setup snapshot kept: the setup ran on a branch with commits the default branch does not have");
+        let whose = match run.item.kind {
+            ItemKind::Change => format!("this {}'s own files", run.item.forge.change_noun()),
+            _ => "the task branch's own commits".to_owned(),
+        };
         run.note(format!(
-            "No setup snapshot kept: the setup ran on this {}'s own files; snapshots come from the default branch only",
-            run.item.forge.change_noun()
+            "No setup snapshot kept: the setup ran on {whose}; snapshots come from the default branch only"
         ));
         return;
     }

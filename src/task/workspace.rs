@@ -68,6 +68,9 @@ pub struct Workspace {
     pub root: PathBuf,
     pub clone_url: String,
     pub branch: String,
+    /// The repository's default branch: what the task branch may hold
+    /// that forgehand trusts (settings, `.lfsconfig`, `.gitmodules`).
+    default_branch: String,
     /// Where the branch stood when the sandbox got it (moves to the new
     /// upstream after a rebase request).
     pub base: Oid,
@@ -141,6 +144,7 @@ impl Workspace {
             root: root.to_owned(),
             clone_url: clone_url.to_owned(),
             branch: branches.task.clone(),
+            default_branch: branches.default.clone(),
             base,
             remote_head,
             mirrors: mirrors.clone(),
@@ -198,6 +202,24 @@ impl Workspace {
             .find_commit(oid)
             .and_then(|c| c.tree())
             .map_err(|e| failed("read the base branch", e))
+    }
+
+    /// The default branch's last commit as the forge has it.
+    pub fn default_tip(&self) -> Result<Oid, DeliveryError> {
+        self.repo
+            .refname_to_id(&format!("refs/remotes/origin/{}", self.default_branch))
+            .map_err(|e| failed(&format!("find the default branch `{}`", self.default_branch), e))
+    }
+
+    /// Whether the checkout holds nothing but the default branch's history
+    /// (its tip or a commit below it): no commit the model, an earlier
+    /// run or a change's author wrote. A history the shallow mirror cuts
+    /// off counts as not (nothing is trusted on a guess).
+    pub fn checkout_is_default_history(&self) -> bool {
+        let Ok(tip) = self.default_tip() else {
+            return false;
+        };
+        tip == self.base || self.repo.graph_descendant_of(tip, self.base).unwrap_or(false)
     }
 
     /// The base branch's last commit, and whether its tree configures CI

@@ -14,6 +14,9 @@
 //! - A host whose certificate does not verify gets nothing, and the
 //!   sandbox is told why; a repository not allowed a credential gets the
 //!   plain tunnel (and the index's 401).
+//! - A follow-up's setup runs in the task branch, which holds what the
+//!   model pushed: a `preinstall` hook the model committed in the first
+//!   run gets no credential in the review's follow-up.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -108,6 +111,11 @@ fn transcript_of(world: &World, issue: u64, value: &str) -> String {
 }
 
 fn transcript_of_with(world: &World, issue: u64, var: &str, value: &str) -> String {
+    transcript_of_kind(world, ("issue", issue), var, value)
+}
+
+/// The same for an item of `kind` (`issue`, or `change` for a pull request).
+fn transcript_of_kind(world: &World, (kind, number): (&str, u64), var: &str, value: &str) -> String {
     let forgehand = |args: &[&str]| {
         let out = std::process::Command::new(forgehand_test_support::daemon_rig::bin())
             .arg("--config")
@@ -119,7 +127,7 @@ fn transcript_of_with(world: &World, issue: u64, var: &str, value: &str) -> Stri
         assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
         String::from_utf8(out.stdout).unwrap()
     };
-    let key = format!("github:{REPO}:issue:{issue}");
+    let key = format!("github:{REPO}:{kind}:{number}");
     let listing = forgehand(&["tasks"]);
     let id = listing
         .lines()
@@ -424,4 +432,133 @@ async fn java_fetches_from_a_private_index_through_its_trust_store() {
     for text in [&log, &comment, &transcript, &seen] {
         assert!(!text.contains(PASSWORD), "the credential leaked");
     }
+}
+
+/// Setup's hook, harmless on the default branch (nothing runs it): it asks
+/// the private registry for its package, which only a request with the
+/// credential may read.
+fn private_read_hook(port: u16) -> String {
+    format!(
+        "#!/bin/sh\necho \"private version: $(npm view fhpunct version --registry https://localhost:{port}/ 2>&1 | tail -2 | tr '\\n' ' ')\" >> \"$HOME/hook.txt\"\n"
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_preinstall_hook_the_model_pushed_gets_no_credential_in_the_follow_ups_setup() {
+    let ca = TestCa::new("corp npm CA");
+    let (_registry, front, token) = private_npm_with(
+        &ca,
+        "fhpunct",
+        "1.0.0",
+        "exports.punctuate = (text) => text + '!';\n",
+    )
+    .await;
+    let dir = tempfile::tempdir().unwrap();
+    let ca_file = dir.path().join("corp-ca.pem");
+    std::fs::write(&ca_file, &ca.pem).unwrap();
+    let port = front.port;
+    let settings = format!(
+        "image: node\nsetup: npm install --no-audit --no-fund --registry https://localhost:{port}/\nnetwork:\n  setup: ['localhost:{port}']\n"
+    );
+    let config = format!(
+        "triggers:\n  review_quiet: \"2s\"\nrepositories:\n  on_setup_failure: continue\nsandbox:\n  egress:\n    allow_loopback: true\n    tls_ports: [{port}]\n    extra_ca_file: {}\n    credentials:\n      - host: \"localhost:{port}\"\n        value_from: CORP_NPM_TOKEN\n        scheme: bearer\n        repositories: [\"acme/*\"]\n",
+        ca_file.display()
+    );
+    let package = "{\"name\": \"app\", \"version\": \"1.0.0\", \"private\": true, \"scripts\": {\"test\": \"node test.js\"}, \"dependencies\": {\"fhpunct\": \"1.0.0\"}}\n";
+    // Both runs: show what setup's hook got, then (once) make the hook a
+    // `preinstall` script, and change a file.
+    let add_hook = "grep -q preinstall package.json || sed -i 's/\"test\": \"node test.js\"/\"test\": \"node test.js\", \"preinstall\": \"sh hook.sh\"/' package.json; \
+                    echo '// looked at again' >> greet.js && git add -A && git commit -qm 'Check the registry before installing'";
+    let turns = vec![
+        (run("cat \"$HOME/hook.txt\" 2>&1; echo hook-shown"), None),
+        (run(add_hook), None),
+        (text("Added a registry check before installing."), None),
+    ];
+    let hook = private_read_hook(port);
+    let world = World::with_repository(
+        turns,
+        &[
+            ("greet.js", "exports.greeting = () => 'Hello';\n"),
+            ("package.json", package),
+            ("hook.sh", &hook),
+            ("README.md", "# app\n"),
+            (".gitignore", "node_modules/\npackage-lock.json\n"),
+            (".forgehand.yaml", &settings),
+        ],
+        &config,
+    )
+    .await;
+    let issue = world.labelled_issue("Check the registry");
+    let mut env = world.env();
+    env.push(("CORP_NPM_TOKEN", token.clone()));
+    let daemon = DaemonProcess::start(&world.config, &["run"], &env, &world.log_path());
+    let pull = world.follow_up_by_review(issue, &daemon, "README.md").await;
+    let log = daemon.log_text();
+
+    // The first run's setup was the default branch's: the credential was added.
+    let first = transcript_of_with(&world, issue, "CORP_NPM_TOKEN", &token);
+    assert!(
+        first.contains(&format!(
+            "localhost:{port} allowed, credential CORP_NPM_TOKEN added"
+        )),
+        "{first}"
+    );
+    let branch = format!("forgehand/issue-{issue}");
+    let pushed = forgehand_test_support::git_http::log(&world.bare, &branch);
+    assert!(
+        pushed
+            .iter()
+            .any(|l| l.contains("Check the registry before installing")),
+        "{pushed:?}"
+    );
+
+    // What the hook got, as the follow-up's agent saw it: never the
+    // private package.
+    let requests: Vec<String> = world
+        .model
+        .requests()
+        .await
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    let shown: Vec<&String> = requests.iter().filter(|r| r.contains("hook-shown")).collect();
+    assert!(shown.len() >= 2, "both runs showed the hook's output");
+    for seen in &requests {
+        let hook: String = seen
+            .find("private version")
+            .map_or(String::new(), |at| seen[at..].chars().take(200).collect());
+        assert!(
+            !hook.starts_with("private version: 1.0.0"),
+            "the hook read the private package: {hook}"
+        );
+        assert!(!seen.contains(&token), "the token leaked");
+    }
+
+    // The follow-up's setup ran the model's hook, and said it had no credential.
+    let progress = world.progress_comment(pull);
+    assert!(
+        progress.contains("Setup: runs without the egress credentials"),
+        "{progress}\n{log}"
+    );
+    // Without it the private package does not install (the registry's
+    // certificate is one only the relay trusts); the operator let the
+    // model go on without setup.
+    assert!(
+        progress.contains("Setup failed: `npm install") && progress.contains("on_setup_failure: continue"),
+        "{progress}"
+    );
+    let follow_up = transcript_of_kind(&world, ("change", pull), "CORP_NPM_TOKEN", &token);
+    assert!(
+        follow_up.contains("Setup: runs without the egress credentials"),
+        "{follow_up}"
+    );
+    let setup_lines: Vec<&str> = follow_up
+        .lines()
+        .filter(|l| l.contains(&format!("localhost:{port}")))
+        .collect();
+    assert!(!setup_lines.is_empty(), "setup reached the registry: {follow_up}");
+    assert!(
+        setup_lines.iter().all(|l| !l.contains("credential")),
+        "{follow_up}"
+    );
 }

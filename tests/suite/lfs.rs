@@ -6,6 +6,10 @@
 //! ones keep their very pointer blobs, a server that refuses the upload
 //! leaves nothing pushed, a host not allowed is never contacted, and a
 //! failed download from a signed storage address never shows its query.
+//! The LFS server (and the storage) are on other ports of the forge's
+//! host, so they are listed in `git.lfs.allowed_hosts`: the forge's own
+//! origin includes its port. A follow-up never reads the `.lfsconfig` the
+//! model pushed, and an `lfs.url` with a query is refused.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -40,9 +44,37 @@ fn lfs_repository(lfs: &FakeLfs, endpoint: &str) -> Vec<(String, String)> {
     ]
 }
 
-async fn world(turns: Vec<(Reply, Option<Duration>)>, files: &[(String, String)]) -> World {
+/// A world whose repository holds `files`, with `lfs` (on its own port
+/// of the forge's host) allowed and `more` top-level YAML.
+async fn world_with(
+    lfs: &FakeLfs,
+    turns: Vec<(Reply, Option<Duration>)>,
+    files: &[(String, String)],
+    more: &str,
+) -> World {
+    world_allowing(lfs, &[], turns, files, more).await
+}
+
+/// The same, with more `host:port`s allowed besides `lfs`.
+async fn world_allowing(
+    lfs: &FakeLfs,
+    hosts: &[String],
+    turns: Vec<(Reply, Option<Duration>)>,
+    files: &[(String, String)],
+    more: &str,
+) -> World {
     let files: Vec<(&str, &str)> = files.iter().map(|(p, t)| (p.as_str(), t.as_str())).collect();
-    World::with_repository(turns, &files, "git:\n  lfs:\n    max_total_bytes: \"1k\"\n").await
+    let mut allowed = vec![format!("\"127.0.0.1:{}\"", lfs.server.address().port())];
+    allowed.extend(hosts.iter().map(|h| format!("\"{h}\"")));
+    let yaml = format!(
+        "git:\n  lfs:\n    max_total_bytes: \"1k\"\n    allowed_hosts: [{}]\n{more}",
+        allowed.join(", ")
+    );
+    World::with_repository(turns, &files, &yaml).await
+}
+
+async fn world(lfs: &FakeLfs, turns: Vec<(Reply, Option<Duration>)>, files: &[(String, String)]) -> World {
+    world_with(lfs, turns, files, "").await
 }
 
 fn shell(command: &str) -> (Reply, Option<Duration>) {
@@ -112,7 +144,7 @@ async fn seen(world: &World) -> String {
 async fn the_agent_sees_lfs_content_and_edits_land_as_pointers_the_server_has() {
     let lfs = FakeLfs::start("x-access-token", TOKEN).await;
     let files = lfs_repository(&lfs, &lfs.endpoint(REPO));
-    let world = world(edit_lfs_files(), &files).await;
+    let world = world(&lfs, edit_lfs_files(), &files).await;
     let issue = world.labelled_issue("Retrain the weights");
     let mut daemon = world.start();
     world.wait_for_end(issue).await;
@@ -216,7 +248,7 @@ async fn a_refused_upload_leaves_nothing_pushed_and_the_task_says_why() {
     let lfs = FakeLfs::start("x-access-token", TOKEN).await;
     lfs.refuse_uploads();
     let files = lfs_repository(&lfs, &lfs.endpoint(REPO));
-    let world = world(edit_lfs_files(), &files).await;
+    let world = world(&lfs, edit_lfs_files(), &files).await;
     let issue = world.labelled_issue("Retrain the weights");
     let mut daemon = world.start();
     world.wait_for_end(issue).await;
@@ -258,7 +290,7 @@ async fn an_lfs_host_not_allowed_is_never_contacted() {
         shell("head -c 42 data/weights.bin"),
         (text("The weights are LFS pointers I cannot read."), None),
     ];
-    let world = world(turns, &files).await;
+    let world = world(&lfs, turns, &files).await;
     let issue = world.labelled_issue("Look at the weights");
     let mut daemon = world.start();
     world.wait_for_end(issue).await;
@@ -271,6 +303,90 @@ async fn an_lfs_host_not_allowed_is_never_contacted() {
         "{seen}"
     );
     assert!(seen.contains("version https://git-lfs.git"), "{seen}");
+    assert_eq!(
+        lfs.requests(),
+        Vec::<String>::new(),
+        "the LFS server was contacted"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_never_sends_the_token_where_the_models_lfsconfig_points() {
+    let lfs = FakeLfs::start("x-access-token", TOKEN).await;
+    // The model's server: the forge's host, another port.
+    let other = FakeLfs::start("x-access-token", TOKEN).await;
+    let mut files = lfs_repository(&lfs, &lfs.endpoint(REPO));
+    files.push(("README.md".into(), "# app\n".into()));
+    let repoint = format!(
+        "printf '[lfs]\\n\\turl = {}\\n' > .lfsconfig && echo '# again' >> greet.py \
+         && git add -A && git commit -qm 'Move the LFS endpoint'",
+        other.endpoint(REPO)
+    );
+    let turns = vec![
+        shell("head -c 30 data/weights.bin; echo; echo lfs-shown"),
+        shell(&repoint),
+        (text("Moved the LFS endpoint."), None),
+    ];
+    let world = world_with(&lfs, turns, &files, "triggers:\n  review_quiet: \"2s\"\n").await;
+    let issue = world.labelled_issue("Move the LFS endpoint");
+    let mut daemon = world.start();
+    let pull = world.follow_up_by_review(issue, &daemon, "README.md").await;
+    assert!(daemon.terminate().success());
+
+    // The model did push the other endpoint.
+    let branch = format!("forgehand/issue-{issue}");
+    let (_, pushed) = blob_at(&world.bare, &branch, ".lfsconfig");
+    assert!(
+        String::from_utf8_lossy(&pushed).contains(&other.endpoint(REPO)),
+        "{}",
+        String::from_utf8_lossy(&pushed)
+    );
+    // The follow-up fetched the LFS files from the default branch's
+    // endpoint (one batch per run), and the model's server got nothing.
+    assert_eq!(
+        other.requests(),
+        Vec::<String>::new(),
+        "the token went to the model's endpoint"
+    );
+    let batches = lfs
+        .requests()
+        .iter()
+        .filter(|r| r.contains("/objects/batch"))
+        .count();
+    assert!(
+        batches >= 2,
+        "{:?}\n{}",
+        lfs.requests(),
+        world.progress_comment(pull)
+    );
+    let seen = seen(&world).await;
+    assert!(seen.contains("weights-v1: 0.25"), "{seen}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_lfs_url_with_a_query_is_refused_and_the_server_gets_nothing() {
+    let lfs = FakeLfs::start("x-access-token", TOKEN).await;
+    // `?x=` would make the appended `/objects/batch` part of the query:
+    // the request, with the token, would go to the path before it.
+    let files = lfs_repository(&lfs, &format!("{}?x=", lfs.endpoint(REPO)));
+    let turns = vec![
+        shell("head -c 42 data/weights.bin"),
+        (text("The weights are LFS pointers I cannot read."), None),
+    ];
+    let world = world(&lfs, turns, &files).await;
+    let issue = world.labelled_issue("Look at the weights");
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+    assert!(daemon.terminate().success());
+    let seen = seen(&world).await;
+    assert!(
+        seen.contains(
+            "data/weights.bin (the LFS endpoint cannot be used: lfs.url in the default branch's .lfsconfig"
+        ),
+        "{seen}"
+    );
+    assert!(seen.contains("has a query (`?`) or a fragment (`#`)"), "{seen}");
+    assert!(!seen.contains("x=/objects/batch"), "{seen}");
     assert_eq!(
         lfs.requests(),
         Vec::<String>::new(),
@@ -317,7 +433,8 @@ async fn a_failed_download_from_a_signed_address_never_shows_its_query() {
         shell("head -c 42 data/weights.bin"),
         (text("The weights are LFS pointers I cannot read."), None),
     ];
-    let world = world(turns, &files).await;
+    let host = storage.trim_start_matches("http://").to_owned();
+    let world = world_allowing(&lfs, &[host], turns, &files, "").await;
     let issue = world.labelled_issue("Look at the weights");
     let mut daemon = world.start();
     world.wait_for_end(issue).await;

@@ -3,7 +3,9 @@
 //! files in the sandbox; one on a host the operator did not allow and one
 //! whose `.gitmodules` URL reads the host's disk are not fetched, and the
 //! progress comment says why; the model's edits inside a submodule are not
-//! pushed, its gitlink stays, and the PR says what was left out.
+//! pushed, its gitlink stays, and the PR says what was left out. A
+//! follow-up reads `.gitmodules` from the default branch, never the one
+//! the model pushed: another repository it names is never fetched.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -325,4 +327,83 @@ async fn a_repeated_url_is_fetched_once_the_superproject_itself_is_refused_and_a
         progress.contains("The change adds a submodule at `vendored/new`"),
         "{progress}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_never_fetches_a_repository_the_models_gitmodules_names() {
+    let look = "echo \"lib=$(cat vendored/lib/*.txt 2>&1 | head -3)\"";
+    let repoint = "git config -f .gitmodules submodule.lib.url ../../other-org/private.git \
+                   && git update-index --cacheinfo 160000,$(cat PRIVATE_HEAD),vendored/lib \
+                   && echo '# again' >> greet.py && git add .gitmodules greet.py \
+                   && git commit -qm 'Use the other library'";
+    let world = World::with_repository(
+        vec![
+            (run(look), None),
+            (run(repoint), None),
+            (text("Switched the library."), None),
+        ],
+        &[("greet.py", GREET), ("README.md", "# app\n")],
+        "triggers:\n  review_quiet: \"2s\"\n",
+    )
+    .await;
+    let lib = git_http::bare_repo(&world.git.root, "acme/lib.git", &[("lib.txt", "lib v1\n")]);
+    // Another organisation's repository on the same forge, which the
+    // token can read.
+    let private = git_http::bare_repo(
+        &world.git.root,
+        "other-org/private.git",
+        &[("secret.txt", "the other organisation's private plans\n")],
+    );
+    let modules = "[submodule \"lib\"]\n\tpath = vendored/lib\n\turl = ../lib.git\n";
+    git_http::push_commit(&world.bare, "main", ".gitmodules", modules, "Add the library");
+    git_http::add_gitlink(
+        &world.bare,
+        "main",
+        "vendored/lib",
+        &git_http::head_of(&lib, "main"),
+    );
+    let private_head = git_http::head_of(&private, "main");
+    git_http::push_commit(
+        &world.bare,
+        "main",
+        "PRIVATE_HEAD",
+        &private_head,
+        "Name a commit",
+    );
+
+    let issue = world.labelled_issue("Use the other library");
+    let mut daemon = world.start();
+    let pull = world.follow_up_by_review(issue, &daemon, "README.md").await;
+    assert!(daemon.terminate().success());
+
+    // The model pushed a `.gitmodules` naming the other repository, and a
+    // gitlink to its commit.
+    let branch = format!("forgehand/issue-{issue}");
+    assert!(
+        git(&world.bare, &["show", &format!("{branch}:.gitmodules")]).contains("../../other-org/private.git")
+    );
+    let tree = git(&world.bare, &["ls-tree", "-r", &branch]);
+    assert!(
+        tree.contains(&format!("160000 commit {private_head}\tvendored/lib")),
+        "{tree}"
+    );
+    // The first run had the library; nothing of the other repository was
+    // ever in a sandbox.
+    let progress = world.progress_comment(pull);
+    let seen: String = world
+        .model
+        .requests()
+        .await
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    assert!(!seen.contains("private plans"), "{progress}");
+    assert!(seen.contains("lib=lib v1"), "{seen}");
+    // The follow-up took the submodule's URL from the default branch: the
+    // library's repository has no such commit, so it was left out, said.
+    assert!(
+        progress.contains("`vendored/lib`: ") && progress.contains("has no branch holding the commit"),
+        "{progress}"
+    );
+    assert!(progress.contains("/acme/lib.git"), "{progress}");
 }

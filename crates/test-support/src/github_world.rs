@@ -278,6 +278,38 @@ impl World {
         (issue, daemon)
     }
 
+    /// The pull request the first run of `issue` opened (waits for that
+    /// run to end done), then a writer's review comment on it (at line 1
+    /// of `path`), then the follow-up run the review starts, to its end;
+    /// the world's config sets a short `triggers.review_quiet`. Returns
+    /// the pull request's number.
+    pub async fn follow_up_by_review(&self, issue: u64, daemon: &DaemonProcess, path: &str) -> u64 {
+        self.wait_for_end(issue).await;
+        assert_eq!(
+            self.github.issue(REPO, issue).labels,
+            vec![DONE.to_owned()],
+            "the first run: {}",
+            daemon.log_text()
+        );
+        let pull = self.github.pulls(REPO)[0].number;
+        self.github
+            .review_comment(REPO, pull, "maya", path, 1, "Please look at this once more.");
+        let ended = format!("task=acme/app#{pull}");
+        daemon_rig::wait_until(
+            "the review's follow-up to end",
+            Duration::from_secs(240),
+            async || {
+                daemon
+                    .log_text()
+                    .lines()
+                    .any(|l| l.contains(&ended) && l.contains("task ended"))
+            },
+            &self.log_path(),
+        )
+        .await;
+        pull
+    }
+
     /// The text of forgehand's progress comment on `number` (empty when none).
     pub fn progress_comment(&self, number: u64) -> String {
         self.github
@@ -337,8 +369,14 @@ impl World {
     /// The newest run's transcript of issue `number`, as `forgehand tasks
     /// show` prints it (read from the journal; the daemon may be running).
     pub fn transcript(&self, number: u64) -> String {
+        self.transcript_of("issue", number)
+    }
+
+    /// The newest run's transcript of `number` of `kind` (`issue`, or
+    /// `change` for a pull request).
+    pub fn transcript_of(&self, kind: &str, number: u64) -> String {
         let listing = self.forgehand(&["tasks"]);
-        let key = format!("github:{REPO}:issue:{number}");
+        let key = format!("github:{REPO}:{kind}:{number}");
         let id = listing
             .lines()
             .filter(|l| l.contains(&key))

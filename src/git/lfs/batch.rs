@@ -120,13 +120,12 @@ impl Client {
         operation: Operation,
         objects: &[Pointer],
     ) -> Result<Vec<ObjectAnswer>, LfsError> {
-        let url = Url::parse(&format!(
-            "{}/objects/batch",
-            self.endpoint.as_str().trim_end_matches('/')
-        ))
-        .map_err(|e| LfsError::Endpoint {
-            detail: e.to_string(),
-        })?;
+        // Onto the path: a query or fragment never takes the batch path in.
+        let mut url = self.endpoint.clone();
+        url.set_query(None);
+        url.set_fragment(None);
+        let path = format!("{}/objects/batch", url.path().trim_end_matches('/'));
+        url.set_path(&path);
         let mut answers = Vec::with_capacity(objects.len());
         for chunk in objects.chunks(BATCH_SIZE) {
             let body = BatchRequest {

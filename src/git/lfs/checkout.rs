@@ -10,6 +10,7 @@ use super::{git, LfsError, LfsPaths};
 use git2::{ObjectType, Repository, Tree, TreeWalkMode, TreeWalkResult};
 use std::collections::BTreeMap;
 use std::path::Path;
+use url::Url;
 
 /// What a checkout got of its LFS files.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -198,11 +199,11 @@ fn copy_to_others(dir: &Path, paths: &[String]) -> Result<(), LfsError> {
 }
 
 /// The whole checkout step on a blocking thread: HEAD's LFS files of the
-/// work tree at `dir`, fetched from the endpoint its `.lfsconfig` (or the
-/// clone URL) names.
+/// work tree at `dir`, fetched from `endpoint` (the default branch's, or
+/// why it cannot be used: then every file stays a pointer, with that).
 pub fn fetch_head(
     dir: &Path,
-    clone_url: &str,
+    endpoint: Result<Url, LfsError>,
     access: &super::Access,
     max_total: u64,
 ) -> Result<Fetched, LfsError> {
@@ -215,7 +216,7 @@ pub fn fetch_head(
     if files.is_empty() {
         return Ok(Fetched::default());
     }
-    let client = head_client(&repo, &tree, clone_url, access);
+    let client = endpoint.and_then(|endpoint| Client::new(endpoint, access.clone()));
     let started = std::time::Instant::now();
     let fetched = super::block_on(fetch_into(dir, files, client, max_total))?;
     tracing::info!(
@@ -228,17 +229,12 @@ pub fn fetch_head(
     Ok(fetched)
 }
 
-/// The batch client for the endpoint `tree`'s `.lfsconfig` or the clone URL names.
-pub fn head_client(
-    repo: &Repository,
-    tree: &Tree<'_>,
-    clone_url: &str,
-    access: &super::Access,
-) -> Result<Client, LfsError> {
+/// The endpoint `tree`'s `.lfsconfig` names, else the clone URL's. The
+/// tree must be one forgehand trusts (the default branch's).
+pub fn endpoint_of(repo: &Repository, tree: &Tree<'_>, clone_url: &str) -> Result<Url, LfsError> {
     let lfsconfig = tree
         .get_name(".lfsconfig")
         .and_then(|entry| repo.find_blob(entry.id()).ok())
         .map(|blob| String::from_utf8_lossy(blob.content()).into_owned());
-    let endpoint = super::remote::endpoint(clone_url, lfsconfig.as_deref())?;
-    Client::new(endpoint, access.clone())
+    super::remote::endpoint(clone_url, lfsconfig.as_deref())
 }

@@ -1,7 +1,7 @@
 //! Where a repository's LFS objects live and who may be sent the forge
 //! credential: the endpoint (`<clone URL>.git/info/lfs`, or `lfs.url` in
-//! the base branch's `.lfsconfig`) and the hosts allowed for it and for
-//! the transfers its answers name.
+//! the default branch's `.lfsconfig`) and the origins allowed for it and
+//! for the transfers its answers name.
 
 use super::LfsError;
 use crate::config::{HostPattern, LfsConfig};
@@ -29,10 +29,15 @@ impl Access {
         })
     }
 
-    /// Why `url` may not be contacted, or `None` when it may: its host is
-    /// the forge's or one `git.lfs.allowed_hosts` names, over HTTPS (plain
-    /// HTTP only where the forge itself is reached over it).
+    /// Why `url` may not be contacted, or `None` when it may: it is at
+    /// the forge's own origin (the same scheme, host and port as the clone
+    /// URL), or its host and port are in `git.lfs.allowed_hosts` and it
+    /// goes over HTTPS (plain HTTP only where the forge itself is reached
+    /// over it).
     pub fn refusal(&self, url: &Url) -> Option<String> {
+        if url.origin() == self.forge.origin() {
+            return None;
+        }
         let host = url.host_str().unwrap_or_default();
         let scheme_ok = url.scheme() == "https" || (url.scheme() == "http" && self.forge.scheme() == "http");
         if !scheme_ok {
@@ -42,17 +47,22 @@ impl Access {
                 url.scheme()
             ));
         }
-        let own = self
-            .forge
-            .host_str()
-            .is_some_and(|forge| forge.eq_ignore_ascii_case(host));
         let port = url.port_or_known_default().unwrap_or(443);
-        let allowed = own || self.allowed.iter().any(|p| p.allows(host, port));
-        (!allowed).then(|| {
-            format!(
-                "the host {host} is neither the forge's nor in git.lfs.allowed_hosts, so it was not contacted"
-            )
-        })
+        if self.allowed.iter().any(|p| p.allows(host, port)) {
+            return None;
+        }
+        let forge_host = self.forge.host_str().unwrap_or_default();
+        if forge_host.eq_ignore_ascii_case(host) {
+            let forge_port = self.forge.port_or_known_default().unwrap_or(443);
+            return Some(format!(
+                "{}://{host}:{port} is not the forge's own address ({}://{forge_host}:{forge_port}) and not in git.lfs.allowed_hosts, so it was not contacted",
+                url.scheme(),
+                self.forge.scheme(),
+            ));
+        }
+        Some(format!(
+            "the host {host} is neither the forge's nor in git.lfs.allowed_hosts, so it was not contacted"
+        ))
     }
 }
 
@@ -66,14 +76,26 @@ pub fn redacted(url: &Url) -> String {
     shown.to_string()
 }
 
-/// The repository's LFS endpoint: `lfs.url` from `.lfsconfig` (the base
-/// branch's, never the sandbox's), else the clone URL with
+/// The repository's LFS endpoint: `lfs.url` from `.lfsconfig` (the
+/// default branch's, never the task branch's or the sandbox's), else the clone URL with
 /// `.git/info/lfs` (git-lfs's default).
 pub fn endpoint(clone_url: &str, lfsconfig: Option<&str>) -> Result<Url, LfsError> {
     if let Some(url) = lfsconfig.and_then(configured_url) {
-        return Url::parse(&url).map_err(|e| LfsError::Endpoint {
+        let url = Url::parse(&url).map_err(|e| LfsError::Endpoint {
             detail: format!("lfs.url in .lfsconfig is not a URL ({e}); write an https:// URL"),
-        });
+        })?;
+        // The batch path is appended to the endpoint: after a `?` or a
+        // `#` it would become part of a query, and the request with the
+        // credential would go to whatever path comes before.
+        if url.query().is_some() || url.fragment().is_some() {
+            return Err(LfsError::Endpoint {
+                detail: format!(
+                    "lfs.url in the default branch's .lfsconfig ({}) has a query (`?`) or a fragment (`#`); an LFS endpoint is a plain URL such as https://host/owner/repo.git/info/lfs",
+                    redacted(&url)
+                ),
+            });
+        }
+        return Ok(url);
     }
     let base = clone_url.trim_end_matches('/');
     let base = if base.ends_with(".git") {
@@ -151,5 +173,40 @@ mod tests {
             .contains("elsewhere.example"));
         assert!(ok("http://forge.example/x").unwrap().contains("HTTPS"));
         assert!(ok("https://lfs.example.org:8443/x").is_some());
+    }
+
+    #[test]
+    fn another_port_or_scheme_on_the_forges_host_is_not_the_forge() {
+        let a = access("https://forge.example/o/r.git", &[]);
+        let ok = |u: &str| a.refusal(&Url::parse(u).unwrap());
+        assert_eq!(ok("https://forge.example:443/api/x"), None);
+        let why = ok("https://forge.example:8443/o/r.git/info/lfs").unwrap();
+        assert!(
+            why.contains("https://forge.example:8443 is not the forge's own address"),
+            "{why}"
+        );
+        assert!(ok("http://forge.example/x").unwrap().contains("HTTPS"));
+        let plain = access("http://127.0.0.1:3000/o/r.git", &["127.0.0.1:4000"]);
+        let ok = |u: &str| plain.refusal(&Url::parse(u).unwrap());
+        assert_eq!(ok("http://127.0.0.1:3000/o/r.git/info/lfs"), None);
+        assert_eq!(ok("http://127.0.0.1:4000/o/r.git/info/lfs"), None);
+        assert!(ok("http://127.0.0.1:5000/o/r.git/info/lfs").is_some());
+    }
+
+    #[test]
+    fn an_lfs_url_with_a_query_or_a_fragment_is_refused() {
+        for url in [
+            "https://forge.example/api/v3/repos/o/r?x=",
+            "https://forge.example/api/v3/repos/o/r?",
+            "https://forge.example/api/v3/repos/o/r#",
+            "https://forge.example/o/r.git/info/lfs#x",
+        ] {
+            let config = format!("[lfs]\n\turl = {url}\n");
+            let err = endpoint("https://forge.example/o/r.git", Some(&config)).unwrap_err();
+            assert!(
+                err.to_string().contains("has a query (`?`) or a fragment (`#`)"),
+                "{url}: {err}"
+            );
+        }
     }
 }

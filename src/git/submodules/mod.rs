@@ -1,5 +1,7 @@
 //! Submodules on the host. After the superproject's mirror is fetched, the
-//! submodules its task branch names in `.gitmodules` are fetched too,
+//! submodules its default branch names in `.gitmodules` (never the task
+//! branch's, which the model may have pushed on an earlier run), at the
+//! commits the task branch's gitlinks name, are fetched too,
 //! each into a mirror of its own (later tasks fetch only what is new),
 //! recursively to `git.submodules.depth` levels, and their files written
 //! into the work tree the sandbox gets. Their `.git` is not given to the
@@ -66,10 +68,19 @@ pub struct Source<'a> {
     pub rules: &'a SubmodulesConfig,
 }
 
-/// Fetches the submodules `commit` of `repo` names (and theirs, to the
+/// The superproject's commits a task reads: the gitlinks are `checkout`'s
+/// (the task branch's), which submodules exist and where they come from
+/// is `declared_in`'s `.gitmodules` (the default branch's).
+#[derive(Debug, Clone, Copy)]
+pub struct Superproject {
+    pub checkout: Oid,
+    pub declared_in: Oid,
+}
+
+/// Fetches the submodules of `repo` at `commits` (and theirs, to the
 /// depth limit) into their mirrors. Never fails: what is not fetched is
 /// in [`Submodules::left_out`].
-pub fn fetch_all(repo: &Repository, commit: Oid, source: &Source<'_>) -> Submodules {
+pub fn fetch_all(repo: &Repository, commits: Superproject, source: &Source<'_>) -> Submodules {
     let mut walk = Walk {
         source,
         found: Submodules::default(),
@@ -80,15 +91,15 @@ pub fn fetch_all(repo: &Repository, commit: Oid, source: &Source<'_>) -> Submodu
         files: 0,
     };
     if source.rules.enabled {
-        walk.visit(repo, commit, (source.forge_url, ""), 1);
+        walk.visit(repo, commits, (source.forge_url, ""), 1);
     }
     walk.found
 }
 
-/// [`fetch_all`] for the work tree at `dir` (the task branch at `commit`).
-pub fn for_work_tree(dir: &Path, commit: Oid, source: &Source<'_>) -> Submodules {
+/// [`fetch_all`] for the work tree at `dir`.
+pub fn for_work_tree(dir: &Path, commits: Superproject, source: &Source<'_>) -> Submodules {
     match Repository::open(dir) {
-        Ok(repo) => fetch_all(&repo, commit, source),
+        Ok(repo) => fetch_all(&repo, commits, source),
         Err(e) => Submodules {
             present: Vec::new(),
             left_out: vec![LeftOut {
@@ -115,10 +126,10 @@ struct Walk<'s, 'a> {
 }
 
 impl Walk<'_, '_> {
-    /// The submodules of `commit` in `repo`, a superproject at `base` (its
+    /// The submodules of `commits` in `repo`, a superproject at `base` (its
     /// address) whose work-tree folder is `prefix`, at `level`.
-    fn visit(&mut self, repo: &Repository, commit: Oid, (base, prefix): (&str, &str), level: u32) {
-        for (declared, gitlink) in declared_gitlinks(repo, commit) {
+    fn visit(&mut self, repo: &Repository, commits: Superproject, (base, prefix): (&str, &str), level: u32) {
+        for (declared, gitlink) in declared_gitlinks(repo, commits) {
             let path = format!("{prefix}{}", declared.path);
             if self.found.present.iter().any(|p| p.path == path) {
                 continue; // declared twice: the first one holds
@@ -137,9 +148,15 @@ impl Walk<'_, '_> {
                 url: mirror.1.clone(),
                 mirror: mirror.0.path().to_owned(),
             });
+            // A submodule's own `.gitmodules` is its repository's, at the
+            // commit the gitlink names.
+            let inner = Superproject {
+                checkout: gitlink,
+                declared_in: gitlink,
+            };
             self.visit(
                 &mirror.0,
-                gitlink,
+                inner,
                 (mirror.1.as_str(), &format!("{path}/")),
                 level + 1,
             );
@@ -245,13 +262,15 @@ fn fetch_one(
     Ok((fetched.git_dir, fetched.received_bytes as u64))
 }
 
-/// The `.gitmodules` entries of `commit` whose path is a gitlink in its
-/// tree, with the gitlink's commit (git ignores the others too).
-fn declared_gitlinks(repo: &Repository, commit: Oid) -> Vec<(gitmodules::Declared, Oid)> {
-    let Ok(tree) = repo.find_commit(commit).and_then(|c| c.tree()) else {
+/// The `.gitmodules` entries of `commits.declared_in` whose path is a
+/// gitlink in `commits.checkout`'s tree, with the gitlink's commit (git
+/// ignores the others too).
+fn declared_gitlinks(repo: &Repository, commits: Superproject) -> Vec<(gitmodules::Declared, Oid)> {
+    let tree_of = |commit: Oid| repo.find_commit(commit).and_then(|c| c.tree());
+    let (Ok(tree), Ok(declaring)) = (tree_of(commits.checkout), tree_of(commits.declared_in)) else {
         return Vec::new();
     };
-    let Some(text) = tree
+    let Some(text) = declaring
         .get_path(Path::new(".gitmodules"))
         .ok()
         .and_then(|entry| repo.find_blob(entry.id()).ok())
