@@ -151,6 +151,10 @@ pub async fn serve(project_dir: std::path::PathBuf, proxy: Option<Proxy>) -> Res
         let socket = proxy.socket.map(std::sync::Arc::new);
         tokio::spawn(async move {
             while let Ok((local, _)) = listener.accept().await {
+                // Bytes go on as they come: with Nagle's algorithm a small
+                // write after another (a TLS record the relay wrote apart)
+                // waits for the client's delayed acknowledgement, 40 ms.
+                let _ = local.set_nodelay(true);
                 let (control, socket) = (control.clone(), socket.clone());
                 tokio::spawn(tunnel(local, control, socket));
             }
