@@ -380,3 +380,23 @@ fn moved(expected: BranchAt, found: Oid) -> Option<String> {
         )
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::with_remote_refusal;
+
+    #[test]
+    fn a_hooks_refusal_in_the_remotes_words_joins_the_refs_status() {
+        let said = "Resolving deltas: 100% (1/1)\r\nrefusing to allow a Personal Access Token to create or update workflow `.github/workflows/ci.yml` without `workflow` scope\n";
+        assert_eq!(
+            with_remote_refusal("pre-receive hook declined".into(), said),
+            "pre-receive hook declined (refusing to allow a Personal Access Token to create or update workflow `.github/workflows/ci.yml` without `workflow` scope)"
+        );
+        assert_eq!(
+            with_remote_refusal("pre-receive hook declined".into(), "remote: no\n"),
+            "pre-receive hook declined"
+        );
+        let github = "refusing to allow a GitHub App to create or update workflow `.github/workflows/a.yml` without `workflows` permission";
+        assert_eq!(with_remote_refusal(github.into(), said), github);
+    }
+}

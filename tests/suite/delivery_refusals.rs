@@ -62,7 +62,9 @@ fn open_task(world: &World) -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_repository_without_drafts_gets_a_ready_pull_request_marked_as_work_in_progress() {
-    let world = World::new(edit_and_commit(Duration::ZERO)).await;
+    let mut turns = edit_and_commit(Duration::ZERO);
+    turns.extend(edit_and_commit(Duration::ZERO));
+    let world = World::new(turns).await;
     world.github.refuse_drafts(REPO);
     let issue = open_task(&world);
     let mut daemon = world.start();
@@ -83,6 +85,27 @@ async fn a_repository_without_drafts_gets_a_ready_pull_request_marked_as_work_in
     );
     let said = progress(&world, issue);
     assert!(said.contains("does not support draft pull requests"), "{said}");
+
+    // The next task there remembers: no draft is asked for again.
+    let next = open_task(&world);
+    world.wait_for_end(next).await;
+    assert_done(&world, next);
+    let opened: Vec<String> = world
+        .github
+        .requests()
+        .into_iter()
+        .filter(|r| r.starts_with("POST /repos/acme/app/pulls"))
+        .collect();
+    assert_eq!(
+        opened.len(),
+        3,
+        "one refused draft, then two ready pull requests: {opened:?}"
+    );
+    let pulls = world.github.pulls(REPO);
+    assert!(
+        pulls.iter().all(|p| !p.draft && p.title.starts_with("[WIP] ")),
+        "{pulls:?}"
+    );
     assert!(daemon.terminate().success());
     assert!(containers_of(&world.instance).is_empty());
 }
@@ -90,7 +113,9 @@ async fn a_repository_without_drafts_gets_a_ready_pull_request_marked_as_work_in
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn workflow_files_the_forge_refuses_are_left_out_and_the_rest_is_delivered() {
     let yaml = "delivery:\n  allow_protected_paths: true\n";
-    let world = World::with_repository(greeting_and_workflow(), &FILES, yaml).await;
+    let mut turns = greeting_and_workflow();
+    turns.extend(greeting_and_workflow());
+    let world = World::with_repository(turns, &FILES, yaml).await;
     git_http::refuse_workflow_files(&world.bare);
     let issue = open_task(&world);
     let mut daemon = world.start();
@@ -119,6 +144,16 @@ async fn workflow_files_the_forge_refuses_are_left_out_and_the_rest_is_delivered
     assert!(pr.body.contains("+on: push"), "{}", pr.body);
     // The model's asks were only the work: no rebase was asked for.
     assert_eq!(world.model.requests().await.len(), 2);
+
+    // The next task in the repository leaves them out before it pushes:
+    // the refused push is never sent again.
+    let next = open_task(&world);
+    world.wait_for_end(next).await;
+    assert_done(&world, next);
+    assert_eq!(git_http::refused_pushes(&world.bare).len(), 1);
+    let pulls = world.github.pulls(REPO);
+    let second = pulls.iter().find(|p| p.number != pr.number).unwrap();
+    assert!(second.body.contains("the `workflow` scope"), "{}", second.body);
     assert!(daemon.terminate().success());
 }
 
