@@ -259,12 +259,13 @@ impl Rounds<'_, '_> {
         outcome: &mut AgentOutcome,
     ) -> Result<Option<String>, TaskError> {
         let delivery = self.needs.delivery;
-        let rules = super::left_out::Rules::for_run(self.run, delivery);
-        let protected = rules.paths();
         let mut summary = outcome.answer.clone().unwrap_or_default();
         let mut round = 0;
         loop {
             round += 1;
+            // Read each round: a refusal in the last one is remembered.
+            let rules = super::left_out::Rules::for_run(self.run, delivery);
+            let protected = rules.paths();
             let taken = self.collect(round, &protected).await?;
             let head = taken.as_ref().map(|t| t.collected.head);
             let submodules = self.submodules_said(round, head).await;
@@ -332,6 +333,14 @@ impl Rounds<'_, '_> {
                         collected.files.len()
                     ));
                     return Ok(Some(summary));
+                }
+                // A refusal is never sent again, nor rebased.
+                Err(crate::git::GitError::Rejected { reason, .. })
+                    if super::left_out::workflow_refusal(&reason).is_some() =>
+                {
+                    return Err(TaskError::Other(format!(
+                        "the forge refused the push again: {reason}"
+                    )));
                 }
                 Err(crate::git::GitError::Rejected { reason, .. }) if round < delivery.max_push_attempts => {
                     *outcome = self.rebase(session, outcome, &reason).await?;
