@@ -211,6 +211,32 @@ mod tests {
     }
 
     #[test]
+    fn each_reason_gets_its_own_files_part_of_the_diff() {
+        let withheld = Withheld {
+            paths: vec![".gitlab-ci.yml".into(), ".github/workflows/ci.yml".into()],
+            diff: "diff --git a/.github/workflows/ci.yml b/.github/workflows/ci.yml\n+on: push\ndiff --git a/.gitlab-ci.yml b/.gitlab-ci.yml\n+test: {}\n".into(),
+        };
+        let rules = Rules {
+            setting: vec![".gitlab-ci.yml".into()],
+            refused: Some("the `workflow` scope".into()),
+        };
+        let groups = rules.split(Some(&withheld));
+        assert_eq!(groups.len(), 2);
+        assert_eq!(groups[0].1, Why::Setting);
+        assert_eq!(groups[0].0.paths, vec![".gitlab-ci.yml".to_owned()]);
+        assert_eq!(
+            groups[0].0.diff,
+            "diff --git a/.gitlab-ci.yml b/.gitlab-ci.yml\n+test: {}\n"
+        );
+        assert!(matches!(&groups[1].1, Why::Forge { permission } if permission == "the `workflow` scope"));
+        assert!(groups[1].0.diff.contains("+on: push") && !groups[1].0.diff.contains("gitlab"));
+        assert_eq!(
+            rules.paths(),
+            vec![".gitlab-ci.yml".to_owned(), WORKFLOWS.to_owned()]
+        );
+    }
+
+    #[test]
     fn the_section_names_each_file_and_folds_a_diff_it_cannot_break() {
         let withheld = Withheld {
             paths: vec![".github/workflows/ci.yml".into()],

@@ -222,3 +222,36 @@ async fn what_the_test_command_writes_never_reaches_the_branch() {
     );
     assert!(daemon.terminate().success());
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_change_of_refused_workflow_files_only_fails_once_naming_the_scope() {
+    let turns = vec![
+        (
+            call(
+                "command_executor_execute_command",
+                json!({"command": "mkdir -p .github/workflows && printf 'on: push\\n' > .github/workflows/ci.yml && git add -A && git commit -qm 'Add CI'"}),
+            ),
+            None,
+        ),
+        (text("Added a CI workflow."), None),
+    ];
+    let yaml = "delivery:\n  allow_protected_paths: true\n";
+    let world = World::with_repository(turns, &FILES, yaml).await;
+    git_http::refuse_workflow_files(&world.bare);
+    let issue = open_task(&world);
+    let mut daemon = world.start();
+    world.wait_for_end(issue).await;
+
+    assert_eq!(
+        world.github.issue(REPO, issue).labels,
+        vec!["coding agent failed".to_owned()]
+    );
+    assert_eq!(git_http::refused_pushes(&world.bare).len(), 1);
+    let said = progress(&world, issue);
+    assert!(
+        said.contains("the forge refuses the change's only files (.github/workflows/ci.yml) without the `workflow` scope"),
+        "{said}"
+    );
+    assert!(world.github.pulls(REPO).is_empty());
+    assert!(daemon.terminate().success());
+}
