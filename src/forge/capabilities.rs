@@ -151,6 +151,24 @@ pub trait Delivery: Send + Sync {
         title: &str,
         body: &str,
     ) -> Result<ChangeInfo, ForgeError>;
+
+    /// Opens a change ready for review, where the forge does not support
+    /// drafts ([`ForgeError::is_drafts_unsupported`]). Only GitHub refuses
+    /// drafts (GitLab supports them everywhere): the others say so.
+    async fn create_ready_change(
+        &self,
+        repo: &str,
+        source_branch: &str,
+        target_branch: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<ChangeInfo, ForgeError> {
+        let _ = (repo, source_branch, target_branch, title, body);
+        Err(ForgeError::Setup {
+            forge: "forge",
+            message: "this forge opens drafts only".into(),
+        })
+    }
 }
 
 /// The checks (CI) on a pushed commit: reading them and their logs, and

@@ -387,6 +387,14 @@ impl ForgeError {
         }
     }
 
+    /// GitHub's refusal of a draft pull request (private repositories of
+    /// accounts on GitHub Free): `422 Draft pull requests are not
+    /// supported in this repository.`
+    pub fn is_drafts_unsupported(&self) -> bool {
+        matches!(self, ForgeError::Api { status: 422, message, .. }
+            if message.contains("Draft pull requests are not supported"))
+    }
+
     /// Worth trying again later: the forge was unreachable, busy or rate limited.
     pub fn is_retryable(&self) -> bool {
         match self {

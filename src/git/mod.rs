@@ -283,6 +283,9 @@ pub fn push_before(
         .remote_anonymous(url)
         .map_err(|e| GitError::failed("set up the remote", e))?;
     let late = Cell::new(false);
+    // The remote's own words (`remote: ...`): a server-side hook says there
+    // why it refused, where the ref's status only says that a hook did.
+    let remote_said = RefCell::new(String::new());
     let mut callbacks = callbacks(credentials, &attempts, url);
     callbacks.push_negotiation(|updates| {
         if deadline.is_some_and(|deadline| std::time::Instant::now() >= deadline) {
@@ -304,6 +307,13 @@ pub fn push_before(
         }
         Ok(())
     });
+    callbacks.sideband_progress(|data| {
+        let mut said = remote_said.borrow_mut();
+        if said.len() < REMOTE_WORDS_CAP {
+            said.push_str(&String::from_utf8_lossy(data));
+        }
+        true
+    });
     let mut options = PushOptions::new();
     options.remote_callbacks(callbacks);
     let refspec = format!("refs/heads/{local_branch}:refs/heads/{remote_branch}");
@@ -315,6 +325,7 @@ pub fn push_before(
         });
     }
     if let Some((refname, reason)) = rejected.into_inner() {
+        let reason = with_remote_refusal(reason, &remote_said.into_inner());
         return Err(GitError::Rejected { refname, reason });
     }
     match pushed {
@@ -324,6 +335,25 @@ pub fn push_before(
             reason: "the remote branch has commits this push does not contain (not a fast-forward)".into(),
         }),
         Err(e) => Err(remote_error("push", url, e, attempts.get())),
+    }
+}
+
+/// How much of the remote's messages a push keeps.
+const REMOTE_WORDS_CAP: usize = 8 * 1024;
+
+/// A ref status that only says a hook declined, with the hook's own
+/// refusal (`refusing to allow ...`) from the remote's messages added.
+fn with_remote_refusal(reason: String, remote_said: &str) -> String {
+    if reason.contains("refusing to allow") {
+        return reason;
+    }
+    let refusal = remote_said
+        .split(['\n', '\r'])
+        .map(str::trim)
+        .find(|line| line.starts_with("refusing to allow"));
+    match refusal {
+        Some(line) => format!("{reason} ({})", line.chars().take(500).collect::<String>()),
+        None => reason,
     }
 }
 
@@ -349,4 +379,24 @@ fn moved(expected: BranchAt, found: Oid) -> Option<String> {
             shown(want)
         )
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::with_remote_refusal;
+
+    #[test]
+    fn a_hooks_refusal_in_the_remotes_words_joins_the_refs_status() {
+        let said = "Resolving deltas: 100% (1/1)\r\nrefusing to allow a Personal Access Token to create or update workflow `.github/workflows/ci.yml` without `workflow` scope\n";
+        assert_eq!(
+            with_remote_refusal("pre-receive hook declined".into(), said),
+            "pre-receive hook declined (refusing to allow a Personal Access Token to create or update workflow `.github/workflows/ci.yml` without `workflow` scope)"
+        );
+        assert_eq!(
+            with_remote_refusal("pre-receive hook declined".into(), "remote: no\n"),
+            "pre-receive hook declined"
+        );
+        let github = "refusing to allow a GitHub App to create or update workflow `.github/workflows/a.yml` without `workflows` permission";
+        assert_eq!(with_remote_refusal(github.into(), said), github);
+    }
 }

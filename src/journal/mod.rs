@@ -14,6 +14,7 @@ mod checkpoints;
 mod heard;
 mod plan_waits;
 mod records;
+mod repo_facts;
 mod schema;
 mod spend;
 mod transcripts;
@@ -24,6 +25,7 @@ pub use plan_waits::{PlanAnswer, PlanWait};
 #[cfg(test)]
 pub(crate) use records::tests::Probe;
 pub use records::PhaseRecord;
+pub use repo_facts::RepoFact;
 pub use spend::Whose;
 pub use transcripts::RunRecord;
 

@@ -96,6 +96,16 @@ const TABLES: &str = "CREATE TABLE IF NOT EXISTS tasks (
         entry TEXT NOT NULL,
         PRIMARY KEY (run, seq)
     );
+    -- What forgehand learned of a repository from the forge's answers
+    -- (drafts not supported, workflow files refused), so it does not
+    -- ask again.
+    CREATE TABLE IF NOT EXISTS repo_facts (
+        forge TEXT NOT NULL,
+        repo TEXT NOT NULL,
+        fact TEXT NOT NULL,
+        value TEXT NOT NULL,
+        PRIMARY KEY (forge, repo, fact)
+    );
     -- Where each repository's next listing of comments starts.
     CREATE TABLE IF NOT EXISTS comment_cursors (
         forge TEXT NOT NULL,

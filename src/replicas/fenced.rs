@@ -204,6 +204,20 @@ impl Delivery for FencedForge {
             .create_draft_change(repo, source_branch, target_branch, title, body)
             .await
     }
+
+    async fn create_ready_change(
+        &self,
+        repo: &str,
+        source_branch: &str,
+        target_branch: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<ChangeInfo, ForgeError> {
+        self.fence("the PR/MR").await?;
+        self.inner
+            .create_ready_change(repo, source_branch, target_branch, title, body)
+            .await
+    }
 }
 
 #[async_trait]

@@ -54,7 +54,7 @@ pub(super) async fn open_change(
                     }
                     Ok(found)
                 },
-                || forge.create_draft_change(&run.item.repo, &target.branch, &target.base, &title, &body),
+                || super::ready_pr::open(run, forge, (&target.branch, &target.base), (&title, &body)),
             )
             .await?
         }
@@ -74,7 +74,13 @@ pub(super) async fn finish(
     ci: Option<&str>,
 ) -> Result<TaskEnd, TaskError> {
     let noun = run.item.forge.change_noun();
-    let mut outcome = format!("**Done.** Draft {noun}: {}\n", change.web_url);
+    let mut outcome = match super::ready_pr::no_drafts(run) {
+        true => format!(
+            "**Done.** {noun} (open for review, marked as work in progress: this repository does not support drafts): {}\n",
+            change.web_url
+        ),
+        false => format!("**Done.** Draft {noun}: {}\n", change.web_url),
+    };
     if let Some(ci) = ci {
         outcome.push_str(&format!("\n**CI**\n\n{}\n", ci.trim()));
     }

@@ -67,6 +67,9 @@ pub(super) fn advice(err: &TaskError, who: &Whom<'_>) -> String {
         TaskError::Delivery(DeliveryError::Protected { .. }) => {
             "Make that change by hand, or let an operator allow it (delivery.allow_protected_paths), then add the trigger label again."
         }
+        TaskError::Delivery(DeliveryError::Refused { .. }) => {
+            "Make that change by hand, or give forgehand's token the permission named above, then add the trigger label again."
+        }
         TaskError::Sandbox(_) => who.sandbox_operator,
         TaskError::Settings(_) => {
             "Fix `.forgehand.yaml` on the default branch as said above (no model was called), then add the trigger label again."

@@ -117,6 +117,7 @@ pub(super) fn change_needs(
 pub(super) fn verify_needs(env: &TaskEnv) -> verify::Needs<'_> {
     verify::Needs {
         fix_rounds: env.config.agent.test_fix_rounds,
+        delivery: &env.config.delivery,
         prompts: &env.prompts,
     }
 }

@@ -23,10 +23,8 @@ use crate::git::untrusted::{self, Layout, LeftoverCommit, UntrustedError};
 use crate::git::Credentials;
 use crate::journal::Phase;
 use crate::llm::Message;
-use crate::sandbox::command::shell_quote;
 use crate::sandbox::tree_out::read_tree;
 use crate::sandbox::Sandbox;
-use std::time::Duration;
 
 /// What pushing needs besides the run.
 pub(super) struct Needs<'a> {
@@ -66,6 +64,8 @@ struct Taken {
     host_commit: Option<String>,
     /// Work-tree entries that were not committed, and why.
     left_out: Vec<String>,
+    /// The files forgehand committed on the model's behalf.
+    committed_for_model: Vec<String>,
 }
 
 /// What one round took out of the sandbox into the quarantine.
@@ -259,14 +259,13 @@ impl Rounds<'_, '_> {
         outcome: &mut AgentOutcome,
     ) -> Result<Option<String>, TaskError> {
         let delivery = self.needs.delivery;
-        let protected = match delivery.allow_protected_paths {
-            true => Vec::new(),
-            false => delivery.protected_paths.clone(),
-        };
         let mut summary = outcome.answer.clone().unwrap_or_default();
         let mut round = 0;
         loop {
             round += 1;
+            // Read each round: a refusal in the last one is remembered.
+            let rules = super::left_out::Rules::for_run(self.run, delivery);
+            let protected = rules.paths();
             let taken = self.collect(round, &protected).await?;
             let head = taken.as_ref().map(|t| t.collected.head);
             let submodules = self.submodules_said(round, head).await;
@@ -274,6 +273,7 @@ impl Rounds<'_, '_> {
                 collected,
                 host_commit,
                 left_out,
+                committed_for_model,
             }) = taken
             else {
                 for said in submodules {
@@ -287,8 +287,20 @@ impl Rounds<'_, '_> {
                     format!("forgehand made the last commit on the host, from the files the model left, because {why}."),
                 );
             }
+            if !committed_for_model.is_empty() {
+                self.tell(
+                    &mut summary,
+                    format!(
+                        "forgehand committed what the model left uncommitted, on its behalf: {}",
+                        listed(&committed_for_model)
+                    ),
+                );
+            }
             if !left_out.is_empty() {
                 self.tell(&mut summary, format!("Not committed: {}", listed(&left_out)));
+            }
+            for (withheld, why) in rules.split(collected.withheld.as_ref()) {
+                self.tell_left_out(&mut summary, &withheld, &why);
             }
             for said in submodules {
                 self.tell(&mut summary, said);
@@ -307,10 +319,12 @@ impl Rounds<'_, '_> {
             // Another replica may have taken the task over meanwhile.
             self.run.forge.before_push(&self.run.item).await?;
             super::lfs_note::upload_before_push(self.run, self.workspace).await?;
-            let pushed = {
-                let (creds, deadline) = (self.credentials.clone(), self.run.forge.write_deadline());
-                self.workspace.with(move |ws| ws.push(&creds, deadline)).await?
-            };
+            let mut pushed = self.push_branch().await?;
+            if let Err(crate::git::GitError::Rejected { reason, .. }) = &pushed {
+                if let Some(refusal) = super::left_out::workflow_refusal(reason) {
+                    pushed = self.push_without_refused(&refusal, &mut summary).await?;
+                }
+            }
             match pushed {
                 Ok(()) => {
                     self.run.note(format!(
@@ -319,6 +333,14 @@ impl Rounds<'_, '_> {
                         collected.files.len()
                     ));
                     return Ok(Some(summary));
+                }
+                // A refusal is never sent again, nor rebased.
+                Err(crate::git::GitError::Rejected { reason, .. })
+                    if super::left_out::workflow_refusal(&reason).is_some() =>
+                {
+                    return Err(TaskError::Other(format!(
+                        "the forge refused the push again: {reason}"
+                    )));
                 }
                 Err(crate::git::GitError::Rejected { reason, .. }) if round < delivery.max_push_attempts => {
                     *outcome = self.rebase(session, outcome, &reason).await?;
@@ -331,6 +353,61 @@ impl Rounds<'_, '_> {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// Pushes the task branch as it stands.
+    async fn push_branch(&self) -> Result<Result<(), crate::git::GitError>, TaskError> {
+        let (creds, deadline) = (self.credentials.clone(), self.run.forge.write_deadline());
+        self.workspace.with(move |ws| ws.push(&creds, deadline)).await
+    }
+
+    /// The forge refused the push for its workflow files: they are left
+    /// out (and remembered for the repository), and the rest is pushed
+    /// once. The same refused push is never sent again.
+    async fn push_without_refused(
+        &mut self,
+        refusal: &super::left_out::WorkflowRefusal,
+        summary: &mut String,
+    ) -> Result<Result<(), crate::git::GitError>, TaskError> {
+        super::left_out::remember_refusal(self.run, refusal);
+        let (permission, attribution) = (refusal.permission.clone(), self.attribution.clone());
+        let withheld = self
+            .workspace
+            .with(move |ws| {
+                ws.leave_out_refused(
+                    &[super::left_out::WORKFLOWS.to_owned()],
+                    &permission,
+                    &attribution,
+                )
+            })
+            .await??;
+        let Some(withheld) = withheld else {
+            return Err(TaskError::Other(format!(
+                "the forge refused the push: forgehand's token lacks {}",
+                refusal.permission
+            )));
+        };
+        let why = super::left_out::Why::Forge {
+            permission: refusal.permission.clone(),
+        };
+        self.tell_left_out(summary, &withheld, &why);
+        self.run.report().await;
+        self.push_branch().await
+    }
+
+    /// Names the files left out (and why) on the progress comment, and
+    /// adds their diff, folded, to the PR's summary.
+    fn tell_left_out(
+        &mut self,
+        summary: &mut String,
+        withheld: &super::workspace::Withheld,
+        why: &super::left_out::Why,
+    ) {
+        let section = super::left_out::section(withheld, why);
+        if !summary.contains(&section) {
+            summary.push_str(&format!("\n\n{section}"));
+        }
+        self.run.note(super::left_out::line(withheld, why));
     }
 
     /// What the change does to submodules: in the first round, edits
@@ -391,13 +468,13 @@ impl Rounds<'_, '_> {
     /// Commits leftovers in the sandbox, streams the repository out as
     /// data into a quarantine and takes the result from there.
     async fn collect(&self, round: u32, protected: &[String]) -> Result<Option<Taken>, TaskError> {
-        let message = format!("forgehand: commit changes left uncommitted for {}", self.run.item);
+        let message = super::sandbox_commit::message(&self.run.item);
         let project = self.sandbox.project_dir().to_owned();
         let (quarantine_dir, trusted) = self
             .workspace
             .with(move |ws| (ws.quarantine_dir(round), ws.object_dirs()))
             .await?;
-        let host_commit = self.commit_in_sandbox(&message).await;
+        let host_commit = super::sandbox_commit::commit(self.sandbox, self.needs.delivery, &message).await;
         let (layout, folder) = match &host_commit {
             None => (Layout::GitDir, format!("{project}/.git")),
             Some(why) => {
@@ -410,49 +487,28 @@ impl Rounds<'_, '_> {
             committed_on_host,
             left_out,
         } = self
-            .take_out(layout, &folder, message, (quarantine_dir.clone(), trusted))
+            .take_out(
+                layout,
+                &folder,
+                message.clone(),
+                (quarantine_dir.clone(), trusted),
+            )
             .await?;
         let (protected, attribution) = (protected.to_vec(), self.attribution.clone());
+        let said = message.clone();
         let collected = self
             .workspace
-            .with(move |ws| ws.collect(&quarantine_dir, &branches, &protected, &attribution))
+            .with(move |ws| {
+                let collected = ws.collect(&quarantine_dir, &branches, &protected, &attribution)?;
+                Ok::<_, DeliveryError>(collected.map(|c| (c, ws.committed_as(&said))))
+            })
             .await??;
-        Ok(collected.map(|collected| Taken {
+        Ok(collected.map(|(collected, committed_for_model)| Taken {
             collected,
             host_commit: host_commit.filter(|_| committed_on_host),
             left_out,
+            committed_for_model,
         }))
-    }
-
-    /// Commits what the model left uncommitted inside the sandbox, so only
-    /// `.git` needs to come out; else why it could not (the host then
-    /// commits from the whole project).
-    async fn commit_in_sandbox(&self, message: &str) -> Option<String> {
-        let delivery = self.needs.delivery;
-        let committed = self
-            .sandbox
-            .exec(
-                &format!(
-                    "git add -A && (git diff --cached --quiet || git -c user.name={} -c user.email={} commit -q -m {})",
-                    shell_quote(&delivery.author_name),
-                    shell_quote(&delivery.author_email),
-                    shell_quote(message)
-                ),
-                Some(Duration::from_secs(300)),
-            )
-            .await;
-        // Only the exit code is said: the sandbox's own words never reach the PR.
-        match &committed {
-            Ok(out) if out.success() => None,
-            Ok(out) => Some(match out.exit_code {
-                Some(127) => "git is not installed in the sandbox".to_owned(),
-                Some(code) => format!(
-                    "`git commit` in the sandbox failed (exit code {code}; a hook, a lock or a broken index)"
-                ),
-                None => "`git commit` in the sandbox did not end in time".to_owned(),
-            }),
-            Err(e) => Some(format!("git could not be run in the sandbox ({e})")),
-        }
     }
 
     /// Streams `folder` out of the sandbox as data into the quarantine

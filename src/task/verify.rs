@@ -23,6 +23,8 @@ use std::time::Duration;
 pub(super) struct Needs<'a> {
     /// `agent.test_fix_rounds`.
     pub fix_rounds: u32,
+    /// Who commits the model's leftovers before the tests run.
+    pub delivery: &'a crate::config::DeliveryConfig,
     pub prompts: &'a Prompts,
 }
 
@@ -141,7 +143,7 @@ async fn test_and_fix(
     loop {
         run.status_now(format!("Testing the change: `{command}`"));
         run.report().await;
-        let report = run_tests(run, test, fix_rounds).await?;
+        let report = run_tests(run, test, (fix_rounds, needs.delivery)).await?;
         if report.passed || fix_rounds >= rounds {
             run.note(report.note());
             return Ok(report);
@@ -178,12 +180,23 @@ async fn test_and_fix(
     }
 }
 
-/// One run of the tests, measured and reported.
-async fn run_tests(run: &TaskRun<'_>, test: &Test<'_>, fix_rounds: u32) -> Result<TestReport, TaskError> {
+/// One run of the tests, measured and reported. What the model left
+/// uncommitted is committed first, and what the tests leave is set aside
+/// after: only the model's work is delivered.
+async fn run_tests(
+    run: &TaskRun<'_>,
+    test: &Test<'_>,
+    (fix_rounds, delivery): (u32, &crate::config::DeliveryConfig),
+) -> Result<TestReport, TaskError> {
+    let message = super::sandbox_commit::message(&run.item);
+    if let Some(why) = super::sandbox_commit::commit(test.sandbox, delivery, &message).await {
+        tracing::info!(task = %run.item, "the model's leftovers stay uncommitted before the tests: {why}");
+    }
     let output = test
         .sandbox
         .exec(&format!("{{ {}\n}} 2>&1", test.command), Some(test.timeout))
         .await?;
+    super::sandbox_commit::set_aside_test_output(test.sandbox, delivery).await;
     let passed = output.success();
     let report = TestReport {
         command: test.command.to_owned(),

@@ -15,6 +15,9 @@ use std::path::{Path, PathBuf};
 
 #[path = "workspace_lfs.rs"]
 mod lfs;
+#[path = "workspace_withhold.rs"]
+mod withheld;
+pub use withheld::Withheld;
 
 #[derive(Debug, thiserror::Error)]
 pub enum DeliveryError {
@@ -30,8 +33,12 @@ pub enum DeliveryError {
     WrongBranch { branch: String, head: String },
     #[error("the result does not contain the branch's starting point {base}; it was reset or rewritten instead of built on top")]
     NotDescendant { base: String },
-    #[error("the change touches protected paths: {}; an operator may allow it with delivery.allow_protected_paths", paths.join(", "))]
+    #[error("the change touches only protected paths: {}; an operator may allow them with delivery.allow_protected_paths", paths.join(", "))]
     Protected { paths: Vec<String> },
+    #[error("the forge refuses the change's only files ({}) without {permission}; give forgehand's token that permission, or make the change by hand", paths.join(", "))]
+    Refused { paths: Vec<String>, permission: String },
+    #[error(transparent)]
+    Withhold(#[from] super::withhold::WithholdError),
     #[error(transparent)]
     Untrusted(#[from] git::untrusted::UntrustedError),
     #[error("cannot add the co-author or the signature to the task's commits: {0}")]
@@ -62,6 +69,8 @@ pub struct Collected {
     pub files: Vec<String>,
     /// Other branches the model created or moved (not pushed).
     pub other_branches: Vec<String>,
+    /// The protected files left out of the commits, with their diff.
+    pub withheld: Option<Withheld>,
 }
 
 pub struct Workspace {
@@ -87,6 +96,9 @@ pub struct Workspace {
     rewritten: HashMap<Oid, Oid>,
     /// Git LFS for this task, when the operator enables it.
     lfs: Option<lfs::TaskLfs>,
+    /// The last result taken from the sandbox, before files were left out
+    /// of it, and the files left out.
+    taken: Option<(Oid, Vec<String>)>,
 }
 
 /// The branches a task needs from the forge.
@@ -152,6 +164,7 @@ impl Workspace {
             repo,
             rewritten: HashMap::new(),
             lfs: None,
+            taken: None,
         })
     }
 
@@ -295,7 +308,40 @@ impl Workspace {
         if result == self.base {
             return Ok(None);
         }
-        let (files, commits) = self.check_result(result, protected)?;
+        let (files, touched) = self.check_result(result, protected)?;
+        let (kept, withheld) = self.leave_out(result, touched)?;
+        if kept == self.base {
+            return Err(DeliveryError::Protected {
+                paths: withheld.map(|w| w.paths).unwrap_or_default(),
+            });
+        }
+        let files: Vec<String> = files
+            .into_iter()
+            .filter(|f| withheld.as_ref().is_none_or(|w| !w.paths.contains(f)))
+            .collect();
+        let commits = self.commits_since_base(kept)?;
+        let result = self.take_as_branch(kept, attribution)?;
+        let other_branches = sandbox_branches
+            .iter()
+            .filter(|(name, tip)| self.repo.refname_to_id(&format!("refs/heads/{name}")).ok() != Some(*tip))
+            .map(|(name, _)| name.clone())
+            .collect();
+        Ok(Some(Collected {
+            head: result,
+            commits,
+            files,
+            other_branches,
+            withheld,
+        }))
+    }
+
+    /// Writes `result`'s commits again with `attribution` and moves the
+    /// task branch to them; the new head.
+    fn take_as_branch(
+        &mut self,
+        result: Oid,
+        attribution: &git::attribution::Attribution,
+    ) -> Result<Oid, DeliveryError> {
         let result =
             git::attribution::rewrite(&self.repo, (self.base, result), attribution, &mut self.rewritten)?;
         // libgit2 will not force-move the checked-out branch: detach HEAD
@@ -311,17 +357,15 @@ impl Workspace {
                 "forgehand: take the sandbox's result",
             )
             .map_err(|e| failed("move the task branch", e))?;
-        let other_branches = sandbox_branches
-            .iter()
-            .filter(|(name, tip)| self.repo.refname_to_id(&format!("refs/heads/{name}")).ok() != Some(*tip))
-            .map(|(name, _)| name.clone())
-            .collect();
-        Ok(Some(Collected {
-            head: result,
-            commits,
-            files,
-            other_branches,
-        }))
+        Ok(result)
+    }
+
+    fn commits_since_base(&self, head: Oid) -> Result<usize, DeliveryError> {
+        let (commits, _) = self
+            .repo
+            .graph_ahead_behind(head, self.base)
+            .map_err(|e| failed("count the commits", e))?;
+        Ok(commits)
     }
 
     /// Brings a checkpoint's `commit` from the quarantine at
@@ -376,9 +420,13 @@ impl Workspace {
         Ok(())
     }
 
-    /// The files `result` changes and its commits since the base: it must
-    /// build on the base and leave the protected paths alone.
-    fn check_result(&self, result: Oid, protected: &[String]) -> Result<(Vec<String>, usize), DeliveryError> {
+    /// The files `result` changes since the base, and those of them that
+    /// are protected: it must build on the base.
+    fn check_result(
+        &self,
+        result: Oid,
+        protected: &[String],
+    ) -> Result<(Vec<String>, Vec<String>), DeliveryError> {
         let descends = self
             .repo
             .graph_descendant_of(result, self.base)
@@ -394,14 +442,7 @@ impl Workspace {
             .filter(|f| is_protected(f, protected))
             .cloned()
             .collect();
-        if !touched.is_empty() {
-            return Err(DeliveryError::Protected { paths: touched });
-        }
-        let (commits, _) = self
-            .repo
-            .graph_ahead_behind(result, self.base)
-            .map_err(|e| failed("count the commits", e))?;
-        Ok((files, commits))
+        Ok((files, touched))
     }
 
     /// Pushes the task branch; given up when `deadline` (the claim's
@@ -672,7 +713,7 @@ fn failed(action: &str, err: git2::Error) -> DeliveryError {
     })
 }
 
-fn changed_files(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<String>, DeliveryError> {
+pub(super) fn changed_files(repo: &Repository, from: Oid, to: Oid) -> Result<Vec<String>, DeliveryError> {
     let tree = |oid: Oid| {
         repo.find_commit(oid)
             .and_then(|c| c.tree())

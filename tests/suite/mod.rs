@@ -14,6 +14,7 @@ mod context_task;
 mod daemon_restart;
 mod delivery_github;
 mod delivery_gitlab;
+mod delivery_refusals;
 mod docs;
 mod editor_mcp;
 mod editor_sandbox;

@@ -278,6 +278,57 @@ pub fn bare_repo(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
     bare
 }
 
+/// The bare repository refuses, as GitHub does for a token without the
+/// `workflow` scope, every push whose new commits add, change or remove a
+/// file under `.github/workflows/`: its pre-receive hook names the first
+/// such file in GitHub's words, and appends each refusal to
+/// `refused-pushes.log` in the repository. (GitHub puts its words in the
+/// ref's status; `git receive-pack` lets a hook say them only as
+/// `remote:` lines beside `pre-receive hook declined`.)
+pub fn refuse_workflow_files(bare: &Path) {
+    use std::os::unix::fs::PermissionsExt;
+    let hook = bare.join("hooks").join("pre-receive");
+    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
+    let script = r#"#!/bin/sh
+while read old new ref; do
+  [ "$new" = 0000000000000000000000000000000000000000 ] && continue
+  for commit in $(git rev-list "$new" --not --branches); do
+    file=$(git diff-tree --root --no-commit-id --name-only -r -m "$commit" | grep '^\.github/workflows/' | head -n 1)
+    if [ -n "$file" ]; then
+      echo "$ref $file" >> "$GIT_DIR/refused-pushes.log"
+      echo "refusing to allow a Personal Access Token to create or update workflow \`$file\` without \`workflow\` scope" >&2
+      exit 1
+    fi
+  done
+done
+exit 0
+"#;
+    std::fs::write(&hook, script).unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// The pushes the bare repository refused for workflow files
+/// ([`refuse_workflow_files`]), one line each.
+pub fn refused_pushes(bare: &Path) -> Vec<String> {
+    std::fs::read_to_string(bare.join("refused-pushes.log"))
+        .map(|text| text.lines().map(str::to_owned).collect())
+        .unwrap_or_default()
+}
+
+/// The files of `branch`'s tip.
+pub fn files_of(bare: &Path, branch: &str) -> Vec<String> {
+    let out = std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(["ls-tree", "-r", "--name-only", branch])
+        .output()
+        .unwrap();
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_owned)
+        .collect()
+}
+
 /// A commit on `branch` that adds a submodule's gitlink at `path`, pointing
 /// at `commit` (which the bare repository does not hold, as a superproject
 /// does not), pushed straight into the bare repository.

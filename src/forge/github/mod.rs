@@ -527,22 +527,45 @@ impl Delivery for GitHub {
         title: &str,
         body: &str,
     ) -> Result<ChangeInfo, ForgeError> {
+        self.open_pull(repo, (source_branch, target_branch), (title, body), true)
+            .await
+    }
+
+    async fn create_ready_change(
+        &self,
+        repo: &str,
+        source_branch: &str,
+        target_branch: &str,
+        title: &str,
+        body: &str,
+    ) -> Result<ChangeInfo, ForgeError> {
+        self.open_pull(repo, (source_branch, target_branch), (title, body), false)
+            .await
+    }
+}
+
+impl GitHub {
+    async fn open_pull(
+        &self,
+        repo: &str,
+        (source_branch, target_branch): (&str, &str),
+        (title, body): (&str, &str),
+        draft: bool,
+    ) -> Result<ChangeInfo, ForgeError> {
         let path = format!("{}/pulls", Self::repo_path(repo)?);
         let request = json!({
             "title": title,
             "head": source_branch,
             "base": target_branch,
             "body": body,
-            "draft": true,
+            "draft": draft,
         });
+        let what = match draft {
+            true => "open a draft pull request",
+            false => "open a pull request",
+        };
         let pull: Pull = self
-            .write(
-                Method::POST,
-                &path,
-                &request,
-                "open a draft pull request",
-                Repeat::Once,
-            )
+            .write(Method::POST, &path, &request, what, Repeat::Once)
             .await?;
         Ok(pull.into_change(repo))
     }

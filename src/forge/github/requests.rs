@@ -197,10 +197,22 @@ pub(super) fn decode<T: DeserializeOwned>(body: &str, what: &str) -> Result<T, F
 }
 
 fn error_for(status: StatusCode, headers: &HeaderMap, body: &str, what: &str) -> ForgeError {
-    let message = serde_json::from_str::<Value>(body)
-        .ok()
+    let parsed = serde_json::from_str::<Value>(body).ok();
+    let mut message = parsed
+        .as_ref()
         .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
         .unwrap_or_else(|| body.chars().take(200).collect());
+    // A validation failure says what failed in `errors[].message`.
+    let details: Vec<&str> = parsed
+        .as_ref()
+        .and_then(|v| v.get("errors").and_then(Value::as_array))
+        .into_iter()
+        .flatten()
+        .filter_map(|e| e.get("message").and_then(Value::as_str))
+        .collect();
+    if !details.is_empty() {
+        message = format!("{message}: {}", details.join("; "));
+    }
     let limited = status == StatusCode::TOO_MANY_REQUESTS
         || (status == StatusCode::FORBIDDEN
             && (remaining(headers) == Some(0)

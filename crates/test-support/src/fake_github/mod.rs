@@ -83,6 +83,8 @@ struct Repo {
     issues: BTreeMap<u64, Issue>,
     pulls: BTreeMap<u64, Pull>,
     permissions: HashMap<String, String>,
+    /// Draft pull requests are refused (private repositories on GitHub Free).
+    no_drafts: bool,
     /// Merged pull requests (by number).
     merged: BTreeMap<u64, Merged>,
     /// The merge commit that closed each issue closed by a pull request.
@@ -260,6 +262,12 @@ impl FakeGitHub {
                 },
             );
         });
+    }
+
+    /// `repo` refuses draft pull requests, as GitHub does for private
+    /// repositories of accounts on GitHub Free.
+    pub fn refuse_drafts(&self, repo: &str) {
+        self.with(|s| s.repos.get_mut(repo).unwrap().no_drafts = true);
     }
 
     /// `admin`, `maintain`, `write`, `triage`, `read` or `none`.

@@ -567,6 +567,16 @@ impl Handler {
                         json!({"message": "Validation Failed", "errors": [{"message": format!("A pull request already exists for {o}:{head}.")}]}),
                     );
                 }
+                if repo.no_drafts && body.get("draft").and_then(Value::as_bool) == Some(true) {
+                    // GitHub's answer, word for word (SWE-agent/SWE-agent#179).
+                    return Reply::json(
+                        422,
+                        json!({
+                            "message": "Draft pull requests are not supported in this repository.",
+                            "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request"
+                        }),
+                    );
+                }
                 let title = body
                     .get("title")
                     .and_then(Value::as_str)
