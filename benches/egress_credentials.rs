@@ -5,7 +5,11 @@
 //! (the sandbox's TLS end to end); and `pip install` of 20 packages from
 //! a private index (pypiserver with a password, behind TLS) with the
 //! credential added by the relay against the same pip given the password
-//! in its URL through the plain tunnel.
+//! in its URL through the plain tunnel. Both pips trust the same number
+//! of certificates (the image's roots and the index's or the sandbox's
+//! CA): pip reads its trust file again for each connection, about 28 ms
+//! for 149 certificates here, so a one-certificate file on one side
+//! only would measure the files, not the relay.
 //!
 //! Run: `cargo bench --bench egress_credentials` (needs the engine, the
 //! `python` image and the static editor: `scripts/dev-env.sh`,
@@ -150,11 +154,12 @@ async fn median_download(sandbox: &dyn Sandbox, port: u16, verified: bool) -> f6
 /// way; prints the medians.
 async fn pip_twenty(sandbox: &dyn Sandbox, ca_pem: &str, plain: u16, credential: u16) {
     let setup = format!(
-        "python3 -m venv /tmp/v && printf '%s\\n' '{}' > /tmp/index-ca.pem",
+        "python3 -m venv /tmp/v && printf '%s\\n' '{}' > /tmp/index-ca.pem && cat /etc/ssl/certs/ca-certificates.crt /tmp/index-ca.pem > /tmp/index-bundle.pem && grep -c 'BEGIN CERT' /tmp/index-bundle.pem \"$SSL_CERT_FILE\"",
         ca_pem.trim_end()
     );
     let out = sandbox.exec(&setup, None).await.unwrap();
     assert!(out.success(), "{}", out.stderr);
+    println!("trust bundles (certificates): {}", out.stdout.replace('\n', " "));
     let names: Vec<String> = (0..20).map(|i| format!("fhbench{i}")).collect();
     let names = names.join(" ");
     let mut ways = Vec::new();
@@ -162,7 +167,7 @@ async fn pip_twenty(sandbox: &dyn Sandbox, ca_pem: &str, plain: u16, credential:
         (
             "password in the URL, plain tunnel",
             format!("https://bench:bench-pass-7313@localhost:{plain}/simple/"),
-            "--cert /tmp/index-ca.pem",
+            "--cert /tmp/index-bundle.pem",
         ),
         (
             "credential added by the relay",
@@ -184,11 +189,43 @@ async fn pip_twenty(sandbox: &dyn Sandbox, ca_pem: &str, plain: u16, credential:
         took.sort_by(f64::total_cmp);
         ways.push((label, took[1]));
     }
+    let probe = format!(
+        "cat > /tmp/phases.py <<'PY'\n{PHASES}PY\n/tmp/v/bin/python /tmp/phases.py {plain} {credential}"
+    );
+    let out = sandbox.exec(&probe, None).await.unwrap();
+    assert!(out.success(), "{}", out.stderr);
+    print!("{}", out.stdout);
     println!(
         "pip install of 20 packages from a private index (median of 3): {} {:.2} s, {} {:.2} s",
         ways[0].0, ways[0].1, ways[1].0, ways[1].1
     );
 }
+
+/// One connection's phases through each way, three times, timed by the
+/// client: the CONNECT, the TLS handshake (loading the trust file
+/// included, as pip does for each connection) and the first byte of the
+/// index's answer. Arguments: the plain and the credential port.
+const PHASES: &str = r#"import base64, os, socket, ssl, sys, time, urllib.parse
+proxy = urllib.parse.urlsplit(os.environ["HTTPS_PROXY"])
+basic = "Basic " + base64.b64encode(b"bench:bench-pass-7313").decode()
+for label, port, cafile, auth in (("plain tunnel", int(sys.argv[1]), "/tmp/index-bundle.pem", basic), ("relay", int(sys.argv[2]), os.environ["SSL_CERT_FILE"], None)):
+    for _ in range(3):
+        t0 = time.perf_counter()
+        s = socket.create_connection((proxy.hostname, proxy.port))
+        s.sendall(f"CONNECT localhost:{port} HTTP/1.1\r\nHost: localhost:{port}\r\n\r\n".encode())
+        answer = b""
+        while b"\r\n\r\n" not in answer:
+            answer += s.recv(4096)
+        t1 = time.perf_counter()
+        tls = ssl.create_default_context(cafile=cafile).wrap_socket(s, server_hostname="localhost")
+        t2 = time.perf_counter()
+        head = f"GET /simple/fhbench0/ HTTP/1.1\r\nHost: localhost:{port}\r\n" + (f"Authorization: {auth}\r\n" if auth else "") + "\r\n"
+        tls.sendall(head.encode())
+        tls.recv(65536)
+        t3 = time.perf_counter()
+        print(f"one connection, {label}: CONNECT {(t1 - t0) * 1e3:.1f} ms, TLS (trust file loaded) {(t2 - t1) * 1e3:.1f} ms, first byte {(t3 - t2) * 1e3:.1f} ms")
+        tls.close()
+"#;
 
 fn base64_of(text: &str) -> String {
     use base64::Engine;

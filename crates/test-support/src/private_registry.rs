@@ -68,6 +68,7 @@ impl TlsFront {
         let accepting = tokio::spawn(async move {
             while let Ok((socket, _)) = listener.accept().await {
                 let acceptor = acceptor.clone();
+                let _ = socket.set_nodelay(true);
                 tokio::spawn(async move {
                     let Ok(mut tls) = acceptor.accept(socket).await else {
                         return;
@@ -75,6 +76,7 @@ impl TlsFront {
                     let Ok(mut plain) = tokio::net::TcpStream::connect(("127.0.0.1", backend)).await else {
                         return;
                     };
+                    let _ = plain.set_nodelay(true);
                     let _ = tokio::io::copy_bidirectional(&mut tls, &mut plain).await;
                 });
             }
