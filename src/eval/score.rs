@@ -231,10 +231,13 @@ async fn prepared_checkout(
     )))
 }
 
-/// Runs the repository's setup commands, with its setup allowlist.
+/// Runs the repository's setup commands, with its setup allowlist and
+/// without the egress credentials: the checkout holds the model's patch,
+/// whose code setup may run (a `preinstall` hook, a `setup.py`), as a
+/// follow-up's setup does not get them either.
 async fn setup(sandbox: &dyn Sandbox, settings: &RepoSettings) -> Result<(), String> {
     if let Some(egress) = sandbox.egress() {
-        egress.set_phase("setup", settings.setup_hosts.clone());
+        egress.set_phase_without_credentials("setup", settings.setup_hosts.clone());
     }
     match crate::repo_settings::setup::run(sandbox, settings).await {
         Ok(Ok(_)) => Ok(()),

@@ -213,9 +213,13 @@ impl BearerEndpoint {
     }
 }
 
-/// A client with the configured timeout and no proxy surprises.
+/// A client with the configured timeout and no proxy surprises. It
+/// follows no redirect: reqwest drops `Authorization` on a redirect to
+/// another host, but not `x-api-key` or `x-goog-api-key`, which would
+/// carry a model key wherever a redirect points.
 pub fn client(timeout: Duration) -> Result<reqwest::Client, LlmError> {
     reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
         .timeout(timeout)
         .connect_timeout(Duration::from_secs(30).min(timeout))
         .build()

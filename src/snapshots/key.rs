@@ -107,7 +107,10 @@ pub fn compute(
         hash.update((value.len() as u64).to_le_bytes());
         hash.update(value);
     };
-    field("format", b"forgehand-snapshot-2");
+    // 3: snapshots of setups that ran on a tree holding the model's
+    // commits (follow-ups, before they ran without credentials and were
+    // never kept) are never restored.
+    field("format", b"forgehand-snapshot-3");
     field("repository", repository.as_bytes());
     field("image", image_id.as_bytes());
     for command in &settings.setup {

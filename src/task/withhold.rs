@@ -23,6 +23,42 @@ fn git(action: &'static str) -> impl Fn(git2::Error) -> WithholdError {
     }
 }
 
+/// Every path a commit of `base..head` adds, changes or removes against
+/// any of its parents: a file added in one commit and removed in a later
+/// one is in none of the net diff, yet the first commit would carry it.
+pub fn touched_by_any_commit(
+    repo: &Repository,
+    (base, head): (Oid, Oid),
+) -> Result<Vec<String>, WithholdError> {
+    let mut walk = repo.revwalk().map_err(git("walk the task's commits"))?;
+    walk.push(head).map_err(git("walk the task's commits"))?;
+    walk.hide(base).map_err(git("walk the task's commits"))?;
+    let mut paths: Vec<String> = Vec::new();
+    for oid in walk {
+        let commit = oid
+            .and_then(|oid| repo.find_commit(oid))
+            .map_err(git("read a task commit"))?;
+        let tree = commit.tree().map_err(git("read a commit's tree"))?;
+        for parent in commit.parents() {
+            let parent_tree = parent.tree().map_err(git("read a commit's tree"))?;
+            let diff = repo
+                .diff_tree_to_tree(Some(&parent_tree), Some(&tree), None)
+                .map_err(git("diff a task commit"))?;
+            for delta in diff.deltas() {
+                for file in [delta.old_file(), delta.new_file()] {
+                    let Some(path) = file.path().map(|p| p.to_string_lossy().into_owned()) else {
+                        continue;
+                    };
+                    if !paths.contains(&path) {
+                        paths.push(path);
+                    }
+                }
+            }
+        }
+    }
+    Ok(paths)
+}
+
 /// Writes the commits of `base..head` again (same authors, committers and
 /// messages) with every path of `paths` as `base` has it (absent there:
 /// removed); a commit left with no change of its own is dropped. Returns
@@ -212,6 +248,48 @@ mod tests {
             parent.map(|p| repo.find_commit(p).unwrap()).into_iter().collect();
         let parents: Vec<&git2::Commit<'_>> = parents.iter().collect();
         repo.commit(None, &who, &who, message, &tree, &parents).unwrap()
+    }
+
+    #[test]
+    fn a_file_added_then_removed_is_touched_and_leaves_every_commit() {
+        let dir = tempfile::tempdir().unwrap();
+        let repo = Repository::init_bare(dir.path()).unwrap();
+        let base = commit(&repo, None, &[("README.md", "old\n")], "base");
+        let added = commit(
+            &repo,
+            Some(base),
+            &[("README.md", "new\n"), (".github/workflows/x.yml", "run: evil\n")],
+            "add",
+        );
+        let mut index = git2::Index::new().unwrap();
+        index
+            .read_tree(&repo.find_commit(added).unwrap().tree().unwrap())
+            .unwrap();
+        index
+            .remove_path(std::path::Path::new(".github/workflows/x.yml"))
+            .unwrap();
+        let tree = repo.find_tree(index.write_tree_to(&repo).unwrap()).unwrap();
+        let who = git2::Signature::now("t", "t@example.com").unwrap();
+        let parent = repo.find_commit(added).unwrap();
+        let removed = repo
+            .commit(None, &who, &who, "remove", &tree, &[&parent])
+            .unwrap();
+
+        let touched = touched_by_any_commit(&repo, (base, removed)).unwrap();
+        assert!(
+            touched.contains(&".github/workflows/x.yml".to_owned()),
+            "{touched:?}"
+        );
+        let kept = without(&repo, (base, removed), &[".github/workflows/x.yml".to_owned()]).unwrap();
+        let mut walk = repo.revwalk().unwrap();
+        walk.push(kept).unwrap();
+        walk.hide(base).unwrap();
+        for oid in walk {
+            let tree = repo.find_commit(oid.unwrap()).unwrap().tree().unwrap();
+            assert!(tree
+                .get_path(std::path::Path::new(".github/workflows/x.yml"))
+                .is_err());
+        }
     }
 
     #[test]

@@ -437,10 +437,9 @@ impl Workspace {
             });
         }
         let files = changed_files(&self.repo, self.base, result)?;
-        let touched: Vec<String> = files
-            .iter()
+        let touched: Vec<String> = super::withhold::touched_by_any_commit(&self.repo, (self.base, result))?
+            .into_iter()
             .filter(|f| is_protected(f, protected))
-            .cloned()
             .collect();
         Ok((files, touched))
     }

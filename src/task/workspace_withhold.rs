@@ -2,7 +2,7 @@
 //! `task::withhold`): protected paths by the operator's setting, and files
 //! the forge refused for want of a permission.
 
-use super::{changed_files, is_protected, DeliveryError, Workspace};
+use super::{is_protected, DeliveryError, Workspace};
 use crate::git::attribution::Attribution;
 use crate::task::withhold;
 use git2::Oid;
@@ -45,7 +45,7 @@ impl Workspace {
         let Some((result, before)) = self.taken.clone() else {
             return Ok(None);
         };
-        let files = changed_files(&self.repo, self.base, result)?;
+        let files = withhold::touched_by_any_commit(&self.repo, (self.base, result))?;
         let more: Vec<String> = files
             .into_iter()
             .filter(|f| is_protected(f, refused) && !before.contains(f))

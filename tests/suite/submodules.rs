@@ -407,3 +407,81 @@ async fn a_follow_up_never_fetches_a_repository_the_models_gitmodules_names() {
     );
     assert!(progress.contains("/acme/lib.git"), "{progress}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follow_up_never_fetches_with_the_token_what_a_moved_gitlinks_own_gitmodules_names() {
+    // The library's repository has a branch (anyone's) whose own
+    // `.gitmodules` names another organisation's private repository; the
+    // model moves the library's gitlink to it, and the follow-up's second
+    // level of submodules would read that `.gitmodules`.
+    let look = "echo \"lib=$(cat vendored/lib/lib.txt 2>&1 | head -3)\"";
+    let repoint = "git update-index --cacheinfo 160000,$(cat NESTING_HEAD),vendored/lib \
+                   && echo '# again' >> greet.py && git add greet.py \
+                   && git commit -qm 'Use the nesting library'";
+    let world = World::with_repository(
+        vec![
+            (run(look), None),
+            (run(repoint), None),
+            (text("Moved the library."), None),
+        ],
+        &[("greet.py", GREET), ("README.md", "# app\n")],
+        "triggers:\n  review_quiet: \"2s\"\n",
+    )
+    .await;
+    let lib = git_http::bare_repo(&world.git.root, "acme/lib.git", &[("lib.txt", "lib v1\n")]);
+    let private = git_http::bare_repo(
+        &world.git.root,
+        "other-org/private.git",
+        &[("secret.txt", "the other organisation's private plans\n")],
+    );
+    let nesting = "[submodule \"inner\"]\n\tpath = inner\n\turl = ../../other-org/private.git\n";
+    git_http::push_commit(&lib, "nesting", ".gitmodules", nesting, "Nest a repository");
+    git_http::add_gitlink(&lib, "nesting", "inner", &git_http::head_of(&private, "main"));
+    let modules = "[submodule \"lib\"]\n\tpath = vendored/lib\n\turl = ../lib.git\n";
+    git_http::push_commit(&world.bare, "main", ".gitmodules", modules, "Add the library");
+    git_http::add_gitlink(
+        &world.bare,
+        "main",
+        "vendored/lib",
+        &git_http::head_of(&lib, "main"),
+    );
+    let nesting_head = git_http::head_of(&lib, "nesting");
+    git_http::push_commit(
+        &world.bare,
+        "main",
+        "NESTING_HEAD",
+        &nesting_head,
+        "Name a commit",
+    );
+
+    let issue = world.labelled_issue("Use the nesting library");
+    let mut daemon = world.start();
+    let pull = world.follow_up_by_review(issue, &daemon, "README.md").await;
+    assert!(daemon.terminate().success());
+
+    let tree = git(
+        &world.bare,
+        &["ls-tree", "-r", &format!("forgehand/issue-{issue}")],
+    );
+    assert!(
+        tree.contains(&format!("160000 commit {nesting_head}\tvendored/lib")),
+        "{tree}"
+    );
+    let seen: String = world
+        .model
+        .requests()
+        .await
+        .iter()
+        .map(|r| r.to_string())
+        .collect();
+    assert!(seen.contains("lib=lib v1"), "{seen}");
+    // The follow-up fetched the moved library (its URL is the default
+    // branch's), but what that commit's `.gitmodules` names only without
+    // the token, which the forge refuses: it was never in a sandbox.
+    assert!(!seen.contains("private plans"), "{seen}");
+    let progress = world.progress_comment(pull);
+    assert!(
+        progress.contains("`vendored/lib/inner`: ") && progress.contains("without the forge's token"),
+        "{progress}"
+    );
+}

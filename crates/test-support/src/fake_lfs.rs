@@ -219,13 +219,15 @@ impl Responder {
             let held = stored.get(oid);
             let answer = match (operation.as_str(), held) {
                 ("download", Some(content)) if content.len() as u64 == size => {
-                    let href = match &state.signed_downloads {
-                        Some(storage) => format!(
+                    // A presigned storage address carries its authority in
+                    // its query, and no header (as S3's and GitHub's do).
+                    let download = match &state.signed_downloads {
+                        Some(storage) => json!({"href": format!(
                             "{storage}/objects/{oid}?{DOWNLOAD_SIGNATURE}&X-Amz-Algorithm=AWS4-HMAC-SHA256&X-Amz-Credential=AKIAFAKE%2F20260101%2Fus-east-1%2Fs3%2Faws4_request&X-Amz-Expires=3600"
-                        ),
-                        None => format!("{base}/objects/{oid}"),
+                        ), "expires_in": 3600}),
+                        None => action(format!("{base}/objects/{oid}")),
                     };
-                    json!({"oid": oid, "size": size, "authenticated": true, "actions": {"download": action(href)}})
+                    json!({"oid": oid, "size": size, "authenticated": true, "actions": {"download": download}})
                 }
                 ("download", Some(_)) => {
                     json!({"oid": oid, "size": size, "error": {"code": 422, "message": "size does not match"}})

@@ -175,7 +175,9 @@ impl Client {
     }
 
     /// A request to an action's href, with its headers; the forge
-    /// credential only when the action brings no authorization of its own.
+    /// credential only when the action brings no authorization of its own
+    /// and the href is at the LFS server's or the forge's own origin (a
+    /// storage address elsewhere is signed, and must not see the token).
     fn action_request(
         &self,
         method: reqwest::Method,
@@ -187,13 +189,14 @@ impl Client {
         if let Some(why) = self.access.refusal(&url) {
             return Err(LfsError::NotAllowed { why });
         }
+        let credential = self.access.takes_credential(&url, &self.endpoint);
         let mut request = self.http.request(method, url);
         let mut authorized = false;
         for (name, value) in &action.header {
             authorized |= name.eq_ignore_ascii_case("authorization");
             request = request.header(name.as_str(), value.as_str());
         }
-        if !authorized {
+        if !authorized && credential {
             let c = &self.access.credentials;
             request = request.basic_auth(&c.username, Some(c.token.expose()));
         }

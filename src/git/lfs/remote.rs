@@ -29,6 +29,12 @@ impl Access {
         })
     }
 
+    /// Whether the forge's credential may go to `url`: only at the forge's
+    /// own origin or the LFS `endpoint`'s.
+    pub(super) fn takes_credential(&self, url: &Url, endpoint: &Url) -> bool {
+        url.origin() == self.forge.origin() || url.origin() == endpoint.origin()
+    }
+
     /// Why `url` may not be contacted, or `None` when it may: it is at
     /// the forge's own origin (the same scheme, host and port as the clone
     /// URL), or its host and port are in `git.lfs.allowed_hosts` and it

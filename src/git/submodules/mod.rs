@@ -91,7 +91,7 @@ pub fn fetch_all(repo: &Repository, commits: Superproject, source: &Source<'_>) 
         files: 0,
     };
     if source.rules.enabled {
-        walk.visit(repo, commits, (source.forge_url, ""), 1);
+        walk.visit(repo, commits, (source.forge_url, ""), (1, true));
     }
     walk.found
 }
@@ -127,14 +127,22 @@ struct Walk<'s, 'a> {
 
 impl Walk<'_, '_> {
     /// The submodules of `commits` in `repo`, a superproject at `base` (its
-    /// address) whose work-tree folder is `prefix`, at `level`.
-    fn visit(&mut self, repo: &Repository, commits: Superproject, (base, prefix): (&str, &str), level: u32) {
+    /// address) whose work-tree folder is `prefix`, at `level`. `trusted`:
+    /// whether `commits.declared_in`'s `.gitmodules` is one the default
+    /// branch vouches for; only then may its URLs get the forge's token.
+    fn visit(
+        &mut self,
+        repo: &Repository,
+        commits: Superproject,
+        (base, prefix): (&str, &str),
+        (level, trusted): (u32, bool),
+    ) {
         for (declared, gitlink) in declared_gitlinks(repo, commits) {
             let path = format!("{prefix}{}", declared.path);
             if self.found.present.iter().any(|p| p.path == path) {
                 continue; // declared twice: the first one holds
             }
-            let fetched = self.take(&declared, (base, level), gitlink);
+            let fetched = self.take(&declared, (base, level, trusted), gitlink);
             let mirror = match fetched {
                 Ok(fetched) => fetched,
                 Err(why) => {
@@ -149,7 +157,12 @@ impl Walk<'_, '_> {
                 mirror: mirror.0.path().to_owned(),
             });
             // A submodule's own `.gitmodules` is its repository's, at the
-            // commit the gitlink names.
+            // commit the gitlink names. The default branch vouches for it
+            // only when it names that same commit: a gitlink the model
+            // moved (on a follow-up) could point at a commit of anyone's
+            // whose `.gitmodules` names a private repository, so what it
+            // declares is fetched without the forge's token.
+            let vouched = trusted && gitlink_at(repo, commits.declared_in, &declared.path) == Some(gitlink);
             let inner = Superproject {
                 checkout: gitlink,
                 declared_in: gitlink,
@@ -158,7 +171,7 @@ impl Walk<'_, '_> {
                 &mirror.0,
                 inner,
                 (mirror.1.as_str(), &format!("{path}/")),
-                level + 1,
+                (level + 1, vouched),
             );
         }
     }
@@ -168,7 +181,7 @@ impl Walk<'_, '_> {
     fn take(
         &mut self,
         declared: &gitmodules::Declared,
-        (base, level): (&str, u32),
+        (base, level, trusted): (&str, u32, bool),
         gitlink: Oid,
     ) -> Result<(Repository, String), String> {
         let rules = self.source.rules;
@@ -183,15 +196,17 @@ impl Walk<'_, '_> {
             return Err("its URL names the superproject itself; refused".into());
         }
         let credentials = match urls::access(&url, self.source.forge_url, &rules.allowed_hosts)? {
-            urls::Access::Forge => Some(self.source.credentials),
-            urls::Access::Anonymous => None,
+            urls::Access::Forge if trusted => Some(self.source.credentials),
+            urls::Access::Forge | urls::Access::Anonymous => None,
         };
         if self.tried >= MAX_SUBMODULES {
             return Err(format!("the task already tried {MAX_SUBMODULES} submodules"));
         }
         self.tried += 1;
         let url = url.to_string();
-        let mirror = match self.fetched.get(&url) {
+        // Tried once a task for each way: with the token and without.
+        let key = format!("{url} {}", credentials.is_some());
+        let mirror = match self.fetched.get(&key) {
             Some(earlier) => earlier.clone()?,
             None => {
                 let cap = rules.max_bytes.saturating_sub(self.received);
@@ -199,8 +214,13 @@ impl Walk<'_, '_> {
                 if let Ok((_, received)) = &fetched {
                     self.received += received;
                 }
-                let fetched = fetched.map(|(path, _)| path);
-                self.fetched.insert(url.clone(), fetched.clone());
+                let fetched = fetched.map(|(path, _)| path).map_err(|why| match credentials {
+                    None if !trusted => format!(
+                        "fetched without the forge's token, as the commit that names it is not one the default branch names: {why}"
+                    ),
+                    _ => why,
+                });
+                self.fetched.insert(key, fetched.clone());
                 fetched?
             }
         };
@@ -287,6 +307,13 @@ fn declared_gitlinks(repo: &Repository, commits: Superproject) -> Vec<(gitmodule
             (entry.kind() == Some(git2::ObjectType::Commit)).then(|| (declared, entry.id()))
         })
         .collect()
+}
+
+/// The gitlink at `path` in `commit`'s tree, if there is one.
+fn gitlink_at(repo: &Repository, commit: Oid, path: &str) -> Option<Oid> {
+    let tree = repo.find_commit(commit).and_then(|c| c.tree()).ok()?;
+    let entry = tree.get_path(Path::new(path)).ok()?;
+    (entry.kind() == Some(git2::ObjectType::Commit)).then(|| entry.id())
 }
 
 /// A relative path of plain names, which stays inside the work tree when
