@@ -54,7 +54,13 @@ pub(crate) async fn once(config: Config, url: &str) -> anyhow::Result<ExitCode> 
         }
     }
     let shutdown = cancelled_by_a_signal(false);
-    let end = forgehand::task::run(&env, forge, item, shutdown).await;
+    let mut end = forgehand::task::run(&env, forge.clone(), item.clone(), shutdown.clone()).await;
+    // `once` follows the checks to their end: the task waits (holding
+    // nothing), then goes on from its journalled wait.
+    while end == TaskEnd::AwaitingChecks && !shutdown.is_cancelled() {
+        forgehand::task::wait_for_checks(&env, forge.as_ref(), &item, &shutdown).await;
+        end = forgehand::task::run(&env, forge.clone(), item.clone(), shutdown.clone()).await;
+    }
     if let TaskEnd::Deferred { reason } = &end {
         eprintln!("put off: {reason}; run the same command again to resume the task");
     } else {

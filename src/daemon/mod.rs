@@ -5,6 +5,7 @@
 
 mod approvals;
 mod budget_hold;
+mod check_waits;
 mod claims;
 pub mod http;
 pub mod intake;
@@ -96,7 +97,6 @@ impl Daemon {
             board: self.env.board.clone(),
             live: self.env.live.clone(),
             metrics: self.env.metrics.clone(),
-            checks_bell: self.env.checks_bell.clone(),
         };
         let assembly = setup::assemble_owned(config, secrets, None, kept)
             .await
@@ -147,6 +147,9 @@ impl Daemon {
                 }
                 _ = tokio::time::sleep_until(state.next_poll) => {
                     self.poll(&mut state, &shutdown).await;
+                }
+                _ = tokio::time::sleep_until(state.next_checks_look) => {
+                    self.look_at_checks(&mut state).await;
                 }
                 Some(doorbell) = rung.recv() => {
                     self.answer_doorbell(&mut state, doorbell).await;
@@ -223,6 +226,7 @@ impl Daemon {
             health,
             systemd: systemd::Notifier::from_env(),
             next_poll: tokio::time::Instant::now(),
+            next_checks_look: tokio::time::Instant::now(),
             low_space: None,
             tasks_stop: CancellationToken::new(),
             scheduling,
@@ -381,6 +385,16 @@ impl Daemon {
         }
     }
 
+    /// The tasks waiting on checks that ended, started again.
+    async fn look_at_checks(&self, state: &mut LoopState) {
+        let ci = &self.env.config.delivery.ci;
+        let ended = check_waits::ended(&self.forges, &self.env.journal, state.scheduler.active(), ci).await;
+        for item in ended {
+            state.scheduler.push(item, StartReason::ChecksEnded);
+        }
+        state.next_checks_look = tokio::time::Instant::now() + ci.poll;
+    }
+
     /// A webhook delivery: its repository's items polled now, or the
     /// tasks waiting on its checks told to look again.
     async fn answer_doorbell(&self, state: &mut LoopState, doorbell: crate::webhooks::Doorbell) {
@@ -417,7 +431,11 @@ impl Daemon {
                 }
                 self.offer_pending_mentions(state);
             }
-            Topic::Checks => self.env.checks_bell.ring(doorbell.forge, &repo),
+            // The tasks waiting on checks are looked at now, not at the next look.
+            Topic::Checks => {
+                tracing::debug!(repo = %repo, "checks changed; looking at the tasks waiting on them now");
+                state.next_checks_look = tokio::time::Instant::now();
+            }
         }
     }
 
@@ -635,6 +653,8 @@ struct LoopState {
     health: Arc<http::Health>,
     systemd: systemd::Notifier,
     next_poll: tokio::time::Instant,
+    /// When the tasks waiting on checks are looked at next.
+    next_checks_look: tokio::time::Instant,
     /// Why new claims wait (the state folder's disk is low), if they do.
     low_space: Option<String>,
     /// Cancelled only after the grace period: tasks stop separately.

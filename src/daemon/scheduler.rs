@@ -26,6 +26,8 @@ pub enum StartReason {
     Retry,
     /// Its plan, waiting for approval, was answered (or timed out).
     PlanAnswered,
+    /// The checks it waited on ended.
+    ChecksEnded,
 }
 
 impl StartReason {
@@ -36,6 +38,7 @@ impl StartReason {
             StartReason::Takeover => "takeover",
             StartReason::Retry => "deferred retry",
             StartReason::PlanAnswered => "plan answered",
+            StartReason::ChecksEnded => "checks ended",
         }
     }
 

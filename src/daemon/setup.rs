@@ -159,8 +159,6 @@ pub struct Kept {
     /// The runs in flight, followed by their live transcript pages.
     pub live: Arc<crate::transcript::LiveRuns>,
     pub metrics: Arc<crate::metrics::Metrics>,
-    /// Webhook deliveries about checks reach the tasks through it.
-    pub checks_bell: Arc<crate::webhooks::ChecksBell>,
 }
 
 impl Kept {
@@ -172,7 +170,6 @@ impl Kept {
             board: Arc::default(),
             live: Arc::default(),
             metrics: Arc::default(),
-            checks_bell: Arc::default(),
         })
     }
 }
@@ -254,7 +251,6 @@ pub async fn task_env(config: Config, secrets: Secrets, kept: Kept) -> Result<Ar
         live: kept.live,
         metrics: kept.metrics,
         sandbox_hints: Arc::default(),
-        checks_bell: kept.checks_bell,
     };
     Ok(Arc::new(env))
 }

@@ -3,7 +3,7 @@
 //! [`Check`] with a state in common terms.
 
 /// One check on a commit.
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Check {
     pub id: CheckId,
     /// What the forge shows: the job or check run's name, a status's context.
@@ -14,7 +14,7 @@ pub struct Check {
 }
 
 /// What a check is on its forge, which says what can be done with it.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CheckId {
     /// A job with a log that can be run again: a GitHub Actions job (its
     /// check run id is the job's id) or a GitLab job.
@@ -26,7 +26,7 @@ pub enum CheckId {
     Status(String),
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum CheckState {
     /// Created or queued, not started.
     Queued,

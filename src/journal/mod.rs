@@ -10,6 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+mod check_waits;
 mod checkpoints;
 mod heard;
 mod plan_waits;
@@ -19,6 +20,7 @@ mod schema;
 mod spend;
 mod transcripts;
 
+pub use check_waits::{CheckWait, ChecksSeen};
 pub use checkpoints::AgentCheckpoint;
 pub use heard::Heard;
 pub use plan_waits::{PlanAnswer, PlanWait};
@@ -194,6 +196,7 @@ impl Journal {
                     // A new task of the key: no record of an earlier one
                     // (one an older version left) is read back.
                     Journal::forget_records_in(db, key)?;
+                    Journal::forget_check_wait(db, key)?;
                 }
             }
             db.query_row(
@@ -257,6 +260,7 @@ impl Journal {
                 params![key, phase.as_str(), outcome, now()],
             )?;
             Journal::forget_plan_wait(db, key)?;
+            Journal::forget_check_wait(db, key)?;
             Journal::forget_records_in(db, key)?;
             db.execute("DELETE FROM plan_calls WHERE task_key = ?1", params![key])
                 .map(drop)

@@ -51,6 +51,8 @@ pub enum Why {
 pub enum Change {
     /// A writer's answer to the plan posted for approval (or its timeout).
     PlanAnswer,
+    /// The end of the pushed commit's checks (or of the wait for them).
+    ChecksEnded,
 }
 
 impl TaskEnd {
@@ -65,6 +67,7 @@ impl TaskEnd {
             TaskEnd::Interrupted => Action::Suspended,
             TaskEnd::Deferred { .. } => Action::RequeueAfter(Wait::Growing, Why::Outage),
             TaskEnd::AwaitingApproval => Action::WaitFor(Change::PlanAnswer),
+            TaskEnd::AwaitingChecks => Action::WaitFor(Change::ChecksEnded),
         }
     }
 }
@@ -94,6 +97,10 @@ mod tests {
         assert_eq!(
             TaskEnd::AwaitingApproval.action(),
             Action::WaitFor(Change::PlanAnswer)
+        );
+        assert_eq!(
+            TaskEnd::AwaitingChecks.action(),
+            Action::WaitFor(Change::ChecksEnded)
         );
     }
 }

@@ -172,6 +172,24 @@ pub(super) async fn change(
     })
 }
 
+/// The agent's session over a new sandbox, for a round after the task
+/// waited (a CI fix once its checks failed): the run's system prompt and
+/// tools, without the plan's checklist; the sandbox filled (the project,
+/// setup or its snapshot) before the model's tools run.
+pub(super) async fn reopen(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    prepared: &mut Prepared,
+) -> Result<Session, TaskError> {
+    let instructions = prepared
+        .repo
+        .instructions
+        .render(&needs.prompts.agent.repository_instructions);
+    let (session, _) = open_session(run, needs, prepared, instructions, None).await?;
+    sandbox_filled(run, &needs.setup, prepared).await?;
+    Ok(session)
+}
+
 /// How the run opens: from a checkpoint, or with its first message.
 enum Opening {
     Resumed(crate::agent::Start),

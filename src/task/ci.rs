@@ -1,10 +1,14 @@
 //! The phase after the PR/MR is open: following the forge's checks on the
-//! pushed commit. A failed check is re-run once where the forge can (one
-//! that then passes is flaky, not fixed); one that still fails has its log
-//! cut to its useful tail, secrets masked, and given to the model in the
-//! same sandbox and branch, for up to `delivery.ci_fix_rounds` rounds.
-//! Checks that never start, or never end, are said plainly after
-//! `delivery.ci_wait` / `ci_timeout` instead of being waited on forever.
+//! pushed commit. Waiting is a state, not a sleep: the task journals what
+//! it waits on ([`CheckWait`]) and its run ends, holding no slot and no
+//! sandbox; the daemon's watcher ([`look`]) starts it again when the
+//! checks end. A failed check is re-run once where the forge can (one that
+//! then passes is flaky, not fixed); one that still fails has its log cut
+//! to its useful tail, secrets masked, and given to the model in a new
+//! sandbox on the pushed branch, going on from the journalled
+//! conversation, for up to `delivery.ci_fix_rounds` rounds. Checks that
+//! never start, or never end, are said plainly after `delivery.ci_wait` /
+//! `ci_timeout` instead of being waited on forever.
 
 use super::claim::Claimed;
 use super::error::TaskError;
@@ -14,16 +18,14 @@ use super::push::{self, Bench};
 use super::request::{self, FailedCheck};
 use super::run::TaskRun;
 use crate::config::CiConfig;
-use crate::forge::{ci_line, ci_state, Check, CheckId, CheckState, Checks, CiState};
+use crate::forge::{ci_line, ci_state, Check, CheckId, CheckState, Checks, CiState, ForgeError};
+use crate::journal::{CheckWait, ChecksSeen};
 use crate::llm::Message;
-use crate::webhooks::{ChecksBell, ChecksListener};
-use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// What following the checks needs besides the run.
 pub(super) struct Needs<'a> {
     pub ci: &'a CiConfig,
-    pub bell: &'a ChecksBell,
     pub push: push::Needs<'a>,
 }
 
@@ -93,102 +95,177 @@ impl CiReport {
     }
 }
 
-/// How one wait for the checks of a commit ended.
-enum Watched {
-    Ended(Vec<Check>),
-    NeverStarted(Vec<Check>),
-    StillRunning(Vec<Check>),
+/// Where following the checks stands after a step.
+#[derive(Debug)]
+pub(super) enum Following {
+    /// It ended: the report for the comment.
+    Report(CiReport),
+    /// The task waits on a commit's checks (journalled); its run ends here.
+    Waiting,
+    /// The checks failed and a fix round is due: the model, in a new
+    /// sandbox, is given the failed checks' logs.
+    FixRound {
+        wait: CheckWait,
+        failed: Vec<Check>,
+        round: u32,
+    },
 }
 
-/// Follows the checks of what was pushed; `bench` is the sandbox and
-/// session of the change (`None` after a restart, when they are gone).
-pub(super) async fn follow(
+/// After the PR/MR opened: the pushed commit's checks are waited on (the
+/// run ends and the task holds nothing while they run), or why not.
+/// `bench` is the sandbox and session of the change (`None` after a
+/// restart, when they are gone).
+pub(super) async fn begin(
     run: &mut TaskRun<'_>,
-    needs: &Needs<'_>,
     claimed: &Claimed,
-    bench: Option<&mut Bench>,
-) -> Result<CiReport, TaskError> {
+    bench: Option<&Bench>,
+    summary: &str,
+) -> Result<Option<CiReport>, TaskError> {
     let Some(bench) = bench else {
-        return Ok(CiReport::NotFollowed(
+        return Ok(Some(CiReport::NotFollowed(
             "Not followed: forgehand restarted after the push, and the sandbox of the change is gone.".into(),
-        ));
+        )));
     };
-    let mut sha = match pushed_with_ci(run, claimed, bench).await? {
+    let sha = match pushed_with_ci(run, claimed, bench).await? {
         Ok(sha) => sha,
-        Err(report) => return Ok(report),
+        Err(report) => return Ok(Some(report)),
     };
-    let mut listener = needs.bell.listen(run.item.forge, &run.item.repo);
-    let mut rounds = 0;
-    let mut flaky = Vec::new();
-    let mut rerun_done = false;
-    loop {
-        let checks = match ended(run, needs, &sha.to_string(), &mut listener).await? {
-            Ok(checks) => checks,
-            Err(gave_up) => return Ok(gave_up),
-        };
-        let line = ci_line(&checks);
-        match ci_state(&checks) {
-            CiState::Failed => {}
-            CiState::Blocked => return Ok(CiReport::WaitingForAPerson { line }),
-            _ => return Ok(CiReport::Green { line, flaky, rounds }),
+    let wait = CheckWait::on(
+        sha.to_string(),
+        0,
+        summary.to_owned(),
+        bench.outcome.messages.clone(),
+    );
+    wait_on(run, wait).await?;
+    Ok(None)
+}
+
+/// Journals `wait` and says on the comment whose checks are followed. The
+/// run that ends waiting was not interrupted: its attempt is given back.
+async fn wait_on(run: &mut TaskRun<'_>, wait: CheckWait) -> Result<(), TaskError> {
+    let short: String = wait.sha.chars().take(8).collect();
+    run.at(Step::Ci, format!("Following the checks on {short}"));
+    run.journal.save_check_wait(&run.key, &wait)?;
+    run.journal.give_back_attempt(&run.key)?;
+    run.report().await;
+    tracing::info!(task = %run.item, sha = %wait.sha, round = wait.round, "waiting on the checks; the task holds no slot and no sandbox until they end");
+    Ok(())
+}
+
+/// A run started again on its wait for checks: the next step from what
+/// they said. A wait nobody has seen end yet (the daemon started again,
+/// or `forgehand once`) is looked at once first.
+pub(super) async fn go_on(
+    run: &mut TaskRun<'_>,
+    ci: &CiConfig,
+    mut wait: CheckWait,
+) -> Result<Following, TaskError> {
+    if wait.seen.is_none() && !look(run.forge.as_ref(), &run.item.repo, &mut wait, ci).await? {
+        run.journal.save_check_wait(&run.key, &wait)?;
+        run.journal.give_back_attempt(&run.key)?;
+        return Ok(Following::Waiting);
+    }
+    let checks = match wait.seen.take() {
+        Some(ChecksSeen::Ended(checks)) => checks,
+        Some(ChecksSeen::NeverStarted(checks)) => {
+            return Ok(Following::Report(CiReport::NeverStarted {
+                line: ci_line(&checks),
+                waited: ci.wait,
+            }))
         }
-        let failed: Vec<Check> = checks
-            .into_iter()
-            .filter(|c| c.state == CheckState::Failed)
-            .collect();
-        if !rerun_done {
-            rerun_done = true;
-            let (passed, now_green) =
-                rerun_once(run, needs, &sha.to_string(), &failed, &mut listener).await?;
-            flaky.extend(passed);
-            if now_green {
-                continue;
-            }
+        Some(ChecksSeen::StillRunning(checks)) => {
+            return Ok(Following::Report(CiReport::StillRunning {
+                line: ci_line(&checks),
+                waited: ci.timeout,
+            }))
         }
-        let failing: Vec<String> = failed.iter().map(|c| c.name.clone()).collect();
-        if rounds >= needs.ci.fix_rounds {
-            return Ok(CiReport::StillFailing {
+        // Seen above; a wait is never journalled as ended without it.
+        None => return Ok(Following::Waiting),
+    };
+    let line = ci_line(&checks);
+    run.emit(TaskEvent::Checks(line.clone()));
+    // The checks re-run for this wait that pass now were flaky.
+    let rerun = std::mem::take(&mut wait.rerun);
+    wait.flaky.extend(passed_now(&rerun, &checks));
+    match ci_state(&checks) {
+        CiState::Failed => {}
+        CiState::Blocked => return Ok(Following::Report(CiReport::WaitingForAPerson { line })),
+        _ => {
+            return Ok(Following::Report(CiReport::Green {
                 line,
-                failing,
-                rounds,
-                why: no_rounds_left(needs.ci.fix_rounds),
-            });
-        }
-        rounds += 1;
-        match fix_round(run, needs, claimed, bench, &sha.to_string(), &failed, rounds).await? {
-            Some(pushed) => sha = pushed,
-            None => {
-                return Ok(CiReport::StillFailing {
-                    line,
-                    failing,
-                    rounds,
-                    why: "The model's last round changed nothing.".into(),
-                })
-            }
+                flaky: wait.flaky,
+                rounds: wait.round,
+            }))
         }
     }
+    let failed: Vec<Check> = checks
+        .into_iter()
+        .filter(|c| c.state == CheckState::Failed)
+        .collect();
+    if !wait.rerun_done {
+        wait.rerun_done = true;
+        wait.rerun = rerun_failed(run, &failed).await?;
+        if !wait.rerun.is_empty() {
+            wait_on(run, wait.restarted()).await?;
+            return Ok(Following::Waiting);
+        }
+    }
+    if wait.round >= ci.fix_rounds {
+        return Ok(Following::Report(CiReport::StillFailing {
+            line,
+            failing: failed.iter().map(|c| c.name.clone()).collect(),
+            rounds: wait.round,
+            why: no_rounds_left(ci.fix_rounds),
+        }));
+    }
+    let round = wait.round + 1;
+    Ok(Following::FixRound { wait, failed, round })
 }
 
-/// The checks of `sha` once they all ended, or the report of a wait that
-/// gave up (nothing started within `ci_wait`, or not ended within
-/// `ci_timeout`).
-async fn ended(
+/// After a fix round: its commit's checks waited on, or, when the model
+/// changed nothing, the report that says so.
+pub(super) async fn after_round(
     run: &mut TaskRun<'_>,
-    needs: &Needs<'_>,
-    sha: &str,
-    listener: &mut ChecksListener,
-) -> Result<Result<Vec<Check>, CiReport>, TaskError> {
-    Ok(match watch(run, needs, sha, listener).await? {
-        Watched::Ended(checks) => Ok(checks),
-        Watched::NeverStarted(checks) => Err(CiReport::NeverStarted {
-            line: ci_line(&checks),
-            waited: needs.ci.wait,
-        }),
-        Watched::StillRunning(checks) => Err(CiReport::StillRunning {
-            line: ci_line(&checks),
-            waited: needs.ci.timeout,
-        }),
-    })
+    mut wait: CheckWait,
+    failed: &[Check],
+    round: u32,
+    pushed: Option<(git2::Oid, Vec<Message>)>,
+) -> Result<Option<CiReport>, TaskError> {
+    let Some((sha, conversation)) = pushed else {
+        return Ok(Some(CiReport::StillFailing {
+            line: ci_line(failed),
+            failing: failed.iter().map(|c| c.name.clone()).collect(),
+            rounds: round,
+            why: "The model's last round changed nothing.".into(),
+        }));
+    };
+    wait.sha = sha.to_string();
+    wait.round = round;
+    wait.conversation = conversation;
+    wait_on(run, wait.restarted()).await?;
+    Ok(None)
+}
+
+/// One look at the checks a task waits on: whether the wait ended (then
+/// `wait.seen` says how: they all ended, none started within `ci.wait`,
+/// or they did not end within `ci.timeout`).
+pub async fn look(
+    forge: &dyn Checks,
+    repo: &str,
+    wait: &mut CheckWait,
+    ci: &CiConfig,
+) -> Result<bool, ForgeError> {
+    let checks = forge.checks(repo, &wait.sha).await?;
+    wait.shown = ci_line(&checks);
+    let started_any = checks.iter().any(|c| c.state != CheckState::Queued);
+    let waited = wait.waited();
+    wait.seen = match ci_state(&checks) {
+        CiState::Passed | CiState::Failed | CiState::Blocked => Some(ChecksSeen::Ended(checks)),
+        _ if !started_any && waited >= ci.wait => Some(ChecksSeen::NeverStarted(checks)),
+        _ if waited >= ci.timeout => Some(ChecksSeen::StillRunning(checks)),
+        _ => None,
+    };
+    Ok(wait.seen.is_some())
 }
 
 /// Why no fix round is left, for a report of checks still failing.
@@ -197,25 +274,6 @@ fn no_rounds_left(fix_rounds: u32) -> String {
         0 => "Fix rounds are off (delivery.ci_fix_rounds: 0).".to_owned(),
         n => format!("The {n} fix round(s) of delivery.ci_fix_rounds are used up."),
     }
-}
-
-/// Runs the failed checks again once, where the forge can: the names
-/// that passed this time (flaky), and whether nothing fails any more.
-async fn rerun_once(
-    run: &mut TaskRun<'_>,
-    needs: &Needs<'_>,
-    sha: &str,
-    failed: &[Check],
-    listener: &mut ChecksListener,
-) -> Result<(Vec<String>, bool), TaskError> {
-    let rerun = rerun_failed(run, failed).await?;
-    if rerun.is_empty() {
-        return Ok((Vec::new(), false));
-    }
-    let again = match watch(run, needs, sha, listener).await? {
-        Watched::Ended(checks) | Watched::NeverStarted(checks) | Watched::StillRunning(checks) => checks,
-    };
-    Ok((passed_now(&rerun, &again), ci_state(&again) != CiState::Failed))
 }
 
 /// The pushed commit, when the repository has CI to follow; else why
@@ -253,53 +311,6 @@ async fn pushed_with_ci(
     Ok(Ok(sha))
 }
 
-/// Waits until the commit's checks end, or for `ci_wait` / `ci_timeout`.
-async fn watch(
-    run: &mut TaskRun<'_>,
-    needs: &Needs<'_>,
-    sha: &str,
-    listener: &mut ChecksListener,
-) -> Result<Watched, TaskError> {
-    let short: String = sha.chars().take(8).collect();
-    run.at(Step::Ci, format!("Following the checks on {short}"));
-    run.report().await;
-    let started = Instant::now();
-    let mut shown = String::new();
-    let forge: Arc<dyn Checks> = run.forge.clone();
-    loop {
-        let checks = match forge.checks(&run.item.repo, sha).await {
-            Ok(checks) => Some(checks),
-            // A forge away for a moment: asked again at the next poll.
-            Err(e) if e.is_retryable() => {
-                tracing::warn!(task = %run.item, "cannot read the checks now: {e}");
-                None
-            }
-            Err(e) => return Err(e.into()),
-        };
-        if let Some(checks) = checks {
-            let line = ci_line(&checks);
-            if line != shown {
-                run.emit(TaskEvent::Checks(line.clone()));
-                run.report().await;
-                shown = line;
-            }
-            let waited = started.elapsed();
-            let started_any = checks.iter().any(|c| c.state != CheckState::Queued);
-            match ci_state(&checks) {
-                CiState::Passed | CiState::Failed | CiState::Blocked => return Ok(Watched::Ended(checks)),
-                _ if !started_any && waited >= needs.ci.wait => return Ok(Watched::NeverStarted(checks)),
-                _ if waited >= needs.ci.timeout => return Ok(Watched::StillRunning(checks)),
-                _ => {}
-            }
-        }
-        tokio::select! {
-            _ = run.shutdown.cancelled() => return Err(TaskError::Shutdown),
-            _ = listener.rung() => {}
-            _ = tokio::time::sleep(needs.ci.poll) => {}
-        }
-    }
-}
-
 /// Re-runs the failed checks the forge can re-run; their names.
 async fn rerun_failed(run: &mut TaskRun<'_>, failed: &[Check]) -> Result<Vec<String>, TaskError> {
     let mut rerun = Vec::new();
@@ -333,7 +344,7 @@ fn passed_now(rerun: &[String], again: &[Check]) -> Vec<String> {
 
 /// One fix round: the failed checks' logs to the model, its fix pushed.
 /// The pushed commit, or `None` when the model changed nothing.
-async fn fix_round(
+pub(super) async fn fix_round(
     run: &mut TaskRun<'_>,
     needs: &Needs<'_>,
     claimed: &Claimed,

@@ -29,6 +29,10 @@ pub enum TaskEnd {
     /// The plan waits for a writer's approval (`triggers.plan_approval`):
     /// no sandbox, no run; the daemon starts it again when one answers.
     AwaitingApproval,
+    /// The PR/MR is open and its checks have not ended: no sandbox, no
+    /// run; the daemon's watcher starts it again when they end (to fix a
+    /// failure in a new sandbox, or to say how they ended).
+    AwaitingChecks,
 }
 
 impl TaskEnd {
@@ -43,6 +47,7 @@ impl TaskEnd {
             TaskEnd::Skipped { .. } => "skipped",
             TaskEnd::Deferred { .. } => "deferred",
             TaskEnd::AwaitingApproval => "awaiting_approval",
+            TaskEnd::AwaitingChecks => "awaiting_checks",
         }
     }
 
@@ -53,9 +58,11 @@ impl TaskEnd {
             TaskEnd::Failed { reason } | TaskEnd::Skipped { reason } | TaskEnd::Deferred { reason } => {
                 reason.clone()
             }
-            TaskEnd::NoChanges | TaskEnd::Stopped | TaskEnd::Interrupted | TaskEnd::AwaitingApproval => {
-                String::new()
-            }
+            TaskEnd::NoChanges
+            | TaskEnd::Stopped
+            | TaskEnd::Interrupted
+            | TaskEnd::AwaitingApproval
+            | TaskEnd::AwaitingChecks => String::new(),
         }
     }
 }

@@ -32,8 +32,6 @@ pub struct TaskEnv {
     pub metrics: Arc<crate::metrics::Metrics>,
     /// What each repository's last task ran its sandbox with.
     pub sandbox_hints: Arc<SandboxHints>,
-    /// Rung by webhook deliveries about a repository's checks.
-    pub checks_bell: Arc<crate::webhooks::ChecksBell>,
 }
 
 /// A task's own books: its spending and its run's transcript.

@@ -31,6 +31,7 @@ mod change;
 mod checkpoint;
 mod ci;
 mod ci_log;
+mod ci_round;
 mod claim;
 mod context;
 mod deliver;
@@ -75,6 +76,7 @@ pub use action::{Action, Change, Wait, Why};
 pub use approval::answer as answer_to_plan;
 pub use attempts::sandbox_owners;
 pub use checkpoint::sweep as sweep_checkpoints;
+pub use ci::look as look_at_checks;
 pub use end::TaskEnd;
 use env::Accounts;
 pub use env::TaskEnv;
@@ -86,7 +88,7 @@ use crate::journal::{Phase, TaskRecord};
 use claim::{Claim, Claimed};
 use error::TaskError;
 use events::TaskEvent;
-use needs::{ci_needs, claim_needs, plan_needs, prepare_needs, push_needs, recorded, work_dir};
+use needs::{claim_needs, plan_needs, prepare_needs, push_needs, recorded, work_dir};
 use push::Pushed;
 use run::{Reporting, TaskRun};
 use std::sync::Arc;
@@ -162,14 +164,49 @@ pub async fn run(
     end
 }
 
+/// `forgehand once`'s wait for a task's checks: looked at every
+/// `delivery.ci_poll` until they end (journalled for the task's next run)
+/// or `shutdown`.
+pub async fn wait_for_checks(env: &TaskEnv, forge: &dyn Forge, item: &ItemRef, shutdown: &CancellationToken) {
+    let (key, ci) = (item.key(), &env.config.delivery.ci);
+    loop {
+        let mut wait = match env.journal.check_wait(&key) {
+            Ok(Some(wait)) if wait.seen.is_none() => wait,
+            Ok(_) => return,
+            Err(e) => {
+                tracing::error!(task = %item, "cannot read the task's wait on its checks: {e}");
+                return;
+            }
+        };
+        match ci::look(forge, &item.repo, &mut wait, ci).await {
+            Ok(ended) => {
+                if let Err(e) = env.journal.save_check_wait(&key, &wait) {
+                    tracing::error!(task = %item, "cannot journal the checks seen: {e}");
+                }
+                if ended {
+                    return;
+                }
+            }
+            Err(e) => tracing::warn!(task = %item, "cannot read the checks now: {e}"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(ci.poll) => {}
+        }
+    }
+}
+
 /// What a run leaves behind, removed: its sandbox always; its work folder
-/// unless the task resumes later (interrupted or deferred).
+/// unless the task resumes later (interrupted or deferred). A task waiting
+/// on its checks keeps only its journal: its phase records and its wait.
 async fn tidy(run: &mut TaskRun<'_>, env: &TaskEnv, end: &TaskEnd) {
     run.remove_sandbox().await;
     run.checkout_settled().await;
     if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
         checkpoint::Store::for_task(&env.config, &run.item, run.records.clone()).forget();
-        run.records.forget_all();
+        if *end != TaskEnd::AwaitingChecks {
+            run.records.forget_all();
+        }
         let dir = work_dir(&env.config, &run.item);
         if dir.exists() {
             if let Err(e) = std::fs::remove_dir_all(&dir) {
@@ -216,6 +253,11 @@ async fn execute(
     // sharing their records, the one a replica that took the task over finds).
     let pushed = run.records.read::<phase_records::PushedRecord>();
     if record.phase >= Phase::Pushed || pushed.is_some() {
+        // Started again on its wait for checks (they ended, or the daemon
+        // started again while they ran).
+        if let Some(wait) = run.journal.check_wait(&run.key)? {
+            return follow_on(run, env, accounts, &claimed, wait).await;
+        }
         tracing::info!(task = %run.item, "already pushed before a restart; opening or finding the PR/MR");
         run.report().await;
         // The summary: the push's record (a journal of an earlier version
@@ -230,8 +272,8 @@ async fn execute(
         return Ok(end);
     }
     match make_change(run, env, accounts, &claimed).await? {
-        Pushed::Branch { summary, mut bench } => {
-            let end = deliver_and_follow(run, env, &claimed, &summary, Some(&mut bench)).await;
+        Pushed::Branch { summary, bench } => {
+            let end = deliver_and_follow(run, env, &claimed, &summary, Some(&bench)).await;
             bench.session.close().await;
             end
         }
@@ -250,14 +292,14 @@ async fn execute(
     }
 }
 
-/// The draft PR/MR, then its checks followed (fixed in `bench`'s sandbox
-/// when they fail), then the outcome.
+/// The draft PR/MR, then its checks waited on (the run ends holding
+/// nothing until they end), or the outcome when there are none to follow.
 async fn deliver_and_follow(
     run: &mut TaskRun<'_>,
     env: &TaskEnv,
     claimed: &Claimed,
     summary: &str,
-    bench: Option<&mut push::Bench>,
+    bench: Option<&push::Bench>,
 ) -> Result<TaskEnd, TaskError> {
     // The summary's lines for the review threads go to the threads.
     let (summary, answers) = review::split_summary(summary);
@@ -274,16 +316,48 @@ async fn deliver_and_follow(
     if let Some(line) = review::answer(run, &claimed.thread.review, &answers, &pushed).await {
         run.note(line);
     }
-    let report = ci::follow(run, &ci_needs(env), claimed, bench).await?;
+    match ci::begin(run, claimed, bench, &summary).await? {
+        Some(report) => finish_with_checks(run, env, &change, &summary, report).await,
+        None => Ok(TaskEnd::AwaitingChecks),
+    }
+}
+
+/// A task started again on its wait for checks: the next step from what
+/// they said (a fix round in a new sandbox when one is due), then the
+/// outcome, or the wait again.
+async fn follow_on(
+    run: &mut TaskRun<'_>,
+    env: &TaskEnv,
+    accounts: &Accounts,
+    claimed: &Claimed,
+    wait: crate::journal::CheckWait,
+) -> Result<TaskEnd, TaskError> {
+    let summary = wait.summary.clone();
+    let report = match ci::go_on(run, &env.config.delivery.ci, wait).await? {
+        ci::Following::Report(report) => Some(report),
+        ci::Following::Waiting => None,
+        ci::Following::FixRound { wait, failed, round } => {
+            ci_round::fix(run, env, accounts, claimed, (wait, failed, round)).await?
+        }
+    };
+    let Some(report) = report else {
+        return Ok(TaskEnd::AwaitingChecks);
+    };
+    // The PR/MR opened before the wait, found again.
+    let change = deliver::open_change(run, claimed, &summary).await?;
+    finish_with_checks(run, env, &change, &summary, report).await
+}
+
+/// The outcome, with what became of the checks.
+async fn finish_with_checks(
+    run: &mut TaskRun<'_>,
+    env: &TaskEnv,
+    change: &crate::forge::ChangeInfo,
+    summary: &str,
+    report: ci::CiReport,
+) -> Result<TaskEnd, TaskError> {
     tracing::info!(task = %run.item, "checks: {report:?}");
-    deliver::finish(
-        run,
-        &env.config.labels,
-        &change,
-        &summary,
-        Some(&report.section()),
-    )
-    .await
+    deliver::finish(run, &env.config.labels, change, summary, Some(&report.section())).await
 }
 
 /// From the clone to the pushed branch.

@@ -125,7 +125,6 @@ pub(super) fn verify_needs(env: &TaskEnv) -> verify::Needs<'_> {
 pub(super) fn ci_needs(env: &TaskEnv) -> ci::Needs<'_> {
     ci::Needs {
         ci: &env.config.delivery.ci,
-        bell: &env.checks_bell,
         push: push_needs(&env.config),
     }
 }

@@ -13,7 +13,7 @@ use super::events::TaskEvent;
 use super::packing::PackedCode;
 use super::phase_records::{self, PreparedRecord};
 use super::run::TaskRun;
-use super::snapshot::{self, PendingRestore, SnapshotPlan};
+use super::snapshot::{self, PendingRestore, SnapshotPlan, TreeOrigin};
 use super::start_sandbox::{self, SandboxHints};
 // Re-exported for the phases that hold a started editor (change, attempts).
 pub(super) use super::start_sandbox::EditorStart;
@@ -94,19 +94,6 @@ pub(super) struct RepoEnvironment {
     pub language: crate::images::Language,
     /// Whose code the checkout setup runs in is.
     pub tree: TreeOrigin,
-}
-
-/// Whose code the task's checkout is. Setup runs the project's own hooks
-/// (`preinstall`, `setup.py`, build scripts), so it gets the egress
-/// credentials only where every commit is the default branch's: a
-/// follow-up starts from the task branch, which holds what the model
-/// pushed on an earlier run (or a change's author wrote).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(super) enum TreeOrigin {
-    /// The default branch's tip, or a commit below it.
-    DefaultBranch,
-    /// A branch with commits the default branch does not have.
-    OtherCommits,
 }
 
 /// The task's sandbox, with what it takes to set it up again when a

@@ -3,7 +3,6 @@
 //! fails the task: without a snapshot, setup simply runs.
 
 use super::events::TaskEvent;
-use super::prepare::TreeOrigin;
 use super::run::TaskRun;
 use crate::config::SnapshotsConfig;
 use crate::forge::ItemKind;
@@ -14,6 +13,19 @@ use crate::snapshots::{human_bytes, now_secs, SnapshotInfo, SnapshotStore};
 use futures_util::future::{BoxFuture, FutureExt, Shared};
 use std::path::Path;
 use std::sync::Arc;
+
+/// Whose code the task's checkout is. Setup runs the project's own hooks
+/// (`preinstall`, `setup.py`, build scripts), so it gets the egress
+/// credentials only where every commit is the default branch's: a
+/// follow-up starts from the task branch, which holds what the model
+/// pushed on an earlier run (or a change's author wrote).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum TreeOrigin {
+    /// The default branch's tip, or a commit below it.
+    DefaultBranch,
+    /// A branch with commits the default branch does not have.
+    OtherCommits,
+}
 
 /// A snapshot being unpacked into the sandbox while the task goes on.
 pub(super) struct PendingRestore {

@@ -182,55 +182,6 @@ fn event_header(forge: ForgeKind) -> &'static str {
     }
 }
 
-/// Rings for checks (check runs, statuses, pipelines) of one repository,
-/// so tasks waiting on CI look again at once instead of at their next poll.
-#[derive(Debug, Clone)]
-pub struct ChecksBell(tokio::sync::broadcast::Sender<(ForgeKind, String)>);
-
-impl Default for ChecksBell {
-    fn default() -> ChecksBell {
-        ChecksBell(tokio::sync::broadcast::channel(64).0)
-    }
-}
-
-impl ChecksBell {
-    pub fn ring(&self, forge: ForgeKind, repo: &str) {
-        // No listener: no task waits on CI now.
-        let _ = self.0.send((forge, repo.to_owned()));
-    }
-
-    /// A listener for `repo`'s checks.
-    pub fn listen(&self, forge: ForgeKind, repo: &str) -> ChecksListener {
-        ChecksListener {
-            rings: self.0.subscribe(),
-            forge,
-            repo: repo.to_owned(),
-        }
-    }
-}
-
-pub struct ChecksListener {
-    rings: tokio::sync::broadcast::Receiver<(ForgeKind, String)>,
-    forge: ForgeKind,
-    repo: String,
-}
-
-impl ChecksListener {
-    /// Returns when the repository's checks were rung (or rings were
-    /// missed, which may have been one); never, when nothing can ring.
-    pub async fn rung(&mut self) {
-        use tokio::sync::broadcast::error::RecvError;
-        loop {
-            match self.rings.recv().await {
-                Ok((forge, repo)) if forge == self.forge && repo.eq_ignore_ascii_case(&self.repo) => return,
-                Ok(_) => {}
-                Err(RecvError::Lagged(_)) => return,
-                Err(RecvError::Closed) => std::future::pending::<()>().await,
-            }
-        }
-    }
-}
-
 /// Equal in time independent of where the first difference is.
 fn same_secret(given: &[u8], secret: &[u8]) -> bool {
     given.len() == secret.len() && given.iter().zip(secret).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0

@@ -1,6 +1,8 @@
 //! CI results fed back, end to end against the fake GitHub's Actions: a
-//! failing check's log goes to the model in the same sandbox, its fix is
-//! pushed and the checks go green; a check that passes on re-run is
+//! task waiting on its checks holds no slot and no sandbox; a failing
+//! check's log goes to the model in a new sandbox on the pushed branch,
+//! going on from the conversation, its fix is pushed and the checks go
+//! green; a check that passes on re-run is
 //! reported flaky, not fixed; checks that never start are said plainly
 //! after `delivery.ci_wait`. A failing log that prints credentials (a
 //! GitHub token, a GitLab token, an AWS key) has them masked before the
@@ -9,6 +11,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
+use forgehand_test_support::daemon_rig;
 use forgehand_test_support::fake_github::{Commit, JobEnd};
 use forgehand_test_support::github_world::{World, REPO, TOKEN};
 use forgehand_test_support::scripted_model::{call, text, Reply};
@@ -153,8 +156,8 @@ async fn a_failing_check_gets_a_fix_round_then_goes_green() {
     // The re-run (to tell flaky from real) failed again before the fix.
     assert_eq!(world.github.reruns(), vec!["test".to_owned()]);
     // Each push was written again on the host to name who asked; the fix
-    // round, made in the same sandbox on the original commit, was pushed
-    // on top of the first push as it was rewritten.
+    // round, made in a new sandbox on the pushed branch, was pushed on
+    // top of the first push as it was rewritten.
     let head = forgehand_test_support::git_http::head_of(&world.bare, "forgehand/issue-1");
     let first = shas
         .iter()
@@ -176,6 +179,61 @@ async fn a_failing_check_gets_a_fix_round_then_goes_green() {
         let trailer = "Co-authored-by: maya <31676+maya@users.noreply.github.example>";
         assert_eq!(message.matches(trailer).count(), 1, "{message}");
     }
+}
+
+/// A task waiting on its checks holds no slot and no sandbox: with the
+/// default two slots and checks that run 20 s, all four labelled issues
+/// get their pull request while the first two's checks still run, no
+/// sandbox is up while the four wait, and each ends delivered once, green.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn tasks_waiting_on_their_checks_hold_no_slot_and_no_sandbox() {
+    let world = world(
+        edit("Hello", "Hello, world", "Greet the world", "Greeted the world."),
+        "60s",
+    )
+    .await;
+    world.github.run_ci(Arc::new(|_: &Commit<'_>| {
+        vec![("test".to_owned(), JobEnd::PassAfter(Duration::from_secs(20)))]
+    }));
+    let daemon = world.start();
+    let issues: Vec<u64> = (0..4)
+        .map(|i| world.labelled_issue(&format!("Greet the world ({i})")))
+        .collect();
+    let log = world.log_path();
+    daemon_rig::wait_until(
+        "four pull requests",
+        Duration::from_secs(120),
+        async || world.github.pulls(REPO).len() == 4,
+        &log,
+    )
+    .await;
+    let jobs = world.github.jobs();
+    assert!(
+        jobs.iter().all(|j| j.completed.is_none()),
+        "every pull request opened before any check ended: {jobs:?}"
+    );
+    daemon_rig::wait_until(
+        "the four tasks waiting with no sandbox",
+        Duration::from_secs(15),
+        async || {
+            world.github.jobs().len() == 4
+                && world.github.jobs().iter().all(|j| j.completed.is_none())
+                && daemon_rig::containers_of(&world.instance).is_empty()
+        },
+        &log,
+    )
+    .await;
+    for issue in issues {
+        world.wait_for_end(issue).await;
+        world.assert_delivered_once(issue);
+        let comment = world.progress_comment(issue);
+        assert!(
+            comment.contains("Green: 1 passed."),
+            "{comment}\n{}",
+            daemon.log_text()
+        );
+    }
+    assert!(daemon.log_text().contains("waiting on the checks"));
 }
 
 #[tokio::test]

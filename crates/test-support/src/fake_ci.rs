@@ -1,8 +1,8 @@
 //! A fake CI shared by the fake forges: a script a test gives decides,
 //! for each commit pushed, which jobs run and how they end (it may read
 //! the commit's files from the bare repository). Jobs move one state per
-//! look (queued, running, completed), as real ones take time, and can be
-//! run again.
+//! look (queued, running, completed), as real ones take time, or run for
+//! a set time, and can be run again.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -17,6 +17,8 @@ pub enum JobEnd {
     Flaky(String),
     /// Never leaves the queue (a workflow waiting for approval).
     NeverStarts,
+    /// Runs this long from the first look at its commit, then passes.
+    PassAfter(std::time::Duration),
 }
 
 /// What the script sees of a pushed commit.
@@ -50,6 +52,8 @@ pub struct FakeJob {
     /// Looks left before it completes: 2 (queued, in progress).
     pub looks_left: u32,
     pub completed: Option<bool>,
+    /// When the job was made (its commit first looked at) or re-run.
+    pub since: std::time::Instant,
 }
 
 impl FakeJob {
@@ -75,6 +79,7 @@ impl FakeJob {
         self.attempt += 1;
         self.looks_left = 2;
         self.completed = None;
+        self.since = std::time::Instant::now();
     }
 
     /// One more look: the job moves on, and completes per its end.
@@ -83,11 +88,17 @@ impl FakeJob {
             return false;
         }
         self.looks_left = self.looks_left.saturating_sub(1);
-        if self.looks_left > 0 {
+        if let JobEnd::PassAfter(runs) = self.end {
+            // Running from its first look until its time is up.
+            self.looks_left = self.looks_left.max(1);
+            if self.since.elapsed() < runs {
+                return false;
+            }
+        } else if self.looks_left > 0 {
             return false;
         }
         self.completed = Some(match &self.end {
-            JobEnd::Pass => true,
+            JobEnd::Pass | JobEnd::PassAfter(_) => true,
             JobEnd::Fail(_) => false,
             JobEnd::Flaky(_) => self.attempt > 1,
             JobEnd::NeverStarts => return false,
@@ -117,6 +128,7 @@ pub fn jobs_of<'j>(
                     attempt: 1,
                     looks_left: 2,
                     completed: None,
+                    since: std::time::Instant::now(),
                 });
             }
         }

@@ -12,7 +12,7 @@ mod model;
 
 use super::claim::{self, Claim, Claimed};
 use super::run::{Reporting, TaskRun};
-use super::{change, ci, deliver, plan, prepare, push, verify, TaskEnd, TaskEnv};
+use super::{change, deliver, plan, prepare, push, verify, TaskEnd, TaskEnv};
 use crate::config::{Config, PlanningMode, Secrets};
 use crate::journal::{Journal, Phase};
 use crate::sandbox::local::LocalBackend;
@@ -104,7 +104,6 @@ impl World {
             live: Arc::default(),
             metrics: Arc::default(),
             sandbox_hints: Arc::default(),
-            checks_bell: Arc::default(),
             config: Arc::new(config),
         };
         World {
@@ -518,7 +517,7 @@ async fn pushing_nothing_hands_on_the_models_answer() {
 }
 
 #[tokio::test]
-async fn a_failed_check_after_the_push_is_fixed_in_the_same_sandbox() {
+async fn a_task_waits_on_its_checks_holding_nothing_and_fixes_a_failure_in_a_new_sandbox() {
     let mut turns = fixing_turns();
     turns.push(Turn::command(
         "printf 'hello world\\n' > greet.txt && git add greet.txt && git -c user.name=m -c user.email=m@m commit -qm 'Greet the world'",
@@ -526,67 +525,64 @@ async fn a_failed_check_after_the_push_is_fixed_in_the_same_sandbox() {
     turns.push(Turn::answer("The check wants the world greeted; done."));
     let world = World::new(&[("greet.txt", "hi\n")], turns);
     let item = world.issue();
-    let mut run = world.run(&item);
-    let claimed = world.claimed(&mut run).await;
-    let changed = world.changed(&mut run, &claimed).await;
-    let verified = verify::verify(&mut run, &super::needs::verify_needs(&world.env), changed)
-        .await
-        .unwrap();
-    let pushed = push::push(
-        &mut run,
-        &super::needs::push_needs(&world.env.config),
-        &claimed,
-        verified,
-    )
-    .await
-    .unwrap();
-    let push::Pushed::Branch { mut bench, .. } = pushed else {
-        panic!("the change was not pushed");
-    };
-    let first = bench
-        .prepared
-        .workspace
-        .with(|ws| ws.pushed_head())
-        .await
-        .unwrap()
-        .unwrap();
     let check = |state| crate::forge::Check {
         id: crate::forge::CheckId::Job(1),
         name: "test".into(),
         state,
         url: "https://ci.test/1".into(),
     };
+    // The base branch has checks, so the pushed commit's are followed.
+    world.forge.state().default_checks = vec![check(crate::forge::CheckState::Passed)];
+    let forge: Arc<dyn crate::forge::Forge> = world.forge.clone();
+    let run = |forge: Arc<dyn crate::forge::Forge>| {
+        super::run(&world.env, forge, item.clone(), CancellationToken::new())
+    };
+    let (env, waiting) = (&world.env, &item);
+    let waited = |forge: Arc<dyn crate::forge::Forge>| async move {
+        super::wait_for_checks(env, forge.as_ref(), waiting, &CancellationToken::new()).await;
+    };
+
+    // The first run opens the draft and ends waiting: no sandbox, no slot.
+    assert_eq!(run(forge.clone()).await, TaskEnd::AwaitingChecks);
+    let wait = world
+        .env
+        .journal
+        .check_wait(&item.key())
+        .unwrap()
+        .expect("a wait on the checks");
+    assert_eq!((wait.round, wait.seen.is_none()), (0, true));
+    assert!(
+        world.in_sandbox("greet.txt").is_none(),
+        "a waiting task's sandbox is gone"
+    );
+    assert!(world.env.board.snapshot().is_empty());
+    assert_eq!(world.record(&item.key()).phase, Phase::Delivered, "not ended");
+    // Its check fails; the log holds the token.
     {
         let mut state = world.forge.state();
-        state.default_checks = vec![check(crate::forge::CheckState::Passed)];
         state
             .checks
-            .insert(first.to_string(), vec![check(crate::forge::CheckState::Failed)]);
+            .insert(wait.sha.clone(), vec![check(crate::forge::CheckState::Failed)]);
         state.logs.insert(
             "test".into(),
-            format!(
-                "FAILED test_greet - expected 'hello world'\ntoken {}\n",
-                FORGE_TOKEN
-            ),
+            format!("FAILED test_greet - expected 'hello world'\ntoken {FORGE_TOKEN}\n"),
         );
     }
-    let report = ci::follow(
-        &mut run,
-        &super::needs::ci_needs(&world.env),
-        &claimed,
-        Some(&mut bench),
-    )
-    .await
-    .unwrap();
-    bench.session.close().await;
-
-    assert_eq!(
-        report,
-        ci::CiReport::Green {
-            line: "1 passed".into(),
-            flaky: vec![],
-            rounds: 1
-        }
+    waited(forge.clone()).await;
+    // Started again: a fix round in a new sandbox, going on from the
+    // journalled conversation; then it waits on the fix's checks.
+    assert_eq!(run(forge.clone()).await, TaskEnd::AwaitingChecks);
+    let fixed = world
+        .env
+        .journal
+        .check_wait(&item.key())
+        .unwrap()
+        .expect("a wait on the fix");
+    assert_eq!(fixed.round, 1);
+    assert_ne!(fixed.sha, wait.sha);
+    assert!(
+        world.in_sandbox("greet.txt").is_none(),
+        "the round's sandbox is gone"
     );
     assert_eq!(
         world.remote_file("forgehand/issue-7", "greet.txt").as_deref(),
@@ -594,7 +590,23 @@ async fn a_failed_check_after_the_push_is_fixed_in_the_same_sandbox() {
     );
     let fix_request = world.model.agent_requests().into_iter().last().unwrap();
     assert!(fix_request.contains("FAILED test_greet"), "{fix_request}");
+    let lengths = world.model.agent_request_lengths();
+    assert!(
+        *lengths.last().unwrap() > 4,
+        "the fix round goes on from the first run's conversation: {lengths:?}"
+    );
     assert!(!fix_request.contains(FORGE_TOKEN), "the log is masked");
+    // The fix's checks pass: delivered once, the rounds said.
+    waited(forge.clone()).await;
+    let end = run(forge).await;
+    assert!(matches!(end, TaskEnd::Delivered { .. }), "{end:?}");
+    let comment = world.forge.progress_comment(&item).unwrap();
+    assert!(
+        comment.contains("Green: 1 passed. Fixed in 1 round(s)"),
+        "{comment}"
+    );
+    assert_eq!(world.forge.state().changes.len(), 1);
+    assert_eq!(world.env.journal.check_wait(&item.key()).unwrap(), None);
 }
 
 #[tokio::test]

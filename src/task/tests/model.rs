@@ -28,6 +28,8 @@ pub struct Scripted {
     turns: Mutex<VecDeque<Turn>>,
     /// The newest user message of each agent request, in order.
     agent: Mutex<Vec<String>>,
+    /// How many messages each of those requests held.
+    lengths: Mutex<Vec<usize>>,
     classifications: Mutex<usize>,
 }
 
@@ -36,6 +38,7 @@ impl Scripted {
         Scripted {
             turns: Mutex::new(turns.into()),
             agent: Mutex::default(),
+            lengths: Mutex::default(),
             classifications: Mutex::default(),
         }
     }
@@ -46,6 +49,11 @@ impl Scripted {
 
     pub fn agent_requests(&self) -> Vec<String> {
         self.agent.lock().unwrap().clone()
+    }
+
+    /// How many messages each agent request with a new user message held.
+    pub fn agent_request_lengths(&self) -> Vec<usize> {
+        self.lengths.lock().unwrap().clone()
     }
 }
 
@@ -89,6 +97,7 @@ impl ChatModel for Scripted {
         let fresh = matches!(request.messages.last(), Some(Message::User(_)));
         if fresh {
             self.agent.lock().unwrap().push(newest);
+            self.lengths.lock().unwrap().push(request.messages.len());
         }
         let turn = self.turns.lock().unwrap().pop_front();
         Ok(match turn {

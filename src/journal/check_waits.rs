@@ -1,0 +1,185 @@
+//! Tasks waiting on their pushed commit's checks: the commit, the fix
+//! round it came from, what was re-run, the conversation to go on from,
+//! and, once the checks ended (or the wait gave up), what they said. A
+//! waiting task holds no slot, no sandbox and no run: the daemon's watcher
+//! reads the checks and starts the task again when they end.
+
+use super::{now, Journal, JournalError};
+use crate::forge::Check;
+use crate::llm::Message;
+use rusqlite::{params, OptionalExtension};
+use serde::{Deserialize, Serialize};
+
+/// The checks a task waits on, and where it stands with them.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct CheckWait {
+    /// The pushed commit whose checks are followed.
+    pub sha: String,
+    /// Fix rounds made so far (0: the first push's checks).
+    pub round: u32,
+    /// Whether the failed checks were re-run once already (a task re-runs
+    /// them once, to tell a flaky failure from a real one).
+    pub rerun_done: bool,
+    /// The checks re-run for this wait: those that pass now are flaky.
+    pub rerun: Vec<String>,
+    /// Checks that failed, then passed when re-run.
+    pub flaky: Vec<String>,
+    /// Milliseconds since the Unix epoch when this wait began (for
+    /// `delivery.ci_wait` and `ci_timeout`).
+    pub since_ms: i64,
+    /// The summary of the change, for the comment's outcome.
+    pub summary: String,
+    /// The agent's conversation so far: a fix round goes on from it.
+    pub conversation: Vec<Message>,
+    /// The last line shown for the checks (the comment says when it changes).
+    #[serde(default)]
+    pub shown: String,
+    /// What the checks said once the wait ended; `None` while it goes on.
+    pub seen: Option<ChecksSeen>,
+}
+
+/// How a wait for a commit's checks ended.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum ChecksSeen {
+    /// Every check ended (passed, failed, or waits for a person).
+    Ended(Vec<Check>),
+    /// Nothing started within `delivery.ci_wait`.
+    NeverStarted(Vec<Check>),
+    /// Started but not ended within `delivery.ci_timeout`.
+    StillRunning(Vec<Check>),
+}
+
+impl CheckWait {
+    /// A new wait on `sha`'s checks, from now.
+    pub fn on(sha: String, round: u32, summary: String, conversation: Vec<Message>) -> Self {
+        CheckWait {
+            sha,
+            round,
+            rerun_done: false,
+            rerun: Vec::new(),
+            flaky: Vec::new(),
+            since_ms: now_ms(),
+            summary,
+            conversation,
+            shown: String::new(),
+            seen: None,
+        }
+    }
+
+    /// How long this wait has gone on.
+    pub fn waited(&self) -> std::time::Duration {
+        std::time::Duration::from_millis(now_ms().saturating_sub(self.since_ms).max(0) as u64)
+    }
+
+    /// The same wait begun again now (after a re-run, or on a new commit).
+    pub fn restarted(mut self) -> Self {
+        self.since_ms = now_ms();
+        self.seen = None;
+        self.shown.clear();
+        self
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+impl Journal {
+    pub(super) fn create_check_waits(db: &rusqlite::Connection) -> rusqlite::Result<()> {
+        db.execute_batch(
+            "CREATE TABLE IF NOT EXISTS check_waits (
+                task_key TEXT PRIMARY KEY,
+                record TEXT NOT NULL,
+                updated_at INTEGER NOT NULL
+            );",
+        )
+    }
+
+    /// Records (or replaces) task `key`'s wait on its checks.
+    pub fn save_check_wait(&self, key: &str, wait: &CheckWait) -> Result<(), JournalError> {
+        let record = serde_json::to_string(wait).unwrap_or_default();
+        self.with(|db| {
+            db.execute(
+                "INSERT OR REPLACE INTO check_waits (task_key, record, updated_at) VALUES (?1, ?2, ?3)",
+                params![key, record, now()],
+            )
+            .map(drop)
+        })
+    }
+
+    /// Task `key`'s wait on its checks, if it waits (or its wait ended and
+    /// the task has not gone on from it yet).
+    pub fn check_wait(&self, key: &str) -> Result<Option<CheckWait>, JournalError> {
+        let record: Option<String> = self.with(|db| {
+            db.query_row(
+                "SELECT record FROM check_waits WHERE task_key = ?1",
+                params![key],
+                |r| r.get(0),
+            )
+            .optional()
+        })?;
+        Ok(record.and_then(|r| serde_json::from_str(&r).ok()))
+    }
+
+    /// The waits whose checks have not been seen to end, by task key.
+    pub fn open_check_waits(&self) -> Result<Vec<(String, CheckWait)>, JournalError> {
+        let rows: Vec<(String, String)> = self.with(|db| {
+            let mut stmt = db.prepare("SELECT task_key, record FROM check_waits ORDER BY updated_at")?;
+            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
+            rows.collect()
+        })?;
+        Ok(rows
+            .into_iter()
+            .filter_map(|(key, record)| Some((key, serde_json::from_str::<CheckWait>(&record).ok()?)))
+            .filter(|(_, wait)| wait.seen.is_none())
+            .collect())
+    }
+
+    /// How many tasks wait on checks now.
+    pub fn check_waits_open(&self) -> usize {
+        self.open_check_waits().map(|w| w.len()).unwrap_or(0)
+    }
+
+    pub(super) fn forget_check_wait(db: &rusqlite::Connection, key: &str) -> rusqlite::Result<()> {
+        db.execute("DELETE FROM check_waits WHERE task_key = ?1", params![key])
+            .map(drop)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::journal::Phase;
+
+    #[test]
+    fn a_wait_is_open_until_its_checks_are_seen_and_goes_with_the_task() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Journal::open(dir.path()).unwrap();
+        let key = "github:acme/app:issue:3";
+        journal.begin(key).unwrap();
+        let mut wait = CheckWait::on(
+            "abc".into(),
+            0,
+            "Fixed it.".into(),
+            vec![Message::User("hi".into())],
+        );
+        journal.save_check_wait(key, &wait).unwrap();
+        assert_eq!(
+            journal.open_check_waits().unwrap(),
+            vec![(key.to_owned(), wait.clone())]
+        );
+        wait.seen = Some(ChecksSeen::Ended(vec![]));
+        journal.save_check_wait(key, &wait).unwrap();
+        assert!(journal.open_check_waits().unwrap().is_empty());
+        assert_eq!(journal.check_wait(key).unwrap(), Some(wait.clone()));
+        let again = wait.restarted();
+        assert!(again.seen.is_none());
+        journal.save_check_wait(key, &again).unwrap();
+        assert_eq!(journal.check_waits_open(), 1);
+        journal.finish(key, Phase::Done, "delivered").unwrap();
+        assert_eq!(journal.check_wait(key).unwrap(), None);
+    }
+}
