@@ -13,7 +13,7 @@ pub const UPDATE_PLAN: &str = "update_plan";
 /// Steps a plan may hold; more is refused with a message.
 const MAX_STEPS: usize = 30;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum StepStatus {
     Pending,
     InProgress,
@@ -31,7 +31,7 @@ impl StepStatus {
     }
 }
 
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct PlanStep {
     pub step: String,
     pub status: StepStatus,

@@ -137,6 +137,7 @@ pub async fn run(
         records: records::TaskRecords::for_task(&env.config, &item, env.journal.clone(), forge.clone()),
     };
     let mut run = TaskRun::new(reporting, forge, item.clone(), record.comment_id, shutdown);
+    run.restore_progress();
     tracing::info!(task = %item, attempt = record.attempts, phase = record.phase.as_str(), "task started");
     let started = std::time::Instant::now();
     run.emit(TaskEvent::Began);
@@ -204,8 +205,9 @@ async fn tidy(run: &mut TaskRun<'_>, env: &TaskEnv, end: &TaskEnd) {
     run.checkout_settled().await;
     if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
         checkpoint::Store::for_task(&env.config, &run.item, run.records.clone()).forget();
-        if *end != TaskEnd::AwaitingChecks {
-            run.records.forget_all();
+        match end {
+            TaskEnd::AwaitingChecks => run.keep_progress(),
+            _ => run.records.forget_all(),
         }
         let dir = work_dir(&env.config, &run.item);
         if dir.exists() {

@@ -93,6 +93,11 @@ impl PhaseRecord for PushedRecord {
     const PHASE: &'static str = "pushed";
 }
 
+/// The progress comment as a run that ended waiting left it.
+impl PhaseRecord for super::progress::KeptProgress {
+    const PHASE: &'static str = "progress";
+}
+
 /// A hex SHA-256 of `text`.
 pub(super) fn digest(text: &str) -> String {
     Sha256::digest(text.as_bytes())

@@ -92,7 +92,48 @@ pub struct Progress {
     ci: Option<String>,
 }
 
+/// What a comment shows that a later run of the task goes on from: its
+/// history, plan, checks and branch (a task that waited on its checks
+/// starts a new run, and its comment continues).
+#[derive(Debug, Clone, Default, PartialEq, serde::Serialize, serde::Deserialize)]
+pub struct KeptProgress {
+    branch: Option<String>,
+    history: Vec<String>,
+    plan: Vec<PlanStep>,
+    plan_details: Option<String>,
+    ci: Option<String>,
+}
+
 impl Progress {
+    /// What a later run goes on from.
+    pub fn kept(&self) -> KeptProgress {
+        KeptProgress {
+            branch: self.branch.clone(),
+            history: self.history.clone(),
+            plan: self.plan.clone(),
+            plan_details: self.plan_details.clone(),
+            ci: self.ci.clone(),
+        }
+    }
+
+    /// Goes on from an earlier run's comment.
+    pub fn restore(&mut self, kept: KeptProgress) {
+        let KeptProgress {
+            branch,
+            history,
+            plan,
+            plan_details,
+            ci,
+        } = kept;
+        self.branch = self.branch.take().or(branch);
+        let mut all = history;
+        all.append(&mut self.history);
+        self.history = all;
+        self.plan = plan;
+        self.plan_details = plan_details;
+        self.ci = ci;
+    }
+
     pub fn new(item: &ItemRef) -> Progress {
         Progress {
             item: item.clone(),

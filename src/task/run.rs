@@ -215,6 +215,21 @@ impl<'a> TaskRun<'a> {
         self.comment.id()
     }
 
+    /// Keeps the comment as this run leaves it, for the task's next run
+    /// (this one ends waiting).
+    pub fn keep_progress(&self) {
+        if let Err(e) = self.records.keep(&self.comment.kept()) {
+            tracing::warn!(task = %self.item, "cannot journal the progress comment for the next run: {e}");
+        }
+    }
+
+    /// Goes on from the comment an earlier run that ended waiting left.
+    pub fn restore_progress(&self) {
+        if let Some(kept) = self.records.read::<super::progress::KeptProgress>() {
+            self.comment.restore(kept);
+        }
+    }
+
     /// The final plan's section of the comment, if planned.
     pub fn plan_details(&self) -> Option<String> {
         self.comment.plan_details()

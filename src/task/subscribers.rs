@@ -52,6 +52,16 @@ impl ProgressComment {
         self.secrets.scrub(&locked(&self.progress).render())
     }
 
+    /// What a later run of the task goes on from.
+    pub fn kept(&self) -> super::progress::KeptProgress {
+        locked(&self.progress).kept()
+    }
+
+    /// Goes on from an earlier run's comment.
+    pub fn restore(&self, kept: super::progress::KeptProgress) {
+        locked(&self.progress).restore(kept);
+    }
+
     /// The final plan's collapsed section, if planned.
     pub fn plan_details(&self) -> Option<String> {
         locked(&self.progress).plan_details().map(str::to_owned)

@@ -182,7 +182,7 @@ async fn a_failing_check_gets_a_fix_round_then_goes_green() {
 }
 
 /// A task waiting on its checks holds no slot and no sandbox: with the
-/// default two slots and checks that run 20 s, all four labelled issues
+/// default two slots and checks that run 40 s, all four labelled issues
 /// get their pull request while the first two's checks still run, no
 /// sandbox is up while the four wait, and each ends delivered once, green.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -193,7 +193,7 @@ async fn tasks_waiting_on_their_checks_hold_no_slot_and_no_sandbox() {
     )
     .await;
     world.github.run_ci(Arc::new(|_: &Commit<'_>| {
-        vec![("test".to_owned(), JobEnd::PassAfter(Duration::from_secs(20)))]
+        vec![("test".to_owned(), JobEnd::PassAfter(Duration::from_secs(40)))]
     }));
     let daemon = world.start();
     let issues: Vec<u64> = (0..4)
@@ -214,7 +214,7 @@ async fn tasks_waiting_on_their_checks_hold_no_slot_and_no_sandbox() {
     );
     daemon_rig::wait_until(
         "the four tasks waiting with no sandbox",
-        Duration::from_secs(15),
+        Duration::from_secs(30),
         async || {
             world.github.jobs().len() == 4
                 && world.github.jobs().iter().all(|j| j.completed.is_none())
