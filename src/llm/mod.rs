@@ -4,9 +4,10 @@
 //! token counting ([`tokens`]), choosing a model by size and available keys
 //! with fallback ([`router`]), and usage accounting ([`usage`]).
 //!
-//! One module per wire format: [`responses`] (OpenAI's Responses API),
+//! One client per model API: [`responses`] (OpenAI's Responses API),
 //! [`chat_completions`] (OpenAI-compatible servers), [`anthropic`] (Messages)
-//! and [`gemini`] (generateContent). Every answer is streamed ([`stream`]):
+//! and [`gemini`] (generateContent), each API's request and answer format
+//! apart from its client in [`wire`]. Every answer is streamed ([`stream`]):
 //! `chat` is a fold over the stream's events.
 
 pub mod anthropic;
@@ -25,6 +26,7 @@ pub mod stream;
 mod tokenizer;
 pub mod tokens;
 pub mod usage;
+pub mod wire;
 
 pub use catalogue::{Api, ModelSpec, ReasoningKind};
 pub use stream::{ChatStream, StreamEvent, StreamSink};

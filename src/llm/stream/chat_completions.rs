@@ -8,8 +8,8 @@
 
 use super::sse::{json_of, Assemble};
 use super::StreamEvent;
-use crate::llm::chat_completions::{parse_response, refusal};
 use crate::llm::http::in_stream_error;
+use crate::llm::wire::chat_completions::{parse_response, refusal};
 use crate::llm::{ChatResponse, LlmError};
 use eventsource_stream::Event;
 use serde_json::{json, Map, Value};

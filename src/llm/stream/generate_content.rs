@@ -9,8 +9,8 @@
 
 use super::sse::{json_of, Assemble};
 use super::StreamEvent;
-use crate::llm::gemini::{parse_response, refusal};
 use crate::llm::http::in_stream_error;
+use crate::llm::wire::gemini::{parse_response, refusal};
 use crate::llm::{ChatResponse, LlmError};
 use eventsource_stream::Event;
 use serde_json::{json, Map, Value};

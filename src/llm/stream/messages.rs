@@ -8,8 +8,8 @@
 
 use super::sse::{json_of, text, Assemble};
 use super::StreamEvent;
-use crate::llm::anthropic::{parse_response, refusal};
 use crate::llm::http::in_stream_error;
+use crate::llm::wire::anthropic::{parse_response, refusal};
 use crate::llm::{ChatResponse, LlmError};
 use eventsource_stream::Event;
 use serde_json::{Map, Value};

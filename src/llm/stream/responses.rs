@@ -7,7 +7,7 @@
 use super::sse::{json_of, text, Assemble};
 use super::StreamEvent;
 use crate::llm::http::in_stream_error;
-use crate::llm::responses::{parse_response, refusal};
+use crate::llm::wire::responses::{parse_response, refusal};
 use crate::llm::{ChatResponse, LlmError};
 use eventsource_stream::Event;
 use serde_json::{Map, Value};
