@@ -32,8 +32,9 @@ pub type Readiness =
 /// uses it for the pause and stop labels and for daemon shutdown.
 #[async_trait]
 pub trait StepGate: Send + Sync {
-    /// `None`: go on (after waiting, while paused). `Some(reason)`: stop now.
-    async fn before_step(&self, step: u32) -> Option<String>;
+    /// `None`: go on (after waiting, while paused in place). `Some`: the
+    /// run ends here, stopped or suspended.
+    async fn before_step(&self, step: u32) -> Option<Halt>;
 
     /// What people said to the run since the last step (steering), each
     /// as the user message the model reads before its next answer.
@@ -44,6 +45,16 @@ pub trait StepGate: Send + Sync {
     /// The model answered a request that carried what [`heard`](Self::heard)
     /// gave: it has read it.
     async fn read(&self) {}
+}
+
+/// Why a gate ends the run before a model turn.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Halt {
+    /// Stop for good (the processing label removed, the daemon stopping).
+    Stop(String),
+    /// Suspend: the run goes on later from its last step's checkpoint
+    /// (paused by a label; the task holds nothing meanwhile).
+    Suspend(String),
 }
 
 /// Told of each step as it happens: the transcript of the run.
@@ -132,6 +143,9 @@ pub enum StopReason {
     Model(String),
     /// The step gate stopped the run (label removed, daemon shutting down).
     Halted(String),
+    /// The step gate suspended the run (the paused label): it goes on later
+    /// from its last step's checkpoint.
+    Suspended(String),
     /// The sandbox could not be prepared (see [`Agent::with_ready`]); no tool ran.
     NotReady(String),
     /// The model (or its provider's filter) declined to go on.
@@ -161,6 +175,7 @@ impl std::fmt::Display for StopReason {
             ),
             StopReason::Model(error) => write!(f, "stopped: the model could not be asked: {error}"),
             StopReason::Halted(reason) => write!(f, "stopped: {reason}"),
+            StopReason::Suspended(reason) => write!(f, "suspended: {reason}"),
             StopReason::NotReady(reason) => write!(f, "stopped before any tool ran: the sandbox was not prepared ({reason})"),
             StopReason::Refused(why) => write!(f, "stopped: the model declined to continue ({why})"),
             StopReason::Budget(why) => write!(f, "stopped at the budget: {why}"),

@@ -128,8 +128,10 @@ impl Agent {
         };
         let mut told = false;
         if let Some(gate) = &self.gate {
-            if let Some(reason) = gate.before_step(run.steps + 1).await {
-                return Err(StopReason::Halted(reason));
+            match gate.before_step(run.steps + 1).await {
+                Some(super::Halt::Stop(reason)) => return Err(StopReason::Halted(reason)),
+                Some(super::Halt::Suspend(reason)) => return Err(StopReason::Suspended(reason)),
+                None => {}
             }
             for said in gate.heard().await {
                 if let Some(recorder) = &self.recorder {

@@ -55,10 +55,15 @@ pub(crate) async fn once(config: Config, url: &str) -> anyhow::Result<ExitCode> 
     }
     let shutdown = cancelled_by_a_signal(false);
     let mut end = forgehand::task::run(&env, forge.clone(), item.clone(), shutdown.clone()).await;
-    // `once` follows the checks to their end: the task waits (holding
-    // nothing), then goes on from its journalled wait.
-    while end == TaskEnd::AwaitingChecks && !shutdown.is_cancelled() {
-        forgehand::task::wait_for_checks(&env, forge.as_ref(), &item, &shutdown).await;
+    // `once` follows the task to its end: it waits (holding nothing) for
+    // its checks or its paused label, then goes on from its journal.
+    while matches!(end, TaskEnd::AwaitingChecks | TaskEnd::Paused) && !shutdown.is_cancelled() {
+        match end {
+            TaskEnd::Paused => {
+                forgehand::task::wait_until_unpaused(&env, forge.as_ref(), &item, &shutdown).await
+            }
+            _ => forgehand::task::wait_for_checks(&env, forge.as_ref(), &item, &shutdown).await,
+        }
         end = forgehand::task::run(&env, forge.clone(), item.clone(), shutdown.clone()).await;
     }
     if let TaskEnd::Deferred { reason } = &end {

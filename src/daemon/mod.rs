@@ -14,6 +14,7 @@ mod requeue;
 pub mod scheduler;
 pub mod setup;
 pub mod systemd;
+mod unpaused;
 
 use crate::forge::{Forge, ForgeKind, ItemRef};
 use crate::task::{self, Action, TaskEnv};
@@ -369,6 +370,12 @@ impl Daemon {
         let answered = approvals::answered(&self.forges, &self.env.journal, state.scheduler.active()).await;
         for item in answered {
             state.scheduler.push(item, StartReason::PlanAnswered);
+        }
+        let labels = &self.env.config.labels;
+        for item in
+            unpaused::unpaused(&self.forges, &self.env.journal, state.scheduler.active(), labels).await
+        {
+            state.scheduler.push(item, StartReason::Unpaused);
         }
         // Mentions heard whose task has not begun (one was running, or the
         // daemon stopped in between) are offered again until it does.

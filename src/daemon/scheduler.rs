@@ -28,6 +28,8 @@ pub enum StartReason {
     PlanAnswered,
     /// The checks it waited on ended.
     ChecksEnded,
+    /// Its paused label was removed.
+    Unpaused,
 }
 
 impl StartReason {
@@ -39,6 +41,7 @@ impl StartReason {
             StartReason::Retry => "deferred retry",
             StartReason::PlanAnswered => "plan answered",
             StartReason::ChecksEnded => "checks ended",
+            StartReason::Unpaused => "unpaused",
         }
     }
 

@@ -13,6 +13,7 @@ use std::sync::Mutex;
 mod check_waits;
 mod checkpoints;
 mod heard;
+mod paused;
 mod plan_waits;
 mod records;
 mod repo_facts;
@@ -197,6 +198,7 @@ impl Journal {
                     // (one an older version left) is read back.
                     Journal::forget_records_in(db, key)?;
                     Journal::forget_check_wait(db, key)?;
+                    Journal::forget_pause(db, key)?;
                 }
             }
             db.query_row(
@@ -261,6 +263,7 @@ impl Journal {
             )?;
             Journal::forget_plan_wait(db, key)?;
             Journal::forget_check_wait(db, key)?;
+            Journal::forget_pause(db, key)?;
             Journal::forget_records_in(db, key)?;
             db.execute("DELETE FROM plan_calls WHERE task_key = ?1", params![key])
                 .map(drop)

@@ -18,6 +18,7 @@ pub(super) fn create_tables(db: &Connection) -> rusqlite::Result<()> {
     db.execute_batch(TABLES)?;
     super::Journal::create_plan_waits(db)?;
     super::Journal::create_check_waits(db)?;
+    super::Journal::create_paused(db)?;
     super::Journal::create_phase_records(db)?;
     super::checkpoints::adopt_agent_checkpoints(db)
 }

@@ -53,6 +53,8 @@ pub enum Change {
     PlanAnswer,
     /// The end of the pushed commit's checks (or of the wait for them).
     ChecksEnded,
+    /// The paused label removed (or the processing label).
+    Unpaused,
 }
 
 impl TaskEnd {
@@ -68,6 +70,7 @@ impl TaskEnd {
             TaskEnd::Deferred { .. } => Action::RequeueAfter(Wait::Growing, Why::Outage),
             TaskEnd::AwaitingApproval => Action::WaitFor(Change::PlanAnswer),
             TaskEnd::AwaitingChecks => Action::WaitFor(Change::ChecksEnded),
+            TaskEnd::Paused => Action::WaitFor(Change::Unpaused),
         }
     }
 }
@@ -102,5 +105,6 @@ mod tests {
             TaskEnd::AwaitingChecks.action(),
             Action::WaitFor(Change::ChecksEnded)
         );
+        assert_eq!(TaskEnd::Paused.action(), Action::WaitFor(Change::Unpaused));
     }
 }

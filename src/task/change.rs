@@ -79,6 +79,10 @@ pub(super) struct Session {
     agent: Agent,
     system: String,
     servers: Vec<Arc<SandboxedServer>>,
+    /// Whether the paused label suspends the run (it goes on from its last
+    /// checkpoint later) rather than holding it in place: only while steps
+    /// are checkpointed.
+    suspendable: Arc<std::sync::atomic::AtomicBool>,
     /// Edits the comment as the model updates the plan's checklist.
     _checklist_updates: Option<AbortOnDropHandle<()>>,
 }
@@ -143,6 +147,9 @@ pub(super) async fn change(
         let keeper =
             checkpoint::Keeper::new(store.clone(), &prepared, limits, (resumed.as_ref(), asked)).await?;
         session.agent.set_checkpointer(Some(Arc::new(keeper)));
+        session
+            .suspendable
+            .store(true, std::sync::atomic::Ordering::SeqCst);
     }
     let opening = match resumed {
         Some(resumed) => Opening::Resumed(resumed.start),
@@ -165,6 +172,9 @@ pub(super) async fn change(
     // The rounds after this phase (tests, a rebase, CI fixes) are not
     // resumed: a restart before the push starts again from the change.
     session.agent.set_checkpointer(None);
+    session
+        .suspendable
+        .store(false, std::sync::atomic::Ordering::SeqCst);
     Ok(Changed {
         prepared,
         session,
@@ -227,8 +237,10 @@ async fn open_session(
         }
         None => (None, None),
     };
+    let suspendable = Arc::new(std::sync::atomic::AtomicBool::new(false));
     let session = Session {
-        agent: agent(run, needs, tools).with_ready(readiness(&prepared.sandbox)),
+        agent: agent(run, needs, tools, suspendable.clone()).with_ready(readiness(&prepared.sandbox)),
+        suspendable,
         system,
         servers,
         _checklist_updates: checklist_updates,
@@ -357,8 +369,14 @@ async fn sandbox_filled(
 }
 
 /// The agent over `tools`, under the label gate.
-fn agent(run: &TaskRun<'_>, needs: &Needs<'_>, tools: ToolRegistry) -> Agent {
+fn agent(
+    run: &TaskRun<'_>,
+    needs: &Needs<'_>,
+    tools: ToolRegistry,
+    suspendable: Arc<std::sync::atomic::AtomicBool>,
+) -> Agent {
     let gate = Arc::new(LabelGate {
+        suspendable,
         forge: run.forge.clone(),
         item: run.item.clone(),
         labels: needs.labels.clone(),

@@ -33,6 +33,9 @@ pub enum TaskEnd {
     /// run; the daemon's watcher starts it again when they end (to fix a
     /// failure in a new sandbox, or to say how they ended).
     AwaitingChecks,
+    /// The paused label is on: no sandbox, no run; the daemon starts it
+    /// again from its last step when the label is removed.
+    Paused,
 }
 
 impl TaskEnd {
@@ -48,6 +51,7 @@ impl TaskEnd {
             TaskEnd::Deferred { .. } => "deferred",
             TaskEnd::AwaitingApproval => "awaiting_approval",
             TaskEnd::AwaitingChecks => "awaiting_checks",
+            TaskEnd::Paused => "paused",
         }
     }
 
@@ -62,7 +66,8 @@ impl TaskEnd {
             | TaskEnd::Stopped
             | TaskEnd::Interrupted
             | TaskEnd::AwaitingApproval
-            | TaskEnd::AwaitingChecks => String::new(),
+            | TaskEnd::AwaitingChecks
+            | TaskEnd::Paused => String::new(),
         }
     }
 }

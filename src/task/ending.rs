@@ -21,6 +21,7 @@ pub(super) async fn settle(run: &mut TaskRun<'_>, env: &TaskEnv, err: &TaskError
     match err {
         TaskError::Shutdown => interrupted(run).await,
         TaskError::Stopped(reason) => stopped(run, labels, reason).await,
+        TaskError::Paused => paused(run).await,
         TaskError::Forge(ForgeError::Fenced { message, .. }) => {
             tracing::warn!(task = %run.item, "{message}; stopping, the replica holding the task goes on");
             TaskEnd::Interrupted
@@ -119,6 +120,17 @@ async fn deferred(run: &mut TaskRun<'_>, err: &TaskError) -> TaskEnd {
 }
 
 /// The daemon is stopping: the task resumes at the next start.
+/// Suspended by the paused label at a step's checkpoint: the daemon starts
+/// it again when the label goes.
+async fn paused(run: &mut TaskRun<'_>) -> TaskEnd {
+    tracing::info!(task = %run.item, "paused; the sandbox goes, and the run goes on from its last step when the label is removed");
+    if let Err(e) = run.journal.pause(&run.key) {
+        tracing::error!(task = %run.item, "cannot journal the pause: {e}");
+    }
+    run.report().await;
+    TaskEnd::Paused
+}
+
 async fn interrupted(run: &mut TaskRun<'_>) -> TaskEnd {
     tracing::info!(task = %run.item, "interrupted by shutdown; it resumes at the next start");
     run.note("Paused: forgehand is restarting; the task resumes when it is back");

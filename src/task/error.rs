@@ -25,6 +25,10 @@ pub(super) enum TaskError {
     Shutdown,
     #[error("stopped: {0}")]
     Stopped(String),
+    /// Not a failure: the paused label is on; the run goes on from its
+    /// last step when it is removed.
+    #[error("paused by its label")]
+    Paused,
     /// Nothing of the request may be shown to a model.
     #[error("nothing of the request can be shown to the model ({0})")]
     NothingHeard(String),

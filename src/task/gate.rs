@@ -1,11 +1,14 @@
-//! The label gate the agent passes before every model turn: it pauses the
-//! run while the paused label is on (saying so on the progress comment),
-//! and stops it when the processing label is removed or the daemon shuts
-//! down. Between steps it hands the agent the mentions heard meanwhile
+//! The label gate the agent passes before every model turn: while the
+//! paused label is on it suspends the run (the task ends paused, holding
+//! no slot and no sandbox, and goes on from its last step's checkpoint
+//! when the label is removed; where steps are not checkpointed it holds
+//! the run in place), saying so on the progress comment, and it stops the
+//! run when the processing label is removed or the daemon shuts down.
+//! Between steps it hands the agent the mentions heard meanwhile
 //! (steer.rs).
 
 use super::events::{EventSink, Flush, TaskEvent};
-use crate::agent::StepGate;
+use crate::agent::{Halt, StepGate};
 use crate::config::LabelsConfig;
 use crate::forge::{Forge, ItemRef};
 use async_trait::async_trait;
@@ -16,6 +19,9 @@ use tokio_util::sync::CancellationToken;
 /// Pauses the agent while the paused label is on, stops it when the
 /// processing label is removed or the daemon shuts down.
 pub(super) struct LabelGate {
+    /// Whether a pause suspends the run rather than holding it (set while
+    /// its steps are checkpointed).
+    pub suspendable: Arc<std::sync::atomic::AtomicBool>,
     pub forge: Arc<dyn Forge>,
     pub item: ItemRef,
     pub labels: LabelsConfig,
@@ -53,16 +59,19 @@ impl StepGate for LabelGate {
         }
     }
 
-    async fn before_step(&self, _step: u32) -> Option<String> {
+    async fn before_step(&self, _step: u32) -> Option<Halt> {
         let mut paused_logged = false;
         loop {
             if self.shutdown.is_cancelled() {
-                return Some("forgehand is shutting down".into());
+                return Some(Halt::Stop("forgehand is shutting down".into()));
             }
             match self.forge.item(&self.item).await {
                 Ok(item) => {
                     if !item.has_label(&self.labels.processing) {
-                        return Some(format!("the label \"{}\" was removed", self.labels.processing));
+                        return Some(Halt::Stop(format!(
+                            "the label \"{}\" was removed",
+                            self.labels.processing
+                        )));
                     }
                     if !item.has_label(&self.labels.paused) {
                         if paused_logged {
@@ -71,6 +80,18 @@ impl StepGate for LabelGate {
                                 .await;
                         }
                         return None;
+                    }
+                    if self.suspendable.load(std::sync::atomic::Ordering::SeqCst) {
+                        tracing::info!(task = %self.item, "paused by the \"{}\" label; the run goes on from its last step when it is removed", self.labels.paused);
+                        self.announce(format!(
+                            "Paused before the next model turn; remove the \"{}\" label to continue (meanwhile the task holds no sandbox; it goes on from its last step)",
+                            self.labels.paused
+                        ))
+                        .await;
+                        return Some(Halt::Suspend(format!(
+                            "the label \"{}\" is on",
+                            self.labels.paused
+                        )));
                     }
                     if !paused_logged {
                         tracing::info!(task = %self.item, "paused by the \"{}\" label", self.labels.paused);

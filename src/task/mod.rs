@@ -123,6 +123,10 @@ pub async fn run(
             };
         }
     };
+    // Whatever started the run, it is no longer suspended by its label.
+    if let Err(e) = env.journal.unpause(&key) {
+        tracing::warn!(task = %item, "cannot journal that the task runs again: {e}");
+    }
     // The mentions that asked for this task are answered by it.
     if let Err(e) = env.journal.mentions_answered(&key) {
         tracing::warn!(task = %item, "cannot journal the mentions answered: {e}");
@@ -197,13 +201,39 @@ pub async fn wait_for_checks(env: &TaskEnv, forge: &dyn Forge, item: &ItemRef, s
     }
 }
 
+/// `forgehand once`'s wait while the task is paused: its labels read every
+/// `scheduling.poll_interval` until the paused label (or the processing
+/// label) is gone, or `shutdown`.
+pub async fn wait_until_unpaused(
+    env: &TaskEnv,
+    forge: &dyn Forge,
+    item: &ItemRef,
+    shutdown: &CancellationToken,
+) {
+    let labels = &env.config.labels;
+    loop {
+        match forge.item(item).await {
+            Ok(found) if !found.has_label(&labels.paused) || !found.has_label(&labels.processing) => return,
+            Ok(_) => {}
+            Err(e) => tracing::warn!(task = %item, "cannot read the labels now: {e}"),
+        }
+        tokio::select! {
+            _ = shutdown.cancelled() => return,
+            _ = tokio::time::sleep(env.config.scheduling.poll_interval) => {}
+        }
+    }
+}
+
 /// What a run leaves behind, removed: its sandbox always; its work folder
-/// unless the task resumes later (interrupted or deferred). A task waiting
+/// unless the task resumes later (interrupted, deferred or paused). A task waiting
 /// on its checks keeps only its journal: its phase records and its wait.
 async fn tidy(run: &mut TaskRun<'_>, env: &TaskEnv, end: &TaskEnd) {
     run.remove_sandbox().await;
     run.checkout_settled().await;
-    if !matches!(end, TaskEnd::Interrupted | TaskEnd::Deferred { .. }) {
+    if !matches!(
+        end,
+        TaskEnd::Interrupted | TaskEnd::Deferred { .. } | TaskEnd::Paused
+    ) {
         checkpoint::Store::for_task(&env.config, &run.item, run.records.clone()).forget();
         match end {
             TaskEnd::AwaitingChecks => run.keep_progress(),

@@ -333,6 +333,8 @@ impl<'a> TaskRun<'a> {
         match &outcome.stop {
             StopReason::Halted(_) if self.shutdown.is_cancelled() => Err(TaskError::Shutdown),
             StopReason::Halted(reason) => Err(TaskError::Stopped(reason.clone())),
+            StopReason::Suspended(_) if self.shutdown.is_cancelled() => Err(TaskError::Shutdown),
+            StopReason::Suspended(_) => Err(TaskError::Paused),
             _ => Ok(()),
         }
     }

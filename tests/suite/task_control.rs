@@ -1,5 +1,6 @@
 //! Maintainers steer a running task with labels: `coding agent paused` holds
-//! it before its next model turn, and removing `coding agent processing`
+//! it before its next model turn (the task holds no sandbox meanwhile and
+//! goes on from its last step), and removing `coding agent processing`
 //! stops it without pushing anything.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
@@ -54,8 +55,21 @@ async fn the_paused_label_holds_the_task_until_it_is_removed() {
         &log,
     )
     .await;
-    // Held: no further model turn while the label is on.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Held: no further model turn while the label is on, and no sandbox.
+    wait_until(
+        "the paused task's sandbox to go",
+        Duration::from_secs(30),
+        async || containers_of(&world.instance).is_empty(),
+        &log,
+    )
+    .await;
+    wait_until(
+        "the task to end paused",
+        Duration::from_secs(30),
+        async || daemon.log_text().contains("task ended: Paused"),
+        &log,
+    )
+    .await;
     assert_eq!(world.model.requests().await.len(), 1);
     // The issue says so.
     let progress = gh

@@ -1,0 +1,50 @@
+//! Tasks suspended by the paused label: at each poll, each one's labels
+//! are read, and one whose paused label is gone is started again (from its
+//! last step's checkpoint): the watcher of
+//! [`Change::Unpaused`](crate::task::Change::Unpaused). One whose
+//! processing label was removed is started too: its run says it stopped.
+//! A suspended task holds no slot and no sandbox; this costs one forge
+//! read per suspended task and poll.
+
+use crate::config::LabelsConfig;
+use crate::forge::{Forge, ForgeKind, ItemRef};
+use crate::journal::Journal;
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+/// The suspended tasks whose paused label is gone.
+pub(super) async fn unpaused(
+    forges: &BTreeMap<ForgeKind, Arc<dyn Forge>>,
+    journal: &Journal,
+    active: &HashSet<String>,
+    labels: &LabelsConfig,
+) -> Vec<ItemRef> {
+    let keys = match journal.paused_tasks() {
+        Ok(keys) => keys,
+        Err(e) => {
+            tracing::error!("cannot read the paused tasks: {e}");
+            return Vec::new();
+        }
+    };
+    let mut ready = Vec::new();
+    for key in keys {
+        if active.contains(&key) {
+            continue;
+        }
+        let Some(item) = ItemRef::parse_key(&key) else {
+            continue;
+        };
+        let Some(forge) = forges.get(&item.forge) else {
+            continue;
+        };
+        match forge.item(&item).await {
+            Ok(found) if !found.has_label(&labels.paused) || !found.has_label(&labels.processing) => {
+                tracing::info!(task = %item, "the paused label is gone; going on from the last step");
+                ready.push(item);
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(task = %item, "cannot read the paused task's labels now: {e}"),
+        }
+    }
+    ready
+}
