@@ -238,6 +238,52 @@ async fn tasks_waiting_on_their_checks_hold_no_slot_and_no_sandbox() {
     assert!(daemon.log_text().contains("waiting on the checks"));
 }
 
+/// A daemon killed while its task waits on checks, started again: the
+/// wait is in the journal, the task goes on from it and ends delivered
+/// once, green, with no second pull request or push.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_kill_while_waiting_on_checks_loses_nothing_and_doubles_nothing() {
+    let world = world(
+        edit("Hello", "Hello, world", "Greet the world", "Greeted the world."),
+        "60s",
+    )
+    .await;
+    world.github.run_ci(Arc::new(|_: &Commit<'_>| {
+        vec![("test".to_owned(), JobEnd::PassAfter(Duration::from_secs(8)))]
+    }));
+    let mut daemon = world.start();
+    let issue = world.labelled_issue("Greet the world");
+    let log = world.log_path();
+    daemon_rig::wait_until(
+        "the task waiting on its checks",
+        Duration::from_secs(120),
+        async || daemon.log_text().contains("waiting on the checks"),
+        &log,
+    )
+    .await;
+    daemon.kill9();
+    let pushed = forgehand_test_support::git_http::head_of(&world.bare, "forgehand/issue-1");
+    let daemon = world.start();
+    world.wait_for_end(issue).await;
+    world.assert_delivered_once(issue);
+    let comment = world.progress_comment(issue);
+    assert!(
+        comment.contains("Green: 1 passed."),
+        "{comment}\n{}",
+        daemon.log_text()
+    );
+    assert_eq!(
+        forgehand_test_support::git_http::head_of(&world.bare, "forgehand/issue-1"),
+        pushed,
+        "nothing pushed again"
+    );
+    assert_eq!(
+        world.model.requests().await.len(),
+        3,
+        "no model call after the kill"
+    );
+}
+
 #[tokio::test]
 async fn a_check_that_passes_on_re_run_is_flaky_not_fixed() {
     let world = world(
