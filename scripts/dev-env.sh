@@ -102,6 +102,11 @@ ensure_test_tools() {
   command -v promtool >/dev/null 2>&1 || apt_install prometheus
   # git-lfs checks what the LFS tests pushed (`git lfs fsck --pointers`).
   command -v git-lfs >/dev/null 2>&1 || apt_install git-lfs
+  # ssh-keygen makes the signing tests' keys, openssl the GitHub App's
+  # key, objcopy strips the binaries of forgehand's own image.
+  command -v ssh-keygen >/dev/null 2>&1 || apt_install openssh-client
+  command -v openssl >/dev/null 2>&1 || apt_install openssl
+  command -v objcopy >/dev/null 2>&1 || apt_install binutils
   [ -x /bin/busybox ] && file -L /bin/busybox 2>/dev/null | grep -q 'statically linked' && return 0
   apt_install busybox-static file
 }
@@ -180,6 +185,17 @@ ensure_mdbook() {
   cargo install --quiet --locked "mdbook@$MDBOOK_VERSION" --root "$root" || die "cargo install mdbook failed"
 }
 
+# Every program the tests, benches and scripts call, there after the
+# installs above: one missing fails the run here, by name, not a test later.
+check_tools() {
+  local tool missing=()
+  for tool in git docker dockerd ssh-keygen openssl objcopy python3 node npm kubectl chromium \
+    systemd-analyze promtool git-lfs tar; do
+    command -v "$tool" >/dev/null 2>&1 || missing+=("$tool")
+  done
+  [ ${#missing[@]} -eq 0 ] || die "the tests need these programs, still missing after the installs: ${missing[*]}"
+}
+
 ensure_docker
 ensure_base_image
 ensure_test_tools
@@ -187,3 +203,4 @@ ensure_deploy_tools
 ensure_registries
 ensure_github_openapi
 ensure_mdbook
+check_tools

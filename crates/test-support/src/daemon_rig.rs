@@ -259,8 +259,12 @@ pub fn containers_of(instance: &str) -> Vec<String> {
         .collect()
 }
 
-/// Fails if any of `secrets` is in the container's environment or in any
-/// file of its filesystem.
+/// Fails if any of `secrets` is in the container's configuration, in any
+/// file of its filesystem, or in the environment or arguments of any of
+/// its processes (`/proc/*/environ`, `/proc/*/cmdline`); each also as git's
+/// Basic credential in base64 (`x-access-token:` and `oauth2:`) and
+/// percent-encoded. The needles reach grep on its standard input, never in
+/// a process's arguments.
 pub fn assert_container_clean(id: &str, secrets: &[&str]) {
     let inspect = Command::new("docker").args(["inspect", id]).output().unwrap();
     let inspect = String::from_utf8_lossy(&inspect.stdout);
@@ -268,39 +272,89 @@ pub fn assert_container_clean(id: &str, secrets: &[&str]) {
         inspect.contains("\"Env\""),
         "docker inspect gave no config: {inspect}"
     );
-    for secret in secrets {
+    let needles: Vec<String> = secrets.iter().flat_map(|s| needles_of(s)).collect();
+    for needle in &needles {
         assert!(
-            !inspect.contains(secret),
+            !inspect.contains(needle.as_str()),
             "a secret is in the container's configuration"
         );
-        let scan = Command::new("docker")
-            .args([
-                "exec",
-                "-u",
-                "0",
-                id,
-                "grep",
-                "-rlF",
-                "--exclude-dir=proc",
-                "--exclude-dir=sys",
-                "--exclude-dir=dev",
-                secret,
-                "/",
-            ])
-            .output()
-            .unwrap();
-        let found = String::from_utf8_lossy(&scan.stdout);
-        assert!(
-            found.trim().is_empty(),
-            "a secret is in these container files: {found}"
-        );
-        // Exit 1: nothing found. Exit 2 is accepted only for the image's own
-        // apt cache, which even root cannot read without capabilities.
-        let errors = String::from_utf8_lossy(&scan.stderr);
-        let only_apt_cache = errors.lines().all(|l| l.contains("/var/cache/apt/"));
-        assert!(
-            scan.status.code() == Some(1) || (scan.status.code() == Some(2) && only_apt_cache),
-            "the scan did not complete: {scan:?}"
-        );
     }
+    let patterns = needles.join("\n") + "\n";
+    let files = [
+        "-rlF",
+        "--exclude-dir=proc",
+        "--exclude-dir=sys",
+        "--exclude-dir=dev",
+        "-f",
+        "-",
+        "/",
+    ];
+    let (found, code, errors) = grep_in(id, &files, &patterns);
+    assert!(
+        found.trim().is_empty(),
+        "a secret is in these container files: {found}"
+    );
+    // Exit 1: nothing found. Exit 2 is accepted only for the image's own
+    // apt cache, which even root cannot read without capabilities.
+    let only_apt_cache = errors.lines().all(|l| l.contains("/var/cache/apt/"));
+    assert!(
+        code == Some(1) || (code == Some(2) && only_apt_cache),
+        "the scan did not complete: {code:?} {errors}"
+    );
+    let processes = [
+        "-rlF",
+        "--include=environ",
+        "--include=cmdline",
+        "-f",
+        "-",
+        "/proc",
+    ];
+    let (found, code, _) = grep_in(id, &processes, &patterns);
+    // grep's own process reads its patterns from stdin: its arguments and
+    // environment hold none of them. Processes that end while read give 2.
+    assert!(found.trim().is_empty(), "a secret is in these processes: {found}");
+    assert!(
+        matches!(code, Some(1) | Some(2)),
+        "the /proc scan did not run: {code:?}"
+    );
+}
+
+/// `secret` as it may be written down: itself, git's Basic credential in
+/// base64, percent-encoded.
+fn needles_of(secret: &str) -> Vec<String> {
+    use base64::Engine;
+    let b64 = |user: &str| base64::engine::general_purpose::STANDARD.encode(format!("{user}:{secret}"));
+    let encoded =
+        percent_encoding::utf8_percent_encode(secret, percent_encoding::NON_ALPHANUMERIC).to_string();
+    let mut needles = vec![secret.to_owned(), b64("x-access-token"), b64("oauth2")];
+    if encoded != secret {
+        needles.push(encoded);
+    }
+    needles
+}
+
+/// `grep ARGS` as root in the container, its patterns on stdin: (stdout,
+/// exit code, stderr).
+fn grep_in(id: &str, args: &[&str], patterns: &str) -> (String, Option<i32>, String) {
+    use std::io::Write;
+    let mut child = Command::new("docker")
+        .args(["exec", "-i", "-u", "0", id, "grep"])
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(patterns.as_bytes())
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
 }
