@@ -20,6 +20,25 @@ fn eyes(on: &str) -> Reaction {
     }
 }
 
+/// Waits until the daemon has polled the repository's labelled issues
+/// twice since the fake GitHub's request number `from`: whatever was on the
+/// forge by then, the daemon has been able to see.
+async fn two_polls_since(world: &World, from: usize) {
+    daemon_rig::wait_until(
+        "two polls of the repository",
+        Duration::from_secs(60),
+        async || {
+            world.github.requests()[from..]
+                .iter()
+                .filter(|r| r.starts_with("GET /repos/acme/app/issues?state=open&labels="))
+                .count()
+                >= 2
+        },
+        &world.log_path(),
+    )
+    .await;
+}
+
 /// The id of the newest comment on `number` by `author`.
 fn newest_comment(world: &World, number: u64, author: &str) -> u64 {
     world
@@ -104,7 +123,7 @@ async fn an_outsiders_mention_gets_no_reaction_and_no_model_call() {
         &world.log_path(),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    two_polls_since(&world, world.github.requests().len()).await;
     assert!(
         world.github.reactions().is_empty(),
         "{:?}",
@@ -128,10 +147,11 @@ async fn a_mention_is_heard_once_even_when_edited_and_a_label_gets_its_eyes() {
     world.wait_for_done(issue, Duration::from_secs(180)).await;
     let asked = world.model.requests().await.len();
     let mention = newest_comment(&world, issue, "maya");
+    let from = world.github.requests().len();
     world
         .github
         .edit_comment(REPO, mention, &format!("@{BOT} is anything to do here? (edited)"));
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    two_polls_since(&world, from).await;
     assert_eq!(world.model.requests().await.len(), asked, "{}", daemon.log_text());
     assert_eq!(world.bot_comment_count(issue), 1);
 
@@ -156,10 +176,11 @@ async fn with_mentions_off_a_mention_starts_nothing() {
     let issue = world
         .github
         .open_issue(REPO, "maya", "Greet the world", "The greeting should say hello.");
+    let from = world.github.requests().len();
     world
         .github
         .comment(REPO, issue, "maya", &format!("@{BOT} please do it"));
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    two_polls_since(&world, from).await;
     assert!(
         world.model.all_requests().await.is_empty(),
         "{}",
@@ -210,11 +231,15 @@ async fn a_writers_mention_mid_run_reaches_the_running_agent_and_an_outsiders_ne
         first_told.contains("A message from @maya on the issue"),
         "{first_told}"
     );
+    // Not the agent, nor the classifier or a planner.
     assert!(
-        requests
+        world
+            .model
+            .all_requests()
+            .await
             .iter()
             .all(|r| !r.to_string().contains("push it to main")),
-        "an outsider's comment never reaches the model"
+        "an outsider's comment never reaches a model"
     );
     let reactions = world.github.reactions();
     assert!(
@@ -227,7 +252,7 @@ async fn a_writers_mention_mid_run_reaches_the_running_agent_and_an_outsiders_ne
     );
     // It was answered by the run that read it: no other run starts for it.
     let asked = world.model.received();
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    two_polls_since(&world, world.github.requests().len()).await;
     assert_eq!(
         world.model.received(),
         asked,

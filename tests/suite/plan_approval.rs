@@ -89,9 +89,24 @@ async fn a_plan_waits_with_nothing_running_until_a_writer_approves_it() {
     assert!(world.model.requests().await.is_empty(), "no agent turn");
     // Outsiders answer nothing: otto's 👍 and `go` (a mention) are ignored.
     let comment = progress_id(&world, issue);
+    let from = gh.requests().len();
     gh.react(comment, "otto", "+1");
     gh.comment(REPO, issue, "otto", &format!("@{BOT} go"));
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Proof the daemon looked at both since: the plan's reactions read twice.
+    let reactions = format!("GET /repos/acme/app/issues/comments/{comment}/reactions?");
+    daemon_rig::wait_until(
+        "two looks at the plan's reactions",
+        Duration::from_secs(60),
+        async || {
+            gh.requests()[from..]
+                .iter()
+                .filter(|r| r.starts_with(&reactions))
+                .count()
+                >= 2
+        },
+        &world.log_path(),
+    )
+    .await;
     assert!(
         containers_of(&world.instance).is_empty(),
         "no sandbox while waiting"
