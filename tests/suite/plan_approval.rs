@@ -244,9 +244,24 @@ async fn on_gitlab_a_writers_thumbsup_approves_and_an_outsiders_does_not() {
     )
     .await;
     let note = progress().unwrap().id;
-    // A Guest's thumbsup answers nothing.
+    // A Guest's thumbsup answers nothing (once the daemon read the note's
+    // awards twice since).
+    let from = gl.requests().len();
     gl.award(note, "otto", "thumbsup");
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    let awards = format!("/notes/{note}/award_emoji");
+    daemon_rig::wait_until(
+        "two looks at the plan's awards",
+        Duration::from_secs(60),
+        async || {
+            gl.requests()[from..]
+                .iter()
+                .filter(|r| r.starts_with("GET ") && r.contains(&awards))
+                .count()
+                >= 2
+        },
+        &world.log,
+    )
+    .await;
     assert!(world.model.requests().await.is_empty(), "no agent turn");
     assert!(progress().unwrap().body.contains(WAITING));
     // A Developer's does: the change is made and delivered.
