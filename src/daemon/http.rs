@@ -411,9 +411,14 @@ async fn status_page(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
         .into_iter()
         .map(|record| TaskRow::of(journal, &record.key.clone(), record))
         .collect();
+    let waiting = journal.waiting().unwrap_or_else(|e| {
+        tracing::warn!("cannot read the waiting tasks for the status page: {e}");
+        Vec::new()
+    });
     let page = render_status(
         &state.instance,
         &live,
+        &waiting,
         &ended,
         &state.metrics.rate_limits(),
         &spend,
@@ -476,11 +481,13 @@ fn ago(seconds: u64) -> String {
     }
 }
 
-/// The status page: tasks in flight, the last tasks that ended, and the
-/// forges' rate-limit headroom. Plain HTML and a little CSS.
+/// The status page: tasks in flight, tasks waiting (holding nothing), the
+/// last tasks that ended, and the forges' rate-limit headroom. Plain HTML
+/// and a little CSS.
 pub fn render_status(
     instance: &str,
     live: &[TaskRow<crate::task::board::LiveTask>],
+    waiting: &[crate::journal::Waiting],
     ended: &[TaskRow<crate::journal::TaskRecord>],
     rate_limits: &[(String, i64)],
     spend: &[SpendRow],
@@ -536,6 +543,7 @@ a {{ color: #0969da; }}
         }
         html.push_str("</table>\n");
     }
+    render_waiting(&mut html, waiting, now);
     render_ended(&mut html, ended, now);
     html.push_str("<h2>Forge rate limits</h2>\n");
     if rate_limits.is_empty() {
@@ -554,6 +562,33 @@ a {{ color: #0969da; }}
     render_spend(&mut html, spend);
     html.push_str("</body></html>\n");
     html
+}
+
+/// The tasks waiting on something outside, holding no slot and no sandbox.
+fn render_waiting(html: &mut String, waiting: &[crate::journal::Waiting], now: SystemTime) {
+    let _ = writeln!(html, "<h2>Waiting ({})</h2>", waiting.len());
+    if waiting.is_empty() {
+        html.push_str("<p class=\"empty\">No task is waiting.</p>\n");
+        return;
+    }
+    let now_secs = now
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0);
+    html.push_str("<table><tr><th>Task</th><th>Waiting on</th><th>Since</th></tr>\n");
+    for w in waiting {
+        let name = crate::forge::ItemRef::parse_key(&w.key)
+            .map(|i| i.to_string())
+            .unwrap_or_else(|| w.key.clone());
+        let _ = writeln!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td class=\"when\">{} ago</td></tr>",
+            escape(&name),
+            escape(&w.on),
+            ago((now_secs - w.since).max(0) as u64)
+        );
+    }
+    html.push_str("</table>\n");
 }
 
 /// The tasks that ended last, newest first.

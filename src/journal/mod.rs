@@ -20,6 +20,7 @@ mod repo_facts;
 mod schema;
 mod spend;
 mod transcripts;
+mod waiting;
 
 pub use check_waits::{CheckWait, ChecksSeen};
 pub use checkpoints::AgentCheckpoint;
@@ -31,6 +32,7 @@ pub use records::PhaseRecord;
 pub use repo_facts::RepoFact;
 pub use spend::Whose;
 pub use transcripts::RunRecord;
+pub use waiting::Waiting;
 
 /// How far a task got. Ordered: a later phase implies the earlier ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

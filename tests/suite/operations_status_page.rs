@@ -7,7 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use forgehand::daemon::http::{render_status, SpendRow, TaskRow};
-use forgehand::journal::{Phase, TaskRecord};
+use forgehand::journal::{Phase, TaskRecord, Waiting};
 use forgehand::task::board::LiveTask;
 use std::time::{Duration, SystemTime};
 
@@ -84,9 +84,16 @@ fn the_status_page_renders_in_headless_chromium() {
         .zip([Some(52), Some(50), None])
         .map(|(task, run)| TaskRow { task, run })
         .collect();
+    let now_secs = now.duration_since(SystemTime::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let waiting = [Waiting {
+        key: "github:acme/app:issue:44".into(),
+        on: "the checks of 0123abcd: 1 running (test)".into(),
+        since: now_secs - 600,
+    }];
     let html = render_status(
         "forgehand-prod",
         &live,
+        &waiting,
         &done,
         &[("github".into(), 4_873), ("gitlab".into(), 1_996)],
         &[
@@ -107,6 +114,11 @@ fn the_status_page_renders_in_headless_chromium() {
     );
     forgehand_test_support::browser::screenshot(&html, "status-page", 1280, 900);
     assert!(html.contains("<h2>In flight (2)</h2>") && html.contains("12 min"));
+    assert!(
+        html.contains("<h2>Waiting (1)</h2>")
+            && html.contains("<tr><td>acme/app#44</td><td>the checks of 0123abcd: 1 running (test)</td><td class=\"when\">10 min ago</td></tr>"),
+        "{html}"
+    );
     for run in [57, 58, 52, 50] {
         assert!(
             html.contains(&format!("<a href=\"/tasks/{run}\">run {run}</a>")),
