@@ -68,11 +68,14 @@ impl Scheduler {
     /// Queues `item`; a new trigger for a task already running or waiting
     /// is dropped (the running task reads the thread anew).
     pub fn push(&mut self, item: ItemRef, reason: StartReason) {
-        if reason == StartReason::New {
-            let key = item.key();
-            if self.active.contains(&key) || self.waiting.iter().any(|(q, _)| q.key() == key) {
-                return;
-            }
+        let key = item.key();
+        // Queued once, whatever asks again (a watcher looks at every poll
+        // until the run starts).
+        if self.waiting.iter().any(|(q, _)| q.key() == key) {
+            return;
+        }
+        if reason == StartReason::New && self.active.contains(&key) {
+            return;
         }
         self.waiting.push_back((item, reason));
     }
@@ -199,6 +202,17 @@ mod tests {
         assert_eq!(s.queued(), 1, "running already");
         s.not_started(&item(1));
         assert_eq!(s.next(1, false), Some((item(2), StartReason::Resume)));
+    }
+
+    #[test]
+    fn a_task_a_watcher_offers_at_every_poll_is_queued_once() {
+        let mut s = Scheduler::default();
+        s.push(item(4), StartReason::Unpaused);
+        s.push(item(4), StartReason::Unpaused);
+        s.push(item(4), StartReason::ChecksEnded);
+        assert_eq!(s.queued(), 1);
+        assert_eq!(s.next(1, false), Some((item(4), StartReason::Unpaused)));
+        assert_eq!(s.next(1, false), None);
     }
 
     #[test]

@@ -28,6 +28,11 @@ pub(super) async fn fix(
 ) -> Result<Option<CiReport>, TaskError> {
     let reading = recorded(env, accounts, "reading the thread");
     let mut prepared = prepare::prepare(run, &prepare_needs(&reading, &run.item), claimed).await?;
+    // The repository's own money caps hold for the round as for the change.
+    let caps = prepared.repo.settings.budget;
+    accounts
+        .spend
+        .lower_to(caps.task_usd, caps.daily_usd, caps.monthly_usd);
     if let Some(egress) = prepared.sandbox.sandbox.egress() {
         run.emit(super::events::TaskEvent::Egress(egress));
     }
