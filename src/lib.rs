@@ -17,6 +17,7 @@ pub mod html;
 pub mod ideas;
 pub mod images;
 pub mod journal;
+pub mod kill_point;
 pub mod llm;
 pub mod logging;
 pub mod mcp;

@@ -94,6 +94,7 @@ impl Agent {
                 return run.finish(None, stop);
             }
             let stop = self.run_tools(&mut run, &response.tool_calls).await;
+            crate::kill_point::reached(crate::kill_point::TOOLS_RAN);
             if let Some(checkpointer) = &self.checkpointer {
                 checkpointer
                     .step_done(&StepPoint {

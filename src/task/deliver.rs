@@ -59,6 +59,7 @@ pub(super) async fn open_change(
             .await?
         }
     };
+    crate::kill_point::reached(crate::kill_point::CHANGE_OPENED);
     run.journal.set_change(&run.key, &change.web_url)?;
     run.journal.set_phase(&run.key, Phase::Delivered)?;
     Ok(change)

@@ -161,6 +161,7 @@ pub(super) async fn push(
     }
     let head = prepared.workspace.with(|ws| ws.pushed_head()).await?;
     let pushed = (claimed.target.branch.as_str(), head.map(|c| c.to_string()));
+    crate::kill_point::reached(crate::kill_point::PUSHED);
     record_pushed(run, needs, pushed, &summary)?;
     Ok(Pushed::Branch {
         summary,

@@ -29,6 +29,7 @@ mod ideas;
 mod ideas_mcp;
 mod images;
 mod intake;
+mod kill_points;
 mod lfs;
 mod llm_gateway;
 mod llm_retry;

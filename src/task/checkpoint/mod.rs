@@ -185,6 +185,7 @@ impl Keeper {
                             return Err(crate::task::records::RecordError::Fenced.into());
                         }
                         self.take_out(slot, commit).await?;
+                        crate::kill_point::reached(crate::kill_point::CHECKPOINT_TAKEN_OUT);
                         Kept {
                             writer,
                             slot,
