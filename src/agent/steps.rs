@@ -46,6 +46,19 @@ pub trait Checkpointer: Send + Sync {
     async fn step_done(&self, point: &StepPoint<'_>);
 }
 
+impl Run {
+    /// Ends the run before `calls`, the last answer's, ran: each is
+    /// answered as not run, saying why. A later round goes on from this
+    /// conversation (a rebase, a fix for the CI), and every provider
+    /// refuses a call left without its result before the next turn.
+    fn finish_unrun(mut self, calls: &[ToolCall], stop: StopReason) -> AgentOutcome {
+        let why = format!("Not run: the run {stop}.");
+        let results = calls.iter().map(|call| error_result(call, why.clone())).collect();
+        self.messages.push(Message::ToolResults(results));
+        self.finish(None, stop)
+    }
+}
+
 /// What came of one model turn.
 enum Answer {
     Usable(ChatResponse),
@@ -88,10 +101,10 @@ impl Agent {
             let used = run.usage.total().input_tokens + run.usage.total().output_tokens;
             if used > self.limits.token_budget {
                 let limit = self.limits.token_budget;
-                return run.finish(None, StopReason::TokenBudget { used, limit });
+                return run.finish_unrun(&response.tool_calls, StopReason::TokenBudget { used, limit });
             }
             if let Err(stop) = self.wait_ready(started).await {
-                return run.finish(None, stop);
+                return run.finish_unrun(&response.tool_calls, stop);
             }
             let stop = self.run_tools(&mut run, &response.tool_calls).await;
             crate::kill_point::reached(crate::kill_point::TOOLS_RAN);

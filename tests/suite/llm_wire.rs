@@ -18,7 +18,8 @@ use forgehand::llm::retry::RetryPolicy;
 use forgehand::llm::router::{Route, Router};
 use forgehand::llm::usage::UsageReport;
 use forgehand::llm::{
-    ChatRequest, ChatResponse, FinishReason, LlmError, Message, ModelSpec, Provider, ToolResult, ToolSpec,
+    ChatRequest, ChatResponse, FinishReason, LlmError, Message, ModelSpec, Provider, ToolCall, ToolResult,
+    ToolSpec,
 };
 use scripted_model::provider_rules;
 use scripted_model::{call, text, Format, Issued, Reply, ScriptedModel, Stop};
@@ -366,6 +367,73 @@ fn geminis_parameters_refuse_each_keyword_mcp_schemas_use() {
             "tools": [{"functionDeclarations": [{"name": "t", "description": "d", "parametersJsonSchema": schema}]}]
         });
         provider_rules::generate_content("gemini-3.1-pro-preview", &body, &issued).unwrap();
+    }
+}
+
+/// A conversation whose tool call goes unanswered: the user speaks next.
+fn unanswered_call() -> Vec<Message> {
+    let call = ToolCall {
+        id: "call_1".into(),
+        name: "read_file".into(),
+        arguments: json!({"path": "a.rs"}).to_string(),
+    };
+    vec![
+        Message::User("Read a.rs.".into()),
+        Message::assistant("", vec![call]),
+        Message::User("Never mind: just answer.".into()),
+    ]
+}
+
+#[tokio::test]
+async fn a_tool_call_left_unanswered_is_refused_in_each_providers_words() {
+    // Models that neither think nor sign, so that only the pairing is wrong.
+    for (format, model, words) in [
+        (Format::OpenAi, "llama3.1", "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'. The following tool_call_ids did not have response messages: call_1"),
+        (Format::Responses, "gpt-4.1", "No tool output found for function call call_1."),
+        (Format::Anthropic, "claude-sonnet-4-5", "messages.1: `tool_use` ids were found without `tool_result` blocks immediately after: call_1."),
+        (Format::Gemini, "gemini-2.5-pro", "Please ensure that the number of function response parts is equal to the number of function call parts of the function call turn."),
+    ] {
+        let scripted = ScriptedModel::start(format).await;
+        scripted.push(text("never sent")).await;
+        let mut req = request(unanswered_call());
+        req.model = model.into();
+        let err = provider(format, &scripted.base_url())
+            .chat(&spec(format, model), &req)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, LlmError::Rejected { status: 400, .. }) && err.to_string().contains(words),
+            "{format:?}: {err}"
+        );
+        assert_eq!(scripted.refused().len(), 1, "{format:?}");
+    }
+}
+
+#[tokio::test]
+async fn a_scripted_call_to_a_tool_the_request_never_declared_fails_the_test_loudly() {
+    for (format, model) in [
+        (Format::OpenAi, "llama3.1"),
+        (Format::Responses, "gpt-5.6"),
+        (Format::Anthropic, "claude-opus-5-5"),
+        (Format::Gemini, "gemini-3.1-pro-preview"),
+    ] {
+        let scripted = ScriptedModel::start(format).await;
+        scripted.push(call("delete_everything", json!({}))).await;
+        let mut req = request(vec![Message::User("Read a.rs.".into())]);
+        req.model = model.into();
+        let err = provider(format, &scripted.base_url())
+            .chat(&spec(format, model), &req)
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(err, LlmError::Rejected { status: 400, .. })
+                && err.to_string().contains("Test setup error")
+                && err.to_string().contains(
+                    "`delete_everything`, which this request does not declare (it declares read_file)"
+                ),
+            "{format:?}: {err}"
+        );
+        assert_eq!(scripted.refused().len(), 1, "{format:?}");
     }
 }
 

@@ -203,3 +203,74 @@ async fn a_run_that_falls_back_from_claude_to_gemini_midway_delivers_once() {
         "{log}"
     );
 }
+
+/// A step whose calls were never run: the run stops at its token budget
+/// right after the model asked for them.
+fn stopped_mid_step() -> Vec<(Reply, Option<Duration>)> {
+    vec![
+        // Slow, so that the branch can move on the remote meanwhile.
+        (
+            run("sed -i \"s/'Hello'/'Hello, world'/\" greet.py && git commit -qam 'Greet the world'"),
+            Some(Duration::from_secs(3)),
+        ),
+        (run("git status --short"), None),
+        (
+            run("git rebase origin/forgehand/issue-1 && git log --format=%s"),
+            None,
+        ),
+        (text("Rebased onto the new commits of the branch."), None),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_stopped_before_its_calls_ran_is_resumed_with_every_call_answered() {
+    // Claude's answers count about 220 tokens each: the second one passes 400.
+    let world = World::on_models_with(
+        &[(Format::Anthropic, "claude-opus-5-5")],
+        stopped_mid_step(),
+        &[("greet.py", GREET), (".forgehand.yaml", "image: python\n")],
+        "agent:\n  token_budget: 400\n",
+    )
+    .await;
+    let issue = world.labelled_issue("Greet the world");
+    let _daemon = world.start();
+    wait_until(
+        "the first model request",
+        Duration::from_secs(180),
+        async || !world.model.requests().await.is_empty(),
+        &world.log_path(),
+    )
+    .await;
+    // The push is refused once: the rebase round goes on from the stopped run.
+    git_http::push_commit(
+        &world.bare,
+        "forgehand/issue-1",
+        "NOTES.md",
+        "notes\n",
+        "Someone else's notes",
+    );
+    world.wait_for_end(issue).await;
+    assert!(world.model.refused().is_empty(), "{:?}", world.model.refused());
+    assert_eq!(
+        git_http::log(&world.bare, "forgehand/issue-1"),
+        ["Greet the world", "Someone else's notes", "initial"]
+    );
+    let requests = world.model.requests().await;
+    let rebase = requests
+        .iter()
+        .find(|r| r.to_string().contains("git status --short"))
+        .and_then(|r| r["messages"].as_array())
+        .unwrap();
+    // The call the budget stopped is answered as not run, then comes the rebase.
+    let answer = &rebase[4]["content"][0];
+    assert_eq!(
+        (answer["type"].as_str(), answer["is_error"].as_bool()),
+        (Some("tool_result"), Some(true)),
+        "{rebase:?}"
+    );
+    let said = answer["content"].as_str().unwrap();
+    assert!(
+        said.starts_with("Not run: the run stopped") && said.contains("agent.token_budget"),
+        "{said}"
+    );
+}

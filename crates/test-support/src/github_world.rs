@@ -171,7 +171,18 @@ impl World {
         turns: Vec<(Reply, Option<Duration>)>,
         files: &[(&str, &str)],
     ) -> World {
-        let mut yaml = String::from("llm:\n  retry:\n    max_retries: 0\n  models:\n");
+        World::on_models_with(models, turns, files, "").await
+    }
+
+    /// The same, with more top-level YAML for the daemon's config (e.g. an
+    /// `agent:` section).
+    pub async fn on_models_with(
+        models: &[(Format, &str)],
+        turns: Vec<(Reply, Option<Duration>)>,
+        files: &[(&str, &str)],
+        extra_yaml: &str,
+    ) -> World {
+        let mut yaml = format!("{extra_yaml}llm:\n  retry:\n    max_retries: 0\n  models:\n");
         for (format, model) in models {
             let (provider, api) = match format {
                 Format::OpenAi => ("openai", "chat_completions"),

@@ -71,7 +71,10 @@ impl wiremock::Respond for ByAttempt {
             script[turn.min(script.len() - 1)].clone()
         };
         let n = self.answered.fetch_add(1, Ordering::SeqCst);
-        let mut answer = reply_for(self.format, &model, &body, reply, n, &mut issued);
+        let mut answer = match reply_for(self.format, &model, &body, reply, n, &mut issued) {
+            Ok(answer) => answer,
+            Err(error) => return ResponseTemplate::new(400).set_body_json(error),
+        };
         if let (Some((prompt, completion)), Format::OpenAi) = (self.billed, self.format) {
             answer["model"] = json!(model);
             answer["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion});

@@ -2,7 +2,9 @@
 //! answers in the wire format of OpenAI (Chat Completions or the Responses
 //! API), Gemini or Anthropic with the replies a test queued, in order, and
 //! records what the client sent. Like the real services it refuses what they
-//! refuse (`provider_rules`), and it answers like current models do:
+//! refuse (`provider_rules`, `tool_rules`: a tool call left unanswered, say),
+//! and a reply a test scripted with a call to a tool the request does not
+//! declare is refused as the test's mistake. It answers like current models do:
 //! reasoning items and thinking blocks before tool calls, signatures that
 //! must come back unchanged, stop reasons. A request that asks to stream
 //! gets the same answer as the API's server-sent events ([`sse`]); the
@@ -16,6 +18,7 @@ pub mod prompt_cache;
 pub mod provider_rules;
 pub mod sse;
 mod streaming;
+pub mod tool_rules;
 mod turn;
 
 use errors::error_template;
@@ -194,7 +197,13 @@ impl wiremock::Respond for Responder {
         match error_template(self.format, &reply) {
             Some(refusal) => refusal,
             None => {
-                let mut answer = reply_for(self.format, &model, &body, reply, n, &mut script.issued);
+                let mut answer = match reply_for(self.format, &model, &body, reply, n, &mut script.issued) {
+                    Ok(answer) => answer,
+                    Err(error) => {
+                        script.refused.push((body, error.clone()));
+                        return ResponseTemplate::new(400).set_body_json(error);
+                    }
+                };
                 if let Some(cache) = &mut script.cache {
                     let usage = cache.account(self.format, &model, &body);
                     set_usage(self.format, &mut answer, usage);
@@ -300,7 +309,9 @@ fn set_usage(format: Format, answer: &mut Value, usage: prompt_cache::CacheUsage
     }
 }
 
-/// The provider's success body for a reply.
+/// The provider's success body for a reply; an error body (for a 400)
+/// when the reply calls a tool the request does not declare, which no
+/// model does ([`tool_rules::scripted_calls`]).
 fn reply_for(
     format: Format,
     model: &str,
@@ -308,13 +319,14 @@ fn reply_for(
     reply: Reply,
     n: usize,
     issued: &mut Issued,
-) -> Value {
-    match format {
+) -> Result<Value, Value> {
+    tool_rules::scripted_calls(format, request, &parts_of(&reply).1)?;
+    Ok(match format {
         Format::OpenAi => reply_body(Format::OpenAi, reply, n),
         Format::Responses => responses_body(model, reply, n, issued),
         Format::Anthropic => anthropic_body(model, request, reply, n, issued),
         Format::Gemini => gemini_body(model, reply, n, issued),
-    }
+    })
 }
 
 fn parts_of(reply: &Reply) -> (String, Vec<(String, String)>) {

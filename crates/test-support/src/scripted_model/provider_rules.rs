@@ -4,6 +4,8 @@
 //! source (TESTING.md lists them): OpenAI's OpenAPI description
 //! (openai/openai-openapi) and its published error texts, Anthropic's API
 //! reference and SDK types, the Gemini API reference and google-genai types.
+//! How tool calls and their answers pair up is checked in
+//! [`super::tool_rules`].
 
 use serde_json::{json, Value};
 use std::collections::HashSet;
@@ -29,7 +31,7 @@ fn refuses_tools_while_reasoning(model: &str) -> bool {
         .any(|m| model.starts_with(m))
 }
 
-fn openai_error(message: String, param: Option<&str>) -> Value {
+pub(super) fn openai_error(message: String, param: Option<&str>) -> Value {
     json!({"error": {"message": message, "type": "invalid_request_error", "param": param, "code": null}})
 }
 
@@ -83,6 +85,7 @@ pub fn chat_completions(body: &Value) -> Result<(), Value> {
             }
         }
     }
+    super::tool_rules::chat_completions(&messages)?;
     if openai_reasons(model) {
         if body.get("max_tokens").is_some() {
             return Err(openai_error(
@@ -111,10 +114,9 @@ pub fn chat_completions(body: &Value) -> Result<(), Value> {
     Ok(())
 }
 
-/// The Responses API (openai-openapi: CreateResponse, InputItem), used
-/// statelessly.
-pub fn responses(body: &Value, issued: &Issued) -> Result<(), Value> {
-    super::image_rules::responses(body)?;
+/// The Responses API's parameters: none of Chat Completions', and no
+/// temperature for a model that reasons.
+fn responses_parameters(body: &Value) -> Result<(), Value> {
     let model = body["model"].as_str().unwrap_or_default();
     for param in [
         "max_tokens",
@@ -135,6 +137,14 @@ pub fn responses(body: &Value, issued: &Issued) -> Result<(), Value> {
             Some("temperature"),
         ));
     }
+    Ok(())
+}
+
+/// The Responses API (openai-openapi: CreateResponse, InputItem), used
+/// statelessly.
+pub fn responses(body: &Value, issued: &Issued) -> Result<(), Value> {
+    super::image_rules::responses(body)?;
+    responses_parameters(body)?;
     let stored = body["store"].as_bool().unwrap_or(true);
     let input = body["input"].as_array().cloned().unwrap_or_default();
     if input.is_empty() {
@@ -195,10 +205,11 @@ pub fn responses(body: &Value, issued: &Issued) -> Result<(), Value> {
             _ => {}
         }
     }
+    super::tool_rules::responses(&input)?;
     Ok(())
 }
 
-fn anthropic_error(message: String) -> Value {
+pub(super) fn anthropic_error(message: String) -> Value {
     json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
 }
 
@@ -209,12 +220,9 @@ pub fn claude_thinks_by_default(model: &str) -> bool {
         .any(|m| model.starts_with(m))
 }
 
-/// Messages (Anthropic API reference: Messages, extended thinking, prompt
-/// caching; SDK types MessageParam, ThinkingConfigParam).
-pub fn messages(body: &Value, issued: &Issued) -> Result<(), Value> {
-    super::image_rules::messages(body)?;
-    let model = body["model"].as_str().unwrap_or_default();
-    let thinking = body.get("thinking").is_some() || claude_thinks_by_default(model);
+/// Messages' system text and thinking settings (Anthropic API reference:
+/// Messages, extended thinking).
+fn messages_settings(body: &Value, thinking: bool) -> Result<(), Value> {
     match &body["system"] {
         Value::String(s) if s.trim().is_empty() => {
             return Err(anthropic_error(
@@ -249,6 +257,32 @@ pub fn messages(body: &Value, issued: &Issued) -> Result<(), Value> {
             ));
         }
     }
+    Ok(())
+}
+
+/// An assistant turn `i` with tool calls, while thinking, opens with its
+/// thinking (extended thinking: thinking with tool use).
+fn opens_with_thinking(i: usize, blocks: &[Value]) -> Result<(), Value> {
+    let first = blocks
+        .first()
+        .and_then(|b| b["type"].as_str())
+        .unwrap_or_default();
+    let calls = blocks.iter().any(|b| b["type"] == "tool_use");
+    if calls && first != "thinking" && first != "redacted_thinking" {
+        return Err(anthropic_error(format!(
+            "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
+        )));
+    }
+    Ok(())
+}
+
+/// Messages (Anthropic API reference: Messages, extended thinking, prompt
+/// caching; SDK types MessageParam, ThinkingConfigParam).
+pub fn messages(body: &Value, issued: &Issued) -> Result<(), Value> {
+    super::image_rules::messages(body)?;
+    let model = body["model"].as_str().unwrap_or_default();
+    let thinking = body.get("thinking").is_some() || claude_thinks_by_default(model);
+    messages_settings(body, thinking)?;
     let messages = body["messages"].as_array().cloned().unwrap_or_default();
     if messages.first().is_some_and(|m| m["role"] != "user") {
         return Err(anthropic_error(
@@ -311,19 +345,11 @@ pub fn messages(body: &Value, issued: &Issued) -> Result<(), Value> {
             }
         }
         // The turn before the newest tool results must open with its thinking.
-        let calls = blocks.iter().any(|b| b["type"] == "tool_use");
-        if thinking && Some(i) == last_assistant && calls && i + 1 < messages.len() {
-            let first = blocks
-                .first()
-                .and_then(|b| b["type"].as_str())
-                .unwrap_or_default();
-            if first != "thinking" && first != "redacted_thinking" {
-                return Err(anthropic_error(format!(
-                    "messages.{i}.content.0.type: Expected `thinking` or `redacted_thinking`, but found `{first}`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks). We recommend you include thinking blocks from previous turns. To avoid this requirement, disable `thinking`. Please consult our documentation at https://docs.claude.com/en/docs/build-with-claude/extended-thinking"
-                )));
-            }
+        if thinking && Some(i) == last_assistant && i + 1 < messages.len() {
+            opens_with_thinking(i, &blocks)?;
         }
     }
+    super::tool_rules::messages(&messages)?;
     if breakpoints > 4 {
         return Err(anthropic_error(format!(
             "A maximum of 4 blocks with cache_control may be provided. Found {breakpoints}."
@@ -332,7 +358,7 @@ pub fn messages(body: &Value, issued: &Issued) -> Result<(), Value> {
     Ok(())
 }
 
-fn gemini_error(message: String) -> Value {
+pub(super) fn gemini_error(message: String) -> Value {
     json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}})
 }
 
@@ -474,5 +500,6 @@ pub fn generate_content(model: &str, body: &Value, issued: &Issued) -> Result<()
             }
         }
     }
+    super::tool_rules::generate_content(&contents)?;
     Ok(())
 }

@@ -179,7 +179,13 @@ async fn answer(State((format, script)): State<Shared>, method: Method, uri: Uri
     }
     let n = script.answered;
     script.answered += 1;
-    let whole = reply_for(format, &model, &body, reply, n, &mut script.issued);
+    let whole = match reply_for(format, &model, &body, reply, n, &mut script.issued) {
+        Ok(whole) => whole,
+        Err(error) => {
+            script.refused.push((body, error.clone()));
+            return json_answer(400, &error);
+        }
+    };
     script.usages.push(match format {
         Format::Gemini => whole["usageMetadata"].clone(),
         _ => whole["usage"].clone(),

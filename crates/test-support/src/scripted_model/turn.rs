@@ -92,7 +92,13 @@ impl wiremock::Respond for ByTurn {
         let n = self.answered.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         let billed = *self.billed.lock().unwrap();
         let answer = |reply: Reply, issued: &mut Issued| {
-            let mut answer = reply_for(self.format, &model, &body, reply, n, issued);
+            let mut answer = match reply_for(self.format, &model, &body, reply, n, issued) {
+                Ok(answer) => answer,
+                Err(error) => {
+                    self.refused.lock().unwrap().push((body.clone(), error.clone()));
+                    return ResponseTemplate::new(400).set_body_json(error);
+                }
+            };
             if let (Some((prompt, completion)), Format::OpenAi) = (billed, self.format) {
                 answer["model"] = json!(model);
                 answer["usage"] = json!({"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion});
