@@ -309,6 +309,8 @@ async fn execute(
             bench.session.close().await;
             end
         }
+        // Pushed by the run before a restart: its sandbox is gone.
+        Pushed::Earlier { summary } => deliver_and_follow(run, env, &claimed, &summary, None).await,
         Pushed::Nothing { answer } => {
             let (answer, answers) = review::split_summary(&answer);
             let unpushed = review::Pushed {
@@ -401,6 +403,11 @@ async fn make_change(
 ) -> Result<Pushed, TaskError> {
     let reading = recorded(env, accounts, "reading the thread");
     let prepared = prepare::prepare(run, &prepare_needs(&reading, &run.item), claimed).await?;
+    if let Some(pushed) =
+        push::pushed_before_a_restart(run, &push_needs(&env.config), &prepared.workspace).await?
+    {
+        return Ok(pushed);
+    }
     if let Some(egress) = prepared.sandbox.sandbox.egress() {
         run.emit(TaskEvent::Egress(egress));
     }

@@ -93,6 +93,21 @@ impl PhaseRecord for PushedRecord {
     const PHASE: &'static str = "pushed";
 }
 
+/// A push about to go out: the commit the branch is pushed at, and the
+/// summary. A run killed after the push but before its record finds the
+/// remote branch at `commit` and goes on to delivery instead of making
+/// the change again.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub(super) struct PushingRecord {
+    pub branch: String,
+    pub commit: String,
+    pub summary: String,
+}
+
+impl PhaseRecord for PushingRecord {
+    const PHASE: &'static str = "pushing";
+}
+
 /// The progress comment as a run that ended waiting left it.
 impl PhaseRecord for super::progress::KeptProgress {
     const PHASE: &'static str = "progress";

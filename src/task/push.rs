@@ -8,7 +8,7 @@
 use super::change::Session;
 use super::claim::Claimed;
 use super::error::TaskError;
-use super::phase_records::PushedRecord;
+use super::phase_records::{PushedRecord, PushingRecord};
 use super::progress::Step;
 use super::request;
 use super::run::TaskRun;
@@ -85,6 +85,32 @@ pub(super) enum Pushed {
     /// The branch is pushed; the summary for the PR/MR and the comment,
     /// and the sandbox with its session for rounds after the push (CI).
     Branch { summary: String, bench: Box<Bench> },
+    /// A run before a restart pushed it (its record was not written); the
+    /// summary it pushed with.
+    Earlier { summary: String },
+}
+
+/// Whether a run killed between its push and the push's record pushed:
+/// the remote branch (as `workspace` found it) is at the commit the
+/// pushing record names. Then the push is recorded now.
+pub(super) async fn pushed_before_a_restart(
+    run: &TaskRun<'_>,
+    needs: &Needs<'_>,
+    workspace: &WorkspaceHandle,
+) -> Result<Option<Pushed>, TaskError> {
+    let Some(pushing) = run.records.read::<PushingRecord>() else {
+        return Ok(None);
+    };
+    let remote = workspace.with(|ws| ws.pushed_head()).await?;
+    if remote.map(|c| c.to_string()).as_deref() != Some(pushing.commit.as_str()) {
+        return Ok(None);
+    }
+    tracing::info!(task = %run.item, commit = %pushing.commit, "the push went out before a restart; going on to delivery");
+    let pushed = (pushing.branch.as_str(), Some(pushing.commit.clone()));
+    record_pushed(run, needs, pushed, &pushing.summary)?;
+    Ok(Some(Pushed::Earlier {
+        summary: pushing.summary,
+    }))
 }
 
 /// What stays after a push for later rounds in the same sandbox and
@@ -320,7 +346,7 @@ impl Rounds<'_, '_> {
             // Another replica may have taken the task over meanwhile.
             self.run.forge.before_push(&self.run.item).await?;
             super::lfs_note::upload_before_push(self.run, self.workspace).await?;
-            let mut pushed = self.push_branch().await?;
+            let mut pushed = self.push_branch(&summary).await?;
             if let Err(crate::git::GitError::Rejected { reason, .. }) = &pushed {
                 if let Some(refusal) = super::left_out::workflow_refusal(reason) {
                     pushed = self.push_without_refused(&refusal, &mut summary).await?;
@@ -357,7 +383,15 @@ impl Rounds<'_, '_> {
     }
 
     /// Pushes the task branch as it stands.
-    async fn push_branch(&self) -> Result<Result<(), crate::git::GitError>, TaskError> {
+    async fn push_branch(&self, summary: &str) -> Result<Result<(), crate::git::GitError>, TaskError> {
+        // What goes out, recorded first: a kill after the push but before
+        // its record is recognised by the remote branch at this commit.
+        let commit = self.workspace.with(|ws| ws.branch_head()).await??;
+        self.run.records.keep(&PushingRecord {
+            branch: self.branch.to_owned(),
+            commit: commit.to_string(),
+            summary: summary.to_owned(),
+        })?;
         let (creds, deadline) = (self.credentials.clone(), self.run.forge.write_deadline());
         self.workspace.with(move |ws| ws.push(&creds, deadline)).await
     }
@@ -393,7 +427,7 @@ impl Rounds<'_, '_> {
         };
         self.tell_left_out(summary, &withheld, &why);
         self.run.report().await;
-        self.push_branch().await
+        self.push_branch(summary).await
     }
 
     /// Names the files left out (and why) on the progress comment, and

@@ -249,6 +249,13 @@ impl Workspace {
         Ok((oid, configured))
     }
 
+    /// The commit the task branch points at here (what a push sends).
+    pub fn branch_head(&self) -> Result<Oid, GitError> {
+        self.repo
+            .refname_to_id(&format!("refs/heads/{}", self.branch))
+            .map_err(|e| GitError::failed("read the task branch", e))
+    }
+
     /// The commit last pushed to the task branch, if one was.
     pub fn pushed_head(&self) -> Option<Oid> {
         self.remote_head

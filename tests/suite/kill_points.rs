@@ -2,9 +2,7 @@
 //! (`FORGEHAND_TEST_KILL_AT`, see `src/kill_point.rs`) and started again:
 //! the task ends delivered once, with one branch, one pull request, one
 //! progress comment and its commit pushed once. The wait on checks is
-//! killed in `ci_feedback`. The point between the push and its record
-//! (`kill_point::PUSHED`) is not survived yet: the run starts over on the
-//! pushed branch and pushes the change a second time.
+//! killed in `ci_feedback`.
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
@@ -50,6 +48,11 @@ async fn killed_after_the_tools_ran_before_the_checkpoint() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killed_mid_checkpoint_after_its_files_left_the_sandbox() {
     killed_at(forgehand::kill_point::CHECKPOINT_TAKEN_OUT).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killed_after_the_push_before_its_record() {
+    killed_at(forgehand::kill_point::PUSHED).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -511,7 +511,9 @@ async fn pushing_nothing_hands_on_the_models_answer() {
 
     match pushed {
         push::Pushed::Nothing { answer } => assert_eq!(answer, "It already greets; nothing to change."),
-        push::Pushed::Branch { summary, .. } => panic!("pushed: {summary}"),
+        push::Pushed::Branch { summary, .. } | push::Pushed::Earlier { summary } => {
+            panic!("pushed: {summary}")
+        }
     }
     assert!(world.remote_file("forgehand/issue-7", "greet.txt").is_none());
 }
