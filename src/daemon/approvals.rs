@@ -6,6 +6,7 @@
 //! holds no slot, no sandbox and no model call; this costs a few forge
 //! reads per plan.
 
+use super::waiting::{idle, Idle};
 use crate::forge::{Forge, ForgeKind, ItemRef};
 use crate::journal::Journal;
 use std::collections::{BTreeMap, HashSet};
@@ -17,24 +18,15 @@ pub(super) async fn answered(
     journal: &Journal,
     active: &HashSet<String>,
 ) -> Vec<ItemRef> {
-    let waits = match journal.unanswered_plan_waits() {
-        Ok(waits) => waits,
-        Err(e) => {
-            tracing::error!("cannot read the plans waiting for approval: {e}");
-            return Vec::new();
-        }
-    };
+    let waits = (journal.unanswered_plan_waits(), "the plans waiting for approval");
     let mut ready = Vec::new();
-    for (key, mut wait) in waits {
-        if active.contains(&key) {
-            continue;
-        }
-        let Some(item) = ItemRef::parse_key(&key) else {
-            continue;
-        };
-        let Some(forge) = forges.get(&item.forge) else {
-            continue;
-        };
+    for Idle {
+        key,
+        item,
+        forge,
+        mut wait,
+    } in idle(waits, forges, active)
+    {
         match crate::task::answer_to_plan(forge.as_ref(), &item, &wait).await {
             Ok(Some(answer)) => {
                 wait.answer = Some(answer);

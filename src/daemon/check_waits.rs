@@ -7,6 +7,7 @@
 //! task holds no slot, no sandbox and no model call; this costs one forge
 //! read per waiting task and look.
 
+use super::waiting::{idle, Idle};
 use crate::config::CiConfig;
 use crate::forge::{ForgeKind, ItemRef};
 use crate::journal::Journal;
@@ -20,24 +21,15 @@ pub(super) async fn ended(
     active: &HashSet<String>,
     ci: &CiConfig,
 ) -> Vec<ItemRef> {
-    let waits = match journal.open_check_waits() {
-        Ok(waits) => waits,
-        Err(e) => {
-            tracing::error!("cannot read the tasks waiting on checks: {e}");
-            return Vec::new();
-        }
-    };
+    let waits = (journal.open_check_waits(), "the tasks waiting on checks");
     let mut ready = Vec::new();
-    for (key, mut wait) in waits {
-        if active.contains(&key) {
-            continue;
-        }
-        let Some(item) = ItemRef::parse_key(&key) else {
-            continue;
-        };
-        let Some(forge) = forges.get(&item.forge) else {
-            continue;
-        };
+    for Idle {
+        key,
+        item,
+        forge,
+        mut wait,
+    } in idle(waits, forges, active)
+    {
         let shown = wait.shown.clone();
         match crate::task::look_at_checks(forge.as_ref(), &item.repo, &mut wait, ci).await {
             Ok(true) => match journal.save_check_wait(&key, &wait) {

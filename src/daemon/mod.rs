@@ -15,6 +15,7 @@ pub mod scheduler;
 pub mod setup;
 pub mod systemd;
 mod unpaused;
+mod waiting;
 
 use crate::forge::{Forge, ForgeKind, ItemRef};
 use crate::task::{self, Action, TaskEnv};

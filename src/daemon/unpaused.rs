@@ -6,6 +6,7 @@
 //! A suspended task holds no slot and no sandbox; this costs one forge
 //! read per suspended task and poll.
 
+use super::waiting::{idle, Idle};
 use crate::config::LabelsConfig;
 use crate::forge::{Forge, ForgeKind, ItemRef};
 use crate::journal::Journal;
@@ -19,24 +20,11 @@ pub(super) async fn unpaused(
     active: &HashSet<String>,
     labels: &LabelsConfig,
 ) -> Vec<ItemRef> {
-    let keys = match journal.paused_tasks() {
-        Ok(keys) => keys,
-        Err(e) => {
-            tracing::error!("cannot read the paused tasks: {e}");
-            return Vec::new();
-        }
-    };
+    let keys = journal
+        .paused_tasks()
+        .map(|keys| keys.into_iter().map(|key| (key, ())).collect());
     let mut ready = Vec::new();
-    for key in keys {
-        if active.contains(&key) {
-            continue;
-        }
-        let Some(item) = ItemRef::parse_key(&key) else {
-            continue;
-        };
-        let Some(forge) = forges.get(&item.forge) else {
-            continue;
-        };
+    for Idle { item, forge, .. } in idle((keys, "the paused tasks"), forges, active) {
         match forge.item(&item).await {
             Ok(found) if !found.has_label(&labels.paused) || !found.has_label(&labels.processing) => {
                 tracing::info!(task = %item, "the paused label is gone; going on from the last step");
