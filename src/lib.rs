@@ -21,6 +21,7 @@ pub mod llm;
 pub mod logging;
 pub mod mcp;
 pub mod mcp_servers;
+pub mod memory;
 pub mod metrics;
 pub mod ownership;
 pub mod planning;
