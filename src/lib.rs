@@ -22,6 +22,7 @@ pub mod llm;
 pub mod logging;
 pub mod mcp;
 pub mod mcp_servers;
+pub mod memory;
 pub mod metrics;
 pub mod ownership;
 pub mod planning;

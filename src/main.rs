@@ -234,8 +234,15 @@ fn config_path(cli: &Cli) -> PathBuf {
     PathBuf::from("/etc/forgehand/config.yaml")
 }
 
+fn main() -> ExitCode {
+    // Before the runtime's threads start: freed memory goes back to the
+    // system (see forgehand::memory).
+    forgehand::memory::return_freed_memory();
+    start()
+}
+
 #[tokio::main]
-async fn main() -> ExitCode {
+async fn start() -> ExitCode {
     let cli = Cli::parse();
     logging::init(cli.log_format);
     match run(cli).await {

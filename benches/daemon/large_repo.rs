@@ -1,8 +1,8 @@
 //! Five tasks in a row on the generated large repository (see
 //! `generated_repo`), served by the smart-HTTP remote on loopback, one
 //! `forgehand run` kept running, the scripted model answering at once and
-//! planning off. Per task: claim -> first model request, the bytes the git
-//! server sent, the daemon's peak and after-task resident memory, and the
+//! planning off (`FORGEHAND_BENCH_PLANNING=on`: on, as by default). Per
+//! task: claim -> first model request, the bytes the git server sent, the daemon's peak and after-task resident memory, and the
 //! state folder's size at its largest during the task and after it. One new commit lands on `main` between tasks 2 and
 //! 3, so task 3 shows what fetching only new objects costs.
 
@@ -233,8 +233,12 @@ pub async fn five_tasks() {
     let model = TurnModel::start(vec![(text("Nothing to change."), None)]).await;
     let config = stage.dir.path().join("config.yaml");
     let instance = format!("bench-large-{}", std::process::id());
-    let yaml =
-        config_yaml(stage.dir.path(), &instance, &stage.github.api_url(), 1) + "planning:\n  mode: \"off\"\n";
+    // FORGEHAND_BENCH_PLANNING=on: the default configuration (planning on).
+    let planning_on = std::env::var("FORGEHAND_BENCH_PLANNING").is_ok_and(|v| v == "on");
+    let mut yaml = config_yaml(stage.dir.path(), &instance, &stage.github.api_url(), 1);
+    if !planning_on {
+        yaml.push_str("planning:\n  mode: \"off\"\n");
+    }
     std::fs::write(&config, yaml).unwrap();
     let state = stage.dir.path().join("state");
     let mut child = stage.daemon(&config, &model.base_url(), &[]);
