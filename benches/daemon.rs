@@ -22,6 +22,8 @@
 //!   and each checkpoint's cost (`-- resume`; on the large repository:
 //!   `-- resume large`; a replica killed and the run taken over by another
 //!   sharing `cluster.checkpoint_dir`: `-- resume takeover`).
+//! - tasks waiting on their checks: 8 tasks' throughput with checks that
+//!   run 60 s, and the memory of 100 tasks waiting (`-- ci_waits`).
 //!
 //! Run: `cargo bench --bench daemon` (needs Docker and the images, as
 //! `scripts/test` prepares them); `cargo bench --bench daemon -- polling`
@@ -37,6 +39,8 @@
 
 #[path = "daemon/best_of.rs"]
 mod best_of;
+#[path = "daemon/ci_waits.rs"]
+mod ci_waits;
 #[path = "daemon/generated_repo.rs"]
 mod generated_repo;
 #[path = "daemon/large_repo.rs"]
@@ -490,6 +494,10 @@ async fn replicas_scaling() {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if std::env::args().any(|a| a == "ci_waits") {
+        ci_waits::figures().await;
+        return;
+    }
     if std::env::args().any(|a| a == "replicas") {
         replicas_scaling().await;
         return;

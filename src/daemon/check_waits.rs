@@ -4,8 +4,9 @@
 //! `delivery.ci_wait` / `ci_timeout`) is journalled and its task started
 //! again: the watcher of
 //! [`Change::ChecksEnded`](crate::task::Change::ChecksEnded). A waiting
-//! task holds no slot, no sandbox and no model call; this costs one forge
-//! read per waiting task and look.
+//! task holds no slot, no sandbox and no model call; this costs a forge
+//! read per waiting task and look (two on GitHub: check runs and commit
+//! statuses; answered from the cache, a 304, while nothing changed).
 
 use super::waiting::{idle, Idle};
 use crate::config::CiConfig;
