@@ -13,8 +13,9 @@
 //!   understanding guide): image/png, image/jpeg, image/webp, image/heic,
 //!   image/heif (no GIF); a request with inline data at most 20 MB.
 
+use super::error_shapes::{anthropic_error, gemini_error, openai_error_coded as openai_error};
 use base64::Engine;
-use serde_json::{json, Value};
+use serde_json::Value;
 
 const ANTHROPIC_MAX_BASE64: usize = 5 * 1024 * 1024;
 const OPENAI_MAX_IMAGE: usize = 20 * 1024 * 1024;
@@ -38,10 +39,6 @@ fn sniffed(bytes: &[u8]) -> Option<&'static str> {
 
 fn decoded(data: &str) -> Option<Vec<u8>> {
     base64::engine::general_purpose::STANDARD.decode(data).ok()
-}
-
-fn anthropic_error(message: String) -> Value {
-    json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
 }
 
 /// Image blocks of Messages, in user turns and in tool results.
@@ -76,10 +73,6 @@ pub fn messages(body: &Value) -> Result<(), Value> {
         }
     }
     Ok(())
-}
-
-fn openai_error(message: String, param: Option<&str>, code: &str) -> Value {
-    json!({"error": {"message": message, "type": "invalid_request_error", "param": param, "code": code}})
 }
 
 /// OpenAI models that take no images.
@@ -183,10 +176,6 @@ pub fn responses(body: &Value) -> Result<(), Value> {
         }
     }
     openai_total(total)
-}
-
-fn gemini_error(message: String) -> Value {
-    json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}})
 }
 
 /// `inlineData` parts of generateContent, and the request's size.

@@ -11,6 +11,7 @@
 //! [`StreamingModel`] also paces, cuts and stalls them.
 
 pub mod attempts;
+mod error_shapes;
 mod errors;
 mod gateway;
 pub mod image_rules;

@@ -7,6 +7,7 @@
 //! How tool calls and their answers pair up is checked in
 //! [`super::tool_rules`].
 
+use super::error_shapes::{anthropic_error, gemini_error, openai_error};
 use serde_json::{json, Value};
 use std::collections::HashSet;
 
@@ -29,10 +30,6 @@ fn refuses_tools_while_reasoning(model: &str) -> bool {
     ["gpt-5.2", "gpt-5.3", "gpt-5.4", "gpt-5.5", "gpt-5.6"]
         .iter()
         .any(|m| model.starts_with(m))
-}
-
-pub(super) fn openai_error(message: String, param: Option<&str>) -> Value {
-    json!({"error": {"message": message, "type": "invalid_request_error", "param": param, "code": null}})
 }
 
 /// Chat Completions (openai-openapi: CreateChatCompletionRequest).
@@ -209,10 +206,6 @@ pub fn responses(body: &Value, issued: &Issued) -> Result<(), Value> {
     Ok(())
 }
 
-pub(super) fn anthropic_error(message: String) -> Value {
-    json!({"type": "error", "error": {"type": "invalid_request_error", "message": message}})
-}
-
 /// Claude models that think even when the request does not ask.
 pub fn claude_thinks_by_default(model: &str) -> bool {
     ["claude-opus-5", "claude-sonnet-5", "claude-haiku-5"]
@@ -356,10 +349,6 @@ pub fn messages(body: &Value, issued: &Issued) -> Result<(), Value> {
         )));
     }
     Ok(())
-}
-
-pub(super) fn gemini_error(message: String) -> Value {
-    json!({"error": {"code": 400, "message": message, "status": "INVALID_ARGUMENT"}})
 }
 
 /// Keywords the OpenAPI-subset `parameters` schema has (Gemini API

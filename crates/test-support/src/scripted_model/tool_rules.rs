@@ -35,7 +35,7 @@
 //! call to a tool the request does not declare is a mistake in the test's
 //! setup, refused with a 400 that says so instead of being answered.
 
-use super::provider_rules::{anthropic_error, gemini_error, openai_error};
+use super::error_shapes::{anthropic_error, gemini_error, openai_error};
 use super::Format;
 use serde_json::Value;
 use std::collections::HashSet;
