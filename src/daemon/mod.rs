@@ -187,7 +187,9 @@ impl Daemon {
         }
         let mut scheduler = Scheduler::default();
         for record in self.env.journal.unfinished()? {
-            if coordinator.is_some() {
+            // A task waiting while holding nothing has no Lease: its wait is
+            // in this journal alone, so this replica goes on with it.
+            if coordinator.is_some() && !self.env.journal.holds_a_wait(&record.key)? {
                 // Among replicas the Leases say who resumes what: this
                 // replica's unfinished work is taken over through them.
                 tracing::info!(key = %record.key, "unfinished in this replica's journal; left to the Leases");

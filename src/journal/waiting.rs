@@ -16,6 +16,20 @@ pub struct Waiting {
 }
 
 impl Journal {
+    /// Whether task `key` waits while holding nothing (on its checks, a
+    /// plan's approval or its paused label), or its wait just ended.
+    pub fn holds_a_wait(&self, key: &str) -> Result<bool, JournalError> {
+        self.with(|db| {
+            db.query_row(
+                "SELECT EXISTS(SELECT 1 FROM check_waits WHERE task_key = ?1)
+                     OR EXISTS(SELECT 1 FROM plan_waits WHERE task_key = ?1)
+                     OR EXISTS(SELECT 1 FROM paused_tasks WHERE task_key = ?1)",
+                rusqlite::params![key],
+                |r| r.get(0),
+            )
+        })
+    }
+
     /// Every task waiting, oldest first.
     pub fn waiting(&self) -> Result<Vec<Waiting>, JournalError> {
         let rows: Vec<(String, String, i64)> = self.with(|db| {
@@ -98,5 +112,7 @@ mod tests {
             "the checks of 01234567, after fix round 1: 1 running (test)".to_owned()
         )));
         assert!(listed.contains(&(paused.to_owned(), "its paused label to be removed".to_owned())));
+        assert!(journal.holds_a_wait(checks).unwrap() && journal.holds_a_wait(paused).unwrap());
+        assert!(!journal.holds_a_wait("github:acme/app:issue:3").unwrap());
     }
 }
