@@ -138,11 +138,6 @@ impl Journal {
             .collect())
     }
 
-    /// How many tasks wait on checks now.
-    pub fn check_waits_open(&self) -> usize {
-        self.open_check_waits().map(|w| w.len()).unwrap_or(0)
-    }
-
     pub(super) fn forget_check_wait(db: &rusqlite::Connection, key: &str) -> rusqlite::Result<()> {
         db.execute("DELETE FROM check_waits WHERE task_key = ?1", params![key])
             .map(drop)
@@ -178,7 +173,7 @@ mod tests {
         let again = wait.restarted();
         assert!(again.seen.is_none());
         journal.save_check_wait(key, &again).unwrap();
-        assert_eq!(journal.check_waits_open(), 1);
+        assert_eq!(journal.open_check_waits().unwrap().len(), 1);
         journal.finish(key, Phase::Done, "delivered").unwrap();
         assert_eq!(journal.check_wait(key).unwrap(), None);
     }
