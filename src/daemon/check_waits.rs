@@ -25,30 +25,11 @@ pub(super) async fn ended(
     let waits = (journal.open_check_waits(), "the tasks waiting on checks");
     let mut ready = Vec::new();
     for Idle {
-        key,
-        item,
-        forge,
-        mut wait,
+        item, forge, wait, ..
     } in idle(waits, forges, active)
     {
-        let shown = wait.shown.clone();
-        match crate::task::look_at_checks(forge.as_ref(), &item.repo, &mut wait, ci).await {
-            Ok(true) => match journal.save_check_wait(&key, &wait) {
-                Ok(()) => {
-                    tracing::info!(task = %item, checks = %wait.shown, "the checks ended; starting the task again");
-                    ready.push(item);
-                }
-                Err(e) => tracing::error!(task = %item, "cannot journal the end of the checks: {e}"),
-            },
-            Ok(false) => {
-                if wait.shown != shown {
-                    tracing::info!(task = %item, checks = %wait.shown, "checks");
-                    if let Err(e) = journal.save_check_wait(&key, &wait) {
-                        tracing::warn!(task = %item, "cannot journal the checks seen: {e}");
-                    }
-                }
-            }
-            Err(e) => tracing::warn!(task = %item, "cannot read the checks now: {e}"),
+        if crate::task::look_at_checks(journal, forge.as_ref(), &item, wait, ci).await {
+            ready.push(item);
         }
     }
     ready

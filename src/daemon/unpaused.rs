@@ -26,7 +26,7 @@ pub(super) async fn unpaused(
     let mut ready = Vec::new();
     for Idle { item, forge, .. } in idle((keys, "the paused tasks"), forges, active) {
         match forge.item(&item).await {
-            Ok(found) if !found.has_label(&labels.paused) || !found.has_label(&labels.processing) => {
+            Ok(found) if crate::task::pause_is_over(&found, labels) => {
                 tracing::info!(task = %item, "the paused label is gone; going on from the last step");
                 ready.push(item);
             }

@@ -268,6 +268,41 @@ pub async fn look(
     Ok(wait.seen.is_some())
 }
 
+/// A watcher's look at `item`'s checks (the daemon's, or `forgehand
+/// once`'s): whether they ended, with the wait journalled for the task's
+/// next run. A new line of the checks is logged and kept; a forge or a
+/// journal that does not answer is logged, and the next look tries again.
+pub async fn look_and_keep(
+    journal: &crate::journal::Journal,
+    forge: &dyn Checks,
+    item: &crate::forge::ItemRef,
+    mut wait: CheckWait,
+    ci: &CiConfig,
+) -> bool {
+    let shown = wait.shown.clone();
+    let ended = match look(forge, &item.repo, &mut wait, ci).await {
+        Ok(ended) => ended,
+        Err(e) => {
+            tracing::warn!(task = %item, "cannot read the checks now: {e}");
+            return false;
+        }
+    };
+    if !ended && wait.shown == shown {
+        return false;
+    }
+    if let Err(e) = journal.save_check_wait(&item.key(), &wait) {
+        tracing::error!(task = %item, "cannot journal the checks seen: {e}");
+        return false;
+    }
+    match ended {
+        true => {
+            tracing::info!(task = %item, checks = %wait.shown, "the checks ended; starting the task again")
+        }
+        false => tracing::info!(task = %item, checks = %wait.shown, "checks"),
+    }
+    ended
+}
+
 /// Why no fix round is left, for a report of checks still failing.
 fn no_rounds_left(fix_rounds: u32) -> String {
     match fix_rounds {

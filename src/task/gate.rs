@@ -16,6 +16,12 @@ use std::sync::Arc;
 use std::time::Duration;
 use tokio_util::sync::CancellationToken;
 
+/// Whether a task suspended by its paused label may go on: the label is
+/// gone (or the processing label is, and its run will say it stopped).
+pub fn pause_is_over(item: &crate::forge::Item, labels: &LabelsConfig) -> bool {
+    !item.has_label(&labels.paused) || !item.has_label(&labels.processing)
+}
+
 /// Pauses the agent while the paused label is on, stops it when the
 /// processing label is removed or the daemon shuts down.
 pub(super) struct LabelGate {

@@ -76,10 +76,11 @@ pub use action::{Action, Change, Wait, Why};
 pub use approval::answer as answer_to_plan;
 pub use attempts::sandbox_owners;
 pub use checkpoint::sweep as sweep_checkpoints;
-pub use ci::look as look_at_checks;
+pub use ci::look_and_keep as look_at_checks;
 pub use end::TaskEnd;
 use env::Accounts;
 pub use env::TaskEnv;
+pub use gate::pause_is_over;
 pub use request::Heard;
 pub use start_sandbox::SandboxHints;
 
@@ -175,7 +176,7 @@ pub async fn run(
 pub async fn wait_for_checks(env: &TaskEnv, forge: &dyn Forge, item: &ItemRef, shutdown: &CancellationToken) {
     let (key, ci) = (item.key(), &env.config.delivery.ci);
     loop {
-        let mut wait = match env.journal.check_wait(&key) {
+        let wait = match env.journal.check_wait(&key) {
             Ok(Some(wait)) if wait.seen.is_none() => wait,
             Ok(_) => return,
             Err(e) => {
@@ -183,16 +184,8 @@ pub async fn wait_for_checks(env: &TaskEnv, forge: &dyn Forge, item: &ItemRef, s
                 return;
             }
         };
-        match ci::look(forge, &item.repo, &mut wait, ci).await {
-            Ok(ended) => {
-                if let Err(e) = env.journal.save_check_wait(&key, &wait) {
-                    tracing::error!(task = %item, "cannot journal the checks seen: {e}");
-                }
-                if ended {
-                    return;
-                }
-            }
-            Err(e) => tracing::warn!(task = %item, "cannot read the checks now: {e}"),
+        if ci::look_and_keep(&env.journal, forge, item, wait, ci).await {
+            return;
         }
         tokio::select! {
             _ = shutdown.cancelled() => return,
@@ -213,7 +206,7 @@ pub async fn wait_until_unpaused(
     let labels = &env.config.labels;
     loop {
         match forge.item(item).await {
-            Ok(found) if !found.has_label(&labels.paused) || !found.has_label(&labels.processing) => return,
+            Ok(found) if gate::pause_is_over(&found, labels) => return,
             Ok(_) => {}
             Err(e) => tracing::warn!(task = %item, "cannot read the labels now: {e}"),
         }
