@@ -31,6 +31,7 @@ pub mod redact;
 pub mod replicas;
 pub mod repo_settings;
 pub mod sandbox;
+pub mod sanitize;
 pub mod secrets;
 pub mod snapshots;
 pub mod task;

@@ -12,6 +12,8 @@ pub mod shallow;
 pub mod signing;
 pub mod submodules;
 pub mod untrusted;
+pub mod withhold;
+pub mod workspace;
 
 use crate::config::Secret;
 use git2::{

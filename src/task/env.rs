@@ -1,12 +1,12 @@
 //! What a task runs with: the daemon's shared parts, and the task's own books.
 
-use super::board;
-use super::start_sandbox::SandboxHints;
 use crate::agent::ChatModel;
 use crate::config::{Config, Secrets};
 use crate::journal::Journal;
 use crate::prompts::Prompts;
 use crate::sandbox::SandboxBackend;
+use crate::task::report::board;
+use crate::task::workbench::start_sandbox::SandboxHints;
 use std::sync::Arc;
 
 /// What every task needs, shared by all of them.

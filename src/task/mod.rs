@@ -23,75 +23,47 @@
 //! (`events`): the comment, the board, the metrics and the transcript
 //! follow it.
 
-mod action;
-mod approval;
-mod attempts;
-pub mod board;
-mod change;
-mod checkpoint;
-mod ci;
-mod ci_log;
-mod ci_round;
-mod claim;
-mod context;
-mod deliver;
-mod end;
-mod ending;
 mod env;
-mod error;
-mod events;
-mod gate;
+mod handoff;
 mod item_ref;
-mod judge;
-mod left_out;
-mod lfs_note;
 mod needs;
-mod packing;
-mod phase_records;
-mod plan;
-mod prepare;
-pub mod progress;
-mod push;
-mod ready_pr;
-mod records;
-pub mod request;
-mod review;
+mod phases;
+mod report;
 mod run;
-mod sandbox_commit;
-mod sandbox_fetch;
-pub mod sanitize;
-mod snapshot;
-mod start_sandbox;
-mod steer;
-mod submodule_report;
-mod subscribers;
-mod task_plan;
-mod thread_images;
-mod verify;
-pub mod withhold;
-pub mod workspace;
-mod workspace_handle;
+mod state;
+mod workbench;
 
-pub use action::{Action, Change, Wait, Why};
-pub use approval::answer as answer_to_plan;
-pub use attempts::sandbox_owners;
+// The runner below drives every phase and reports through `report`.
+use phases::{
+    approval, attempts, ci, ci_round, claim, deliver, gate, plan, prepare, push, review, thread_images,
+};
+use report::{ending, events};
+use state::{checkpoint, phase_records, records};
+
+pub use phases::request;
+pub use report::{board, progress};
+
 pub use checkpoint::sweep as sweep_checkpoints;
-pub use ci::look_and_keep as look_at_checks;
-pub use end::TaskEnd;
 use env::Accounts;
 pub use env::TaskEnv;
-pub use gate::pause_is_over;
+pub use phases::approval::answer as answer_to_plan;
+pub use phases::attempts::sandbox_owners;
+pub use phases::ci::look_and_keep as look_at_checks;
+pub use phases::gate::pause_is_over;
 pub use request::Heard;
-pub use start_sandbox::SandboxHints;
+pub use state::action::{Action, Change, Wait, Why};
+pub use state::end::TaskEnd;
+pub use workbench::start_sandbox::SandboxHints;
 
 use crate::forge::{Forge, ItemRef};
 use crate::journal::{Phase, TaskRecord};
-use claim::{Claim, Claimed};
-use error::TaskError;
+use claim::Claim;
 use events::TaskEvent;
+use handoff::Claimed;
 use needs::{claim_needs, plan_needs, prepare_needs, push_needs, recorded, work_dir};
 use push::Pushed;
 use run::{Reporting, TaskRun};
+use state::error::TaskError;
 use std::sync::Arc;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -326,7 +298,7 @@ async fn deliver_and_follow(
     env: &TaskEnv,
     claimed: &Claimed,
     summary: &str,
-    bench: Option<&push::Bench>,
+    bench: Option<&crate::task::handoff::Bench>,
 ) -> Result<TaskEnd, TaskError> {
     // The summary's lines for the review threads go to the threads.
     let (summary, answers) = review::split_summary(summary);

@@ -3,10 +3,13 @@
 //! task's root so the phases that run others (approval, attempts) build
 //! them the same way without reaching back up.
 
-use super::{change, ci, claim, context, plan, prepare, push, verify};
-use super::{Accounts, TaskEnv};
 use crate::config::Config;
 use crate::forge::ItemRef;
+use crate::task::{
+    phases::change, phases::ci, phases::claim, phases::context, phases::plan, phases::prepare, phases::push,
+    phases::verify,
+};
+use crate::task::{Accounts, TaskEnv};
 use std::sync::Arc;
 
 /// `env` whose model's calls go into the run's transcript, for `purpose`

@@ -3,12 +3,6 @@
 //! when the task ends, and the shutdown signal. Each phase gets this and
 //! its own settings; nothing here knows the whole configuration.
 
-use super::board::Board;
-use super::error::TaskError;
-use super::events::{EventSink, Flush, Subscriber, TaskEvent};
-use super::progress::{self, Step};
-use super::subscribers::{ProgressComment, StatusLine, TaskMetrics, TranscriptNotes};
-use super::workspace_handle::CheckedOut;
 use crate::agent::{AgentOutcome, StopReason};
 use crate::config::Secrets;
 use crate::forge::{retry, Forge, ForgeError, ItemRef};
@@ -16,6 +10,12 @@ use crate::journal::Journal;
 use crate::llm::usage::UsageReport;
 use crate::metrics::Metrics;
 use crate::sandbox::Sandbox;
+use crate::task::report::board::Board;
+use crate::task::report::events::{EventSink, Flush, Subscriber, TaskEvent};
+use crate::task::report::progress::{self, Step};
+use crate::task::report::subscribers::{ProgressComment, StatusLine, TaskMetrics, TranscriptNotes};
+use crate::task::state::error::TaskError;
+use crate::task::workbench::workspace_handle::CheckedOut;
 use crate::transcript::Transcript;
 use std::sync::{Arc, Mutex};
 use tokio_util::sync::CancellationToken;
@@ -46,13 +46,13 @@ pub(super) struct TaskRun<'a> {
     beside: bool,
     /// The plan a writer approved (`triggers.plan_approval`): followed
     /// without a new debate.
-    pub approved_plan: Option<super::task_plan::TaskPlan>,
+    pub approved_plan: Option<crate::task::phases::task_plan::TaskPlan>,
     /// Changes a writer asked for to the last plan, as a section of the
     /// planning request.
     pub plan_changes: Option<String>,
     /// Where the phases' records are kept (the journal, or the store the
     /// replicas share).
-    pub records: super::records::TaskRecords,
+    pub records: crate::task::state::records::TaskRecords,
 }
 
 /// Where a run reports, and what it may read and write, besides the forge.
@@ -66,7 +66,7 @@ pub(super) struct Reporting<'a> {
     /// The run's transcript, if it has one.
     pub transcript: Option<Arc<Transcript>>,
     /// Where the task's records are kept.
-    pub records: super::records::TaskRecords,
+    pub records: crate::task::state::records::TaskRecords,
 }
 
 impl Reporting<'_> {
@@ -225,7 +225,7 @@ impl<'a> TaskRun<'a> {
 
     /// Goes on from the comment an earlier run that ended waiting left.
     pub fn restore_progress(&self) {
-        if let Some(kept) = self.records.read::<super::progress::KeptProgress>() {
+        if let Some(kept) = self.records.read::<crate::task::report::progress::KeptProgress>() {
             self.comment.restore(kept);
         }
     }

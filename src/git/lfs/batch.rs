@@ -305,6 +305,6 @@ async fn checked(url: &Url, response: reqwest::Response) -> Result<reqwest::Resp
     Err(LfsError::Refused {
         url: redacted(url),
         status: status.as_u16(),
-        message: crate::task::sanitize::for_forge_line(&crate::redact::urls_in(&message), 200),
+        message: crate::sanitize::for_forge_line(&crate::redact::urls_in(&message), 200),
     })
 }

@@ -32,7 +32,7 @@ pub async fn upload(
             return Err(LfsError::Object {
                 oid: pointer.oid.clone(),
                 code: e.code,
-                message: crate::task::sanitize::for_forge_line(&e.message, 200),
+                message: crate::sanitize::for_forge_line(&e.message, 200),
             });
         }
         let Some(action) = answer.actions.get("upload") else {

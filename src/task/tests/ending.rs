@@ -1,11 +1,11 @@
 //! A run that ended in an error, settled: each kind of error gets its one
 //! ending on the forge and in the journal, and the scheduler's next step.
 
-use super::super::ending::settle;
-use super::super::error::TaskError;
-use super::{World, MAINTAINER};
 use crate::forge::{ForgeError, ItemRef};
 use crate::journal::Phase;
+use crate::task::report::ending::settle;
+use crate::task::state::error::TaskError;
+use crate::task::tests::{World, MAINTAINER};
 use crate::task::{Action, TaskEnd};
 
 fn issue(world: &World, number: u64) -> ItemRef {

@@ -1,9 +1,9 @@
 //! A run's reports through its real subscribers: the progress comment on
 //! the forge, the task's line on the status board, the metrics.
 
-use super::World;
-use crate::task::events::TaskEvent;
-use crate::task::progress::Step;
+use crate::task::report::events::TaskEvent;
+use crate::task::report::progress::Step;
+use crate::task::tests::World;
 use std::time::Duration;
 
 /// The history lines of a progress comment, without their `- `.

@@ -94,7 +94,7 @@ impl MemoryForge {
 
     /// The body of the comment carrying forgehand's progress marker.
     pub fn progress_comment(&self, item: &ItemRef) -> Option<String> {
-        let marker = crate::task::progress::marker(item);
+        let marker = crate::task::report::progress::marker(item);
         self.state()
             .comments
             .iter()

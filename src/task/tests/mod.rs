@@ -10,12 +10,16 @@ mod events;
 pub(in crate::task) mod forge;
 mod model;
 
-use super::claim::{self, Claim, Claimed};
-use super::run::{Reporting, TaskRun};
-use super::{change, deliver, plan, prepare, push, verify, TaskEnd, TaskEnv};
 use crate::config::{Config, PlanningMode, Secrets};
 use crate::journal::{Journal, Phase};
 use crate::sandbox::local::LocalBackend;
+use crate::task::handoff::Claimed;
+use crate::task::phases::claim::{self, Claim};
+use crate::task::run::{Reporting, TaskRun};
+use crate::task::{
+    phases::change, phases::deliver, phases::plan, phases::prepare, phases::push, phases::verify, TaskEnd,
+    TaskEnv,
+};
 use forge::MemoryForge;
 use model::{Scripted, Turn};
 use std::path::{Path, PathBuf};
@@ -136,7 +140,7 @@ impl World {
             board: &self.env.board,
             echo: false,
             transcript: None,
-            records: super::records::TaskRecords::for_task(
+            records: crate::task::state::records::TaskRecords::for_task(
                 &self.env.config,
                 item,
                 self.env.journal.clone(),
@@ -149,7 +153,7 @@ impl World {
 
     async fn claimed(&self, run: &mut TaskRun<'_>) -> Box<Claimed> {
         let record = self.env.journal.begin(&run.key).unwrap();
-        match claim::claim(run, &super::needs::claim_needs(&self.env.config), &record)
+        match claim::claim(run, &crate::task::needs::claim_needs(&self.env.config), &record)
             .await
             .unwrap()
         {
@@ -158,16 +162,16 @@ impl World {
         }
     }
 
-    async fn prepared(&self, run: &mut TaskRun<'_>, claimed: &Claimed) -> prepare::Prepared {
-        let needs = super::needs::prepare_needs(&self.env, &run.item);
+    async fn prepared(&self, run: &mut TaskRun<'_>, claimed: &Claimed) -> crate::task::handoff::Prepared {
+        let needs = crate::task::needs::prepare_needs(&self.env, &run.item);
         prepare::prepare(run, &needs, claimed).await.unwrap()
     }
 
-    async fn changed(&self, run: &mut TaskRun<'_>, claimed: &Claimed) -> change::Changed {
+    async fn changed(&self, run: &mut TaskRun<'_>, claimed: &Claimed) -> crate::task::handoff::Changed {
         let prepared = self.prepared(run, claimed).await;
         let planned = plan::plan(
             run,
-            &super::needs::plan_needs(&self.env),
+            &crate::task::needs::plan_needs(&self.env),
             claimed,
             prepared,
             Default::default(),
@@ -176,7 +180,7 @@ impl World {
         .unwrap();
         change::change(
             run,
-            &super::needs::change_needs(&self.env, None),
+            &crate::task::needs::change_needs(&self.env, None),
             claimed,
             planned,
         )
@@ -248,7 +252,7 @@ async fn claiming_swaps_the_labels_posts_the_comment_and_hears_members_only() {
     );
     assert_eq!(claimed.target.branch, "forgehand/issue-7");
     assert_eq!(claimed.target.base, "main");
-    assert_eq!(claimed.thread.author, super::request::Heard::Member);
+    assert_eq!(claimed.thread.author, crate::task::phases::request::Heard::Member);
     let heard: Vec<(&str, bool)> = claimed
         .thread
         .comments
@@ -335,7 +339,7 @@ async fn planning_hands_on_the_synthesised_request_and_says_why_there_is_no_plan
     let prepared = world.prepared(&mut run, &claimed).await;
     let planned = plan::plan(
         &mut run,
-        &super::needs::plan_needs(&world.env),
+        &crate::task::needs::plan_needs(&world.env),
         &claimed,
         prepared,
         Default::default(),
@@ -428,7 +432,7 @@ async fn verifying_hands_a_failing_test_back_to_the_model_until_it_passes() {
     let mut run = world.run(&item);
     let claimed = world.claimed(&mut run).await;
     let changed = world.changed(&mut run, &claimed).await;
-    let verified = verify::verify(&mut run, &super::needs::verify_needs(&world.env), changed)
+    let verified = verify::verify(&mut run, &crate::task::needs::verify_needs(&world.env), changed)
         .await
         .unwrap();
 
@@ -450,12 +454,12 @@ async fn pushing_takes_the_commits_out_of_the_sandbox_and_journals_the_summary()
     let mut run = world.run(&item);
     let claimed = world.claimed(&mut run).await;
     let changed = world.changed(&mut run, &claimed).await;
-    let verified = verify::verify(&mut run, &super::needs::verify_needs(&world.env), changed)
+    let verified = verify::verify(&mut run, &crate::task::needs::verify_needs(&world.env), changed)
         .await
         .unwrap();
     let pushed = push::push(
         &mut run,
-        &super::needs::push_needs(&world.env.config),
+        &crate::task::needs::push_needs(&world.env.config),
         &claimed,
         verified,
     )
@@ -477,7 +481,7 @@ async fn pushing_takes_the_commits_out_of_the_sandbox_and_journals_the_summary()
     let pushed = world
         .env
         .journal
-        .record::<crate::task::phase_records::PushedRecord>(&run.key)
+        .record::<crate::task::state::phase_records::PushedRecord>(&run.key)
         .unwrap()
         .unwrap();
     assert_eq!(
@@ -497,12 +501,12 @@ async fn pushing_nothing_hands_on_the_models_answer() {
     let mut run = world.run(&item);
     let claimed = world.claimed(&mut run).await;
     let changed = world.changed(&mut run, &claimed).await;
-    let verified = verify::verify(&mut run, &super::needs::verify_needs(&world.env), changed)
+    let verified = verify::verify(&mut run, &crate::task::needs::verify_needs(&world.env), changed)
         .await
         .unwrap();
     let pushed = push::push(
         &mut run,
-        &super::needs::push_needs(&world.env.config),
+        &crate::task::needs::push_needs(&world.env.config),
         &claimed,
         verified,
     )
@@ -537,11 +541,11 @@ async fn a_task_waits_on_its_checks_holding_nothing_and_fixes_a_failure_in_a_new
     world.forge.state().default_checks = vec![check(crate::forge::CheckState::Passed)];
     let forge: Arc<dyn crate::forge::Forge> = world.forge.clone();
     let run = |forge: Arc<dyn crate::forge::Forge>| {
-        super::run(&world.env, forge, item.clone(), CancellationToken::new())
+        crate::task::run(&world.env, forge, item.clone(), CancellationToken::new())
     };
     let (env, waiting) = (&world.env, &item);
     let waited = |forge: Arc<dyn crate::forge::Forge>| async move {
-        super::wait_for_checks(env, forge.as_ref(), waiting, &CancellationToken::new()).await;
+        crate::task::wait_for_checks(env, forge.as_ref(), waiting, &CancellationToken::new()).await;
     };
 
     // The first run opens the draft and ends waiting: no sandbox, no slot.
@@ -661,7 +665,7 @@ async fn the_whole_pipeline_delivers_and_no_secret_reaches_the_forge() {
     let world = World::new(&[("greet.txt", "hi\n")], fixing_turns());
     let item = world.issue();
     let forge: Arc<dyn crate::forge::Forge> = world.forge.clone();
-    let end = super::run(&world.env, forge, item.clone(), CancellationToken::new()).await;
+    let end = crate::task::run(&world.env, forge, item.clone(), CancellationToken::new()).await;
 
     assert!(matches!(end, TaskEnd::Delivered { .. }), "{end:?}");
     assert_eq!(
