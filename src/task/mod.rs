@@ -16,12 +16,17 @@
 //!
 //! Every phase's effect outside the daemon is journalled as soon as it is
 //! done and is safe to repeat, so a task killed at any point is resumed,
-//! never doubled: once pushed, a restart goes straight on to delivery.
-//! What a phase hands on is journalled as its record when it ends
-//! (`phase_records`; the agent's run at every step, `checkpoint`) and read
-//! back when the task starts again. What happens is told to one sink
-//! (`events`): the comment, the board, the metrics and the transcript
-//! follow it.
+//! never doubled. Where a run starts is decided in one place
+//! (`state::resume`), from what the task kept: the work from the claim
+//! (with the records earlier runs kept for the phases on the way: the
+//! ground, the plan, a push that began, the agent's last step), a plan
+//! waiting for approval, a push to deliver, or checks to follow. What
+//! happens is told to one sink (`report::events`): the comment, the
+//! board, the metrics and the transcript follow it. The folders:
+//! `phases/` (the steps), `handoff.rs` (what each hands the next),
+//! `workbench/` (the sandbox, the work tree, the agent's session),
+//! `report/` (the events and their subscribers), `state/` (what a task
+//! keeps between runs).
 
 mod env;
 mod handoff;
@@ -38,7 +43,8 @@ use phases::{
     approval, attempts, ci, ci_round, claim, deliver, gate, plan, prepare, push, review, thread_images,
 };
 use report::{ending, events};
-use state::{checkpoint, phase_records, records};
+use state::resume::{self, ResumePoint};
+use state::{checkpoint, records};
 
 pub use phases::request;
 pub use report::{board, progress};
@@ -56,7 +62,7 @@ pub use state::end::TaskEnd;
 pub use workbench::start_sandbox::SandboxHints;
 
 use crate::forge::{Forge, ItemRef};
-use crate::journal::{Phase, TaskRecord};
+use crate::journal::TaskRecord;
 use claim::Claim;
 use events::TaskEvent;
 use handoff::Claimed;
@@ -227,8 +233,9 @@ fn budgeted(env: &TaskEnv, item: &ItemRef) -> (TaskEnv, Arc<crate::budget::Spend
     (TaskEnv { model, ..env.clone() }, spend)
 }
 
-/// The task's phases in order. A task pushed before a restart goes
-/// straight on to delivery.
+/// The task's phases in order, from where the run starts
+/// (`state::resume`, read once): a task pushed before a restart goes
+/// straight on to delivery, one waiting on its checks to what they said.
 async fn execute(
     run: &mut TaskRun<'_>,
     env: &TaskEnv,
@@ -236,9 +243,13 @@ async fn execute(
     record: &TaskRecord,
 ) -> Result<TaskEnd, TaskError> {
     let config = &env.config;
-    if let Some(end) = approval::resume(run, env, record).await? {
-        return Ok(end);
-    }
+    let point = match resume::resume_point(run.journal, &run.records, record)? {
+        ResumePoint::AwaitingApproval(wait, kept) => match approval::resume(run, env, wait).await? {
+            Some(end) => return Ok(end),
+            None => ResumePoint::Work(kept),
+        },
+        point => point,
+    };
     let claimed = match claim::claim(run, &claim_needs(config), record).await? {
         Claim::Claimed(claimed) => claimed,
         Claim::Ended(end) => return Ok(end),
@@ -246,36 +257,41 @@ async fn execute(
     if let (Some(url), Some(transcript)) = (&config.daemon.public_url, &accounts.transcript) {
         run.note(format!("Transcript of this run: {url}/tasks/{}", transcript.id()));
     }
-    // Pushed: the journal's phase, or the push's record (among replicas
-    // sharing their records, the one a replica that took the task over finds).
-    let pushed = run.records.read::<phase_records::PushedRecord>();
-    if record.phase >= Phase::Pushed || pushed.is_some() {
+    match point {
         // Started again on its wait for checks (they ended, or the daemon
         // started again while they ran).
-        if let Some(wait) = run.journal.check_wait(&run.key)? {
-            return follow_on(run, env, accounts, &claimed, wait).await;
+        ResumePoint::FollowingChecks(wait) => follow_on(run, env, accounts, &claimed, wait).await,
+        ResumePoint::Pushed { summary } => {
+            tracing::info!(task = %run.item, "already pushed before a restart; opening or finding the PR/MR");
+            run.report().await;
+            deliver_and_follow(run, env, &claimed, &summary, None).await
         }
-        tracing::info!(task = %run.item, "already pushed before a restart; opening or finding the PR/MR");
-        run.report().await;
-        // The summary: the push's record (a journal of an earlier version
-        // kept it as the task's outcome).
-        let summary = match pushed {
-            Some(pushed) => pushed.summary,
-            None => record.outcome.clone().unwrap_or_default(),
-        };
-        return deliver_and_follow(run, env, &claimed, &summary, None).await;
+        ResumePoint::Work(kept) | ResumePoint::AwaitingApproval(_, kept) => {
+            run.kept = kept;
+            if let Some(end) = approval::gate(run, env, accounts, &claimed).await? {
+                return Ok(end);
+            }
+            change_and_deliver(run, env, accounts, &claimed).await
+        }
     }
-    if let Some(end) = approval::gate(run, env, accounts, &claimed).await? {
-        return Ok(end);
-    }
-    match make_change(run, env, accounts, &claimed).await? {
+}
+
+/// From the clone to the delivered change (or the answer, when nothing
+/// changed).
+async fn change_and_deliver(
+    run: &mut TaskRun<'_>,
+    env: &TaskEnv,
+    accounts: &Accounts,
+    claimed: &Claimed,
+) -> Result<TaskEnd, TaskError> {
+    match make_change(run, env, accounts, claimed).await? {
         Pushed::Branch { summary, bench } => {
-            let end = deliver_and_follow(run, env, &claimed, &summary, Some(&bench)).await;
+            let end = deliver_and_follow(run, env, claimed, &summary, Some(&bench)).await;
             bench.session.close().await;
             end
         }
         // Pushed by the run before a restart: its sandbox is gone.
-        Pushed::Earlier { summary } => deliver_and_follow(run, env, &claimed, &summary, None).await,
+        Pushed::Earlier { summary } => deliver_and_follow(run, env, claimed, &summary, None).await,
         Pushed::Nothing { answer } => {
             let (answer, answers) = review::split_summary(&answer);
             let unpushed = review::Pushed {
@@ -286,7 +302,7 @@ async fn execute(
             if let Some(line) = review::answer(run, &claimed.thread.review, &answers, &unpushed).await {
                 run.note(line);
             }
-            deliver::no_changes(run, &config.labels, &answer).await
+            deliver::no_changes(run, &env.config.labels, &answer).await
         }
     }
 }

@@ -53,6 +53,9 @@ pub(super) struct TaskRun<'a> {
     /// Where the phases' records are kept (the journal, or the store the
     /// replicas share).
     pub records: crate::task::state::records::TaskRecords,
+    /// What earlier runs kept for the phases before the push, read once
+    /// where the run starts (`state::resume`); each phase takes its part.
+    pub kept: crate::task::state::resume::Kept,
 }
 
 /// Where a run reports, and what it may read and write, besides the forge.
@@ -120,6 +123,7 @@ impl<'a> TaskRun<'a> {
             approved_plan: None,
             plan_changes: None,
             records: reporting.records,
+            kept: Default::default(),
         }
     }
 
@@ -143,6 +147,8 @@ impl<'a> TaskRun<'a> {
             approved_plan: None,
             plan_changes: None,
             records: self.records.clone(),
+            // An attempt beside the task's run starts afresh.
+            kept: Default::default(),
         }
     }
 

@@ -15,7 +15,7 @@
 
 use crate::config::{Config, PlanApproval};
 use crate::forge::{CommentPlace, Forge, ForgeError, Item, ItemRef};
-use crate::journal::{Phase, PlanAnswer, PlanWait, TaskRecord};
+use crate::journal::{Phase, PlanAnswer, PlanWait};
 use crate::sanitize::for_model;
 use crate::task::handoff::Claimed;
 use crate::task::handoff::Conversation;
@@ -48,20 +48,15 @@ pub(in crate::task) fn wanted(config: &Config, item: &Item) -> bool {
     }
 }
 
-/// At a run's start: a plan waiting for approval is looked at. `Some`: the
-/// run ends here (still waiting, or timed out). Otherwise the run goes on,
-/// with the approved plan or the changes asked for on `run`.
+/// At a run's start (`state::resume`): the plan waiting for approval is
+/// looked at. `Some`: the run ends here (still waiting, or timed out).
+/// Otherwise the run goes on, with the approved plan or the changes asked
+/// for on `run`.
 pub(in crate::task) async fn resume(
     run: &mut TaskRun<'_>,
     env: &TaskEnv,
-    record: &TaskRecord,
+    mut wait: PlanWait,
 ) -> Result<Option<TaskEnd>, TaskError> {
-    if record.phase >= Phase::Pushed {
-        return Ok(None);
-    }
-    let Some(mut wait) = run.journal.plan_wait(&run.key)? else {
-        return Ok(None);
-    };
     let answer = match wait.answer.clone() {
         Some(answer) => answer,
         None => match answer(run.forge.as_ref(), &run.item, &wait).await? {

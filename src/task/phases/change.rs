@@ -265,7 +265,7 @@ async fn resume(
     let Some(store) = &needs.checkpoints else {
         return Ok(None);
     };
-    let Some(saved) = store.saved() else {
+    let Some(saved) = run.kept.checkpoint.take() else {
         return Ok(None);
     };
     sandbox_filled(run, &needs.setup, prepared).await?;

@@ -181,9 +181,9 @@ fn record_plan(
 
 /// The plan journalled before a restart, when it was made on the same
 /// ground for the same request.
-fn planned_before(run: &TaskRun<'_>, asked_on: Option<&(&PreparedRecord, String)>) -> Option<TaskPlan> {
+fn planned_before(run: &mut TaskRun<'_>, asked_on: Option<&(&PreparedRecord, String)>) -> Option<TaskPlan> {
     let (ground, request) = asked_on?;
-    let saved = run.records.read::<PlannedRecord>()?;
+    let saved = run.kept.planned.take()?;
     (saved.ground.same_ground(ground) && saved.request == *request).then_some(saved.plan)
 }
 

@@ -149,7 +149,7 @@ pub(in crate::task) async fn prepare(
 /// Where the prepared task stands, journalled as the phase's record; a
 /// start on other ground than the last says what changed.
 async fn record_ground(
-    run: &TaskRun<'_>,
+    run: &mut TaskRun<'_>,
     claimed: &Claimed,
     workspace: &WorkspaceHandle,
     repo: &RepoEnvironment,
@@ -164,7 +164,7 @@ async fn record_ground(
         settings: phase_records::digest(&format!("{:?}", repo.settings)),
         snapshot: sandbox.snapshot.as_ref().map(|s| s.key().to_owned()),
     };
-    if let Some(before) = run.records.read::<PreparedRecord>() {
+    if let Some(before) = run.kept.prepared.take() {
         let changes = before.changes(&ground);
         if !changes.is_empty() {
             tracing::info!(task = %run.item, "prepared on other ground than the last start: {}", changes.join(", "));

@@ -95,11 +95,11 @@ pub(in crate::task) enum Pushed {
 /// the remote branch (as `workspace` found it) is at the commit the
 /// pushing record names. Then the push is recorded now.
 pub(in crate::task) async fn pushed_before_a_restart(
-    run: &TaskRun<'_>,
+    run: &mut TaskRun<'_>,
     needs: &Needs<'_>,
     workspace: &WorkspaceHandle,
 ) -> Result<Option<Pushed>, TaskError> {
-    let Some(pushing) = run.records.read::<PushingRecord>() else {
+    let Some(pushing) = run.kept.pushing.take() else {
         return Ok(None);
     };
     let remote = workspace.with(|ws| ws.pushed_head()).await?;

@@ -8,3 +8,4 @@ pub mod end;
 pub mod error;
 pub mod phase_records;
 pub mod records;
+pub mod resume;

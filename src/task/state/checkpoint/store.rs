@@ -63,11 +63,6 @@ impl Store {
         self.records.held()
     }
 
-    /// The task's last checkpoint, if its run has one.
-    pub fn saved(&self) -> Option<AgentCheckpoint> {
-        self.records.read::<AgentCheckpoint>()
-    }
-
     /// Records `checkpoint` in place of the one before when it weighs at
     /// most `max_bytes`; its weight (over the limit: nothing is written).
     pub fn save(&self, checkpoint: &AgentCheckpoint, max_bytes: usize) -> Result<usize, RecordError> {
