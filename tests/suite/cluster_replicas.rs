@@ -31,6 +31,16 @@ pub(crate) const CLUSTER: &str =
 
 /// Replica `n` of the world: its own state folder and log.
 pub(crate) fn replica(world: &World, kube_config: &Path, n: usize) -> DaemonProcess {
+    replica_with(world, kube_config, n, &[])
+}
+
+/// Replica `n`, with `extra` in its environment.
+pub(crate) fn replica_with(
+    world: &World,
+    kube_config: &Path,
+    n: usize,
+    extra: &[(&'static str, String)],
+) -> DaemonProcess {
     let config = world.dir.path().join(format!("config-{n}.yaml"));
     let state = world.dir.path().join("state");
     let text = std::fs::read_to_string(&world.config)
@@ -46,6 +56,7 @@ pub(crate) fn replica(world: &World, kube_config: &Path, n: usize) -> DaemonProc
     let mut env: Vec<(&str, String)> = world.env().to_vec();
     env.push(("KUBECONFIG", kube_config.display().to_string()));
     env.push(("HOSTNAME", format!("replica-{n}")));
+    env.extend(extra.iter().cloned());
     DaemonProcess::start(&config, &["run"], &env, &world.log_path())
 }
 
