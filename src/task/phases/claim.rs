@@ -92,7 +92,7 @@ pub(in crate::task) async fn claim(
     let target = target?;
     run.journal.set_branch(&run.key, &target.branch)?;
     run.emit(TaskEvent::Branch(target.branch.clone()));
-    run.at(Step::Workspace, "Preparing the workspace");
+    run.at(Step::Prepare, "Preparing the workspace");
     let thread = thread?;
     let withheld = request::withheld(&thread.author, &thread.comments, &run.forge.who_may_trigger());
     let asked_by = asked_by(run, needs, &item, &thread).await?;

@@ -24,7 +24,7 @@ pub(in crate::task) async fn open_change(
     let change = match &target.change {
         Some(change) => change.clone(),
         None => {
-            run.at(Step::Review, "Opening the draft for review");
+            run.at(Step::Deliver, "Opening the draft for review");
             let title = sanitize::for_model(&item.title);
             let title = format!("{} ({})", title.trim(), issue_ref(&run.item));
             let plan = run

@@ -26,14 +26,16 @@ pub fn is_progress_comment(body: &str) -> bool {
     body.contains("<!-- forgehand:task ")
 }
 
+/// The task's steps on the progress comment's checklist, named as the
+/// phases that do them (`task::phases`) and as the metrics' `phase` label.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Step {
     Claim,
-    Workspace,
+    Prepare,
     Plan,
     Change,
     Push,
-    Review,
+    Deliver,
     Ci,
 }
 
@@ -55,11 +57,11 @@ impl Step {
     pub fn as_str(self) -> &'static str {
         match self {
             Step::Claim => "claim",
-            Step::Workspace => "workspace",
+            Step::Prepare => "prepare",
             Step::Plan => "plan",
             Step::Change => "change",
             Step::Push => "push",
-            Step::Review => "review",
+            Step::Deliver => "deliver",
             Step::Ci => "ci",
         }
     }
@@ -67,11 +69,11 @@ impl Step {
 
 const STEPS: [Step; 7] = [
     Step::Claim,
-    Step::Workspace,
+    Step::Prepare,
     Step::Plan,
     Step::Change,
     Step::Push,
-    Step::Review,
+    Step::Deliver,
     Step::Ci,
 ];
 

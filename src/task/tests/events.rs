@@ -23,7 +23,7 @@ async fn the_board_shows_the_comments_last_line_and_the_metrics_time_each_step()
     run.show_web_url("https://forge.example/acme/app/issues/7");
     run.ensure_comment().await.unwrap();
     run.at(Step::Claim, "Claimed");
-    run.at(Step::Workspace, "Preparing the workspace");
+    run.at(Step::Prepare, "Preparing the workspace");
     let second = run.attempt("Attempt 2/2".into());
     second.note("done; tests passed");
     second.report().await;
@@ -53,10 +53,7 @@ async fn the_board_shows_the_comments_last_line_and_the_metrics_time_each_step()
         metrics.contains("forgehand_phase_duration_seconds_count{phase=\"claim\"} 1"),
         "{metrics}"
     );
-    assert!(
-        !metrics.contains("phase=\"workspace\""),
-        "not ended yet: {metrics}"
-    );
+    assert!(!metrics.contains("phase=\"prepare\""), "not ended yet: {metrics}");
     run.finish(false, "Failed", "**Failed.**".into());
     run.emit(TaskEvent::Ended {
         outcome: "failed",
@@ -65,7 +62,7 @@ async fn the_board_shows_the_comments_last_line_and_the_metrics_time_each_step()
     });
     let metrics = world.env.metrics.encode();
     assert!(
-        metrics.contains("forgehand_phase_duration_seconds_count{phase=\"workspace\"} 1"),
+        metrics.contains("forgehand_phase_duration_seconds_count{phase=\"prepare\"} 1"),
         "{metrics}"
     );
     assert!(
