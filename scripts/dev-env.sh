@@ -175,6 +175,27 @@ ensure_github_openapi() {
   rm -rf "$work"
 }
 
+# GitHub's GraphQL schema (npm @octokit/graphql-schema): the fake GitHub
+# validates every GraphQL document it takes, and its variables, against it.
+# Only schema.graphql is kept (1.2 MB of the package).
+OCTOKIT_GRAPHQL_SCHEMA_VERSION="15.26.1"
+ensure_github_graphql_schema() {
+  local dir="$STATE_DIR/github-graphql"
+  local file="$dir/schema-$OCTOKIT_GRAPHQL_SCHEMA_VERSION.graphql"
+  [ -s "$file" ] && return 0
+  command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+  log "fetching GitHub's GraphQL schema (@octokit/graphql-schema $OCTOKIT_GRAPHQL_SCHEMA_VERSION) from npm into $dir"
+  mkdir -p "$dir"
+  local work
+  work=$(mktemp -d)
+  (cd "$work" && npm pack --silent "@octokit/graphql-schema@$OCTOKIT_GRAPHQL_SCHEMA_VERSION" >/dev/null) \
+    || die "npm pack @octokit/graphql-schema@$OCTOKIT_GRAPHQL_SCHEMA_VERSION failed"
+  tar -xzf "$work"/octokit-graphql-schema-*.tgz -C "$work" package/schema.graphql \
+    || die "the @octokit/graphql-schema package has no schema.graphql"
+  mv "$work/package/schema.graphql" "$file"
+  rm -rf "$work"
+}
+
 # mdBook builds the book in docs/ (the suite fails on a broken link in it).
 # From crates.io, into a folder of its own; about 2.5 min the first time.
 MDBOOK_VERSION="0.5.4"
@@ -202,5 +223,6 @@ ensure_test_tools
 ensure_deploy_tools
 ensure_registries
 ensure_github_openapi
+ensure_github_graphql_schema
 ensure_mdbook
 check_tools

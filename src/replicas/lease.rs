@@ -184,6 +184,9 @@ impl Claimer {
             }
         };
         if !silent_long_enough {
+            // Every look at another replica's live claim (a claim attempt or
+            // a sweep) leaves this line: what shows a replica saw it and declined.
+            tracing::debug!(lease = %name, holder = %current.holder, replica = %self.holder, "the claim's holder has not been silent for a whole lease duration; leaving the claim to it");
             return Ok(Attempt::Held {
                 holder: current.holder,
             });

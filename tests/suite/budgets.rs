@@ -107,8 +107,8 @@ async fn a_spent_daily_cap_holds_the_next_item_back_with_a_comment_and_no_model_
         comment.contains("budget.repository_daily_usd ($0.01) is spent"),
         "{comment}"
     );
-    // Several polls later: still waiting, labelled, told once, nothing asked.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Two polls later: still waiting, labelled, told once, nothing asked.
+    world.two_polls_since(world.github.requests().len()).await;
     assert_eq!(
         world.model.all_requests().await.len(),
         calls,

@@ -60,6 +60,19 @@ pub(crate) fn replica_with(
     DaemonProcess::start(&config, &["run"], &env, &world.log_path())
 }
 
+/// Whether the replica whose holder identity starts with `replica` logged
+/// that it saw `holder`'s claim live and left it (src/replicas/lease.rs).
+fn declined_by(log: &Path, replica: &str, holder: &str) -> bool {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .any(|line| {
+            line.contains("leaving the claim to it")
+                && line.contains(&format!("holder={holder}"))
+                && line.contains(&format!("replica={replica}"))
+        })
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_killed_mid_task_is_taken_over_and_the_task_ends_once() {
     let kube = FakeKube::start().await;
@@ -92,9 +105,18 @@ async fn a_replica_killed_mid_task_is_taken_over_and_the_task_ends_once() {
             .nth(1),
         Some("1")
     );
-    // The second replica starts while the first works: it must not start the task too.
+    // The second replica starts while the first works: it must not start
+    // the task too. Its log shows it looked at the Lease and left it to
+    // the first (the first never weighs its own claim).
     let mut second = replica(&world, &kube_config, 2);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let holder = leases[0]["spec"]["holderIdentity"].as_str().unwrap().to_owned();
+    wait_until(
+        "the second replica seeing the first's claim and leaving it",
+        Duration::from_secs(60),
+        async || declined_by(&log, "replica-2-", &holder),
+        &log,
+    )
+    .await;
     assert_eq!(
         kube.lease("default", leases[0]["metadata"]["name"].as_str().unwrap())
             .unwrap()["spec"]["holderIdentity"],

@@ -20,25 +20,6 @@ fn eyes(on: &str) -> Reaction {
     }
 }
 
-/// Waits until the daemon has polled the repository's labelled issues
-/// twice since the fake GitHub's request number `from`: whatever was on the
-/// forge by then, the daemon has been able to see.
-async fn two_polls_since(world: &World, from: usize) {
-    daemon_rig::wait_until(
-        "two polls of the repository",
-        Duration::from_secs(60),
-        async || {
-            world.github.requests()[from..]
-                .iter()
-                .filter(|r| r.starts_with("GET /repos/acme/app/issues?state=open&labels="))
-                .count()
-                >= 2
-        },
-        &world.log_path(),
-    )
-    .await;
-}
-
 /// The id of the newest comment on `number` by `author`.
 fn newest_comment(world: &World, number: u64, author: &str) -> u64 {
     world
@@ -123,7 +104,7 @@ async fn an_outsiders_mention_gets_no_reaction_and_no_model_call() {
         &world.log_path(),
     )
     .await;
-    two_polls_since(&world, world.github.requests().len()).await;
+    world.two_polls_since(world.github.requests().len()).await;
     assert!(
         world.github.reactions().is_empty(),
         "{:?}",
@@ -151,7 +132,7 @@ async fn a_mention_is_heard_once_even_when_edited_and_a_label_gets_its_eyes() {
     world
         .github
         .edit_comment(REPO, mention, &format!("@{BOT} is anything to do here? (edited)"));
-    two_polls_since(&world, from).await;
+    world.two_polls_since(from).await;
     assert_eq!(world.model.requests().await.len(), asked, "{}", daemon.log_text());
     assert_eq!(world.bot_comment_count(issue), 1);
 
@@ -180,7 +161,7 @@ async fn with_mentions_off_a_mention_starts_nothing() {
     world
         .github
         .comment(REPO, issue, "maya", &format!("@{BOT} please do it"));
-    two_polls_since(&world, from).await;
+    world.two_polls_since(from).await;
     assert!(
         world.model.all_requests().await.is_empty(),
         "{}",
@@ -252,7 +233,7 @@ async fn a_writers_mention_mid_run_reaches_the_running_agent_and_an_outsiders_ne
     );
     // It was answered by the run that read it: no other run starts for it.
     let asked = world.model.received();
-    two_polls_since(&world, world.github.requests().len()).await;
+    world.two_polls_since(world.github.requests().len()).await;
     assert_eq!(
         world.model.received(),
         asked,

@@ -24,6 +24,7 @@ mod eval;
 mod first_run;
 mod forge_edits;
 mod forge_github;
+mod forge_graphql;
 mod git;
 mod ideas;
 mod ideas_mcp;

@@ -200,8 +200,16 @@ async fn a_full_state_disk_stops_claiming_says_why_and_loses_nothing() {
     let issue = world.labelled_issue("Greet the world");
     let mut daemon = world.start();
     mcp_client::wait_for_port(&address).await;
-    // Several poll cycles pass; the issue is not claimed.
-    tokio::time::sleep(Duration::from_secs(4)).await;
+    // Once the daemon knows the disk is full, two polls that list the
+    // issue pass; it is not claimed.
+    daemon_rig::wait_until(
+        "the daemon seeing the disk full",
+        Duration::from_secs(60),
+        async || daemon.log_text().contains("not claiming new tasks"),
+        &world.log_path(),
+    )
+    .await;
+    world.two_polls_since(gh.requests().len()).await;
     assert_eq!(gh.issue(REPO, issue).labels, vec!["coding agent".to_owned()]);
     let ready = reqwest::get(format!("http://{address}/readyz")).await.unwrap();
     assert_eq!(ready.status(), 503);

@@ -148,9 +148,22 @@ async fn a_delivery_with_a_bad_signature_is_refused_with_a_log_line_and_a_counte
     assert!(!log.contains(SECRET));
     // A correctly signed delivery of the same body is taken (and, being
     // only a doorbell, starts nothing: the issue has no label).
+    let from = world.github.requests().len();
     let signed = post(github_signature(SECRET, body.as_bytes())).await.unwrap();
     assert_eq!(signed.status(), 202);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    // The poll it rang for (the next timed one is an hour away) has run.
+    let poll = format!("GET /repos/{REPO}/issues?state=open&labels=");
+    daemon_rig::wait_until(
+        "the poll the delivery rang for",
+        Duration::from_secs(60),
+        async || {
+            world.github.requests()[from..]
+                .iter()
+                .any(|r| r.starts_with(&poll))
+        },
+        &world.log_path(),
+    )
+    .await;
     assert!(world.model.all_requests().await.is_empty());
     assert!(world.github.issue(REPO, issue).labels.is_empty());
 }
@@ -178,8 +191,8 @@ async fn a_delivery_sent_twice_and_seen_by_a_poll_does_nothing_twice() {
     hooks.send_twice();
     let issue = world.labelled_issue("Greet the world");
     world.wait_for_done(issue, Duration::from_secs(120)).await;
-    // A few more polls and deliveries (of forgehand's own comments and labels).
-    tokio::time::sleep(Duration::from_secs(5)).await;
+    // Two more polls, and the deliveries of forgehand's own comments and labels.
+    world.two_polls_since(world.github.requests().len()).await;
     world.assert_delivered_once(issue);
     let log = daemon.log_text();
     assert_eq!(log.matches("starting (new)").count(), 1, "{log}");

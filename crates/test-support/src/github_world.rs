@@ -397,6 +397,25 @@ impl World {
         self.forgehand(&["tasks", "show", &id])
     }
 
+    /// Waits until the daemon polled the repository's labelled issues twice
+    /// after the fake's `from`-th request: proof that a whole poll cycle
+    /// looked at what came before, for a test that asserts nothing happened.
+    pub async fn two_polls_since(&self, from: usize) {
+        crate::daemon_rig::wait_until(
+            "two polls of the repository",
+            Duration::from_secs(60),
+            async || {
+                self.github.requests()[from..]
+                    .iter()
+                    .filter(|r| r.starts_with(&format!("GET /repos/{REPO}/issues?state=open&labels=")))
+                    .count()
+                    >= 2
+            },
+            &self.log_path(),
+        )
+        .await;
+    }
+
     pub fn log_path(&self) -> PathBuf {
         self.dir.path().join("daemon.log")
     }

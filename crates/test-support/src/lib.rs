@@ -20,6 +20,7 @@ pub mod fake_lfs;
 pub mod fake_pods;
 pub mod git_http;
 pub mod github_api;
+pub mod github_graphql;
 pub mod github_world;
 pub mod gitlab_api;
 pub mod gitlab_world;

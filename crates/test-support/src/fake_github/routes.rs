@@ -272,6 +272,11 @@ impl Handler {
         let q = query(req);
         let not_found = || Reply::json(404, json!({"message": "Not Found"}));
         let ok = |v: Value| Reply::json(200, v);
+        if segs == ["graphql"] {
+            if let Some(refusal) = super::graphql::refuse(&mut s, &body) {
+                return refusal;
+            }
+        }
         if let Some(reply) = super::conversation::route(&mut s, req, &base, &segs, &body) {
             return reply;
         }
