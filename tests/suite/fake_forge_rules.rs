@@ -488,3 +488,52 @@ async fn a_push_of_workflow_files_without_the_permission_is_refused_in_githubs_w
     );
     assert_eq!(git_http::refused_pushes(&bare).len(), 3);
 }
+
+#[tokio::test]
+async fn gitlab_refuses_merge_requests_between_missing_or_equal_branches_and_a_second_one() {
+    const GL_TOKEN: &str = "glpat-fakeRulesToken000002";
+    let root = tempfile::tempdir().unwrap();
+    let bare = git_http::bare_repo(root.path(), "acme/app.git", &[("README.md", "# app\n")]);
+    git_http::push_commit(&bare, "feature", "f.txt", "f\n", "a feature");
+    let gitlab = FakeGitLab::start(GL_TOKEN).await;
+    gitlab.add_project("acme/app", "http://127.0.0.1:9/acme/app.git");
+    gitlab.set_repository("acme/app", bare);
+    let open = |source: &str, target: &str| {
+        let body = json!({"source_branch": source, "target_branch": target, "title": "A change"});
+        let url = format!("{}/api/v4/projects/acme%2Fapp/merge_requests", gitlab.url());
+        async move {
+            let answer = reqwest::Client::new()
+                .post(url)
+                .header("private-token", GL_TOKEN)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (answer.status().as_u16(), answer.json::<Value>().await.unwrap())
+        }
+    };
+    assert_eq!(
+        open("main", "main").await,
+        (
+            422,
+            json!({"message": ["You can't use same project/branch for source and target"]})
+        )
+    );
+    assert_eq!(
+        open("nowhere", "main").await,
+        (400, json!({"message": {"source_branch": ["does not exist"]}}))
+    );
+    assert_eq!(
+        open("feature", "develop").await,
+        (400, json!({"message": {"target_branch": ["does not exist"]}}))
+    );
+    let (status, made) = open("feature", "main").await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(
+        open("feature", "main").await,
+        (
+            409,
+            json!({"message": [format!("Another open merge request already exists for this source branch: !{}", made["iid"])]})
+        )
+    );
+}

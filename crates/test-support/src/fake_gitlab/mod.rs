@@ -11,6 +11,7 @@ mod conversation;
 mod discussions;
 mod history;
 mod listing;
+mod merge_requests;
 mod pipelines;
 mod uploads;
 
@@ -661,14 +662,8 @@ impl Handler {
                 let Some(p) = s.projects.get_mut(*path) else {
                     return not_found("Project");
                 };
-                if p.merge_requests
-                    .values()
-                    .any(|m| m.open && m.source_branch == source)
-                {
-                    return Reply::json(
-                        409,
-                        json!({"message": [format!("Another open merge request already exists for this source branch: !1")]}),
-                    );
+                if let Some(refusal) = merge_requests::refusal(p, &source, &target) {
+                    return refusal;
                 }
                 let iid = p.merge_requests.keys().max().copied().unwrap_or(0) + 1;
                 p.merge_requests.insert(
