@@ -21,6 +21,7 @@ mod editor_sandbox;
 mod egress_credentials;
 mod egress_relay;
 mod eval;
+mod fake_forge_rules;
 mod first_run;
 mod forge_edits;
 mod forge_github;

@@ -123,3 +123,27 @@ impl Reply {
         response
     }
 }
+
+/// A time a forge takes in a query (`since`, `updated_after`) as the
+/// fakes' clock reads it (milliseconds since the epoch): ISO 8601 with an
+/// offset or `Z`, with or without fractional seconds; without an offset,
+/// UTC; a bare date is its midnight, UTC. `None` when it is none of these.
+pub fn parse_time(text: &str) -> Option<u64> {
+    use chrono::{DateTime, NaiveDate, NaiveDateTime};
+    let millis = DateTime::parse_from_rfc3339(text)
+        .map(|at| at.timestamp_millis())
+        .or_else(|_| {
+            NaiveDateTime::parse_from_str(text, "%Y-%m-%dT%H:%M:%S%.f")
+                .map(|at| at.and_utc().timestamp_millis())
+        })
+        .or_else(|_| {
+            NaiveDate::parse_from_str(text, "%Y-%m-%d").map(|day| {
+                day.and_hms_opt(0, 0, 0)
+                    .unwrap_or_default()
+                    .and_utc()
+                    .timestamp_millis()
+            })
+        })
+        .ok()?;
+    u64::try_from(millis).ok()
+}

@@ -12,6 +12,10 @@ use std::sync::Arc;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::{TcpListener, TcpStream};
 
+pub use crate::git_rules::{
+    protect_branch, refuse_workflow_files, refuse_workflow_files_from, refused_pushes, Pusher,
+};
+
 pub struct GitHttpServer {
     pub addr: SocketAddr,
     pub root: PathBuf,
@@ -194,6 +198,15 @@ async fn serve(
     if let Some(encoding) = headers.get("content-encoding") {
         cgi.env("HTTP_CONTENT_ENCODING", encoding);
     }
+    // Where the repository's rules (git_rules.rs) leave GitHub's words for
+    // each ref they refuse, to go into the report.
+    let statuses = match path.ends_with("/git-receive-pack") {
+        true => Some(tempfile::NamedTempFile::new()?),
+        false => None,
+    };
+    if let Some(file) = &statuses {
+        cgi.env(crate::git_rules::STATUS_FILE_VAR, file.path());
+    }
     let mut child = cgi.spawn()?;
     let mut stdin = child.stdin.take().expect("piped stdin");
     let writer = tokio::spawn(async move {
@@ -210,6 +223,11 @@ async fn serve(
         .unwrap_or((out.len(), 0));
     let head = String::from_utf8_lossy(&out[..split.0]).into_owned();
     let content = &out[(split.0 + split.1).min(out.len())..];
+    let reasons = statuses
+        .map(|file| crate::git_rules::read_statuses(file.path()))
+        .unwrap_or_default();
+    let rewritten = crate::git_rules::rewrite_report(content, &reasons);
+    let content = rewritten.as_slice();
     let mut status = "200 OK".to_owned();
     let mut response = String::new();
     for line in head.lines() {
@@ -276,43 +294,6 @@ pub fn bare_repo(root: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
         .push(&["refs/heads/main:refs/heads/main"], None)
         .unwrap();
     bare
-}
-
-/// The bare repository refuses, as GitHub does for a token without the
-/// `workflow` scope, every push whose new commits add, change or remove a
-/// file under `.github/workflows/`: its pre-receive hook names the first
-/// such file in GitHub's words, and appends each refusal to
-/// `refused-pushes.log` in the repository. (GitHub puts its words in the
-/// ref's status; `git receive-pack` lets a hook say them only as
-/// `remote:` lines beside `pre-receive hook declined`.)
-pub fn refuse_workflow_files(bare: &Path) {
-    use std::os::unix::fs::PermissionsExt;
-    let hook = bare.join("hooks").join("pre-receive");
-    std::fs::create_dir_all(hook.parent().unwrap()).unwrap();
-    let script = r#"#!/bin/sh
-while read old new ref; do
-  [ "$new" = 0000000000000000000000000000000000000000 ] && continue
-  for commit in $(git rev-list "$new" --not --branches); do
-    file=$(git diff-tree --root --no-commit-id --name-only -r -m "$commit" | grep '^\.github/workflows/' | head -n 1)
-    if [ -n "$file" ]; then
-      echo "$ref $file" >> "$GIT_DIR/refused-pushes.log"
-      echo "refusing to allow a Personal Access Token to create or update workflow \`$file\` without \`workflow\` scope" >&2
-      exit 1
-    fi
-  done
-done
-exit 0
-"#;
-    std::fs::write(&hook, script).unwrap();
-    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
-}
-
-/// The pushes the bare repository refused for workflow files
-/// ([`refuse_workflow_files`]), one line each.
-pub fn refused_pushes(bare: &Path) -> Vec<String> {
-    std::fs::read_to_string(bare.join("refused-pushes.log"))
-        .map(|text| text.lines().map(str::to_owned).collect())
-        .unwrap_or_default()
 }
 
 /// The files of `branch`'s tip.

@@ -48,6 +48,7 @@ impl GitLabWorld {
         let git = GitHttpServer::start(&root, "oauth2", GL_TOKEN).await;
         let gitlab = FakeGitLab::start(GL_TOKEN).await;
         gitlab.add_project(PROJECT, &git.url("acme/platform/app.git"));
+        gitlab.set_repository(PROJECT, bare.clone());
         gitlab.add_member(PROJECT, "maya", 30);
         let model = TurnModel::start(turns).await;
         let config = daemon_rig::write_config_with(

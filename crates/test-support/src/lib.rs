@@ -19,6 +19,7 @@ pub mod fake_kube;
 pub mod fake_lfs;
 pub mod fake_pods;
 pub mod git_http;
+pub mod git_rules;
 pub mod github_api;
 pub mod github_graphql;
 pub mod github_world;

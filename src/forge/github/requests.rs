@@ -196,19 +196,36 @@ pub(super) fn decode<T: DeserializeOwned>(body: &str, what: &str) -> Result<T, F
     })
 }
 
+/// What one entry of a validation failure's `errors` says: its `message`,
+/// or its field and code (`` `base` is invalid ``).
+fn validation_detail(error: &Value) -> Option<String> {
+    if let Some(message) = error.get("message").and_then(Value::as_str) {
+        return Some(message.to_owned());
+    }
+    let field = error.get("field").and_then(Value::as_str)?;
+    let code = error.get("code").and_then(Value::as_str).unwrap_or("invalid");
+    Some(match code {
+        "missing_field" | "missing" => format!("`{field}` is missing"),
+        "invalid" => format!("`{field}` is invalid"),
+        "already_exists" => format!("`{field}` already exists"),
+        other => format!("`{field}`: {other}"),
+    })
+}
+
 fn error_for(status: StatusCode, headers: &HeaderMap, body: &str, what: &str) -> ForgeError {
     let parsed = serde_json::from_str::<Value>(body).ok();
     let mut message = parsed
         .as_ref()
         .and_then(|v| v.get("message").and_then(Value::as_str).map(str::to_owned))
         .unwrap_or_else(|| body.chars().take(200).collect());
-    // A validation failure says what failed in `errors[].message`.
-    let details: Vec<&str> = parsed
+    // A validation failure says what failed in `errors[].message`, or only
+    // by field and code (`{"field":"base","code":"invalid"}`).
+    let details: Vec<String> = parsed
         .as_ref()
         .and_then(|v| v.get("errors").and_then(Value::as_array))
         .into_iter()
         .flatten()
-        .filter_map(|e| e.get("message").and_then(Value::as_str))
+        .filter_map(validation_detail)
         .collect();
     if !details.is_empty() {
         message = format!("{message}: {}", details.join("; "));

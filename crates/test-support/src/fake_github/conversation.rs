@@ -3,7 +3,8 @@
 //! comment of a repository since a time (the mentions forgehand looks for),
 //! and reactions.
 
-use super::routes::user;
+use super::json::user;
+use super::listing::{arrange, Entry, Sorting};
 use super::{State, BOT};
 use crate::fake_http::{paged, query, stamp, tick, Reply};
 use serde_json::{json, Value};
@@ -42,56 +43,50 @@ pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], bod
         ("GET", ["users", _]) => Reply::json(404, json!({"message": "Not Found"})),
         ("GET", ["repos", o, r, "issues", "comments"]) => {
             let name = format!("{o}/{r}");
-            let since = query(req).get("since").cloned().unwrap_or_default();
             let repo = s.repos.get(&name)?;
-            let mut list: Vec<(String, Value)> = Vec::new();
+            let mut list = Vec::new();
             for issue in repo.issues.values() {
                 for (id, author, text) in &issue.comments {
-                    let updated = stamp(
-                        s.comment_updated
-                            .get(id)
-                            .or(s.created.get(id))
-                            .copied()
-                            .unwrap_or(0),
-                    );
-                    if updated.as_str() < since.as_str() {
-                        continue;
-                    }
+                    let created = s.created.get(id).copied().unwrap_or(0);
+                    let updated = s.comment_updated.get(id).copied().unwrap_or(created);
                     let page = if issue.is_pr { "pull" } else { "issues" };
-                    list.push((
-                        updated.clone(),
-                        json!({
+                    list.push(Entry {
+                        created,
+                        updated,
+                        id: *id,
+                        value: json!({
                             "id": id,
                             "user": user(author),
                             "body": text,
-                            "created_at": stamp(s.created.get(id).copied().unwrap_or(0)),
-                            "updated_at": updated,
+                            "created_at": stamp(created),
+                            "updated_at": stamp(updated),
                             "html_url": format!("https://github.example/{name}/{page}/{}#issuecomment-{id}", issue.number),
                             "issue_url": format!("{base}/repos/{name}/issues/{}", issue.number),
                         }),
-                    ));
+                    });
                 }
             }
-            list.sort_by(|a, b| a.0.cmp(&b.0));
-            paged(req, list.into_iter().map(|(_, v)| v).collect())
+            let docs = "https://docs.github.com/rest/issues/comments#list-issue-comments-for-a-repository";
+            match arrange(&query(req), list, Sorting::SortAndDirection, docs) {
+                Ok(list) => paged(req, list),
+                Err(refusal) => refusal,
+            }
         }
         ("GET", ["repos", o, r, "pulls", "comments"]) => {
             let name = format!("{o}/{r}");
-            let since = query(req).get("since").cloned().unwrap_or_default();
             let repo = s.repos.get(&name)?;
-            let mut list: Vec<(String, Value)> = Vec::new();
+            let mut list = Vec::new();
             for issue in repo.issues.values().filter(|i| i.is_pr) {
                 for review in &issue.reviews {
                     let Some((path, line)) = &review.line else {
                         continue;
                     };
                     let at = stamp(review.clock);
-                    if at.as_str() < since.as_str() {
-                        continue;
-                    }
-                    list.push((
-                        at.clone(),
-                        json!({
+                    list.push(Entry {
+                        created: review.clock,
+                        updated: review.clock,
+                        id: review.id,
+                        value: json!({
                             "id": review.id,
                             "pull_request_review_id": review.id,
                             "user": user(&review.author),
@@ -103,11 +98,14 @@ pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], bod
                             "updated_at": at,
                             "pull_request_url": format!("{base}/repos/{name}/pulls/{}", issue.number),
                         }),
-                    ));
+                    });
                 }
             }
-            list.sort_by(|a, b| a.0.cmp(&b.0));
-            paged(req, list.into_iter().map(|(_, v)| v).collect())
+            let docs = "https://docs.github.com/rest/pulls/comments#list-review-comments-in-a-repository";
+            match arrange(&query(req), list, Sorting::SortAndDirection, docs) {
+                Ok(list) => paged(req, list),
+                Err(refusal) => refusal,
+            }
         }
         ("GET", ["repos", o, r, "issues", "comments", id, "reactions"]) => {
             // "List reactions for an issue comment": `content` filters.

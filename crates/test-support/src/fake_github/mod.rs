@@ -9,6 +9,9 @@ mod checks;
 mod conversation;
 mod graphql;
 mod history;
+mod json;
+mod listing;
+mod pulls;
 mod routes;
 mod threads;
 mod webhooks;
@@ -17,7 +20,8 @@ pub use crate::fake_ci::{CiScript, Commit, FakeJob, JobEnd};
 pub use conversation::Reaction;
 pub use history::Merged;
 
-use routes::{add_comment, add_labels, emit_review, next_number, pull_json, remove_label};
+use json::pull_json;
+use routes::{add_comment, add_labels, emit_review, remove_label};
 
 use crate::fake_http::{decode, query, serve, tick, Reply};
 use serde_json::Value;
@@ -90,6 +94,13 @@ struct Repo {
     merged: BTreeMap<u64, Merged>,
     /// The merge commit that closed each issue closed by a pull request.
     closed_by: BTreeMap<u64, String>,
+}
+
+impl Repo {
+    /// The number the next issue or pull request gets.
+    fn next_number(&self) -> u64 {
+        self.issues.keys().max().copied().unwrap_or(0) + 1
+    }
 }
 
 #[derive(Default)]
@@ -284,7 +295,7 @@ impl FakeGitHub {
 
     pub fn open_issue(&self, repo: &str, author: &str, title: &str, body: &str) -> u64 {
         self.with(|s| {
-            let number = next_number(s.repos.get(repo).unwrap());
+            let number = s.repos.get(repo).unwrap().next_number();
             s.clock = tick(s.clock);
             let clock = s.clock;
             s.repos.get_mut(repo).unwrap().issues.insert(

@@ -1,45 +1,15 @@
 //! The fake GitHub's routes: each documented endpoint forgehand uses, and
 //! the JSON GitHub answers it with.
 
-use super::{FakeReview, Handler, Issue, Pull, Repo, State, BOT};
-use crate::fake_http::{decode, paged, query, request_line, stamp, tick, Reply};
+use super::json::{issue_json, pull_json, review_json, user};
+use super::listing::{arrange, Entry, Sorting};
+use super::{FakeReview, Handler, Issue, State, BOT};
+use crate::fake_http::{decode, paged, parse_time, query, request_line, stamp, tick, Reply};
 use serde_json::{json, Value};
 use wiremock::Request;
 
-pub(super) fn review_json(v: &FakeReview, as_review: bool) -> Option<Value> {
-    if as_review {
-        let body = if v.line.is_some() { "" } else { v.body.as_str() };
-        let mut review = json!({"id": v.id, "user": user(&v.author), "body": body, "state": v.state});
-        // GitHub gives a pending review no submission time.
-        if v.state != "PENDING" {
-            review["submitted_at"] = json!(stamp(v.clock));
-        }
-        return Some(review);
-    }
-    let (path, line) = v.line.as_ref()?;
-    let mut comment = json!({
-        "id": v.id,
-        "pull_request_review_id": v.id,
-        "user": user(&v.author),
-        "body": v.body,
-        "path": path,
-        "line": line,
-        "original_line": line,
-        "side": "RIGHT",
-        "created_at": stamp(v.clock),
-    });
-    if let Some(first) = v.in_reply_to {
-        comment["in_reply_to_id"] = json!(first);
-    }
-    Some(comment)
-}
-
 fn issue_in<'a>(s: &'a State, name: &str, number: &str) -> Option<&'a Issue> {
     s.repos.get(name)?.issues.get(&number.parse().ok()?)
-}
-
-pub(super) fn next_number(repo: &Repo) -> u64 {
-    repo.issues.keys().max().copied().unwrap_or(0) + 1
 }
 
 pub(super) fn add_labels(s: &mut State, repo: &str, number: u64, labels: &[String], actor: &str) {
@@ -152,47 +122,6 @@ pub(super) fn remove_label(s: &mut State, repo: &str, number: u64, label: &str, 
         issue.updated = clock;
     }
     had
-}
-
-pub(super) fn user(login: &str) -> Value {
-    json!({ "login": login, "id": login.len() as u64 * 7919, "type": "User",
-            "html_url": format!("https://github.example/{login}") })
-}
-
-fn issue_json(base: &str, repo: &str, i: &Issue) -> Value {
-    let mut v = json!({
-        "id": i.number * 31,
-        "number": i.number,
-        "title": i.title,
-        "body": i.body,
-        "user": user(&i.user),
-        "labels": i.labels.iter().map(|l| json!({"name": l, "color": "ededed"})).collect::<Vec<_>>(),
-        "state": if i.open { "open" } else { "closed" },
-        "comments": i.comments.len(),
-        "html_url": format!("https://github.example/{repo}/{}/{}", if i.is_pr { "pull" } else { "issues" }, i.number),
-        "url": format!("{base}/repos/{repo}/issues/{}", i.number),
-        "updated_at": stamp(i.updated),
-    });
-    if !i.open {
-        v["closed_at"] = json!(stamp(i.updated));
-    }
-    if i.is_pr {
-        v["pull_request"] = json!({ "url": format!("{base}/repos/{repo}/pulls/{}", i.number) });
-    }
-    v
-}
-
-pub(super) fn pull_json(repo: &str, p: &Pull, open: bool) -> Value {
-    json!({
-        "number": p.number,
-        "html_url": format!("https://github.example/{repo}/pull/{}", p.number),
-        "state": if open { "open" } else { "closed" },
-        "draft": p.draft,
-        "title": p.title,
-        "body": p.body,
-        "head": { "ref": p.head, "label": format!("{}:{}", repo.split('/').next().unwrap(), p.head), "repo": { "full_name": repo } },
-        "base": { "ref": p.base, "repo": { "full_name": repo } },
-    })
 }
 
 impl Handler {
@@ -340,13 +269,35 @@ impl Handler {
                     .map(|l| l.split(',').collect())
                     .unwrap_or_default();
                 let state = q.get("state").map(String::as_str).unwrap_or("open");
+                // `since`: updated at or after, read as a time.
+                let since = match q.get("since").map(|t| parse_time(t)) {
+                    Some(None) => {
+                        return Reply::json(
+                            422,
+                            json!({"message": "The since parameter needs to be in ISO 8601 format: YYYY-MM-DDTHH:MM:SSZ",
+                                "documentation_url": "https://docs.github.com/rest/issues/issues#list-repository-issues"}),
+                        )
+                    }
+                    Some(Some(at)) => at,
+                    None => 0,
+                };
                 let mut list: Vec<&Issue> = repo
                     .issues
                     .values()
                     .filter(|i| state == "all" || (state == "open") == i.open)
                     .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l == w)))
+                    .filter(|i| i.updated >= since)
                     .collect();
-                list.sort_by_key(|i| std::cmp::Reverse(i.updated));
+                // `sort` (created, updated, comments; created by default),
+                // `direction` (desc by default); numbers follow creation.
+                match q.get("sort").map(String::as_str) {
+                    Some("updated") => list.sort_by_key(|i| (i.updated, i.number)),
+                    Some("comments") => list.sort_by_key(|i| (i.comments.len(), i.number)),
+                    _ => list.sort_by_key(|i| i.number),
+                }
+                if q.get("direction").map(String::as_str) != Some("asc") {
+                    list.reverse();
+                }
                 let values = list.iter().map(|i| issue_json(&base, &name, i)).collect();
                 paged(req, values)
             }
@@ -385,19 +336,28 @@ impl Handler {
             }
             ("GET", ["repos", o, r, "issues", n, "comments"]) => {
                 let name = format!("{o}/{r}");
-                match issue_in(&s, &name, n) {
-                    Some(i) => {
-                        let list = i
-                            .comments
-                            .iter()
-                            .map(|(id, a, b)| {
-                                let at = s.created.get(id).copied().unwrap_or(0);
-                                json!({"id": id, "user": user(a), "body": b, "created_at": stamp(at)})
-                            })
-                            .collect();
-                        paged(req, list)
-                    }
-                    None => not_found(),
+                let Some(i) = issue_in(&s, &name, n) else {
+                    return not_found();
+                };
+                let list = i
+                    .comments
+                    .iter()
+                    .map(|(id, a, b)| {
+                        let created = s.created.get(id).copied().unwrap_or(0);
+                        let updated = s.comment_updated.get(id).copied().unwrap_or(created);
+                        Entry {
+                            created,
+                            updated,
+                            id: *id,
+                            value: json!({"id": id, "user": user(a), "body": b,
+                                "created_at": stamp(created), "updated_at": stamp(updated)}),
+                        }
+                    })
+                    .collect();
+                let docs = "https://docs.github.com/rest/issues/comments#list-issue-comments";
+                match arrange(&q, list, Sorting::SinceOnly, docs) {
+                    Ok(list) => paged(req, list),
+                    Err(refusal) => refusal,
                 }
             }
             ("POST", ["repos", o, r, "issues", n, "comments"]) => {
@@ -495,16 +455,36 @@ impl Handler {
             }
             ("GET", ["repos", o, r, "pulls", n, list @ ("reviews" | "comments")]) => {
                 let name = format!("{o}/{r}");
-                match issue_in(&s, &name, n).filter(|i| i.is_pr) {
-                    Some(i) => {
-                        let items = i
-                            .reviews
-                            .iter()
-                            .filter_map(|v| review_json(v, *list == "reviews"))
-                            .collect();
-                        paged(req, items)
-                    }
-                    None => not_found(),
+                let Some(i) = issue_in(&s, &name, n).filter(|i| i.is_pr) else {
+                    return not_found();
+                };
+                let reviews = *list == "reviews";
+                let items = i
+                    .reviews
+                    .iter()
+                    .filter_map(|v| {
+                        Some(Entry {
+                            created: v.clock,
+                            updated: v.clock,
+                            id: v.id,
+                            value: review_json(v, reviews)?,
+                        })
+                    })
+                    .collect();
+                // Reviews come in chronological order and take no `since`.
+                let (sorting, docs) = match reviews {
+                    true => (
+                        Sorting::SinceOnly,
+                        "https://docs.github.com/rest/pulls/reviews#list-reviews-for-a-pull-request",
+                    ),
+                    false => (
+                        Sorting::SortAndDirection,
+                        "https://docs.github.com/rest/pulls/comments#list-review-comments-on-a-pull-request",
+                    ),
+                };
+                match arrange(&q, items, sorting, docs) {
+                    Ok(list) => paged(req, list),
+                    Err(refusal) => refusal,
                 }
             }
             ("GET", ["repos", o, r, "pulls", n]) => {
@@ -533,100 +513,7 @@ impl Handler {
                     .collect();
                 paged(req, list)
             }
-            ("POST", ["repos", o, r, "pulls"]) => {
-                let name = format!("{o}/{r}");
-                let Some(repo) = s.repos.get(&name) else {
-                    return not_found();
-                };
-                let head = body
-                    .get("head")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let base_branch = body
-                    .get("base")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let exists = repo.bare.as_ref().is_none_or(|bare| {
-                    std::process::Command::new("git")
-                        .arg("--git-dir")
-                        .arg(bare)
-                        .args(["rev-parse", "--verify", "-q", &format!("refs/heads/{head}")])
-                        .output()
-                        .is_ok_and(|o| o.status.success())
-                });
-                if !exists {
-                    return Reply::json(
-                        422,
-                        json!({"message": "Validation Failed", "errors": [{"resource": "PullRequest", "field": "head", "code": "invalid"}]}),
-                    );
-                }
-                if repo
-                    .pulls
-                    .values()
-                    .any(|p| p.head == head && repo.issues[&p.number].open)
-                {
-                    return Reply::json(
-                        422,
-                        json!({"message": "Validation Failed", "errors": [{"message": format!("A pull request already exists for {o}:{head}.")}]}),
-                    );
-                }
-                if repo.no_drafts && body.get("draft").and_then(Value::as_bool) == Some(true) {
-                    // GitHub's answer, word for word (SWE-agent/SWE-agent#179).
-                    return Reply::json(
-                        422,
-                        json!({
-                            "message": "Draft pull requests are not supported in this repository.",
-                            "documentation_url": "https://docs.github.com/rest/pulls/pulls#create-a-pull-request"
-                        }),
-                    );
-                }
-                let title = body
-                    .get("title")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let text = body
-                    .get("body")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let number = next_number(repo);
-                s.clock = tick(s.clock);
-                let clock = s.clock;
-                let pull = Pull {
-                    number,
-                    head,
-                    base: base_branch,
-                    title: title.clone(),
-                    body: text.clone(),
-                    draft: body.get("draft").and_then(Value::as_bool).unwrap_or(false),
-                };
-                let repo = s.repos.get_mut(&name).unwrap();
-                repo.issues.insert(
-                    number,
-                    Issue {
-                        number,
-                        title,
-                        body: text,
-                        user: BOT.into(),
-                        labels: vec![],
-                        open: true,
-                        is_pr: true,
-                        comments: vec![],
-                        reviews: vec![],
-                        events: vec![],
-                        edited: None,
-                        updated: clock,
-                    },
-                );
-                let answer = pull_json(&name, &pull, true);
-                repo.pulls.insert(number, pull);
-                let mut response = Reply::json(201, answer);
-                response.delay = s.pull_delay;
-                response
-            }
+            ("POST", ["repos", o, r, "pulls"]) => super::pulls::create(&mut s, o, &format!("{o}/{r}"), &body),
             _ => not_found(),
         }
     }

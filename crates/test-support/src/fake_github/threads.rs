@@ -3,7 +3,7 @@
 //! …/pulls/N/comments/ID/replies`) join it; GraphQL lists the threads
 //! (`reviewThreads`) and resolves one (`resolveReviewThread`).
 
-use super::routes::review_json;
+use super::json::review_json;
 use super::{FakeReview, State, BOT};
 use crate::fake_http::{tick, Reply};
 use serde_json::{json, Value};

@@ -3,7 +3,7 @@
 //! to the configured URL, signed, with a payload checked against the
 //! webhook schemas of GitHub's API description.
 
-use super::routes::user;
+use super::json::user;
 use super::State;
 use crate::webhook_sender::WebhookSender;
 use serde_json::{json, Value};

@@ -2,7 +2,7 @@
 //! (where forgehand looks for mentions) and award emoji.
 
 use super::{item_in, note_json, user_json, State, BOT};
-use crate::fake_http::{paged, query, stamp, tick, Reply};
+use crate::fake_http::{paged, parse_time, query, stamp, tick, Reply};
 use serde_json::{json, Value};
 use wiremock::Request;
 
@@ -23,15 +23,17 @@ pub(super) fn route(s: &mut State, req: &Request, segs: &[&str], body: &Value) -
                 return Some(paged(req, Vec::new()));
             }
             // `after`: events created after that day (the day itself excluded).
-            let after = q
-                .get("after")
-                .map(|day| format!("{day}T23:59:59.999Z"))
-                .unwrap_or_default();
+            let after = match q.get("after").map(|day| parse_time(day)) {
+                // A day (YYYY-MM-DD): its last millisecond, read as a time.
+                Some(Some(midnight)) => midnight + 86_400_000 - 1,
+                Some(None) => return Some(Reply::json(400, json!({"error": "after is invalid"}))),
+                None => 0,
+            };
             let p = s.projects.get(*path)?;
             let mut events: Vec<(u64, Value)> = Vec::new();
             for (kind, items) in [("Issue", &p.issues), ("MergeRequest", &p.merge_requests)] {
                 for item in items.values() {
-                    for note in item.notes.iter().filter(|n| stamp(n.created) > after) {
+                    for note in item.notes.iter().filter(|n| n.created > after) {
                         let mut json_note = note_json(s, note);
                         json_note["noteable_type"] = json!(kind);
                         json_note["noteable_iid"] = json!(item.iid);

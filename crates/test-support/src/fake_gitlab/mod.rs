@@ -10,6 +10,8 @@
 mod conversation;
 mod discussions;
 mod history;
+mod listing;
+mod merge_requests;
 mod pipelines;
 mod uploads;
 
@@ -494,21 +496,21 @@ impl Handler {
                     .get("labels")
                     .map(|l| l.split(',').collect())
                     .unwrap_or_default();
-                let after = q.get("updated_after").cloned();
+                let after = match listing::updated_after(&q) {
+                    Ok(after) => after,
+                    Err(refusal) => return refusal,
+                };
                 let source = q.get("source_branch").cloned();
                 let mut list: Vec<&Item> = items
                     .values()
                     .filter(|i| state == "all" || (state == "opened") == i.open)
                     .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l == w)))
-                    .filter(|i| {
-                        // "updated on or after the given time" (issues.md).
-                        after
-                            .as_ref()
-                            .is_none_or(|a| stamp(i.updated).as_str() >= a.as_str())
-                    })
+                    .filter(|i| i.updated >= after)
                     .filter(|i| source.as_ref().is_none_or(|b| &i.source_branch == b))
                     .collect();
-                list.sort_by_key(|i| std::cmp::Reverse(i.updated));
+                if let Err(refusal) = listing::order_items(&mut list, &q) {
+                    return refusal;
+                }
                 let values = list
                     .iter()
                     .map(|i| item_json(&s, &base, path, p, i, mr))
@@ -594,8 +596,10 @@ impl Handler {
                 let Some(item) = item_in(&s, path, kind, iid) else {
                     return not_found("Issue");
                 };
-                let list = item.notes.iter().map(|n| note_json(&s, n)).collect();
-                paged(req, list)
+                match listing::notes(&s, item, &q) {
+                    Ok(list) => paged(req, list),
+                    Err(refusal) => refusal,
+                }
             }
             ("POST", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes"]) => {
                 let Some(text) = body.get("body").and_then(Value::as_str).map(str::to_owned) else {
@@ -658,14 +662,8 @@ impl Handler {
                 let Some(p) = s.projects.get_mut(*path) else {
                     return not_found("Project");
                 };
-                if p.merge_requests
-                    .values()
-                    .any(|m| m.open && m.source_branch == source)
-                {
-                    return Reply::json(
-                        409,
-                        json!({"message": [format!("Another open merge request already exists for this source branch: !1")]}),
-                    );
+                if let Some(refusal) = merge_requests::refusal(p, &source, &target) {
+                    return refusal;
                 }
                 let iid = p.merge_requests.keys().max().copied().unwrap_or(0) + 1;
                 p.merge_requests.insert(

@@ -1,0 +1,59 @@
+//! What GitLab refuses when a merge request is opened (`POST
+//! /projects/:id/merge_requests`), in its words, where the fake knows the
+//! project's bare repository ([`FakeGitLab::set_repository`]):
+//! - the same branch as source and target: `422` with `{"message":
+//!   ["You can't use same project/branch for source and target"]}`
+//!   (`validate_branches`, NARKOZ/gitlab#145);
+//! - a branch the repository lacks: `400` with `{"message":
+//!   {"source_branch": ["does not exist"]}}` (or `target_branch`;
+//!   yaoyuannnn/gerritlab#87);
+//! - an open merge request from the same source branch: `409` with
+//!   `{"message": ["Another open merge request already exists for this
+//!   source branch: !IID"]}`.
+
+use super::{FakeGitLab, Project};
+use crate::fake_http::Reply;
+use serde_json::json;
+use std::path::{Path, PathBuf};
+
+impl FakeGitLab {
+    /// `bare` is the repository behind `project`: merge requests between
+    /// branches it lacks are refused.
+    pub fn set_repository(&self, project: &str, bare: PathBuf) {
+        self.with(|s| s.projects.get_mut(project).expect("a project").bare = Some(bare));
+    }
+}
+
+fn has_branch(bare: &Path, name: &str) -> bool {
+    std::process::Command::new("git")
+        .arg("--git-dir")
+        .arg(bare)
+        .args(["rev-parse", "--verify", "-q", &format!("refs/heads/{name}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+/// GitLab's refusal of a merge request from `source` onto `target`, if any.
+pub(super) fn refusal(p: &Project, source: &str, target: &str) -> Option<Reply> {
+    if source == target {
+        return Some(Reply::json(
+            422,
+            json!({"message": ["You can't use same project/branch for source and target"]}),
+        ));
+    }
+    if let Some(bare) = &p.bare {
+        for (field, branch) in [("source_branch", source), ("target_branch", target)] {
+            if !has_branch(bare, branch) {
+                return Some(Reply::json(400, json!({"message": {field: ["does not exist"]}})));
+            }
+        }
+    }
+    let open = p
+        .merge_requests
+        .values()
+        .find(|m| m.open && m.source_branch == source)?;
+    Some(Reply::json(
+        409,
+        json!({"message": [format!("Another open merge request already exists for this source branch: !{}", open.iid)]}),
+    ))
+}
