@@ -404,6 +404,19 @@ impl ForgeError {
         }
     }
 
+    /// The forge refused a creation because what it would make exists
+    /// already (GitHub's 422 "... already exists", GitLab's 409): made
+    /// meanwhile by someone else, or by a request whose answer was lost.
+    pub fn is_conflict(&self) -> bool {
+        match self {
+            ForgeError::Api { status: 409, .. } => true,
+            ForgeError::Api {
+                status: 422, message, ..
+            } => message.contains("already exists"),
+            _ => false,
+        }
+    }
+
     pub fn retry_after(&self) -> Option<Duration> {
         match self {
             ForgeError::RateLimited { retry_after, .. } => Some(*retry_after),

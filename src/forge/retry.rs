@@ -65,7 +65,9 @@ where
 
 /// Looks for what `create` would make, and creates it only when `find`
 /// comes back empty; a failure that may have created it anyway (5xx, a
-/// broken connection) is followed by another look, never by a blind repeat.
+/// broken connection) is followed by another look, never by a blind repeat,
+/// and so is a refusal because it exists already (made between the look
+/// and the creation): what exists is the answer.
 pub async fn find_or_create<T, Find, FindFut, Create, CreateFut>(
     what: &str,
     mut find: Find,
@@ -88,6 +90,13 @@ where
             Ok(made) => return Ok(made),
             Err(e) => e,
         };
+        if err.is_conflict() {
+            tracing::info!("{what}: {err}; looking for what exists instead");
+            return match find().await {
+                Ok(Some(existing)) => Ok(existing),
+                _ => Err(err),
+            };
+        }
         let waitable = err.is_retryable() && err.retry_after().is_none_or(|w| w <= MAX_INLINE_WAIT);
         let Some(delay) = delays.next().filter(|_| waitable) else {
             return Err(err);
@@ -155,5 +164,44 @@ mod tests {
         .unwrap();
         assert_eq!(id, 7);
         assert_eq!(created.load(Ordering::SeqCst), 1, "created once");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn one_made_meanwhile_by_someone_else_is_found_not_failed_on() {
+        // Someone opens the PR between the look and the creation.
+        let looks = AtomicU32::new(0);
+        let id = find_or_create(
+            "open the draft PR/MR",
+            || async {
+                let n = looks.fetch_add(1, Ordering::SeqCst);
+                Ok((n > 0).then_some(9u64))
+            },
+            || async {
+                Err::<u64, _>(ForgeError::Api {
+                    forge: "github",
+                    what: "open the draft PR/MR".into(),
+                    status: 422,
+                    message: "Validation Failed: A pull request already exists for acme:forgehand/issue-1."
+                        .into(),
+                })
+            },
+        )
+        .await
+        .unwrap();
+        assert_eq!(id, 9);
+        let refused = find_or_create(
+            "post a comment",
+            || async { Ok(None::<u64>) },
+            || async {
+                Err::<u64, _>(ForgeError::Api {
+                    forge: "github",
+                    what: "post a comment".into(),
+                    status: 422,
+                    message: "Validation Failed: body is too long".into(),
+                })
+            },
+        )
+        .await;
+        assert!(refused.is_err(), "another refusal stays one");
     }
 }
