@@ -177,7 +177,7 @@ pub async fn wait_for_checks(env: &TaskEnv, forge: &dyn Forge, item: &ItemRef, s
 /// label) is gone, or `shutdown`.
 pub async fn wait_until_unpaused(
     env: &TaskEnv,
-    forge: &dyn Forge,
+    forge: &dyn crate::forge::Intake,
     item: &ItemRef,
     shutdown: &CancellationToken,
 ) {

@@ -9,7 +9,7 @@
 
 use crate::agent::{Halt, StepGate};
 use crate::config::LabelsConfig;
-use crate::forge::{Forge, ItemRef};
+use crate::forge::{Intake, ItemRef};
 use crate::task::report::events::{EventSink, Flush, TaskEvent};
 use async_trait::async_trait;
 use std::sync::Arc;
@@ -28,7 +28,7 @@ pub(in crate::task) struct LabelGate {
     /// Whether a pause suspends the run rather than holding it (set while
     /// its steps are checkpointed).
     pub suspendable: Arc<std::sync::atomic::AtomicBool>,
-    pub forge: Arc<dyn Forge>,
+    pub forge: Arc<dyn Intake>,
     pub item: ItemRef,
     pub labels: LabelsConfig,
     pub shutdown: CancellationToken,

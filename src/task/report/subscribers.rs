@@ -3,7 +3,7 @@
 //! `forgehand once`), the metrics, and the run's transcript.
 
 use crate::config::Secrets;
-use crate::forge::{Forge, ItemRef};
+use crate::forge::{ItemRef, Thread};
 use crate::metrics::Metrics;
 use crate::task::report::board::{Board, LiveTask};
 use crate::task::report::events::{Flush, FlushError, Subscriber, TaskEvent};
@@ -20,7 +20,7 @@ fn locked<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 /// The one progress comment of the task: its state, and its id once it is
 /// posted. A flush edits it on the forge, scrubbed of every secret.
 pub(in crate::task) struct ProgressComment {
-    forge: Arc<dyn Forge>,
+    forge: Arc<dyn Thread>,
     item: ItemRef,
     secrets: Arc<Secrets>,
     progress: Mutex<Progress>,
@@ -28,7 +28,7 @@ pub(in crate::task) struct ProgressComment {
 }
 
 impl ProgressComment {
-    pub fn new(forge: Arc<dyn Forge>, item: ItemRef, secrets: Arc<Secrets>, id: Option<u64>) -> Self {
+    pub fn new(forge: Arc<dyn Thread>, item: ItemRef, secrets: Arc<Secrets>, id: Option<u64>) -> Self {
         ProgressComment {
             progress: Mutex::new(Progress::new(&item)),
             forge,

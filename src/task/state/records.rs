@@ -11,7 +11,7 @@
 //!   within a margin of that moment.
 
 use crate::config::{ClusterMode, Config};
-use crate::forge::{Forge, ItemRef};
+use crate::forge::{Delivery, ItemRef};
 use crate::journal::{Journal, JournalError, PhaseRecord};
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -66,7 +66,7 @@ impl TaskRecords {
         config: &Config,
         item: &ItemRef,
         journal: Arc<Journal>,
-        forge: Arc<dyn Forge>,
+        forge: Arc<dyn Delivery>,
     ) -> TaskRecords {
         let shared = shared_root(config).map(|root| Shared {
             dir: root.join(folder_name(item)),
