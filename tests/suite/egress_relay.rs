@@ -10,7 +10,7 @@
 use forgehand_test_support::github_world;
 use forgehand_test_support::scripted_model;
 
-use github_world::{World, MODEL_KEY, TOKEN};
+use github_world::{Ended, World, MODEL_KEY, TOKEN};
 use rustls::pki_types::PrivatePkcs8KeyDer;
 use scripted_model::{run, text};
 use std::sync::Arc;
@@ -131,9 +131,7 @@ async fn a_sandbox_reaches_https_by_its_name_and_fronting_smuggling_and_raw_tunn
         &format!("sandbox:\n  egress:\n    allow_loopback: true\n    tls_ports: [{tls}]\n"),
     )
     .await;
-    let issue = world.labelled_issue("Probe the network");
-    let daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, daemon } = world.run_to_end("Probe the network").await;
     let log = daemon.log_text();
     let comment = world.progress_comment(issue);
     assert!(comment.contains("Setup: done"), "{comment}\n{log}");

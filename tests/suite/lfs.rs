@@ -14,7 +14,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use forgehand_test_support::fake_lfs::{pointer_text, FakeLfs, DOWNLOAD_SIGNATURE};
-use forgehand_test_support::github_world::{World, DONE, REPO, TOKEN};
+use forgehand_test_support::github_world::{Ended, World, DONE, REPO, TOKEN};
 use forgehand_test_support::scripted_model::{call, text, Reply};
 use serde_json::json;
 use std::sync::{Arc, Mutex};
@@ -145,9 +145,7 @@ async fn the_agent_sees_lfs_content_and_edits_land_as_pointers_the_server_has() 
     let lfs = FakeLfs::start("x-access-token", TOKEN).await;
     let files = lfs_repository(&lfs, &lfs.endpoint(REPO));
     let world = world(&lfs, edit_lfs_files(), &files).await;
-    let issue = world.labelled_issue("Retrain the weights");
-    let mut daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, mut daemon } = world.run_to_end("Retrain the weights").await;
     assert!(daemon.terminate().success());
     let log = std::fs::read_to_string(world.log_path()).unwrap();
     assert_eq!(
@@ -249,9 +247,7 @@ async fn a_refused_upload_leaves_nothing_pushed_and_the_task_says_why() {
     lfs.refuse_uploads();
     let files = lfs_repository(&lfs, &lfs.endpoint(REPO));
     let world = world(&lfs, edit_lfs_files(), &files).await;
-    let issue = world.labelled_issue("Retrain the weights");
-    let mut daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, mut daemon } = world.run_to_end("Retrain the weights").await;
     assert!(daemon.terminate().success());
     assert!(
         world
@@ -291,9 +287,7 @@ async fn an_lfs_host_not_allowed_is_never_contacted() {
         (text("The weights are LFS pointers I cannot read."), None),
     ];
     let world = world(&lfs, turns, &files).await;
-    let issue = world.labelled_issue("Look at the weights");
-    let mut daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { mut daemon, .. } = world.run_to_end("Look at the weights").await;
     assert!(daemon.terminate().success());
     let seen = seen(&world).await;
     assert!(
@@ -374,9 +368,7 @@ async fn an_lfs_url_with_a_query_is_refused_and_the_server_gets_nothing() {
         (text("The weights are LFS pointers I cannot read."), None),
     ];
     let world = world(&lfs, turns, &files).await;
-    let issue = world.labelled_issue("Look at the weights");
-    let mut daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { mut daemon, .. } = world.run_to_end("Look at the weights").await;
     assert!(daemon.terminate().success());
     let seen = seen(&world).await;
     assert!(
@@ -433,9 +425,7 @@ async fn a_failed_download_from_a_signed_address_never_shows_its_query() {
     ];
     let host = storage.trim_start_matches("http://").to_owned();
     let world = world_allowing(&lfs, &[host], turns, &files, "").await;
-    let issue = world.labelled_issue("Look at the weights");
-    let mut daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, mut daemon } = world.run_to_end("Look at the weights").await;
     assert!(daemon.terminate().success());
     // The daemon did go to the signed address, query and all.
     let asked = storage_saw.lock().unwrap().clone();

@@ -21,7 +21,7 @@ use forgehand_test_support::registries;
 use forgehand_test_support::scripted_model;
 
 use daemon_rig::DaemonProcess;
-use github_world::{World, DONE, MODEL_KEY, REPO, TOKEN};
+use github_world::{Ended, World, DONE, MODEL_KEY, REPO, TOKEN};
 use scripted_model::{call, replace, run, text, GREET, TEST};
 use serde_json::json;
 use std::time::Duration;
@@ -62,9 +62,7 @@ async fn setup_instructions_and_tests_shape_the_work_and_a_failing_test_goes_bac
         "",
     )
     .await;
-    let issue = world.labelled_issue("Greet the world");
-    let daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, daemon } = world.run_to_end("Greet the world").await;
     let log = daemon.log_text();
     assert_eq!(
         world.github.issue(REPO, issue).labels,
@@ -131,15 +129,8 @@ async fn a_malformed_settings_file_and_a_failing_setup_cost_no_model_call() {
         "",
     )
     .await;
-    let issue = world.labelled_issue("Greet the world");
-    let mut daemon = world.start();
-    world.wait_for_end(issue).await;
-    assert_eq!(
-        world.github.issue(REPO, issue).labels,
-        vec![FAILED.to_owned()],
-        "{}",
-        daemon.log_text()
-    );
+    let Ended { issue, mut daemon } = world.run_to_end("Greet the world").await;
+    world.assert_labels(issue, &[FAILED], &daemon);
     let comment = world.progress_comment(issue);
     assert!(
         comment.contains("`.forgehand.yaml`, key `setup_timeout`"),
@@ -161,15 +152,8 @@ async fn a_malformed_settings_file_and_a_failing_setup_cost_no_model_call() {
         "setup: \"echo resolving; echo 'E: package nosuchpkg not found' >&2; exit 3\"\n",
         "Setup that fails",
     );
-    let issue = world.labelled_issue("Greet the world again");
-    let daemon = world.start();
-    world.wait_for_end(issue).await;
-    assert_eq!(
-        world.github.issue(REPO, issue).labels,
-        vec![FAILED.to_owned()],
-        "{}",
-        daemon.log_text()
-    );
+    let Ended { issue, daemon } = world.run_to_end("Greet the world again").await;
+    world.assert_labels(issue, &[FAILED], &daemon);
     let comment = world.progress_comment(issue);
     assert!(comment.contains("the repository's setup failed"), "{comment}");
     assert!(comment.contains("exited with code 3"), "{comment}");
@@ -193,9 +177,7 @@ async fn a_test_that_floods_and_hangs_is_stopped_and_a_required_pass_keeps_the_c
         "agent:\n  test_fix_rounds: 1\ndelivery:\n  require_passing_tests: true\n",
     )
     .await;
-    let issue = world.labelled_issue("Greet the world");
-    let daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, daemon } = world.run_to_end("Greet the world").await;
     let log = daemon.log_text();
     assert_eq!(
         world.github.issue(REPO, issue).labels,
@@ -316,9 +298,7 @@ async fn allowlist_through_the_tunnel(transport: &str) -> (World, DaemonProcess)
         &format!("sandbox:\n  egress:\n    allow_loopback: true\n    transport: {transport}\n"),
     )
     .await;
-    let issue = world.labelled_issue("Check the registry");
-    let daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, daemon } = world.run_to_end("Check the registry").await;
     let log = daemon.log_text();
     let comment = world.progress_comment(issue);
     assert!(comment.contains("Setup: done"), "{comment}\n{log}");
@@ -543,9 +523,7 @@ async fn pip_installs_from_a_real_index_through_the_tunnel_and_the_model_fixes_t
         "sandbox:\n  egress:\n    allow_loopback: true\n",
     )
     .await;
-    let issue = world.labelled_issue("Greet the world");
-    let daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, daemon } = world.run_to_end("Greet the world").await;
     let log = daemon.log_text();
     let comment = world.progress_comment(issue);
     assert_eq!(
@@ -624,9 +602,7 @@ async fn npm_installs_from_a_real_registry_through_the_tunnel_and_the_fixed_test
         "sandbox:\n  egress:\n    allow_loopback: true\n",
     )
     .await;
-    let issue = world.labelled_issue("Greet the world");
-    let daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, daemon } = world.run_to_end("Greet the world").await;
     let log = daemon.log_text();
     let comment = world.progress_comment(issue);
     assert_eq!(

@@ -10,7 +10,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use forgehand_test_support::git_http;
-use forgehand_test_support::github_world::{World, DONE, REPO};
+use forgehand_test_support::github_world::{Ended, World, DONE, REPO};
 use forgehand_test_support::scripted_model::{run, text, GREET};
 
 const GITMODULES: &str = "[submodule \"lib\"]\n\tpath = vendored/lib\n\turl = ../lib.git\n\
@@ -46,9 +46,7 @@ async fn a_forge_submodule_is_in_the_sandbox_others_are_refused_and_its_edits_ar
     git_http::add_gitlink(&world.bare, "main", "vendored/lib", &lib_head);
     git_http::add_gitlink(&world.bare, "main", "vendored/far", NOWHERE);
     git_http::add_gitlink(&world.bare, "main", "vendored/disk", NOWHERE);
-    let issue = world.labelled_issue("Greet the world");
-    let mut daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, mut daemon } = world.run_to_end("Greet the world").await;
     assert!(daemon.terminate().success());
     let log = std::fs::read_to_string(world.log_path()).unwrap();
     assert_eq!(
@@ -168,9 +166,7 @@ async fn the_depth_limit_and_an_allowed_host_without_credentials_are_said_and_a_
     );
     std::fs::write(&world.config, config).unwrap();
 
-    let issue = world.labelled_issue("Use lib v2");
-    let mut daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, mut daemon } = world.run_to_end("Use lib v2").await;
     assert!(daemon.terminate().success());
     let log = std::fs::read_to_string(world.log_path()).unwrap();
     assert_eq!(
@@ -235,9 +231,7 @@ async fn edits_only_inside_a_submodule_push_nothing_and_the_progress_comment_say
     let lib = git_http::bare_repo(&world.git.root, "acme/lib.git", &[("lib.txt", "lib v1\n")]);
     let lib_head = git_http::head_of(&lib, "main");
     git_http::add_gitlink(&world.bare, "main", "vendored/lib", &lib_head);
-    let issue = world.labelled_issue("Patch the library");
-    let mut daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, mut daemon } = world.run_to_end("Patch the library").await;
     assert!(daemon.terminate().success());
     let log = std::fs::read_to_string(world.log_path()).unwrap();
     let progress = world.progress_comment(issue);
@@ -282,9 +276,7 @@ async fn a_repeated_url_is_fetched_once_the_superproject_itself_is_refused_and_a
     git_http::add_gitlink(&world.bare, "main", "vendored/lib", &lib_head);
     git_http::add_gitlink(&world.bare, "main", "vendored/again", &lib_head);
     git_http::add_gitlink(&world.bare, "main", "vendored/self", NOWHERE);
-    let issue = world.labelled_issue("Add a submodule");
-    let mut daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, mut daemon } = world.run_to_end("Add a submodule").await;
     assert!(daemon.terminate().success());
     let log = std::fs::read_to_string(world.log_path()).unwrap();
     assert_eq!(

@@ -12,7 +12,7 @@ use forgehand_test_support::git_http;
 use forgehand_test_support::github_world;
 use forgehand_test_support::scripted_model;
 
-use github_world::{World, DONE, REPO};
+use github_world::{Ended, World, DONE, REPO};
 use scripted_model::{edit_and_commit, run, text, GREET};
 use std::time::Duration;
 
@@ -36,9 +36,7 @@ async fn a_worktree_pointed_at_a_host_folder_commits_nothing_of_it() {
         "",
     )
     .await;
-    let issue = world.labelled_issue("Greet the world");
-    let daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, daemon } = world.run_to_end("Greet the world").await;
     let log = daemon.log_text();
     assert_eq!(
         world.github.issue(REPO, issue).labels,
@@ -100,9 +98,7 @@ async fn folders_swapped_for_links_to_the_daemons_environment_push_only_links() 
         "",
     )
     .await;
-    let issue = world.labelled_issue("Greet the world");
-    let daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, daemon } = world.run_to_end("Greet the world").await;
     let log = daemon.log_text();
     assert_eq!(
         world.github.issue(REPO, issue).labels,
@@ -149,9 +145,7 @@ async fn a_sparse_terabyte_stops_the_copy_at_its_cap_and_the_daemon_keeps_workin
         "sandbox:\n  copy_out_max_bytes: 8m\n",
     )
     .await;
-    let issue = world.labelled_issue("Make a big file");
-    let mut daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, mut daemon } = world.run_to_end("Make a big file").await;
     let item = world.github.issue(REPO, issue);
     let said: String = item
         .comments
@@ -186,9 +180,7 @@ async fn a_hook_that_refuses_the_commit_keeps_the_submodule_and_the_pr_says_the_
     .await;
     let sub = "0123456789abcdef0123456789abcdef01234567";
     git_http::add_gitlink(&world.bare, "main", "vendored/lib", sub);
-    let issue = world.labelled_issue("Greet the world");
-    let daemon = world.start();
-    world.wait_for_end(issue).await;
+    let Ended { issue, daemon } = world.run_to_end("Greet the world").await;
     let log = daemon.log_text();
     assert_eq!(
         world.github.issue(REPO, issue).labels,

@@ -9,6 +9,13 @@ use super::scripted_model::{Format, Reply, TurnModel};
 use std::path::PathBuf;
 use std::time::Duration;
 
+/// An issue worked on to its end ([`World::run_to_end`]) and the daemon
+/// that did it.
+pub struct Ended {
+    pub issue: u64,
+    pub daemon: DaemonProcess,
+}
+
 pub const TOKEN: &str = "ghp_e2eGitHubTokenThatMustNeverLeak01";
 pub const MODEL_KEY: &str = "sk-e2eModelKeyThatMustNeverLeak0002";
 pub const REPO: &str = "acme/app";
@@ -221,6 +228,29 @@ impl World {
 
     pub fn start(&self) -> DaemonProcess {
         DaemonProcess::start(&self.config, &["run"], &self.env(), &self.log_path())
+    }
+
+    /// The common scenario: an issue titled `title` labelled, a daemon
+    /// started for it, and the issue's run waited for to its end (done or
+    /// failed). The daemon is handed back for the test's own checks.
+    pub async fn run_to_end(&self, title: &str) -> Ended {
+        let issue = self.labelled_issue(title);
+        let daemon = self.start();
+        self.wait_for_end(issue).await;
+        Ended { issue, daemon }
+    }
+
+    /// Asserts `issue` carries exactly `labels`, showing its progress
+    /// comment and the daemon's log otherwise.
+    pub fn assert_labels(&self, issue: u64, labels: &[&str], daemon: &DaemonProcess) {
+        let found = self.github.issue(REPO, issue).labels;
+        assert_eq!(
+            found,
+            labels.iter().map(|l| l.to_string()).collect::<Vec<_>>(),
+            "the labels of issue #{issue}\n{}\n{}",
+            self.progress_comment(issue),
+            daemon.log_text()
+        );
     }
 
     /// Waits until `issue` ends as done or failed.
