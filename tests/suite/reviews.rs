@@ -153,7 +153,8 @@ async fn an_outsiders_review_comment_starts_nothing() {
         &world.log_path(),
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Two whole poll cycles later (past the 1 s quiet period), still nothing.
+    world.two_polls_since(world.github.requests().len()).await;
     assert_eq!(world.model.all_requests().await.len(), calls);
     let threads = world.github.review_threads(REPO, pull);
     assert_eq!(threads.len(), 1);
