@@ -6,6 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "support/targets.rs"]
+mod targets;
+
 use async_trait::async_trait;
 use forgehand::agent::tools::{CommandExecutor, ToolRegistry};
 use forgehand::agent::{Agent, AgentLimits, ChatModel};
@@ -141,5 +144,13 @@ async fn main() {
             rss_kib(),
             outcome.messages.len()
         );
+        let per_step = elapsed.as_secs_f64() * 1000.0 / steps as f64;
+        targets::check(
+            &format!("agent loop overhead per step, {steps} steps"),
+            format!("{per_step:.3} ms"),
+            "at most 1 ms",
+            per_step <= 1.0,
+        );
     }
+    targets::finish();
 }
