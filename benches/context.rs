@@ -9,6 +9,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "support/targets.rs"]
+mod targets;
+
 use async_trait::async_trait;
 use forgehand::agent::condense::CondenseSettings;
 use forgehand::agent::tools::{LocalTool, ToolRegistry};
@@ -286,5 +289,32 @@ async fn main() {
         "  cacheable prefix share: full history {:.1} %, store + condensation {:.1} %",
         full_cached as f64 * 100.0 / full_input as f64,
         our_cached as f64 * 100.0 / our_input as f64
+    );
+    let step_100 = (full_tokens[STEPS - 1], our_tokens[STEPS - 1]);
+    check_targets(
+        step_100,
+        (present, constraints.len()),
+        first.contains(THREAD[0].0),
+    );
+    targets::finish();
+}
+
+/// The targets: the step-100 prompt at most 40 % of the full history's,
+/// every constraint and the problem in it.
+fn check_targets((full, ours): (u64, u64), (present, constraints): (usize, usize), problem: bool) {
+    targets::check(
+        "context: step-100 prompt, store + condensation / full history",
+        format!(
+            "{ours} / {full} tokens ({:.0} %)",
+            ours as f64 * 100.0 / full as f64
+        ),
+        "at most 40 %",
+        ours * 100 <= full * 40,
+    );
+    targets::check(
+        "context: constraints and the problem in the step-100 request",
+        format!("{present} of {constraints}, the problem: {problem}"),
+        "all, and the problem",
+        present == constraints && problem,
     );
 }

@@ -34,6 +34,11 @@
 //! `RUST_LOG=forgehand=debug`, the tasks' timed steps on stderr), and
 //! `cargo bench --bench daemon -- large` only the large repository's five
 //! tasks (made once under `target/bench-repos`, a few minutes).
+//!
+//! Quick mode, as CI runs it (`cargo test --bench daemon -- quick`, a debug
+//! build, under a minute): the two polling costs, a 20-step run killed at
+//! step 11 against the same run uninterrupted, and 4 tasks waiting on
+//! checks of 20 s; each figure checked against its target.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
@@ -49,6 +54,8 @@ mod large_repo;
 mod plan_approval;
 #[path = "daemon/resume.rs"]
 mod resume;
+#[path = "support/targets.rs"]
+mod targets;
 
 use forgehand_test_support::fake_github;
 use forgehand_test_support::fake_gitlab;
@@ -302,7 +309,7 @@ async fn polling_cost() {
     let mut intake = Intake::new(config.labels.clone());
     let mut per_cycle = Vec::new();
     let mut times = Vec::new();
-    for _ in 0..6 {
+    for _ in 0..targets::pick(6, 3) {
         let used = github.rate_used();
         let started = Instant::now();
         intake.poll(forge.as_ref()).await;
@@ -314,6 +321,12 @@ async fn polling_cost() {
         "GitHub poll of 100 unchanged repos",
         per_cycle[0],
         &per_cycle[1..]
+    );
+    targets::check(
+        "GitHub rate-limit units per poll cycle after the first",
+        format!("{:?}", &per_cycle[1..]),
+        "0 each",
+        per_cycle[1..].iter().all(|units| *units == 0),
     );
     stats::report(
         "GitHub poll cycle, 100 repos (after first)",
@@ -346,7 +359,7 @@ async fn gitlab_polling_cost() {
     let mut intake = Intake::new(config.labels.clone());
     let mut cycles = Vec::new();
     let mut times = Vec::new();
-    for _ in 0..6 {
+    for _ in 0..targets::pick(6, 3) {
         let before = gitlab.request_count();
         let started = Instant::now();
         intake.poll(&forge).await;
@@ -364,6 +377,12 @@ async fn gitlab_polling_cost() {
         cycles[0].0,
         cycles[0].1,
         &cycles[1..]
+    );
+    targets::check(
+        "GitLab (lists, other requests) per poll cycle after the first",
+        format!("{:?}", &cycles[1..]),
+        "(200, 0) each: one list of each kind per project, the refused item not checked again",
+        cycles[1..].iter().all(|c| *c == (200, 0)),
     );
     stats::report(
         "GitLab poll cycle, 100 projects (after first)",
@@ -494,6 +513,27 @@ async fn replicas_scaling() {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    if targets::quick() {
+        quick_figures().await;
+    } else {
+        figures().await;
+    }
+    targets::finish();
+}
+
+/// What CI runs (`cargo test --bench daemon -- quick`, a debug build): the
+/// polling costs, a killed run's resume, and tasks waiting on their checks.
+async fn quick_figures() {
+    println!("forgehand daemon benchmarks, quick mode (reproduce: cargo test --bench daemon -- quick)");
+    polling_cost().await;
+    gitlab_polling_cost().await;
+    forgehand_test_support::ensure_images().await;
+    resume::quick().await;
+    ci_waits::quick().await;
+}
+
+/// The figures the arguments name (all but the large repository's by default).
+async fn figures() {
     if std::env::args().any(|a| a == "ci_waits") {
         ci_waits::figures().await;
         return;

@@ -8,12 +8,14 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "support/targets.rs"]
+mod targets;
+
 use forgehand::config::Secrets;
 use forgehand_test_support::stats;
 use std::time::{Duration, Instant};
 
 const LOG_BYTES: usize = 5 << 20;
-const RUNS: usize = 5;
 
 /// One line of ordinary CI output, varied by `n`.
 fn ordinary(n: usize) -> String {
@@ -65,9 +67,10 @@ fn log(with_secrets: bool) -> String {
 }
 
 fn measure(name: &str, secrets: &Secrets, text: &str) {
+    let runs = targets::pick(5, 3);
     let mut times = Vec::new();
     let mut masked_rules = 0;
-    for _ in 0..RUNS {
+    for _ in 0..runs {
         let started = Instant::now();
         let masked = secrets.mask(text);
         times.push(started.elapsed());
@@ -76,9 +79,18 @@ fn measure(name: &str, secrets: &Secrets, text: &str) {
     let median = stats::percentile(&mut times, 0.5);
     let mb = text.len() as f64 / (1 << 20) as f64;
     println!(
-        "{name}: {mb:.1} MB in {:.0} ms (median of {RUNS}), {:.0} MB/s; rules that masked: {masked_rules}",
+        "{name}: {mb:.1} MB in {:.0} ms (median of {runs}), {:.0} MB/s; rules that masked: {masked_rules}",
         median.as_secs_f64() * 1e3,
         mb / median.as_secs_f64()
+    );
+    // "Well under 1 s" in the release build; the quick mode's debug build
+    // takes 0.15-0.4 s on loaded cores, and a backtracking rule many times that.
+    let bound = targets::pick(1.0, 2.0);
+    targets::check(
+        &format!("masking {name}, median"),
+        format!("{:.0} ms", median.as_secs_f64() * 1e3),
+        &format!("under {bound} s"),
+        median.as_secs_f64() < bound,
     );
 }
 
@@ -109,4 +121,5 @@ fn main() {
         "a 4 KB progress comment: {:.1} µs (p50 of 1,000)",
         p50.as_secs_f64() * 1e6
     );
+    targets::finish();
 }

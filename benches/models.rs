@@ -16,6 +16,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "support/targets.rs"]
+mod targets;
+
 use forgehand_test_support::scripted_model;
 
 use forgehand::config::{Api, Price};
@@ -185,9 +188,17 @@ async fn run(format: Format, model: &str, api: Api) {
         if (estimate - billed).abs() < 1e-9 { "equal" } else { "DIFFERENT" },
     );
     assert!(scripted.refused().is_empty());
-    assert!(
+    targets::check(
+        &format!("{model}: input served from the prompt cache after step 2"),
+        format!("{:.1} %", share(2)),
+        "at least 80 %",
+        share(2) >= 80.0,
+    );
+    targets::check(
+        &format!("{model}: the estimate against the provider's bill"),
+        format!("${estimate:.4} against ${billed:.4}"),
+        "equal",
         (estimate - billed).abs() < 1e-9,
-        "{model}: estimate {estimate} vs bill {billed}"
     );
 }
 
@@ -203,13 +214,12 @@ impl StreamSink for FirstText {
     }
 }
 
-const ANSWERS: usize = 200;
-
-/// The first text and the whole of `ANSWERS` streamed answers of `model`.
+/// The first text and the whole of 200 streamed answers of `model` (20 in the quick mode).
 async fn first_text(format: Format, model: &str, api: Api) {
+    let answers = targets::pick(200, 20);
     let fake = StreamingModel::start(format).await;
     let answer = "The greeting now names the whole world; the test passes. ".repeat(20);
-    for _ in 0..ANSWERS {
+    for _ in 0..answers {
         fake.push(text(&answer), Delivery::Whole);
     }
     let mut spec = catalogue::lookup(model).unwrap();
@@ -232,7 +242,7 @@ async fn first_text(format: Format, model: &str, api: Api) {
         json_output: false,
     };
     let (mut first, mut whole) = (Vec::new(), Vec::new());
-    for _ in 0..ANSWERS {
+    for _ in 0..answers {
         let sink = FirstText(std::sync::Mutex::new(None));
         let started = std::time::Instant::now();
         let response = router.stream(Some(model), &request, &sink).await.unwrap();
@@ -242,6 +252,13 @@ async fn first_text(format: Format, model: &str, api: Api) {
     }
     stats::report(&format!("first text {}", api.name()), &mut first);
     stats::report(&format!("whole answer {}", api.name()), &mut whole);
+    let median = stats::percentile(&mut first, 0.5).as_secs_f64() * 1e3;
+    targets::check(
+        &format!("first text of a streamed answer, {}, median", api.name()),
+        format!("{median:.2} ms"),
+        "under 100 ms",
+        median < 100.0,
+    );
 }
 
 #[tokio::main]
@@ -255,4 +272,5 @@ async fn main() {
     first_text(Format::Anthropic, "claude-opus-5-5", Api::Messages).await;
     first_text(Format::Gemini, "gemini-3.1-pro-preview", Api::GenerateContent).await;
     first_text(Format::OpenAi, "o3", Api::ChatCompletions).await;
+    targets::finish();
 }

@@ -6,9 +6,15 @@
 //! global allocator: what the program holds, whatever malloc keeps), the
 //! resident memory, and the resident memory after `malloc_trim(0)`.
 //!
-//! Run: `cargo bench --bench pack_memory`.
+//! Run: `cargo bench --bench pack_memory`; its quick mode (1,000 files,
+//! 4 packings), as CI runs it: `cargo test --bench pack_memory -- quick`.
+//! The target: what is allocated after the last packing is within 1 MB
+//! of what was after the first (a kept pack would add its megabytes each time).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
+
+#[path = "support/targets.rs"]
+mod targets;
 
 use forgehand::planning::pack::PackOptions;
 use forgehand::planning::prompts::Context;
@@ -59,8 +65,8 @@ fn mb(bytes: usize) -> f64 {
     bytes as f64 / (1024.0 * 1024.0)
 }
 
-/// 2,000 files of 150 Python-looking lines in 40 folders.
-fn checkout(root: &std::path::Path) {
+/// `files` files of 150 Python-looking lines, 50 to a folder (2,000: 40 folders).
+fn checkout(root: &std::path::Path, files: usize) {
     let mut state: u64 = 1;
     let mut next = move |n: u64| {
         state = state
@@ -72,7 +78,7 @@ fn checkout(root: &std::path::Path) {
         "ka", "lo", "mi", "ne", "ra", "tu", "vo", "zi", "sen", "dor", "fal", "gri", "hon", "jas", "mek",
         "nol",
     ];
-    for file in 0..2_000 {
+    for file in 0..files {
         let dir = root.join(format!("src/area{:02}/part{}", file / 250, (file / 50) % 5));
         std::fs::create_dir_all(&dir).unwrap();
         let mut text = String::new();
@@ -87,7 +93,7 @@ fn checkout(root: &std::path::Path) {
 
 fn main() {
     let dir = tempfile::tempdir().unwrap();
-    checkout(dir.path());
+    checkout(dir.path(), targets::pick(2_000, 1_000));
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -100,7 +106,8 @@ fn main() {
         mb(LIVE.load(Ordering::SeqCst)),
         rss_mb()
     );
-    for n in 1..=8 {
+    let mut after = Vec::new();
+    for n in 1..=targets::pick(8, 4) {
         let root = dir.path().to_owned();
         let prompts = prompts.clone();
         runtime.block_on(async move {
@@ -126,5 +133,17 @@ fn main() {
         // SAFETY: glibc's malloc_trim takes a pad and touches only the heap.
         unsafe { libc::malloc_trim(0) };
         println!("{n:>4} | {:>15.1} | {rss:>14.1} | {:>10.1}", mb(live), rss_mb());
+        after.push(live);
     }
+    let growth = mb(after[after.len() - 1]) - mb(after[0]);
+    targets::check(
+        &format!(
+            "bytes in use after packing {}, against after the first",
+            after.len()
+        ),
+        format!("{growth:+.2} MB"),
+        "within 1 MB: flat",
+        growth.abs() <= 1.0,
+    );
+    targets::finish();
 }

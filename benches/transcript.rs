@@ -6,6 +6,9 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, clippy::print_stdout)]
 
+#[path = "support/targets.rs"]
+mod targets;
+
 use forgehand::agent::{ModelTurn, StepRecorder};
 use forgehand::config::Secrets;
 use forgehand::journal::Journal;
@@ -66,6 +69,16 @@ fn main() {
     }
     transcript.end("delivered", "https://github.example/acme/app/pull/2");
     stats::report("journalling one step (answer + tool result)", &mut samples);
+    // The target is the release build's; the quick mode's debug build on
+    // loaded cores takes about 0.3 ms, and an order of magnitude more is a regression.
+    let bound = targets::pick(1.0, 5.0);
+    let median = stats::percentile(&mut samples, 0.5).as_secs_f64() * 1e3;
+    targets::check(
+        "journalling one step, median",
+        format!("{median:.2} ms"),
+        &format!("under {bound} ms"),
+        median < bound,
+    );
 
     let id = transcript.id();
     let mut renders = Vec::new();
@@ -84,4 +97,12 @@ fn main() {
         &format!("the page of a {STEPS}-step run ({} KB)", bytes / 1024),
         &mut renders,
     );
+    let median = stats::percentile(&mut renders, 0.5).as_secs_f64() * 1e3;
+    targets::check(
+        &format!("the page of a {STEPS}-step run, median"),
+        format!("{median:.1} ms"),
+        "under 1,000 ms",
+        median < 1000.0,
+    );
+    targets::finish();
 }

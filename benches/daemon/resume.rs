@@ -11,7 +11,7 @@
 //! killed at step 11, another takes the task over once its Lease (3 s)
 //! runs out and resumes the run.
 
-use super::{config_yaml, generated_repo, stats, ten_megabytes, Stage};
+use super::{config_yaml, generated_repo, stats, targets, ten_megabytes, Stage};
 use forgehand_test_support::scripted_model::{call, text, view, Format, Reply, TurnModel};
 use forgehand_test_support::{daemon_rig, fake_kube::FakeKube, kubeconfig};
 use std::path::{Path, PathBuf};
@@ -249,6 +249,23 @@ pub async fn resume_figures(kill: Kill) {
         killed.wall.as_secs_f64() - whole.wall.as_secs_f64()
     );
     stats::report(&format!("checkpoint after a step, {store}"), &mut costs);
+}
+
+/// Quick mode (CI): the run killed at step [`KILL_AT`] and restarted
+/// against the run uninterrupted, on a one-file repository with no
+/// warm-up run; a kill costs at most one step's model request.
+pub async fn quick() {
+    let stage = Stage::new(&[("greet.py", "print('Hello')\n")]).await;
+    let whole = one_run(&stage, Kill::Never).await;
+    let killed = one_run(&stage, Kill::Restart).await;
+    print_run("20 steps, uninterrupted (one file)", &whole);
+    print_run(&format!("20 steps, SIGKILL at step {KILL_AT}, restart"), &killed);
+    targets::check(
+        &format!("model requests of a run killed at step {KILL_AT} and resumed"),
+        format!("{} against {} uninterrupted", killed.requests, whole.requests),
+        "at most 1 more (one step's tokens), resumed from its checkpoint",
+        killed.resumed && killed.requests <= whole.requests + 1,
+    );
 }
 
 /// Prints the checkpoint cost on the large generated repository, and the
