@@ -153,26 +153,32 @@ JSON
   (cd "$npm_dir" && npm install --no-audit --no-fund --loglevel=error) || die "npm install verdaccio failed"
 }
 
+# One file of a pinned npm package, kept at `dest` (the package itself is
+# not kept): npm_package_file PACKAGE VERSION PATH-IN-PACKAGE DEST WHAT.
+npm_package_file() {
+  local package="$1" version="$2" inside="$3" dest="$4" what="$5"
+  [ -s "$dest" ] && return 0
+  command -v npm >/dev/null 2>&1 || apt_install nodejs npm
+  log "fetching $what ($package $version) from npm into $(dirname "$dest")"
+  mkdir -p "$(dirname "$dest")"
+  local work
+  work=$(mktemp -d)
+  (cd "$work" && npm pack --silent "$package@$version" >/dev/null) \
+    || die "npm pack $package@$version failed"
+  tar -xzf "$work"/*.tgz -C "$work" "package/$inside" \
+    || die "the $package package has no $inside"
+  mv "$work/package/$inside" "$dest"
+  rm -rf "$work"
+}
+
 # GitHub's own OpenAPI description of its REST API (npm @octokit/openapi):
 # the fake GitHub checks every request it takes and every answer it gives
 # against it. Only the api.github.com document is kept (13 MB of the
 # package's 28).
 OCTOKIT_OPENAPI_VERSION="23.0.2"
 ensure_github_openapi() {
-  local dir="$STATE_DIR/github-openapi"
-  local file="$dir/api.github.com-$OCTOKIT_OPENAPI_VERSION.json"
-  [ -s "$file" ] && return 0
-  command -v npm >/dev/null 2>&1 || apt_install nodejs npm
-  log "fetching GitHub's OpenAPI description (@octokit/openapi $OCTOKIT_OPENAPI_VERSION) from npm into $dir"
-  mkdir -p "$dir"
-  local work
-  work=$(mktemp -d)
-  (cd "$work" && npm pack --silent "@octokit/openapi@$OCTOKIT_OPENAPI_VERSION" >/dev/null) \
-    || die "npm pack @octokit/openapi@$OCTOKIT_OPENAPI_VERSION failed"
-  tar -xzf "$work"/octokit-openapi-*.tgz -C "$work" package/generated/api.github.com.json \
-    || die "the @octokit/openapi package has no generated/api.github.com.json"
-  mv "$work/package/generated/api.github.com.json" "$file"
-  rm -rf "$work"
+  npm_package_file "@octokit/openapi" "$OCTOKIT_OPENAPI_VERSION" generated/api.github.com.json \
+    "$STATE_DIR/github-openapi/api.github.com-$OCTOKIT_OPENAPI_VERSION.json" "GitHub's OpenAPI description"
 }
 
 # GitHub's GraphQL schema (npm @octokit/graphql-schema): the fake GitHub
@@ -180,20 +186,8 @@ ensure_github_openapi() {
 # Only schema.graphql is kept (1.2 MB of the package).
 OCTOKIT_GRAPHQL_SCHEMA_VERSION="15.26.1"
 ensure_github_graphql_schema() {
-  local dir="$STATE_DIR/github-graphql"
-  local file="$dir/schema-$OCTOKIT_GRAPHQL_SCHEMA_VERSION.graphql"
-  [ -s "$file" ] && return 0
-  command -v npm >/dev/null 2>&1 || apt_install nodejs npm
-  log "fetching GitHub's GraphQL schema (@octokit/graphql-schema $OCTOKIT_GRAPHQL_SCHEMA_VERSION) from npm into $dir"
-  mkdir -p "$dir"
-  local work
-  work=$(mktemp -d)
-  (cd "$work" && npm pack --silent "@octokit/graphql-schema@$OCTOKIT_GRAPHQL_SCHEMA_VERSION" >/dev/null) \
-    || die "npm pack @octokit/graphql-schema@$OCTOKIT_GRAPHQL_SCHEMA_VERSION failed"
-  tar -xzf "$work"/octokit-graphql-schema-*.tgz -C "$work" package/schema.graphql \
-    || die "the @octokit/graphql-schema package has no schema.graphql"
-  mv "$work/package/schema.graphql" "$file"
-  rm -rf "$work"
+  npm_package_file "@octokit/graphql-schema" "$OCTOKIT_GRAPHQL_SCHEMA_VERSION" schema.graphql \
+    "$STATE_DIR/github-graphql/schema-$OCTOKIT_GRAPHQL_SCHEMA_VERSION.graphql" "GitHub's GraphQL schema"
 }
 
 # mdBook builds the book in docs/ (the suite fails on a broken link in it).

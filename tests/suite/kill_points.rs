@@ -8,7 +8,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 use super::cluster_replicas::{replica_with, CLUSTER};
-use forgehand_test_support::daemon_rig::{containers_of, DaemonProcess};
+use forgehand_test_support::daemon_rig::{remove_containers_of, DaemonProcess};
 use forgehand_test_support::git_http;
 use forgehand_test_support::github_world::World;
 use forgehand_test_support::scripted_model::edit_and_commit;
@@ -67,12 +67,7 @@ async fn killed_at_and_taken_over(point: &str) {
     assert_delivered_once(&world, issue, &log);
     assert!(second.terminate().success());
     // The dead replica's sandbox is its own (another daemon never reaps it).
-    for id in containers_of(&format!("{}-1", world.instance)) {
-        std::process::Command::new("docker")
-            .args(["rm", "-fv", &id])
-            .output()
-            .unwrap();
-    }
+    remove_containers_of(&format!("{}-1", world.instance));
 }
 
 /// One branch, one pull request, one progress comment, the commit pushed once.

@@ -8,7 +8,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
-use forgehand_test_support::daemon_rig::{containers_of, wait_until, DaemonProcess};
+use forgehand_test_support::daemon_rig::{containers_of, remove_containers_of, wait_until, DaemonProcess};
 use forgehand_test_support::github_world::World;
 use forgehand_test_support::scripted_model::{self, call, text, Format, Reply};
 use serde_json::json;
@@ -257,12 +257,7 @@ async fn a_replica_killed_mid_run_is_taken_over_and_the_other_replica_resumes_fr
     wait_until("the shared store emptied", Duration::from_secs(30), emptied, &log).await;
     assert!(second.terminate().success());
     // The killed replica's sandbox is its own (another daemon never reaps it).
-    for id in containers_of(&format!("{}-1", world.instance)) {
-        std::process::Command::new("docker")
-            .args(["rm", "-fv", &id])
-            .output()
-            .unwrap();
-    }
+    remove_containers_of(&format!("{}-1", world.instance));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -259,6 +259,14 @@ pub fn containers_of(instance: &str) -> Vec<String> {
         .collect()
 }
 
+/// Removes the sandboxes of daemon `instance` (one a test killed: another
+/// daemon never reaps a sandbox that is not its own).
+pub fn remove_containers_of(instance: &str) {
+    for id in containers_of(instance) {
+        Command::new("docker").args(["rm", "-fv", &id]).output().unwrap();
+    }
+}
+
 /// Fails if any of `secrets` is in the container's configuration, in any
 /// file of its filesystem, or in the environment or arguments of any of
 /// its processes (`/proc/*/environ`, `/proc/*/cmdline`); each also as git's
