@@ -110,6 +110,22 @@ impl Journal {
         })
     }
 
+    /// Task `key`'s run ends waiting on its checks: the wait recorded and
+    /// the run's attempt given back (it was not interrupted), in one
+    /// transaction.
+    pub fn wait_on_checks(&self, key: &str, wait: &CheckWait) -> Result<(), JournalError> {
+        let record = serde_json::to_string(wait).unwrap_or_default();
+        self.with(|db| {
+            let tx = db.unchecked_transaction()?;
+            tx.execute(
+                "INSERT OR REPLACE INTO check_waits (task_key, record, updated_at) VALUES (?1, ?2, ?3)",
+                params![key, record, now()],
+            )?;
+            Journal::give_back_attempt_in(&tx, key)?;
+            tx.commit()
+        })
+    }
+
     /// Task `key`'s wait on its checks, if it waits (or its wait ended and
     /// the task has not gone on from it yet).
     pub fn check_wait(&self, key: &str) -> Result<Option<CheckWait>, JournalError> {
@@ -161,7 +177,14 @@ mod tests {
             "Fixed it.".into(),
             vec![Message::User("hi".into())],
         );
-        journal.save_check_wait(key, &wait).unwrap();
+        // The run that ends waiting gives its attempt back in the same write.
+        assert_eq!(journal.begin(key).unwrap().attempts, 2);
+        journal.wait_on_checks(key, &wait).unwrap();
+        assert_eq!(
+            journal.begin(key).unwrap().attempts,
+            2,
+            "given back, then counted again"
+        );
         assert_eq!(
             journal.open_check_waits().unwrap(),
             vec![(key.to_owned(), wait.clone())]

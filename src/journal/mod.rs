@@ -214,13 +214,17 @@ impl Journal {
     /// Uncounts the current attempt of an unfinished task: it was put off
     /// because something outside was away, not interrupted or crashed.
     pub fn give_back_attempt(&self, key: &str) -> Result<(), JournalError> {
-        self.with(|db| {
-            db.execute(
-                "UPDATE tasks SET attempts = MAX(attempts - 1, 0), updated_at = ?2 WHERE key = ?1",
-                params![key, now()],
-            )?;
-            Ok(())
-        })
+        self.with(|db| Journal::give_back_attempt_in(db, key))
+    }
+
+    /// A run that ended waiting was not interrupted: its attempt is not
+    /// counted against `scheduling.max_task_attempts`.
+    pub(super) fn give_back_attempt_in(db: &Connection, key: &str) -> rusqlite::Result<()> {
+        db.execute(
+            "UPDATE tasks SET attempts = MAX(attempts - 1, 0), updated_at = ?2 WHERE key = ?1",
+            params![key, now()],
+        )
+        .map(drop)
     }
 
     pub fn set_phase(&self, key: &str, phase: Phase) -> Result<(), JournalError> {
@@ -251,8 +255,16 @@ impl Journal {
         })
     }
 
-    pub fn set_change(&self, key: &str, url: &str) -> Result<(), JournalError> {
-        self.update(key, "change_url", url)
+    /// The task's PR/MR is open at `url`: one write for the phase and the
+    /// address.
+    pub fn delivered(&self, key: &str, url: &str) -> Result<(), JournalError> {
+        self.with(|db| {
+            db.execute(
+                "UPDATE tasks SET phase = ?2, change_url = ?3, updated_at = ?4 WHERE key = ?1",
+                params![key, Phase::Delivered.as_str(), url, now()],
+            )
+            .map(drop)
+        })
     }
 
     /// Ends the task with a final phase and a one-line outcome; its saved

@@ -20,15 +20,13 @@ impl Journal {
     /// (it was not interrupted).
     pub fn pause(&self, key: &str) -> Result<(), JournalError> {
         self.with(|db| {
-            db.execute(
+            let tx = db.unchecked_transaction()?;
+            tx.execute(
                 "INSERT OR REPLACE INTO paused_tasks (task_key, since) VALUES (?1, ?2)",
                 params![key, now()],
             )?;
-            db.execute(
-                "UPDATE tasks SET attempts = MAX(attempts - 1, 0), updated_at = ?2 WHERE key = ?1",
-                params![key, now()],
-            )
-            .map(drop)
+            Journal::give_back_attempt_in(&tx, key)?;
+            tx.commit()
         })
     }
 

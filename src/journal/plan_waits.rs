@@ -75,6 +75,24 @@ impl Journal {
         })
     }
 
+    /// Task `key`'s run ends waiting for a writer's answer to its plan:
+    /// the wait recorded (`None`: as it is) and the run's attempt given
+    /// back, in one transaction.
+    pub fn wait_for_approval(&self, key: &str, wait: Option<&PlanWait>) -> Result<(), JournalError> {
+        let record = wait.map(|w| serde_json::to_string(w).unwrap_or_default());
+        self.with(|db| {
+            let tx = db.unchecked_transaction()?;
+            if let Some(record) = record {
+                tx.execute(
+                    "INSERT OR REPLACE INTO plan_waits (task_key, record, updated_at) VALUES (?1, ?2, ?3)",
+                    params![key, record, now()],
+                )?;
+            }
+            Journal::give_back_attempt_in(&tx, key)?;
+            tx.commit()
+        })
+    }
+
     /// Task `key`'s plan wait, if its plan waits (or was answered).
     pub fn plan_wait(&self, key: &str) -> Result<Option<PlanWait>, JournalError> {
         let record: Option<String> = self.with(|db| {

@@ -67,7 +67,7 @@ pub(in crate::task) async fn resume(
             }
             None => {
                 tracing::info!(task = %run.item, "the plan still waits for approval");
-                run.journal.give_back_attempt(&run.key)?;
+                run.journal.wait_for_approval(&run.key, None)?;
                 return Ok(Some(TaskEnd::AwaitingApproval));
             }
         },
@@ -186,14 +186,13 @@ async fn wait_for_approval(
         deadline: crate::journal::now_secs().saturating_add(timeout.as_secs() as i64),
         answer: None,
     };
-    run.journal.save_plan_wait(&run.key, &wait)?;
+    run.journal.wait_for_approval(&run.key, Some(&wait))?;
     run.finish(
         false,
         "Waiting for approval of the plan",
         how_to_answer(&login, timeout),
     );
     run.report().await;
-    run.journal.give_back_attempt(&run.key)?;
     tracing::info!(task = %run.item, "the plan waits for approval");
     Ok(TaskEnd::AwaitingApproval)
 }

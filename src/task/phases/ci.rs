@@ -146,8 +146,7 @@ pub(in crate::task) async fn begin(
 async fn wait_on(run: &mut TaskRun<'_>, wait: CheckWait) -> Result<(), TaskError> {
     let short: String = wait.sha.chars().take(8).collect();
     run.at(Step::Ci, format!("Following the checks on {short}"));
-    run.journal.save_check_wait(&run.key, &wait)?;
-    run.journal.give_back_attempt(&run.key)?;
+    run.journal.wait_on_checks(&run.key, &wait)?;
     run.report().await;
     tracing::info!(task = %run.item, sha = %wait.sha, round = wait.round, "waiting on the checks; the task holds no slot and no sandbox until they end");
     Ok(())
@@ -162,8 +161,7 @@ pub(in crate::task) async fn go_on(
     mut wait: CheckWait,
 ) -> Result<Following, TaskError> {
     if wait.seen.is_none() && !look(run.forge.as_ref(), &run.item.repo, &mut wait, ci).await? {
-        run.journal.save_check_wait(&run.key, &wait)?;
-        run.journal.give_back_attempt(&run.key)?;
+        run.journal.wait_on_checks(&run.key, &wait)?;
         return Ok(Following::Waiting);
     }
     let checks = match wait.seen.take() {

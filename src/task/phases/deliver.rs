@@ -67,8 +67,7 @@ pub(in crate::task) async fn open_change(
         }
     };
     crate::kill_point::reached(crate::kill_point::CHANGE_OPENED);
-    run.journal.set_change(&run.key, &change.web_url)?;
-    run.journal.set_phase(&run.key, Phase::Delivered)?;
+    run.journal.delivered(&run.key, &change.web_url)?;
     Ok(change)
 }
 
