@@ -11,10 +11,11 @@
 //!   `{"message": ["Another open merge request already exists for this
 //!   source branch: !IID"]}`.
 
-use super::{FakeGitLab, Project};
-use crate::fake_http::Reply;
-use serde_json::json;
+use super::{item_json, not_found, FakeGitLab, Item, Project, State, BOT};
+use crate::fake_http::{tick, Reply};
+use serde_json::{json, Value};
 use std::path::{Path, PathBuf};
+use wiremock::Request;
 
 impl FakeGitLab {
     /// `bare` is the repository behind `project`: merge requests between
@@ -56,4 +57,51 @@ pub(super) fn refusal(p: &Project, source: &str, target: &str) -> Option<Reply> 
         409,
         json!({"message": [format!("Another open merge request already exists for this source branch: !{}", open.iid)]}),
     ))
+}
+
+/// The answer to `POST /projects/:id/merge_requests`, if the request is one.
+pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], body: &Value) -> Option<Reply> {
+    match (req.method.as_str(), segs) {
+        ("POST", ["projects", path, "merge_requests"]) => Some(open(s, base, path, body)),
+        _ => None,
+    }
+}
+
+/// `POST /projects/:id/merge_requests`: opened, or refused as GitLab does.
+fn open(s: &mut State, base: &str, path: &str, body: &Value) -> Reply {
+    let field = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
+    let (source, target, title) = (field("source_branch"), field("target_branch"), field("title"));
+    if source.is_empty() || target.is_empty() || title.is_empty() {
+        return Reply::json(
+            400,
+            json!({"message": "400 Bad request - source_branch, target_branch, title are missing"}),
+        );
+    }
+    s.clock = tick(s.clock);
+    let clock = s.clock;
+    let Some(p) = s.projects.get_mut(path) else {
+        return not_found("Project");
+    };
+    if let Some(refusal) = refusal(p, &source, &target) {
+        return refusal;
+    }
+    let iid = p.merge_requests.keys().max().copied().unwrap_or(0) + 1;
+    p.merge_requests.insert(
+        iid,
+        Item {
+            iid,
+            title,
+            description: field("description"),
+            author: BOT.into(),
+            labels: vec![],
+            open: true,
+            notes: vec![],
+            label_events: vec![],
+            updated: clock,
+            source_branch: source,
+            target_branch: target,
+        },
+    );
+    let p = &s.projects[path];
+    Reply::json(201, item_json(s, base, path, p, &p.merge_requests[&iid], true))
 }

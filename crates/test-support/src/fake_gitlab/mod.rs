@@ -10,15 +10,17 @@
 mod conversation;
 mod discussions;
 mod history;
+mod items;
 mod listing;
 mod merge_requests;
 mod pipelines;
+mod projects;
 mod uploads;
 
 pub use conversation::Award;
 pub use history::MergedRequest;
 
-use crate::fake_http::{decode, paged, query, request_line, serve, stamp, tick, Reply};
+use crate::fake_http::{decode, query, request_line, serve, stamp, tick, Reply};
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
@@ -331,6 +333,11 @@ impl FakeGitLab {
 
 /// Issue or MR `iid` (a path segment) of `project`; `kind` is the path's
 /// "issues" or "merge_requests".
+/// GitLab's 404 for `what` (`Project`, `Issue`, `Note`, `Member`).
+fn not_found(what: &str) -> Reply {
+    Reply::json(404, json!({"message": format!("404 {what} Not Found")}))
+}
+
 fn item_in<'a>(s: &'a State, project: &str, kind: &str, iid: &str) -> Option<&'a Item> {
     let p = s.projects.get(project)?;
     let items = if kind == "merge_requests" {
@@ -418,7 +425,6 @@ fn item_json(s: &State, base: &str, path: &str, p: &Project, i: &Item, mr: bool)
 impl Handler {
     fn handle(&self, req: &Request) -> Reply {
         let mut s = self.0.lock().unwrap();
-        let method = req.method.as_str().to_owned();
         s.requests.push(request_line(req));
         let token = req
             .headers
@@ -436,8 +442,6 @@ impl Handler {
         let segs: Vec<String> = rest.trim_end_matches('/').split('/').map(decode).collect();
         let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
-        let q = query(req);
-        let not_found = |what: &str| Reply::json(404, json!({"message": format!("404 {what} Not Found")}));
         if let Some(reply) = conversation::route(&mut s, req, &segs, &body) {
             return reply;
         }
@@ -451,242 +455,16 @@ impl Handler {
             return reply;
         }
 
-        match (method.as_str(), segs.as_slice()) {
-            ("GET", ["user"]) => Reply::json(200, user_json(&s, BOT)),
-            ("GET", ["users"]) => {
-                let name = q.get("username").cloned().unwrap_or_default();
-                let list = if s.users.contains(&name) {
-                    vec![user_json(&s, &name)]
-                } else {
-                    vec![]
-                };
-                paged(req, list)
-            }
-            ("GET", ["projects"]) => {
-                let list = s
-                    .projects
-                    .iter()
-                    .filter(|(_, p)| p.members.contains_key(BOT) || !q.contains_key("membership"))
-                    .map(|(path, p)| json!({"id": p.id, "path_with_namespace": path, "http_url_to_repo": p.clone_url, "default_branch": "main"}))
-                    .collect();
-                paged(req, list)
-            }
-            // ":id: The ID or URL-encoded path of the project" (projects.md).
-            ("GET", ["projects", id_or_path]) => {
-                let found = match id_or_path.parse::<u64>() {
-                    Ok(id) => s.projects.iter().find(|(_, p)| p.id == id),
-                    Err(_) => s.projects.get_key_value(*id_or_path),
-                };
-                match found {
-                    Some((path, p)) => Reply::json(
-                        200,
-                        json!({"id": p.id, "path_with_namespace": path, "http_url_to_repo": p.clone_url, "default_branch": "main"}),
-                    ),
-                    None => not_found("Project"),
-                }
-            }
-            ("GET", ["projects", path, kind @ ("issues" | "merge_requests")]) => {
-                let Some(p) = s.projects.get(*path) else {
-                    return not_found("Project");
-                };
-                let mr = *kind == "merge_requests";
-                let items = if mr { &p.merge_requests } else { &p.issues };
-                let state = q.get("state").cloned().unwrap_or_else(|| "all".into());
-                let wanted: Vec<&str> = q
-                    .get("labels")
-                    .map(|l| l.split(',').collect())
-                    .unwrap_or_default();
-                let after = match listing::updated_after(&q) {
-                    Ok(after) => after,
-                    Err(refusal) => return refusal,
-                };
-                let source = q.get("source_branch").cloned();
-                let mut list: Vec<&Item> = items
-                    .values()
-                    .filter(|i| state == "all" || (state == "opened") == i.open)
-                    .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l == w)))
-                    .filter(|i| i.updated >= after)
-                    .filter(|i| source.as_ref().is_none_or(|b| &i.source_branch == b))
-                    .collect();
-                if let Err(refusal) = listing::order_items(&mut list, &q) {
-                    return refusal;
-                }
-                let values = list
-                    .iter()
-                    .map(|i| item_json(&s, &base, path, p, i, mr))
-                    .collect();
-                paged(req, values)
-            }
-            ("GET", ["projects", path, kind @ ("issues" | "merge_requests"), iid]) => {
-                let Some(p) = s.projects.get(*path) else {
-                    return not_found("Project");
-                };
-                let mr = *kind == "merge_requests";
-                let items = if mr { &p.merge_requests } else { &p.issues };
-                match items.get(&iid.parse().unwrap_or(0)) {
-                    Some(i) => Reply::json(200, item_json(&s, &base, path, p, i, mr)),
-                    None => not_found("Issue"),
-                }
-            }
-            ("PUT", ["projects", path, kind @ ("issues" | "merge_requests"), iid]) => {
-                let split = |key: &str| -> Vec<String> {
-                    body.get(key)
-                        .and_then(Value::as_str)
-                        .map(|v| {
-                            v.split(',')
-                                .map(str::trim)
-                                .filter(|l| !l.is_empty())
-                                .map(str::to_owned)
-                                .collect()
-                        })
-                        .unwrap_or_default()
-                };
-                let (add, remove) = (split("add_labels"), split("remove_labels"));
-                s.clock = tick(s.clock);
-                let clock = s.clock;
-                let mr = *kind == "merge_requests";
-                let Some(p) = s.projects.get_mut(*path) else {
-                    return not_found("Project");
-                };
-                let items = if mr { &mut p.merge_requests } else { &mut p.issues };
-                let Some(item) = items.get_mut(&iid.parse().unwrap_or(0)) else {
-                    return not_found("Issue");
-                };
-                edit_labels(item, &add, &remove, BOT, clock);
-                let p = &s.projects[*path];
-                let items = if mr { &p.merge_requests } else { &p.issues };
-                Reply::json(
-                    200,
-                    item_json(&s, &base, path, p, &items[&iid.parse().unwrap_or(0)], mr),
-                )
-            }
-            (
-                "GET",
-                ["projects", path, kind @ ("issues" | "merge_requests"), iid, "resource_label_events"],
-            ) => {
-                let Some(item) = item_in(&s, path, kind, iid) else {
-                    return not_found("Issue");
-                };
-                let list = item
-                    .label_events
-                    .iter()
-                    .enumerate()
-                    .map(|(k, (action, user, label, at))| json!({"id": k + 1, "action": action, "user": user_json(&s, user), "label": {"id": 1, "name": label}, "created_at": stamp(*at)}))
-                    .collect();
-                paged(req, list)
-            }
-            ("GET", ["projects", path, "members", "all", uid]) => {
-                let Some(p) = s.projects.get(*path) else {
-                    return not_found("Project");
-                };
-                let uid: u64 = uid.parse().unwrap_or(0);
-                let name = s
-                    .users
-                    .get((uid as usize).wrapping_sub(1))
-                    .cloned()
-                    .unwrap_or_default();
-                match p.members.get(&name) {
-                    Some(level) => {
-                        Reply::json(200, json!({"id": uid, "username": name, "access_level": level}))
-                    }
-                    None => not_found("Member"),
-                }
-            }
-            ("GET", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes"]) => {
-                let Some(item) = item_in(&s, path, kind, iid) else {
-                    return not_found("Issue");
-                };
-                match listing::notes(&s, item, &q) {
-                    Ok(list) => paged(req, list),
-                    Err(refusal) => refusal,
-                }
-            }
-            ("POST", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes"]) => {
-                let Some(text) = body.get("body").and_then(Value::as_str).map(str::to_owned) else {
-                    return Reply::json(400, json!({"message": "400 Bad request - body is missing"}));
-                };
-                s.next_id += 1;
-                s.clock = tick(s.clock);
-                let (id, clock) = (s.next_id, s.clock);
-                let Some(item) = item_in_mut(&mut s, path, kind, iid) else {
-                    return not_found("Issue");
-                };
-                let note = Note {
-                    id,
-                    author: BOT.into(),
-                    body: text,
-                    system: false,
-                    created: clock,
-                    updated: clock,
-                    thread: None,
-                };
-                item.notes.push(note.clone());
-                item.updated = clock;
-                Reply::json(201, note_json(&s, &note))
-            }
-            ("PUT", ["projects", path, kind @ ("issues" | "merge_requests"), iid, "notes", id]) => {
-                let text = body
-                    .get("body")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_owned();
-                let id: u64 = id.parse().unwrap_or(0);
-                s.clock = tick(s.clock);
-                let clock = s.clock;
-                let Some(item) = item_in_mut(&mut s, path, kind, iid) else {
-                    return not_found("Issue");
-                };
-                let Some(note) = item.notes.iter_mut().find(|n| n.id == id) else {
-                    return not_found("Note");
-                };
-                if note.author != BOT || note.system {
-                    return Reply::json(403, json!({"message": "403 Forbidden"}));
-                }
-                note.body = text;
-                note.updated = clock;
-                let note = note.clone();
-                Reply::json(200, note_json(&s, &note))
-            }
-            ("POST", ["projects", path, "merge_requests"]) => {
-                let field = |k: &str| body.get(k).and_then(Value::as_str).unwrap_or_default().to_owned();
-                let (source, target, title) =
-                    (field("source_branch"), field("target_branch"), field("title"));
-                if source.is_empty() || target.is_empty() || title.is_empty() {
-                    return Reply::json(
-                        400,
-                        json!({"message": "400 Bad request - source_branch, target_branch, title are missing"}),
-                    );
-                }
-                s.clock = tick(s.clock);
-                let clock = s.clock;
-                let Some(p) = s.projects.get_mut(*path) else {
-                    return not_found("Project");
-                };
-                if let Some(refusal) = merge_requests::refusal(p, &source, &target) {
-                    return refusal;
-                }
-                let iid = p.merge_requests.keys().max().copied().unwrap_or(0) + 1;
-                p.merge_requests.insert(
-                    iid,
-                    Item {
-                        iid,
-                        title,
-                        description: field("description"),
-                        author: BOT.into(),
-                        labels: vec![],
-                        open: true,
-                        notes: vec![],
-                        label_events: vec![],
-                        updated: clock,
-                        source_branch: source,
-                        target_branch: target,
-                    },
-                );
-                let p = &s.projects[*path];
-                Reply::json(201, item_json(&s, &base, path, p, &p.merge_requests[&iid], true))
-            }
-            _ => Reply::json(404, json!({"error": "404 Not Found"})),
+        if let Some(reply) = projects::route(&s, req, &segs) {
+            return reply;
         }
+        if let Some(reply) = items::route(&mut s, req, &base, &segs, &body) {
+            return reply;
+        }
+        if let Some(reply) = merge_requests::route(&mut s, req, &base, &segs, &body) {
+            return reply;
+        }
+        Reply::json(404, json!({"error": "404 Not Found"}))
     }
 }
 
