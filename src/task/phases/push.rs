@@ -300,24 +300,7 @@ impl Rounds<'_, '_> {
                 }
                 return self.nothing_taken(round, outcome);
             };
-            if let Some(why) = &host_commit {
-                self.tell(
-                    &mut summary,
-                    format!("forgehand made the last commit on the host, from the files the model left, because {why}."),
-                );
-            }
-            if !committed_for_model.is_empty() {
-                self.tell(
-                    &mut summary,
-                    format!(
-                        "forgehand committed what the model left uncommitted, on its behalf: {}",
-                        listed(&committed_for_model)
-                    ),
-                );
-            }
-            if !left_out.is_empty() {
-                self.tell(&mut summary, format!("Not committed: {}", listed(&left_out)));
-            }
+            self.tell_taken(&mut summary, (&host_commit, &committed_for_model, &left_out));
             for (withheld, why) in rules.split(collected.withheld.as_ref()) {
                 self.tell_left_out(&mut summary, &withheld, &why);
             }
@@ -335,16 +318,7 @@ impl Rounds<'_, '_> {
                 format!("Pushing {} commit(s) to `{}`", collected.commits, self.branch),
             );
             self.run.report().await;
-            // Another replica may have taken the task over meanwhile.
-            self.run.forge.before_push(&self.run.item).await?;
-            crate::task::report::lfs_note::upload_before_push(self.run, self.workspace).await?;
-            let mut pushed = self.push_branch(&summary).await?;
-            if let Err(crate::git::GitError::Rejected { reason, .. }) = &pushed {
-                if let Some(refusal) = crate::task::report::left_out::workflow_refusal(reason) {
-                    pushed = self.push_without_refused(&refusal, &mut summary).await?;
-                }
-            }
-            match pushed {
+            match self.push_once(&mut summary).await? {
                 Ok(()) => {
                     self.run.note(format!(
                         "Pushed `{}` ({} files changed)",
@@ -372,6 +346,52 @@ impl Rounds<'_, '_> {
                 Err(e) => return Err(e.into()),
             }
         }
+    }
+
+    /// What forgehand did with what the model left, told on the comment
+    /// and in the summary: the last commit made on the host (and why), the
+    /// files it committed for the model, and those not committed.
+    fn tell_taken(
+        &mut self,
+        summary: &mut String,
+        (host_commit, committed_for_model, left_out): (&Option<String>, &[String], &[String]),
+    ) {
+        if let Some(why) = host_commit {
+            self.tell(
+                summary,
+                format!("forgehand made the last commit on the host, from the files the model left, because {why}."),
+            );
+        }
+        if !committed_for_model.is_empty() {
+            self.tell(
+                summary,
+                format!(
+                    "forgehand committed what the model left uncommitted, on its behalf: {}",
+                    listed(committed_for_model)
+                ),
+            );
+        }
+        if !left_out.is_empty() {
+            self.tell(summary, format!("Not committed: {}", listed(left_out)));
+        }
+    }
+
+    /// One push of the branch (with its LFS objects first), and again
+    /// without the files the forge refused for want of a permission.
+    async fn push_once(
+        &mut self,
+        summary: &mut String,
+    ) -> Result<Result<(), crate::git::GitError>, TaskError> {
+        // Another replica may have taken the task over meanwhile.
+        self.run.forge.before_push(&self.run.item).await?;
+        crate::task::report::lfs_note::upload_before_push(self.run, self.workspace).await?;
+        let mut pushed = self.push_branch(summary).await?;
+        if let Err(crate::git::GitError::Rejected { reason, .. }) = &pushed {
+            if let Some(refusal) = crate::task::report::left_out::workflow_refusal(reason) {
+                pushed = self.push_without_refused(&refusal, summary).await?;
+            }
+        }
+        Ok(pushed)
     }
 
     /// Pushes the task branch as it stands.
