@@ -18,11 +18,15 @@
 //!   (peter-evans/create-pull-request#2105, Cloudflare-Studio/ask-bonk#90);
 //! - a draft where drafts are not supported (SWE-agent/SWE-agent#179).
 
-use super::json::pull_json;
+use super::json::{pull_json, review_json};
+use super::listing::{arrange, Entry, Sorting};
+use super::routes::{issue_in, not_found, ok};
 use super::{Issue, Pull, Repo, State, BOT};
-use crate::fake_http::{tick, Reply};
+use crate::fake_http::{paged, query, tick, Reply};
 use serde_json::{json, Value};
+use std::collections::HashMap;
 use std::path::Path;
+use wiremock::Request;
 
 /// Where GitHub's answers to this endpoint point.
 const DOCS: &str = "https://docs.github.com/rest/pulls/pulls#create-a-pull-request";
@@ -153,7 +157,7 @@ fn validate(repo: &Repo, owner: &str, body: &Value) -> Result<Asked, Reply> {
 
 /// `POST /repos/{owner}/{name}/pulls`: 201 with the pull request, or
 /// GitHub's refusal.
-pub(super) fn create(s: &mut State, owner: &str, name: &str, body: &Value) -> Reply {
+fn create(s: &mut State, owner: &str, name: &str, body: &Value) -> Reply {
     let Some(repo) = s.repos.get(name) else {
         return Reply::json(404, json!({"message": "Not Found"}));
     };
@@ -197,4 +201,87 @@ pub(super) fn create(s: &mut State, owner: &str, name: &str, body: &Value) -> Re
     let mut response = Reply::json(201, answer);
     response.delay = s.pull_delay;
     response
+}
+
+/// The answer to a request on pull requests, if it is one.
+pub(super) fn route(s: &mut State, req: &Request, segs: &[&str], body: &Value) -> Option<Reply> {
+    let q = query(req);
+    Some(match (req.method.as_str(), segs) {
+        ("GET", ["repos", o, r, "pulls", n, list @ ("reviews" | "comments")]) => {
+            reviews(s, req, (&format!("{o}/{r}"), n), list, &q)
+        }
+        ("GET", ["repos", o, r, "pulls", n]) => one(s, &format!("{o}/{r}"), n),
+        ("GET", ["repos", o, r, "pulls"]) => list(s, req, (o, &format!("{o}/{r}")), &q),
+        ("POST", ["repos", o, r, "pulls"]) => create(s, o, &format!("{o}/{r}"), body),
+        _ => return None,
+    })
+}
+
+/// A pull request's reviews, or its review comments, ordered as GitHub documents.
+fn reviews(
+    s: &State,
+    req: &Request,
+    (name, n): (&str, &str),
+    list: &str,
+    q: &HashMap<String, String>,
+) -> Reply {
+    let Some(i) = issue_in(s, name, n).filter(|i| i.is_pr) else {
+        return not_found();
+    };
+    let reviews = list == "reviews";
+    let items = i
+        .reviews
+        .iter()
+        .filter_map(|v| {
+            Some(Entry {
+                created: v.clock,
+                updated: v.clock,
+                id: v.id,
+                value: review_json(v, reviews)?,
+            })
+        })
+        .collect();
+    // Reviews come in chronological order and take no `since`.
+    let (sorting, docs) = match reviews {
+        true => (
+            Sorting::SinceOnly,
+            "https://docs.github.com/rest/pulls/reviews#list-reviews-for-a-pull-request",
+        ),
+        false => (
+            Sorting::SortAndDirection,
+            "https://docs.github.com/rest/pulls/comments#list-review-comments-on-a-pull-request",
+        ),
+    };
+    match arrange(q, items, sorting, docs) {
+        Ok(list) => paged(req, list),
+        Err(refusal) => refusal,
+    }
+}
+
+/// One pull request.
+fn one(s: &State, name: &str, n: &str) -> Reply {
+    let number: u64 = n.parse().unwrap_or(0);
+    let Some(repo) = s.repos.get(name) else {
+        return not_found();
+    };
+    match repo.pulls.get(&number) {
+        Some(p) => ok(pull_json(name, p, repo.issues[&number].open)),
+        None => not_found(),
+    }
+}
+
+/// The open pull requests (`head=OWNER:BRANCH`: from that branch).
+fn list(s: &State, req: &Request, (o, name): (&str, &str), q: &HashMap<String, String>) -> Reply {
+    let Some(repo) = s.repos.get(name) else {
+        return not_found();
+    };
+    let head = q.get("head").cloned();
+    let list = repo
+        .pulls
+        .values()
+        .filter(|p| repo.issues[&p.number].open)
+        .filter(|p| head.as_ref().is_none_or(|h| *h == format!("{o}:{}", p.head)))
+        .map(|p| pull_json(name, p, true))
+        .collect();
+    paged(req, list)
 }
