@@ -62,13 +62,7 @@ async fn a_label_from_a_maintainer_becomes_a_draft_pull_request_and_no_secret_le
     world.wait_for_end(issue).await;
 
     // Labels: trigger and processing gone, done set.
-    let labels = gh.issue(REPO, issue).labels;
-    assert_eq!(
-        labels,
-        vec![DONE.to_owned()],
-        "{:?}",
-        gh.issue(REPO, issue).comments
-    );
+    world.assert_labels(issue, &[DONE], &daemon);
     // One draft PR from the task branch, linking the issue.
     let pulls = gh.pulls(REPO);
     assert_eq!(pulls.len(), 1, "{pulls:?}");
