@@ -133,10 +133,9 @@ fn comments(s: &State, req: &Request, name: &str, n: &str, q: &HashMap<String, S
 
 /// A comment by the bot.
 fn comment(s: &mut State, name: &str, n: &str, body: &Value) -> Reply {
-    let number: u64 = n.parse().unwrap_or(0);
-    if !s.repos.get(name).is_some_and(|r| r.issues.contains_key(&number)) {
+    let Some(number) = existing(s, name, n) else {
         return not_found();
-    }
+    };
     let Some(text) = body.get("body").and_then(Value::as_str) else {
         return Reply::json(422, json!({"message": "Validation Failed"}));
     };
@@ -173,16 +172,26 @@ fn edit_comment(s: &mut State, name: &str, id: &str, body: &Value) -> Reply {
 
 /// Labels added by the bot.
 fn label(s: &mut State, name: &str, n: &str, body: &Value) -> Reply {
-    let number: u64 = n.parse().unwrap_or(0);
-    if !s.repos.get(name).is_some_and(|r| r.issues.contains_key(&number)) {
+    let Some(number) = existing(s, name, n) else {
         return not_found();
-    }
+    };
     let labels: Vec<String> = body
         .get("labels")
         .and_then(Value::as_array)
         .map(|a| a.iter().filter_map(Value::as_str).map(str::to_owned).collect())
         .unwrap_or_default();
     add_labels(s, name, number, &labels, BOT);
+    labels_now(s, name, number)
+}
+
+/// Issue `n`'s number, when the repository has it.
+fn existing(s: &State, name: &str, n: &str) -> Option<u64> {
+    let number: u64 = n.parse().ok()?;
+    s.repos.get(name)?.issues.contains_key(&number).then_some(number)
+}
+
+/// The issue's labels, as GitHub answers a change of them.
+fn labels_now(s: &State, name: &str, number: u64) -> Reply {
     let now = s.repos[name].issues[&number]
         .labels
         .iter()
@@ -193,17 +202,11 @@ fn label(s: &mut State, name: &str, n: &str, body: &Value) -> Reply {
 
 /// A label removed by the bot.
 fn unlabel(s: &mut State, name: &str, n: &str, label: &str) -> Reply {
-    let number: u64 = n.parse().unwrap_or(0);
-    if !s.repos.get(name).is_some_and(|r| r.issues.contains_key(&number)) {
+    let Some(number) = existing(s, name, n) else {
         return not_found();
-    }
+    };
     if !remove_label(s, name, number, label, BOT) {
         return Reply::json(404, json!({"message": "Label does not exist"}));
     }
-    let now = s.repos[name].issues[&number]
-        .labels
-        .iter()
-        .map(|l| json!({"name": l}))
-        .collect();
-    ok(Value::Array(now))
+    labels_now(s, name, number)
 }
