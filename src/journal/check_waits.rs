@@ -2,7 +2,9 @@
 //! round it came from, what was re-run, the conversation to go on from,
 //! and, once the checks ended (or the wait gave up), what they said. A
 //! waiting task holds no slot, no sandbox and no run: the daemon's watcher
-//! reads the checks and starts the task again when they end.
+//! reads the checks and starts the task again when they end. The
+//! conversation is kept in a table of its own, read only when the task
+//! goes on: the watcher's looks read the small rows alone.
 
 use super::{now, Journal, JournalError};
 use crate::forge::Check;
@@ -29,7 +31,10 @@ pub struct CheckWait {
     pub since_ms: i64,
     /// The summary of the change, for the comment's outcome.
     pub summary: String,
-    /// The agent's conversation so far: a fix round goes on from it.
+    /// The agent's conversation so far: a fix round goes on from it. Kept
+    /// apart from the wait's row ([`Journal::check_wait`] reads it back;
+    /// the watcher's [`Journal::open_check_waits`] leaves it empty).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conversation: Vec<Message>,
     /// The last line shown for the checks (the comment says when it changes).
     #[serde(default)]
@@ -94,19 +99,41 @@ impl Journal {
                 task_key TEXT PRIMARY KEY,
                 record TEXT NOT NULL,
                 updated_at INTEGER NOT NULL
+            );
+            CREATE TABLE IF NOT EXISTS check_wait_conversations (
+                task_key TEXT PRIMARY KEY,
+                record TEXT NOT NULL
             );",
         )
     }
 
+    /// Writes `wait`'s row and, when it carries one, its conversation
+    /// apart (a wait read without it keeps the one kept before).
+    fn write_check_wait(db: &rusqlite::Connection, key: &str, wait: &CheckWait) -> rusqlite::Result<()> {
+        if !wait.conversation.is_empty() {
+            let conversation = serde_json::to_string(&wait.conversation).unwrap_or_default();
+            db.execute(
+                "INSERT OR REPLACE INTO check_wait_conversations (task_key, record) VALUES (?1, ?2)",
+                params![key, conversation],
+            )?;
+        }
+        let row = CheckWait {
+            conversation: Vec::new(),
+            ..wait.clone()
+        };
+        db.execute(
+            "INSERT OR REPLACE INTO check_waits (task_key, record, updated_at) VALUES (?1, ?2, ?3)",
+            params![key, serde_json::to_string(&row).unwrap_or_default(), now()],
+        )
+        .map(drop)
+    }
+
     /// Records (or replaces) task `key`'s wait on its checks.
     pub fn save_check_wait(&self, key: &str, wait: &CheckWait) -> Result<(), JournalError> {
-        let record = serde_json::to_string(wait).unwrap_or_default();
         self.with(|db| {
-            db.execute(
-                "INSERT OR REPLACE INTO check_waits (task_key, record, updated_at) VALUES (?1, ?2, ?3)",
-                params![key, record, now()],
-            )
-            .map(drop)
+            let tx = db.unchecked_transaction()?;
+            Journal::write_check_wait(&tx, key, wait)?;
+            tx.commit()
         })
     }
 
@@ -114,13 +141,9 @@ impl Journal {
     /// the run's attempt given back (it was not interrupted), in one
     /// transaction.
     pub fn wait_on_checks(&self, key: &str, wait: &CheckWait) -> Result<(), JournalError> {
-        let record = serde_json::to_string(wait).unwrap_or_default();
         self.with(|db| {
             let tx = db.unchecked_transaction()?;
-            tx.execute(
-                "INSERT OR REPLACE INTO check_waits (task_key, record, updated_at) VALUES (?1, ?2, ?3)",
-                params![key, record, now()],
-            )?;
+            Journal::write_check_wait(&tx, key, wait)?;
             Journal::give_back_attempt_in(&tx, key)?;
             tx.commit()
         })
@@ -129,15 +152,33 @@ impl Journal {
     /// Task `key`'s wait on its checks, if it waits (or its wait ended and
     /// the task has not gone on from it yet).
     pub fn check_wait(&self, key: &str) -> Result<Option<CheckWait>, JournalError> {
-        let record: Option<String> = self.with(|db| {
-            db.query_row(
-                "SELECT record FROM check_waits WHERE task_key = ?1",
-                params![key],
-                |r| r.get(0),
-            )
-            .optional()
+        let (record, conversation): (Option<String>, Option<String>) = self.with(|db| {
+            let record = db
+                .query_row(
+                    "SELECT record FROM check_waits WHERE task_key = ?1",
+                    params![key],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            let conversation = db
+                .query_row(
+                    "SELECT record FROM check_wait_conversations WHERE task_key = ?1",
+                    params![key],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            Ok((record, conversation))
         })?;
-        Ok(record.and_then(|r| serde_json::from_str(&r).ok()))
+        let Some(mut wait) = record.and_then(|r| serde_json::from_str::<CheckWait>(&r).ok()) else {
+            return Ok(None);
+        };
+        // A row an earlier version wrote carries its conversation itself.
+        if wait.conversation.is_empty() {
+            wait.conversation = conversation
+                .and_then(|c| serde_json::from_str(&c).ok())
+                .unwrap_or_default();
+        }
+        Ok(Some(wait))
     }
 
     /// The waits whose checks have not been seen to end, by task key.
@@ -155,8 +196,12 @@ impl Journal {
     }
 
     pub(super) fn forget_check_wait(db: &rusqlite::Connection, key: &str) -> rusqlite::Result<()> {
-        db.execute("DELETE FROM check_waits WHERE task_key = ?1", params![key])
-            .map(drop)
+        db.execute("DELETE FROM check_waits WHERE task_key = ?1", params![key])?;
+        db.execute(
+            "DELETE FROM check_wait_conversations WHERE task_key = ?1",
+            params![key],
+        )
+        .map(drop)
     }
 }
 
@@ -185,9 +230,20 @@ mod tests {
             2,
             "given back, then counted again"
         );
+        // The watcher reads the small row; the task gets its conversation back.
+        let watched = CheckWait {
+            conversation: Vec::new(),
+            ..wait.clone()
+        };
         assert_eq!(
             journal.open_check_waits().unwrap(),
-            vec![(key.to_owned(), wait.clone())]
+            vec![(key.to_owned(), watched.clone())]
+        );
+        journal.save_check_wait(key, &watched).unwrap();
+        assert_eq!(
+            journal.check_wait(key).unwrap(),
+            Some(wait.clone()),
+            "kept apart, not lost"
         );
         wait.seen = Some(ChecksSeen::Ended(vec![]));
         journal.save_check_wait(key, &wait).unwrap();
