@@ -244,6 +244,7 @@ impl Daemon {
     fn tick(&self, state: &mut LoopState) {
         state.health.tick();
         state.scheduler.requeue_due();
+        self.env.board.set_requeued(state.scheduler.requeued());
         self.offer_pending_mentions(state);
         let now_low = self.space_problem();
         // Logged when it changes (the free space itself moves all the time).

@@ -6,6 +6,7 @@
 //! does not hammer what is down; an exact wait is that long.
 
 use crate::forge::ItemRef;
+use crate::journal::Waiting;
 use crate::task::{Wait, Why};
 use std::collections::{BTreeSet, HashMap};
 use std::time::Duration;
@@ -17,8 +18,9 @@ const LONGEST_WAIT: Duration = Duration::from_secs(30 * 60);
 pub struct Requeue {
     /// (when, key), soonest first; each key at most once.
     queue: BTreeSet<(Instant, String)>,
-    /// What each queued key starts again, and when.
-    entries: HashMap<String, (Instant, ItemRef, Why)>,
+    /// What each queued key starts again, when, and since when it waits
+    /// (seconds since the Unix epoch).
+    entries: HashMap<String, (Instant, ItemRef, Why, i64)>,
     /// Growing requeues in a row, by task key.
     in_a_row: HashMap<String, u32>,
 }
@@ -43,7 +45,8 @@ impl Requeue {
         self.remove(&key);
         let at = Instant::now() + wait;
         self.queue.insert((at, key.clone()));
-        self.entries.insert(key, (at, item, why));
+        let since = crate::journal::now_secs();
+        self.entries.insert(key, (at, item, why, since));
         wait
     }
 
@@ -61,11 +64,32 @@ impl Requeue {
                 break;
             }
             self.queue.remove(&(at, key.clone()));
-            if let Some((_, item, why)) = self.entries.remove(&key) {
+            if let Some((_, item, why, _)) = self.entries.remove(&key) {
                 due.push((item, why));
             }
         }
         due
+    }
+
+    /// The queued tasks as the status page lists what waits: on what, in
+    /// words, and since when.
+    pub fn listed(&self) -> Vec<Waiting> {
+        let now = Instant::now();
+        let mut listed: Vec<Waiting> = self
+            .entries
+            .iter()
+            .map(|(key, (at, _, why, since))| Waiting {
+                key: key.clone(),
+                on: format!(
+                    "{}; started again in {} s",
+                    waits_for(*why),
+                    at.saturating_duration_since(now).as_secs()
+                ),
+                since: *since,
+            })
+            .collect();
+        listed.sort_by_key(|w| w.since);
+        listed
     }
 
     pub fn len(&self) -> usize {
@@ -73,9 +97,18 @@ impl Requeue {
     }
 
     fn remove(&mut self, key: &str) {
-        if let Some((at, _, _)) = self.entries.remove(key) {
+        if let Some((at, _, _, _)) = self.entries.remove(key) {
             self.queue.remove(&(at, key.to_owned()));
         }
+    }
+}
+
+/// What a requeued task waits for, in words.
+fn waits_for(why: Why) -> &'static str {
+    match why {
+        Why::Outage => "a forge, a git remote or the Docker engine to answer again",
+        Why::ClaimLater => "the replicas' claim to be settled",
+        Why::Budget => "a money cap's period to turn",
     }
 }
 
@@ -137,6 +170,14 @@ mod tests {
         );
         r.put(item(2), Wait::Growing, Why::Outage, Duration::from_secs(5));
         r.put(item(3), Wait::Growing, Why::ClaimLater, Duration::from_secs(20));
+        // Listed for the status page with what each waits for.
+        let listed = r.listed();
+        assert_eq!(listed.len(), 3);
+        let outage = listed.iter().find(|w| w.key == item(2).key()).unwrap();
+        assert_eq!(
+            outage.on,
+            "a forge, a git remote or the Docker engine to answer again; started again in 5 s"
+        );
         tokio::time::advance(Duration::from_secs(30)).await;
         assert_eq!(
             r.due(),

@@ -103,6 +103,11 @@ impl Scheduler {
         None
     }
 
+    /// The tasks to be started again after a wait, for the status page.
+    pub fn requeued(&self) -> Vec<crate::journal::Waiting> {
+        self.requeue.listed()
+    }
+
     /// A task [`next`](Self::next) gave that did not start after all, and
     /// that nothing waits for here (another replica has it).
     pub fn not_started(&mut self, item: &ItemRef) {
