@@ -12,9 +12,12 @@
 //!   once on the scripted model (containers excluded: they are other processes);
 //! - tasks per minute with 1, 2 and 3 replicas (`cluster.mode: kubernetes`
 //!   on the fake Lease API), 24 issues whose model thinks 2 s each;
-//! - five tasks in a row on a generated large repository (50k commits,
-//!   2,000 files): claim to first request, bytes fetched, memory and the
+//! - tasks in a row (five, or `-- large 20`) on a generated large repository (50k commits,
+//!   2,000 files): claim to the agent's first request, bytes fetched, memory and the
 //!   state folder per task (only when asked for: `-- large`);
+//! - label -> claim -> the agent's first request -> its first tool call
+//!   done, on a small, a real (CPython's Lib) and the large repository
+//!   (`-- first_tool_call`).
 //! - best of 3 against one attempt: the task's extra wall time with three
 //!   attempts side by side, and its cost multiple (`-- best_of`).
 //! - plan approval: a writer's 👍 to the first edit (`-- approval`).
@@ -32,7 +35,7 @@
 //! `cargo bench --bench daemon -- replicas` only the replicas' throughput,
 //! `cargo bench --bench daemon -- claim` only claim to first request (with
 //! `RUST_LOG=forgehand=debug`, the tasks' timed steps on stderr), and
-//! `cargo bench --bench daemon -- large` only the large repository's five
+//! `cargo bench --bench daemon -- large [count]` only the large repository's
 //! tasks (made once under `target/bench-repos`, a few minutes).
 //!
 //! Quick mode, as CI runs it (`cargo test --bench daemon -- quick`, a debug
@@ -46,12 +49,16 @@
 mod best_of;
 #[path = "daemon/ci_waits.rs"]
 mod ci_waits;
+#[path = "daemon/first_tool_call.rs"]
+mod first_tool_call;
 #[path = "daemon/generated_repo.rs"]
 mod generated_repo;
 #[path = "daemon/large_repo.rs"]
 mod large_repo;
 #[path = "daemon/plan_approval.rs"]
 mod plan_approval;
+#[path = "daemon/real_repo.rs"]
+mod real_repo;
 #[path = "daemon/resume.rs"]
 mod resume;
 #[path = "support/targets.rs"]
@@ -264,7 +271,7 @@ async fn claim_to_first_request(what: &str, extra_files: &[(&str, &str)], extra_
             kind: ItemKind::Issue,
             number,
         };
-        let before = model.received();
+        let before = model.arrivals().len();
         let env = assembly.env.clone();
         let forge = forge.clone();
         let started = Instant::now();
@@ -272,10 +279,14 @@ async fn claim_to_first_request(what: &str, extra_files: &[(&str, &str)], extra_
             tokio::spawn(
                 async move { forgehand::task::run(&env, forge, item, CancellationToken::new()).await },
             );
-        while model.received() == before {
+        // The agent's first request (the first that offers tools), not the classification beside it.
+        let agent_request = |a: &scripted_model::Arrival| a.agent && a.offers_tools;
+        let elapsed = loop {
+            if let Some(at) = first_tool_call::first_since(&model, before, agent_request) {
+                break at - started;
+            }
             tokio::time::sleep(Duration::from_millis(1)).await;
-        }
-        let elapsed = started.elapsed();
+        };
         task.await.unwrap();
         if round > 0 {
             // Round 0 warms the git server and the image cache.
@@ -283,7 +294,7 @@ async fn claim_to_first_request(what: &str, extra_files: &[(&str, &str)], extra_
         }
     }
     stats::report(
-        &format!("claim -> first model request (10 MB repo{what})"),
+        &format!("claim -> agent's first request (10 MB repo{what})"),
         &mut samples,
     );
 }
@@ -542,8 +553,12 @@ async fn figures() {
         replicas_scaling().await;
         return;
     }
+    if std::env::args().any(|a| a == "first_tool_call") {
+        first_tool_call::figures().await;
+        return;
+    }
     if std::env::args().any(|a| a == "large") && !std::env::args().any(|a| a == "resume") {
-        large_repo::five_tasks().await;
+        large_repo::tasks_in_a_row().await;
         return;
     }
     if std::env::args().any(|a| a == "best_of") {

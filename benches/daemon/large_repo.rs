@@ -1,11 +1,13 @@
-//! Five tasks in a row on the generated large repository (see
-//! `generated_repo`), served by the smart-HTTP remote on loopback, one
-//! `forgehand run` kept running, the scripted model answering at once and
-//! planning off (`FORGEHAND_BENCH_PLANNING=on`: on, as by default). Per
-//! task: claim -> first model request, the bytes the git server sent, the daemon's peak and after-task resident memory, and the
+//! Tasks in a row (five, or the count after `large`: `-- large 20`) on the
+//! generated large repository (see `generated_repo`), served by the
+//! smart-HTTP remote on loopback, one `forgehand run` kept running, the
+//! scripted model answering at once and planning on, as by default
+//! (`FORGEHAND_BENCH_PLANNING=off`: off). Per task: claim -> the agent's
+//! first request (the first that offers tools), the bytes the git server sent, the daemon's peak and after-task resident memory, and the
 //! state folder's size at its largest during the task and after it. One new commit lands on `main` between tasks 2 and
 //! 3, so task 3 shows what fetching only new objects costs.
 
+use super::first_tool_call::first_since;
 use super::generated_repo;
 use super::{config_yaml, root, rss_kib, stop, Stage};
 use forgehand_test_support::scripted_model::{text, TurnModel};
@@ -15,6 +17,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// Tasks in a row unless a count follows `large` on the command line.
 const TASKS: usize = 5;
 /// A task still running after this long is reported as such and the run stops.
 const TASK_LIMIT: Duration = Duration::from_secs(20 * 60);
@@ -39,7 +42,7 @@ struct TaskFigures {
     state_peak: Vec<(String, u64)>,
 }
 
-fn bench_repos() -> PathBuf {
+pub fn bench_repos() -> PathBuf {
     root().join("target/bench-repos")
 }
 
@@ -99,7 +102,7 @@ fn sample_state_peak(state: PathBuf, stop: Arc<AtomicBool>) -> tokio::task::Join
 
 /// Waits until the daemon has removed the task's work folder (the task's
 /// very end, after its labels), at most 60 s.
-async fn work_folder_gone(state: &Path) {
+pub async fn work_folder_gone(state: &Path) {
     let started = Instant::now();
     while started.elapsed() < Duration::from_secs(60) {
         let busy = std::fs::read_dir(state.join("work")).is_ok_and(|mut d| d.next().is_some());
@@ -115,7 +118,7 @@ async fn work_folder_gone(state: &Path) {
 /// Labels one issue and follows its task to the end.
 async fn one_task(stage: &Stage, model: &TurnModel, pid: u32, state: &Path) -> TaskFigures {
     let sent_before = stage.git.bytes_sent();
-    let requests_before = model.received();
+    let requests_before = model.arrivals().len();
     let stop_sampling = Arc::new(AtomicBool::new(false));
     let sampler = sample_state_peak(state.to_owned(), stop_sampling.clone());
     let number = stage.labelled_issue();
@@ -128,8 +131,8 @@ async fn one_task(stage: &Stage, model: &TurnModel, pid: u32, state: &Path) -> T
         if claimed.is_none() && swapped {
             claimed = Some(now);
         }
-        if first_request.is_none() && model.received() > requests_before {
-            first_request = Some(now);
+        if first_request.is_none() {
+            first_request = first_since(model, requests_before, |a| a.agent && a.offers_tools);
         }
         let ended = ["coding agent done", "coding agent failed"]
             .into_iter()
@@ -186,6 +189,21 @@ fn print_row(n: usize, figures: &TaskFigures) {
     );
 }
 
+/// The resident memory 15 s after each task from the second on: its range
+/// and how far the last is from the second's.
+fn print_level(rows: &[TaskFigures]) {
+    let settled: Vec<f64> = rows.iter().skip(1).map(|r| mb(r.settled_kib)).collect();
+    if let (Some(first), Some(last)) = (settled.first(), settled.last()) {
+        let low = settled.iter().copied().fold(f64::MAX, f64::min);
+        let high = settled.iter().copied().fold(0.0, f64::max);
+        println!(
+            "RSS 15 s after tasks 2..{}: {low:.1}-{high:.1} MB, last - task 2: {:+.1} MB",
+            rows.len(),
+            last - first
+        );
+    }
+}
+
 fn print_state_folders(rows: &[TaskFigures]) {
     let folders = |sizes: &[(String, u64)]| -> String {
         let named: Vec<String> = sizes[1..]
@@ -205,18 +223,23 @@ fn print_state_folders(rows: &[TaskFigures]) {
     }
 }
 
-/// A copy of the cached repository to serve (hard links: the pack is not
-/// copied), in a stage under `target/bench-repos` so the state folder is too.
-async fn large_stage() -> Stage {
+/// A stage serving a copy of the cached generated repository.
+pub async fn large_stage() -> Stage {
     let cached = tokio::task::spawn_blocking(|| generated_repo::cached(&bench_repos()))
         .await
         .unwrap();
     println!("large repository: {}", generated_repo::describe(&cached));
+    served_copy(&cached).await
+}
+
+/// A copy of the cached repository `cached` to serve (hard links: the pack
+/// is not copied), in a stage under `target/bench-repos` so the state folder is too.
+pub async fn served_copy(cached: &Path) -> Stage {
     let dir = tempfile::tempdir_in(bench_repos()).unwrap();
     let served = dir.path().join("git/acme/app.git");
     let clone = Command::new("git")
         .args(["clone", "--quiet", "--bare", "--local"])
-        .arg(&cached)
+        .arg(cached)
         .arg(&served)
         .status()
         .unwrap();
@@ -227,16 +250,29 @@ async fn large_stage() -> Stage {
     Stage::serving(dir).await
 }
 
-pub async fn five_tasks() {
+/// The count after `large` on the command line, else [`TASKS`].
+fn task_count() -> usize {
+    let args: Vec<String> = std::env::args().collect();
+    args.iter()
+        .position(|a| a == "large")
+        .and_then(|i| args.get(i + 1)?.parse().ok())
+        .unwrap_or(TASKS)
+}
+
+pub async fn tasks_in_a_row() {
     let stage = large_stage().await;
     // The model answers at once with no change: each task ends right after the first request.
     let model = TurnModel::start(vec![(text("Nothing to change."), None)]).await;
     let config = stage.dir.path().join("config.yaml");
     let instance = format!("bench-large-{}", std::process::id());
-    // FORGEHAND_BENCH_PLANNING=on: the default configuration (planning on).
-    let planning_on = std::env::var("FORGEHAND_BENCH_PLANNING").is_ok_and(|v| v == "on");
+    // The default configuration (planning on) unless FORGEHAND_BENCH_PLANNING=off.
+    let planning_off = std::env::var("FORGEHAND_BENCH_PLANNING").is_ok_and(|v| v == "off");
     let mut yaml = config_yaml(stage.dir.path(), &instance, &stage.github.api_url(), 1);
-    if !planning_on {
+    println!(
+        "planning {}",
+        if planning_off { "off" } else { "on (the default)" }
+    );
+    if planning_off {
         yaml.push_str("planning:\n  mode: \"off\"\n");
     }
     std::fs::write(&config, yaml).unwrap();
@@ -249,9 +285,9 @@ pub async fn five_tasks() {
         mb(rss_kib(pid, "VmRSS:")),
         mb(du_kib(&state))
     );
-    println!("task | outcome | claim->1st req | label->end | git bytes sent | peak RSS | RSS after | RSS 15 s on | state peak | state after");
+    println!("task | outcome | claim->agent | label->end | git bytes sent | peak RSS | RSS after | RSS 15 s on | state peak | state after");
     let mut rows = Vec::new();
-    for n in 1..=TASKS {
+    for n in 1..=task_count() {
         if n == 3 {
             generated_repo::push_commit(&stage.bare(), generated_repo::COMMITS + 1);
             println!("     (one new commit pushed to main: one file changed)");
@@ -268,6 +304,7 @@ pub async fn five_tasks() {
         }
     }
     print_state_folders(&rows);
+    print_level(&rows);
     stop(&mut child);
     if let Ok(keep) = std::env::var("FORGEHAND_BENCH_KEEP_LOG") {
         let _ = std::fs::copy(stage.dir.path().join("daemon.log"), keep);

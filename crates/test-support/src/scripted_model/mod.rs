@@ -29,7 +29,7 @@ use serde_json::{json, Value};
 use std::collections::VecDeque;
 use std::sync::{Arc, Mutex};
 pub use streaming::{Delivery, StreamingModel};
-pub use turn::{edit_and_commit, TurnModel};
+pub use turn::{edit_and_commit, Arrival, TurnModel};
 use wiremock::matchers::{method, path, path_regex};
 use wiremock::{Mock, MockServer, ResponseTemplate};
 

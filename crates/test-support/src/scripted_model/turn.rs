@@ -21,6 +21,40 @@ pub struct TurnModel {
     refused: Arc<Mutex<Vec<(Value, Value)>>>,
     billed: Billed,
     received: Arc<std::sync::atomic::AtomicUsize>,
+    arrivals: Arrivals,
+}
+
+/// When one request reached the model and what it carried, so a bench can
+/// tell the agent's turns from the thread's classification sent beside them.
+#[derive(Clone, Copy, Debug)]
+pub struct Arrival {
+    pub at: std::time::Instant,
+    /// A request of the agent's loop: not a planner's (the sage's system
+    /// text), the thread's classification or a context-store call.
+    pub agent: bool,
+    /// It offered tools: a turn of the agent's loop (the thread's
+    /// classification offers none).
+    pub offers_tools: bool,
+    /// It carried the result of a tool call the model asked for: the call
+    /// was done.
+    pub carries_tool_result: bool,
+}
+
+type Arrivals = Arc<Mutex<Vec<Arrival>>>;
+
+/// Whether `body` holds a tool call's result, in `format`'s own shape.
+fn carries_tool_result(format: Format, body: &Value) -> bool {
+    let items = |key: &str| body[key].as_array().into_iter().flatten();
+    let has =
+        |list: &Value, test: &dyn Fn(&Value) -> bool| list.as_array().is_some_and(|l| l.iter().any(test));
+    match format {
+        Format::OpenAi => items("messages").any(|m| m["role"] == "tool"),
+        Format::Responses => items("input").any(|i| i["type"] == "function_call_output"),
+        Format::Anthropic => items("messages").any(|m| has(&m["content"], &|b| b["type"] == "tool_result")),
+        Format::Gemini => {
+            items("contents").any(|c| has(&c["parts"], &|p| p.get("functionResponse").is_some()))
+        }
+    }
 }
 
 /// Requests still to refuse, and the statuses refused so far.
@@ -69,6 +103,7 @@ struct ByTurn {
     storm: std::sync::Arc<std::sync::Mutex<Storm>>,
     billed: Billed,
     received: Arc<std::sync::atomic::AtomicUsize>,
+    arrivals: Arrivals,
 }
 
 /// Usage every answer reports instead of the usual few tokens, in Chat
@@ -78,11 +113,19 @@ type Billed = Arc<Mutex<Option<(u64, u64)>>>;
 
 impl wiremock::Respond for ByTurn {
     fn respond(&self, request: &wiremock::Request) -> ResponseTemplate {
+        let at = std::time::Instant::now();
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let v = view(self.format, &body);
+        self.arrivals.lock().unwrap().push(Arrival {
+            at,
+            agent: !v.system.starts_with(SAGE_SYSTEM) && !is_context_view(&v),
+            offers_tools: body["tools"].as_array().is_some_and(|t| !t.is_empty()),
+            carries_tool_result: carries_tool_result(self.format, &body),
+        });
         self.received.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if let Some(refusal) = self.storm.lock().unwrap().next() {
             return refusal;
         }
-        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
         let mut issued = self.issued.lock().unwrap();
         let (model, checked) = model_and_rules(self.format, request.url.path(), &body, &issued);
         if let Err(error) = checked {
@@ -105,7 +148,6 @@ impl wiremock::Respond for ByTurn {
             }
             success(self.format, request, &body, answer)
         };
-        let v = view(self.format, &body);
         if let Some(text) = context_answer(&v) {
             return answer(Reply::Text(text), &mut issued);
         }
@@ -164,6 +206,7 @@ impl TurnModel {
         let refused = Arc::new(Mutex::new(Vec::new()));
         let billed = Billed::default();
         let received = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let arrivals = Arrivals::default();
         let mock = endpoint(format);
         mock.respond_with(ByTurn {
             format,
@@ -176,6 +219,7 @@ impl TurnModel {
             storm: storm.clone(),
             billed: billed.clone(),
             received: received.clone(),
+            arrivals: arrivals.clone(),
         })
         .mount(&server)
         .await;
@@ -186,6 +230,7 @@ impl TurnModel {
             refused,
             billed,
             received,
+            arrivals,
         }
     }
 
@@ -199,6 +244,12 @@ impl TurnModel {
     /// poll every millisecond (`requests` copies and parses every body).
     pub fn received(&self) -> usize {
         self.received.load(std::sync::atomic::Ordering::SeqCst)
+    }
+
+    /// Every request that reached it so far, in order: when, and whether
+    /// it offered tools or carried a tool call's result.
+    pub fn arrivals(&self) -> Vec<Arrival> {
+        self.arrivals.lock().unwrap().clone()
     }
 
     /// The requests the provider's rules refused, with the error each got.
