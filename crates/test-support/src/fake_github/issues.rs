@@ -1,9 +1,9 @@
 //! The fake GitHub's issues: listings, one issue, its events, its
 //! comments (listed, posted, edited) and its labels.
 
+use super::changes::{add_comment, add_labels, issue_in, not_found, ok, remove_label};
 use super::json::{issue_json, user};
 use super::listing::{arrange, Entry, Sorting};
-use super::routes::{add_comment, add_labels, issue_in, not_found, ok, remove_label};
 use super::{Issue, State, BOT};
 use crate::fake_http::{paged, parse_time, query, stamp, tick, Reply};
 use serde_json::{json, Value};

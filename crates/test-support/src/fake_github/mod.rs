@@ -5,6 +5,7 @@
 //! pull requests are created and listed, permissions are enforced.
 
 mod attachments;
+mod changes;
 mod checks;
 mod conversation;
 mod graphql;
@@ -22,8 +23,8 @@ pub use crate::fake_ci::{CiScript, Commit, FakeJob, JobEnd};
 pub use conversation::Reaction;
 pub use history::Merged;
 
+use changes::{add_comment, add_labels, emit_review, remove_label};
 use json::pull_json;
-use routes::{add_comment, add_labels, emit_review, remove_label};
 
 use crate::fake_http::{decode, query, serve, tick, Reply};
 use serde_json::Value;

@@ -18,9 +18,9 @@
 //!   (peter-evans/create-pull-request#2105, Cloudflare-Studio/ask-bonk#90);
 //! - a draft where drafts are not supported (SWE-agent/SWE-agent#179).
 
+use super::changes::{issue_in, not_found, ok};
 use super::json::{pull_json, review_json};
 use super::listing::{arrange, Entry, Sorting};
-use super::routes::{issue_in, not_found, ok};
 use super::{Issue, Pull, Repo, State, BOT};
 use crate::fake_http::{paged, query, tick, Reply};
 use serde_json::{json, Value};

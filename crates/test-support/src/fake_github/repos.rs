@@ -2,8 +2,8 @@
 //! repository, a collaborator's permission, and an item's `lastEditedAt`
 //! over GraphQL (review threads: threads.rs).
 
+use super::changes::{issue_in, not_found, ok};
 use super::json::user;
-use super::routes::{issue_in, not_found, ok};
 use super::State;
 use crate::fake_http::{paged, stamp, Reply};
 use serde_json::{json, Value};
