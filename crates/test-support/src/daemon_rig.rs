@@ -176,9 +176,15 @@ pub async fn wait_until(what: &str, limit: Duration, mut condition: impl AsyncFn
     while !condition().await {
         if start.elapsed() > limit {
             let text = std::fs::read_to_string(log).unwrap_or_default();
+            // The records' first lines only: a debug record's body (a
+            // request, a comment) can run over many lines.
             let tail: Vec<&str> = text
                 .lines()
-                .filter(|l| !l.contains(" DEBUG "))
+                .filter(|l| {
+                    [" INFO ", " WARN ", " ERROR "]
+                        .iter()
+                        .any(|level| l.contains(level))
+                })
                 .rev()
                 .take(60)
                 .collect();
