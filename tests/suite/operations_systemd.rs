@@ -50,8 +50,13 @@ async fn the_daemon_notifies_ready_feeds_the_watchdog_and_says_what_it_does() {
         if let Ok(n) = socket.recv(&mut buf) {
             messages.push(String::from_utf8_lossy(&buf[..n]).into_owned());
         }
-        let watchdogs = messages.iter().filter(|m| m.contains("WATCHDOG=1")).count();
-        if messages.iter().any(|m| m.contains("READY=1")) && watchdogs >= 4 {
+        // Fed after ready (a slow first poll may feed it before, too).
+        let fed_after_ready = messages
+            .iter()
+            .skip_while(|m| !m.contains("READY=1"))
+            .filter(|m| m.contains("WATCHDOG=1"))
+            .count();
+        if fed_after_ready >= 4 {
             break;
         }
     }
