@@ -34,7 +34,9 @@ pub struct CheckWait {
     /// The agent's conversation so far: a fix round goes on from it. Kept
     /// apart from the wait's row ([`Journal::check_wait`] reads it back;
     /// the watcher's [`Journal::open_check_waits`] leaves it empty).
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    /// Never written into the row; a row an earlier version wrote may
+    /// still carry it.
+    #[serde(default, skip_serializing)]
     pub conversation: Vec<Message>,
     /// The last line shown for the checks (the comment says when it changes).
     #[serde(default)]
@@ -117,13 +119,9 @@ impl Journal {
                 params![key, conversation],
             )?;
         }
-        let row = CheckWait {
-            conversation: Vec::new(),
-            ..wait.clone()
-        };
         db.execute(
             "INSERT OR REPLACE INTO check_waits (task_key, record, updated_at) VALUES (?1, ?2, ?3)",
-            params![key, serde_json::to_string(&row).unwrap_or_default(), now()],
+            params![key, serde_json::to_string(wait).unwrap_or_default(), now()],
         )
         .map(drop)
     }
