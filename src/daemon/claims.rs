@@ -11,7 +11,7 @@
 
 use crate::config::{ClusterConfig, LabelsConfig};
 use crate::forge::{Forge, ItemRef};
-use crate::journal::{Journal, Phase};
+use crate::journal::{Journal, Phase, Transition};
 use crate::replicas::fenced::FencedForge;
 use crate::replicas::kube_leases::{self, KubeLeases};
 use crate::replicas::lease::{Attempt, Claim, Claimer};
@@ -180,7 +180,13 @@ impl Coordinator {
         if claim.lost().is_cancelled() {
             self.held.remove(key);
             tracing::info!(task = %key, "the claim was lost; another replica goes on with the task");
-            if let Err(e) = journal.finish(key, Phase::Stopped, "another replica took the task over") {
+            if let Err(e) = journal.transition(
+                key,
+                Transition::Ended {
+                    phase: Phase::Stopped,
+                    outcome: "another replica took the task over",
+                },
+            ) {
                 tracing::warn!(task = %key, "cannot journal the hand-over: {e}");
             }
             return;

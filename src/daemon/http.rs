@@ -411,13 +411,10 @@ async fn status_page(State(state): State<Arc<HttpState>>, headers: HeaderMap) ->
         .into_iter()
         .map(|record| TaskRow::of(journal, &record.key.clone(), record))
         .collect();
-    let mut waiting = journal.waiting().unwrap_or_else(|e| {
+    let waiting = journal.waiting().unwrap_or_else(|e| {
         tracing::warn!("cannot read the waiting tasks for the status page: {e}");
         Vec::new()
     });
-    // Those the scheduler starts again after a wait, in the same list.
-    waiting.extend(state.board.requeued());
-    waiting.sort_by_key(|w| w.since);
     let page = render_status(
         &state.instance,
         &live,

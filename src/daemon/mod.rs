@@ -3,9 +3,7 @@
 //! concurrency limit, and on shutdown stop claiming, give running tasks a
 //! grace period, then checkpoint them for the next start.
 
-mod approvals;
 mod budget_hold;
-mod check_waits;
 mod claims;
 pub mod http;
 pub mod intake;
@@ -14,10 +12,11 @@ mod requeue;
 pub mod scheduler;
 pub mod setup;
 pub mod systemd;
-mod unpaused;
-mod waiting;
+mod watcher;
 
 use crate::forge::{Forge, ForgeKind, ItemRef};
+use crate::journal::Transition;
+use crate::journal::WaitKind;
 use crate::task::{self, Action, TaskEnv};
 use scheduler::{Scheduler, StartReason};
 use std::collections::{BTreeMap, HashSet};
@@ -185,7 +184,7 @@ impl Daemon {
                 removed.join(", ")
             );
         }
-        let mut scheduler = Scheduler::default();
+        let mut resumed = Vec::new();
         for record in self.env.journal.unfinished()? {
             // A task waiting while holding nothing has no Lease: its wait is
             // in this journal alone, so this replica goes on with it.
@@ -193,17 +192,19 @@ impl Daemon {
                 // Among replicas the Leases say who resumes what: this
                 // replica's unfinished work is taken over through them.
                 tracing::info!(key = %record.key, "unfinished in this replica's journal; left to the Leases");
-                self.env.journal.finish(
+                self.env.journal.transition(
                     &record.key,
-                    crate::journal::Phase::Stopped,
-                    "left to the replicas' Leases",
+                    Transition::Ended {
+                        phase: crate::journal::Phase::Stopped,
+                        outcome: "left to the replicas' Leases",
+                    },
                 )?;
                 continue;
             }
             match ItemRef::parse_key(&record.key) {
                 Some(item) if self.forges.contains_key(&item.forge) => {
                     tracing::info!(task = %item, phase = record.phase.as_str(), "resuming an unfinished task");
-                    scheduler.push(item, StartReason::Resume);
+                    resumed.push(item);
                 }
                 Some(item) => tracing::warn!(
                     task = %item,
@@ -211,6 +212,11 @@ impl Daemon {
                 ),
                 None => tracing::warn!(key = %record.key, "unreadable journal key; ignored"),
             }
+        }
+        let keys: HashSet<String> = resumed.iter().map(ItemRef::key).collect();
+        let mut scheduler = Scheduler::new(self.env.journal.clone(), &keys);
+        for item in resumed {
+            scheduler.push(item, StartReason::Resume);
         }
         // What no unfinished task will resume from (nothing runs yet).
         task::sweep_checkpoints(&self.env.config, &self.env.journal);
@@ -244,7 +250,6 @@ impl Daemon {
     fn tick(&self, state: &mut LoopState) {
         state.health.tick();
         state.scheduler.requeue_due();
-        self.env.board.set_requeued(state.scheduler.requeued());
         self.offer_pending_mentions(state);
         let now_low = self.space_problem();
         // Logged when it changes (the free space itself moves all the time).
@@ -371,15 +376,18 @@ impl Daemon {
         for item in found {
             state.scheduler.push(item, StartReason::New);
         }
-        let answered = approvals::answered(&self.forges, &self.env.journal, state.scheduler.active()).await;
-        for item in answered {
-            state.scheduler.push(item, StartReason::PlanAnswered);
-        }
-        let labels = &self.env.config.labels;
-        for item in
-            unpaused::unpaused(&self.forges, &self.env.journal, state.scheduler.active(), labels).await
+        let watched = [WaitKind::Approval, WaitKind::Paused];
+        let config = &self.env.config;
+        for (item, why) in watcher::ended(
+            &self.forges,
+            &self.env.journal,
+            state.scheduler.active(),
+            &watched,
+            config,
+        )
+        .await
         {
-            state.scheduler.push(item, StartReason::Unpaused);
+            state.scheduler.push(item, why);
         }
         // Mentions heard whose task has not begun (one was running, or the
         // daemon stopped in between) are offered again until it does.
@@ -398,12 +406,20 @@ impl Daemon {
 
     /// The tasks waiting on checks that ended, started again.
     async fn look_at_checks(&self, state: &mut LoopState) {
-        let ci = &self.env.config.delivery.ci;
-        let ended = check_waits::ended(&self.forges, &self.env.journal, state.scheduler.active(), ci).await;
-        for item in ended {
-            state.scheduler.push(item, StartReason::ChecksEnded);
+        let config = &self.env.config;
+        let checks = [WaitKind::Checks];
+        for (item, why) in watcher::ended(
+            &self.forges,
+            &self.env.journal,
+            state.scheduler.active(),
+            &checks,
+            config,
+        )
+        .await
+        {
+            state.scheduler.push(item, why);
         }
-        state.next_checks_look = tokio::time::Instant::now() + ci.poll;
+        state.next_checks_look = tokio::time::Instant::now() + config.delivery.ci.poll;
     }
 
     /// A webhook delivery: its repository's items polled now, or the

@@ -3,12 +3,15 @@
 //! cap holds back, one whose claim among replicas could not be settled.
 //! A growing wait doubles with every requeue in a row (from the poll
 //! interval up to half an hour), so an outage of hours loses no task and
-//! does not hammer what is down; an exact wait is that long.
+//! does not hammer what is down; an exact wait is that long. Each wait is
+//! also a row of the journal's waits ([`LaterWait`]): the status page
+//! lists it with the other waits, and a restarted daemon keeps it.
 
 use crate::forge::ItemRef;
-use crate::journal::Waiting;
+use crate::journal::{Journal, LaterWait, WaitFor, WaitKind};
 use crate::task::{Wait, Why};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::Arc;
 use std::time::Duration;
 use tokio::time::Instant;
 
@@ -18,14 +21,40 @@ const LONGEST_WAIT: Duration = Duration::from_secs(30 * 60);
 pub struct Requeue {
     /// (when, key), soonest first; each key at most once.
     queue: BTreeSet<(Instant, String)>,
-    /// What each queued key starts again, when, and since when it waits
-    /// (seconds since the Unix epoch).
-    entries: HashMap<String, (Instant, ItemRef, Why, i64)>,
+    /// What each queued key starts again, and when.
+    entries: HashMap<String, (Instant, ItemRef, Why)>,
     /// Growing requeues in a row, by task key.
     in_a_row: HashMap<String, u32>,
+    /// Where each wait is kept (none in tests of the queue alone).
+    journal: Option<Arc<Journal>>,
 }
 
 impl Requeue {
+    /// A queue kept in `journal`, with the waits it kept before a restart
+    /// (but those of `resumed`, which start now).
+    pub fn restored(journal: Arc<Journal>, resumed: &HashSet<String>) -> Requeue {
+        let mut requeue = Requeue {
+            journal: Some(journal.clone()),
+            ..Requeue::default()
+        };
+        let kept = journal.open_waits(&[WaitKind::Later]).unwrap_or_else(|e| {
+            tracing::error!("cannot read the tasks that wait to be started again: {e}");
+            Vec::new()
+        });
+        for (key, wait) in kept {
+            let (WaitFor::Later(wait), Some(item)) = (wait, ItemRef::parse_key(&key)) else {
+                continue;
+            };
+            if resumed.contains(&key) {
+                continue;
+            }
+            let why = why_named(&wait.why);
+            tracing::info!(task = %item, "starting it again in {} s, as before the restart", wait.remaining().as_secs());
+            requeue.put(item, Wait::Exactly(wait.remaining()), why, Duration::ZERO);
+        }
+        requeue
+    }
+
     /// Queues `item` again (in place of any earlier entry of it) after
     /// `wait`, growing from `first_wait`; returns how long it waits.
     pub fn put(&mut self, item: ItemRef, wait: Wait, why: Why, first_wait: Duration) -> Duration {
@@ -45,14 +74,29 @@ impl Requeue {
         self.remove(&key);
         let at = Instant::now() + wait;
         self.queue.insert((at, key.clone()));
-        let since = crate::journal::now_secs();
-        self.entries.insert(key, (at, item, why, since));
+        self.keep(&key, why, wait);
+        self.entries.insert(key, (at, item, why));
         wait
     }
 
     /// The task ended some other way: its next growing wait starts over.
     pub fn ended(&mut self, key: &str) {
         self.in_a_row.remove(key);
+    }
+
+    /// Writes the wait's row (a restarted daemon keeps it).
+    fn keep(&self, key: &str, why: Why, wait: Duration) {
+        let Some(journal) = &self.journal else {
+            return;
+        };
+        let later = LaterWait {
+            why: why_name(why).to_owned(),
+            on: waits_for(why).to_owned(),
+            due_ms: now_ms().saturating_add(wait.as_millis() as i64),
+        };
+        if let Err(e) = journal.wait_until(key, &later) {
+            tracing::warn!(task = %key, "cannot journal when the task starts again (a restart starts it at once): {e}");
+        }
     }
 
     /// Takes the tasks whose wait is over, soonest first.
@@ -64,32 +108,15 @@ impl Requeue {
                 break;
             }
             self.queue.remove(&(at, key.clone()));
-            if let Some((_, item, why, _)) = self.entries.remove(&key) {
+            if let Some((_, item, why)) = self.entries.remove(&key) {
+                // Queued to start now: a restart resumes it, or the poll finds it.
+                if let Some(Err(e)) = self.journal.as_ref().map(|j| j.forget_later(&key)) {
+                    tracing::warn!(task = %key, "cannot journal that the task's wait is over: {e}");
+                }
                 due.push((item, why));
             }
         }
         due
-    }
-
-    /// The queued tasks as the status page lists what waits: on what, in
-    /// words, and since when.
-    pub fn listed(&self) -> Vec<Waiting> {
-        let now = Instant::now();
-        let mut listed: Vec<Waiting> = self
-            .entries
-            .iter()
-            .map(|(key, (at, _, why, since))| Waiting {
-                key: key.clone(),
-                on: format!(
-                    "{}; started again in {} s",
-                    waits_for(*why),
-                    at.saturating_duration_since(now).as_secs()
-                ),
-                since: *since,
-            })
-            .collect();
-        listed.sort_by_key(|w| w.since);
-        listed
     }
 
     pub fn len(&self) -> usize {
@@ -97,9 +124,33 @@ impl Requeue {
     }
 
     fn remove(&mut self, key: &str) {
-        if let Some((at, _, _, _)) = self.entries.remove(key) {
+        if let Some((at, _, _)) = self.entries.remove(key) {
             self.queue.remove(&(at, key.to_owned()));
         }
+    }
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis() as i64)
+        .unwrap_or(0)
+}
+
+/// The journal's name of why a task waits.
+fn why_name(why: Why) -> &'static str {
+    match why {
+        Why::Outage => "outage",
+        Why::ClaimLater => "claim",
+        Why::Budget => "budget",
+    }
+}
+
+fn why_named(name: &str) -> Why {
+    match name {
+        "claim" => Why::ClaimLater,
+        "budget" => Why::Budget,
+        _ => Why::Outage,
     }
 }
 
@@ -160,6 +211,39 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn a_wait_is_kept_in_the_journal_and_outlives_a_restart() {
+        let dir = tempfile::tempdir().unwrap();
+        let journal = Arc::new(Journal::open(dir.path()).unwrap());
+        let mut r = Requeue::restored(journal.clone(), &HashSet::new());
+        r.put(
+            item(1),
+            Wait::Exactly(Duration::from_secs(600)),
+            Why::Budget,
+            Duration::ZERO,
+        );
+        r.put(item(2), Wait::Growing, Why::Outage, Duration::from_secs(60));
+        let listed = journal.waiting().unwrap();
+        assert_eq!(listed.len(), 2, "listed with the other waits");
+        let budget = listed.iter().find(|w| w.key == item(1).key()).unwrap();
+        assert!(
+            budget.on.starts_with(waits_for(Why::Budget)) && budget.on.contains("; started again in "),
+            "{}",
+            budget.on
+        );
+        // Restarted: the budget's wait is kept; the resumed task starts now.
+        let resumed = HashSet::from([item(2).key()]);
+        let mut again = Requeue::restored(journal.clone(), &resumed);
+        assert_eq!(again.len(), 1);
+        tokio::time::advance(Duration::from_secs(601)).await;
+        assert_eq!(again.due(), vec![(item(1), Why::Budget)]);
+        assert_eq!(
+            journal.waiting().unwrap().len(),
+            1,
+            "only the resumed task's row is left, until it runs"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn tasks_come_due_in_the_order_of_their_time() {
         let mut r = Requeue::default();
         r.put(
@@ -170,14 +254,6 @@ mod tests {
         );
         r.put(item(2), Wait::Growing, Why::Outage, Duration::from_secs(5));
         r.put(item(3), Wait::Growing, Why::ClaimLater, Duration::from_secs(20));
-        // Listed for the status page with what each waits for.
-        let listed = r.listed();
-        assert_eq!(listed.len(), 3);
-        let outage = listed.iter().find(|w| w.key == item(2).key()).unwrap();
-        assert_eq!(
-            outage.on,
-            "a forge, a git remote or the Docker engine to answer again; started again in 5 s"
-        );
         tokio::time::advance(Duration::from_secs(30)).await;
         assert_eq!(
             r.due(),

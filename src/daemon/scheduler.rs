@@ -65,6 +65,15 @@ pub struct Scheduler {
 }
 
 impl Scheduler {
+    /// A scheduler whose requeued tasks are kept in `journal`, with those
+    /// kept before a restart (but `resumed`: they start now).
+    pub fn new(journal: std::sync::Arc<crate::journal::Journal>, resumed: &HashSet<String>) -> Scheduler {
+        Scheduler {
+            requeue: Requeue::restored(journal, resumed),
+            ..Scheduler::default()
+        }
+    }
+
     /// Queues `item`; a new trigger for a task already running or waiting
     /// is dropped (the running task reads the thread anew).
     pub fn push(&mut self, item: ItemRef, reason: StartReason) {
@@ -101,11 +110,6 @@ impl Scheduler {
             }
         }
         None
-    }
-
-    /// The tasks to be started again after a wait, for the status page.
-    pub fn requeued(&self) -> Vec<crate::journal::Waiting> {
-        self.requeue.listed()
     }
 
     /// A task [`next`](Self::next) gave that did not start after all, and

@@ -6,7 +6,7 @@
 //! conversation is kept in a table of its own, read only when the task
 //! goes on: the watcher's looks read the small rows alone.
 
-use super::{now, Journal, JournalError};
+use super::{Journal, JournalError, WaitKind};
 use crate::forge::Check;
 use crate::llm::Message;
 use rusqlite::{params, OptionalExtension};
@@ -33,7 +33,7 @@ pub struct CheckWait {
     pub summary: String,
     /// The agent's conversation so far: a fix round goes on from it. Kept
     /// apart from the wait's row ([`Journal::check_wait`] reads it back;
-    /// the watcher's [`Journal::open_check_waits`] leaves it empty).
+    /// the watcher's [`Journal::open_waits`] leaves it empty).
     /// Never written into the row; a row an earlier version wrote may
     /// still carry it.
     #[serde(default, skip_serializing)]
@@ -95,14 +95,9 @@ fn now_ms() -> i64 {
 }
 
 impl Journal {
-    pub(super) fn create_check_waits(db: &rusqlite::Connection) -> rusqlite::Result<()> {
+    pub(super) fn create_check_wait_conversations(db: &rusqlite::Connection) -> rusqlite::Result<()> {
         db.execute_batch(
-            "CREATE TABLE IF NOT EXISTS check_waits (
-                task_key TEXT PRIMARY KEY,
-                record TEXT NOT NULL,
-                updated_at INTEGER NOT NULL
-            );
-            CREATE TABLE IF NOT EXISTS check_wait_conversations (
+            "CREATE TABLE IF NOT EXISTS check_wait_conversations (
                 task_key TEXT PRIMARY KEY,
                 record TEXT NOT NULL
             );",
@@ -111,7 +106,11 @@ impl Journal {
 
     /// Writes `wait`'s row and, when it carries one, its conversation
     /// apart (a wait read without it keeps the one kept before).
-    fn write_check_wait(db: &rusqlite::Connection, key: &str, wait: &CheckWait) -> rusqlite::Result<()> {
+    pub(super) fn write_check_wait(
+        db: &rusqlite::Connection,
+        key: &str,
+        wait: &CheckWait,
+    ) -> rusqlite::Result<()> {
         if !wait.conversation.is_empty() {
             let conversation = serde_json::to_string(&wait.conversation).unwrap_or_default();
             db.execute(
@@ -119,11 +118,8 @@ impl Journal {
                 params![key, conversation],
             )?;
         }
-        db.execute(
-            "INSERT OR REPLACE INTO check_waits (task_key, record, updated_at) VALUES (?1, ?2, ?3)",
-            params![key, serde_json::to_string(wait).unwrap_or_default(), now()],
-        )
-        .map(drop)
+        let record = serde_json::to_string(wait).unwrap_or_default();
+        Journal::put_wait(db, key, WaitKind::Checks, &record, wait.seen.is_none())
     }
 
     /// Records (or replaces) task `key`'s wait on its checks.
@@ -135,78 +131,37 @@ impl Journal {
         })
     }
 
-    /// Task `key`'s run ends waiting on its checks: the wait recorded and
-    /// the run's attempt given back (it was not interrupted), in one
-    /// transaction.
-    pub fn wait_on_checks(&self, key: &str, wait: &CheckWait) -> Result<(), JournalError> {
-        self.with(|db| {
-            let tx = db.unchecked_transaction()?;
-            Journal::write_check_wait(&tx, key, wait)?;
-            Journal::give_back_attempt_in(&tx, key)?;
-            tx.commit()
-        })
-    }
-
     /// Task `key`'s wait on its checks, if it waits (or its wait ended and
     /// the task has not gone on from it yet).
     pub fn check_wait(&self, key: &str) -> Result<Option<CheckWait>, JournalError> {
-        let (record, conversation): (Option<String>, Option<String>) = self.with(|db| {
-            let record = db
-                .query_row(
-                    "SELECT record FROM check_waits WHERE task_key = ?1",
-                    params![key],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            let conversation = db
-                .query_row(
-                    "SELECT record FROM check_wait_conversations WHERE task_key = ?1",
-                    params![key],
-                    |r| r.get(0),
-                )
-                .optional()?;
-            Ok((record, conversation))
-        })?;
-        let Some(mut wait) = record.and_then(|r| serde_json::from_str::<CheckWait>(&r).ok()) else {
+        let Some(mut wait) = self
+            .wait_record(key, WaitKind::Checks)?
+            .and_then(|r| serde_json::from_str::<CheckWait>(&r).ok())
+        else {
             return Ok(None);
         };
         // A row an earlier version wrote carries its conversation itself.
         if wait.conversation.is_empty() {
+            let conversation: Option<String> = self.with(|db| {
+                db.query_row(
+                    "SELECT record FROM check_wait_conversations WHERE task_key = ?1",
+                    params![key],
+                    |r| r.get(0),
+                )
+                .optional()
+            })?;
             wait.conversation = conversation
                 .and_then(|c| serde_json::from_str(&c).ok())
                 .unwrap_or_default();
         }
         Ok(Some(wait))
     }
-
-    /// The waits whose checks have not been seen to end, by task key.
-    pub fn open_check_waits(&self) -> Result<Vec<(String, CheckWait)>, JournalError> {
-        let rows: Vec<(String, String)> = self.with(|db| {
-            let mut stmt = db.prepare("SELECT task_key, record FROM check_waits ORDER BY updated_at")?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            rows.collect()
-        })?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(key, record)| Some((key, serde_json::from_str::<CheckWait>(&record).ok()?)))
-            .filter(|(_, wait)| wait.seen.is_none())
-            .collect())
-    }
-
-    pub(super) fn forget_check_wait(db: &rusqlite::Connection, key: &str) -> rusqlite::Result<()> {
-        db.execute("DELETE FROM check_waits WHERE task_key = ?1", params![key])?;
-        db.execute(
-            "DELETE FROM check_wait_conversations WHERE task_key = ?1",
-            params![key],
-        )
-        .map(drop)
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::Phase;
+    use crate::journal::{Phase, Transition};
 
     #[test]
     fn a_wait_is_open_until_its_checks_are_seen_and_goes_with_the_task() {
@@ -222,7 +177,9 @@ mod tests {
         );
         // The run that ends waiting gives its attempt back in the same write.
         assert_eq!(journal.begin(key).unwrap().attempts, 2);
-        journal.wait_on_checks(key, &wait).unwrap();
+        journal
+            .transition(key, Transition::AwaitingChecks(&wait))
+            .unwrap();
         assert_eq!(
             journal.begin(key).unwrap().attempts,
             2,
@@ -234,8 +191,8 @@ mod tests {
             ..wait.clone()
         };
         assert_eq!(
-            journal.open_check_waits().unwrap(),
-            vec![(key.to_owned(), watched.clone())]
+            journal.open_waits(&[WaitKind::Checks]).unwrap(),
+            vec![(key.to_owned(), crate::journal::WaitFor::Checks(watched.clone()))]
         );
         journal.save_check_wait(key, &watched).unwrap();
         assert_eq!(
@@ -245,13 +202,21 @@ mod tests {
         );
         wait.seen = Some(ChecksSeen::Ended(vec![]));
         journal.save_check_wait(key, &wait).unwrap();
-        assert!(journal.open_check_waits().unwrap().is_empty());
+        assert!(journal.open_waits(&[WaitKind::Checks]).unwrap().is_empty());
         assert_eq!(journal.check_wait(key).unwrap(), Some(wait.clone()));
         let again = wait.restarted();
         assert!(again.seen.is_none());
         journal.save_check_wait(key, &again).unwrap();
-        assert_eq!(journal.open_check_waits().unwrap().len(), 1);
-        journal.finish(key, Phase::Done, "delivered").unwrap();
+        assert_eq!(journal.open_waits(&[WaitKind::Checks]).unwrap().len(), 1);
+        journal
+            .transition(
+                key,
+                Transition::Ended {
+                    phase: Phase::Done,
+                    outcome: "delivered",
+                },
+            )
+            .unwrap();
         assert_eq!(journal.check_wait(key).unwrap(), None);
     }
 }

@@ -68,7 +68,7 @@ pub(super) fn adopt_agent_checkpoints(db: &rusqlite::Connection) -> rusqlite::Re
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::{Journal, Phase};
+    use crate::journal::{Journal, Phase, Transition};
     use crate::llm::{Api, NativeTurn, ToolCall, ToolResult};
 
     #[test]
@@ -130,7 +130,15 @@ mod tests {
         );
         journal.save_record(key, &checkpoint, 1 << 20).unwrap();
         assert_eq!(journal.record::<AgentCheckpoint>(key).unwrap(), Some(checkpoint));
-        journal.finish(key, Phase::Done, "delivered").unwrap();
+        journal
+            .transition(
+                key,
+                Transition::Ended {
+                    phase: Phase::Done,
+                    outcome: "delivered",
+                },
+            )
+            .unwrap();
         assert_eq!(journal.record::<AgentCheckpoint>(key).unwrap(), None);
     }
 

@@ -13,14 +13,14 @@ use std::sync::Mutex;
 mod check_waits;
 mod checkpoints;
 mod heard;
-mod paused;
 mod plan_waits;
 mod records;
 mod repo_facts;
 mod schema;
 mod spend;
 mod transcripts;
-mod waiting;
+mod transition;
+mod waits;
 
 pub use check_waits::{CheckWait, ChecksSeen};
 pub use checkpoints::AgentCheckpoint;
@@ -32,7 +32,8 @@ pub use records::PhaseRecord;
 pub use repo_facts::RepoFact;
 pub use spend::Whose;
 pub use transcripts::RunRecord;
-pub use waiting::Waiting;
+pub use transition::Transition;
+pub use waits::{LaterWait, WaitFor, WaitKind, Waiting};
 
 /// How far a task got. Ordered: a later phase implies the earlier ones.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -199,8 +200,7 @@ impl Journal {
                     // A new task of the key: no record of an earlier one
                     // (one an older version left) is read back.
                     Journal::forget_records_in(db, key)?;
-                    Journal::forget_check_wait(db, key)?;
-                    Journal::forget_pause(db, key)?;
+                    Journal::forget_waits_in(db, key)?;
                 }
             }
             db.query_row(
@@ -209,30 +209,6 @@ impl Journal {
                 row_to_record,
             )
         })
-    }
-
-    /// Uncounts the current attempt of an unfinished task: it was put off
-    /// because something outside was away, not interrupted or crashed.
-    pub fn give_back_attempt(&self, key: &str) -> Result<(), JournalError> {
-        self.with(|db| Journal::give_back_attempt_in(db, key))
-    }
-
-    /// A run that ended waiting was not interrupted: its attempt is not
-    /// counted against `scheduling.max_task_attempts`.
-    pub(super) fn give_back_attempt_in(db: &Connection, key: &str) -> rusqlite::Result<()> {
-        db.execute(
-            "UPDATE tasks SET attempts = MAX(attempts - 1, 0), updated_at = ?2 WHERE key = ?1",
-            params![key, now()],
-        )
-        .map(drop)
-    }
-
-    pub fn set_phase(&self, key: &str, phase: Phase) -> Result<(), JournalError> {
-        self.update(key, "phase", phase.as_str())
-    }
-
-    pub fn set_branch(&self, key: &str, branch: &str) -> Result<(), JournalError> {
-        self.update(key, "branch", branch)
     }
 
     pub fn set_comment(&self, key: &str, id: u64) -> Result<(), JournalError> {
@@ -252,35 +228,6 @@ impl Journal {
                 params![key, id, now()],
             )
             .map(drop)
-        })
-    }
-
-    /// The task's PR/MR is open at `url`: one write for the phase and the
-    /// address.
-    pub fn delivered(&self, key: &str, url: &str) -> Result<(), JournalError> {
-        self.with(|db| {
-            db.execute(
-                "UPDATE tasks SET phase = ?2, change_url = ?3, updated_at = ?4 WHERE key = ?1",
-                params![key, Phase::Delivered.as_str(), url, now()],
-            )
-            .map(drop)
-        })
-    }
-
-    /// Ends the task with a final phase and a one-line outcome; its saved
-    /// planning calls and plan wait go with it.
-    pub fn finish(&self, key: &str, phase: Phase, outcome: &str) -> Result<(), JournalError> {
-        self.with(|db| {
-            db.execute(
-                "UPDATE tasks SET phase = ?2, outcome = ?3, container_id = NULL, updated_at = ?4 WHERE key = ?1",
-                params![key, phase.as_str(), outcome, now()],
-            )?;
-            Journal::forget_plan_wait(db, key)?;
-            Journal::forget_check_wait(db, key)?;
-            Journal::forget_pause(db, key)?;
-            Journal::forget_records_in(db, key)?;
-            db.execute("DELETE FROM plan_calls WHERE task_key = ?1", params![key])
-                .map(drop)
         })
     }
 
@@ -439,11 +386,6 @@ impl Journal {
             )
             .map(drop)
         })
-    }
-
-    fn update(&self, key: &str, column: &'static str, value: &str) -> Result<(), JournalError> {
-        let sql = format!("UPDATE tasks SET {column} = ?2, updated_at = ?3 WHERE key = ?1");
-        self.with(|db| db.execute(&sql, params![key, value, now()]).map(drop))
     }
 }
 
@@ -632,10 +574,13 @@ mod tests {
             let first = journal.begin("github:a/b:issue:1").unwrap();
             assert_eq!((first.phase, first.attempts), (Phase::Claimed, 1));
             journal.set_comment("github:a/b:issue:1", 42).unwrap();
+            let branch = Transition::Claimed {
+                branch: "forgehand/issue-1",
+            };
+            journal.transition("github:a/b:issue:1", branch).unwrap();
             journal
-                .set_branch("github:a/b:issue:1", "forgehand/issue-1")
+                .transition("github:a/b:issue:1", Transition::Pushed)
                 .unwrap();
-            journal.set_phase("github:a/b:issue:1", Phase::Pushed).unwrap();
         }
         let journal = Journal::open(dir.path()).unwrap();
         let unfinished = journal.unfinished().unwrap();
@@ -655,7 +600,13 @@ mod tests {
             Some("{}")
         );
         journal
-            .finish("github:a/b:issue:1", Phase::Done, "draft PR opened")
+            .transition(
+                "github:a/b:issue:1",
+                Transition::Ended {
+                    phase: Phase::Done,
+                    outcome: "draft PR opened",
+                },
+            )
             .unwrap();
         assert!(journal.unfinished().unwrap().is_empty());
         assert_eq!(

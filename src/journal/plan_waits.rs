@@ -3,8 +3,7 @@
 //! writer answered. A task waits with no sandbox and no run; its next run
 //! reads this to go on from the approved plan, or plan again.
 
-use super::{now, Journal, JournalError};
-use rusqlite::{params, OptionalExtension};
+use super::{now, Journal, JournalError, WaitKind};
 use serde::{Deserialize, Serialize};
 
 /// A plan posted for approval.
@@ -53,83 +52,32 @@ impl PlanWait {
 }
 
 impl Journal {
-    pub(super) fn create_plan_waits(db: &rusqlite::Connection) -> rusqlite::Result<()> {
-        db.execute_batch(
-            "CREATE TABLE IF NOT EXISTS plan_waits (
-                task_key TEXT PRIMARY KEY,
-                record TEXT NOT NULL,
-                updated_at INTEGER NOT NULL
-            );",
-        )
-    }
-
     /// Records (or replaces) task `key`'s plan wait.
     pub fn save_plan_wait(&self, key: &str, wait: &PlanWait) -> Result<(), JournalError> {
-        let record = serde_json::to_string(wait).unwrap_or_default();
-        self.with(|db| {
-            db.execute(
-                "INSERT OR REPLACE INTO plan_waits (task_key, record, updated_at) VALUES (?1, ?2, ?3)",
-                params![key, record, now()],
-            )
-            .map(drop)
-        })
+        self.with(|db| Journal::write_plan_wait(db, key, wait))
     }
 
-    /// Task `key`'s run ends waiting for a writer's answer to its plan:
-    /// the wait recorded (`None`: as it is) and the run's attempt given
-    /// back, in one transaction.
-    pub fn wait_for_approval(&self, key: &str, wait: Option<&PlanWait>) -> Result<(), JournalError> {
-        let record = wait.map(|w| serde_json::to_string(w).unwrap_or_default());
-        self.with(|db| {
-            let tx = db.unchecked_transaction()?;
-            if let Some(record) = record {
-                tx.execute(
-                    "INSERT OR REPLACE INTO plan_waits (task_key, record, updated_at) VALUES (?1, ?2, ?3)",
-                    params![key, record, now()],
-                )?;
-            }
-            Journal::give_back_attempt_in(&tx, key)?;
-            tx.commit()
-        })
+    pub(super) fn write_plan_wait(
+        db: &rusqlite::Connection,
+        key: &str,
+        wait: &PlanWait,
+    ) -> rusqlite::Result<()> {
+        let record = serde_json::to_string(wait).unwrap_or_default();
+        Journal::put_wait(db, key, WaitKind::Approval, &record, wait.answer.is_none())
     }
 
     /// Task `key`'s plan wait, if its plan waits (or was answered).
     pub fn plan_wait(&self, key: &str) -> Result<Option<PlanWait>, JournalError> {
-        let record: Option<String> = self.with(|db| {
-            db.query_row(
-                "SELECT record FROM plan_waits WHERE task_key = ?1",
-                params![key],
-                |r| r.get(0),
-            )
-            .optional()
-        })?;
-        Ok(record.and_then(|r| serde_json::from_str(&r).ok()))
-    }
-
-    /// The plans nobody has answered yet, by task key.
-    pub fn unanswered_plan_waits(&self) -> Result<Vec<(String, PlanWait)>, JournalError> {
-        let rows: Vec<(String, String)> = self.with(|db| {
-            let mut stmt = db.prepare("SELECT task_key, record FROM plan_waits ORDER BY updated_at")?;
-            let rows = stmt.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))?;
-            rows.collect()
-        })?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|(key, record)| Some((key, serde_json::from_str::<PlanWait>(&record).ok()?)))
-            .filter(|(_, wait)| wait.answer.is_none())
-            .collect())
-    }
-
-    pub(super) fn forget_plan_wait(db: &rusqlite::Connection, key: &str) -> rusqlite::Result<()> {
-        db.execute("DELETE FROM plan_waits WHERE task_key = ?1", params![key])
-            .map(drop)
+        Ok(self
+            .wait_record(key, WaitKind::Approval)?
+            .and_then(|r| serde_json::from_str(&r).ok()))
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::journal::Phase;
+    use crate::journal::{Phase, Transition};
 
     #[test]
     fn a_wait_is_kept_until_answered_and_goes_with_the_task() {
@@ -150,17 +98,25 @@ mod tests {
         journal.save_plan_wait(key, &wait).unwrap();
         assert!(!wait.timed_out());
         assert_eq!(
-            journal.unanswered_plan_waits().unwrap(),
-            vec![(key.to_owned(), wait.clone())]
+            journal.open_waits(&[WaitKind::Approval]).unwrap(),
+            vec![(key.to_owned(), crate::journal::WaitFor::Approval(wait.clone()))]
         );
         wait.answer = Some(PlanAnswer::Approved {
             by: "maya".into(),
             checklist: vec!["Edit".into()],
         });
         journal.save_plan_wait(key, &wait).unwrap();
-        assert!(journal.unanswered_plan_waits().unwrap().is_empty());
+        assert!(journal.open_waits(&[WaitKind::Approval]).unwrap().is_empty());
         assert_eq!(journal.plan_wait(key).unwrap(), Some(wait));
-        journal.finish(key, Phase::Done, "delivered").unwrap();
+        journal
+            .transition(
+                key,
+                Transition::Ended {
+                    phase: Phase::Done,
+                    outcome: "delivered",
+                },
+            )
+            .unwrap();
         assert_eq!(journal.plan_wait(key).unwrap(), None);
     }
 }

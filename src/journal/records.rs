@@ -113,7 +113,7 @@ impl Journal {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::journal::Phase;
+    use crate::journal::{Phase, Transition};
     use serde::Deserialize;
 
     /// A phase's record, for tests.
@@ -159,7 +159,15 @@ pub(crate) mod tests {
         journal.forget_record::<Other>(key).unwrap();
         assert_eq!(journal.record::<Other>(key).unwrap(), None);
         assert_eq!(journal.record::<Probe>(key).unwrap(), Some(Probe { n: 2 }));
-        journal.finish(key, Phase::Done, "delivered").unwrap();
+        journal
+            .transition(
+                key,
+                Transition::Ended {
+                    phase: Phase::Done,
+                    outcome: "delivered",
+                },
+            )
+            .unwrap();
         assert_eq!(journal.record::<Probe>(key).unwrap(), None);
         // A record left by a version that did not forget them at the end
         // is not read back by the next task of the key.

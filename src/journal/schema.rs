@@ -16,9 +16,8 @@ pub(super) fn connect(path: &std::path::Path) -> rusqlite::Result<Connection> {
 /// Creates the tables that are missing.
 pub(super) fn create_tables(db: &Connection) -> rusqlite::Result<()> {
     db.execute_batch(TABLES)?;
-    super::Journal::create_plan_waits(db)?;
-    super::Journal::create_check_waits(db)?;
-    super::Journal::create_paused(db)?;
+    super::Journal::create_waits(db)?;
+    super::Journal::create_check_wait_conversations(db)?;
     super::Journal::create_phase_records(db)?;
     super::checkpoints::adopt_agent_checkpoints(db)
 }

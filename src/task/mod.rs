@@ -102,8 +102,8 @@ pub async fn run(
             };
         }
     };
-    // Whatever started the run, it is no longer suspended by its label.
-    if let Err(e) = env.journal.unpause(&key) {
+    // Whatever started the run, it no longer waits for its label or a time.
+    if let Err(e) = env.journal.runs_again(&key) {
         tracing::warn!(task = %item, "cannot journal that the task runs again: {e}");
     }
     // The mentions that asked for this task are answered by it.

@@ -15,7 +15,7 @@
 
 use crate::config::{Config, PlanApproval};
 use crate::forge::{CommentPlace, Forge, ForgeError, Item, ItemRef};
-use crate::journal::{Phase, PlanAnswer, PlanWait};
+use crate::journal::{Phase, PlanAnswer, PlanWait, Transition};
 use crate::sanitize::for_model;
 use crate::task::handoff::Claimed;
 use crate::task::handoff::Conversation;
@@ -67,7 +67,8 @@ pub(in crate::task) async fn resume(
             }
             None => {
                 tracing::info!(task = %run.item, "the plan still waits for approval");
-                run.journal.wait_for_approval(&run.key, None)?;
+                run.journal
+                    .transition(&run.key, Transition::AwaitingApproval(None))?;
                 return Ok(Some(TaskEnd::AwaitingApproval));
             }
         },
@@ -186,7 +187,8 @@ async fn wait_for_approval(
         deadline: crate::journal::now_secs().saturating_add(timeout.as_secs() as i64),
         answer: None,
     };
-    run.journal.wait_for_approval(&run.key, Some(&wait))?;
+    run.journal
+        .transition(&run.key, Transition::AwaitingApproval(Some(&wait)))?;
     run.finish(
         false,
         "Waiting for approval of the plan",
@@ -352,8 +354,13 @@ async fn timed_out(run: &mut TaskRun<'_>, env: &TaskEnv) -> Result<TaskEnd, Task
     run.forge
         .edit_labels(&run.item, &[], &[config.labels.processing.as_str()])
         .await?;
-    run.journal
-        .finish(&run.key, Phase::Stopped, "the plan was not approved in time")?;
+    run.journal.transition(
+        &run.key,
+        Transition::Ended {
+            phase: Phase::Stopped,
+            outcome: "the plan was not approved in time",
+        },
+    )?;
     Ok(TaskEnd::Stopped)
 }
 

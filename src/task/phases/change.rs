@@ -9,7 +9,7 @@ use crate::agent::plan::{PlanStep, PlanTracker};
 use crate::agent::tools::{CommandExecutor, ServerTools, ToolRegistry};
 use crate::agent::{Agent, AgentOutcome, ChatModel, StopReason};
 use crate::config::{AgentConfig, ContextConfig, LabelsConfig, McpServerConfig, TextEditorMcpConfig};
-use crate::journal::Phase;
+use crate::journal::Transition;
 use crate::llm::usage::Price;
 use crate::llm::Message;
 use crate::mcp::{McpClient, SandboxedServer};
@@ -82,7 +82,7 @@ pub(in crate::task) async fn change(
         plan,
         images,
     } = planned;
-    run.journal.set_phase(&run.key, Phase::Working)?;
+    run.journal.transition(&run.key, Transition::Working)?;
     // What the run is given: a checkpoint made for another is not resumed.
     let asked = crate::task::state::phase_records::digest(&format!(
         "{request}\n{}",

@@ -12,7 +12,7 @@
 
 use crate::config::CiConfig;
 use crate::forge::{ci_line, ci_state, Check, CheckId, CheckState, Checks, CiState, ForgeError};
-use crate::journal::{CheckWait, ChecksSeen};
+use crate::journal::{CheckWait, ChecksSeen, Transition};
 use crate::llm::Message;
 use crate::task::handoff::Bench;
 use crate::task::handoff::Claimed;
@@ -146,7 +146,8 @@ pub(in crate::task) async fn begin(
 async fn wait_on(run: &mut TaskRun<'_>, wait: CheckWait) -> Result<(), TaskError> {
     let short: String = wait.sha.chars().take(8).collect();
     run.at(Step::Ci, format!("Following the checks on {short}"));
-    run.journal.wait_on_checks(&run.key, &wait)?;
+    run.journal
+        .transition(&run.key, Transition::AwaitingChecks(&wait))?;
     run.report().await;
     tracing::info!(task = %run.item, sha = %wait.sha, round = wait.round, "waiting on the checks; the task holds no slot and no sandbox until they end");
     Ok(())
@@ -161,7 +162,8 @@ pub(in crate::task) async fn go_on(
     mut wait: CheckWait,
 ) -> Result<Following, TaskError> {
     if wait.seen.is_none() && !look(run.forge.as_ref(), &run.item.repo, &mut wait, ci).await? {
-        run.journal.wait_on_checks(&run.key, &wait)?;
+        run.journal
+            .transition(&run.key, Transition::AwaitingChecks(&wait))?;
         return Ok(Following::Waiting);
     }
     let checks = match wait.seen.take() {

@@ -5,7 +5,7 @@
 use crate::config::LabelsConfig;
 use crate::forge::{Comment, Item, ItemKind, LabelApplied, TextEdits};
 use crate::git::attribution::CoAuthor;
-use crate::journal::{Phase, TaskRecord};
+use crate::journal::{Phase, TaskRecord, Transition};
 use crate::task::handoff::{Claimed, Target, Thread};
 use crate::task::phases::request::{self, Heard};
 use crate::task::phases::review::{HeardThread, Writer};
@@ -59,8 +59,13 @@ pub(in crate::task) async fn claim(
         run.forge
             .edit_labels(&run.item, &[], &[labels.processing.as_str()])
             .await?;
-        run.journal
-            .finish(&run.key, Phase::Stopped, "closed before work began")?;
+        run.journal.transition(
+            &run.key,
+            Transition::Ended {
+                phase: Phase::Stopped,
+                outcome: "closed before work began",
+            },
+        )?;
         return Ok(Claim::Ended(TaskEnd::Skipped {
             reason: "the item is closed".into(),
         }));
@@ -90,7 +95,12 @@ pub(in crate::task) async fn claim(
     };
     run.use_comment(comment)?;
     let target = target?;
-    run.journal.set_branch(&run.key, &target.branch)?;
+    run.journal.transition(
+        &run.key,
+        Transition::Claimed {
+            branch: &target.branch,
+        },
+    )?;
     run.emit(TaskEvent::Branch(target.branch.clone()));
     run.at(Step::Prepare, "Preparing the workspace");
     let thread = thread?;
@@ -122,7 +132,13 @@ async fn finish_delivered(
     run.forge
         .edit_labels(&run.item, &[], &[labels.processing.as_str()])
         .await?;
-    run.journal.finish(&run.key, Phase::Done, url)?;
+    run.journal.transition(
+        &run.key,
+        Transition::Ended {
+            phase: Phase::Done,
+            outcome: url,
+        },
+    )?;
     Ok(Some(TaskEnd::Delivered { url: url.clone() }))
 }
 

@@ -4,7 +4,7 @@
 
 use crate::config::LabelsConfig;
 use crate::forge::{retry, ChangeInfo, Delivery};
-use crate::journal::Phase;
+use crate::journal::{Phase, Transition};
 use crate::sanitize;
 use crate::task::handoff::Claimed;
 use crate::task::item_ref::issue_ref;
@@ -67,7 +67,8 @@ pub(in crate::task) async fn open_change(
         }
     };
     crate::kill_point::reached(crate::kill_point::CHANGE_OPENED);
-    run.journal.delivered(&run.key, &change.web_url)?;
+    run.journal
+        .transition(&run.key, Transition::Delivered { url: &change.web_url })?;
     Ok(change)
 }
 
@@ -100,7 +101,13 @@ pub(in crate::task) async fn finish(
     run.forge
         .edit_labels(&run.item, &[labels.done.as_str()], &[labels.processing.as_str()])
         .await?;
-    run.journal.finish(&run.key, Phase::Done, &change.web_url)?;
+    run.journal.transition(
+        &run.key,
+        Transition::Ended {
+            phase: Phase::Done,
+            outcome: &change.web_url,
+        },
+    )?;
     Ok(TaskEnd::Delivered {
         url: change.web_url.clone(),
     })
@@ -122,6 +129,12 @@ pub(in crate::task) async fn no_changes(
     run.forge
         .edit_labels(&run.item, &[labels.done.as_str()], &[labels.processing.as_str()])
         .await?;
-    run.journal.finish(&run.key, Phase::Done, "no changes")?;
+    run.journal.transition(
+        &run.key,
+        Transition::Ended {
+            phase: Phase::Done,
+            outcome: "no changes",
+        },
+    )?;
     Ok(TaskEnd::NoChanges)
 }

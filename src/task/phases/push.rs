@@ -11,7 +11,7 @@ use crate::git::attribution::{Attribution, Identity};
 use crate::git::untrusted::{self, Layout, LeftoverCommit, UntrustedError};
 use crate::git::workspace::{Collected, DeliveryError};
 use crate::git::Credentials;
-use crate::journal::Phase;
+use crate::journal::Transition;
 use crate::llm::Message;
 use crate::sandbox::tree_out::read_tree;
 use crate::sandbox::Sandbox;
@@ -207,7 +207,7 @@ fn record_pushed(
     };
     // The record before the phase: a restart that sees the phase finds it.
     run.records.keep(&record)?;
-    run.journal.set_phase(&run.key, Phase::Pushed)?;
+    run.journal.transition(&run.key, Transition::Pushed)?;
     if let Some(checkpoints) = &needs.checkpoints {
         checkpoints.forget();
     }

@@ -23,9 +23,6 @@ pub struct LiveTask {
 #[derive(Debug, Default)]
 pub struct Board {
     lines: Mutex<BTreeMap<String, LiveTask>>,
-    /// The tasks the scheduler starts again after a wait (an outage, a
-    /// money cap, a claim not settled), as the daemon last listed them.
-    requeued: Mutex<Vec<crate::journal::Waiting>>,
 }
 
 impl Board {
@@ -47,16 +44,6 @@ impl Board {
 
     pub fn remove(&self, key: &str) {
         self.lines().remove(key);
-    }
-
-    /// The tasks to be started again after a wait, as the scheduler has them.
-    pub fn set_requeued(&self, requeued: Vec<crate::journal::Waiting>) {
-        *self.requeued.lock().unwrap_or_else(|p| p.into_inner()) = requeued;
-    }
-
-    /// The tasks to be started again after a wait.
-    pub fn requeued(&self) -> Vec<crate::journal::Waiting> {
-        self.requeued.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     /// Every task in flight, oldest first.

@@ -7,7 +7,7 @@
 
 use crate::config::LabelsConfig;
 use crate::forge::ForgeError;
-use crate::journal::Phase;
+use crate::journal::{Phase, Transition};
 use crate::sanitize::fenced;
 use crate::task::run::TaskRun;
 use crate::task::state::error::{advice, TaskError, Whom};
@@ -82,7 +82,13 @@ async fn failed(run: &mut TaskRun<'_>, labels: &LabelsConfig, err: &TaskError, a
     {
         tracing::warn!(task = %run.item, "cannot set the failed label: {e}");
     }
-    if let Err(e) = run.journal.finish(&run.key, Phase::Failed, &reason) {
+    if let Err(e) = run.journal.transition(
+        &run.key,
+        Transition::Ended {
+            phase: Phase::Failed,
+            outcome: &reason,
+        },
+    ) {
         tracing::error!(task = %run.item, "cannot journal the failure: {e}");
     }
     TaskEnd::Failed { reason }
@@ -100,7 +106,13 @@ async fn stopped(run: &mut TaskRun<'_>, labels: &LabelsConfig, reason: &str) -> 
     {
         tracing::warn!(task = %run.item, "cannot clear the paused label: {e}");
     }
-    if let Err(e) = run.journal.finish(&run.key, Phase::Stopped, reason) {
+    if let Err(e) = run.journal.transition(
+        &run.key,
+        Transition::Ended {
+            phase: Phase::Stopped,
+            outcome: reason,
+        },
+    ) {
         tracing::error!(task = %run.item, "cannot journal the stop: {e}");
     }
     TaskEnd::Stopped
@@ -113,7 +125,7 @@ async fn deferred(run: &mut TaskRun<'_>, err: &TaskError) -> TaskEnd {
     tracing::warn!(task = %run.item, "deferred, will be tried again: {reason}");
     run.note(format!("Waiting: {reason}; forgehand tries again shortly"));
     run.report().await;
-    if let Err(e) = run.journal.give_back_attempt(&run.key) {
+    if let Err(e) = run.journal.transition(&run.key, Transition::Deferred) {
         tracing::warn!(task = %run.item, "cannot journal the deferral: {e}");
     }
     TaskEnd::Deferred { reason }
@@ -124,7 +136,7 @@ async fn deferred(run: &mut TaskRun<'_>, err: &TaskError) -> TaskEnd {
 /// it again when the label goes.
 async fn paused(run: &mut TaskRun<'_>) -> TaskEnd {
     tracing::info!(task = %run.item, "paused; the sandbox goes, and the run goes on from its last step when the label is removed");
-    if let Err(e) = run.journal.pause(&run.key) {
+    if let Err(e) = run.journal.transition(&run.key, Transition::Paused) {
         tracing::error!(task = %run.item, "cannot journal the pause: {e}");
     }
     run.report().await;
