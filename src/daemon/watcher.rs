@@ -22,7 +22,7 @@
 
 use super::scheduler::StartReason;
 use crate::config::Config;
-use crate::forge::{Forge, ForgeKind, ItemRef};
+use crate::forge::{Forge, ForgeKind, Intake, ItemRef};
 use crate::journal::{Journal, PlanWait, WaitFor, WaitKind};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::Arc;
@@ -94,7 +94,7 @@ async fn answered(journal: &Journal, forge: &dyn Forge, item: &ItemRef, mut wait
 }
 
 /// Whether the suspended task's paused label is gone.
-async fn unpaused(forge: &dyn Forge, item: &ItemRef, config: &Config) -> bool {
+async fn unpaused(forge: &dyn Intake, item: &ItemRef, config: &Config) -> bool {
     match forge.item(item).await {
         Ok(found) if crate::task::pause_is_over(&found, &config.labels) => {
             tracing::info!(task = %item, "the paused label is gone; going on from the last step");

@@ -61,7 +61,7 @@ pub use state::action::{Action, Change, Wait, Why};
 pub use state::end::TaskEnd;
 pub use workbench::start_sandbox::SandboxHints;
 
-use crate::forge::{Forge, ItemRef};
+use crate::forge::{Checks, Forge, ItemRef};
 use crate::journal::TaskRecord;
 use claim::Claim;
 use events::TaskEvent;
@@ -151,7 +151,12 @@ pub async fn run(
 /// `forgehand once`'s wait for a task's checks: looked at every
 /// `delivery.ci_poll` until they end (journalled for the task's next run)
 /// or `shutdown`.
-pub async fn wait_for_checks(env: &TaskEnv, forge: &dyn Forge, item: &ItemRef, shutdown: &CancellationToken) {
+pub async fn wait_for_checks(
+    env: &TaskEnv,
+    forge: &dyn Checks,
+    item: &ItemRef,
+    shutdown: &CancellationToken,
+) {
     let (key, ci) = (item.key(), &env.config.delivery.ci);
     loop {
         let wait = match env.journal.check_wait(&key) {

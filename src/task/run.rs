@@ -5,7 +5,7 @@
 
 use crate::agent::{AgentOutcome, StopReason};
 use crate::config::Secrets;
-use crate::forge::{retry, Forge, ForgeError, ItemRef};
+use crate::forge::{retry, Forge, ForgeError, ItemRef, Thread};
 use crate::journal::Journal;
 use crate::llm::usage::UsageReport;
 use crate::metrics::Metrics;
@@ -77,7 +77,7 @@ impl Reporting<'_> {
     /// posted), the comment being one of the sink's subscribers.
     fn sink(
         &self,
-        forge: Arc<dyn Forge>,
+        forge: Arc<dyn Thread>,
         item: &ItemRef,
         id: Option<u64>,
     ) -> (EventSink, Arc<ProgressComment>) {

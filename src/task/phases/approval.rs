@@ -14,7 +14,7 @@
 //! at once). An outsider's reaction or comment answers nothing.
 
 use crate::config::{Config, PlanApproval};
-use crate::forge::{CommentPlace, Forge, ForgeError, Item, ItemRef};
+use crate::forge::{CommentPlace, ForgeError, Intake, Item, ItemRef, Thread};
 use crate::journal::{Phase, PlanAnswer, PlanWait, Transition};
 use crate::sanitize::for_model;
 use crate::task::handoff::Claimed;
@@ -209,8 +209,8 @@ fn how_to_answer(login: &str, timeout: std::time::Duration) -> String {
 
 /// A writer's answer to `wait`, if one came: the first approving or
 /// mentioning comment after the plan, else a new 👍, else the timeout.
-pub async fn answer(
-    forge: &dyn Forge,
+pub async fn answer<F: Intake + Thread + ?Sized>(
+    forge: &F,
     item: &ItemRef,
     wait: &PlanWait,
 ) -> Result<Option<PlanAnswer>, ForgeError> {

@@ -335,7 +335,12 @@ fn agent(
         poll: needs.poll,
         progress: run.comment_id().map(|_| run.task_events()),
         steering: needs.journal.as_ref().map(|journal| {
-            crate::task::phases::steer::Steering::new(run.forge.clone(), run.item.clone(), journal.clone())
+            crate::task::phases::steer::Steering::new(
+                run.forge.clone(),
+                run.forge.clone(),
+                run.item.clone(),
+                journal.clone(),
+            )
         }),
     });
     let mut limits = needs.agent.limits.clone();

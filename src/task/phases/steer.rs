@@ -8,13 +8,17 @@
 //! model has answered the request that carried it. Pending comments the
 //! run never took (it ended first) start the next run, as any mention.
 
-use crate::forge::{Comment, Forge, ItemKind, ItemRef};
+use crate::forge::{Comment, Intake, ItemKind, ItemRef, Thread};
 use crate::journal::Journal;
 use crate::sanitize;
 use std::sync::{Arc, Mutex};
 
 pub(in crate::task) struct Steering {
-    pub forge: Arc<dyn Forge>,
+    /// Where the comments are read.
+    pub thread: Arc<dyn Thread>,
+    /// Names the forge (the journal's key of a comment) and acknowledges
+    /// what the agent read.
+    pub intake: Arc<dyn Intake>,
     pub item: ItemRef,
     pub journal: Arc<Journal>,
     /// Given to the model, not yet acknowledged.
@@ -22,9 +26,15 @@ pub(in crate::task) struct Steering {
 }
 
 impl Steering {
-    pub fn new(forge: Arc<dyn Forge>, item: ItemRef, journal: Arc<Journal>) -> Steering {
+    pub fn new(
+        thread: Arc<dyn Thread>,
+        intake: Arc<dyn Intake>,
+        item: ItemRef,
+        journal: Arc<Journal>,
+    ) -> Steering {
         Steering {
-            forge,
+            thread,
+            intake,
             item,
             journal,
             told: Mutex::default(),
@@ -46,14 +56,14 @@ impl Steering {
         if pending.is_empty() {
             return Vec::new();
         }
-        let comments = match self.forge.comments(&self.item).await {
+        let comments = match self.thread.comments(&self.item).await {
             Ok(comments) => comments,
             Err(e) => {
                 tracing::warn!(task = %self.item, "cannot read the comments to tell the agent (tried again at its next step): {e}");
                 return Vec::new();
             }
         };
-        let kind = self.forge.kind().as_str();
+        let kind = self.intake.kind().as_str();
         let mut said = Vec::new();
         for comment in comments {
             let id = comment.heard_id(&self.item.repo);
@@ -83,7 +93,7 @@ impl Steering {
                 .unwrap_or_else(std::sync::PoisonError::into_inner),
         );
         for comment in told {
-            if let Err(e) = self.forge.acknowledge(&self.item, Some(&comment)).await {
+            if let Err(e) = self.intake.acknowledge(&self.item, Some(&comment)).await {
                 tracing::warn!(task = %self.item, "cannot acknowledge a comment the agent read: {e}");
             }
         }
