@@ -124,6 +124,18 @@ async fn a_plan_waits_with_nothing_running_until_a_writer_approves_it() {
     assert!(world.progress_comment(issue).contains(WAITING));
     assert!(gh.pulls(REPO).is_empty());
     assert!(gh.issue(REPO, issue).labels.iter().any(|l| l == PROCESSING));
+    // `forgehand tasks` lists the wait from the journal, with what it waits on.
+    let tasks = std::process::Command::new(env!("CARGO_BIN_EXE_forgehand"))
+        .arg("--config")
+        .arg(&world.config)
+        .arg("tasks")
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&tasks.stdout);
+    assert!(
+        text.contains("Waiting (1):") && text.contains("on a writer's approval of its plan"),
+        "{text}"
+    );
 
     // Maya edits the checklist, then approves with a 👍.
     let edited = world.progress_comment(issue).replace(
