@@ -182,10 +182,7 @@ impl Coordinator {
             tracing::info!(task = %key, "the claim was lost; another replica goes on with the task");
             if let Err(e) = journal.transition(
                 key,
-                Transition::Ended {
-                    phase: Phase::Stopped,
-                    outcome: "another replica took the task over",
-                },
+                Transition::ended(Phase::Stopped, "another replica took the task over"),
             ) {
                 tracing::warn!(task = %key, "cannot journal the hand-over: {e}");
             }

@@ -194,10 +194,7 @@ impl Daemon {
                 tracing::info!(key = %record.key, "unfinished in this replica's journal; left to the Leases");
                 self.env.journal.transition(
                     &record.key,
-                    Transition::Ended {
-                        phase: crate::journal::Phase::Stopped,
-                        outcome: "left to the replicas' Leases",
-                    },
+                    Transition::ended(crate::journal::Phase::Stopped, "left to the replicas' Leases"),
                 )?;
                 continue;
             }
@@ -376,19 +373,7 @@ impl Daemon {
         for item in found {
             state.scheduler.push(item, StartReason::New);
         }
-        let watched = [WaitKind::Approval, WaitKind::Paused];
-        let config = &self.env.config;
-        for (item, why) in watcher::ended(
-            &self.forges,
-            &self.env.journal,
-            state.scheduler.active(),
-            &watched,
-            config,
-        )
-        .await
-        {
-            state.scheduler.push(item, why);
-        }
+        self.watch(state, &[WaitKind::Approval, WaitKind::Paused]).await;
         // Mentions heard whose task has not begun (one was running, or the
         // daemon stopped in between) are offered again until it does.
         self.offer_pending_mentions(state);
@@ -406,20 +391,17 @@ impl Daemon {
 
     /// The tasks waiting on checks that ended, started again.
     async fn look_at_checks(&self, state: &mut LoopState) {
-        let config = &self.env.config;
-        let checks = [WaitKind::Checks];
-        for (item, why) in watcher::ended(
-            &self.forges,
-            &self.env.journal,
-            state.scheduler.active(),
-            &checks,
-            config,
-        )
-        .await
-        {
+        self.watch(state, &[WaitKind::Checks]).await;
+        state.next_checks_look = tokio::time::Instant::now() + self.env.config.delivery.ci.poll;
+    }
+
+    /// The tasks whose wait of one of `kinds` ended, started again.
+    async fn watch(&self, state: &mut LoopState, kinds: &[WaitKind]) {
+        let (journal, active) = (&self.env.journal, state.scheduler.active());
+        let ended = watcher::ended(&self.forges, journal, active, kinds, &self.env.config).await;
+        for (item, why) in ended {
             state.scheduler.push(item, why);
         }
-        state.next_checks_look = tokio::time::Instant::now() + config.delivery.ci.poll;
     }
 
     /// A webhook delivery: its repository's items polled now, or the

@@ -8,7 +8,7 @@
 //! lists it with the other waits, and a restarted daemon keeps it.
 
 use crate::forge::ItemRef;
-use crate::journal::{Journal, LaterWait, WaitFor, WaitKind};
+use crate::journal::{now_ms, Journal, LaterWait, WaitFor, WaitKind};
 use crate::task::{Wait, Why};
 use std::collections::{BTreeSet, HashMap, HashSet};
 use std::sync::Arc;
@@ -128,13 +128,6 @@ impl Requeue {
             self.queue.remove(&(at, key.to_owned()));
         }
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 /// The journal's name of why a task waits.

@@ -6,7 +6,7 @@
 //! conversation is kept in a table of its own, read only when the task
 //! goes on: the watcher's looks read the small rows alone.
 
-use super::{Journal, JournalError, WaitKind};
+use super::{now_ms, Journal, JournalError, WaitKind};
 use crate::forge::Check;
 use crate::llm::Message;
 use rusqlite::{params, OptionalExtension};
@@ -85,13 +85,6 @@ impl CheckWait {
         self.shown.clear();
         self
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 impl Journal {
@@ -209,13 +202,7 @@ mod tests {
         journal.save_check_wait(key, &again).unwrap();
         assert_eq!(journal.open_waits(&[WaitKind::Checks]).unwrap().len(), 1);
         journal
-            .transition(
-                key,
-                Transition::Ended {
-                    phase: Phase::Done,
-                    outcome: "delivered",
-                },
-            )
+            .transition(key, Transition::ended(Phase::Done, "delivered"))
             .unwrap();
         assert_eq!(journal.check_wait(key).unwrap(), None);
     }

@@ -131,13 +131,7 @@ mod tests {
         journal.save_record(key, &checkpoint, 1 << 20).unwrap();
         assert_eq!(journal.record::<AgentCheckpoint>(key).unwrap(), Some(checkpoint));
         journal
-            .transition(
-                key,
-                Transition::Ended {
-                    phase: Phase::Done,
-                    outcome: "delivered",
-                },
-            )
+            .transition(key, Transition::ended(Phase::Done, "delivered"))
             .unwrap();
         assert_eq!(journal.record::<AgentCheckpoint>(key).unwrap(), None);
     }

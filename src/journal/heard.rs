@@ -5,14 +5,7 @@
 //! task begins, so a daemon stopped in between starts it when it is back;
 //! a review's comments wait until the review has been quiet a while.
 
-use super::{now, Journal, JournalError};
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-        .unwrap_or(0)
-}
+use super::{now, now_ms, Journal, JournalError};
 use rusqlite::{params, OptionalExtension};
 
 /// What became of a comment that mentions forgehand or reviews its change.

@@ -555,6 +555,14 @@ pub fn now_secs() -> i64 {
     now()
 }
 
+/// Milliseconds since the Unix epoch.
+pub fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+        .unwrap_or(0)
+}
+
 pub(super) fn now() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -602,10 +610,7 @@ mod tests {
         journal
             .transition(
                 "github:a/b:issue:1",
-                Transition::Ended {
-                    phase: Phase::Done,
-                    outcome: "draft PR opened",
-                },
+                Transition::ended(Phase::Done, "draft PR opened"),
             )
             .unwrap();
         assert!(journal.unfinished().unwrap().is_empty());

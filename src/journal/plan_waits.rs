@@ -109,13 +109,7 @@ mod tests {
         assert!(journal.open_waits(&[WaitKind::Approval]).unwrap().is_empty());
         assert_eq!(journal.plan_wait(key).unwrap(), Some(wait));
         journal
-            .transition(
-                key,
-                Transition::Ended {
-                    phase: Phase::Done,
-                    outcome: "delivered",
-                },
-            )
+            .transition(key, Transition::ended(Phase::Done, "delivered"))
             .unwrap();
         assert_eq!(journal.plan_wait(key).unwrap(), None);
     }

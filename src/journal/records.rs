@@ -160,13 +160,7 @@ pub(crate) mod tests {
         assert_eq!(journal.record::<Other>(key).unwrap(), None);
         assert_eq!(journal.record::<Probe>(key).unwrap(), Some(Probe { n: 2 }));
         journal
-            .transition(
-                key,
-                Transition::Ended {
-                    phase: Phase::Done,
-                    outcome: "delivered",
-                },
-            )
+            .transition(key, Transition::ended(Phase::Done, "delivered"))
             .unwrap();
         assert_eq!(journal.record::<Probe>(key).unwrap(), None);
         // A record left by a version that did not forget them at the end

@@ -34,7 +34,12 @@ pub enum Transition<'a> {
     Ended { phase: Phase, outcome: &'a str },
 }
 
-impl Transition<'_> {
+impl<'a> Transition<'a> {
+    /// The task ended so, with a one-line outcome.
+    pub fn ended(phase: Phase, outcome: &'a str) -> Transition<'a> {
+        Transition::Ended { phase, outcome }
+    }
+
     /// The state's name, as logs and the progress comment use it.
     pub fn name(&self) -> &'static str {
         match self {

@@ -6,7 +6,7 @@
 //! the task's next run goes on from it. The daemon's one watcher reads the
 //! open waits together; the status page lists them.
 
-use super::{now, CheckWait, Journal, JournalError, PlanWait};
+use super::{now, now_ms, CheckWait, Journal, JournalError, PlanWait};
 use rusqlite::{params, OptionalExtension};
 use serde::{Deserialize, Serialize};
 
@@ -71,13 +71,6 @@ impl LaterWait {
     pub fn remaining(&self) -> std::time::Duration {
         std::time::Duration::from_millis(self.due_ms.saturating_sub(now_ms()).max(0) as u64)
     }
-}
-
-fn now_ms() -> i64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis() as i64)
-        .unwrap_or(0)
 }
 
 impl WaitFor {
@@ -372,13 +365,7 @@ mod tests {
         assert!(paused().is_empty());
         journal.transition(key, Transition::Paused).unwrap();
         journal
-            .transition(
-                key,
-                Transition::Ended {
-                    phase: Phase::Done,
-                    outcome: "delivered",
-                },
-            )
+            .transition(key, Transition::ended(Phase::Done, "delivered"))
             .unwrap();
         assert!(paused().is_empty() && !journal.holds_a_wait(key).unwrap());
     }

@@ -180,7 +180,9 @@ async fn probes_metrics_and_the_status_page_after_a_task() {
     assert!(tasks.status.success());
     let text = String::from_utf8(tasks.stdout).unwrap();
     assert!(
-        text.contains("In flight (0)") && text.contains("Waiting (0):\n  none") && text.contains("acme/app#1"),
+        text.contains("In flight (0)")
+            && text.contains("Waiting (0):\n  none")
+            && text.contains("acme/app#1"),
         "{text}"
     );
     assert!(text.contains("https://github.example/acme/app/pull/2"), "{text}");

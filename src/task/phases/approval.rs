@@ -356,10 +356,7 @@ async fn timed_out(run: &mut TaskRun<'_>, env: &TaskEnv) -> Result<TaskEnd, Task
         .await?;
     run.journal.transition(
         &run.key,
-        Transition::Ended {
-            phase: Phase::Stopped,
-            outcome: "the plan was not approved in time",
-        },
+        Transition::ended(Phase::Stopped, "the plan was not approved in time"),
     )?;
     Ok(TaskEnd::Stopped)
 }

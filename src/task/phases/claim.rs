@@ -61,10 +61,7 @@ pub(in crate::task) async fn claim(
             .await?;
         run.journal.transition(
             &run.key,
-            Transition::Ended {
-                phase: Phase::Stopped,
-                outcome: "closed before work began",
-            },
+            Transition::ended(Phase::Stopped, "closed before work began"),
         )?;
         return Ok(Claim::Ended(TaskEnd::Skipped {
             reason: "the item is closed".into(),
@@ -132,13 +129,8 @@ async fn finish_delivered(
     run.forge
         .edit_labels(&run.item, &[], &[labels.processing.as_str()])
         .await?;
-    run.journal.transition(
-        &run.key,
-        Transition::Ended {
-            phase: Phase::Done,
-            outcome: url,
-        },
-    )?;
+    run.journal
+        .transition(&run.key, Transition::ended(Phase::Done, url))?;
     Ok(Some(TaskEnd::Delivered { url: url.clone() }))
 }
 

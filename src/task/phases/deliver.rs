@@ -101,13 +101,8 @@ pub(in crate::task) async fn finish(
     run.forge
         .edit_labels(&run.item, &[labels.done.as_str()], &[labels.processing.as_str()])
         .await?;
-    run.journal.transition(
-        &run.key,
-        Transition::Ended {
-            phase: Phase::Done,
-            outcome: &change.web_url,
-        },
-    )?;
+    run.journal
+        .transition(&run.key, Transition::ended(Phase::Done, &change.web_url))?;
     Ok(TaskEnd::Delivered {
         url: change.web_url.clone(),
     })
@@ -129,12 +124,7 @@ pub(in crate::task) async fn no_changes(
     run.forge
         .edit_labels(&run.item, &[labels.done.as_str()], &[labels.processing.as_str()])
         .await?;
-    run.journal.transition(
-        &run.key,
-        Transition::Ended {
-            phase: Phase::Done,
-            outcome: "no changes",
-        },
-    )?;
+    run.journal
+        .transition(&run.key, Transition::ended(Phase::Done, "no changes"))?;
     Ok(TaskEnd::NoChanges)
 }

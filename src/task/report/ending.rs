@@ -82,13 +82,10 @@ async fn failed(run: &mut TaskRun<'_>, labels: &LabelsConfig, err: &TaskError, a
     {
         tracing::warn!(task = %run.item, "cannot set the failed label: {e}");
     }
-    if let Err(e) = run.journal.transition(
-        &run.key,
-        Transition::Ended {
-            phase: Phase::Failed,
-            outcome: &reason,
-        },
-    ) {
+    if let Err(e) = run
+        .journal
+        .transition(&run.key, Transition::ended(Phase::Failed, &reason))
+    {
         tracing::error!(task = %run.item, "cannot journal the failure: {e}");
     }
     TaskEnd::Failed { reason }
@@ -106,13 +103,10 @@ async fn stopped(run: &mut TaskRun<'_>, labels: &LabelsConfig, reason: &str) -> 
     {
         tracing::warn!(task = %run.item, "cannot clear the paused label: {e}");
     }
-    if let Err(e) = run.journal.transition(
-        &run.key,
-        Transition::Ended {
-            phase: Phase::Stopped,
-            outcome: reason,
-        },
-    ) {
+    if let Err(e) = run
+        .journal
+        .transition(&run.key, Transition::ended(Phase::Stopped, reason))
+    {
         tracing::error!(task = %run.item, "cannot journal the stop: {e}");
     }
     TaskEnd::Stopped
