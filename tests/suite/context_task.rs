@@ -208,8 +208,10 @@ async fn an_outsiders_issue_edited_after_the_label_is_withheld_and_no_model_is_c
     );
 
     // The maintainer restates it and labels again: their comment is heard,
-    // and the new label, applied after the edit, vouches for the text as
-    // it stands now.
+    // and the new label, applied after the edit (a second later at least:
+    // GitHub's times are whole seconds), vouches for the text as it
+    // stands now.
+    gh.next_second().await;
     gh.comment(
         REPO,
         issue,

@@ -304,13 +304,13 @@ fn bodies(list: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Three comments on one issue, 30 ms apart (the fake's clock is in
-/// milliseconds).
+/// Three comments on one issue, each in a second of its own (GitHub's
+/// times are whole seconds).
 async fn three_comments(github: &FakeGitHub) -> u64 {
     let issue = github.open_issue(REPO, "maya", "Fix", "it");
     for text in ["one", "two", "three"] {
         github.comment(REPO, issue, "maya", text);
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        tokio::time::sleep(Duration::from_millis(1010)).await;
     }
     issue
 }
@@ -323,9 +323,12 @@ async fn comment_listings_read_since_as_a_time_in_any_iso_8601_form() {
     let (_, all) = get_github(&github, &path).await;
     assert_eq!(bodies(&all), ["one", "two", "three"]);
     let second = times(&all, "created_at")[1];
+    // GitHub writes whole seconds: `2026-01-01T00:00:00Z`.
+    let written = all[1]["created_at"].as_str().unwrap();
+    assert!(written.len() == 20 && !written.contains('.'), "{written}");
     // The second comment's time, written three ways that compare
-    // differently as strings: the same time with an offset, and a whole
-    // second before it without fractional seconds.
+    // differently as strings: with an offset and fractional seconds,
+    // without a zone, and as GitHub writes it.
     let with_offset = (second + chrono::Duration::hours(2))
         .format("%Y-%m-%dT%H:%M:%S%.3f+02:00")
         .to_string();
