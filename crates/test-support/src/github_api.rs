@@ -452,6 +452,13 @@ mod tests {
                 json!({"labels": [null]}),
                 "For 'items', nil is not a string or object.",
             ),
+            // Fewer items than the schema's `minItems`.
+            (
+                "POST",
+                "/repos/acme/app/issues/7/labels",
+                json!({"labels": []}),
+                "For 'properties/labels', 1 item required; only 0 were supplied.",
+            ),
             (
                 "POST",
                 "/repos/acme/app/issues/7/reactions",

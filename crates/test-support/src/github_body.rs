@@ -181,8 +181,9 @@ fn line(error: &ValidationError<'_>) -> String {
         ValidationErrorKind::MaxLength { limit } => {
             let n = value.as_str().map_or(0, |s| s.chars().count());
             format!(
-                "{at}Only {limit} character{} allowed; {n} were supplied.",
-                if *limit == 1 { " is" } else { "s are" }
+                "{at}Only {limit} character{} allowed; {n} {} supplied.",
+                if *limit == 1 { " is" } else { "s are" },
+                if n == 1 { "was" } else { "were" }
             )
         }
         _ => format!("{at}{error}."),
