@@ -196,6 +196,97 @@ async fn forgehands_github_client_names_what_github_refused() {
     );
 }
 
+async fn send(github: &FakeGitHub, method: &str, path: &str, body: Value) -> (u16, Value) {
+    let method = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+    let answer = reqwest::Client::new()
+        .request(method, format!("{}{path}", github.api_url()))
+        .bearer_auth(TOKEN)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (answer.status().as_u16(), answer.json().await.unwrap())
+}
+
+/// A body the operation's schema in GitHub's OpenAPI description refuses
+/// gets GitHub's 422 `Invalid request.` with a line per problem, and
+/// nothing is done: a wrong type, a required field missing, a null where
+/// none is allowed, a value outside an enum. Each is also a violation that
+/// would fail the test, since forgehand must never send one.
+#[tokio::test]
+async fn bodies_the_api_description_refuses_get_githubs_invalid_request() {
+    let (_root, _bare, github) = github().await;
+    let issue = github.open_issue(REPO, "maya", "Fix", "it");
+    let comments = format!("/repos/acme/app/issues/{issue}/comments");
+    let cases = [
+        (
+            "POST",
+            comments.as_str(),
+            json!({"body": 42}),
+            "For 'properties/body', 42 is not a string.",
+        ),
+        ("POST", comments.as_str(), json!({}), "\"body\" wasn't supplied."),
+        (
+            "POST",
+            comments.as_str(),
+            json!({"body": null}),
+            "For 'properties/body', nil is not a string.",
+        ),
+        (
+            "POST",
+            "/repos/acme/app/issues/comments/1/reactions",
+            json!({"content": "smile"}),
+            "For 'properties/content', smile is not a member of \
+             [\"+1\", \"-1\", \"laugh\", \"confused\", \"heart\", \"hooray\", \"rocket\", \"eyes\"].",
+        ),
+        (
+            "POST",
+            "/repos/acme/app/pulls",
+            json!({"title": "A change", "head": "feature"}),
+            "\"base\" wasn't supplied.",
+        ),
+        (
+            "POST",
+            &format!("/repos/acme/app/issues/{issue}/labels"),
+            json!({"labels": [null]}),
+            "For 'items', nil is not a string or object.",
+        ),
+    ];
+    for (method, path, body, line) in &cases {
+        let (status, answer) = send(&github, method, path, body.clone()).await;
+        assert_eq!(status, 422, "{method} {path} {body}: {answer}");
+        assert_eq!(answer["message"], format!("Invalid request.\n\n{line}"), "{body}");
+        assert_eq!(answer["status"], "422", "{answer}");
+        assert!(
+            answer["documentation_url"]
+                .as_str()
+                .unwrap()
+                .starts_with("https://docs.github.com/rest/"),
+            "{answer}"
+        );
+    }
+    let (_, answer) = send(&github, "POST", &comments, json!({"body": 42})).await;
+    assert_eq!(
+        answer["documentation_url"],
+        "https://docs.github.com/rest/issues/comments#create-an-issue-comment"
+    );
+    // Nothing was done.
+    let after = github.issue(REPO, issue);
+    assert!(after.comments.is_empty() && after.labels.is_empty(), "{after:?}");
+    assert!(github.pulls(REPO).is_empty());
+    assert!(github.reactions().is_empty());
+    // Each refusal is a conformance failure.
+    let violations = github.take_violations();
+    assert_eq!(violations.len(), cases.len() + 1, "{violations:#?}");
+    assert!(
+        violations[0].contains("GitHub refuses the body"),
+        "{violations:#?}"
+    );
+    // What GitHub takes still goes through.
+    let (status, answer) = send(&github, "POST", &comments, json!({"body": "hi"})).await;
+    assert_eq!(status, 201, "{answer}");
+}
+
 /// The created_at of the listing's items, as times.
 fn times(list: &Value, field: &str) -> Vec<chrono::DateTime<chrono::Utc>> {
     list.as_array()
@@ -213,13 +304,13 @@ fn bodies(list: &Value) -> Vec<String> {
         .collect()
 }
 
-/// Three comments on one issue, 30 ms apart (the fake's clock is in
-/// milliseconds).
+/// Three comments on one issue, each in a second of its own (GitHub's
+/// times are whole seconds).
 async fn three_comments(github: &FakeGitHub) -> u64 {
     let issue = github.open_issue(REPO, "maya", "Fix", "it");
     for text in ["one", "two", "three"] {
         github.comment(REPO, issue, "maya", text);
-        tokio::time::sleep(Duration::from_millis(30)).await;
+        tokio::time::sleep(Duration::from_millis(1010)).await;
     }
     issue
 }
@@ -232,9 +323,12 @@ async fn comment_listings_read_since_as_a_time_in_any_iso_8601_form() {
     let (_, all) = get_github(&github, &path).await;
     assert_eq!(bodies(&all), ["one", "two", "three"]);
     let second = times(&all, "created_at")[1];
+    // GitHub writes whole seconds: `2026-01-01T00:00:00Z`.
+    let written = all[1]["created_at"].as_str().unwrap();
+    assert!(written.len() == 20 && !written.contains('.'), "{written}");
     // The second comment's time, written three ways that compare
-    // differently as strings: the same time with an offset, and a whole
-    // second before it without fractional seconds.
+    // differently as strings: with an offset and fractional seconds,
+    // without a zone, and as GitHub writes it.
     let with_offset = (second + chrono::Duration::hours(2))
         .format("%Y-%m-%dT%H:%M:%S%.3f+02:00")
         .to_string();

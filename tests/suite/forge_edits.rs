@@ -63,7 +63,9 @@ async fn github_says_who_labelled_when_and_when_the_text_was_edited() {
     let forge = GitHub::new(&config.github, &secrets, Duration::from_secs(10)).unwrap();
     let issue = item(ForgeKind::GitHub, "acme/app", number);
 
-    // A body edit shows only in GraphQL.
+    // A body edit shows only in GraphQL. GitHub's times are whole
+    // seconds: each step comes a second later, as a person's would.
+    fake.next_second().await;
     let edited = labelled_then_edited(&forge, &issue, || {
         fake.edit_text("acme/app", number, "Title", "Body, edited")
     })
@@ -71,6 +73,7 @@ async fn github_says_who_labelled_when_and_when_the_text_was_edited() {
     assert!(fake.requests().iter().any(|r| r.starts_with("POST /graphql")));
 
     // A rename is an event; it counts as an edit of the text too.
+    fake.next_second().await;
     fake.edit_text("acme/app", number, "New title", "Body, edited");
     assert!(last_edit(&forge, &issue).await > edited);
 

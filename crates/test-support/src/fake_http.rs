@@ -54,6 +54,21 @@ pub fn stamp(clock: u64) -> String {
     at.format("%Y-%m-%dT%H:%M:%S%.3fZ").to_string()
 }
 
+/// A clock reading as GitHub writes time, REST and GraphQL alike: whole
+/// seconds (`2026-01-01T00:00:00Z`), where GitLab gives milliseconds.
+pub fn github_stamp(clock: u64) -> String {
+    let at = chrono::DateTime::from_timestamp_millis(i64::try_from(whole_seconds(clock)).unwrap_or_default())
+        .unwrap_or_default();
+    at.format("%Y-%m-%dT%H:%M:%SZ").to_string()
+}
+
+/// A clock reading cut to the second it is in: the time GitHub keeps, so
+/// its `since` compares with what it shows (an item of 12:00:00.9 is not
+/// after a `since` of 12:00:00.5 on GitHub).
+pub fn whole_seconds(clock: u64) -> u64 {
+    clock - clock % 1000
+}
+
 /// Pages a list by `per_page` / `page` with a `Link` header.
 pub fn paged(req: &Request, items: Vec<Value>) -> Reply {
     let q = query(req);

@@ -6,6 +6,9 @@
 //! - a request's method and path must be a documented operation, each query
 //!   parameter one that operation documents, and each attribute of its JSON
 //!   body one of the request body's properties;
+//! - its body must be what the request body's schema takes: the types,
+//!   required fields and enums it declares (`crate::github_body`); GitHub
+//!   refuses any other body with 422 before doing anything;
 //! - every field of a successful answer (and of the objects nested in it)
 //!   must be a property of the documented answer's schema.
 //!
@@ -13,6 +16,7 @@
 //! send, or a parameter it does not take, is a test failure. GraphQL is not
 //! in the document and is not checked here.
 
+use crate::github_body::BodySchemas;
 use serde_json::{Map, Value};
 use std::collections::BTreeSet;
 use std::path::PathBuf;
@@ -27,6 +31,18 @@ const DEPTH: usize = 6;
 pub struct GitHubApi {
     doc: Value,
     operations: Vec<Operation>,
+    bodies: BodySchemas,
+}
+
+/// A body GitHub refuses: its 422 answer.
+#[derive(Debug)]
+pub struct Refusal {
+    /// `Invalid request.` and a line per problem, as GitHub words it.
+    pub message: String,
+    /// The operation's documentation page, as GitHub's answer links it.
+    pub documentation_url: String,
+    /// The operation, for the test's failure.
+    pub operation: String,
 }
 
 /// One documented operation.
@@ -38,6 +54,12 @@ pub struct Operation {
     segments: Vec<Option<String>>,
     query: BTreeSet<String>,
     body: Option<Value>,
+    /// The number `BodySchemas` knows the body's schema by.
+    body_index: Option<usize>,
+    /// Whether a request without a body is refused.
+    body_required: bool,
+    /// The operation's page in GitHub's REST documentation.
+    docs: String,
     answers: Map<String, Value>,
 }
 
@@ -60,13 +82,14 @@ pub fn api() -> &'static GitHubApi {
             )
         });
         let doc: Value = serde_json::from_str(&text).expect("GitHub's OpenAPI description is JSON");
-        GitHubApi::new(doc)
+        GitHubApi::new(doc).unwrap_or_else(|why| panic!("{why}"))
     })
 }
 
 impl GitHubApi {
-    fn new(doc: Value) -> GitHubApi {
+    fn new(doc: Value) -> Result<GitHubApi, String> {
         let mut operations = Vec::new();
+        let mut bodies = Vec::new();
         if let Some(paths) = doc["paths"].as_object() {
             for (template, item) in paths {
                 let shared = item["parameters"].as_array().cloned().unwrap_or_default();
@@ -84,7 +107,12 @@ impl GitHubApi {
                             }
                         }
                     }
-                    let body = op["requestBody"]["content"]["application/json"]["schema"].clone();
+                    let request_body = resolve(&doc, &op["requestBody"]);
+                    let body = request_body["content"]["application/json"]["schema"].clone();
+                    let body_index = (!body.is_null()).then(|| {
+                        bodies.push(body.clone());
+                        bodies.len() - 1
+                    });
                     operations.push(Operation {
                         method: method.to_uppercase(),
                         template: template.clone(),
@@ -95,12 +123,41 @@ impl GitHubApi {
                             .collect(),
                         query,
                         body: (!body.is_null()).then_some(body),
+                        body_index,
+                        body_required: request_body["required"] == true,
+                        docs: op["externalDocs"]["url"].as_str().unwrap_or_default().to_owned(),
                         answers: op["responses"].as_object().cloned().unwrap_or_default(),
                     });
                 }
             }
         }
-        GitHubApi { doc, operations }
+        let bodies = BodySchemas::new(&doc, &bodies)?;
+        Ok(GitHubApi {
+            doc,
+            operations,
+            bodies,
+        })
+    }
+
+    /// GitHub's 422 for a request whose body its operation's schema does
+    /// not take; `None` when it takes it, or when the request is no
+    /// documented operation (`check_request` says so). A request without
+    /// a body (`Value::Null`) is checked only where a body is required.
+    pub fn refuse_body(&self, method: &str, segments: &[&str], body: &Value) -> Option<Refusal> {
+        let op = self.operation(method, segments)?;
+        let index = op.body_index?;
+        if body.is_null() && !op.body_required {
+            return None;
+        }
+        let problems = self.bodies.problems(index, body);
+        if problems.is_empty() {
+            return None;
+        }
+        Some(Refusal {
+            message: format!("Invalid request.\n\n{}", problems.join("\n")),
+            documentation_url: op.docs.clone(),
+            operation: format!("{method} {}", op.template),
+        })
     }
 
     /// The operation `method` and `segments` (the path's, decoded) name:
@@ -350,5 +407,94 @@ mod tests {
             )
             .unwrap_err();
         assert!(err.contains("body.sticky"), "{err}");
+    }
+
+    /// What `refuse_body` answers, as (message, documentation_url).
+    fn refusal(method: &str, path: &str, body: Value) -> Option<(String, String)> {
+        let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+        api()
+            .refuse_body(method, &segments, &body)
+            .map(|r| (r.message, r.documentation_url))
+    }
+
+    #[test]
+    fn bodies_github_refuses_are_refused_in_its_words() {
+        let comments = "/repos/acme/app/issues/7/comments";
+        let docs = "https://docs.github.com/rest/issues/comments#create-an-issue-comment";
+        let cases = [
+            // A wrong type.
+            (
+                "POST",
+                comments,
+                json!({"body": 42}),
+                "For 'properties/body', 42 is not a string.",
+            ),
+            // A required field missing.
+            ("POST", comments, json!({}), "\"body\" wasn't supplied."),
+            // A null where the schema is not nullable.
+            (
+                "POST",
+                comments,
+                json!({"body": null}),
+                "For 'properties/body', nil is not a string.",
+            ),
+            // A value outside an enum.
+            (
+                "PATCH",
+                "/repos/acme/app/issues/7",
+                json!({"state": "bogus"}),
+                "For 'properties/state', bogus is not a member of [\"open\", \"closed\"].",
+            ),
+            // An array's item of no type its `oneOf` takes.
+            (
+                "POST",
+                "/repos/acme/app/issues/7/labels",
+                json!({"labels": [null]}),
+                "For 'items', nil is not a string or object.",
+            ),
+            // Fewer items than the schema's `minItems`.
+            (
+                "POST",
+                "/repos/acme/app/issues/7/labels",
+                json!({"labels": []}),
+                "For 'properties/labels', 1 item required; only 0 were supplied.",
+            ),
+            (
+                "POST",
+                "/repos/acme/app/issues/7/reactions",
+                json!({"content": "smile"}),
+                "For 'properties/content', smile is not a member of",
+            ),
+        ];
+        for (method, path, body, words) in cases {
+            let (message, url) =
+                refusal(method, path, body.clone()).unwrap_or_else(|| panic!("{method} {path} took {body}"));
+            assert!(message.starts_with("Invalid request.\n\n"), "{message}");
+            assert!(message.contains(words), "{body}: {message}");
+            assert!(url.starts_with("https://docs.github.com/rest/"), "{url}");
+        }
+        assert_eq!(refusal("POST", comments, json!({"body": 42})).unwrap().1, docs);
+        // What GitHub takes: nullable fields set to null, a oneOf's string.
+        for (method, path, body) in [
+            (
+                "PATCH",
+                "/repos/acme/app/issues/7",
+                json!({"body": null, "milestone": null, "state": "closed"}),
+            ),
+            (
+                "POST",
+                "/repos/acme/app/issues/7/labels",
+                json!({"labels": ["bug"]}),
+            ),
+            ("POST", comments, json!({"body": "hi"})),
+            // No body where none is required.
+            ("PUT", "/repos/acme/app/issues/7/lock", Value::Null),
+        ] {
+            assert_eq!(
+                refusal(method, path, body.clone()),
+                None,
+                "{method} {path} {body}"
+            );
+        }
     }
 }

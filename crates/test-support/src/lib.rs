@@ -21,6 +21,7 @@ pub mod fake_pods;
 pub mod git_http;
 pub mod git_rules;
 pub mod github_api;
+pub mod github_body;
 pub mod github_graphql;
 pub mod github_world;
 pub mod gitlab_api;

@@ -320,7 +320,8 @@ impl Trusted<'_, '_> {
 /// An outsider's title and body: heard when a maintainer's trigger label
 /// vouches for them as they stood then (trust.label_vouches_for_issue_text).
 /// Fails closed: when the forge cannot say when the text was last edited,
-/// or the label's time is unknown, the text is withheld.
+/// or the label's time is unknown, or the two are the same (GitHub's times
+/// are whole seconds), the text is withheld.
 async fn vouched(
     run: &TaskRun<'_>,
     needs: &Needs<'_>,
@@ -349,9 +350,15 @@ async fn vouched(
     }
     match (run.forge.text_edited_at(&run.item).await?, label.at) {
         (TextEdits::Never, _) => Ok(Heard::Vouched { by: label.by }),
-        (TextEdits::LastAt(edited), Some(labelled)) if edited <= labelled => {
+        // Strictly before: GitHub's times are whole seconds, so an edit in
+        // the second the label was applied may have come after it.
+        (TextEdits::LastAt(edited), Some(labelled)) if edited < labelled => {
             Ok(Heard::Vouched { by: label.by })
         }
+        (TextEdits::LastAt(edited), Some(labelled)) if edited == labelled => Ok(withheld(format!(
+            "{outsider} and edited after @{} applied the label, or in the same second, which the forge's times cannot tell apart, so the label does not vouch for it",
+            label.by
+        ))),
         (TextEdits::LastAt(_), Some(_)) => Ok(withheld(format!(
             "{outsider} and edited after @{} applied the label, so the label no longer vouches for it",
             label.by

@@ -4,7 +4,7 @@
 
 use super::json::{issue_json, pull_json, review_json, user};
 use super::{FakeReview, Issue, State};
-use crate::fake_http::{stamp, tick, Reply};
+use crate::fake_http::{github_stamp, tick, Reply};
 use serde_json::{json, Value};
 
 pub(super) fn issue_in<'a>(s: &'a State, name: &str, number: &str) -> Option<&'a Issue> {
@@ -63,7 +63,7 @@ pub(super) fn add_comment(s: &mut State, repo: &str, number: u64, author: &str, 
     issue.updated = clock;
     let issue = issue_json(HOOK_BASE, repo, &s.repos[repo].issues[&number]);
     let comment = json!({"id": id, "user": user(author), "body": text,
-        "created_at": stamp(clock), "updated_at": stamp(clock)});
+        "created_at": github_stamp(clock), "updated_at": github_stamp(clock)});
     super::webhooks::emit(
         s,
         "issue_comment",

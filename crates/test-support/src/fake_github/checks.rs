@@ -5,7 +5,7 @@
 
 use super::{State, BOT};
 use crate::fake_ci::{jobs_of, FakeJob};
-use crate::fake_http::{stamp, Reply};
+use crate::fake_http::{github_stamp, Reply};
 use serde_json::{json, Value};
 use wiremock::Request;
 
@@ -20,7 +20,7 @@ fn run_json(base: &str, repo: &str, job: &FakeJob) -> Value {
         "html_url": format!("https://github.example/{repo}/actions/runs/1/job/{}", job.id),
         "details_url": format!("https://github.example/{repo}/actions/runs/1/job/{}", job.id),
         "url": format!("{base}/repos/{repo}/check-runs/{}", job.id),
-        "started_at": stamp(0),
+        "started_at": github_stamp(0),
         "app": {"slug": "github-actions", "name": "GitHub Actions"},
         "output": {"title": null, "summary": null, "text": null},
     })

@@ -6,7 +6,7 @@
 use super::json::user;
 use super::listing::{arrange, Entry, Sorting};
 use super::{State, BOT};
-use crate::fake_http::{paged, query, stamp, tick, Reply};
+use crate::fake_http::{github_stamp, paged, query, tick, Reply};
 use serde_json::{json, Value};
 use wiremock::Request;
 
@@ -58,8 +58,8 @@ pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], bod
                             "id": id,
                             "user": user(author),
                             "body": text,
-                            "created_at": stamp(created),
-                            "updated_at": stamp(updated),
+                            "created_at": github_stamp(created),
+                            "updated_at": github_stamp(updated),
                             "html_url": format!("https://github.example/{name}/{page}/{}#issuecomment-{id}", issue.number),
                             "issue_url": format!("{base}/repos/{name}/issues/{}", issue.number),
                         }),
@@ -81,7 +81,7 @@ pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], bod
                     let Some((path, line)) = &review.line else {
                         continue;
                     };
-                    let at = stamp(review.clock);
+                    let at = github_stamp(review.clock);
                     list.push(Entry {
                         created: review.clock,
                         updated: review.clock,
@@ -122,7 +122,7 @@ pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], bod
                 .enumerate()
                 .filter(|(_, r)| r.on == on && content.as_ref().is_none_or(|c| *c == r.content))
                 .map(|(at, r)| {
-                    json!({"id": at as u64 + 1, "user": user(&r.user), "content": r.content, "created_at": stamp(s.clock)})
+                    json!({"id": at as u64 + 1, "user": user(&r.user), "content": r.content, "created_at": github_stamp(s.clock)})
                 })
                 .collect();
             paged(req, list)
@@ -193,7 +193,7 @@ fn react(s: &mut State, on: String, body: &Value) -> Reply {
     s.clock = tick(s.clock);
     Reply::json(
         status,
-        json!({"id": id, "user": user(BOT), "content": content, "created_at": stamp(s.clock)}),
+        json!({"id": id, "user": user(BOT), "content": content, "created_at": github_stamp(s.clock)}),
     )
 }
 

@@ -4,7 +4,7 @@
 //! with their patches, as GitHub's REST API answers them.
 
 use super::{pull_json, FakeGitHub, State};
-use crate::fake_http::{paged, stamp, tick, Reply};
+use crate::fake_http::{github_stamp, paged, tick, Reply};
 use serde_json::{json, Value};
 use wiremock::Request;
 
@@ -92,7 +92,7 @@ pub(super) fn route(s: &mut State, req: &Request, segs: &[&str]) -> Option<Reply
                 .filter_map(|(number, m)| {
                     let pull = repo.pulls.get(number)?;
                     let mut v = pull_json(&name, pull, false);
-                    v["merged_at"] = json!(stamp(m.merged_at));
+                    v["merged_at"] = json!(github_stamp(m.merged_at));
                     v["merge_commit_sha"] = json!(m.merge_sha);
                     v["base"]["sha"] = json!(m.base_sha);
                     Some(v)

@@ -5,7 +5,7 @@ use super::changes::{add_comment, add_labels, issue_in, not_found, ok, remove_la
 use super::json::{issue_json, user};
 use super::listing::{arrange, Entry, Sorting};
 use super::{Issue, State, BOT};
-use crate::fake_http::{paged, parse_time, query, stamp, tick, Reply};
+use crate::fake_http::{github_stamp, paged, parse_time, query, tick, whole_seconds, Reply};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 use wiremock::Request;
@@ -60,7 +60,7 @@ fn list(s: &State, req: &Request, base: &str, name: &str, q: &HashMap<String, St
         .values()
         .filter(|i| state == "all" || (state == "open") == i.open)
         .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l == w)))
-        .filter(|i| i.updated >= since)
+        .filter(|i| whole_seconds(i.updated) >= since)
         .collect();
     // `sort` (created, updated, comments; created by default),
     // `direction` (desc by default); numbers follow creation.
@@ -86,7 +86,7 @@ fn events(s: &State, req: &Request, name: &str, n: &str) -> Reply {
                 .enumerate()
                 .map(|(k, (event, actor, label, at))| {
                     let mut e =
-                        json!({"id": k, "event": event, "actor": user(actor), "created_at": stamp(*at)});
+                        json!({"id": k, "event": event, "actor": user(actor), "created_at": github_stamp(*at)});
                     if event == "closed" {
                         let number: u64 = n.parse().unwrap_or(0);
                         e["commit_id"] = json!(s.repos[name].closed_by.get(&number));
@@ -120,7 +120,7 @@ fn comments(s: &State, req: &Request, name: &str, n: &str, q: &HashMap<String, S
                 updated,
                 id: *id,
                 value: json!({"id": id, "user": user(a), "body": b,
-                        "created_at": stamp(created), "updated_at": stamp(updated)}),
+                        "created_at": github_stamp(created), "updated_at": github_stamp(updated)}),
             }
         })
         .collect();

@@ -3,7 +3,7 @@
 //! routes and its webhook deliveries.
 
 use super::{FakeReview, Issue, Pull};
-use crate::fake_http::stamp;
+use crate::fake_http::github_stamp;
 use serde_json::{json, Value};
 
 pub(super) fn user(login: &str) -> Value {
@@ -17,7 +17,7 @@ pub(super) fn review_json(v: &FakeReview, as_review: bool) -> Option<Value> {
         let mut review = json!({"id": v.id, "user": user(&v.author), "body": body, "state": v.state});
         // GitHub gives a pending review no submission time.
         if v.state != "PENDING" {
-            review["submitted_at"] = json!(stamp(v.clock));
+            review["submitted_at"] = json!(github_stamp(v.clock));
         }
         return Some(review);
     }
@@ -31,7 +31,7 @@ pub(super) fn review_json(v: &FakeReview, as_review: bool) -> Option<Value> {
         "line": line,
         "original_line": line,
         "side": "RIGHT",
-        "created_at": stamp(v.clock),
+        "created_at": github_stamp(v.clock),
     });
     if let Some(first) = v.in_reply_to {
         comment["in_reply_to_id"] = json!(first);
@@ -51,10 +51,10 @@ pub(super) fn issue_json(base: &str, repo: &str, i: &Issue) -> Value {
         "comments": i.comments.len(),
         "html_url": format!("https://github.example/{repo}/{}/{}", if i.is_pr { "pull" } else { "issues" }, i.number),
         "url": format!("{base}/repos/{repo}/issues/{}", i.number),
-        "updated_at": stamp(i.updated),
+        "updated_at": github_stamp(i.updated),
     });
     if !i.open {
-        v["closed_at"] = json!(stamp(i.updated));
+        v["closed_at"] = json!(github_stamp(i.updated));
     }
     if i.is_pr {
         v["pull_request"] = json!({ "url": format!("{base}/repos/{repo}/pulls/{}", i.number) });

@@ -1,12 +1,12 @@
 //! How GitHub filters and orders a listing of comments: `since` ("only
 //! results last updated at or after the given time", an ISO 8601
-//! timestamp, compared as a time), and `sort` (`created` or `updated`) with
+//! timestamp, compared as a time with the whole second GitHub keeps), and `sort` (`created` or `updated`) with
 //! `direction` (`asc` or `desc`, ignored without `sort`) where the
 //! endpoint takes them; without `sort`, oldest first ("ordered by
 //! ascending ID"). An unreadable `since` is refused in GitHub's words
 //! (lampepfl/bench#581 quotes the answer).
 
-use crate::fake_http::{parse_time, Reply};
+use crate::fake_http::{parse_time, whole_seconds, Reply};
 use serde_json::{json, Value};
 use std::collections::HashMap;
 
@@ -50,7 +50,7 @@ pub(super) fn arrange(
         let Some(since) = parse_time(since) else {
             return Err(unreadable_since(docs));
         };
-        entries.retain(|e| e.updated >= since);
+        entries.retain(|e| whole_seconds(e.updated) >= since);
     }
     let sort = match sorting {
         Sorting::SortAndDirection => q.get("sort").map(String::as_str),

@@ -460,6 +460,21 @@ impl FakeGitHub {
         });
     }
 
+    /// Waits until the fake's clock is in a later whole second than its
+    /// last change, so what happens next shows a later time: GitHub's
+    /// times are whole seconds, and a person's next step comes seconds later.
+    pub async fn next_second(&self) {
+        let last = self.with(|s| s.clock);
+        let next = crate::fake_http::whole_seconds(last) + 1000;
+        loop {
+            let now = u64::try_from(chrono::Utc::now().timestamp_millis()).unwrap_or_default();
+            if now >= next {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(next - now)).await;
+        }
+    }
+
     /// The author edits the title and body (a rename is an event; a body
     /// edit only shows in GraphQL's `lastEditedAt`).
     pub fn edit_text(&self, repo: &str, number: u64, title: &str, body: &str) {

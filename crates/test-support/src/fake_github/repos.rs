@@ -5,7 +5,7 @@
 use super::changes::{issue_in, not_found, ok};
 use super::json::user;
 use super::State;
-use crate::fake_http::{paged, stamp, Reply};
+use crate::fake_http::{github_stamp, paged, Reply};
 use serde_json::{json, Value};
 use wiremock::Request;
 
@@ -49,9 +49,9 @@ fn last_edited(s: &State, body: &Value) -> Reply {
     match issue_in(s, &name, &number) {
         // GitHub answers null for a node the token may not see.
         Some(_) if s.graphql_hides_items => ok(json!({"data": {"repository": {"issueOrPullRequest": null}}})),
-        Some(i) => {
-            ok(json!({"data": {"repository": {"issueOrPullRequest": {"lastEditedAt": i.edited.map(stamp)}}}}))
-        }
+        Some(i) => ok(
+            json!({"data": {"repository": {"issueOrPullRequest": {"lastEditedAt": i.edited.map(github_stamp)}}}}),
+        ),
         None => ok(
             json!({"data": {"repository": null}, "errors": [{"type": "NOT_FOUND", "message": format!("Could not resolve to a Repository with the name '{name}'.")}]}),
         ),

@@ -25,6 +25,9 @@ impl Handler {
             .collect();
         let segs: Vec<&str> = segs.iter().map(String::as_str).collect();
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
+        if let Some(refusal) = invalid_body(&mut s, req.method.as_str(), &segs, &body) {
+            return refusal;
+        }
         if segs == ["graphql"] {
             if let Some(refusal) = super::graphql::refuse(&mut s, &body) {
                 return refusal;
@@ -101,6 +104,26 @@ fn refused(s: &mut State, req: &Request) -> Option<Reply> {
         ));
     }
     None
+}
+
+/// GitHub's 422 for a body the operation's schema refuses (a wrong type,
+/// a required field missing, a value outside an enum, a null where none is
+/// allowed), answered before anything is done, as GitHub does; it is also
+/// a violation, since forgehand must never send one.
+fn invalid_body(s: &mut State, method: &str, segs: &[&str], body: &Value) -> Option<Reply> {
+    let refusal = crate::github_api::api().refuse_body(method, segs, body)?;
+    s.violations.push(format!(
+        "{}: GitHub refuses the body {body}: {:?}",
+        refusal.operation, refusal.message
+    ));
+    Some(Reply::json(
+        422,
+        json!({
+            "message": refusal.message,
+            "documentation_url": refusal.documentation_url,
+            "status": "422",
+        }),
+    ))
 }
 
 /// An App's JWT traded for the installation's token.

@@ -58,7 +58,7 @@ fn list(s: &State, vars: &Value) -> Reply {
                 .iter()
                 .filter(|r| r.id == root.id || r.in_reply_to == Some(root.id))
                 .map(|c| {
-                    json!({"databaseId": c.id, "body": c.body, "createdAt": crate::fake_http::stamp(c.clock), "author": {"login": c.author}})
+                    json!({"databaseId": c.id, "body": c.body, "createdAt": crate::fake_http::github_stamp(c.clock), "author": {"login": c.author}})
                 })
                 .collect();
             json!({"id": thread_id(root.id), "isResolved": root.resolved, "path": path, "line": line, "comments": {"nodes": comments}})
