@@ -1,7 +1,9 @@
-//! Planning: packing code for a model ([`pack`], [`select`]) and the sage
+//! Planning: packing code for a model ([`pack`], [`select`], the counts
+//! kept between packs in [`counts`]) and the sage
 //! tools ([`sage`]: opinion and review; [`debate`]: the plan debate). The
 //! MCP server that offers them is `crate::mcp_servers::sage`.
 
+pub mod counts;
 pub mod debate;
 pub mod pack;
 pub mod prompts;

@@ -21,7 +21,8 @@
 //! Reading and token counting run in parallel. The count is exact: every
 //! document starts with `<document` right after a `>\n`, which the o200k
 //! pre-tokenizer always splits at, so the tokens of the whole text are the
-//! sum of the tokens of its parts.
+//! sum of the tokens of its parts. A file's count is kept for the next pack
+//! that has it ([`super::counts`]).
 
 use crate::llm::tokens::count_text;
 use rayon::prelude::*;
@@ -204,7 +205,7 @@ pub fn render(files: &[SourceFile], skipped: Vec<Skipped>) -> Packed {
         .enumerate()
         .map(|(i, file)| {
             let doc = document(i + 1, file);
-            let tokens = count_text(&doc);
+            let tokens = super::counts::document_tokens(i + 1, file, &doc);
             (doc, tokens)
         })
         .collect();

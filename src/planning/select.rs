@@ -44,9 +44,15 @@ pub struct Whole {
 /// Reads and packs the whole checkout at `root` (the costly part: reading
 /// and counting every file).
 pub fn read_whole(root: &Path, options: PackOptions) -> Result<Whole, PackError> {
-    let corpus = pack::read(root, &[".".to_owned()], options)?;
-    let packed = pack::render(&corpus.files, corpus.skipped.clone());
-    Ok(Whole { corpus, packed })
+    Ok(Whole::from_corpus(pack::read(root, &[".".to_owned()], options)?))
+}
+
+impl Whole {
+    /// Packs and counts the files read (the count is most of the time).
+    pub fn from_corpus(corpus: Corpus) -> Whole {
+        let packed = pack::render(&corpus.files, corpus.skipped.clone());
+        Whole { corpus, packed }
+    }
 }
 
 /// The whole checkout when it fits `budget`, else a selection for `request`.

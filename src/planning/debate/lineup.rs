@@ -19,6 +19,61 @@ pub fn largest_request(settings: &DebateSettings, context_tokens: u64, debaters:
     context_tokens + (debaters as u64 + 1) * u64::from(settings.max_output_tokens)
 }
 
+/// The largest window a debate can use, and what its answers take of it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Room {
+    /// The model with the largest window among those that may debate.
+    pub model: String,
+    /// Its window, in tokens.
+    pub window: u64,
+    /// Debaters counted: every model that may debate.
+    pub debaters: usize,
+    /// Tokens its largest request carries besides the context: the
+    /// debaters' plans or critiques and the room for the answer.
+    pub answers: u64,
+}
+
+impl Room {
+    /// The context (the packed code and the system text) that fits beside
+    /// the answers; 0 when the answers alone fill the window.
+    pub fn context(&self) -> u64 {
+        self.window.saturating_sub(self.answers)
+    }
+}
+
+/// The room for a debate's context among the `usable` models: the largest
+/// window of the models that may debate, less the answers its largest
+/// request carries with every one of them debating. [`lineup`] never
+/// counts more debaters than that, so a context that fits this room always
+/// has that model among the debaters. `None`: no model may debate (see
+/// [`lineup`] for why).
+pub fn room(settings: &DebateSettings, usable: &[ModelInfo]) -> Option<Room> {
+    let candidates = candidates(settings, usable);
+    let eligible: Vec<&ModelInfo> = if settings.debaters.is_empty() {
+        candidates.iter().collect()
+    } else {
+        candidates
+            .iter()
+            .filter(|m| settings.debaters.contains(&m.name))
+            .collect()
+    };
+    // The first of equal windows (`max_by_key` keeps the last).
+    let largest = eligible.iter().rev().max_by_key(|m| m.max_input_tokens)?;
+    // One plan alone is asked of one model.
+    let debaters = match settings.method {
+        Method::Single => 1,
+        Method::Debate if settings.debaters.is_empty() => eligible.len(),
+        Method::Debate => settings.debaters.len(),
+    }
+    .max(1);
+    Some(Room {
+        model: largest.name.clone(),
+        window: largest.max_input_tokens,
+        debaters,
+        answers: largest_request(settings, 0, debaters),
+    })
+}
+
 /// Chooses the debaters and the judge among the `usable` models for a
 /// context of `context_tokens` (see [`DebateSettings`]). A model takes part
 /// only when its window holds the largest request it will be sent, not the
@@ -194,6 +249,40 @@ mod tests {
         let all = lineup(&settings(&[]), &usable, 100_000).unwrap();
         assert_eq!(all.debaters.len(), 3);
         assert_eq!(all.judge, "o3");
+    }
+
+    #[test]
+    fn a_context_that_fits_the_room_always_finds_a_debater() {
+        let usable = [
+            model("o3", 200_000),
+            model("gemini-2.5-pro", 1_000_000),
+            model("claude-sonnet-4", 200_000),
+        ];
+        let every = room(&settings(&[]), &usable).unwrap();
+        assert_eq!(every.model, "gemini-2.5-pro");
+        // Three debaters: their three plans and the answer.
+        assert_eq!(every.answers, 4 * 16_000);
+        let l = lineup(&settings(&[]), &usable, every.context()).unwrap();
+        assert_eq!(l.debaters, vec!["gemini-2.5-pro"]);
+        // Named debaters: the largest window among them.
+        let named = room(&settings(&["o3", "claude-sonnet-4"]), &usable).unwrap();
+        assert_eq!(
+            (named.model.as_str(), named.context()),
+            ("o3", 200_000 - 3 * 16_000)
+        );
+        assert!(lineup(&settings(&["o3", "claude-sonnet-4"]), &usable, named.context()).is_ok());
+        assert!(lineup(
+            &settings(&["o3", "claude-sonnet-4"]),
+            &usable,
+            named.context() + 1
+        )
+        .is_err());
+        // One model of 100K: the code gets what its plan and answer leave.
+        let one = room(&settings(&[]), &[model("gpt-4o-mini", 100_000)]).unwrap();
+        assert_eq!(one.context(), 100_000 - 2 * 16_000);
+        assert!(lineup(&settings(&[]), &[model("gpt-4o-mini", 100_000)], one.context()).is_ok());
+        assert_eq!(room(&settings(&["o3"]), &[]), None);
+        assert_eq!(room(&settings(&["o4"]), &usable), None);
     }
 
     #[test]

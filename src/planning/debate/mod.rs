@@ -26,7 +26,7 @@ mod lineup;
 pub mod parse;
 mod phases;
 
-pub use lineup::{lineup, Lineup};
+pub use lineup::{lineup, room, Lineup, Room};
 pub use parse::{checklist, parse_confidence, parse_consensus};
 
 use super::prompts::{self, Context};

@@ -14,7 +14,9 @@ use crate::forge::{Item, ItemKind};
 use crate::ideas::{Generator, IdeaOutput, IdeaRequest, Pacer};
 use crate::journal::PlanCalls;
 use crate::llm::usage::{Meter, Price, UsageReport};
-use crate::planning::debate::{CallRecord, Checkpoints, DebateEvent, DebateSettings, PlanError, Planner};
+use crate::planning::debate::{
+    lineup, room, CallRecord, Checkpoints, DebateEvent, DebateSettings, PlanError, Planner, Room,
+};
 use crate::planning::prompts::Context;
 use crate::planning::select;
 use crate::prompts::Prompts;
@@ -214,29 +216,67 @@ async fn select_code(
     budget: u64,
 ) -> Result<Result<select::Selection, crate::planning::pack::PackError>, TaskError> {
     let waited = std::time::Instant::now();
-    let whole = code.0.await;
+    let whole = code.whole().await;
     tracing::debug!(task = %run.item, waited_ms = waited.elapsed().as_millis() as u64, "the pack is read");
     let request = request.to_owned();
-    match whole {
-        Ok(whole) => blocking(move || whole.map(|whole| select::choose(whole, &request, budget))).await,
-        Err(e) => Err(TaskError::Other(format!("packing the code failed: {e}"))),
-    }
+    blocking(move || whole.map(|whole| select::choose(whole, &request, budget))).await
 }
 
-/// Room a debate's prompts need besides the pack and the request: the
-/// templates, and the plans a critique or the judge quotes.
+/// Room a debate's prompts need besides the pack, the request and the
+/// debate's answers ([`Room::answers`]): the system text and the phases'
+/// templates.
 const PROMPT_ROOM: u64 = 8_000;
 
+/// The smallest pack a debate is held on: the least
+/// `planning.context_tokens` may be.
+const MIN_PACK_TOKENS: u64 = 1_000;
+
 /// The pack's budget: `planning.context_tokens`, within what the largest
-/// usable model takes with the request and the debate's prompts beside it
-/// (a pack that fits no model would leave the task without a plan).
-fn pack_budget(configured: u64, models: &[crate::llm::ModelInfo], request: &str) -> u64 {
-    match models.iter().map(|m| m.max_input_tokens).max() {
-        Some(room) => {
-            configured.min(room.saturating_sub(crate::llm::tokens::count_text(request) + PROMPT_ROOM))
-        }
-        None => configured,
+/// window among the debaters leaves beside the debate's answers, the
+/// request and the prompts (a pack that filled the window would leave no
+/// model room to answer, and the task without a plan).
+fn pack_budget(configured: u64, room: &Room, request_tokens: u64) -> u64 {
+    configured.min(room.context().saturating_sub(request_tokens + PROMPT_ROOM))
+}
+
+/// The pack's budget, or why no debate can be held: known from the
+/// windows and the request alone, so it is said before the pack is waited
+/// for (the agent does not wait for a pack nobody would read).
+fn budget_or_why(
+    settings: &DebateSettings,
+    models: &[crate::llm::ModelInfo],
+    configured: u64,
+    request_tokens: u64,
+) -> Result<u64, String> {
+    let Some(room) = room(settings, models) else {
+        return Err(match lineup(settings, models, 0) {
+            Err(e) => e.to_string(),
+            Ok(_) => "no model is usable for planning".to_owned(),
+        });
+    };
+    let budget = pack_budget(configured, &room, request_tokens);
+    if budget >= MIN_PACK_TOKENS {
+        return Ok(budget);
     }
+    Err(format!(
+        "no model has room for a debate: {}'s window of {} tokens holds the debate's answers ({} tokens: {} for each of {} debater(s)' plans and one for the answer), the request ({request_tokens}) and the prompts ({PROMPT_ROOM}), which leave {budget} tokens for the code, under the {MIN_PACK_TOKENS} a pack needs",
+        room.model,
+        room.window,
+        room.answers,
+        settings.max_output_tokens,
+        room.debaters,
+    ))
+}
+
+/// No debate, for `why`: the pack is stopped (its result would go unread)
+/// and the comment and the log say why.
+fn skip(run: &TaskRun<'_>, code: PackedCode, why: &str) -> Option<TaskPlan> {
+    drop(code);
+    tracing::info!(task = %run.item, "planning skipped: {why}");
+    run.note(format!(
+        "Planning skipped: {why}. The model works from the request alone"
+    ));
+    None
 }
 
 /// What the planners are asked: the request's text and the thread's images.
@@ -256,12 +296,25 @@ async fn debate(
     title: Option<&str>,
 ) -> Result<Option<TaskPlan>, TaskError> {
     let config = needs.planning;
-    let request_text = asked.text;
-    let widened = ideas(run, needs, store, item, title, request_text).await;
-    let request_text = widened.as_deref().unwrap_or(request_text);
+    let settings = DebateSettings::from_config(config, needs.max_output_tokens);
+    let models = needs.model.models();
+    let image_tokens: u64 = asked.images.iter().map(|i| i.estimated_tokens()).sum();
+    let fits = |text: &str| {
+        let request_tokens = crate::llm::tokens::count_text(text) + image_tokens;
+        budget_or_why(&settings, &models, config.context_tokens, request_tokens)
+    };
+    // Before the idea options too: they serve only the debate.
+    if let Err(why) = fits(asked.text) {
+        return Ok(skip(run, code, &why));
+    }
+    let widened = ideas(run, needs, store, item, title, asked.text).await;
+    let request_text = widened.as_deref().unwrap_or(asked.text);
+    let budget = match fits(request_text) {
+        Ok(budget) => budget,
+        Err(why) => return Ok(skip(run, code, &why)),
+    };
     run.at(Step::Plan, "Planning: packing the code");
     run.report().await;
-    let budget = pack_budget(config.context_tokens, &needs.model.models(), request_text);
     let selection = match select_code(run, code, request_text, budget).await? {
         Ok(s) => s,
         Err(e) => {
@@ -277,8 +330,17 @@ async fn debate(
     )
     .with_images(asked.images.to_vec());
     drop(selection);
+    hold_debate(run, needs, &settings, &context, request_text).await
+}
 
-    let settings = DebateSettings::from_config(config, needs.max_output_tokens);
+/// The models' debate on `context`, its progress on the comment.
+async fn hold_debate(
+    run: &mut TaskRun<'_>,
+    needs: &Needs<'_>,
+    settings: &DebateSettings,
+    context: &Context,
+    request_text: &str,
+) -> Result<Option<TaskPlan>, TaskError> {
     // Its own copy of the key, so the task can be changed while the debate runs.
     let key = run.key.clone();
     let checkpoints = PlanCalls {
@@ -288,14 +350,14 @@ async fn debate(
     let (events, mut received) = tokio::sync::mpsc::unbounded_channel::<DebateEvent>();
     let planner = Planner {
         model: needs.model,
-        settings: &settings,
+        settings,
         prices: &needs.prices,
         checkpoints: &checkpoints,
         observer: Some(Arc::new(move |event| {
             let _ = events.send(event);
         })),
     };
-    let planning = planner.plan(&context, request_text);
+    let planning = planner.plan(context, request_text);
     tokio::pin!(planning);
     let shutdown = run.shutdown.clone();
     let result = loop {
@@ -534,7 +596,7 @@ fn note_selection(run: &TaskRun<'_>, selection: &select::Selection, budget: u64,
             packed.tokens,
             selection.whole_tokens,
             if budget < configured {
-                format!("the {budget} tokens the largest model takes beside the request")
+                format!("the {budget} tokens the largest model takes beside the request and the debate's answers")
             } else {
                 "planning.context_tokens".to_owned()
             },
@@ -584,9 +646,10 @@ fn ideas_key(request: &IdeaRequest) -> String {
 
 #[cfg(test)]
 mod tests {
-    use super::{idea_request, pack_budget, PROMPT_ROOM};
+    use super::{budget_or_why, idea_request, PROMPT_ROOM};
     use crate::forge::{ForgeKind, Item, ItemKind, ItemRef};
     use crate::llm::ModelInfo;
+    use crate::planning::debate::{lineup, DebateSettings, Method};
 
     #[test]
     fn the_idea_topic_is_sanitized_like_the_thread() {
@@ -615,20 +678,52 @@ mod tests {
     }
 
     #[test]
-    fn the_pack_leaves_room_for_the_request_and_the_prompts_in_the_largest_model() {
+    fn the_pack_leaves_room_for_the_request_the_prompts_and_the_debates_answers() {
         let model = |name: &str, room| ModelInfo {
             name: name.into(),
             max_input_tokens: room,
         };
-        let request = "Greet the world.";
-        let request_tokens = crate::llm::tokens::count_text(request);
+        let settings = |output: u32| DebateSettings {
+            method: Method::Debate,
+            debaters: Vec::new(),
+            light: Vec::new(),
+            judge: None,
+            rounds: 3,
+            threshold: 0.9,
+            token_budget: 3_000_000,
+            time_limit: std::time::Duration::from_secs(1200),
+            call_timeout: std::time::Duration::from_secs(600),
+            max_output_tokens: output,
+        };
+        let request = 100;
         let models = [model("small", 50_000), model("large", 100_000)];
+        // Two debaters: their plans and the answer, 16K each.
         assert_eq!(
-            pack_budget(120_000, &models, request),
-            100_000 - request_tokens - PROMPT_ROOM
+            budget_or_why(&settings(16_000), &models, 120_000, request),
+            Ok(100_000 - 3 * 16_000 - request - PROMPT_ROOM)
         );
-        assert_eq!(pack_budget(60_000, &models, request), 60_000);
-        assert_eq!(pack_budget(60_000, &[], request), 60_000);
-        assert_eq!(pack_budget(60_000, &[model("tiny", 1_000)], request), 0);
+        assert_eq!(
+            budget_or_why(&settings(16_000), &models, 30_000, request),
+            Ok(30_000)
+        );
+        // A pack that fits the budget leaves a debater in the lineup.
+        let budget = budget_or_why(&settings(16_000), &models, 120_000, request).unwrap_or_default();
+        let context = budget + request + PROMPT_ROOM;
+        assert!(lineup(&settings(16_000), &models, context).is_ok());
+        // One 100K model with 16,384-token answers (the defaults) still plans.
+        let one = [model("gpt-4o-mini", 100_000)];
+        assert_eq!(
+            budget_or_why(&settings(16_384), &one, 120_000, request),
+            Ok(100_000 - 2 * 16_384 - request - PROMPT_ROOM)
+        );
+        // Answers that fill the window: skipped, and the reason says so.
+        let why = budget_or_why(&settings(50_000), &one, 120_000, request).unwrap_err();
+        assert!(
+            why.starts_with("no model has room for a debate: gpt-4o-mini's window of 100000 tokens"),
+            "{why}"
+        );
+        assert!(why.contains("which leave 0 tokens for the code"), "{why}");
+        let why = budget_or_why(&settings(16_000), &[], 120_000, request).unwrap_err();
+        assert!(why.contains("no model is usable"), "{why}");
     }
 }
