@@ -3,6 +3,7 @@
 //! tools ([`sage`]: opinion and review; [`debate`]: the plan debate). The
 //! MCP server that offers them is `crate::mcp_servers::sage`.
 
+pub mod committed;
 pub mod counts;
 pub mod debate;
 pub mod pack;

@@ -139,7 +139,7 @@ async fn prepare_for_planning(
     let (workspace, ()) = tokio::join!(prepare::clone(run, needs, claimed, &credentials), run.report());
     let workspace = workspace?;
     let repo = prepare::read_settings(run, needs, &workspace, &claimed.target.default_branch).await?;
-    let packing = PackedCode::start(needs.planning, workspace.checkout());
+    let packing = PackedCode::start(needs.planning, &workspace);
     prepare::note_settings(run, &repo);
     let conversation = context::read_conversation(run, &needs.conversation, claimed).await?;
     for note in &conversation.notes {

@@ -102,8 +102,8 @@ pub(in crate::task) async fn prepare(
         }
     };
     // The planners' pack is read while the sandbox starts and the thread is classified.
+    let packing = PackedCode::start(needs.planning, &workspace);
     let checkout = workspace.checkout();
-    let packing = PackedCode::start(needs.planning, checkout.clone());
     note_settings(run, &repo);
     let history = start_sandbox::SandboxHistory {
         pack: workspace.history_ready(),

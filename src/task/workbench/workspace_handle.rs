@@ -137,6 +137,12 @@ impl WorkspaceHandle {
         Ok(slot.lock().unwrap_or_else(|p| p.into_inner()).clone())
     }
 
+    /// Whether the branch has Git LFS files, whose content the checkout
+    /// fetches (what the commit holds of them is a pointer).
+    pub fn has_lfs_files(&self) -> bool {
+        self.lfs.is_some()
+    }
+
     /// The submodules whose files the work tree holds.
     pub fn submodules(&self) -> Vec<Present> {
         self.submodules
