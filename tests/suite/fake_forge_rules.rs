@@ -631,3 +631,44 @@ async fn gitlab_refuses_merge_requests_between_missing_or_equal_branches_and_a_s
         )
     );
 }
+
+#[tokio::test]
+async fn gitlab_refuses_a_missing_required_attribute_or_a_value_of_another_type_in_its_words() {
+    const GL_TOKEN: &str = "glpat-fakeRulesToken000003";
+    let root = tempfile::tempdir().unwrap();
+    let bare = git_http::bare_repo(root.path(), "acme/app.git", &[("README.md", "# app\n")]);
+    git_http::push_commit(&bare, "feature", "f.txt", "f\n", "a feature");
+    let gitlab = FakeGitLab::start(GL_TOKEN).await;
+    gitlab.add_project("acme/app", "http://127.0.0.1:9/acme/app.git");
+    gitlab.set_repository("acme/app", bare);
+    let send = |body: Value| {
+        let url = format!("{}/api/v4/projects/acme%2Fapp/merge_requests", gitlab.url());
+        async move {
+            let answer = reqwest::Client::new()
+                .post(url)
+                .header("private-token", GL_TOKEN)
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            (answer.status().as_u16(), answer.json::<Value>().await.unwrap())
+        }
+    };
+    assert_eq!(
+        send(json!({"source_branch": "feature", "target_branch": "main"})).await,
+        (400, json!({"error": "title is missing"}))
+    );
+    assert_eq!(
+        send(json!({"source_branch": "feature", "target_branch": "main", "title": "t", "remove_source_branch": "soon"})).await,
+        (400, json!({"error": "remove_source_branch is invalid"}))
+    );
+    assert!(gitlab.merge_requests("acme/app").is_empty(), "nothing was opened");
+    let violations = gitlab.take_violations();
+    assert_eq!(violations.len(), 2, "{violations:#?}");
+    assert!(
+        violations[0].contains("title is missing") && violations[0].contains("merge_requests.md"),
+        "{violations:#?}"
+    );
+    let (status, made) = send(json!({"source_branch": "feature", "target_branch": "main", "title": "t", "remove_source_branch": true})).await;
+    assert_eq!(status, 201, "{made}");
+}

@@ -678,38 +678,130 @@ pub fn endpoint(method: &str, segments: &[&str]) -> Option<&'static Endpoint> {
     })
 }
 
-/// What in a request GitLab does not document for its endpoint.
+/// A request the fake refuses: GitLab's words for its answer (400), and
+/// the conformance violation it records.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refusal {
+    pub error: String,
+    pub violation: String,
+}
+
+/// What in a request GitLab does not document for its endpoint, or
+/// refuses: a required attribute missing or a value its type does not
+/// take (the API's parameter validation answers 400 with
+/// `{"error": "title is missing, ..."}` before anything is done).
 pub fn check_request(
     method: &str,
     segments: &[&str],
     query: &[String],
     body: &Value,
-) -> Result<&'static Endpoint, String> {
+) -> Result<&'static Endpoint, Refusal> {
+    let undocumented = |why: String| Refusal {
+        error: why.clone(),
+        violation: why,
+    };
     let Some(e) = endpoint(method, segments) else {
-        return Err(format!(
+        return Err(undocumented(format!(
             "{method} /{} is not an endpoint forgehand's GitLab client may use (see gitlab_api.rs)",
             segments.join("/")
-        ));
+        )));
     };
     for key in query {
         if !e.query.contains(&key.as_str()) {
-            return Err(format!(
+            return Err(undocumented(format!(
                 "{method} {}: query parameter {key:?} is not documented ({})",
                 e.path, e.doc
-            ));
+            )));
         }
     }
-    if let Some(object) = body.as_object() {
-        for key in object.keys() {
-            if !e.body.contains(&key.as_str()) {
-                return Err(format!(
-                    "{method} {}: body attribute {key:?} is not documented ({})",
-                    e.path, e.doc
-                ));
+    let empty = serde_json::Map::new();
+    let object = body.as_object().unwrap_or(&empty);
+    for key in object.keys() {
+        if !e.body.contains(&key.as_str()) {
+            return Err(undocumented(format!(
+                "{method} {}: body attribute {key:?} is not documented ({})",
+                e.path, e.doc
+            )));
+        }
+    }
+    let problems = attribute_problems(e, query, object);
+    if problems.is_empty() {
+        return Ok(e);
+    }
+    let error = problems.join(", ");
+    Err(Refusal {
+        violation: format!("{method} {}: {error} ({})", e.path, e.doc),
+        error,
+    })
+}
+
+/// GitLab's words for each required attribute missing and each value of a
+/// type the attribute does not take, in the endpoint's order.
+fn attribute_problems(e: &Endpoint, query: &[String], body: &serde_json::Map<String, Value>) -> Vec<String> {
+    let required = required(e);
+    e.body
+        .iter()
+        .filter_map(|name| match body.get(*name) {
+            None if required.contains(name) && !query.iter().any(|q| q == name) => {
+                Some(format!("{name} is missing"))
             }
+            Some(value) if !kind(name).takes(value) => Some(format!("{name} is invalid")),
+            _ => None,
+        })
+        .collect()
+}
+
+/// The type GitLab's docs give a body attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Text,
+    Integer,
+    Boolean,
+    /// A comma-separated string or an array of strings.
+    Labels,
+    /// ISO 8601.
+    DateTime,
+}
+
+impl Kind {
+    /// Whether the API coerces `value` to this type (a number is taken as
+    /// text and a numeric string as an integer; `"true"`/`"false"` as a
+    /// boolean).
+    fn takes(self, value: &Value) -> bool {
+        match (self, value) {
+            (Kind::Text, Value::String(_) | Value::Number(_)) => true,
+            (Kind::Integer, Value::Number(n)) => n.is_i64() || n.is_u64(),
+            (Kind::Integer, Value::String(s)) => s.parse::<i64>().is_ok(),
+            (Kind::Boolean, Value::Bool(_)) => true,
+            (Kind::Boolean, Value::String(s)) => matches!(s.as_str(), "true" | "false"),
+            (Kind::Labels, Value::String(_)) => true,
+            (Kind::Labels, Value::Array(items)) => items.iter().all(Value::is_string),
+            (Kind::DateTime, Value::String(s)) => chrono::DateTime::parse_from_rfc3339(s).is_ok(),
+            _ => false,
         }
     }
-    Ok(e)
+}
+
+/// The documented type of each body attribute the endpoints above take.
+fn kind(attribute: &str) -> Kind {
+    match attribute {
+        "note_id" => Kind::Integer,
+        "remove_source_branch" | "resolved" => Kind::Boolean,
+        "add_labels" | "remove_labels" => Kind::Labels,
+        "created_at" => Kind::DateTime,
+        _ => Kind::Text,
+    }
+}
+
+/// The attributes `e` requires (its page's "Required: Yes").
+fn required(e: &Endpoint) -> &'static [&'static str] {
+    match (e.method, e.path) {
+        ("POST", "projects/:id/merge_requests") => &["source_branch", "target_branch", "title"],
+        ("POST", path) if path.ends_with("/award_emoji") => &["name"],
+        ("POST" | "PUT", path) if path.contains("/notes") => &["body"],
+        ("PUT", "projects/:id/merge_requests/:iid/discussions/:discussion_id") => &["resolved"],
+        _ => &[],
+    }
 }
 
 /// What in an answer GitLab does not document for `entity`.
@@ -739,4 +831,105 @@ fn check_object(name: &str, allowed: &[&str], object: &serde_json::Map<String, V
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn refusal(method: &str, path: &str, query: &[&str], body: Value) -> Option<String> {
+        let segments: Vec<&str> = path.split('/').collect();
+        let query: Vec<String> = query.iter().map(|q| (*q).to_owned()).collect();
+        check_request(method, &segments, &query, &body)
+            .err()
+            .map(|r| r.error)
+    }
+
+    #[test]
+    fn bodies_gitlab_refuses_are_refused_in_its_words() {
+        let mr = "projects/7/merge_requests";
+        assert_eq!(
+            refusal("POST", mr, &[], json!({"source_branch": "b", "description": "d"})).as_deref(),
+            Some("target_branch is missing, title is missing")
+        );
+        assert_eq!(
+            refusal(
+                "POST",
+                mr,
+                &[],
+                json!({"source_branch": "b", "target_branch": "main", "title": "t", "remove_source_branch": "yes"})
+            )
+            .as_deref(),
+            Some("remove_source_branch is invalid")
+        );
+        let note = "projects/7/merge_requests/3/discussions/abc/notes";
+        assert_eq!(
+            refusal("POST", note, &[], json!({})).as_deref(),
+            Some("body is missing")
+        );
+        assert_eq!(
+            refusal("POST", note, &[], json!({"body": "b", "note_id": "x7"})).as_deref(),
+            Some("note_id is invalid")
+        );
+        assert_eq!(
+            refusal("POST", note, &[], json!({"body": "b", "created_at": "yesterday"})).as_deref(),
+            Some("created_at is invalid")
+        );
+        assert_eq!(
+            refusal("PUT", "projects/7/issues/3", &[], json!({"add_labels": [1]})).as_deref(),
+            Some("add_labels is invalid")
+        );
+        assert_eq!(
+            refusal(
+                "POST",
+                "projects/7/issues/3/award_emoji",
+                &[],
+                json!({"name": null})
+            )
+            .as_deref(),
+            Some("name is invalid")
+        );
+    }
+
+    #[test]
+    fn bodies_gitlab_takes_pass() {
+        let ok = |method: &str, path: &str, query: &[&str], body: Value| {
+            assert_eq!(
+                refusal(method, path, query, body.clone()),
+                None,
+                "{method} {path} {body}"
+            );
+        };
+        ok(
+            "POST",
+            "projects/7/merge_requests",
+            &[],
+            json!({"source_branch": "b", "target_branch": "main", "title": "Draft: t", "remove_source_branch": true}),
+        );
+        ok(
+            "PUT",
+            "projects/7/issues/3",
+            &[],
+            json!({"add_labels": "a,b", "remove_labels": ["c"]}),
+        );
+        ok(
+            "POST",
+            "projects/7/merge_requests/3/discussions/abc/notes",
+            &[],
+            json!({"body": "b", "note_id": "12", "created_at": "2026-12-08T01:02:03Z"}),
+        );
+        ok(
+            "PUT",
+            "projects/7/merge_requests/3/discussions/abc",
+            &["resolved"],
+            json!({}),
+        );
+        ok(
+            "PUT",
+            "projects/7/merge_requests/3/discussions/abc",
+            &[],
+            json!({"resolved": "true"}),
+        );
+    }
 }

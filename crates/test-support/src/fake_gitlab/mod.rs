@@ -133,6 +133,13 @@ impl FakeGitLab {
         self.server.uri()
     }
 
+    /// The conformance failures seen so far, taken (a test that sends
+    /// what GitLab refuses on purpose takes them before the fake's drop
+    /// checks that none is left).
+    pub fn take_violations(&self) -> Vec<String> {
+        std::mem::take(&mut self.state.lock().unwrap_or_else(|p| p.into_inner()).violations)
+    }
+
     /// Uploads `bytes` as `name` to `project`'s threads; returns the
     /// address markdown links it by (`/uploads/<secret>/<name>`).
     pub fn upload(&self, project: &str, bytes: Vec<u8>, name: &str) -> String {
@@ -485,11 +492,11 @@ impl Handler {
         let body: Value = serde_json::from_slice(&req.body).unwrap_or(Value::Null);
         let endpoint = match crate::gitlab_api::check_request(req.method.as_str(), &segments, &keys, &body) {
             Ok(e) => e,
-            Err(why) => {
+            Err(refusal) => {
                 let mut s = self.0.lock().unwrap();
                 s.requests.push(request_line(req));
-                s.violations.push(why.clone());
-                return Reply::json(400, json!({"error": why}));
+                s.violations.push(refusal.violation);
+                return Reply::json(400, json!({"error": refusal.error}));
             }
         };
         {
