@@ -35,6 +35,10 @@ const FILES: [(&str, &str); 2] = [
 /// The daemon's log line of a task that begins to wait on its checks.
 const WAITING: &str = "waiting on the checks";
 
+/// The planners' answer (planning is on, the default): their requests
+/// offer no tools, so the agent's turns would be refused.
+const PLAN: &str = "1. Change the greeting in greet.py.\n2. Commit.";
+
 /// The usual edit-and-commit turns. The message holds the time in
 /// nanoseconds: the same change committed in the same second on two
 /// branches would be one commit, sharing one CI job.
@@ -66,7 +70,10 @@ fn daemon(stage: &Stage, model: &TurnModel, name: &str) -> (Daemon, String) {
     let yaml = config_yaml(stage.dir.path(), &instance, &stage.github.api_url(), 2)
         + "delivery:\n  ci_poll: \"1s\"\n";
     std::fs::write(&config, yaml).unwrap();
-    let log = ("RUST_LOG", "forgehand=warn,forgehand::task::ci=info".to_owned());
+    let log = (
+        "RUST_LOG",
+        "forgehand=warn,forgehand::task::phases::ci=info".to_owned(),
+    );
     (Daemon(stage.daemon(&config, &model.base_url(), &[log])), instance)
 }
 
@@ -153,7 +160,7 @@ async fn labelled_to_done(issues: u64, check: Duration) -> Throughput {
     stage.github.run_ci(Arc::new(move |_: &Commit<'_>| {
         vec![("test".to_owned(), end.clone())]
     }));
-    let model = TurnModel::start(turns()).await;
+    let model = TurnModel::start_with_plan(turns(), Some(PLAN.to_owned())).await;
     let (daemon, _) = daemon(&stage, &model, "throughput");
     tokio::time::sleep(Duration::from_secs(5)).await;
     let started = Instant::now();
@@ -234,7 +241,7 @@ async fn memory() {
         };
         vec![("test".to_owned(), end)]
     }));
-    let model = TurnModel::start(turns()).await;
+    let model = TurnModel::start_with_plan(turns(), Some(PLAN.to_owned())).await;
     let (daemon, instance) = daemon(&stage, &model, "memory");
     let (pid, started) = (daemon.0.id(), Instant::now());
     tokio::time::sleep(Duration::from_secs(5)).await;

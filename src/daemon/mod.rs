@@ -145,6 +145,7 @@ impl Daemon {
                     if let Some((key, action)) = state.settle(done, &self.env.journal).await {
                         state.scheduler.apply(&key, action, state.scheduling.poll_interval);
                     }
+                    give_back_memory();
                 }
                 _ = tokio::time::sleep_until(state.next_poll) => {
                     self.poll(&mut state, &shutdown).await;
@@ -720,5 +721,18 @@ impl LoopState {
                 task::Why::ClaimLater,
             ))),
         }
+    }
+}
+
+/// What a task freed goes back to the system once it has ended, so a daemon
+/// that runs for months stays at its level (see [`crate::memory::give_back`]).
+fn give_back_memory() {
+    let started = std::time::Instant::now();
+    if let Some(released) = crate::memory::give_back() {
+        tracing::debug!(
+            released,
+            ms = started.elapsed().as_millis() as u64,
+            "a task ended: malloc's free memory given back"
+        );
     }
 }
