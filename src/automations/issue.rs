@@ -73,14 +73,22 @@ mod tests {
 
     #[test]
     fn the_body_carries_the_instructions_and_a_marker_naming_its_time() {
-        let slot = DateTime::parse_from_rfc3339("2026-12-07T08:00:00Z").unwrap().with_timezone(&Utc);
+        let slot = DateTime::parse_from_rfc3339("2026-12-07T08:00:00Z")
+            .unwrap()
+            .with_timezone(&Utc);
         let issue = new_issue(&automation("deps"), slot, "coding agent");
         assert_eq!(issue.title, "Update dependencies");
         assert_eq!(issue.labels, vec!["coding agent".to_owned(), "chore".to_owned()]);
-        assert!(issue.body.starts_with("Update every dependency.\n\n---\n"), "{}", issue.body);
+        assert!(
+            issue.body.starts_with("Update every dependency.\n\n---\n"),
+            "{}",
+            issue.body
+        );
         assert!(issue.body.contains("for 2026-12-07 09:00 CET."), "{}", issue.body);
         assert!(
-            issue.body.contains("<!-- forgehand-automation: deps slot: 2026-12-07T08:00:00Z -->"),
+            issue
+                .body
+                .contains("<!-- forgehand-automation: deps slot: 2026-12-07T08:00:00Z -->"),
             "{}",
             issue.body
         );

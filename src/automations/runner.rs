@@ -95,6 +95,7 @@ impl Automations {
                 }
             }
         }
+        tracing::debug!(now = %stamp(now), "looked at the automations");
     }
 
     /// One automation in one repository.
@@ -135,10 +136,18 @@ impl Automations {
 
     /// The time `slot` is due: taken among replicas, then opened unless
     /// the previous issue is still open.
-    async fn run(&self, look: &Look<'_>, slot: DateTime<Utc>, catch_up: bool) -> Result<(), crate::journal::JournalError> {
+    async fn run(
+        &self,
+        look: &Look<'_>,
+        slot: DateTime<Utc>,
+        catch_up: bool,
+    ) -> Result<(), crate::journal::JournalError> {
         let (automation, target) = (look.automation, look.target);
         if let Some(slots) = &self.slots {
-            match slots.take(&automation.name, &look.repository, slot.timestamp()).await {
+            match slots
+                .take(&automation.name, &look.repository, slot.timestamp())
+                .await
+            {
                 Ok(Taken::Mine) => {}
                 Ok(Taken::Elsewhere(taken)) => {
                     tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), "another replica runs this time");
@@ -150,7 +159,11 @@ impl Automations {
                 }
             }
         }
-        let open = match look.forge.find_open_issue(&target.repo, &issue::marker(&automation.name)).await {
+        let open = match look
+            .forge
+            .find_open_issue(&target.repo, &issue::marker(&automation.name))
+            .await
+        {
             Ok(open) => open,
             Err(e) => {
                 tracing::warn!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), "cannot look for the automation's open issue ({e}); trying again at the next look");
@@ -171,8 +184,12 @@ impl Automations {
             Ok(opened) => {
                 let number = opened.reference.number;
                 match catch_up {
-                    true => tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), issue = number, url = %opened.web_url, "caught up a missed run: opened issue #{number}"),
-                    false => tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), issue = number, url = %opened.web_url, "fired: opened issue #{number}"),
+                    true => {
+                        tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), issue = number, url = %opened.web_url, "caught up a missed run: opened issue #{number}")
+                    }
+                    false => {
+                        tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), issue = number, url = %opened.web_url, "fired: opened issue #{number}")
+                    }
                 }
                 look.record(slot.timestamp(), RunOutcome::Fired, Some(number))
             }
@@ -195,7 +212,12 @@ struct Look<'a> {
 }
 
 impl Look<'_> {
-    fn record(&self, slot: i64, outcome: RunOutcome, issue: Option<u64>) -> Result<(), crate::journal::JournalError> {
+    fn record(
+        &self,
+        slot: i64,
+        outcome: RunOutcome,
+        issue: Option<u64>,
+    ) -> Result<(), crate::journal::JournalError> {
         self.journal.record_automation_run(&AutomationRun {
             automation: self.automation.name.clone(),
             repository: self.repository.clone(),
@@ -233,7 +255,9 @@ pub fn render_list(config: &Config, runs: &[AutomationRun], now: DateTime<Utc>, 
         }
         for target in &a.repositories {
             let key = repository_key(target);
-            let last = runs.iter().find(|r| r.automation == a.name && r.repository == key);
+            let last = runs
+                .iter()
+                .find(|r| r.automation == a.name && r.repository == key);
             out.push_str(&format!("  {key:<40} {}\n", describe_last(last)));
         }
     }

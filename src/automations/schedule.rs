@@ -62,7 +62,9 @@ impl Due {
     /// its own time is more than a minute ago (the daemon was down).
     pub fn is_catch_up(&self) -> bool {
         match self {
-            Due::Run { passed_over, late, .. } => *passed_over > 0 || *late > Duration::from_secs(60),
+            Due::Run {
+                passed_over, late, ..
+            } => *passed_over > 0 || *late > Duration::from_secs(60),
             _ => false,
         }
     }
@@ -135,7 +137,10 @@ mod tests {
             ]
         );
         let autumn = next_times(&cron, berlin, utc("2026-10-24T12:00:00Z"), 2);
-        assert_eq!(autumn, vec![utc("2026-10-25T08:30:00Z"), utc("2026-10-26T08:30:00Z")]);
+        assert_eq!(
+            autumn,
+            vec![utc("2026-10-25T08:30:00Z"), utc("2026-10-26T08:30:00Z")]
+        );
     }
 
     #[test]
@@ -145,7 +150,10 @@ mod tests {
         let fixed = parse_schedule("30 2 * * *").unwrap();
         let times = next_times(&fixed, ny, utc("2026-03-07T12:00:00Z"), 2);
         // 03:00 EDT (07:00Z) on the day of the gap, then 02:30 EDT.
-        assert_eq!(times, vec![utc("2026-03-08T07:00:00Z"), utc("2026-03-09T06:30:00Z")]);
+        assert_eq!(
+            times,
+            vec![utc("2026-03-08T07:00:00Z"), utc("2026-03-09T06:30:00Z")]
+        );
         let hourly = parse_schedule("30 * * * *").unwrap();
         let around = next_times(&hourly, ny, utc("2026-03-08T06:00:00Z"), 3);
         // 01:30 EST, then 03:30 EDT: one real hour apart, no 02:30.
@@ -166,15 +174,26 @@ mod tests {
         let cron = parse_schedule("30 1 * * *").unwrap();
         let times = next_times(&cron, ny, utc("2026-11-01T00:00:00Z"), 2);
         assert_eq!(times.len(), 2);
-        assert_eq!(times[0], utc("2026-11-01T05:30:00Z"), "01:30 EDT, the first of the two");
-        assert_eq!(times[1], utc("2026-11-02T06:30:00Z"), "the next day, not 01:30 EST the same night");
+        assert_eq!(
+            times[0],
+            utc("2026-11-01T05:30:00Z"),
+            "01:30 EDT, the first of the two"
+        );
+        assert_eq!(
+            times[1],
+            utc("2026-11-02T06:30:00Z"),
+            "the next day, not 01:30 EST the same night"
+        );
     }
 
     #[test]
     fn nothing_is_due_before_the_next_time() {
         let cron = parse_schedule("* * * * *").unwrap();
         let last = utc("2026-12-08T10:00:00Z");
-        assert_eq!(due(&cron, chrono_tz::UTC, last, utc("2026-12-08T10:00:59Z"), HOUR), Due::Nothing);
+        assert_eq!(
+            due(&cron, chrono_tz::UTC, last, utc("2026-12-08T10:00:59Z"), HOUR),
+            Due::Nothing
+        );
         let on_time = due(&cron, chrono_tz::UTC, last, utc("2026-12-08T10:01:00Z"), HOUR);
         assert_eq!(
             on_time,

@@ -107,11 +107,14 @@ pub fn resolve_automations(
         if let Some(j) = out.iter().position(|a| a.name == name) {
             return Err(ConfigError::invalid(
                 &at("name"),
-                format!("\"{name}\" is the name of automations[{j}] too; give each automation a name of its own"),
+                format!(
+                    "\"{name}\" is the name of automations[{j}] too; give each automation a name of its own"
+                ),
             ));
         }
         let schedule = parse_schedule(&raw.schedule).map_err(|m| ConfigError::invalid(&at("schedule"), m))?;
-        let timezone = resolve_timezone(&raw.timezone).map_err(|m| ConfigError::invalid(&at("timezone"), m))?;
+        let timezone =
+            resolve_timezone(&raw.timezone).map_err(|m| ConfigError::invalid(&at("timezone"), m))?;
         let repositories = resolve_targets(&raw.repositories, github, gitlab, &at("repositories"))?;
         let title = super::non_empty(&at("title"), &raw.title)?;
         let instructions = super::non_empty(&at("instructions"), &raw.instructions)?;
@@ -270,7 +273,9 @@ mod tests {
             "    schedule: \"0 0 9 * * MON\"\n    repositories: [\"acme/app\"]\n",
         ));
         assert!(
-            six.starts_with("automations[0].schedule: \"0 0 9 * * MON\" has 6 field(s); write 5: minute hour"),
+            six.starts_with(
+                "automations[0].schedule: \"0 0 9 * * MON\" has 6 field(s); write 5: minute hour"
+            ),
             "{six}"
         );
         let bad = error(&automation(
@@ -304,7 +309,10 @@ mod tests {
             "automations[0].repositories[1]: \"acme/other\" is not a repository forgehand works on; add it to github.repositories or gitlab.projects, or name one listed there"
         );
         let none = error(&automation("    schedule: \"0 9 * * *\"\n    repositories: []\n"));
-        assert!(none.starts_with("automations[0].repositories: is empty;"), "{none}");
+        assert!(
+            none.starts_with("automations[0].repositories: is empty;"),
+            "{none}"
+        );
     }
 
     #[test]
@@ -315,7 +323,10 @@ mod tests {
             e,
             "automations[1].name: \"weekly-deps\" is the name of automations[0] too; give each automation a name of its own"
         );
-        let spaced = error(&one.replace("weekly-deps", "weekly deps").replacen("", "automations:\n", 1));
+        let spaced = error(
+            &one.replace("weekly-deps", "weekly deps")
+                .replacen("", "automations:\n", 1),
+        );
         assert!(
             spaced.starts_with("automations[0].name: \"weekly deps\" is not a usable name;"),
             "{spaced}"
@@ -327,10 +338,16 @@ mod tests {
         let zero = error(&automation(
             "    schedule: \"0 9 * * *\"\n    repositories: [\"acme/app\"]\n    starting_deadline: \"0s\"\n",
         ));
-        assert!(zero.starts_with("automations[0].starting_deadline: must be longer than zero"), "{zero}");
+        assert!(
+            zero.starts_with("automations[0].starting_deadline: must be longer than zero"),
+            "{zero}"
+        );
         let unknown = error(&automation(
             "    schedule: \"0 9 * * *\"\n    repositories: [\"acme/app\"]\n    cron: \"x\"\n",
         ));
-        assert!(unknown.contains("automations[0]") && unknown.contains("cron"), "{unknown}");
+        assert!(
+            unknown.contains("automations[0]") && unknown.contains("cron"),
+            "{unknown}"
+        );
     }
 }

@@ -480,10 +480,16 @@ impl Daemon {
     /// taken through the Leases the task claims use.
     fn automations(&self, coordinator: Option<&claims::Coordinator>) -> crate::automations::Automations {
         let slots = coordinator.map(claims::Coordinator::slot_leases);
-        let automations =
-            crate::automations::Automations::new(&self.env.config, crate::automations::clock::from_env(), slots);
+        let automations = crate::automations::Automations::new(
+            &self.env.config,
+            crate::automations::clock::from_env(),
+            slots,
+        );
         if !automations.is_empty() {
-            tracing::info!(count = self.env.config.automations.len(), "scheduled automations on");
+            tracing::info!(
+                count = self.env.config.automations.len(),
+                "scheduled automations on"
+            );
         }
         automations
     }

@@ -77,7 +77,11 @@ impl Journal {
     }
 
     /// The last decision of `automation` in `repository`, if any.
-    pub fn automation_run(&self, automation: &str, repository: &str) -> Result<Option<AutomationRun>, JournalError> {
+    pub fn automation_run(
+        &self,
+        automation: &str,
+        repository: &str,
+    ) -> Result<Option<AutomationRun>, JournalError> {
         self.with(|db| {
             db.query_row(
                 "SELECT automation, repository, slot, outcome, issue, at FROM automation_runs
@@ -161,8 +165,13 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         {
             let journal = Journal::open(dir.path()).unwrap();
-            assert_eq!(journal.automation_run("weekly-deps", "github:acme/app").unwrap(), None);
-            journal.record_automation_run(&run(600, RunOutcome::Fired)).unwrap();
+            assert_eq!(
+                journal.automation_run("weekly-deps", "github:acme/app").unwrap(),
+                None
+            );
+            journal
+                .record_automation_run(&run(600, RunOutcome::Fired))
+                .unwrap();
         }
         let journal = Journal::open(dir.path()).unwrap();
         assert_eq!(
@@ -170,9 +179,19 @@ mod tests {
             Some(run(600, RunOutcome::Fired))
         );
         // An older time does not replace it; a later one does.
-        journal.record_automation_run(&run(540, RunOutcome::Missed)).unwrap();
-        assert_eq!(journal.automation_runs().unwrap(), vec![run(600, RunOutcome::Fired)]);
-        journal.record_automation_run(&run(660, RunOutcome::Skipped)).unwrap();
-        assert_eq!(journal.automation_runs().unwrap(), vec![run(660, RunOutcome::Skipped)]);
+        journal
+            .record_automation_run(&run(540, RunOutcome::Missed))
+            .unwrap();
+        assert_eq!(
+            journal.automation_runs().unwrap(),
+            vec![run(600, RunOutcome::Fired)]
+        );
+        journal
+            .record_automation_run(&run(660, RunOutcome::Skipped))
+            .unwrap();
+        assert_eq!(
+            journal.automation_runs().unwrap(),
+            vec![run(660, RunOutcome::Skipped)]
+        );
     }
 }

@@ -162,16 +162,37 @@ mod tests {
         let api: Arc<dyn LeaseApi> = Arc::new(MemoryLeases::default());
         let one = SlotLeases::new(api.clone(), "fh", "replica-1");
         let two = SlotLeases::new(api.clone(), "fh", "replica-2");
-        assert_eq!(one.take("deps", "github:acme/app", 60).await.unwrap(), Taken::Mine);
-        assert_eq!(two.take("deps", "github:acme/app", 60).await.unwrap(), Taken::Elsewhere(60));
+        assert_eq!(
+            one.take("deps", "github:acme/app", 60).await.unwrap(),
+            Taken::Mine
+        );
+        assert_eq!(
+            two.take("deps", "github:acme/app", 60).await.unwrap(),
+            Taken::Elsewhere(60)
+        );
         // Asked again (a lost answer), the taker still holds it.
-        assert_eq!(one.take("deps", "github:acme/app", 60).await.unwrap(), Taken::Mine);
+        assert_eq!(
+            one.take("deps", "github:acme/app", 60).await.unwrap(),
+            Taken::Mine
+        );
         // The next time goes to whoever asks first; an older one is taken.
-        assert_eq!(two.take("deps", "github:acme/app", 120).await.unwrap(), Taken::Mine);
-        assert_eq!(one.take("deps", "github:acme/app", 120).await.unwrap(), Taken::Elsewhere(120));
-        assert_eq!(one.take("deps", "github:acme/app", 60).await.unwrap(), Taken::Elsewhere(120));
+        assert_eq!(
+            two.take("deps", "github:acme/app", 120).await.unwrap(),
+            Taken::Mine
+        );
+        assert_eq!(
+            one.take("deps", "github:acme/app", 120).await.unwrap(),
+            Taken::Elsewhere(120)
+        );
+        assert_eq!(
+            one.take("deps", "github:acme/app", 60).await.unwrap(),
+            Taken::Elsewhere(120)
+        );
         // Another repository is another Lease.
         assert_eq!(two.take("deps", "gitlab:g/p", 60).await.unwrap(), Taken::Mine);
-        assert_ne!(one.lease_name("deps", "github:acme/app"), one.lease_name("deps", "gitlab:g/p"));
+        assert_ne!(
+            one.lease_name("deps", "github:acme/app"),
+            one.lease_name("deps", "gitlab:g/p")
+        );
     }
 }

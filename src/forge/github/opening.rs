@@ -3,9 +3,9 @@
 //! forgehand's account opened (`creator=`), searched for a marker line.
 
 use super::{GitHub, Issue};
-use crate::forge::{ForgeError, Intake, Item, NewIssue, Opener};
 use crate::forge::http_util::encode;
 use crate::forge::retry::Repeat;
+use crate::forge::{ForgeError, Intake, Item, NewIssue, Opener};
 use async_trait::async_trait;
 use http::Method;
 use serde_json::json;
