@@ -183,6 +183,10 @@ impl Automations {
         match look.forge.open_issue(&target.repo, &new).await {
             Ok(opened) => {
                 let number = opened.reference.number;
+                if !opened.has_label(&self.trigger) {
+                    // GitHub drops the labels of an account without push access.
+                    tracing::warn!(automation = %automation.name, repo = %target.repo, issue = number, label = %self.trigger, "the forge did not keep the trigger label on the new issue, so no task starts for it; forgehand's account needs push access (GitHub) or the Reporter role (GitLab) to label issues");
+                }
                 match catch_up {
                     true => {
                         tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), issue = number, url = %opened.web_url, "caught up a missed run: opened issue #{number}")

@@ -857,6 +857,34 @@ mod tests {
     }
 
     #[test]
+    fn a_new_issue_needs_its_title_and_takes_labels_as_a_list() {
+        assert_eq!(
+            refusal("POST", "projects/7/issues", &[], json!({"description": "d"})).as_deref(),
+            Some("title is missing")
+        );
+        assert_eq!(
+            refusal(
+                "POST",
+                "projects/7/issues",
+                &[],
+                json!({"title": "t", "labels": "a,b"})
+            ),
+            None
+        );
+        assert_eq!(
+            refusal(
+                "POST",
+                "projects/7/issues",
+                &[],
+                json!({"title": "t", "labels": 3})
+            )
+            .as_deref(),
+            Some("labels is invalid")
+        );
+        assert!(refusal("GET", "projects/7/issues", &["author_username"], Value::Null).is_none());
+    }
+
+    #[test]
     fn bodies_gitlab_refuses_are_refused_in_its_words() {
         let mr = "projects/7/merge_requests";
         assert_eq!(

@@ -82,7 +82,9 @@ fn list(s: &State, req: &Request, base: &str, name: &str, q: &HashMap<String, St
 
 /// `POST /repos/{o}/{r}/issues`: the bot opens an issue, with its labels
 /// (strings or `{"name": ...}` objects, as the schema takes); GitHub
-/// answers 201 with the issue ("Create an issue").
+/// answers 201 with the issue ("Create an issue"). GitHub silently drops
+/// the labels of a creator without push access; the bot is the account
+/// whose token pushes every branch in these tests, so they are kept.
 fn create(s: &mut State, base: &str, name: &str, body: &Value) -> Reply {
     if !s.repos.contains_key(name) {
         return not_found();
