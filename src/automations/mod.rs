@@ -18,4 +18,7 @@ pub mod runner;
 pub mod schedule;
 
 pub use clock::{Clock, FileClock, SystemClock};
+
+#[cfg(test)]
+mod tests;
 pub use runner::Automations;

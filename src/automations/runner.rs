@@ -8,7 +8,7 @@ use super::issue;
 use super::schedule::{self, Due};
 use super::Clock;
 use crate::config::{AutomationConfig, AutomationForge, AutomationTarget, Config};
-use crate::forge::{Forge, ForgeKind};
+use crate::forge::{ForgeKind, Opener};
 use crate::journal::{AutomationRun, Journal, RunOutcome};
 use crate::replicas::slots::{SlotLeases, Taken};
 use chrono::{DateTime, SecondsFormat, Utc};
@@ -74,7 +74,7 @@ impl Automations {
     }
 
     /// Decides every automation in every repository at the clock's now.
-    pub async fn look(&self, forges: &BTreeMap<ForgeKind, Arc<dyn Forge>>, journal: &Journal) {
+    pub async fn look(&self, forges: &BTreeMap<ForgeKind, Arc<dyn Opener>>, journal: &Journal) {
         let now = self.clock.now();
         for automation in &self.list {
             for target in &automation.repositories {
@@ -210,7 +210,7 @@ struct Look<'a> {
     automation: &'a AutomationConfig,
     target: &'a AutomationTarget,
     repository: String,
-    forge: &'a dyn Forge,
+    forge: &'a dyn Opener,
     journal: &'a Journal,
     now: DateTime<Utc>,
 }

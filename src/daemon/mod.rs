@@ -153,7 +153,8 @@ impl Daemon {
                     self.look_at_checks(&mut state).await;
                 }
                 _ = tokio::time::sleep_until(state.next_automations_look), if !state.automations.is_empty() => {
-                    state.automations.look(&self.forges, &self.env.journal).await;
+                    let openers = self.forges.iter().map(|(k, f)| (*k, f.clone() as Arc<dyn crate::forge::Opener>)).collect();
+                    state.automations.look(&openers, &self.env.journal).await;
                     state.next_automations_look = tokio::time::Instant::now() + state.automations.next_look_in();
                 }
                 Some(doorbell) = rung.recv() => {
