@@ -336,3 +336,47 @@ async fn two_replicas_open_one_issue_per_tick() {
 fn chrono_secs(at: &str) -> i64 {
     chrono::DateTime::parse_from_rfc3339(at).unwrap().timestamp()
 }
+
+/// Where forgehand's account may write (as it must, to push), the issue
+/// an automation opened is claimed and worked by the usual intake.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_usual_intake_works_the_issue_an_automation_opened() {
+    let world = World::with_repository(
+        no_turns(),
+        &[("CHANGELOG.md", "# Changes\n")],
+        &automation_yaml(REPO),
+    )
+    .await;
+    let gh = &world.github;
+    gh.set_permission(REPO, forgehand_test_support::fake_github::BOT, "write");
+    let log = world.log_path();
+    let clock = TestClock::new(world.dir.path(), "2026-12-08T10:00:30Z");
+    let mut env = world.env();
+    env.push(clock.env());
+    let mut daemon = DaemonProcess::start(&world.config, &["run"], &env, &log);
+    wait_until(
+        "the automation counting from now",
+        WAIT,
+        async || count(&log, "automation scheduled; its times count from now") == 1,
+        &log,
+    )
+    .await;
+    tick(&clock, "2026-12-08T10:01:00Z", &log).await;
+    let issue = gh.issues_by_bot(REPO)[0].number;
+    world.wait_for_end(issue).await;
+    assert_eq!(
+        count_all(&log, &["starting (new)", &format!("task={REPO}#{issue}")]),
+        1,
+        "{}",
+        daemon.log_text()
+    );
+    // The model was asked with the automation's instructions.
+    let requests = world.model.requests().await;
+    assert!(
+        requests
+            .iter()
+            .any(|r| r.to_string().contains("Sort the changelog's entries.")),
+        "the instructions reach the model"
+    );
+    daemon.terminate();
+}
