@@ -9,7 +9,7 @@ use super::schedule::{self, Due};
 use super::Clock;
 use crate::config::{AutomationConfig, AutomationForge, AutomationTarget, Config};
 use crate::forge::{ForgeKind, Opener};
-use crate::journal::{AutomationRun, Journal, RunOutcome};
+use crate::journal::{AutomationRun, Journal, JournalError, RunOutcome};
 use crate::replicas::slots::{SlotLeases, Taken};
 use chrono::{DateTime, SecondsFormat, Utc};
 use std::collections::BTreeMap;
@@ -99,7 +99,7 @@ impl Automations {
     }
 
     /// One automation in one repository.
-    async fn decide(&self, look: &Look<'_>) -> Result<(), crate::journal::JournalError> {
+    async fn decide(&self, look: &Look<'_>) -> Result<(), JournalError> {
         let (automation, target) = (look.automation, look.target);
         let Some(last) = look.journal.automation_run(&automation.name, &look.repository)? else {
             tracing::info!(automation = %automation.name, repo = %target.repo, "automation scheduled; its times count from now");
@@ -136,72 +136,76 @@ impl Automations {
 
     /// The time `slot` is due: taken among replicas, then opened unless
     /// the previous issue is still open.
-    async fn run(
-        &self,
-        look: &Look<'_>,
-        slot: DateTime<Utc>,
-        catch_up: bool,
-    ) -> Result<(), crate::journal::JournalError> {
+    async fn run(&self, look: &Look<'_>, slot: DateTime<Utc>, catch_up: bool) -> Result<(), JournalError> {
         let (automation, target) = (look.automation, look.target);
-        if let Some(slots) = &self.slots {
-            match slots
-                .take(&automation.name, &look.repository, slot.timestamp())
-                .await
-            {
-                Ok(Taken::Mine) => {}
-                Ok(Taken::Elsewhere(taken)) => {
-                    tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), "another replica runs this time");
-                    return look.record(taken, RunOutcome::Elsewhere, None);
-                }
-                Err(e) => {
-                    tracing::warn!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), "cannot take the time among the replicas now ({e}); trying again at the next look");
-                    return Ok(());
-                }
-            }
+        if !self.taken_here(look, slot).await? {
+            return Ok(());
         }
-        let open = match look
-            .forge
-            .find_open_issue(&target.repo, &issue::marker(&automation.name))
-            .await
-        {
+        let marker = issue::marker(&automation.name);
+        let open = match look.forge.find_open_issue(&target.repo, &marker).await {
             Ok(open) => open,
             Err(e) => {
                 tracing::warn!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), "cannot look for the automation's open issue ({e}); trying again at the next look");
                 return Ok(());
             }
         };
-        if let Some(open) = open {
-            let number = open.reference.number;
-            if issue::slot_of(&open.body, &automation.name) == Some(slot) {
-                tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), issue = number, "this time's issue is open already (opened before a restart)");
-                return look.record(slot.timestamp(), RunOutcome::Fired, Some(number));
-            }
-            tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), issue = number, "skipped: its previous issue #{number} is still open");
-            return look.record(slot.timestamp(), RunOutcome::Skipped, Some(number));
+        let Some(open) = open else {
+            return self.open(look, slot, catch_up).await;
+        };
+        let number = open.reference.number;
+        if issue::slot_of(&open.body, &automation.name) == Some(slot) {
+            tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), issue = number, "this time's issue is open already (opened before a restart)");
+            return look.record(slot.timestamp(), RunOutcome::Fired, Some(number));
         }
-        let new = issue::new_issue(automation, slot, &self.trigger);
-        match look.forge.open_issue(&target.repo, &new).await {
-            Ok(opened) => {
-                let number = opened.reference.number;
-                if !opened.has_label(&self.trigger) {
-                    // GitHub drops the labels of an account without push access.
-                    tracing::warn!(automation = %automation.name, repo = %target.repo, issue = number, label = %self.trigger, "the forge did not keep the trigger label on the new issue, so no task starts for it; forgehand's account needs push access (GitHub) or the Reporter role (GitLab) to label issues");
-                }
-                match catch_up {
-                    true => {
-                        tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), issue = number, url = %opened.web_url, "caught up a missed run: opened issue #{number}")
-                    }
-                    false => {
-                        tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), issue = number, url = %opened.web_url, "fired: opened issue #{number}")
-                    }
-                }
-                look.record(slot.timestamp(), RunOutcome::Fired, Some(number))
+        tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), issue = number, "skipped: its previous issue #{number} is still open");
+        look.record(slot.timestamp(), RunOutcome::Skipped, Some(number))
+    }
+
+    /// Whether this daemon opens `slot`: always alone; among replicas when
+    /// its Lease write lands (another's is journalled as such).
+    async fn taken_here(&self, look: &Look<'_>, slot: DateTime<Utc>) -> Result<bool, JournalError> {
+        let Some(slots) = &self.slots else {
+            return Ok(true);
+        };
+        let (automation, target) = (look.automation, look.target);
+        match slots
+            .take(&automation.name, &look.repository, slot.timestamp())
+            .await
+        {
+            Ok(Taken::Mine) => Ok(true),
+            Ok(Taken::Elsewhere(taken)) => {
+                tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), "another replica runs this time");
+                look.record(taken, RunOutcome::Elsewhere, None).map(|()| false)
             }
             Err(e) => {
-                tracing::warn!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), "cannot open the automation's issue ({e}); trying again at the next look");
-                Ok(())
+                tracing::warn!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), "cannot take the time among the replicas now ({e}); trying again at the next look");
+                Ok(false)
             }
         }
+    }
+
+    /// Opens the issue of `slot`, labelled.
+    async fn open(&self, look: &Look<'_>, slot: DateTime<Utc>, catch_up: bool) -> Result<(), JournalError> {
+        let (automation, target) = (look.automation, look.target);
+        let new = issue::new_issue(automation, slot, &self.trigger);
+        let opened = match look.forge.open_issue(&target.repo, &new).await {
+            Ok(opened) => opened,
+            Err(e) => {
+                tracing::warn!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), "cannot open the automation's issue ({e}); trying again at the next look");
+                return Ok(());
+            }
+        };
+        let number = opened.reference.number;
+        if !opened.has_label(&self.trigger) {
+            // GitHub drops the labels of an account without push access.
+            tracing::warn!(automation = %automation.name, repo = %target.repo, issue = number, label = %self.trigger, "the forge did not keep the trigger label on the new issue, so no task starts for it; forgehand's account needs push access (GitHub) or the Reporter role (GitLab) to label issues");
+        }
+        let what = match catch_up {
+            true => "caught up a missed run",
+            false => "fired",
+        };
+        tracing::info!(automation = %automation.name, repo = %target.repo, slot = %stamp(slot), issue = number, url = %opened.web_url, "{what}: opened issue #{number}");
+        look.record(slot.timestamp(), RunOutcome::Fired, Some(number))
     }
 }
 
@@ -216,12 +220,7 @@ struct Look<'a> {
 }
 
 impl Look<'_> {
-    fn record(
-        &self,
-        slot: i64,
-        outcome: RunOutcome,
-        issue: Option<u64>,
-    ) -> Result<(), crate::journal::JournalError> {
+    fn record(&self, slot: i64, outcome: RunOutcome, issue: Option<u64>) -> Result<(), JournalError> {
         self.journal.record_automation_run(&AutomationRun {
             automation: self.automation.name.clone(),
             repository: self.repository.clone(),
