@@ -110,7 +110,20 @@ mod tests {
     /// Leases in memory with the API server's compare-and-swap.
     #[derive(Default)]
     struct MemoryLeases {
-        leases: Mutex<(u64, HashMap<String, LeaseRecord>)>,
+        leases: Mutex<Store>,
+    }
+
+    type Store = (u64, HashMap<String, LeaseRecord>);
+
+    /// Stores `lease` under a new resourceVersion.
+    fn put(store: &mut Store, lease: &LeaseRecord) -> LeaseRecord {
+        store.0 += 1;
+        let stored = LeaseRecord {
+            resource_version: store.0.to_string(),
+            ..lease.clone()
+        };
+        store.1.insert(lease.name.clone(), stored.clone());
+        stored
     }
 
     #[async_trait]
@@ -120,13 +133,7 @@ mod tests {
             if store.1.contains_key(&lease.name) {
                 return Err(LeaseError::AlreadyExists(lease.name.clone()));
             }
-            store.0 += 1;
-            let stored = LeaseRecord {
-                resource_version: store.0.to_string(),
-                ..lease.clone()
-            };
-            store.1.insert(lease.name.clone(), stored.clone());
-            Ok(stored)
+            Ok(put(&mut store, lease))
         }
 
         async fn get(&self, name: &str) -> Result<Option<LeaseRecord>, LeaseError> {
@@ -138,13 +145,7 @@ mod tests {
             if store.1.get(&lease.name).map(|l| &l.resource_version) != Some(&lease.resource_version) {
                 return Err(LeaseError::Conflict(lease.name.clone()));
             }
-            store.0 += 1;
-            let stored = LeaseRecord {
-                resource_version: store.0.to_string(),
-                ..lease.clone()
-            };
-            store.1.insert(lease.name.clone(), stored.clone());
-            Ok(stored)
+            Ok(put(&mut store, lease))
         }
 
         async fn delete(&self, name: &str, _version: &str) -> Result<(), LeaseError> {

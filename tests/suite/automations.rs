@@ -68,6 +68,32 @@ fn looks_at(log: &Path, at: &str) -> usize {
     count_all(log, &["looked at the automations", &format!("now={at}")])
 }
 
+/// A GitHub world whose repository holds a changelog, with `yaml`.
+async fn github_world(yaml: &str) -> World {
+    World::with_repository(no_turns(), &[("CHANGELOG.md", "# Changes\n")], yaml).await
+}
+
+/// The GitHub world's daemon on the test's clock, once it counts from now.
+async fn start_on_clock(world: &World, clock: &TestClock) -> DaemonProcess {
+    let mut env = world.env();
+    env.push(clock.env());
+    let daemon = DaemonProcess::start(&world.config, &["run"], &env, &world.log_path());
+    counting_from_now(&world.log_path(), 1).await;
+    daemon
+}
+
+/// Waits until `daemons` daemons saw the automation and count its times from now.
+async fn counting_from_now(log: &Path, daemons: usize) {
+    let line = "automation scheduled; its times count from now";
+    wait_until(
+        "the automation counting from now",
+        WAIT,
+        async || count(log, line) == daemons,
+        log,
+    )
+    .await;
+}
+
 /// Sets the clock to `at`, then waits until the daemon looked at that time.
 async fn tick(clock: &TestClock, at: &str, log: &Path) {
     clock.set(at);
@@ -82,25 +108,11 @@ async fn tick(clock: &TestClock, at: &str, log: &Path) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn on_github_one_issue_per_tick_none_while_open_one_catch_up_and_no_double_after_a_restart() {
-    let world = World::with_repository(
-        no_turns(),
-        &[("CHANGELOG.md", "# Changes\n")],
-        &automation_yaml(REPO),
-    )
-    .await;
+    let world = github_world(&automation_yaml(REPO)).await;
     let gh = &world.github;
     let log = world.log_path();
     let clock = TestClock::new(world.dir.path(), "2026-12-08T10:00:30Z");
-    let mut env = world.env();
-    env.push(clock.env());
-    let mut daemon = DaemonProcess::start(&world.config, &["run"], &env, &log);
-    wait_until(
-        "the automation counting from now",
-        WAIT,
-        async || count(&log, "automation scheduled; its times count from now") == 1,
-        &log,
-    )
-    .await;
+    let mut daemon = start_on_clock(&world, &clock).await;
     assert!(gh.issues_by_bot(REPO).is_empty(), "nothing before the first time");
 
     // 10:01: the first time. One issue, labelled for the intake.
@@ -160,6 +172,8 @@ async fn on_github_one_issue_per_tick_none_while_open_one_catch_up_and_no_double
     daemon.kill9();
     gh.close_issue(REPO, caught.number, "maya");
     let before = looks_at(&log, "2026-12-08T10:07:30Z");
+    let mut env = world.env();
+    env.push(clock.env());
     let mut daemon = DaemonProcess::start(&world.config, &["run"], &env, &log);
     wait_until(
         "the restarted daemon's look at 10:07:30",
@@ -211,13 +225,7 @@ async fn on_gitlab_one_issue_per_tick_none_while_open_and_one_catch_up() {
     let log = world.log.clone();
     let clock = TestClock::new(world.dir.path(), "2026-12-08T10:00:30Z");
     let mut daemon = world.start_with(&[clock.env()]);
-    wait_until(
-        "the automation counting from now",
-        WAIT,
-        async || count(&log, "automation scheduled; its times count from now") == 1,
-        &log,
-    )
-    .await;
+    counting_from_now(&log, 1).await;
 
     tick(&clock, "2026-12-08T10:01:00Z", &log).await;
     let issues = gl.issues_by_bot(PROJECT);
@@ -267,20 +275,14 @@ async fn on_gitlab_one_issue_per_tick_none_while_open_and_one_catch_up() {
 async fn two_replicas_open_one_issue_per_tick() {
     let kube = FakeKube::start().await;
     let yaml = format!("{}{}", super::cluster_replicas::CLUSTER, automation_yaml(REPO));
-    let world = World::with_repository(no_turns(), &[("CHANGELOG.md", "# Changes\n")], &yaml).await;
+    let world = github_world(&yaml).await;
     let gh = &world.github;
     let log = world.log_path();
     let kube_config = kubeconfig::write_kubeconfig(world.dir.path(), &kube.url());
     let clock = TestClock::new(world.dir.path(), "2026-12-08T10:00:30Z");
     let mut one = super::cluster_replicas::replica_with(&world, &kube_config, 1, &[clock.env()]);
     let mut two = super::cluster_replicas::replica_with(&world, &kube_config, 2, &[clock.env()]);
-    wait_until(
-        "both replicas counting from now",
-        WAIT,
-        async || count(&log, "automation scheduled; its times count from now") == 2,
-        &log,
-    )
-    .await;
+    counting_from_now(&log, 2).await;
 
     for (n, at) in [
         "2026-12-08T10:01:00Z",
@@ -341,26 +343,12 @@ fn chrono_secs(at: &str) -> i64 {
 /// an automation opened is claimed and worked by the usual intake.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_usual_intake_works_the_issue_an_automation_opened() {
-    let world = World::with_repository(
-        no_turns(),
-        &[("CHANGELOG.md", "# Changes\n")],
-        &automation_yaml(REPO),
-    )
-    .await;
+    let world = github_world(&automation_yaml(REPO)).await;
     let gh = &world.github;
     gh.set_permission(REPO, forgehand_test_support::fake_github::BOT, "write");
     let log = world.log_path();
     let clock = TestClock::new(world.dir.path(), "2026-12-08T10:00:30Z");
-    let mut env = world.env();
-    env.push(clock.env());
-    let mut daemon = DaemonProcess::start(&world.config, &["run"], &env, &log);
-    wait_until(
-        "the automation counting from now",
-        WAIT,
-        async || count(&log, "automation scheduled; its times count from now") == 1,
-        &log,
-    )
-    .await;
+    let mut daemon = start_on_clock(&world, &clock).await;
     tick(&clock, "2026-12-08T10:01:00Z", &log).await;
     let issue = gh.issues_by_bot(REPO)[0].number;
     world.wait_for_end(issue).await;
