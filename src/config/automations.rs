@@ -125,6 +125,14 @@ pub fn resolve_automations(
                 "holds an empty label; remove it",
             ));
         }
+        if let Some(label) = labels.iter().find(|l| l.contains(',')) {
+            return Err(ConfigError::invalid(
+                &at("labels"),
+                format!(
+                    "\"{label}\" holds a comma, which GitLab reads as two labels; name one label per entry"
+                ),
+            ));
+        }
         let starting_deadline = raw.starting_deadline.map_or(DEFAULT_STARTING_DEADLINE, |d| d.0);
         if starting_deadline.is_zero() {
             return Err(ConfigError::invalid(
@@ -330,6 +338,17 @@ mod tests {
         assert!(
             spaced.starts_with("automations[0].name: \"weekly deps\" is not a usable name;"),
             "{spaced}"
+        );
+    }
+
+    #[test]
+    fn a_label_with_a_comma_is_refused() {
+        let e = error(&automation(
+            "    schedule: \"0 9 * * *\"\n    repositories: [\"acme/app\"]\n    labels: [\"a,b\"]\n",
+        ));
+        assert_eq!(
+            e,
+            "automations[0].labels: \"a,b\" holds a comma, which GitLab reads as two labels; name one label per entry"
         );
     }
 
