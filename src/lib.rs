@@ -5,6 +5,7 @@
 //! snapshot packer) is the `forgehand-editor` crate.
 
 pub mod agent;
+pub mod automations;
 pub mod budget;
 pub mod config;
 pub mod context_store;

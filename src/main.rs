@@ -48,6 +48,12 @@ enum Command {
         #[command(subcommand)]
         command: Option<TasksCommand>,
     },
+    /// Scheduled automations: `automations list` prints each one, its
+    /// repositories, its next times and what it last did
+    Automations {
+        #[command(subcommand)]
+        command: AutomationsCommand,
+    },
     /// Run SWE-bench-style instances through the pipeline and score them;
     /// `eval make` builds instances from a repository's closed issues
     #[command(args_conflicts_with_subcommands = true)]
@@ -121,6 +127,17 @@ struct AllowedHostFlags {
     /// always answered; any other name gets 403
     #[arg(long = "allowed-host", value_name = "NAME", requires = "http")]
     allowed_hosts: Vec<String>,
+}
+
+#[derive(Subcommand)]
+enum AutomationsCommand {
+    /// Print each automation, its repositories, its next times (in its
+    /// time zone and in UTC) and its last run or skip in each repository
+    List {
+        /// How many next times to print
+        #[arg(long, default_value_t = 3)]
+        next: usize,
+    },
 }
 
 #[derive(Subcommand)]
@@ -265,6 +282,9 @@ async fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Command::Once { url } => cli::once(config, &url).await,
         Command::Doctor { probe_network } => cli::doctor(&config, &path, probe_network).await,
         Command::Tasks { command } => cli::tasks::show(&config, command),
+        Command::Automations {
+            command: AutomationsCommand::List { next },
+        } => cli::automations::list(&config, next),
         Command::Eval { command: None, run } => cli::eval::evaluate(config, run).await,
         Command::Eval {
             command: Some(command),

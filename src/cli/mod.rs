@@ -3,6 +3,7 @@
 //! (`run`, `once`) with `doctor`; the others have a module each.
 
 pub(crate) mod artefacts;
+pub(crate) mod automations;
 pub(crate) mod eval;
 pub(crate) mod mcp;
 pub(crate) mod tasks;

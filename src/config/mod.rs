@@ -2,6 +2,7 @@
 //! the rest of forgehand uses. Loading fails early with an error that names
 //! the key, the bad value and what is accepted.
 
+mod automations;
 mod budget;
 mod cluster;
 mod context;
@@ -25,6 +26,9 @@ mod triggers;
 mod units;
 mod work;
 
+pub use automations::{
+    parse_schedule, AutomationConfig, AutomationForge, AutomationTarget, DEFAULT_STARTING_DEADLINE,
+};
 pub use budget::BudgetConfig;
 pub use cluster::{ClusterConfig, ClusterMode};
 pub use context::{ContextConfig, IdeasConfig, IdeasMode, TrustConfig};
@@ -117,6 +121,8 @@ pub struct Config {
     pub git: GitConfig,
     pub repositories: RepositoriesConfig,
     pub cluster: ClusterConfig,
+    /// Issues opened on a schedule (`automations:`).
+    pub automations: Vec<AutomationConfig>,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -307,7 +313,11 @@ impl Config {
         let mcp_servers = resolve_mcp_servers(raw.mcp_servers)?;
         let scheduling = work::resolve_scheduling(&raw.daemon)?;
         let planning = planning::resolve_planning(raw.planning, &llm.models)?;
+        let github = work::resolve_github(raw.github)?;
+        let gitlab = work::resolve_gitlab(raw.gitlab)?;
+        let automations = automations::resolve_automations(raw.automations, &github, &gitlab)?;
         Ok(Config {
+            automations,
             planning,
             context: context::resolve_context(raw.context, &llm.models)?,
             ideas: context::resolve_ideas(raw.ideas, &llm.models)?,
@@ -318,8 +328,8 @@ impl Config {
             repositories: repository::resolve_repositories(raw.repositories, agent.attempts)?,
             cluster: cluster::resolve_cluster(raw.cluster, &resolve_path)?,
             scheduling,
-            github: work::resolve_github(raw.github)?,
-            gitlab: work::resolve_gitlab(raw.gitlab)?,
+            github,
+            gitlab,
             labels: work::resolve_labels(raw.labels)?,
             delivery: work::resolve_delivery(raw.delivery)?,
             daemon,

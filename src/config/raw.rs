@@ -32,6 +32,7 @@ pub struct RawConfig {
     pub repositories: super::repository::RawRepositories,
     pub cluster: super::cluster::RawCluster,
     pub git: super::git::RawGit,
+    pub automations: Vec<super::automations::RawAutomation>,
 }
 
 #[derive(Debug, Deserialize)]

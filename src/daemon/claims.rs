@@ -69,6 +69,12 @@ impl Coordinator {
         })
     }
 
+    /// The automations' schedule times among the replicas, over the same
+    /// API server, group and holder identity as the task claims.
+    pub fn slot_leases(&self) -> crate::replicas::slots::SlotLeases {
+        crate::replicas::slots::SlotLeases::new(self.claimer.api(), &self.group, self.claimer.holder())
+    }
+
     /// The labels a reloaded config names (the claims stay).
     pub fn set_labels(&mut self, labels: LabelsConfig) {
         self.labels = labels;

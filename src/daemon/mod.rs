@@ -153,6 +153,11 @@ impl Daemon {
                 _ = tokio::time::sleep_until(state.next_checks_look) => {
                     self.look_at_checks(&mut state).await;
                 }
+                _ = tokio::time::sleep_until(state.next_automations_look), if !state.automations.is_empty() => {
+                    let openers = self.forges.iter().map(|(k, f)| (*k, f.clone() as Arc<dyn crate::forge::Opener>)).collect();
+                    state.automations.look(&openers, &self.env.journal).await;
+                    state.next_automations_look = tokio::time::Instant::now() + state.automations.next_look_in();
+                }
                 Some(doorbell) = rung.recv() => {
                     self.answer_doorbell(&mut state, doorbell).await;
                 }
@@ -227,7 +232,10 @@ impl Daemon {
         let scheduling = self.env.config.scheduling.clone();
         let health = Arc::new(http::Health::new(scheduling.poll_interval));
         health.tick();
+        let automations = self.automations(coordinator.as_ref());
         Ok(LoopState {
+            automations,
+            next_automations_look: tokio::time::Instant::now(),
             scheduler,
             coordinator,
             intake: self.intake(),
@@ -318,6 +326,8 @@ impl Daemon {
             Ok(()) => {
                 state.scheduling = self.env.config.scheduling.clone();
                 state.intake = self.intake();
+                state.automations = self.automations(state.coordinator.as_ref());
+                state.next_automations_look = tokio::time::Instant::now();
                 if let Some(claims) = state.coordinator.as_mut() {
                     claims.set_labels(self.env.config.labels.clone());
                 }
@@ -466,6 +476,24 @@ impl Daemon {
                 tracing::warn!("cannot prune the repositories' mirrors: {e}");
             }
         });
+    }
+
+    /// The running config's automations; among replicas each time is
+    /// taken through the Leases the task claims use.
+    fn automations(&self, coordinator: Option<&claims::Coordinator>) -> crate::automations::Automations {
+        let slots = coordinator.map(claims::Coordinator::slot_leases);
+        let automations = crate::automations::Automations::new(
+            &self.env.config,
+            crate::automations::clock::from_env(),
+            slots,
+        );
+        if !automations.is_empty() {
+            tracing::info!(
+                count = self.env.config.automations.len(),
+                "scheduled automations on"
+            );
+        }
+        automations
     }
 
     /// The intake for the running config.
@@ -665,6 +693,9 @@ struct LoopState {
     next_poll: tokio::time::Instant,
     /// When the tasks waiting on checks are looked at next.
     next_checks_look: tokio::time::Instant,
+    /// The scheduled automations, and when they are looked at next.
+    automations: crate::automations::Automations,
+    next_automations_look: tokio::time::Instant,
     /// Why new claims wait (the state folder's disk is low), if they do.
     low_space: Option<String>,
     /// Cancelled only after the grace period: tasks stop separately.

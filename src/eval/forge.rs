@@ -92,6 +92,9 @@ fn now() -> String {
     chrono::Utc::now().to_rfc3339_opts(chrono::SecondsFormat::Secs, true)
 }
 
+/// A local repository has no issues to open.
+impl crate::forge::Opener for LocalForge {}
+
 #[async_trait]
 impl Intake for LocalForge {
     fn kind(&self) -> ForgeKind {

@@ -4,8 +4,8 @@
 //! (`Arc<dyn Forge>` coerces to any one of them).
 
 use super::{
-    ChangeInfo, Check, Comment, ForgeError, ForgeKind, Item, ItemRef, LabelApplied, Poll, RecentComments,
-    RepoInfo, ReviewThread, TextEdits,
+    ChangeInfo, Check, Comment, ForgeError, ForgeKind, Item, ItemRef, LabelApplied, NewIssue, Poll,
+    RecentComments, RepoInfo, ReviewThread, TextEdits,
 };
 use crate::git::Credentials;
 use async_trait::async_trait;
@@ -216,7 +216,28 @@ pub trait Reviews: Send + Sync {
     async fn resolve_thread(&self, item: &ItemRef, thread: &ReviewThread) -> Result<bool, ForgeError>;
 }
 
-/// Everything forgehand does on a forge, besides git: every capability.
-pub trait Forge: Intake + Thread + Delivery + Checks + Reviews {}
+/// Opening issues of forgehand's own (a scheduled automation's) and
+/// finding the one still open. A forge without issues says so.
+#[async_trait]
+pub trait Opener: Send + Sync {
+    /// Opens an issue in `repo` as forgehand's account, with its labels.
+    async fn open_issue(&self, repo: &str, issue: &NewIssue) -> Result<Item, ForgeError> {
+        let _ = (repo, issue);
+        Err(ForgeError::Setup {
+            forge: "forge",
+            message: "this forge does not open issues".into(),
+        })
+    }
 
-impl<T: Intake + Thread + Delivery + Checks + Reviews> Forge for T {}
+    /// The newest open issue of `repo` that forgehand's account opened and
+    /// whose body holds `marker`; `None` when there is none.
+    async fn find_open_issue(&self, repo: &str, marker: &str) -> Result<Option<Item>, ForgeError> {
+        let _ = (repo, marker);
+        Ok(None)
+    }
+}
+
+/// Everything forgehand does on a forge, besides git: every capability.
+pub trait Forge: Intake + Thread + Delivery + Checks + Reviews + Opener {}
+
+impl<T: Intake + Thread + Delivery + Checks + Reviews + Opener> Forge for T {}

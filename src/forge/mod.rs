@@ -13,7 +13,7 @@ mod mention;
 pub mod retry;
 mod reviews;
 
-pub use capabilities::{Checks, Delivery, Forge, Intake, Reviews, Thread};
+pub use capabilities::{Checks, Delivery, Forge, Intake, Opener, Reviews, Thread};
 pub use checks::{ci_line, ci_state, Check, CheckId, CheckState, CiState};
 pub use mention::mentions;
 pub use reviews::ReviewThread;
@@ -211,6 +211,14 @@ impl Item {
     pub fn has_label(&self, label: &str) -> bool {
         self.labels.iter().any(|l| l == label)
     }
+}
+
+/// An issue forgehand opens itself (a scheduled automation's).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NewIssue {
+    pub title: String,
+    pub body: String,
+    pub labels: Vec<String>,
 }
 
 /// A moment as the forges report it (RFC 3339), in UTC.
@@ -429,7 +437,7 @@ impl ForgeError {
 /// caller call any forge method without its names clashing with the
 /// caller's own (a `Thread` of its own, say).
 pub mod prelude {
-    pub use super::{Checks as _, Delivery as _, Intake as _, Reviews as _, Thread as _};
+    pub use super::{Checks as _, Delivery as _, Intake as _, Opener as _, Reviews as _, Thread as _};
 }
 
 /// A poisoned lock only means another request panicked; the cache it guards is still usable.

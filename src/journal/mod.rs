@@ -10,6 +10,7 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
+mod automations;
 mod check_waits;
 mod checkpoints;
 mod heard;
@@ -22,6 +23,7 @@ mod transcripts;
 mod transition;
 mod waits;
 
+pub use automations::{AutomationRun, RunOutcome};
 pub use check_waits::{CheckWait, ChecksSeen};
 pub use checkpoints::AgentCheckpoint;
 pub use heard::Heard;

@@ -19,6 +19,7 @@ pub(super) fn create_tables(db: &Connection) -> rusqlite::Result<()> {
     super::Journal::create_waits(db)?;
     super::Journal::create_check_wait_conversations(db)?;
     super::Journal::create_phase_records(db)?;
+    super::Journal::create_automation_runs(db)?;
     super::checkpoints::adopt_agent_checkpoints(db)
 }
 

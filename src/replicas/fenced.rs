@@ -6,7 +6,7 @@
 use super::lease::{Claim, Fenced};
 use crate::forge::{
     ChangeInfo, Check, Checks, Comment, Delivery, Forge, ForgeError, ForgeKind, Intake, Item, ItemRef,
-    LabelApplied, Poll, RecentComments, RepoInfo, ReviewThread, Reviews, TextEdits, Thread,
+    LabelApplied, NewIssue, Opener, Poll, RecentComments, RepoInfo, ReviewThread, Reviews, TextEdits, Thread,
 };
 use crate::git::Credentials;
 use async_trait::async_trait;
@@ -39,6 +39,18 @@ impl FencedForge {
                 })
             }
         }
+    }
+}
+
+#[async_trait]
+impl Opener for FencedForge {
+    async fn open_issue(&self, repo: &str, issue: &NewIssue) -> Result<Item, ForgeError> {
+        self.fence("opening an issue").await?;
+        self.inner.open_issue(repo, issue).await
+    }
+
+    async fn find_open_issue(&self, repo: &str, marker: &str) -> Result<Option<Item>, ForgeError> {
+        self.inner.find_open_issue(repo, marker).await
     }
 }
 

@@ -118,6 +118,12 @@ impl Claimer {
         &self.holder
     }
 
+    /// The Lease calls this replica makes (shared with the automations'
+    /// schedule times, [`super::slots`]).
+    pub fn api(&self) -> Arc<dyn LeaseApi> {
+        self.api.clone()
+    }
+
     /// Claims `name` for the task `task` when nobody holds it, or takes it
     /// over when its holder has been silent for a whole lease duration.
     pub async fn try_claim(&self, name: &str, task: &str) -> Result<Attempt, LeaseError> {

@@ -1,9 +1,12 @@
 //! Several daemon replicas working one set of forges: which replica works
-//! which task is decided by Kubernetes Leases, one per task.
+//! which task is decided by Kubernetes Leases, one per task; which replica
+//! opens a scheduled automation's issue, by one Lease per automation and
+//! repository ([`slots`]).
 
 pub mod fenced;
 pub mod kube_leases;
 pub mod lease;
+pub mod slots;
 
 use crate::forge::ItemRef;
 use sha2::{Digest, Sha256};

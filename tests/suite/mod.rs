@@ -2,6 +2,7 @@
 
 mod agent_docker;
 mod agent_loop;
+mod automations;
 mod best_of;
 mod budgets;
 mod ci_feedback;

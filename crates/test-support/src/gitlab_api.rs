@@ -50,6 +50,7 @@ const ISSUE_LIST: &[&str] = &[
     "order_by",
     "sort",
     "updated_after",
+    "author_username",
 ];
 const MR_LIST: &[&str] = &[
     "page",
@@ -158,6 +159,14 @@ pub const ENDPOINTS: &[Endpoint] = &[
         body: &["add_labels", "remove_labels"],
         answer: Some(Entity::MergeRequest),
         doc: "merge_requests.md: Update MR",
+    },
+    Endpoint {
+        method: "POST",
+        path: "projects/:id/issues",
+        query: &[],
+        body: &["title", "description", "labels"],
+        answer: Some(Entity::Issue),
+        doc: "issues.md: New issue",
     },
     Endpoint {
         method: "POST",
@@ -787,7 +796,7 @@ fn kind(attribute: &str) -> Kind {
     match attribute {
         "note_id" => Kind::Integer,
         "remove_source_branch" | "resolved" => Kind::Boolean,
-        "add_labels" | "remove_labels" => Kind::Labels,
+        "add_labels" | "remove_labels" | "labels" => Kind::Labels,
         "created_at" => Kind::DateTime,
         _ => Kind::Text,
     }
@@ -797,6 +806,7 @@ fn kind(attribute: &str) -> Kind {
 fn required(e: &Endpoint) -> &'static [&'static str] {
     match (e.method, e.path) {
         ("POST", "projects/:id/merge_requests") => &["source_branch", "target_branch", "title"],
+        ("POST", "projects/:id/issues") => &["title"],
         ("POST", path) if path.ends_with("/award_emoji") => &["name"],
         ("POST" | "PUT", path) if path.contains("/notes") => &["body"],
         ("PUT", "projects/:id/merge_requests/:iid/discussions/:discussion_id") => &["resolved"],
@@ -844,6 +854,34 @@ mod tests {
         check_request(method, &segments, &query, &body)
             .err()
             .map(|r| r.error)
+    }
+
+    #[test]
+    fn a_new_issue_needs_its_title_and_takes_labels_as_a_list() {
+        assert_eq!(
+            refusal("POST", "projects/7/issues", &[], json!({"description": "d"})).as_deref(),
+            Some("title is missing")
+        );
+        assert_eq!(
+            refusal(
+                "POST",
+                "projects/7/issues",
+                &[],
+                json!({"title": "t", "labels": "a,b"})
+            ),
+            None
+        );
+        assert_eq!(
+            refusal(
+                "POST",
+                "projects/7/issues",
+                &[],
+                json!({"title": "t", "labels": 3})
+            )
+            .as_deref(),
+            Some("labels is invalid")
+        );
+        assert!(refusal("GET", "projects/7/issues", &["author_username"], Value::Null).is_none());
     }
 
     #[test]

@@ -24,6 +24,7 @@ use tokio::time::Instant;
 mod checks;
 mod conversation;
 mod history;
+mod opening;
 mod requests;
 mod reviews;
 mod wire;

@@ -26,6 +26,7 @@ use std::time::Duration;
 mod checks;
 mod conversation;
 mod history;
+mod opening;
 mod reviews;
 mod wire;
 

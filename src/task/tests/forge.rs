@@ -110,6 +110,8 @@ fn not_found(what: &str) -> ForgeError {
     }
 }
 
+impl crate::forge::Opener for MemoryForge {}
+
 #[async_trait]
 impl Intake for MemoryForge {
     fn kind(&self) -> ForgeKind {

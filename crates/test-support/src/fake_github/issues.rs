@@ -15,6 +15,7 @@ pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], bod
     let q = query(req);
     Some(match (req.method.as_str(), segs) {
         ("GET", ["repos", o, r, "issues"]) => list(s, req, base, &format!("{o}/{r}"), &q),
+        ("POST", ["repos", o, r, "issues"]) => create(s, base, &format!("{o}/{r}"), body),
         ("GET", ["repos", o, r, "issues", n]) => match issue_in(s, &format!("{o}/{r}"), n) {
             Some(i) => ok(issue_json(base, &format!("{o}/{r}"), i)),
             None => not_found(),
@@ -43,6 +44,8 @@ fn list(s: &State, req: &Request, base: &str, name: &str, q: &HashMap<String, St
         .map(|l| l.split(',').collect())
         .unwrap_or_default();
     let state = q.get("state").map(String::as_str).unwrap_or("open");
+    // `creator`: the login of the user who opened it.
+    let creator = q.get("creator");
     // `since`: updated at or after, read as a time.
     let since = match q.get("since").map(|t| parse_time(t)) {
         Some(None) => {
@@ -60,6 +63,7 @@ fn list(s: &State, req: &Request, base: &str, name: &str, q: &HashMap<String, St
         .values()
         .filter(|i| state == "all" || (state == "open") == i.open)
         .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l == w)))
+        .filter(|i| creator.is_none_or(|c| c.eq_ignore_ascii_case(&i.user)))
         .filter(|i| whole_seconds(i.updated) >= since)
         .collect();
     // `sort` (created, updated, comments; created by default),
@@ -74,6 +78,63 @@ fn list(s: &State, req: &Request, base: &str, name: &str, q: &HashMap<String, St
     }
     let values = list.iter().map(|i| issue_json(base, name, i)).collect();
     paged(req, values)
+}
+
+/// `POST /repos/{o}/{r}/issues`: the bot opens an issue, with its labels
+/// (strings or `{"name": ...}` objects, as the schema takes); GitHub
+/// answers 201 with the issue ("Create an issue"). GitHub silently drops
+/// the labels of a creator without push access; the bot is the account
+/// whose token pushes every branch in these tests, so they are kept.
+fn create(s: &mut State, base: &str, name: &str, body: &Value) -> Reply {
+    if !s.repos.contains_key(name) {
+        return not_found();
+    }
+    let text = |key: &str| {
+        body.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let labels: Vec<String> = body
+        .get("labels")
+        .and_then(Value::as_array)
+        .map(|all| {
+            all.iter()
+                .filter_map(|l| l.as_str().or_else(|| l.get("name").and_then(Value::as_str)))
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default();
+    let number = insert_issue(s, name, BOT, &text("title"), &text("body"));
+    add_labels(s, name, number, &labels, BOT);
+    Reply::json(201, issue_json(base, name, &s.repos[name].issues[&number]))
+}
+
+/// A new open issue of `repo` by `author`; its number.
+pub(super) fn insert_issue(s: &mut State, repo: &str, author: &str, title: &str, body: &str) -> u64 {
+    let number = s.repos[repo].next_number();
+    s.clock = tick(s.clock);
+    let clock = s.clock;
+    if let Some(r) = s.repos.get_mut(repo) {
+        r.issues.insert(
+            number,
+            Issue {
+                number,
+                title: title.into(),
+                body: body.into(),
+                user: author.into(),
+                labels: vec![],
+                open: true,
+                is_pr: false,
+                comments: vec![],
+                reviews: vec![],
+                events: vec![],
+                edited: None,
+                updated: clock,
+            },
+        );
+    }
+    number
 }
 
 /// The issue's events (labels, renames, closing).

@@ -297,28 +297,18 @@ impl FakeGitHub {
     }
 
     pub fn open_issue(&self, repo: &str, author: &str, title: &str, body: &str) -> u64 {
+        self.with(|s| issues::insert_issue(s, repo, author, title, body))
+    }
+
+    /// The issues of `repo` the bot opened, by number.
+    pub fn issues_by_bot(&self, repo: &str) -> Vec<Issue> {
         self.with(|s| {
-            let number = s.repos.get(repo).unwrap().next_number();
-            s.clock = tick(s.clock);
-            let clock = s.clock;
-            s.repos.get_mut(repo).unwrap().issues.insert(
-                number,
-                Issue {
-                    number,
-                    title: title.into(),
-                    body: body.into(),
-                    user: author.into(),
-                    labels: vec![],
-                    open: true,
-                    is_pr: false,
-                    comments: vec![],
-                    reviews: vec![],
-                    events: vec![],
-                    edited: None,
-                    updated: clock,
-                },
-            );
-            number
+            s.repos[repo]
+                .issues
+                .values()
+                .filter(|i| i.user == BOT && !i.is_pr)
+                .cloned()
+                .collect()
         })
     }
 

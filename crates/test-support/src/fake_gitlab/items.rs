@@ -16,6 +16,7 @@ pub(super) fn route(s: &mut State, req: &Request, base: &str, segs: &[&str], bod
     let kinds = |kind: &str| matches!(kind, "issues" | "merge_requests");
     Some(match (req.method.as_str(), segs) {
         ("GET", ["projects", path, kind]) if kinds(kind) => list(s, req, (base, path, kind), &q),
+        ("POST", ["projects", path, "issues"]) => create(s, base, path, body),
         ("GET", ["projects", path, kind, iid]) if kinds(kind) => one(s, (base, path, kind), iid),
         ("PUT", ["projects", path, kind, iid]) if kinds(kind) => relabel(s, (base, path, kind), iid, body),
         ("GET", ["projects", path, kind, iid, "resource_label_events"]) if kinds(kind) => {
@@ -56,18 +57,88 @@ fn list(
         Err(refusal) => return refusal,
     };
     let source = q.get("source_branch").cloned();
+    let author = q.get("author_username").cloned();
     let mut list: Vec<&Item> = items
         .values()
         .filter(|i| state == "all" || (state == "opened") == i.open)
         .filter(|i| wanted.iter().all(|w| i.labels.iter().any(|l| l == w)))
         .filter(|i| i.updated >= after)
         .filter(|i| source.as_ref().is_none_or(|b| &i.source_branch == b))
+        .filter(|i| author.as_ref().is_none_or(|a| &i.author == a))
         .collect();
     if let Err(refusal) = listing::order_items(&mut list, q) {
         return refusal;
     }
     let values = list.iter().map(|i| item_json(s, base, path, p, i, mr)).collect();
     paged(req, values)
+}
+
+/// `POST /projects/:id/issues` ("New issue"): the bot opens an issue with
+/// its labels (a comma-separated string or an array); 201 with the issue.
+fn create(s: &mut State, base: &str, path: &str, body: &Value) -> Reply {
+    if !s.projects.contains_key(path) {
+        return not_found("Project");
+    }
+    let text = |key: &str| {
+        body.get(key)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned()
+    };
+    let labels: Vec<String> = match body.get("labels") {
+        Some(Value::String(list)) => list
+            .split(',')
+            .map(str::trim)
+            .filter(|l| !l.is_empty())
+            .map(str::to_owned)
+            .collect(),
+        Some(Value::Array(list)) => list.iter().filter_map(Value::as_str).map(str::to_owned).collect(),
+        _ => Vec::new(),
+    };
+    let iid = insert_issue(s, path, BOT, &text("title"), &text("description"));
+    s.clock = tick(s.clock);
+    let clock = s.clock;
+    if let Some(item) = s.projects.get_mut(path).and_then(|p| p.issues.get_mut(&iid)) {
+        edit_labels(item, &labels, &[], BOT, clock);
+    }
+    let p = &s.projects[path];
+    Reply::json(201, item_json(s, base, path, p, &p.issues[&iid], false))
+}
+
+/// A new open issue of `project` by `author`; its iid.
+pub(super) fn insert_issue(
+    s: &mut State,
+    project: &str,
+    author: &str,
+    title: &str,
+    description: &str,
+) -> u64 {
+    if !s.users.iter().any(|u| u == author) {
+        s.users.push(author.to_owned());
+    }
+    s.clock = tick(s.clock);
+    let clock = s.clock;
+    let Some(p) = s.projects.get_mut(project) else {
+        return 0;
+    };
+    let iid = p.issues.keys().max().copied().unwrap_or(0) + 1;
+    p.issues.insert(
+        iid,
+        Item {
+            iid,
+            title: title.into(),
+            description: description.into(),
+            author: author.into(),
+            labels: vec![],
+            open: true,
+            notes: vec![],
+            label_events: vec![],
+            updated: clock,
+            source_branch: String::new(),
+            target_branch: String::new(),
+        },
+    );
+    iid
 }
 
 /// One issue or merge request.

@@ -202,31 +202,18 @@ impl FakeGitLab {
     }
 
     pub fn open_issue(&self, project: &str, author: &str, title: &str, description: &str) -> u64 {
+        self.with(|s| items::insert_issue(s, project, author, title, description))
+    }
+
+    /// The issues of `project` the bot opened, by iid.
+    pub fn issues_by_bot(&self, project: &str) -> Vec<Item> {
         self.with(|s| {
-            if !s.users.iter().any(|u| u == author) {
-                s.users.push(author.to_owned());
-            }
-            s.clock = tick(s.clock);
-            let clock = s.clock;
-            let p = s.projects.get_mut(project).unwrap();
-            let iid = p.issues.keys().max().copied().unwrap_or(0) + 1;
-            p.issues.insert(
-                iid,
-                Item {
-                    iid,
-                    title: title.into(),
-                    description: description.into(),
-                    author: author.into(),
-                    labels: vec![],
-                    open: true,
-                    notes: vec![],
-                    label_events: vec![],
-                    updated: clock,
-                    source_branch: String::new(),
-                    target_branch: String::new(),
-                },
-            );
-            iid
+            s.projects[project]
+                .issues
+                .values()
+                .filter(|i| i.author == BOT)
+                .cloned()
+                .collect()
         })
     }
 
