@@ -378,7 +378,7 @@ mod tests {
         let mut later = LaterWait {
             why: "budget".into(),
             on: "a money cap's period to turn".into(),
-            due_ms: now_ms() + 90_000,
+            due_ms: now_ms() + 85_000,
         };
         journal.wait_until(key, &later).unwrap();
         let first = journal.waiting().unwrap();
