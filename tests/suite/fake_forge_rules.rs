@@ -594,17 +594,7 @@ async fn gitlab_refuses_merge_requests_between_missing_or_equal_branches_and_a_s
     gitlab.set_repository("acme/app", bare);
     let open = |source: &str, target: &str| {
         let body = json!({"source_branch": source, "target_branch": target, "title": "A change"});
-        let url = format!("{}/api/v4/projects/acme%2Fapp/merge_requests", gitlab.url());
-        async move {
-            let answer = reqwest::Client::new()
-                .post(url)
-                .header("private-token", GL_TOKEN)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            (answer.status().as_u16(), answer.json::<Value>().await.unwrap())
-        }
+        post_merge_request(&gitlab, GL_TOKEN, body)
     };
     assert_eq!(
         open("main", "main").await,
@@ -641,19 +631,7 @@ async fn gitlab_refuses_a_missing_required_attribute_or_a_value_of_another_type_
     let gitlab = FakeGitLab::start(GL_TOKEN).await;
     gitlab.add_project("acme/app", "http://127.0.0.1:9/acme/app.git");
     gitlab.set_repository("acme/app", bare);
-    let send = |body: Value| {
-        let url = format!("{}/api/v4/projects/acme%2Fapp/merge_requests", gitlab.url());
-        async move {
-            let answer = reqwest::Client::new()
-                .post(url)
-                .header("private-token", GL_TOKEN)
-                .json(&body)
-                .send()
-                .await
-                .unwrap();
-            (answer.status().as_u16(), answer.json::<Value>().await.unwrap())
-        }
-    };
+    let send = |body: Value| post_merge_request(&gitlab, GL_TOKEN, body);
     assert_eq!(
         send(json!({"source_branch": "feature", "target_branch": "main"})).await,
         (400, json!({"error": "title is missing"}))
@@ -671,4 +649,17 @@ async fn gitlab_refuses_a_missing_required_attribute_or_a_value_of_another_type_
     );
     let (status, made) = send(json!({"source_branch": "feature", "target_branch": "main", "title": "t", "remove_source_branch": true})).await;
     assert_eq!(status, 201, "{made}");
+}
+
+/// `POST` a merge request of acme/app to the fake GitLab: its status and body.
+async fn post_merge_request(gitlab: &FakeGitLab, token: &str, body: Value) -> (u16, Value) {
+    let url = format!("{}/api/v4/projects/acme%2Fapp/merge_requests", gitlab.url());
+    let answer = reqwest::Client::new()
+        .post(url)
+        .header("private-token", token)
+        .json(&body)
+        .send()
+        .await
+        .unwrap();
+    (answer.status().as_u16(), answer.json::<Value>().await.unwrap())
 }
