@@ -586,12 +586,7 @@ async fn a_push_of_workflow_files_without_the_permission_is_refused_in_githubs_w
 #[tokio::test]
 async fn gitlab_refuses_merge_requests_between_missing_or_equal_branches_and_a_second_one() {
     const GL_TOKEN: &str = "glpat-fakeRulesToken000002";
-    let root = tempfile::tempdir().unwrap();
-    let bare = git_http::bare_repo(root.path(), "acme/app.git", &[("README.md", "# app\n")]);
-    git_http::push_commit(&bare, "feature", "f.txt", "f\n", "a feature");
-    let gitlab = FakeGitLab::start(GL_TOKEN).await;
-    gitlab.add_project("acme/app", "http://127.0.0.1:9/acme/app.git");
-    gitlab.set_repository("acme/app", bare);
+    let (_root, gitlab) = acme_app_with_a_feature_branch(GL_TOKEN).await;
     let open = |source: &str, target: &str| {
         let body = json!({"source_branch": source, "target_branch": target, "title": "A change"});
         post_merge_request(&gitlab, GL_TOKEN, body)
@@ -625,12 +620,7 @@ async fn gitlab_refuses_merge_requests_between_missing_or_equal_branches_and_a_s
 #[tokio::test]
 async fn gitlab_refuses_a_missing_required_attribute_or_a_value_of_another_type_in_its_words() {
     const GL_TOKEN: &str = "glpat-fakeRulesToken000003";
-    let root = tempfile::tempdir().unwrap();
-    let bare = git_http::bare_repo(root.path(), "acme/app.git", &[("README.md", "# app\n")]);
-    git_http::push_commit(&bare, "feature", "f.txt", "f\n", "a feature");
-    let gitlab = FakeGitLab::start(GL_TOKEN).await;
-    gitlab.add_project("acme/app", "http://127.0.0.1:9/acme/app.git");
-    gitlab.set_repository("acme/app", bare);
+    let (_root, gitlab) = acme_app_with_a_feature_branch(GL_TOKEN).await;
     let send = |body: Value| post_merge_request(&gitlab, GL_TOKEN, body);
     assert_eq!(
         send(json!({"source_branch": "feature", "target_branch": "main"})).await,
@@ -649,6 +639,18 @@ async fn gitlab_refuses_a_missing_required_attribute_or_a_value_of_another_type_
     );
     let (status, made) = send(json!({"source_branch": "feature", "target_branch": "main", "title": "t", "remove_source_branch": true})).await;
     assert_eq!(status, 201, "{made}");
+}
+
+/// The fake GitLab with acme/app, whose repository has `main` and a
+/// `feature` branch one commit ahead (the folder holding it beside).
+async fn acme_app_with_a_feature_branch(token: &str) -> (tempfile::TempDir, FakeGitLab) {
+    let root = tempfile::tempdir().unwrap();
+    let bare = git_http::bare_repo(root.path(), "acme/app.git", &[("README.md", "# app\n")]);
+    git_http::push_commit(&bare, "feature", "f.txt", "f\n", "a feature");
+    let gitlab = FakeGitLab::start(token).await;
+    gitlab.add_project("acme/app", "http://127.0.0.1:9/acme/app.git");
+    gitlab.set_repository("acme/app", bare);
+    (root, gitlab)
 }
 
 /// `POST` a merge request of acme/app to the fake GitLab: its status and body.

@@ -277,18 +277,7 @@ mod tests {
 
     #[test]
     fn the_judge_keeps_a_quarter_of_the_time_and_one_judgements_tokens() {
-        let settings = DebateSettings {
-            method: super::super::Method::Debate,
-            debaters: Vec::new(),
-            light: Vec::new(),
-            judge: None,
-            rounds: 3,
-            threshold: 0.9,
-            token_budget: 3_000_000,
-            time_limit: Duration::from_secs(20 * 60),
-            call_timeout: Duration::from_secs(10 * 60),
-            max_output_tokens: 16_000,
-        };
+        let settings = DebateSettings::for_tests(16_000);
         let reserve = Reserve::for_judge(&settings, 120_000, 3);
         assert_eq!(reserve.time, Duration::from_secs(5 * 60));
         assert_eq!(reserve.tokens, 120_000 + 4 * 16_000);

@@ -200,20 +200,11 @@ fn judge(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::Duration;
 
     fn settings(debaters: &[&str]) -> DebateSettings {
         DebateSettings {
-            method: Method::Debate,
             debaters: debaters.iter().map(|d| (*d).to_owned()).collect(),
-            light: Vec::new(),
-            judge: None,
-            rounds: 3,
-            threshold: 0.9,
-            token_budget: 3_000_000,
-            time_limit: Duration::from_secs(1200),
-            call_timeout: Duration::from_secs(600),
-            max_output_tokens: 16_000,
+            ..DebateSettings::for_tests(16_000)
         }
     }
 

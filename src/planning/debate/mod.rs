@@ -128,6 +128,24 @@ impl DebateSettings {
             max_output_tokens,
         }
     }
+
+    /// The defaults' debate (3 rounds, 0.9, 3M tokens, 20 minutes, 10 a
+    /// call) among every usable model, for tests.
+    #[cfg(test)]
+    pub(crate) fn for_tests(max_output_tokens: u32) -> DebateSettings {
+        DebateSettings {
+            method: Method::Debate,
+            debaters: Vec::new(),
+            light: Vec::new(),
+            judge: None,
+            rounds: 3,
+            threshold: 0.9,
+            token_budget: 3_000_000,
+            time_limit: Duration::from_secs(20 * 60),
+            call_timeout: Duration::from_secs(10 * 60),
+            max_output_tokens,
+        }
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -649,7 +649,7 @@ mod tests {
     use super::{budget_or_why, idea_request, PROMPT_ROOM};
     use crate::forge::{ForgeKind, Item, ItemKind, ItemRef};
     use crate::llm::ModelInfo;
-    use crate::planning::debate::{lineup, DebateSettings, Method};
+    use crate::planning::debate::{lineup, DebateSettings};
 
     #[test]
     fn the_idea_topic_is_sanitized_like_the_thread() {
@@ -683,18 +683,7 @@ mod tests {
             name: name.into(),
             max_input_tokens: room,
         };
-        let settings = |output: u32| DebateSettings {
-            method: Method::Debate,
-            debaters: Vec::new(),
-            light: Vec::new(),
-            judge: None,
-            rounds: 3,
-            threshold: 0.9,
-            token_budget: 3_000_000,
-            time_limit: std::time::Duration::from_secs(1200),
-            call_timeout: std::time::Duration::from_secs(600),
-            max_output_tokens: output,
-        };
+        let settings = DebateSettings::for_tests;
         let request = 100;
         let models = [model("small", 50_000), model("large", 100_000)];
         // Two debaters: their plans and the answer, 16K each.
